@@ -1,0 +1,63 @@
+# gpumeter: `make demo` runs the main job, `make test` passes the tests. Both do the set-up themselves.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS       ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build asan test test-unit test-asan fuzz bench demo format tidy clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMETER_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+asan: setup
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUMETER_WERROR=ON -DGPUMETER_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter
+
+# Everything: unit, integration and gpu-labelled tests (gpu tests skip without a GPU), then the unit
+# tests again under ASan+UBSan, then the bounded fuzz run.
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE bench
+	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory fuzz
+
+test-unit: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
+
+test-asan: asan
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L unit
+
+# libFuzzer targets under fuzz/, each run for a bounded time (FUZZ_SECONDS).
+FUZZ_SECONDS ?= 30
+fuzz: setup
+	@if ls fuzz/*.cpp >/dev/null 2>&1; then \
+	  CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMETER_FUZZ=ON \
+	    "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined" >/dev/null && \
+	  cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $$(for f in fuzz/*.cpp; do basename $$f .cpp; done) && \
+	  for f in fuzz/*.cpp; do n=$$(basename $$f .cpp); mkdir -p $(FUZZ_BUILD)/corpus-$$n; \
+	    seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
+	    echo "fuzz: $$n for $(FUZZ_SECONDS)s"; \
+	    $(FUZZ_BUILD)/$$n -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -print_final_stats=1 $(FUZZ_BUILD)/corpus-$$n $$seeds 2>&1 | tail -n 3 || exit 1; \
+	  done; \
+	fi
+
+bench: build
+	@for b in $(BUILD)/bench_*; do [ -x $$b ] && $$b; done
+
+demo: build
+	@$(BUILD)/gpumeter demo
+
+format:
+	@clang-format -i $$(git ls-files '*.cpp' '*.h')
+
+tidy: build
+	@clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/*.cpp')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs everything gpumeter's build, tests and demo need on Debian 12. Idempotent: does nothing when
+# all packages are present. Works as root (or with sudo) on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git python3
+  libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libtomlplusplus-dev libsimdjson-dev
+  zlib1g-dev libdeflate-dev libisal-dev libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
+  libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
+  prometheus wrk tmux curl chromium procps
+)
+# Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Front-end packages (the charting library inlined into HTML reports) come from the npm registry.
+if [ -f web/package.json ]; then
+  if [ ! -d web/node_modules ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+    echo "setup: npm ci in web/"
+    (cd web && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  if [ -x web/build-assets.sh ]; then web/build-assets.sh; fi
+fi

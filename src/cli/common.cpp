@@ -1,0 +1,42 @@
+#include "cli/common.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace gm::cli {
+
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", app.get_name().c_str(),
+                 e.what(), app.get_name().c_str());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+void add_pricing_flags(CLI::App& app, PricingOptions& options) {
+  app.add_option("--price", options.price_usd_per_gpu_hour, "price in USD per GPU-hour (overrides everything)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--offer", options.offer, "catalog offer provider:instance[:spot], e.g. aws:p5.48xlarge");
+  app.add_option("--config", options.config_path, "config file (TOML); default $XDG_CONFIG_HOME/gpumeter/config.toml");
+  app.add_option("--catalog", options.catalog_override, "offers CSV merged over the built-in catalog");
+}
+
+int fail(const char* command, const Error& error) {
+  std::fprintf(stderr, "gpumeter %s: error: %s\n", command, error.message.c_str());
+  return exit_code_for(error.kind);
+}
+
+bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }
+
+}  // namespace gm::cli

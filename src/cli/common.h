@@ -1,0 +1,27 @@
+#pragma once
+// Helpers shared by subcommands: flag parsing with CLI11, pricing flags, error rendering.
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "meter/meter.h"
+#include "util/exit_codes.h"
+#include "util/result.h"
+
+namespace gm::cli {
+
+/// Parses argv with `app`. On --help prints help and returns kExitOk; on a bad flag prints
+/// "gpumeter CMD: error: ..." and returns kExitUsage; returns nullopt when the command should go on.
+std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
+
+/// Adds --price, --offer, --config and --catalog to `app`, storing into `options`.
+void add_pricing_flags(CLI::App& app, PricingOptions& options);
+
+/// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
+int fail(const char* command, const Error& error);
+
+/// True when stdout is a terminal.
+bool stdout_is_tty();
+
+}  // namespace gm::cli

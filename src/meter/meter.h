@@ -1,0 +1,154 @@
+#pragma once
+// The meter: price resolution (DESIGN §3 order, source kept), billing rules, exact per-interval cost
+// integration in micro-dollars, shared-device attribution, energy and carbon.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "catalog/catalog.h"
+#include "gpu/gpu.h"
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm {
+
+// ---- price resolution ------------------------------------------------------------------------
+
+/// Where a price came from.
+enum class PriceOrigin { flag_price, flag_offer, config_file, detected_instance, catalog_reference, none };
+
+/// Pricing options as given on the command line (shared by run, agent, trace, gpus).
+struct PricingOptions {
+  std::optional<double> price_usd_per_gpu_hour;  ///< --price
+  std::optional<std::string> offer;              ///< --offer provider:instance[:spot]
+  std::optional<std::string> config_path;        ///< --config (TOML), else $XDG_CONFIG_HOME/gpumeter/config.toml
+  std::optional<std::string> catalog_override;   ///< --catalog FILE (offers override CSV)
+};
+
+/// A resolved price for one GPU-second, with where it came from.
+struct PriceQuote {
+  MicroUsd micros_per_gpu_hour = 0;
+  PriceOrigin origin = PriceOrigin::none;
+  std::string source;                            ///< human text: "--price", "offer aws:p5.48xlarge (us-east-1, on-demand, skypilot-catalog@..., 2025-..)", "catalog reference: median of 12 H100 SXM 80GB offers"
+  std::string provider;                          ///< for the billing rule and carbon ("" when unknown)
+  std::string region;
+  bool spot = false;
+  BillingRule billing;                           ///< rule applied to runs at this price
+  /// $/GPU-hour as a double for display.
+  double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
+};
+
+/// Reads the cloud instance type from DMI (/sys/class/dmi/id) or metadata files; a seam for tests.
+class InstanceDetector {
+ public:
+  virtual ~InstanceDetector() = default;
+  /// Instance type ("p5.48xlarge") if this machine looks like a known cloud VM.
+  virtual std::optional<std::string> instance_type() const = 0;
+};
+
+/// DMI-based detection under `sys_root` (default "/sys").
+class DmiInstanceDetector final : public InstanceDetector {
+ public:
+  explicit DmiInstanceDetector(std::string sys_root = "/sys") : sys_root_(std::move(sys_root)) {}
+  std::optional<std::string> instance_type() const override;
+
+ private:
+  std::string sys_root_;
+};
+
+/// Resolves the price per GPU-hour in the order: --price > --offer > config file > detected instance >
+/// catalog reference price of `nvml_gpu_name`. Error (usage / not_found) for a bad --offer or config.
+Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,
+                                 const std::optional<std::string>& nvml_gpu_name,
+                                 const InstanceDetector* detector);
+
+// ---- billing and cost integration ------------------------------------------------------------
+
+/// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
+std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);
+/// Cost of `gpus` GPUs for `billed_s` seconds at `price`: exact integer arithmetic.
+MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gpus);
+
+/// Integrates cost over irregular intervals exactly: the sum over intervals equals the cost of the
+/// summed duration (the sub-micro-dollar remainder is carried, never lost or doubled).
+class CostIntegrator {
+ public:
+  explicit CostIntegrator(MicroUsd micros_per_hour = 0) : price_(micros_per_hour) {}
+  /// Adds `duration_ns` and returns the micro-dollars this interval adds.
+  MicroUsd add_ns(std::int64_t duration_ns);
+  /// Total micro-dollars so far.
+  MicroUsd total() const { return total_; }
+  /// Total duration so far.
+  std::int64_t total_ns() const { return total_ns_; }
+  /// Changes the price for the following intervals.
+  void set_price(MicroUsd micros_per_hour) { price_ = micros_per_hour; }
+
+ private:
+  MicroUsd price_;
+  MicroUsd total_ = 0;
+  std::int64_t total_ns_ = 0;
+  Int128 remainder_ = 0;  // in micro-dollar * ns units / 3.6e12
+};
+
+// ---- attribution on a shared device ----------------------------------------------------------
+
+/// One process's share of a device interval.
+struct ProcessShare {
+  std::uint32_t pid = 0;
+  MicroUsd cost = 0;
+  MicroUsd idle_cost = 0;                        ///< cost × (1 − device utilization)
+  double weight = 0;                             ///< w_i
+  double energy_j = 0;
+};
+
+/// The split of one device interval.
+struct Attribution {
+  MicroUsd device_cost = 0;
+  MicroUsd unallocated = 0;                      ///< no process present
+  std::vector<ProcessShare> shares;              ///< Σ cost + unallocated == device_cost exactly
+  bool by_sm = false;                            ///< weights from SM util (else memory share)
+};
+
+/// Splits `device_cost` (and `energy_j`) over the processes of `sample` per DESIGN §3: SM-utilization
+/// share when any process has non-zero SM samples, else memory share; idle part by device utilization.
+/// Integer split by largest remainder so the invariant holds exactly.
+Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample& sample);
+
+// ---- energy and carbon -----------------------------------------------------------------------
+
+/// Device energy: counter deltas when the counter works, else trapezoid integration of power; a counter
+/// that goes backwards (driver reload) is detected and that interval falls back to the trapezoid.
+class EnergyMeter {
+ public:
+  /// Feeds one sample; returns the joules of the interval since the previous sample.
+  double add(const DeviceSample& sample);
+  /// Total joules.
+  double total_j() const { return total_j_; }
+  /// The method used so far (counter if every interval used the counter).
+  EnergyMethod method() const;
+  /// Counter resets seen.
+  unsigned resets() const { return resets_; }
+
+ private:
+  std::optional<DeviceSample> prev_;
+  double total_j_ = 0;
+  unsigned counter_intervals_ = 0, power_intervals_ = 0, resets_ = 0;
+};
+
+/// A carbon estimate with its inputs.
+struct CarbonEstimate {
+  double co2_kg = 0;
+  double g_per_kwh = 0;
+  double pue = 1.0;
+  std::string intensity_source;                  ///< dataset + region (or "--carbon-intensity")
+  std::string pue_source;
+};
+
+/// kg CO2e = kWh × PUE × grid intensity for the quote's provider+region (or the overrides).
+std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog,
+                                              const std::string& provider, const std::string& region,
+                                              std::optional<double> g_per_kwh_override = std::nullopt,
+                                              std::optional<double> pue_override = std::nullopt);
+
+}  // namespace gm

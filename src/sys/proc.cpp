@@ -1,0 +1,115 @@
+#include "sys/proc.h"
+
+#include <dirent.h>
+#include <pwd.h>
+
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace gm {
+
+std::optional<std::string> read_small_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return ss.str();
+}
+
+std::vector<std::uint32_t> ProcReader::pids() const {
+  std::vector<std::uint32_t> out;
+  DIR* d = opendir(root_.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const char* n = e->d_name;
+    if (!*n) continue;
+    bool digits = true;
+    for (const char* p = n; *p; ++p) digits = digits && std::isdigit(static_cast<unsigned char>(*p));
+    if (digits) out.push_back(static_cast<std::uint32_t>(std::stoul(n)));
+  }
+  closedir(d);
+  return out;
+}
+
+std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
+  const std::string dir = root_ + "/" + std::to_string(pid);
+  auto stat = read_small_file(dir + "/stat");
+  if (!stat) return std::nullopt;
+  ProcInfo info;
+  info.pid = pid;
+  // stat: "pid (comm) state ppid pgrp ..." — comm may hold spaces and parentheses, so split at the last ')'.
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(stat->substr(close + 1));
+  std::string state;
+  long long ppid = 0, pgrp = 0;
+  rest >> state >> ppid >> pgrp;
+  info.ppid = static_cast<std::uint32_t>(ppid);
+  info.pgid = static_cast<std::uint32_t>(pgrp);
+  if (auto comm = read_small_file(dir + "/comm")) {
+    info.comm = *comm;
+    while (!info.comm.empty() && (info.comm.back() == '\n' || info.comm.back() == '\r')) info.comm.pop_back();
+  } else {
+    const auto open = stat->find('(');
+    if (open != std::string::npos && close > open) info.comm = stat->substr(open + 1, close - open - 1);
+  }
+  if (auto status = read_small_file(dir + "/status")) {
+    std::istringstream ss(*status);
+    std::string line;
+    while (std::getline(ss, line)) {
+      if (line.rfind("Uid:", 0) == 0) {
+        std::istringstream u(line.substr(4));
+        unsigned long uid = 0;
+        if (u >> uid) info.uid = static_cast<std::uint32_t>(uid);
+        break;
+      }
+    }
+  }
+  info.cgroup = read_small_file(dir + "/cgroup").value_or("");
+  return info;
+}
+
+std::optional<std::string> ProcReader::environ_var(std::uint32_t pid, const std::string& name) const {
+  auto env = read_small_file(root_ + "/" + std::to_string(pid) + "/environ");
+  if (!env) return std::nullopt;
+  const std::string key = name + "=";
+  std::size_t pos = 0;
+  while (pos < env->size()) {
+    const auto end = env->find('\0', pos);
+    const std::string_view entry(env->data() + pos, (end == std::string::npos ? env->size() : end) - pos);
+    if (entry.substr(0, key.size()) == key) return std::string(entry.substr(key.size()));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::uint32_t> ProcReader::descendants(std::uint32_t root_pid) const {
+  std::multimap<std::uint32_t, std::uint32_t> children;
+  for (auto pid : pids())
+    if (auto info = read(pid)) children.emplace(info->ppid, pid);
+  std::vector<std::uint32_t> out, stack{root_pid};
+  while (!stack.empty()) {
+    const auto p = stack.back();
+    stack.pop_back();
+    auto [b, e] = children.equal_range(p);
+    for (auto it = b; it != e; ++it) {
+      out.push_back(it->second);
+      stack.push_back(it->second);
+    }
+  }
+  return out;
+}
+
+std::string user_name(std::uint32_t uid) {
+  passwd pw{};
+  passwd* result = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+}  // namespace gm

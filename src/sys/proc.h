@@ -1,0 +1,45 @@
+#pragma once
+// ProcReader: reads a directory laid out like /proc (the real one, or a test tree).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gm {
+
+/// Facts about one process read from <root>/<pid>/.
+struct ProcInfo {
+  std::uint32_t pid = 0;
+  std::uint32_t ppid = 0;
+  std::uint32_t pgid = 0;
+  std::string comm;                              ///< /proc/PID/comm (executable name, never argv)
+  std::optional<std::uint32_t> uid;              ///< real uid from /proc/PID/status
+  std::string cgroup;                            ///< raw /proc/PID/cgroup contents
+};
+
+/// Reads processes from a /proc-like tree.
+class ProcReader {
+ public:
+  explicit ProcReader(std::string root = "/proc") : root_(std::move(root)) {}
+  /// PIDs present now.
+  std::vector<std::uint32_t> pids() const;
+  /// One process, or nullopt if it vanished or cannot be read.
+  std::optional<ProcInfo> read(std::uint32_t pid) const;
+  /// One environment variable of a process (needs permission; nullopt otherwise).
+  std::optional<std::string> environ_var(std::uint32_t pid, const std::string& name) const;
+  /// All descendants of `root_pid` (not including it), from the ppid links of the current snapshot.
+  std::vector<std::uint32_t> descendants(std::uint32_t root_pid) const;
+  /// The root directory ("/proc").
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+};
+
+/// Reads a whole small file; nullopt if it cannot be read.
+std::optional<std::string> read_small_file(const std::string& path);
+
+/// User name for a uid (getpwuid_r), or the number as text.
+std::string user_name(std::uint32_t uid);
+
+}  // namespace gm

@@ -1,0 +1,27 @@
+#pragma once
+// Exit codes of gpumeter, in one place (documented in docs/cli.md).
+#include "util/result.h"
+
+namespace gm {
+
+inline constexpr int kExitOk = 0;            ///< success
+inline constexpr int kExitFailure = 1;       ///< run-time failure; `compare`: the gate failed
+inline constexpr int kExitUsage = 2;         ///< bad flags or arguments
+inline constexpr int kExitNoNvml = 3;        ///< NVML could not be loaded or initialised (gpus, doctor, agent)
+inline constexpr int kExitNotFound = 4;      ///< unknown run / GPU / offer / model
+inline constexpr int kExitUnavailable = 5;   ///< ledger locked or corrupt, server unreachable
+inline constexpr int kExitGuardStop = 86;    ///< `run`: gpumeter stopped the job (budget, forecast or idle)
+
+/// Maps an error category to its exit code.
+inline int exit_code_for(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::usage: return kExitUsage;
+    case ErrorKind::not_found: return kExitNotFound;
+    case ErrorKind::no_nvml: return kExitNoNvml;
+    case ErrorKind::unavailable: return kExitUnavailable;
+    case ErrorKind::failure: break;
+  }
+  return kExitFailure;
+}
+
+}  // namespace gm

@@ -1,0 +1,57 @@
+#pragma once
+// Test helpers: run the real gpumeter binary, temporary directories, paths of the build.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gm::test {
+
+/// Outcome of running a command.
+struct CmdResult {
+  int exit_code = -1;        ///< exit status, or 128+signal
+  std::string out;           ///< stdout bytes
+  std::string err;           ///< stderr bytes
+  double wall_s = 0;
+  bool timed_out = false;
+};
+
+/// Runs `argv` (argv[0] is a path) with extra environment `env` (a value of "\x01unset" removes a variable),
+/// optional stdin text, killing it after `timeout_s`.
+CmdResult run_command(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+                      const std::optional<std::string>& stdin_text = std::nullopt, double timeout_s = 120);
+
+/// Runs the built gpumeter binary with `args`.
+CmdResult run_gpumeter(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+                       const std::optional<std::string>& stdin_text = std::nullopt, double timeout_s = 120);
+
+/// Environment that points gpumeter at the fake NVML with this scenario file, a private ledger and config dir.
+std::map<std::string, std::string> fake_env(const std::string& scenario_path, const std::string& home_dir);
+
+/// A fresh directory under /tmp, removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  /// Writes `content` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+/// Path of the gpumeter binary under test.
+std::string gpumeter_binary();
+/// Path of the fake NVML library (build/fake_nvml/libnvidia-ml.so.1).
+std::string fake_nvml_library();
+/// The source tree root.
+std::string source_dir();
+/// ../shared next to the source tree.
+std::string shared_dir();
+/// Reads a whole file ("" if missing).
+std::string read_file(const std::string& path);
+
+}  // namespace gm::test

@@ -1,0 +1,68 @@
+#include <gtest/gtest.h>
+
+#include "util/csv.h"
+#include "util/embedded.h"
+#include "util/money.h"
+#include "util/result.h"
+#include "util/table.h"
+#include "util/units.h"
+
+namespace gm {
+namespace {
+
+TEST(UtilTest, DurationParsing) {
+  EXPECT_EQ(*parse_duration_ms("90"), 90'000);
+  EXPECT_EQ(*parse_duration_ms("500ms"), 500);
+  EXPECT_EQ(*parse_duration_ms("15m"), 900'000);
+  EXPECT_EQ(*parse_duration_ms("1h30m"), 5'400'000);
+  EXPECT_EQ(*parse_duration_ms("7d"), 7 * 86'400'000LL);
+  EXPECT_FALSE(parse_duration_ms("abc").ok());
+  EXPECT_FALSE(parse_duration_ms("5x").ok());
+  EXPECT_FALSE(parse_duration_ms("").ok());
+}
+
+TEST(UtilTest, PercentParsing) {
+  EXPECT_DOUBLE_EQ(*parse_percent("80%"), 80);
+  EXPECT_DOUBLE_EQ(*parse_percent("50"), 50);
+  EXPECT_FALSE(parse_percent("150%").ok());
+  EXPECT_FALSE(parse_percent("-1%").ok());
+}
+
+TEST(UtilTest, MoneyIsExactInIntegers) {
+  // $98.32/h for one hour is exactly $98.32
+  EXPECT_EQ(cost_for_ms(usd_to_micros(98.32), 3'600'000), 98'320'000);
+  EXPECT_EQ(cost_for_ms(usd_to_micros(3600), 1000), 1'000'000);
+  EXPECT_EQ(format_usd(1234.5), "$1,234.50");
+  EXPECT_EQ(format_usd(0.5), "$0.500");
+}
+
+TEST(UtilTest, CsvQuotedFieldsAndLineNumbers) {
+  auto t = parse_csv("a,b\n1,\"x, \"\"y\"\"\"\n\n2,z\n", "t.csv");
+  ASSERT_TRUE(t.ok()) << t.error().message;
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[0].fields[1], "x, \"y\"");
+  EXPECT_EQ(t->rows[1].line, 4u);
+  auto bad = parse_csv("a,b\n1,2,3\n", "bad.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("bad.csv:2"), std::string::npos);
+}
+
+TEST(UtilTest, SuggestNames) {
+  std::vector<std::string> names{"H100 SXM 80GB", "A100 SXM 40GB", "L4 24GB"};
+  EXPECT_NE(suggest_names("H10", names).find("H100"), std::string::npos);
+}
+
+TEST(UtilTest, TableAlignsColumns) {
+  TextTable t;
+  t.header({"gpu", "$/h"}, {TextTable::Align::left, TextTable::Align::right});
+  t.row({"H100", "$2.50"});
+  t.row({"L4", "$10.00"});
+  const auto s = t.render();
+  EXPECT_NE(s.find("H100   $2.50"), std::string::npos) << s;
+  EXPECT_EQ(shorten_middle("abcdefghijklmnopqrstuvwxyz", 10).size(), 12u);  // 9 chars + 3-byte ellipsis
+}
+
+TEST(UtilTest, EmbeddedDataIsCompiledIn) { EXPECT_FALSE(embedded_files().empty()); }
+
+}  // namespace
+}  // namespace gm
