@@ -82,6 +82,12 @@ struct RawTrace {
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
                          const Options& options);
 
+/// parse_trace; with options.partial, a document that fails before any event (a truncated file) is cut
+/// after its last complete-looking event and parsed again (`data` is modified). The original error is
+/// returned either way; `out` holds what could be read.
+Result<void> parse_trace_repairing(const std::string& name, char* data, std::size_t len, RawTrace& out,
+                                   const Options& options);
+
 /// Runs the DESIGN §3 analyses over a parsed trace.
 std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
 

@@ -334,6 +334,7 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
   od::document doc;
   auto fail_at = [&](simdjson::error_code e, const char* where) -> Error {
     std::size_t offset = len;
+    if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || e == simdjson::UNCLOSED_STRING) where = nullptr;
     if (where != nullptr && where >= data && where <= data + len) offset = static_cast<std::size_t>(where - data);
     return make_error(fmt::format("{}: invalid JSON at byte {}{}: {}", name, offset,
                                   offset >= len ? " (end of input)" : "", simdjson::error_message(e)));
@@ -385,6 +386,30 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
   if (const char* rest = location(); rest != nullptr && rest < data + len)
     return fail_at(simdjson::TRAILING_CONTENT, rest);
   return ok_result();
+}
+
+Result<void> parse_trace_repairing(const std::string& name, char* data, std::size_t len, RawTrace& out,
+                                   const Options& options) {
+  auto first = parse_trace(name, data, len, out, options);
+  if (first || !options.partial || out.has_trace_events) return first;
+  // The document failed before any event was read (typically a truncated file whose brackets never
+  // close): cut after the last "}," that leaves a parseable prefix and close the array and the object.
+  std::string_view text(data, len);
+  std::size_t pos = len;
+  Options quiet = options;
+  quiet.progress = nullptr;
+  for (int attempt = 0; attempt < 256 && pos > 0; ++attempt) {
+    pos = text.rfind("},", pos - 1);
+    if (pos == std::string_view::npos) break;
+    data[pos + 1] = ']';
+    data[pos + 2] = '}';
+    RawTrace repaired;
+    if (parse_trace(name, data, pos + 3, repaired, quiet) && repaired.has_trace_events) {
+      out = std::move(repaired);
+      return first;  // still the original error: the caller labels the result partial
+    }
+  }
+  return first;
 }
 
 std::string unescape_json(std::string_view raw) {
@@ -467,7 +492,7 @@ Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view js
   FileAnalysis fa;
   fa.file = name;
   fa.bytes = static_cast<std::int64_t>(json.size());
-  auto r = detail::parse_trace(name, padded.data(), padded.size(), raw, options);
+  auto r = detail::parse_trace_repairing(name, padded.data(), padded.size(), raw, options);
   if (!r) {
     if (!options.partial || !raw.has_trace_events) return r.error();
     fa.partial = true;
@@ -492,7 +517,7 @@ Result<FileAnalysis> analyze_file(const std::string& path, const Options& option
     detail::PaddedBuffer buf;
     GM_TRY_VOID(detail::load(path, buf));
     fa.bytes = static_cast<std::int64_t>(buf.size());
-    auto r = detail::parse_trace(path, buf.data(), buf.size(), raw, options);
+    auto r = detail::parse_trace_repairing(path, buf.data(), buf.size(), raw, options);
     if (!r) {
       if (!options.partial || !raw.has_trace_events) return r.error();
       fa.partial = true;
