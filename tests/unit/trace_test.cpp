@@ -222,3 +222,28 @@ TEST(TraceNames, ShortensTemplatesAndParameters) {
 
 }  // namespace
 }  // namespace gm::trace
+
+#include <cstdio>
+
+#include "cli/trace_demo.h"
+
+namespace gm::cli {
+namespace {
+
+TEST(TraceDemo, RendersBundledSample) {
+  char* buf = nullptr;
+  std::size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(trace_demo_section(2.0, "demo price", f), 0);
+  std::fclose(f);
+  std::string text(buf, len);
+  std::free(buf);
+  EXPECT_NE(text.find("source: demo price"), std::string::npos) << text;
+  EXPECT_NE(text.find("ncclDevKernel_AllReduce_Sum_f32"), std::string::npos) << text;
+  EXPECT_NE(text.find("ProfilerStep#7"), std::string::npos) << text;
+  EXPECT_NE(text.find("10000 steps"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace gm::cli
