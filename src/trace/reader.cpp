@@ -388,8 +388,147 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
   return ok_result();
 }
 
+namespace {
+
+bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/// Restores one byte of the buffer when it goes out of scope.
+struct ByteGuard {
+  char* at;
+  char saved;
+  ByteGuard(char* p, char c) : at(p), saved(*p) { *p = c; }
+  ~ByteGuard() { *at = saved; }
+  ByteGuard(const ByteGuard&) = delete;
+  ByteGuard& operator=(const ByteGuard&) = delete;
+};
+
+constexpr std::size_t kChunkBytes = 1u << 20;
+
+/// Parses the events of data[begin, end) (a run of complete events separated by commas) as one array.
+/// Temporarily writes '[' at begin - 1 and ']' at end. False when it does not parse.
+bool parse_event_run(od::parser& parser, char* data, std::size_t begin, std::size_t end, Collector& collector) {
+  ByteGuard open(data + begin - 1, '[');
+  ByteGuard close(data + end, ']');
+  od::document doc;
+  const std::size_t n = end + 1 - (begin - 1);
+  if (parser.iterate(data + begin - 1, n, n + simdjson::SIMDJSON_PADDING).get(doc)) return false;
+  od::array events;
+  if (doc.get_array().get(events)) return false;
+  for (auto item : events) {
+    od::value v;
+    if (std::move(item).get(v)) return false;
+    EventFields ev;
+    auto e = read_event(v, ev);
+    if (e == simdjson::INCORRECT_TYPE) {
+      ++collector.out.event_count;
+      continue;
+    }
+    if (e) return false;
+    collector.add(ev);
+  }
+  const char* rest = nullptr;
+  return doc.current_location().get(rest) != simdjson::SUCCESS;  // nothing after the closing ']'
+}
+
+}  // namespace
+
+/// Fast path for well-formed files: parses traceEvents in runs of ~1 MB, so that simdjson's index
+/// covers one run at a time (peak memory stays close to the file size), and the rest of the document
+/// (metadata before and after the array) separately. False (and `out` unusable) when anything does not
+/// look as expected; the caller then parses the whole document the ordinary way.
+bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrace& out, const Options& options) {
+  const std::string_view text(data, len);
+  const std::size_t key = text.find("\"traceEvents\"");
+  if (key == std::string_view::npos) return false;
+  std::size_t p = key + 13;
+  while (p < len && is_ws(data[p])) ++p;
+  if (p >= len || data[p] != ':') return false;
+  ++p;
+  while (p < len && is_ws(data[p])) ++p;
+  if (p >= len || data[p] != '[') return false;
+  const std::size_t array_open = p;
+  od::parser parser;
+  if (parser.allocate(kChunkBytes * 2) != simdjson::SUCCESS) return false;
+  Collector collector{out, {}};
+  std::size_t pos = array_open + 1;  // first byte after '[' or after a separating ','
+  std::size_t array_close = std::string_view::npos;
+  while (true) {
+    std::size_t q = pos;
+    while (q < len && is_ws(data[q])) ++q;
+    if (q >= len) return false;
+    if (data[q] == ']') {
+      array_close = q;
+      break;
+    }
+    // Candidate run ends: a '}' followed by ',' then '{' (between two events), at least kChunkBytes on;
+    // else the '}' right before the array's closing ']'.
+    // In the last stretch of the array only a '}' followed by the closing ']' ends the run.
+    const bool tail = pos + kChunkBytes >= len;
+    std::size_t search = tail ? pos : pos + kChunkBytes;
+    bool done = false;
+    int failures = 0;
+    while (!done) {
+      std::size_t end = text.find('}', search);
+      if (end == std::string_view::npos) return false;
+      std::size_t r = end + 1;
+      while (r < len && is_ws(data[r])) ++r;
+      if (r >= len) return false;
+      bool candidate = data[r] == ']';
+      if (!tail && data[r] == ',') {
+        std::size_t t = r + 1;
+        while (t < len && is_ws(data[t])) ++t;
+        candidate = t < len && data[t] == '{';
+      }
+      if (!candidate) {
+        search = end + 1;
+        continue;
+      }
+      const auto n_act = out.activities.size(), n_launch = out.launches.size(), n_span = out.spans.size();
+      const auto n_events = out.event_count, n_skipped = out.skipped_events;
+      if (!parse_event_run(parser, data, pos, end + 1, collector)) {
+        out.activities.resize(n_act);
+        out.launches.resize(n_launch);
+        out.spans.resize(n_span);
+        out.event_count = n_events;
+        out.skipped_events = n_skipped;
+        if (++failures > 64) return false;
+        search = end + 1;
+        continue;
+      }
+      done = true;
+      if (options.progress) options.progress(static_cast<std::int64_t>(end), static_cast<std::int64_t>(len));
+      if (data[r] == ']') {
+        array_close = r;
+      } else {
+        pos = r + 1;
+      }
+    }
+    if (array_close != std::string_view::npos) break;
+  }
+  // The rest of the document with an empty traceEvents array: metadata, and a check of the structure.
+  std::string rest;
+  rest.reserve(array_open + 2 + (len - array_close));
+  rest.append(data, array_open + 1);
+  rest.append(data + array_close, len - array_close);
+  simdjson::padded_string padded(rest);
+  RawTrace meta;
+  if (!parse_trace(name, padded.data(), padded.size(), meta, Options{})) return false;
+  if (!meta.has_trace_events) return false;
+  out.rank = meta.rank;
+  out.device_names = std::move(meta.device_names);
+  out.has_trace_events = true;
+  return true;
+}
+
 Result<void> parse_trace_repairing(const std::string& name, char* data, std::size_t len, RawTrace& out,
                                    const Options& options) {
+  {
+    RawTrace chunked;
+    if (parse_chunked(name, data, len, chunked, options)) {
+      out = std::move(chunked);
+      return ok_result();
+    }
+  }
   auto first = parse_trace(name, data, len, out, options);
   if (first || !options.partial || out.has_trace_events) return first;
   // The document failed before any event was read (typically a truncated file whose brackets never
