@@ -247,3 +247,57 @@ TEST(TraceDemo, RendersBundledSample) {
 
 }  // namespace
 }  // namespace gm::cli
+
+namespace gm::trace {
+namespace {
+
+// A trace of several MB goes through the run-by-run reader; a trailing non-object element makes the
+// reader fall back to the whole-document pass. Both must give identical figures.
+TEST(TraceReader, RunByRunAndWholeDocumentAgree) {
+  std::string events;
+  for (int i = 0; i < 20000; ++i) {
+    const int t = i * 10;
+    events += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 7) +
+              "\", \"pid\": 1, \"tid\": 2, \"ts\": " + std::to_string(t) + ", \"dur\": 5, \"args\": {\"Input Dims\": [[1, 2]], \"x\": {\"y\": 1}}},\n";
+    events += "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 2, \"ts\": " +
+              std::to_string(t + 1) + ", \"dur\": 1, \"args\": {\"correlation\": " + std::to_string(i) + "}},\n";
+    events += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i % 5) + "\", \"pid\": 0, \"tid\": " +
+              std::to_string(7 + i % 2) + ", \"ts\": " + std::to_string(t + 3) + ".5, \"dur\": 12.25, \"args\": {\"correlation\": " +
+              std::to_string(i) + "}},\n";
+  }
+  const std::string head = "{\"schemaVersion\": 1, \"traceEvents\": [\n";
+  const std::string tail = "], \"distributedInfo\": {\"rank\": 5}}";
+  const std::string well_formed = head + events.substr(0, events.size() - 2) + "\n" + tail;
+  const std::string odd = head + events + "5\n" + tail;
+  ASSERT_GT(well_formed.size(), 4u << 20);
+  auto a = analyze_buffer("a.json", well_formed);
+  auto b = analyze_buffer("b.json", odd);
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(b.ok()) << b.error().message;
+  EXPECT_EQ(a->rank, 5);
+  EXPECT_EQ(b->rank, 5);
+  EXPECT_EQ(a->event_count, 60000);
+  EXPECT_EQ(b->event_count, 60001);
+  ASSERT_EQ(a->devices.size(), 1u);
+  ASSERT_EQ(b->devices.size(), 1u);
+  const auto& x = a->devices[0];
+  const auto& y = b->devices[0];
+  EXPECT_EQ(x.activity_count, 20000);
+  EXPECT_EQ(x.window_ns, 199'990'000 + 12'250);
+  EXPECT_EQ(x.window_ns, y.window_ns);
+  EXPECT_EQ(x.busy_ns, y.busy_ns);
+  EXPECT_EQ(x.compute_ns, y.compute_ns);
+  EXPECT_EQ(x.idle_host_wait_ns, y.idle_host_wait_ns);
+  ASSERT_EQ(x.operators.size(), y.operators.size());
+  for (std::size_t i = 0; i < x.operators.size(); ++i) {
+    EXPECT_EQ(x.operators[i].name, y.operators[i].name);
+    EXPECT_EQ(x.operators[i].attributed_ns, y.operators[i].attributed_ns);
+  }
+  expect_invariants(x);
+  // Kernels overlap their neighbours by 2.25 us: busy < Σ durations.
+  EXPECT_EQ(x.kernel_ns, 20000 * 12'250);
+  EXPECT_LT(x.busy_ns, x.kernel_ns);
+}
+
+}  // namespace
+}  // namespace gm::trace
