@@ -393,7 +393,7 @@ std::string short_name(const std::string& name, std::size_t width) {
   // Count display characters (UTF-8 continuation bytes do not count).
   auto display_len = [](const std::string& s) {
     std::size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
     return n;
   };
   if (display_len(out) <= width) return out;
