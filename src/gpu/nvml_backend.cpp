@@ -188,11 +188,13 @@ class NvmlBackend final : public GpuBackend {
     Dev& d = devs_[index];
     const Capabilities& caps = caps_[index];
     Ctx ctx{index, &out};
-    if (d.handle == nullptr) {  // the handle itself could not be taken at open: try again
-      Device h = nullptr;
-      Call c = get_handle(index, h);
-      if (!ctx.check(c, "nvmlDeviceGetHandleByIndex", this)) return out;
-      d.handle = h;
+    if (!d.probed && !guard_.hung(static_cast<int>(index))) probe(index);
+    if (!d.probed) {
+      // probe() stopped at a lost or hung device: report why
+      out.state = guard_.hung(static_cast<int>(index)) ? DeviceState::unresponsive : DeviceState::lost;
+      out.error = caps.notes.empty() ? "device did not answer" : caps.notes.back();
+      if (out.state == DeviceState::unresponsive) out.error = "an earlier NVML call on this device has not returned yet";
+      return out;
     }
     Device h = d.handle;
     if (caps.utilization) {
@@ -251,6 +253,7 @@ class NvmlBackend final : public GpuBackend {
  private:
   struct Dev {
     Device handle = nullptr;
+    bool probed = false;  ///< the last probe() ran to its end
     std::vector<Device> mig_handles;
     unsigned long long last_seen_us = 0;
   };
@@ -485,18 +488,24 @@ class NvmlBackend final : public GpuBackend {
   }
 
   void open_device(unsigned index) {
-    DeviceInfo info;
-    info.index = index;
-    Capabilities caps;
-    Dev d;
+    infos_.emplace_back();
+    caps_.emplace_back();
+    devs_.emplace_back();
+    probe(index);
+  }
+
+  /// Reads the device's facts and probes each capability once. Interrupted by a lost or hung device, it
+  /// runs again at the next sample() once the device answers.
+  void probe(unsigned index) {
+    DeviceInfo& inf = infos_[index];
+    Capabilities& cap = caps_[index];
+    Dev& dev = devs_[index];
+    inf = DeviceInfo{};
+    inf.index = index;
+    cap = Capabilities{};
+    dev.mig_handles.clear();
     DeviceSample scratch;
     Ctx ctx{index, &scratch};
-    infos_.push_back(info);
-    caps_.push_back(caps);
-    devs_.push_back(d);
-    DeviceInfo& inf = infos_.back();
-    Capabilities& cap = caps_.back();
-    Dev& dev = devs_.back();
 
     Device h = nullptr;
     if (!ctx.check(get_handle(index, h), "nvmlDeviceGetHandleByIndex", this) || !ctx.last_ok) {
@@ -597,6 +606,7 @@ class NvmlBackend final : public GpuBackend {
     } else {
       cap.notes.push_back("process utilization: nvmlDeviceGetProcessUtilization not exported by this NVML");
     }
+    dev.probed = true;
   }
 
   void open_mig(Ctx& ctx, DeviceInfo& inf, Dev& dev, Capabilities& cap) {

@@ -32,11 +32,13 @@ struct Handle {
 struct State {
   std::mutex mu;
   bool loaded = false;
-  std::optional<Scenario> scenario;
+  std::string loaded_path;
+  const Scenario* scenario = nullptr;  ///< never freed (see load_locked)
   std::string error;
   std::string missing_csv;
   bool initialised = false;
   std::chrono::steady_clock::time_point t0;
+  std::optional<double> frozen_t_s;            ///< fakeNvmlFreezeTime (tests)
   std::vector<Handle*> boards;                 ///< one per device
   std::vector<std::vector<Handle*>> migs;      ///< per device, per instance
 };
@@ -47,9 +49,20 @@ State& state() {
   return *s;
 }
 
+/// Loads $FAKE_NVML_SCENARIO; again while NVML is not initialised or when the variable names another file, so one process may run
+/// several scenarios. Earlier scenarios and handles are kept alive for calls still running on them.
 void load_locked(State& s) {
-  if (s.loaded) return;
+  const char* env = std::getenv("FAKE_NVML_SCENARIO");
+  std::string wanted = env != nullptr ? env : "";
+  if (s.loaded && s.initialised && wanted == s.loaded_path) return;
+  if (s.loaded && wanted != s.loaded_path) s.initialised = false;  // a new scenario starts a new clock
   s.loaded = true;
+  s.loaded_path = wanted;
+  s.scenario = nullptr;
+  s.error.clear();
+  s.missing_csv.clear();
+  s.boards.clear();
+  s.migs.clear();
   const char* path = std::getenv("FAKE_NVML_SCENARIO");
   if (path == nullptr || *path == '\0') {
     s.error = "FAKE_NVML_SCENARIO is not set (it names the scenario JSON file)";
@@ -62,8 +75,9 @@ void load_locked(State& s) {
   }
   std::stringstream buf;
   buf << in.rdbuf();
-  s.scenario = fake_nvml::parse_scenario(buf.str(), path, s.error);
-  if (!s.scenario) return;
+  auto parsed = fake_nvml::parse_scenario(buf.str(), path, s.error);
+  if (!parsed) return;
+  s.scenario = new Scenario(std::move(*parsed));
   for (const auto& name : s.scenario->missing_symbols) s.missing_csv += (s.missing_csv.empty() ? "" : ",") + name;
   for (std::size_t i = 0; i < s.scenario->devices.size(); ++i) {
     s.boards.push_back(new Handle{i, -1});
@@ -75,6 +89,7 @@ void load_locked(State& s) {
 }
 
 double now_s(const State& s) {
+  if (s.frozen_t_s) return *s.frozen_t_s;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t0).count();
 }
 
@@ -234,6 +249,17 @@ FAKE_EXPORT const char* fakeNvmlMissingSymbols(void) {
   std::lock_guard lock(s.mu);
   load_locked(s);
   return s.missing_csv.c_str();
+}
+
+/// Test hook: from now on the scenario clock reads `t_s` seconds since nvmlInit (a negative value unfreezes it).
+FAKE_EXPORT void fakeNvmlFreezeTime(double t_s) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (t_s < 0) {
+    s.frozen_t_s.reset();
+  } else {
+    s.frozen_t_s = t_s;
+  }
 }
 
 /// Why the last nvmlInit failed ("" when it did not).
