@@ -545,27 +545,27 @@ class NvmlBackend final : public GpuBackend {
     c = call_out(index, s_.utilization, h, u);
     if (stop(c, "nvmlDeviceGetUtilizationRates")) return;
     cap.utilization = works(c);
-    note_failure(cap, "utilization", c);
+    note_failure(cap, "utilization (nvmlDeviceGetUtilizationRates)", c);
     unsigned mw = 0;
     c = call_out(index, s_.power, h, mw);
     if (stop(c, "nvmlDeviceGetPowerUsage")) return;
     cap.power = works(c);
-    note_failure(cap, "power", c);
+    note_failure(cap, "power (nvmlDeviceGetPowerUsage)", c);
     unsigned long long mj = 0;
     c = call_out(index, s_.energy, h, mj);
     if (stop(c, "nvmlDeviceGetTotalEnergyConsumption")) return;
     cap.energy_counter = works(c);
-    note_failure(cap, "energy counter", c);
+    note_failure(cap, "energy counter (nvmlDeviceGetTotalEnergyConsumption)", c);
     unsigned temp = 0;
     c = call_arg(index, s_.temperature, h, kTemperatureGpu, temp);
     if (stop(c, "nvmlDeviceGetTemperature")) return;
     cap.temperature = works(c);
-    note_failure(cap, "temperature", c);
+    note_failure(cap, "temperature (nvmlDeviceGetTemperature)", c);
     unsigned mhz = 0;
     c = call_arg(index, s_.clock, h, kClockSm, mhz);
     if (stop(c, "nvmlDeviceGetClockInfo")) return;
     cap.clocks = works(c);
-    note_failure(cap, "clocks", c);
+    note_failure(cap, "clocks (nvmlDeviceGetClockInfo)", c);
 
     unsigned current = 0;
     if (s_.mig_mode != nullptr) {
@@ -601,7 +601,7 @@ class NvmlBackend final : public GpuBackend {
         if (stop(c, "nvmlDeviceGetProcessUtilization")) return;
         cap.process_utilization = c.kind == Call::done &&
                                   (c.rc == kSuccess || c.rc == kErrorInsufficientSize || c.rc == kErrorNotFound);
-        note_failure(cap, "process utilization", c);
+        note_failure(cap, "process utilization (nvmlDeviceGetProcessUtilization)", c);
       }
     } else {
       cap.notes.push_back("process utilization: nvmlDeviceGetProcessUtilization not exported by this NVML");

@@ -426,6 +426,9 @@ FAKE_EXPORT int nvmlDeviceGetPowerUsage(void* device, unsigned int* power_mw) {
 FAKE_EXPORT int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* energy_mj) {
   ENTER("nvmlDeviceGetTotalEnergyConsumption");
   if (!dev->energy_counter || h->mig >= 0) return kNotSupported;
+  bool has_power = false;  // a device without power readings has no energy counter either
+  for (const auto& seg : dev->timeline) has_power = has_power || seg.power_w.has_value();
+  if (!has_power) return kNotSupported;
   if (energy_mj == nullptr) return kInvalidArgument;
   *energy_mj = static_cast<unsigned long long>(std::floor(fake_nvml::energy_mj_at(*dev, t)));
   return kSuccess;
