@@ -41,6 +41,8 @@ struct State {
   std::optional<double> frozen_t_s;            ///< fakeNvmlFreezeTime (tests)
   std::vector<Handle*> boards;                 ///< one per device
   std::vector<std::vector<Handle*>> migs;      ///< per device, per instance
+  std::vector<const Scenario*> retired_scenarios;  ///< earlier scenarios, kept for calls still running
+  std::vector<Handle*> retired_handles;
 };
 
 /// Never destroyed: a call abandoned by gpumeter's watchdog may still be running at exit.
@@ -58,6 +60,9 @@ void load_locked(State& s) {
   if (s.loaded && wanted != s.loaded_path) s.initialised = false;  // a new scenario starts a new clock
   s.loaded = true;
   s.loaded_path = wanted;
+  if (s.scenario != nullptr) s.retired_scenarios.push_back(s.scenario);
+  for (auto* b : s.boards) s.retired_handles.push_back(b);
+  for (auto& list : s.migs) s.retired_handles.insert(s.retired_handles.end(), list.begin(), list.end());
   s.scenario = nullptr;
   s.error.clear();
   s.missing_csv.clear();

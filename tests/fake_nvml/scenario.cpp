@@ -97,6 +97,7 @@ Fault parse_fault(const json& j, const std::string& where) {
   if (auto u = number(j, "until", where)) f.until_s = *u;
   if (f.until_s < f.t_s) bad(where, "\"until\" is before \"t\"");
   f.function = text(j, "function", where, "*");
+  if (f.function == "nvmlDeviceGetHandleByIndex_v2") f.function = "nvmlDeviceGetHandleByIndex";  // one entry point
   if (auto it = j.find("return"); it != j.end() && !it->is_null()) {
     if (it->is_number_integer()) {
       f.ret = it->get<int>();
