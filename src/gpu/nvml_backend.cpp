@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,7 @@ class NvmlBackend final : public GpuBackend {
   std::string origin() const override { return lib_.origin(); }
 
   DeviceSample sample(unsigned index) override {
+    std::lock_guard lock(sample_mu_);  // samples of several threads are serialised (NVML calls are anyway)
     DeviceSample out;
     out.index = index;
     out.t_ns = clock_ != nullptr ? clock_->monotonic_ns() : system_clock_.monotonic_ns();
@@ -646,6 +648,7 @@ class NvmlBackend final : public GpuBackend {
   nvml::CallGuard guard_;
   Clock* clock_;
   SystemClock system_clock_;
+  std::mutex sample_mu_;
   std::optional<std::string> driver_, nvml_version_;
   std::vector<DeviceInfo> infos_;
   std::vector<Capabilities> caps_;
