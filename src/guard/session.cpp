@@ -153,7 +153,8 @@ class Supervisor {
   }
   void say(const std::string& msg) {
     if (cfg_.quiet) return;
-    const std::string line = "gpumeter: " + msg + (status_.active() ? "\r\n" : "\n");
+    const std::string line =
+        std::string(cfg_.simulated ? "SIMULATED " : "") + "gpumeter: " + msg + (status_.active() ? "\r\n" : "\n");
     write_all(STDERR_FILENO, line.data(), line.size());
   }
   void ledger_failed(const Error& e) {
@@ -306,11 +307,13 @@ std::string Supervisor::status_text(std::int64_t now_ns) const {
   std::string s = cfg_.simulated ? "SIMULATED · " : "";
   s += fmt::format("gpumeter {} · {} · {}/h", format_duration_s(elapsed_s), format_usd(spent),
                    format_usd(meter_->burn_usd_per_s() * 3600.0));
+  if (latest_progress_ && latest_progress_->step) {
+    s += fmt::format(" · step {}", *latest_progress_->step);
+    if (latest_progress_->total_steps) s += fmt::format("/{}", *latest_progress_->total_steps);
+  }
   if (forecast_) {
     s += fmt::format(" · forecast {} [{}–{}] ETA {}", format_usd(forecast_->total_usd), format_usd(forecast_->low_usd),
                      format_usd(forecast_->high_usd), format_duration_s(forecast_->remaining_s));
-  } else if (latest_progress_ && latest_progress_->step) {
-    s += fmt::format(" · step {}", *latest_progress_->step);
   }
   if (cfg_.guard.budget_usd) s += fmt::format(" · budget left {}", format_usd(*cfg_.guard.budget_usd - spent));
   for (const auto& d : meter_->latest()) {
