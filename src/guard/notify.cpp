@@ -13,6 +13,8 @@
 
 #include "guard/guard.h"
 
+extern char** environ;
+
 namespace gm {
 
 std::map<std::string, std::string> notify_environment(const GuardEvent& e) {
@@ -44,13 +46,25 @@ std::string webhook_body(const GuardEvent& e) {
 }
 
 Result<void> run_notify_command(const std::string& command, const GuardEvent& event, std::int64_t timeout_ms) {
-  const auto env = notify_environment(event);
+  // Build the environment before fork: only async-signal-safe calls may follow it in a threaded process.
+  std::vector<std::string> entries;
+  const auto extra = notify_environment(event);
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos && extra.count(kv.substr(0, eq))) continue;
+    entries.push_back(kv);
+  }
+  for (const auto& [k, v] : extra) entries.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& kv : entries) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
   const pid_t pid = fork();
   if (pid < 0) return make_error(std::string("--notify: fork: ") + std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
