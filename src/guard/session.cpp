@@ -544,6 +544,7 @@ Result<SessionOutcome> Supervisor::run() {
     }
   }
   for (int fd : outputs) close(fd);
+  if (child_.owns_terminal) restore_terminal_foreground();
   status_.stop();
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGWINCH, SIGQUIT}) signal(s, SIG_DFL);
   close(g_signal_pipe[0]);

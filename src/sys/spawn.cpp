@@ -70,16 +70,24 @@ Result<SpawnedChild> PosixProcessRunner::spawn(const SpawnOptions& o) {
       close(err_pipe[1]);
       return make_error(std::string("pipe: ") + std::strerror(errno));
     }
+    // When gpumeter runs in the foreground of a terminal, the job's group takes the foreground so it can
+    // read the terminal and gets ^C itself (a background group would be stopped by SIGTTIN).
+    const bool take_terminal = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
     pid = fork();
     if (pid < 0) return make_error(std::string("fork: ") + std::strerror(errno));
     if (pid == 0) {
       close(err_pipe[0]);
       setpgid(0, 0);
+      if (take_terminal) {
+        signal(SIGTTOU, SIG_IGN);
+        tcsetpgrp(STDIN_FILENO, getpid());
+      }
       dup2(out_pipe[1], STDOUT_FILENO);
       dup2(errp[1], STDERR_FILENO);
       exec_child(o, err_pipe[1]);
     }
     setpgid(pid, pid);  // also in the parent, so the group exists before any kill(-pid)
+    c.owns_terminal = take_terminal;
     close(out_pipe[1]);
     close(errp[1]);
     c.stdout_fd = out_pipe[0];
@@ -100,6 +108,15 @@ Result<SpawnedChild> PosixProcessRunner::spawn(const SpawnOptions& o) {
     return make_error(ErrorKind::not_found, "cannot run '" + o.argv[0] + "': " + std::strerror(child_errno));
   }
   return c;
+}
+
+void restore_terminal_foreground() {
+  if (!isatty(STDIN_FILENO)) return;
+  struct sigaction ign {}, old {};
+  ign.sa_handler = SIG_IGN;
+  sigaction(SIGTTOU, &ign, &old);
+  tcsetpgrp(STDIN_FILENO, getpgrp());
+  sigaction(SIGTTOU, &old, nullptr);
 }
 
 void set_pty_window(int pty_fd, unsigned short rows, unsigned short cols) {

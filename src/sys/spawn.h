@@ -28,6 +28,7 @@ struct SpawnedChild {
   int stdout_fd = -1;                            ///< read end (pipes mode)
   int stderr_fd = -1;                            ///< read end (pipes mode)
   int pty_fd = -1;                               ///< master (pty mode): read output, write input
+  bool owns_terminal = false;                    ///< pipes mode: the job's group was made the terminal's foreground
 };
 
 /// Starts processes; a seam so the supervisor can be driven by a fake in tests.
@@ -44,6 +45,8 @@ class PosixProcessRunner final : public ProcessRunner {
   Result<SpawnedChild> spawn(const SpawnOptions& options) override;
 };
 
+/// Makes gpumeter's process group the foreground of its terminal again (after a job that owned it).
+void restore_terminal_foreground();
 /// Sets the window size of a pty master.
 void set_pty_window(int pty_fd, unsigned short rows, unsigned short cols);
 /// The window size of a terminal fd, if it is one.
