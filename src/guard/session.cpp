@@ -513,8 +513,13 @@ Result<SessionOutcome> Supervisor::run() {
       } else if (p.fd == STDIN_FILENO) {
         char buf[4096];
         const ssize_t n = read(STDIN_FILENO, buf, sizeof buf);
-        if (n <= 0) stdin_open = false;
-        else write_all(child_.pty_fd, buf, static_cast<std::size_t>(n));
+        if (n <= 0) {
+          stdin_open = false;
+          // End of gpumeter's input: the job reading its terminal sees end-of-file (^D at a line start).
+          if (!raw.active && child_.pty_fd >= 0) write_all(child_.pty_fd, "\x04", 1);
+        } else {
+          write_all(child_.pty_fd, buf, static_cast<std::size_t>(n));
+        }
       } else {
         char probe[65536];
         const int out_fd = p.fd == child_.stderr_fd ? STDERR_FILENO : STDOUT_FILENO;

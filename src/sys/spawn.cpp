@@ -63,6 +63,14 @@ Result<SpawnedChild> PosixProcessRunner::spawn(const SpawnOptions& o) {
       exec_child(o, err_pipe[1]);  // forkpty made a new session: the job leads its own process group
     }
     fcntl(master, F_SETFD, FD_CLOEXEC);
+    if (!have_tio) {
+      // Input that is not a terminal (a pipe, a file) must not be echoed back into the job's output.
+      termios t{};
+      if (tcgetattr(master, &t) == 0) {
+        t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHONL);
+        tcsetattr(master, TCSANOW, &t);
+      }
+    }
     c.pty_fd = master;
   } else {
     if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
