@@ -430,6 +430,9 @@ Result<SessionOutcome> Supervisor::run() {
   meter_.emplace(backend_, cfg_.allocated, cfg_.price.micros_per_gpu_hour, start_ns_);
   auto spawned = runner_.spawn(so);
   if (!spawned) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGWINCH, SIGQUIT}) signal(s, SIG_DFL);
+    close(g_signal_pipe[0]);
+    close(g_signal_pipe[1]);
     run_.status = "failed";
     run_.exit_code = 127;
     run_.end_unix_ms = clock_.unix_ms();
