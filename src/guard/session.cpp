@@ -148,13 +148,13 @@ class Supervisor {
  private:
   void warn(const std::string& msg) {
     outcome_.warnings.push_back(msg);
-    const std::string line = "gpumeter: warning: " + msg + (status_.active() ? "\r\n" : "\n");
+    const std::string line = "gpumeter: warning: " + msg + (cfg_.use_pty ? "\r\n" : "\n");
     write_all(STDERR_FILENO, line.data(), line.size());
   }
   void say(const std::string& msg) {
     if (cfg_.quiet) return;
     const std::string line =
-        std::string(cfg_.simulated ? "SIMULATED " : "") + "gpumeter: " + msg + (status_.active() ? "\r\n" : "\n");
+        std::string(cfg_.simulated ? "SIMULATED " : "") + "gpumeter: " + msg + (cfg_.use_pty ? "\r\n" : "\n");
     write_all(STDERR_FILENO, line.data(), line.size());
   }
   void ledger_failed(const Error& e) {
@@ -373,7 +373,7 @@ void Supervisor::tick(std::int64_t now_ns, bool evaluate_guard) {
   if (status_.active() && window_) status_.draw(status_text(now_ns), window_->second);
   if (cfg_.status_every_ms && now_ns - last_status_every_ns_ >= *cfg_.status_every_ms * 1'000'000) {
     last_status_every_ns_ = now_ns;
-    const std::string line = status_text(now_ns) + "\n";
+    const std::string line = status_text(now_ns) + (cfg_.use_pty ? "\r\n" : "\n");
     write_all(STDERR_FILENO, line.data(), line.size());
   }
 }
