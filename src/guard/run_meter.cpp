@@ -63,7 +63,9 @@ RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUs
       u.mem_total_bytes = d.memory_total_bytes;
     }
     usage_.push_back(u);
-    latest_.emplace_back();
+    // A first reading at the start, so the energy of the first interval is measured too.
+    latest_.push_back(backend_.sample(idx));
+    energy_.back().add(latest_.back());
   }
   util_sum_.assign(allocated_.size(), 0);
   mem_sum_.assign(allocated_.size(), 0);
