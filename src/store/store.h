@@ -23,7 +23,7 @@ struct RunRecord {
   std::map<std::string, std::string> labels; ///< --label k=v
   std::int64_t start_unix_ms = 0;
   std::optional<std::int64_t> end_unix_ms;   ///< nullopt while running or when interrupted
-  std::string status = "running";            ///< running | finished | stopped | interrupted
+  std::string status = "running";            ///< running | finished | stopped | interrupted | failed (could not start)
   std::optional<int> exit_code;
   std::optional<std::string> stopped_by;     ///< "budget" | "forecast" | "idle"
   MicroUsd price_micros_per_gpu_hour = 0;
