@@ -16,6 +16,7 @@ const char* to_string(OwnerKind kind) {
     case OwnerKind::slurm_job: return "slurm_job";
     case OwnerKind::user: return "user";
     case OwnerKind::process: return "process";
+    case OwnerKind::other: return "other";
     case OwnerKind::unresolved: break;
   }
   return "unresolved";

@@ -14,8 +14,8 @@
 namespace gm {
 
 /// What kind of owner a process has.
-enum class OwnerKind { pod, container, slurm_job, user, process, unresolved };
-/// "pod", "container", "slurm_job", "user", "process", "unresolved".
+enum class OwnerKind { pod, container, slurm_job, user, process, unresolved, other };
+/// "pod", "container", "slurm_job", "user", "process", "unresolved", "other" (owners beyond the exposed set).
 const char* to_string(OwnerKind kind);
 
 /// The owner of a process. Empty strings mean "not known".
