@@ -189,6 +189,7 @@ Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_uni
     impl_->server = std::make_unique<httplib::Server>();
   auto& srv = *impl_->server;
   srv.set_keep_alive_max_count(1000);
+  srv.set_tcp_nodelay(true);  // headers and body are separate writes: avoid the 40 ms delayed-ACK stall
   if (options_.web && !options_.web->basic_auth_users.empty()) {
     const auto users = options_.web->basic_auth_users;
     srv.set_pre_routing_handler([users](const httplib::Request& req, httplib::Response& res) {

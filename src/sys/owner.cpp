@@ -1,6 +1,10 @@
 #include "sys/owner.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <cctype>
@@ -135,14 +139,21 @@ CgroupFacts parse_cgroup(std::string_view text) {
 std::optional<std::uint64_t> stat_start_ticks(std::string_view stat) {
   const auto close = stat.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;
-  // Fields after comm start at field 3 (state); starttime is field 22.
-  const auto fields = split(stat.substr(close + 1), ' ');
-  if (fields.size() < 20) return std::nullopt;
-  std::uint64_t v = 0;
-  const auto f = fields[19];
-  auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
-  if (ec != std::errc{}) return std::nullopt;
-  return v;
+  // Fields after comm start at field 3 (state); starttime is field 22, the 20th after ')'.
+  std::size_t pos = close + 1;
+  for (int field = 0; field < 20; ++field) {
+    while (pos < stat.size() && stat[pos] == ' ') ++pos;
+    const std::size_t end = std::min(stat.find(' ', pos), stat.size());
+    if (pos >= end) return std::nullopt;
+    if (field == 19) {
+      std::uint64_t v = 0;
+      auto [p, ec] = std::from_chars(stat.data() + pos, stat.data() + end, v);
+      if (ec != std::errc{}) return std::nullopt;
+      return v;
+    }
+    pos = end;
+  }
+  return std::nullopt;
 }
 
 OwnerResolver::OwnerResolver(OwnerOptions options) : options_(std::move(options)), proc_(options_.proc_root) {}
@@ -190,18 +201,36 @@ std::optional<std::string> OwnerResolver::find_container_name(const Pod& pod, co
 }
 
 Owner OwnerResolver::resolve(std::uint32_t pid) {
-  const std::string dir = options_.proc_root + "/" + std::to_string(pid);
-  const auto stat = read_small_file(dir + "/stat");
-  if (!stat) {
+  // A PID seen in the previous interval and checked recently keeps its owner: re-reading /proc for every
+  // process every second is most of the agent's CPU. A PID that skips an interval is dropped by
+  // end_interval(), so reuse would need the PID space to wrap within kRecheckIntervals.
+  if (auto it = cache_.find(pid); it != cache_.end() && interval_ - it->second.checked_interval < kRecheckIntervals) {
+    it->second.seen = true;
+    return it->second.owner;
+  }
+  // Runs for every process every interval: one open+read of /proc/PID/stat, no streams, no allocation.
+  char path[4096];
+  const int plen = std::snprintf(path, sizeof path, "%s/%u/stat", options_.proc_root.c_str(), pid);
+  char buf[1024];
+  ssize_t n = -1;
+  if (plen > 0 && static_cast<std::size_t>(plen) < sizeof path) {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      n = ::read(fd, buf, sizeof buf);
+      ::close(fd);
+    }
+  }
+  if (n <= 0) {
     Owner o;
     o.kind = OwnerKind::unresolved;
     o.name = "unresolved";
     return o;
   }
-  const auto start = stat_start_ticks(*stat).value_or(0);
+  const auto start = stat_start_ticks(std::string_view(buf, static_cast<std::size_t>(n))).value_or(0);
   auto it = cache_.find(pid);
   if (it != cache_.end() && it->second.start_ticks == start) {
     it->second.seen = true;
+    it->second.checked_interval = interval_;
     return it->second.owner;
   }
   const auto info = proc_.read(pid);
@@ -255,11 +284,12 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
   }
   if (uid) o.user = user_of(*uid);
   if (o.kind == OwnerKind::user) o.name = o.user;
-  cache_[pid] = Cached{start, o, true};
+  cache_[pid] = Cached{start, o, true, interval_};
   return o;
 }
 
 void OwnerResolver::end_interval() {
+  ++interval_;
   for (auto it = cache_.begin(); it != cache_.end();) {
     if (!it->second.seen) {
       it = cache_.erase(it);

@@ -58,7 +58,8 @@ class OwnerResolver {
   explicit OwnerResolver(OwnerOptions options = {});
   /// The owner of `pid`; kind unresolved when /proc has no such process (e.g. another PID namespace).
   Owner resolve(std::uint32_t pid);
-  /// Drops cache entries of PIDs not resolved since the previous call (call once per interval).
+  /// Drops cache entries of PIDs not resolved since the previous call (call once per interval). A cached
+  /// PID's start time is re-checked every few intervals (a reused PID gets a fresh lookup).
   void end_interval();
   const OwnerOptions& options() const { return options_; }
 
@@ -74,7 +75,10 @@ class OwnerResolver {
     std::uint64_t start_ticks = 0;
     Owner owner;
     bool seen = true;
+    std::uint64_t checked_interval = 0;
   };
+  static constexpr std::uint64_t kRecheckIntervals = 5;
+  std::uint64_t interval_ = 0;
   OwnerOptions options_;
   ProcReader proc_;
   std::map<std::uint32_t, Cached> cache_;

@@ -185,12 +185,22 @@ TEST_F(OwnerResolverTest, VanishedAndReusedPids) {
   add_proc(proc_, 600, "python3", 0, "0::/system.slice/docker-" + kCid + ".scope\n", 100);
   EXPECT_EQ(r.resolve(600).kind, OwnerKind::container);
   r.end_interval();
+  r.end_interval();  // absent for an interval: forgotten
   // The PID is reused by another process (new start time): the cache must not answer the old owner.
   fs::remove_all(proc_ + "/600");
   add_proc(proc_, 600, "vllm", 0, "0::/system.slice/vllm.service\n", 200);
   const Owner reused = r.resolve(600);
   EXPECT_EQ(reused.kind, OwnerKind::process);
   EXPECT_EQ(reused.name, "vllm");
+  // Reused while present every interval: noticed at the next start-time check, within 5 intervals.
+  fs::remove_all(proc_ + "/600");
+  add_proc(proc_, 600, "sglang", 0, "0::/system.slice/sglang.service\n", 300);
+  bool noticed = false;
+  for (int i = 0; i < 6 && !noticed; ++i) {
+    r.end_interval();
+    noticed = r.resolve(600).name == "sglang";
+  }
+  EXPECT_TRUE(noticed);
 }
 
 }  // namespace
