@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/trace_render.h"
+#include "meter/meter.h"
 #include "trace/trace.h"
 #include "util/exit_codes.h"
 
@@ -20,10 +21,10 @@ int cmd_trace(int argc, char** argv) {
                "trace"};
   std::vector<std::string> paths;
   TraceRenderOptions ro;
-  std::optional<double> price;
+  PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
   app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
-  app.add_option("--price", price, "price in USD per GPU-hour")->check(CLI::PositiveNumber);
+  add_pricing_flags(app, pricing);
   app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
       ->check(CLI::PositiveNumber);
   app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(CLI::PositiveNumber);
@@ -35,10 +36,6 @@ int cmd_trace(int argc, char** argv) {
   app.add_flag("--no-progress", no_progress, "no progress bar");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (json && csv) return fail("trace", make_error(ErrorKind::usage, "--json and --csv are exclusive"));
-  if (price) {
-    ro.price_usd_per_gpu_hour = *price;
-    ro.price_source = "--price";
-  }
 
   trace::Options options;
   options.partial = partial;
@@ -60,6 +57,24 @@ int cmd_trace(int argc, char** argv) {
   auto result = trace::analyze_paths(paths, options);
   if (progress_shown) std::fputs("\r\033[K", stderr);
   if (!result) return fail("trace", result.error());
+
+  // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
+  std::optional<std::string> gpu_name;
+  for (const auto& f : *result)
+    for (const auto& d : f.devices)
+      if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
+  const bool explicit_price = pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path;
+  auto catalog = load_catalog(pricing);
+  if (!catalog) return fail("trace", catalog.error());
+  auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
+  if (quote) {
+    ro.price_usd_per_gpu_hour = quote->usd_per_gpu_hour();
+    ro.price_source = quote->source;
+  } else if (explicit_price || quote.error().kind == ErrorKind::usage) {
+    return fail("trace", quote.error());
+  } else if (!json && !csv) {
+    std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", quote.error().message.c_str());
+  }
 
   if (json) {
     std::fputs(trace_json(*result, ro).c_str(), stdout);
