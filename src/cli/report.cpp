@@ -1,11 +1,13 @@
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/report_multi.h"
 #include "util/exit_codes.h"
 
 namespace gm::cli {
 
-int cmd_report(int, char**) {
+int cmd_report(int argc, char** argv) {
+  if (wants_multi_run_report(argc, argv)) return multi_run_report(argc, argv);
   std::fprintf(stderr, "gpumeter report: not built yet\n");
   return kExitFailure;
 }

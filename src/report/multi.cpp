@@ -238,8 +238,13 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
     const RunRecord& r = *by_cost[i];
     rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated.size(), r.start_unix_ms,
                                   static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
-                                  r.idle_cost_micros + r.unused_gpu_cost_micros, r.status});
+                                  r.idle_cost_micros + r.unused_gpu_cost_micros, r.status, std::nullopt});
+    if (options.target) {
+      GM_TRY(std::vector<ProgressRecord> progress, ledger.progress(r.id));
+      rep.top_runs.back().target_hit = cost_to_target(progress, *options.target);
+    }
   }
+  rep.target = options.target;
   return rep;
 }
 
@@ -311,13 +316,23 @@ std::string render_multi_text(const MultiReport& rep) {
     out += "\ntop runs by cost\n";
     TextTable tab;
     using A = TextTable::Align;
-    tab.header({"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"},
-               {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left});
-    for (const auto& r : rep.top_runs)
-      tab.row({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user,
+    std::vector<std::string> head = {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"};
+    std::vector<A> align = {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left};
+    if (rep.target) {
+      head.insert(head.begin() + 7, "$ to " + rep.target->metric + (rep.target->at_most ? "<=" : ">=") +
+                                        fmt::format("{:g}", rep.target->threshold));
+      align.insert(align.begin() + 7, A::right);
+    }
+    tab.header(head, align);
+    for (const auto& r : rep.top_runs) {
+      std::vector<std::string> cells = {std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user,
                std::to_string(r.gpus) + (r.gpu_model.empty() ? "" : " x " + r.gpu_model),
                format_duration_s(r.wall_s), format_usd(micros_to_usd(r.cost_micros)),
-               format_usd(micros_to_usd(r.waste_micros)), r.status, shorten_middle(r.command, 48)});
+               format_usd(micros_to_usd(r.waste_micros)), r.status, shorten_middle(r.command, 48)};
+      if (rep.target)
+        cells.insert(cells.begin() + 7, r.target_hit ? format_usd(micros_to_usd(r.target_hit->cost_micros)) : "not reached");
+      tab.row(cells);
+    }
     out += tab.render();
   }
   return out;
@@ -335,6 +350,9 @@ std::string render_multi_json(const MultiReport& rep) {
     gj["key"] = g.key;
     j["groups"].push_back(gj);
   }
+  j["target"] = rep.target ? nlohmann::json(rep.target->metric + (rep.target->at_most ? "<=" : ">=") +
+                                            fmt::format("{:g}", rep.target->threshold))
+                           : nlohmann::json(nullptr);
   j["top_runs"] = nlohmann::json::array();
   for (const auto& r : rep.top_runs)
     j["top_runs"].push_back({{"run_id", r.id},
@@ -346,7 +364,9 @@ std::string render_multi_json(const MultiReport& rep) {
                              {"wall_s", r.wall_s},
                              {"cost_usd", micros_to_usd(r.cost_micros)},
                              {"waste_usd", micros_to_usd(r.waste_micros)},
-                             {"status", r.status}});
+                             {"status", r.status},
+                             {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
+                                                                 : nlohmann::json(nullptr)}});
   return j.dump(2) + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "report/kpi.h"
 #include "store/store.h"
 #include "util/money.h"
 #include "util/result.h"
@@ -70,6 +71,7 @@ struct TopRun {
   MicroUsd cost_micros = 0;
   MicroUsd waste_micros = 0;
   std::string status;
+  std::optional<TargetHit> target_hit;       ///< when MultiOptions::target is set and the run reached it
 };
 
 /// What to report.
@@ -78,6 +80,7 @@ struct MultiOptions {
   std::optional<std::int64_t> until_unix_ms;  ///< runs starting before
   GroupBy by;
   std::size_t top = 5;
+  std::optional<MetricTarget> target;         ///< adds "$ to reach the target" to the top runs
 };
 
 /// The multi-run report. Runs belong to the period and to a day by their start time (UTC).
@@ -88,6 +91,7 @@ struct MultiReport {
   std::vector<GroupTotals> groups;         ///< by cost, highest first (by day: in date order)
   GroupTotals total;
   std::vector<TopRun> top_runs;            ///< by cost, highest first
+  std::optional<MetricTarget> target;
 };
 
 /// Builds the report from the ledger. Usage error when since >= until; an empty period is not an error

@@ -267,7 +267,7 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
     rep.total.unused_gpu_cost_micros += g.unused_gpu_cost_micros;
     rep.groups.push_back(g);
   }
-  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "finished"});
+  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "finished", std::nullopt});
   auto html = render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;

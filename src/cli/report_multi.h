@@ -1,0 +1,13 @@
+#pragma once
+// `gpumeter report` over many runs (--since/--until/--by/--daily/--scaling), called from cmd_report.
+
+namespace gm::cli {
+
+/// True when argv asks for a multi-run report (--since, --until, --by, --daily, --date, --scaling, --top).
+bool wants_multi_run_report(int argc, char** argv);
+
+/// Runs the multi-run report; returns the exit code (0 ok, 2 usage, 4 unknown run or no runs in the period,
+/// 5 ledger unavailable).
+int multi_run_report(int argc, char** argv);
+
+}  // namespace gm::cli
