@@ -22,7 +22,7 @@ bool wants_multi_run_report(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view a = argv[i];
     if (a == "--") break;
-    for (const char* flag : {"--since", "--until", "--by", "--daily", "--date", "--scaling", "--top", "--target"}) {
+    for (const char* flag : {"--since", "--until", "--by", "--daily", "--date", "--scaling"}) {
       const std::size_t n = std::strlen(flag);
       if (a == flag || (a.size() > n && a.substr(0, n) == flag && a[n] == '=')) return true;
     }

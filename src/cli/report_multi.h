@@ -3,7 +3,7 @@
 
 namespace gm::cli {
 
-/// True when argv asks for a multi-run report (--since, --until, --by, --daily, --date, --scaling, --top).
+/// True when argv asks for a multi-run report (--since, --until, --by, --daily, --date or --scaling).
 bool wants_multi_run_report(int argc, char** argv);
 
 /// Runs the multi-run report; returns the exit code (0 ok, 2 usage, 4 unknown run or no runs in the period,
