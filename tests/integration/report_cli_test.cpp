@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "report/load.h"
 #include "store/store.h"
 #include "support/support.h"
 
@@ -192,6 +193,29 @@ TEST_F(ReportCliIntegrationTest, BadInputGetsClearMessages) {
   auto date = test::run_gpumeter(f.args({"report", "--daily", "--date", "04/10/2024"}));
   EXPECT_EQ(date.exit_code, 2);
   EXPECT_NE(date.err.find("--date '04/10/2024'"), std::string::npos) << date.err;
+}
+
+TEST_F(ReportCliIntegrationTest, RunPageInputComesFromTheLedger) {
+  auto l = Ledger::open(f.ledger_path);
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(resolve_run(**l, "last")->id, d);
+  EXPECT_EQ(resolve_run(**l, "x1").error().kind, ErrorKind::usage);
+  EXPECT_EQ(resolve_run(**l, "0").error().kind, ErrorKind::usage);
+  EXPECT_EQ(resolve_run(**l, "777").error().kind, ErrorKind::not_found);
+  auto run = resolve_run(**l, std::to_string(a));
+  ASSERT_TRUE(run.ok());
+  KpiOptions o;
+  o.target = *parse_metric_target("acc=0.8");
+  auto in = load_run_html_input(**l, *run, o, nullptr);
+  ASSERT_TRUE(in.ok()) << in.error().message;
+  ASSERT_EQ(in->progress.size(), 2u);
+  ASSERT_TRUE(in->kpis && in->kpis->target_hit);
+  EXPECT_EQ(in->kpis->target_hit->cost_micros, 10'000'000);
+  EXPECT_DOUBLE_EQ(*in->kpis->usd_per_1m_tokens, 10.0);
+  auto page = render_run_html(*in);
+  ASSERT_TRUE(page.ok());
+  EXPECT_NE(page->find("\"id\":\"metric-acc\""), std::string::npos);
+  EXPECT_NE(page->find("$ to reach acc>=0.8"), std::string::npos);
 }
 
 }  // namespace
