@@ -174,7 +174,7 @@ std::string render_compare_json(const CompareResult& r) {
                          {"delta_pct", opt(row.delta_pct)},
                          {"limit", row.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.limit)},
                          {"pass", row.pass ? nlohmann::json(*row.pass) : nlohmann::json(nullptr)}});
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace gm

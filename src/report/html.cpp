@@ -28,6 +28,13 @@ json series(const std::string& label, const std::vector<std::optional<double>>& 
 
 std::string usd(MicroUsd m) { return format_usd(micros_to_usd(m)); }
 
+/// A string member, or `fallback` when absent or not a string (never throws on foreign input).
+std::string str_of(const json& j, const char* key, const std::string& fallback = "?") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 }  // namespace
 
 Result<std::string> render_run_html(const RunHtmlInput& in) {
@@ -284,8 +291,8 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   json summary = json::array();
   if (doc.contains("files") && doc["files"].is_array())
     for (const auto& f : doc["files"])
-      if (f.contains("skipped") && f["skipped"].is_string())
-        notes.push_back(f.value("file", std::string("?")) + ": skipped: " + f["skipped"].get<std::string>());
+      if (f.is_object() && f.contains("skipped") && f["skipped"].is_string())
+        notes.push_back(str_of(f, "file") + ": skipped: " + f["skipped"].get<std::string>());
   auto num = [](const json& j, const char* key) -> double {
     auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
@@ -293,7 +300,7 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   std::size_t index = 0;
   for (const auto& d : doc["devices"]) {
     if (!d.is_object()) return make_error(ErrorKind::failure, "trace HTML: devices[" + std::to_string(index) + "] is not an object");
-    const std::string file = d.value("file", std::string("?"));
+    const std::string file = str_of(d, "file");
     std::string rank = d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
     std::string device = d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump()) : "?";
     const std::string who = fmt::format("{} rank {} device {}", file, rank, device);
@@ -313,7 +320,7 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
       std::vector<std::pair<double, std::string>> items;
       for (const auto& k : d[what]) {
         double c = k.is_object() ? num(k, "cost_usd") : 0;
-        std::string name = k.is_object() ? k.value("name", std::string("?")) : "?";
+        std::string name = str_of(k, "name");
         items.emplace_back(c, name);
       }
       std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first > b.first; });

@@ -367,7 +367,7 @@ std::string render_multi_json(const MultiReport& rep) {
                              {"status", r.status},
                              {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
                                                                  : nlohmann::json(nullptr)}});
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string render_multi_csv(const MultiReport& rep) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/compare.h"
+#include "report/html.h"
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "unit/report_memory_ledger.h"
@@ -345,6 +346,26 @@ TEST(ReportCompare, GatePassFailAndMissingMetric) {
   EXPECT_TRUE(j["pass"].get<bool>());
   for (const char* bad : {"acc", "acc=x", "=2%"}) EXPECT_FALSE(parse_min_gain(bad).ok()) << bad;
   EXPECT_FALSE(parse_cost_increase_pct("lots").ok());
+}
+
+TEST(ReportRobustness, ForeignBytesAndTypesNeverThrow) {
+  test::MemoryLedger l;
+  l.add_run(run_rec(1, "ana", "H100", 1, kDay0, 1000, 1, 0, 0, 0, std::nullopt, {}, "python \xff\xfe.py"));
+  MultiOptions o;
+  o.by = *parse_group_by("command");
+  auto rep = build_multi_report(l, o);
+  ASSERT_TRUE(rep.ok());
+  auto j = nlohmann::json::parse(render_multi_json(*rep));
+  EXPECT_EQ(j["total"]["runs"], 1);
+  auto page = render_multi_html(*rep);
+  if (page.ok()) {  // only when the charting library is embedded in this build
+    EXPECT_EQ(page->find("\xff"), std::string::npos);
+  }
+  // Trace JSON with unexpected types: an error or a page, never an exception.
+  for (const char* text : {R"({"devices": [{"file": 3, "kernels": [{"name": 5}, 7]}], "files": [1, {"file": 2, "skipped": "x"}]})",
+                           R"({"devices": [1]})", R"([1,2])", R"({"devices": {}})"}) {
+    EXPECT_NO_THROW({ auto r = render_trace_html(text); (void)r; }) << text;
+  }
 }
 
 }  // namespace
