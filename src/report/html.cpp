@@ -234,6 +234,32 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   json charts = json::array();
   json notes = json::array();
   if (rep.total.runs == 0) notes.push_back("no runs in this period");
+  if (rep.timeline.size() >= 2) {
+    // Gaps between buckets without rollups stay gaps (null), not zeros.
+    std::vector<double> tx;
+    std::vector<std::optional<double>> cost, util;
+    const double unit_s = static_cast<double>(rep.bucket_ms) / 1000.0;
+    std::int64_t prev = rep.timeline.front().start_unix_ms;
+    const double t0 = static_cast<double>(prev) / 1000.0;
+    for (const auto& b : rep.timeline) {
+      if (b.start_unix_ms - prev > rep.bucket_ms) {
+        tx.push_back((static_cast<double>(prev + rep.bucket_ms) / 1000.0 - t0) / unit_s);
+        cost.push_back(std::nullopt);
+        util.push_back(std::nullopt);
+      }
+      tx.push_back((static_cast<double>(b.start_unix_ms) / 1000.0 - t0) / unit_s);
+      cost.push_back(micros_to_usd(b.cost_micros));
+      util.push_back(b.util_samples > 0 ? std::optional<double>(b.util_sum_pct / static_cast<double>(b.util_samples))
+                                        : std::nullopt);
+      prev = b.start_unix_ms;
+    }
+    const std::string unit = rep.bucket_ms == 3'600'000 ? "hour" : "day";
+    const std::string xl = unit + "s since " + format_time_utc(rep.timeline.front().start_unix_ms) + " UTC";
+    charts.push_back(html::line_chart("timeline-cost", "Metered cost per " + unit, xl, "USD", tx,
+                                      json::array({series("cost_usd", cost)})));
+    charts.push_back(html::line_chart("timeline-util", "Mean GPU utilization per " + unit, xl, "%", tx,
+                                      json::array({series("util_pct", util)})));
+  }
   if (!rep.groups.empty()) {
     std::vector<std::string> cats;
     std::vector<double> cost, waste;
@@ -246,14 +272,17 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
     if (rep.by.kind == GroupBy::Kind::day) {
       std::vector<double> dx;
       std::vector<std::optional<double>> c, w;
+      auto first = parse_date_utc(rep.groups.front().key, "day");
+      const double d0 = first ? static_cast<double>(*first) / 86'400'000.0 : 0;
       for (const auto& g : rep.groups) {
         auto ms = parse_date_utc(g.key, "day");
-        dx.push_back(ms ? static_cast<double>(*ms) / 86'400'000.0 : 0);
+        dx.push_back(ms ? static_cast<double>(*ms) / 86'400'000.0 - d0 : 0);
         c.push_back(micros_to_usd(g.cost_micros));
         w.push_back(micros_to_usd(g.waste_micros()));
       }
       if (dx.size() >= 2)
-        charts.push_back(html::line_chart("cost-per-day", "Cost per day", "days since 1970-01-01", "USD", dx,
+        charts.push_back(html::line_chart("cost-per-day", "Cost per day (runs by start day)",
+                                          "days since " + rep.groups.front().key, "USD", dx,
                                           json::array({series("cost_usd", c), series("waste_usd", w)})));
     }
     charts.push_back(html::bar_chart("cost-by-group", "Cost by " + by, "USD", cats, cost, "cost_usd"));

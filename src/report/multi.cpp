@@ -214,14 +214,31 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
     rf.since_unix_ms = options.since_unix_ms;
     rf.until_unix_ms = last_end_ms;
     GM_TRY(std::vector<RollupRecord> rollups, ledger.rollups(rf));
+    std::int64_t first_ms = runs.front().start_unix_ms, last_ms = first_ms;
+    for (const auto& r : runs) {
+      first_ms = std::min(first_ms, r.start_unix_ms);
+      last_ms = std::max(last_ms, r.start_unix_ms + r.wall_ms);
+    }
+    const std::int64_t span_ms = (options.until_unix_ms ? *options.until_unix_ms : last_ms) -
+                                 (options.since_unix_ms ? *options.since_unix_ms : first_ms);
+    rep.bucket_ms = span_ms <= 3 * 86'400'000LL ? 3'600'000 : 86'400'000;
+    std::map<std::int64_t, TimelineBucket> timeline;
     for (const auto& ru : rollups) {
       auto it = group_of_run.find(ru.run_id);
       if (it == group_of_run.end()) continue;
+      const std::int64_t bucket = ru.minute_unix * 60'000 / rep.bucket_ms * rep.bucket_ms;
+      auto& b = timeline[bucket];
+      b.start_unix_ms = bucket;
+      b.cost_micros += ru.cost_micros;
+      b.util_samples += ru.samples;
+      b.util_sum_pct += ru.utilization_sum_pct;
+      b.energy_j += ru.energy_j;
       it->second->util_samples += ru.samples;
       it->second->util_sum_pct += ru.utilization_sum_pct;
       rep.total.util_samples += ru.samples;
       rep.total.util_sum_pct += ru.utilization_sum_pct;
     }
+    for (auto& [k, b] : timeline) rep.timeline.push_back(b);
   }
   if (options.by.kind != GroupBy::Kind::none) {
     for (auto& [k, g] : groups) rep.groups.push_back(g);
@@ -353,6 +370,14 @@ std::string render_multi_json(const MultiReport& rep) {
   j["target"] = rep.target ? nlohmann::json(rep.target->metric + (rep.target->at_most ? "<=" : ">=") +
                                             fmt::format("{:g}", rep.target->threshold))
                            : nlohmann::json(nullptr);
+  j["bucket_s"] = rep.bucket_ms / 1000;
+  j["timeline"] = nlohmann::json::array();
+  for (const auto& b : rep.timeline)
+    j["timeline"].push_back({{"start_unix_ms", b.start_unix_ms},
+                             {"cost_usd", micros_to_usd(b.cost_micros)},
+                             {"mean_util_pct", b.util_samples > 0 ? nlohmann::json(b.util_sum_pct / static_cast<double>(b.util_samples))
+                                                                  : nlohmann::json(nullptr)},
+                             {"energy_kwh", b.energy_j / 3.6e6}});
   j["top_runs"] = nlohmann::json::array();
   for (const auto& r : rep.top_runs)
     j["top_runs"].push_back({{"run_id", r.id},

@@ -74,6 +74,15 @@ struct TopRun {
   std::optional<TargetHit> target_hit;       ///< when MultiOptions::target is set and the run reached it
 };
 
+/// One bucket of the period's timeline, from the per-minute rollups of the runs in the period.
+struct TimelineBucket {
+  std::int64_t start_unix_ms = 0;
+  MicroUsd cost_micros = 0;                ///< Σ rollup cost (metered seconds, before billing rounding)
+  std::int64_t util_samples = 0;
+  double util_sum_pct = 0;
+  double energy_j = 0;
+};
+
 /// What to report.
 struct MultiOptions {
   std::optional<std::int64_t> since_unix_ms;  ///< runs starting at or after
@@ -92,6 +101,8 @@ struct MultiReport {
   GroupTotals total;
   std::vector<TopRun> top_runs;            ///< by cost, highest first
   std::optional<MetricTarget> target;
+  std::int64_t bucket_ms = 3'600'000;      ///< timeline bucket: an hour for periods up to 3 days, else a day
+  std::vector<TimelineBucket> timeline;    ///< in time order, buckets with rollups only
 };
 
 /// Builds the report from the ledger. Usage error when since >= until; an empty period is not an error

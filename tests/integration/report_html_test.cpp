@@ -267,12 +267,23 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
     rep.total.unused_gpu_cost_micros += g.unused_gpu_cost_micros;
     rep.groups.push_back(g);
   }
+  for (int h = 0; h < 48; ++h) {
+    if (h >= 20 && h < 24) continue;  // a gap without runs
+    TimelineBucket b;
+    b.start_unix_ms = 20'000LL * 86'400'000 + h * 3'600'000LL;
+    b.cost_micros = (5 + h % 7) * 1'000'000;
+    b.util_samples = 3600;
+    b.util_sum_pct = 3600.0 * (30 + h % 50);
+    rep.timeline.push_back(b);
+  }
   rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "finished", std::nullopt});
   auto html = render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;
   expect_clean_render(dir, *html, "multi.html",
                       {{"cost-per-day", {"cost_usd", "waste_usd"}},
+                       {"timeline-cost", {"cost_usd"}},
+                       {"timeline-util", {"util_pct"}},
                        {"cost-by-group", {"cost_usd"}},
                        {"waste-by-group", {"waste_usd"}},
                        {"waste", {"cost_usd"}}});

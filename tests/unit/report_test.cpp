@@ -215,6 +215,11 @@ TEST(ReportMulti, TotalsPerGroupAreExact) {
   EXPECT_EQ(rep->groups[0].runs, 2);
   EXPECT_EQ(rep->groups[0].cost_micros, 107'000'000);
   EXPECT_DOUBLE_EQ(*rep->groups[0].mean_util_pct(), 80.0);
+  // Timeline from rollups: both rollups fall in the hour 01:00 of day 0 (the period spans 2 days → hourly).
+  EXPECT_EQ(rep->bucket_ms, 3'600'000);
+  ASSERT_EQ(rep->timeline.size(), 1u);
+  EXPECT_EQ(rep->timeline[0].start_unix_ms, kDay0 + 3'600'000);
+  EXPECT_EQ(rep->timeline[0].util_samples, 100);
   EXPECT_EQ(rep->groups[1].key, "bob");
   EXPECT_EQ(rep->groups[1].cost_micros, 40'000'000);
   EXPECT_FALSE(rep->groups[1].co2_kg);
