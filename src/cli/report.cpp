@@ -8,6 +8,7 @@ namespace gm::cli {
 
 int cmd_report(int argc, char** argv) {
   if (wants_multi_run_report(argc, argv)) return multi_run_report(argc, argv);
+  if (wants_run_html_report(argc, argv)) return run_html_report(argc, argv);
   std::fprintf(stderr, "gpumeter report: not built yet\n");
   return kExitFailure;
 }

@@ -11,3 +11,13 @@ bool wants_multi_run_report(int argc, char** argv);
 int multi_run_report(int argc, char** argv);
 
 }  // namespace gm::cli
+
+namespace gm::cli {
+
+/// True when argv asks for one run's HTML page (`report RUN|last --html FILE`, no multi-run flags).
+bool wants_run_html_report(int argc, char** argv);
+
+/// Writes one run's HTML page: `report RUN|last --html FILE [--target M=V] [--params N] [--inference]`.
+int run_html_report(int argc, char** argv);
+
+}  // namespace gm::cli

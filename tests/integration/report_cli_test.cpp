@@ -216,6 +216,17 @@ TEST_F(ReportCliIntegrationTest, RunPageInputComesFromTheLedger) {
   ASSERT_TRUE(page.ok());
   EXPECT_NE(page->find("\"id\":\"metric-acc\""), std::string::npos);
   EXPECT_NE(page->find("$ to reach acc>=0.8"), std::string::npos);
+
+  const std::string out = f.dir.path() + "/run.html";
+  auto r = test::run_gpumeter(f.args({"report", std::to_string(a), "--html", out, "--target", "acc=0.8"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(test::read_file(out).find("\"id\":\"metric-acc\""), std::string::npos);
+  auto bad_target = test::run_gpumeter(f.args({"report", "last", "--html", out, "--target", "acc"}));
+  EXPECT_EQ(bad_target.exit_code, 2);
+  EXPECT_NE(bad_target.err.find("--target 'acc'"), std::string::npos) << bad_target.err;
+  auto unknown = test::run_gpumeter(f.args({"report", "4242", "--html", out}));
+  EXPECT_EQ(unknown.exit_code, 4);
+  EXPECT_NE(unknown.err.find("no run 4242"), std::string::npos) << unknown.err;
 }
 
 }  // namespace
