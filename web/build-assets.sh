@@ -12,4 +12,4 @@ mkdir -p "$here/assets"
 for f in uPlot.iife.min.js uPlot.min.css; do
   if ! cmp -s "$src/$f" "$here/assets/$f"; then cp "$src/$f" "$here/assets/$f"; fi
 done
-cp "$here/node_modules/uplot/LICENSE" "$here/assets/uPlot.LICENSE" 2>/dev/null || true
+cp "$here/node_modules/uplot/LICENSE" "$here/assets/uPlot.LICENSE"

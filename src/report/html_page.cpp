@@ -177,6 +177,11 @@ Result<std::string> page(const nlohmann::json& spec) {
   out += kStyle;
   out += "</style>\n</head>\n<body>\n<div id=\"gm-root\"></div>\n<pre id=\"gm-status\">pending</pre>\n";
   out += "<script type=\"application/json\" id=\"gm-data\">" + script_safe_json(spec) + "</script>\n";
+  if (auto license = embedded_file("uPlot.LICENSE")) {
+    std::string text(*license);
+    for (std::size_t p = text.find("--"); p != std::string::npos; p = text.find("--", p)) text.replace(p, 2, "- ");
+    out += "<!-- Charts by uPlot, bundled under its license:\n" + text + "-->\n";
+  }
   out += "<script>\n";
   out += *js;
   out += "\n</script>\n<script>";
