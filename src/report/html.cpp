@@ -103,6 +103,43 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (s.memory_used_bytes) mem[s.gpu_index][i] = static_cast<double>(*s.memory_used_bytes) / (1024.0 * 1024 * 1024);
       power[s.gpu_index][i] = s.power_w;
     }
+    // Long runs: at most kMaxPoints per chart, each point a bucket of consecutive seconds (cost summed,
+    // utilization and power averaged, memory at its maximum), so the page stays small and quick.
+    constexpr std::size_t kMaxPoints = 4000;
+    if (tv.size() > kMaxPoints) {
+      const std::size_t k = (tv.size() + kMaxPoints - 1) / kMaxPoints;
+      auto reduce = [&](std::vector<std::optional<double>>& v, bool use_max) {
+        std::vector<std::optional<double>> out;
+        for (std::size_t i = 0; i < v.size(); i += k) {
+          double acc_v = 0;
+          std::size_t n = 0;
+          std::optional<double> mx;
+          for (std::size_t j = i; j < std::min(v.size(), i + k); ++j)
+            if (v[j]) {
+              acc_v += *v[j];
+              ++n;
+              mx = mx ? std::max(*mx, *v[j]) : *v[j];
+            }
+          out.push_back(n == 0 ? std::nullopt : use_max ? mx : std::optional<double>(acc_v / static_cast<double>(n)));
+        }
+        v = std::move(out);
+      };
+      for (auto& [g, v] : util) reduce(v, false);
+      for (auto& [g, v] : mem) reduce(v, true);
+      for (auto& [g, v] : power) reduce(v, false);
+      std::vector<MicroUsd> cost_b;
+      std::vector<double> x_b;
+      for (std::size_t i = 0; i < tv.size(); i += k) {
+        MicroUsd c = 0;
+        const std::size_t end = std::min(tv.size(), i + k);
+        for (std::size_t j = i; j < end; ++j) c += cost_at[j];
+        cost_b.push_back(c);
+        x_b.push_back(x[end - 1]);
+      }
+      cost_at = std::move(cost_b);
+      x = std::move(x_b);
+      notes.push_back(fmt::format("charts show {}-second buckets ({} samples per GPU)", k, tv.size()));
+    }
     // Cost over time, the budget, and the forecast from the last sample to the projected end.
     std::vector<double> cx = x;
     std::vector<std::optional<double>> cum, budget, forecast;

@@ -353,6 +353,27 @@ TEST(ReportCompare, GatePassFailAndMissingMetric) {
   EXPECT_FALSE(parse_cost_increase_pct("lots").ok());
 }
 
+TEST(ReportRobustness, LongRunPagesAreBucketed) {
+  RunHtmlInput in;
+  in.run.id = 1;
+  in.run.cost_micros = 10'000 * 2;
+  for (std::int64_t t = 1; t <= 10'000; ++t)
+    for (unsigned g = 0; g < 2; ++g) {
+      SampleRecord s;
+      s.t_ms = t * 1000;
+      s.gpu_index = g;
+      s.utilization_pct = 50;
+      s.cost_micros = 1;
+      in.samples.push_back(s);
+    }
+  auto page = render_run_html(in);
+  if (!page.ok()) GTEST_SKIP() << page.error().message;  // charting library not embedded
+  EXPECT_NE(page->find("charts show 3-second buckets (10000 samples per GPU)"), std::string::npos);
+  // The cumulative cost still ends at the exact total: 20 000 µ$ = 0.02 USD.
+  EXPECT_NE(page->find("0.02]"), std::string::npos);
+  EXPECT_LT(page->size(), 400'000u);
+}
+
 TEST(ReportRobustness, ForeignBytesAndTypesNeverThrow) {
   test::MemoryLedger l;
   l.add_run(run_rec(1, "ana", "H100", 1, kDay0, 1000, 1, 0, 0, 0, std::nullopt, {}, "python \xff\xfe.py"));
