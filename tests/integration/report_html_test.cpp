@@ -311,5 +311,26 @@ TEST_F(ReportHtmlIntegrationTest, TracePageRendersSplitAndTopKernels) {
   EXPECT_FALSE(render_trace_html("not json").ok());
 }
 
+TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) {
+  auto html = render_run_html(sample_run());
+  ASSERT_TRUE(html.ok());
+  std::string page = *html;
+  // An image from the network and a chart series without data: the CSP must block the request (logged by
+  // Chromium) and the status must show the empty series drew nothing.
+  page.replace(page.find("<div id=\"gm-root\">"), 0, "<img src=\"http://127.0.0.1:9/x.png\">");
+  const std::string key = "\"label\":\"budget_usd\",\"values\":[";
+  const std::size_t at = page.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t end = page.find(']', at + key.size());
+  page.replace(at + key.size(), end - at - key.size(), "");
+  test::TempDir dir;
+  auto r = render(dir, dir.write("bad.html", page));
+  EXPECT_NE(r.log.find("Content Security Policy"), std::string::npos) << r.log;
+  auto charts = charts_of(r.status);
+  ASSERT_TRUE(charts.count("cost")) << r.status;
+  EXPECT_EQ(charts["cost"]["budget_usd"], 0) << r.status;
+  EXPECT_GT(charts["cost"]["cost_usd"], 20) << r.status;
+}
+
 }  // namespace
 }  // namespace gm
