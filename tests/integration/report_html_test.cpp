@@ -311,6 +311,20 @@ TEST_F(ReportHtmlIntegrationTest, TracePageRendersSplitAndTopKernels) {
   EXPECT_FALSE(render_trace_html("not json").ok());
 }
 
+TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
+  const std::string trace =
+      test::shared_dir() + "/traces/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz";
+  if (!std::filesystem::exists(trace)) GTEST_SKIP() << "sample trace not available: " << trace;
+  test::TempDir dir;
+  const std::string out = dir.path() + "/trace.html";
+  auto r = test::run_gpumeter({"trace", trace, "--price", "3", "--html", out, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = test::read_file(out);
+  ASSERT_FALSE(page.empty());
+  expect_clean_render(dir, page, "trace-sample.html",
+                      {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
+}
+
 TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) {
   auto html = render_run_html(sample_run());
   ASSERT_TRUE(html.ok());
