@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "catalog/catalog.h"
 #include "cli/common.h"
 #include "cli/report_multi.h"
 #include "report/html.h"
@@ -46,7 +47,14 @@ int run_html_report(int argc, char** argv) {
   if (!ledger) return fail("report", ledger.error());
   auto run = resolve_run(**ledger, ref);
   if (!run) return fail("report", run.error());
-  auto input = load_run_html_input(**ledger, *run, options, nullptr);
+  // The catalog gives the GPU's dense peak for MFU; without it the page says why MFU is missing.
+  auto catalog = Catalog::builtin();
+  const GpuSpec* gpu = nullptr;
+  if (catalog) {
+    gpu = catalog->find_gpu(run->gpu_model);
+    if (!gpu) gpu = catalog->gpu_for_nvml_name(run->gpu_model);
+  }
+  auto input = load_run_html_input(**ledger, *run, options, gpu);
   if (!input) return fail("report", input.error());
   auto page = render_run_html(*input);
   if (!page) return fail("report", page.error());

@@ -221,6 +221,10 @@ TEST_F(ReportCliIntegrationTest, RunPageInputComesFromTheLedger) {
   auto r = test::run_gpumeter(f.args({"report", std::to_string(a), "--html", out, "--target", "acc=0.8"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(test::read_file(out).find("\"id\":\"metric-acc\""), std::string::npos);
+  // MFU with --params and the catalog's dense peak of the run's GPU (H100 SXM 80GB).
+  auto mfu = test::run_gpumeter(f.args({"report", std::to_string(a), "--html", out, "--params", "1e9"}));
+  ASSERT_EQ(mfu.exit_code, 0) << mfu.err;
+  EXPECT_NE(test::read_file(out).find("[\"MFU\",\""), std::string::npos);
   auto bad_target = test::run_gpumeter(f.args({"report", "last", "--html", out, "--target", "acc"}));
   EXPECT_EQ(bad_target.exit_code, 2);
   EXPECT_NE(bad_target.err.find("--target 'acc'"), std::string::npos) << bad_target.err;
