@@ -2,7 +2,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +13,7 @@
 #include "cli/common.h"
 #include "cli/trace_render.h"
 #include "meter/meter.h"
+#include "report/html.h"
 #include "trace/trace.h"
 #include "util/exit_codes.h"
 
@@ -23,6 +27,7 @@ int cmd_trace(int argc, char** argv) {
   TraceRenderOptions ro;
   PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
+  std::optional<std::string> html;
   app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
   add_pricing_flags(app, pricing);
   app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
@@ -32,6 +37,7 @@ int cmd_trace(int argc, char** argv) {
       ->check(CLI::IsMember({"kernel", "op", "annotation", "step"}));
   app.add_flag("--json", json, "machine-readable JSON (integer nanoseconds)");
   app.add_flag("--csv", csv, "one CSV row per breakdown entry");
+  app.add_option("--html", html, "also write a self-contained HTML page with charts to FILE");
   app.add_flag("--partial", partial, "analyse what parsed in a damaged file, labelled partial");
   app.add_flag("--no-progress", no_progress, "no progress bar");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
@@ -76,6 +82,14 @@ int cmd_trace(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", quote.error().message.c_str());
   }
 
+  if (html) {
+    auto page = render_trace_html(trace_json(*result, ro));
+    if (!page) return fail("trace", page.error());
+    std::ofstream out(*html, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())
+      return fail("trace", make_error("cannot write " + *html + ": " + std::strerror(errno)));
+    std::fprintf(stderr, "gpumeter trace: wrote %s\n", html->c_str());
+  }
   if (json) {
     std::fputs(trace_json(*result, ro).c_str(), stdout);
     std::fputc('\n', stdout);
