@@ -80,7 +80,8 @@ TEST(GpuCliIntegrationTest, MissingEnergySymbolMeansPowerIntegration) {
   Fixture f(text);
   auto r = f.run({"gpus", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& d : json::parse(r.out)["devices"]) {
+  json j = json::parse(r.out);
+  for (const auto& d : j["devices"]) {
     EXPECT_EQ(d["energy_method"], "power_integration");
     EXPECT_TRUE(d["energy_j"].is_null());  // a one-shot reading has no interval to integrate over
     EXPECT_TRUE(d["power_w"].is_number());
