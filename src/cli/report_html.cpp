@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -7,6 +8,8 @@
 #include "cli/common.h"
 #include "cli/report_multi.h"
 #include "report/html.h"
+#include "report/run_report.h"
+#include "util/units.h"
 #include "report/load.h"
 #include "store/store.h"
 
@@ -56,6 +59,15 @@ int run_html_report(int argc, char** argv) {
   }
   auto input = load_run_html_input(**ledger, *run, options, gpu);
   if (!input) return fail("report", input.error());
+  if (catalog) {
+    if (auto rr = load_run_report(**ledger, run->id, &*catalog); rr && rr->rightsizing) {
+      const auto& h = *rr->rightsizing;
+      input->rightsizing_hint = fmt::format(
+          "{} holds the observed {:.1f} GiB peak at {}/GPU-h, {:.2f}x this run's price; {}", h.gpu,
+          static_cast<double>(h.peak_bytes) / (1024.0 * 1024.0 * 1024.0), format_usd(h.usd_per_gpu_hour), h.price_ratio,
+          h.assumption);
+    }
+  }
   auto page = render_run_html(*input);
   if (!page) return fail("report", page.error());
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
