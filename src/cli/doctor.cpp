@@ -1,13 +1,84 @@
+// gpumeter doctor: what works here (NVML, driver, per-device capabilities, energy method, MIG,
+// permissions, catalog age).
+#include <fmt/format.h>
+
 #include <cstdio>
+#include <string>
 
 #include "cli/cli.h"
-#include "util/exit_codes.h"
+#include "cli/common.h"
+#include "gpu/gpu.h"
 
 namespace gm::cli {
+namespace {
 
-int cmd_doctor(int, char**) {
-  std::fprintf(stderr, "gpumeter doctor: not built yet\n");
-  return kExitFailure;
+const char* yes_no(bool b) { return b ? "yes" : "no"; }
+
+void print_device(GpuBackend& backend, const DeviceInfo& info) {
+  const Capabilities& caps = backend.capabilities(info.index);
+  DeviceSample s = backend.sample(info.index);
+  std::printf("\nGPU %u: %s\n", info.index, info.name.empty() ? "(name unavailable)" : info.name.c_str());
+  std::printf("  uuid            %s\n", info.uuid.empty() ? "-" : info.uuid.c_str());
+  std::printf("  pci bus id      %s\n", info.pci_bus_id.empty() ? "-" : info.pci_bus_id.c_str());
+  std::printf("  architecture    %s\n", info.architecture.value_or("unknown").c_str());
+  std::printf("  state           %s%s\n", to_string(s.state), s.error.empty() ? "" : (" (" + s.error + ")").c_str());
+  std::printf("  utilization     %s\n", yes_no(caps.utilization));
+  std::printf("  memory          %s\n", yes_no(caps.memory));
+  std::printf("  power           %s\n", yes_no(caps.power));
+  std::printf("  energy counter  %s\n", yes_no(caps.energy_counter));
+  std::printf("  temperature     %s\n", yes_no(caps.temperature));
+  std::printf("  clocks          %s\n", yes_no(caps.clocks));
+  std::printf("  processes       %s%s\n", yes_no(caps.processes),
+              caps.process_api.empty() ? "" : (" (" + caps.process_api + ")").c_str());
+  std::printf("  process SM util %s\n", yes_no(caps.process_utilization));
+  EnergyMethod method = energy_method(caps);
+  const char* method_text = method == EnergyMethod::counter ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
+                            : method == EnergyMethod::power_integration
+                                ? "power_integration (trapezoid over power samples; no energy counter)"
+                                : "none (neither energy counter nor power readings)";
+  std::printf("  energy method   %s\n", method_text);
+  if (!info.mig_enabled) {
+    std::printf("  MIG             not supported\n");
+  } else {
+    std::printf("  MIG             %s", *info.mig_enabled ? "enabled" : "disabled");
+    if (*info.mig_enabled) std::printf(", %zu instance(s); per-process utilization is not available in MIG mode", info.mig_instances.size());
+    std::printf("\n");
+    for (const auto& m : info.mig_instances) {
+      std::printf("    MIG %u  %s  GPU instance %u\n", m.index, m.uuid.c_str(), m.gpu_instance_id);
+    }
+  }
+  bool permission_problem = false;
+  for (const auto& n : caps.notes) permission_problem = permission_problem || n.find("NO_PERMISSION") != std::string::npos;
+  std::printf("  permissions     %s\n", permission_problem ? "some queries need more privileges (see notes)" : "ok");
+  for (const auto& n : caps.notes) std::printf("  note: %s\n", n.c_str());
+}
+
+}  // namespace
+
+int cmd_doctor(int argc, char** argv) {
+  CLI::App app{"What works here: NVML, driver, energy counter, MIG, permissions, catalog age", "doctor"};
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+
+  int exit_code = kExitOk;
+  std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
+  std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
+              static_cast<long long>(kNvmlCallTimeoutMs));
+  auto backend = open_nvml();
+  if (!backend) {
+    std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());
+    exit_code = exit_code_for(backend.error().kind);
+  } else {
+    auto& b = **backend;
+    std::printf("NVML             %s\n", b.origin().c_str());
+    std::printf("NVML version     %s\n", b.nvml_version().value_or("unknown").c_str());
+    std::printf("driver version   %s\n", b.driver_version().value_or("unknown").c_str());
+    std::printf("devices          %zu\n", b.devices().size());
+    for (const auto& info : b.devices()) print_device(b, info);
+  }
+  if (exit_code != kExitOk) {
+    std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
+  }
+  return exit_code;
 }
 
 }  // namespace gm::cli

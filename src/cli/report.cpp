@@ -1,13 +1,8 @@
-#include <cstdio>
-
 #include "cli/cli.h"
-#include "util/exit_codes.h"
+#include "cli/report_run.h"
 
 namespace gm::cli {
 
-int cmd_report(int, char**) {
-  std::fprintf(stderr, "gpumeter report: not built yet\n");
-  return kExitFailure;
-}
+int cmd_report(int argc, char** argv) { return single_run_report(argc, argv); }
 
 }  // namespace gm::cli

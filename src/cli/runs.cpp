@@ -1,13 +1,71 @@
+// gpumeter runs: the ledger's runs.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include <cstdio>
 
 #include "cli/cli.h"
+#include "cli/common.h"
+#include "store/store.h"
 #include "util/exit_codes.h"
+#include "util/units.h"
 
 namespace gm::cli {
 
-int cmd_runs(int, char**) {
-  std::fprintf(stderr, "gpumeter runs: not built yet\n");
-  return kExitFailure;
+int cmd_runs(int argc, char** argv) {
+  CLI::App app{"List the runs recorded in the ledger, newest first", "runs"};
+  bool json = false;
+  std::optional<std::string> ledger_path;
+  std::optional<std::size_t> limit;
+  app.add_flag("--json", json, "machine-readable output");
+  app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--limit,-n", limit, "at most this many runs");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  if (!ledger) return fail("runs", ledger.error());
+  RunFilter filter;
+  filter.limit = limit;
+  auto runs = (*ledger)->runs(filter);
+  if (!runs) return fail("runs", runs.error());
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& r : *runs) {
+      arr.push_back({{"run_id", r.id},
+                     {"command", r.command},
+                     {"user", r.user},
+                     {"host", r.host},
+                     {"labels", r.labels},
+                     {"start_unix_ms", r.start_unix_ms},
+                     {"end_unix_ms", r.end_unix_ms ? nlohmann::json(*r.end_unix_ms) : nlohmann::json(nullptr)},
+                     {"status", r.status},
+                     {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
+                     {"stopped_by", r.stopped_by ? nlohmann::json(*r.stopped_by) : nlohmann::json(nullptr)},
+                     {"wall_s", static_cast<double>(r.wall_ms) / 1000.0},
+                     {"billed_s", r.billed_s},
+                     {"cost_usd", micros_to_usd(r.cost_micros)},
+                     {"price_usd_per_gpu_hour", micros_to_usd(r.price_micros_per_gpu_hour)},
+                     {"price_source", r.price_source},
+                     {"gpus_allocated", r.gpus_allocated},
+                     {"gpus_used", r.gpus_used},
+                     {"gpu_model", r.gpu_model}});
+    }
+    std::printf("%s\n", arr.dump(2).c_str());
+    return kExitOk;
+  }
+  if (runs->empty()) {
+    std::printf("no runs recorded yet (ledger %s)\n", (ledger_path ? *ledger_path : Ledger::default_path()).c_str());
+    return kExitOk;
+  }
+  std::printf("%6s  %-16s  %-5s  %10s  %12s  %4s  %s\n", "RUN", "STATUS", "EXIT", "WALL", "COST", "GPUS", "COMMAND");
+  for (const auto& r : *runs) {
+    std::string status = r.status;
+    if (r.stopped_by) status += ":" + *r.stopped_by;
+    std::printf("%6lld  %-16s  %-5s  %10s  %12s  %4zu  %s\n", static_cast<long long>(r.id), status.c_str(),
+                r.exit_code ? std::to_string(*r.exit_code).c_str() : "-",
+                format_duration_s(static_cast<double>(r.wall_ms) / 1000.0).c_str(),
+                format_usd(micros_to_usd(r.cost_micros)).c_str(), r.gpus_allocated.size(), r.command.c_str());
+  }
+  return kExitOk;
 }
 
 }  // namespace gm::cli

@@ -1,13 +1,93 @@
+// gpumeter trace: Kineto traces explained in dollars (DESIGN §3 "Trace costs").
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/trace_render.h"
+#include "meter/meter.h"
+#include "trace/trace.h"
 #include "util/exit_codes.h"
 
 namespace gm::cli {
 
-int cmd_trace(int, char**) {
-  std::fprintf(stderr, "gpumeter trace: not built yet\n");
-  return kExitFailure;
+int cmd_trace(int argc, char** argv) {
+  CLI::App app{"Explain PyTorch profiler (Kineto) traces in dollars: window, compute / communication / memory / "
+               "idle, cost per kernel, operator, annotation and step.",
+               "trace"};
+  std::vector<std::string> paths;
+  TraceRenderOptions ro;
+  PricingOptions pricing;
+  bool json = false, csv = false, partial = false, no_progress = false;
+  app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
+  add_pricing_flags(app, pricing);
+  app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(CLI::PositiveNumber);
+  app.add_option("--by", ro.by, "breakdowns to show: kernel, op, annotation, step (repeatable; default all)")
+      ->check(CLI::IsMember({"kernel", "op", "annotation", "step"}));
+  app.add_flag("--json", json, "machine-readable JSON (integer nanoseconds)");
+  app.add_flag("--csv", csv, "one CSV row per breakdown entry");
+  app.add_flag("--partial", partial, "analyse what parsed in a damaged file, labelled partial");
+  app.add_flag("--no-progress", no_progress, "no progress bar");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (json && csv) return fail("trace", make_error(ErrorKind::usage, "--json and --csv are exclusive"));
+
+  trace::Options options;
+  options.partial = partial;
+  // Progress bar on a terminal (stderr) for inputs over ~100 MB.
+  std::mutex progress_mutex;
+  bool progress_shown = false;
+  if (!no_progress && isatty(STDERR_FILENO) == 1) {
+    options.progress = [&](std::int64_t done, std::int64_t total) {
+      if (total < 100'000'000) return;
+      std::lock_guard lock(progress_mutex);
+      const int width = 30;
+      const auto filled = static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
+      std::fprintf(stderr, "\rreading [%s%s] %3d%%", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
+                   static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)));
+      progress_shown = true;
+    };
+  }
+  auto result = trace::analyze_paths(paths, options);
+  if (progress_shown) std::fputs("\r\033[K", stderr);
+  if (!result) return fail("trace", result.error());
+
+  // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
+  std::optional<std::string> gpu_name;
+  for (const auto& f : *result)
+    for (const auto& d : f.devices)
+      if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
+  const bool explicit_price = pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path;
+  auto catalog = load_catalog(pricing);
+  if (!catalog) return fail("trace", catalog.error());
+  auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
+  if (quote) {
+    ro.price_usd_per_gpu_hour = quote->usd_per_gpu_hour();
+    ro.price_source = quote->source;
+  } else if (explicit_price || quote.error().kind == ErrorKind::usage) {
+    return fail("trace", quote.error());
+  } else if (!json && !csv) {
+    std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", quote.error().message.c_str());
+  }
+
+  if (json) {
+    std::fputs(trace_json(*result, ro).c_str(), stdout);
+    std::fputc('\n', stdout);
+  } else if (csv) {
+    std::fputs(trace_csv(*result, ro).c_str(), stdout);
+  } else {
+    std::fputs(trace_text(*result, ro).c_str(), stdout);
+  }
+  for (const auto& f : *result)
+    if (f.partial) std::fprintf(stderr, "gpumeter trace: warning: PARTIAL results for %s: %s\n", f.file.c_str(),
+                                f.partial_error.c_str());
+  return kExitOk;
 }
 
 }  // namespace gm::cli

@@ -62,6 +62,10 @@ struct Capabilities {
   std::vector<std::string> notes;                ///< human-readable notes for `doctor`
 };
 
+/// The energy method a device supports: the total-energy counter when it works, else integration of
+/// power samples when power works, else none.
+EnergyMethod energy_method(const Capabilities& caps);
+
 /// One process on a device.
 struct ProcessSample {
   std::uint32_t pid = 0;

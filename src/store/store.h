@@ -23,7 +23,7 @@ struct RunRecord {
   std::map<std::string, std::string> labels; ///< --label k=v
   std::int64_t start_unix_ms = 0;
   std::optional<std::int64_t> end_unix_ms;   ///< nullopt while running or when interrupted
-  std::string status = "running";            ///< running | finished | stopped | interrupted
+  std::string status = "running";            ///< running | finished | stopped | interrupted | failed (could not start)
   std::optional<int> exit_code;
   std::optional<std::string> stopped_by;     ///< "budget" | "forecast" | "idle"
   MicroUsd price_micros_per_gpu_hour = 0;
@@ -48,6 +48,14 @@ struct RunRecord {
   std::optional<double> co2_kg;
   std::string carbon_source;
   std::optional<double> forecast_cost_usd;
+  // Liveness of the metering process (filled by begin_run when left empty), used to tell a run whose
+  // gpumeter died (kill -9, power loss) from one still running:
+  std::int64_t meter_pid = 0;
+  std::string meter_host;
+  std::int64_t heartbeat_unix_ms = 0;        ///< refreshed by update_run
+  std::optional<std::int64_t> steps;         ///< last step reported
+  std::optional<std::int64_t> samples_done;  ///< last samples count reported
+  std::optional<std::int64_t> tokens_done;   ///< last tokens count reported
 };
 
 /// One GPU reading of a run at one second.
@@ -113,6 +121,9 @@ class Ledger {
   static Result<std::unique_ptr<Ledger>> open(const std::string& path);
   /// The default path: $GPUMETER_LEDGER, else $XDG_DATA_HOME/gpumeter/ledger.db, else ~/.local/share/...
   static std::string default_path();
+  /// A run left "running" is interrupted when its meter is gone: same host and the pid is dead (or reused
+  /// by another program), or another host and no heartbeat for this long.
+  static constexpr std::int64_t kStaleHeartbeatMs = 120'000;
   virtual ~Ledger() = default;
 
   /// Inserts a run (status running) and returns its id.

@@ -1,0 +1,73 @@
+import json
+import os
+import socket
+import sys
+import tempfile
+import types
+import unittest
+from unittest import mock
+
+import gpumeter
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.path = os.path.join(self.dir, "p.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.server.bind(self.path)
+        self.server.settimeout(2)
+
+    def tearDown(self):
+        self.server.close()
+        os.unlink(self.path)
+        os.rmdir(self.dir)
+
+    def test_noop_outside_gpumeter(self):
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertFalse(gpumeter.enabled())
+            self.assertFalse(gpumeter.progress(step=1, total_steps=10))
+
+    def test_sends_one_json_datagram(self):
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            self.assertTrue(gpumeter.progress(step=120, total_steps=10000, samples=3840, tokens=491520,
+                                              metrics={"loss": 2.31, "bad": "x", "nan": float("nan")}))
+        msg = json.loads(self.server.recv(65536))
+        self.assertEqual(msg, {"step": 120, "total_steps": 10000, "samples": 3840, "tokens": 491520,
+                               "metrics": {"loss": 2.31}})
+
+    def test_missing_socket_is_silent(self):
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path + ".gone"}):
+            self.assertFalse(gpumeter.progress(step=1))
+
+    def test_bad_arguments_raise(self):
+        with self.assertRaises(ValueError):
+            gpumeter.progress(step=-1)
+        with self.assertRaises(TypeError):
+            gpumeter.progress(step="3")
+
+    def test_hf_adapter_with_stub_transformers(self):
+        class TrainerCallback:
+            pass
+
+        stub = types.ModuleType("transformers")
+        stub.TrainerCallback = TrainerCallback
+        with mock.patch.dict(sys.modules, {"transformers": stub}), \
+                mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            cb = gpumeter.HFCallback()
+            self.assertIsInstance(cb, TrainerCallback)
+            state = types.SimpleNamespace(global_step=7, max_steps=70)
+            cb.on_log(None, state, None, logs={"loss": 1.5, "epoch": 0.1})
+        msg = json.loads(self.server.recv(65536))
+        self.assertEqual(msg["step"], 7)
+        self.assertEqual(msg["total_steps"], 70)
+        self.assertEqual(msg["metrics"]["loss"], 1.5)
+
+    def test_adapters_need_their_framework(self):
+        with mock.patch.dict(sys.modules, {"transformers": None}):
+            with self.assertRaises(ImportError):
+                gpumeter.HFCallback()
+
+
+if __name__ == "__main__":
+    unittest.main()

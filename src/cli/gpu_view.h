@@ -1,0 +1,40 @@
+#pragma once
+// What `gpus` and `doctor` show of each device: one sample, process names, catalog GPU and price.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "meter/meter.h"
+#include "util/result.h"
+
+namespace gm::cli {
+
+/// A process on a device with its name from /proc (nullopt when it cannot be read).
+struct ProcessView {
+  ProcessSample sample;
+  std::optional<std::string> name;
+};
+
+/// One device as shown.
+struct DeviceView {
+  DeviceInfo info;
+  Capabilities caps;
+  DeviceSample sample;
+  EnergyMethod energy_method = EnergyMethod::none;
+  std::vector<ProcessView> processes;
+  std::optional<std::string> catalog_gpu;        ///< catalog GPU id for the NVML name
+  std::optional<double> price_usd_per_hour;      ///< per-GPU price
+  std::optional<std::string> price_source;
+};
+
+struct GpuView {
+  std::vector<DeviceView> devices;
+  std::string pricing_error;                     ///< why no price could be resolved ("" when fine)
+};
+
+/// Samples every device of `backend` once and resolves catalog GPU and price. Errors only for bad
+/// pricing flags (usage / not_found).
+Result<GpuView> build_gpu_view(GpuBackend& backend, const PricingOptions& pricing);
+
+}  // namespace gm::cli

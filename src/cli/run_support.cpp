@@ -1,0 +1,168 @@
+#include "cli/run_support.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "catalog/catalog.h"
+#include "cli/common.h"
+#include "guard/run_meter.h"
+#include "guard/session.h"
+#include "report/run_report.h"
+#include "store/store.h"
+#include "sys/proc.h"
+#include "sys/spawn.h"
+#include "util/exit_codes.h"
+#include "util/units.h"
+
+namespace gm::cli {
+namespace {
+
+int usage(const std::string& msg) {
+  std::fprintf(stderr, "gpumeter run: error: %s\nRun 'gpumeter run --help' for usage.\n", msg.c_str());
+  return kExitUsage;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+void add_run_flags(CLI::App& app, RunFlags& f) {
+  add_pricing_flags(app, f.pricing);
+  app.add_option("--budget", f.budget_usd, "budget in USD: stop the job when spend reaches it");
+  app.add_option("--warn-at", f.warn_at, "warn at these percentages of the budget (default 80%)");
+  app.add_flag("--forecast-stop", f.forecast_stop, "stop when the forecast's lower bound exceeds the budget");
+  app.add_option("--max-idle", f.max_idle, "stop when every allocated GPU is under 5% utilization this long (e.g. 15m)");
+  app.add_option("--grace", f.grace, "time between the stop signal and SIGKILL (default 60s)");
+  app.add_option("--stop-signal", f.stop_signal, "signal sent to stop the job (default TERM)");
+  app.add_option("--total-steps", f.total_steps, "total steps, when the job's progress does not say");
+  app.add_option("--label", f.labels, "label k=v recorded with the run (repeatable)");
+  app.add_option("--json-report", f.json_report, "write the run report as JSON to FILE");
+  app.add_option("--ledger", f.ledger, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--notify", f.notify, "command run (sh -c) on every action, with GPUMETER_* variables");
+  app.add_option("--webhook", f.webhook, "URL receiving a JSON POST (Slack-compatible \"text\") on every action");
+  app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
+  app.add_option("--status-every", f.status_every, "without a terminal: a one-line summary on stderr this often");
+  app.add_option("command", f.command, "the command to run (after --)")->expected(-1);
+  app.allow_extras(false);
+  app.positionals_at_end(false);
+}
+
+int execute_run(const RunFlags& f, bool simulated) {
+  if (f.command.empty()) return usage("no command given: gpumeter run [flags] -- COMMAND [ARGS...]");
+  SessionConfig cfg;
+  cfg.argv = f.command;
+  if (f.budget_usd) {
+    if (!(*f.budget_usd > 0) || !std::isfinite(*f.budget_usd))
+      return usage(fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget_usd));
+    cfg.guard.budget_usd = f.budget_usd;
+  }
+  auto warn = parse_warn_at(f.warn_at);
+  if (!warn) return usage(warn.error().message);
+  cfg.guard.warn_at_pct = *warn;
+  cfg.guard.forecast_stop = f.forecast_stop;
+  if (f.forecast_stop && !f.budget_usd) return usage("--forecast-stop needs --budget");
+  if (f.max_idle) {
+    auto ms = parse_duration_ms(*f.max_idle);
+    if (!ms || *ms <= 0) return usage("--max-idle '" + *f.max_idle + "': expected a duration such as 90s or 15m");
+    cfg.guard.max_idle_ms = *ms;
+  }
+  auto grace = parse_duration_ms(f.grace);
+  if (!grace) return usage("--grace '" + f.grace + "': expected a duration such as 30s or 2m");
+  cfg.grace_ms = *grace;
+  cfg.notify_command = f.notify;
+  cfg.webhook_url = f.webhook;
+  auto sig = parse_signal(f.stop_signal);
+  if (!sig) return usage(sig.error().message);
+  cfg.stop_signal = *sig;
+  if (f.total_steps && *f.total_steps <= 0) return usage("--total-steps must be a positive integer");
+  if (f.status_every) {
+    auto ms = parse_duration_ms(*f.status_every);
+    if (!ms || *ms <= 0) return usage("--status-every '" + *f.status_every + "': expected a duration such as 30s");
+    cfg.status_every_ms = *ms;
+  }
+  if (f.webhook && f.webhook->rfind("http://", 0) != 0 && f.webhook->rfind("https://", 0) != 0)
+    return usage("--webhook '" + *f.webhook + "': expected an http:// or https:// URL");
+  for (const auto& l : f.labels) {
+    const auto eq = l.find('=');
+    if (eq == std::string::npos || eq == 0) return usage("--label '" + l + "': expected KEY=VALUE");
+    cfg.run.labels[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+
+  auto catalog = Catalog::builtin();
+  if (!catalog) return fail("run", catalog.error());
+  if (f.pricing.catalog_override) {
+    if (auto r = catalog->merge_offers_file(*f.pricing.catalog_override); !r) return fail("run", r.error());
+  }
+  auto backend = open_nvml();
+  if (!backend) return fail("run", backend.error());
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  auto allocated = allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
+  if (!allocated) return usage(allocated.error().message);
+  cfg.allocated = *allocated;
+  std::optional<std::string> gpu_name;
+  for (const auto& d : (*backend)->devices())
+    if (!cfg.allocated.empty() && d.index == cfg.allocated.front()) gpu_name = d.name;
+  DmiInstanceDetector dmi;
+  auto price = resolve_price(f.pricing, *catalog, gpu_name, &dmi);
+  if (!price) {
+    Error e = price.error();
+    if (f.pricing.offer || f.pricing.price_usd_per_gpu_hour) e.kind = ErrorKind::usage;
+    return fail("run", e);
+  }
+  cfg.price = *price;
+
+  std::string command;
+  for (const auto& a : f.command) command += (command.empty() ? "" : " ") + a;
+  cfg.run.command = command;
+  cfg.run.user = user_name(static_cast<std::uint32_t>(getuid()));
+  cfg.run.host = host_name();
+  if (gpu_name) {
+    const GpuSpec* spec = catalog->gpu_for_nvml_name(*gpu_name);
+    cfg.run.gpu_model = spec ? spec->id : *gpu_name;
+  }
+  cfg.run.total_steps = f.total_steps;
+  cfg.use_pty = stdout_is_tty();
+  cfg.live_status = cfg.use_pty && !f.quiet;
+  cfg.quiet = f.quiet;
+  cfg.simulated = simulated;
+
+  const std::string ledger_path = f.ledger ? *f.ledger : Ledger::default_path();
+  std::unique_ptr<Ledger> ledger;
+  if (auto l = Ledger::open(ledger_path)) {
+    ledger = std::move(*l);
+  } else {
+    std::fprintf(stderr,
+                 "gpumeter run: warning: %s\ngpumeter run: warning: the job runs and is metered, but this run is NOT "
+                 "recorded in a ledger (the report is still printed%s)\n",
+                 l.error().message.c_str(), f.json_report ? " and written to --json-report" : "");
+  }
+
+  PosixProcessRunner runner;
+  auto outcome = run_session(cfg, **backend, ledger.get(), &*catalog, system_clock(), runner);
+  if (!outcome) {
+    const int code = outcome.error().kind == ErrorKind::not_found ? 127 : exit_code_for(outcome.error().kind);
+    std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
+    return code;
+  }
+  if (!f.quiet) {
+    const std::string text = render_run_report_text(outcome->report, simulated);
+    std::fputs(text.c_str(), stderr);
+  }
+  if (f.json_report) {
+    std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
+    out << render_run_report_json(outcome->report);
+    if (!out) std::fprintf(stderr, "gpumeter run: warning: cannot write --json-report %s\n", f.json_report->c_str());
+  }
+  return outcome->exit_code;
+}
+
+}  // namespace gm::cli

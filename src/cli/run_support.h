@@ -1,0 +1,39 @@
+#pragma once
+// Flags and execution of `gpumeter run`, shared with `gpumeter demo`.
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "meter/meter.h"
+
+namespace gm::cli {
+
+/// The flags of `gpumeter run`.
+struct RunFlags {
+  PricingOptions pricing;
+  std::optional<double> budget_usd;
+  std::string warn_at = "80%";
+  bool forecast_stop = false;
+  std::optional<std::string> max_idle;
+  std::string grace = "60s";
+  std::string stop_signal = "TERM";
+  std::optional<std::int64_t> total_steps;
+  std::vector<std::string> labels;
+  std::optional<std::string> json_report;
+  std::optional<std::string> ledger;
+  std::optional<std::string> notify;
+  std::optional<std::string> webhook;
+  bool quiet = false;
+  std::optional<std::string> status_every;
+  std::vector<std::string> command;
+};
+
+/// Adds the run flags to `app`.
+void add_run_flags(CLI::App& app, RunFlags& flags);
+/// Validates the flags, runs the job and prints the report; returns the exit code. `simulated` marks every
+/// line gpumeter prints with SIMULATED (the demo on a machine without a GPU).
+int execute_run(const RunFlags& flags, bool simulated);
+
+}  // namespace gm::cli

@@ -1,0 +1,289 @@
+#include "cli/trace_render.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "util/csv.h"
+#include "util/table.h"
+#include "util/units.h"
+
+namespace gm::cli {
+namespace {
+
+using trace::Bucket;
+using trace::DeviceAnalysis;
+using trace::FileAnalysis;
+
+std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
+  if (!o.price_usd_per_gpu_hour) return std::nullopt;
+  return *o.price_usd_per_gpu_hour * static_cast<double>(ns) / 3.6e12;
+}
+
+nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+bool shown(const TraceRenderOptions& o, const char* what) {
+  return o.by.empty() || std::find(o.by.begin(), o.by.end(), what) != o.by.end();
+}
+
+/// Mean ProfilerStep duration, or nullopt without steps.
+std::optional<double> mean_step_ns(const DeviceAnalysis& d) {
+  if (d.step_ns.count == 0) return std::nullopt;
+  return d.step_ns.mean;
+}
+
+std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+std::string pct(std::int64_t part, std::int64_t whole) {
+  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
+}
+std::string usd(const std::optional<double>& v) { return v ? format_usd(*v) : "-"; }
+
+nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOptions& o, bool kernels, bool steps) {
+  auto arr = nlohmann::json::array();
+  for (const auto& b : bs) {
+    nlohmann::json j;
+    j["name"] = b.name;
+    if (kernels) j["class"] = b.klass;
+    j["count"] = b.count;
+    j["kernel_ns"] = b.kernel_ns;
+    j["attributed_ns"] = b.attributed_ns;
+    j["cost_usd"] = opt(cost_of(b.attributed_ns, o));
+    if (steps) {
+      const bool real_step = b.step_ns > 0 || b.name != "(outside steps)";
+      j["step_ns"] = real_step ? nlohmann::json(b.step_ns) : nlohmann::json(nullptr);
+      j["step_cost_usd"] = real_step ? opt(cost_of(b.step_ns, o)) : nlohmann::json(nullptr);
+    }
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
+nlohmann::json stats_json(const trace::Stats& s) {
+  if (s.count == 0) return nullptr;
+  return {{"count", s.count}, {"mean", s.mean}, {"min", s.min}, {"p50", s.p50},
+          {"p95", s.p95},     {"max", s.max},   {"stdev", s.stdev}};
+}
+
+std::string device_label(const FileAnalysis& f, const DeviceAnalysis& d) {
+  std::string s = f.file;
+  if (f.rank) s += fmt::format(" (rank {})", *f.rank);
+  s += fmt::format(" — device {}", d.device);
+  if (d.gpu_name) s += fmt::format(" ({})", *d.gpu_name);
+  return s;
+}
+
+void breakdown_text(std::string& out, const char* title, const std::vector<Bucket>& bs, const DeviceAnalysis& d,
+                    const TraceRenderOptions& o, bool kernels) {
+  TextTable t;
+  std::vector<std::string> head{title};
+  std::vector<TextTable::Align> al{TextTable::Align::left};
+  if (kernels) {
+    head.push_back("class");
+    al.push_back(TextTable::Align::left);
+  }
+  for (const char* h : {"count", "kernel ms", "attributed ms", "share", "cost"}) {
+    head.push_back(h);
+    al.push_back(TextTable::Align::right);
+  }
+  t.header(head, al);
+  std::size_t shown_rows = 0;
+  std::int64_t rest_ns = 0, rest_count = 0, rest_kernel = 0;
+  for (const auto& b : bs) {
+    if (shown_rows >= o.top) {
+      rest_ns += b.attributed_ns;
+      rest_count += b.count;
+      rest_kernel += b.kernel_ns;
+      continue;
+    }
+    ++shown_rows;
+    std::vector<std::string> row{trace::short_name(b.name, 60)};
+    if (kernels) row.push_back(b.klass);
+    row.insert(row.end(), {std::to_string(b.count), ms(b.kernel_ns), ms(b.attributed_ns), pct(b.attributed_ns, d.busy_ns),
+                           usd(cost_of(b.attributed_ns, o))});
+    t.row(row);
+  }
+  if (bs.size() > shown_rows) {
+    std::vector<std::string> row{fmt::format("({} more)", bs.size() - shown_rows)};
+    if (kernels) row.push_back("");
+    row.insert(row.end(), {std::to_string(rest_count), ms(rest_kernel), ms(rest_ns), pct(rest_ns, d.busy_ns),
+                           usd(cost_of(rest_ns, o))});
+    t.row(row);
+  }
+  out += t.render();
+  out += "\n";
+}
+
+}  // namespace
+
+std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
+  std::string out;
+  if (o.price_usd_per_gpu_hour)
+    out += fmt::format("price: ${:.4f}/GPU-hour (source: {})\n\n", *o.price_usd_per_gpu_hour, o.price_source);
+  else
+    out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
+  for (const auto& f : files) {
+    if (f.skipped) {
+      out += fmt::format("{}: skipped: {}\n\n", f.file, *f.skipped);
+      continue;
+    }
+    if (f.partial) out += fmt::format("{}: PARTIAL — damaged file, figures cover only what parsed ({})\n", f.file, f.partial_error);
+    if (f.devices.empty()) {
+      out += fmt::format("{}{}: no GPU activity in this trace (no kernel, memcpy or memset events); nothing to "
+                         "cost\n\n",
+                         f.file, f.rank ? fmt::format(" (rank {})", *f.rank) : "");
+      continue;
+    }
+    for (const auto& d : f.devices) {
+      out += device_label(f, d) + "\n";
+      TextTable t;
+      t.header({"", "ms", "of window", "cost"},
+               {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
+      auto row = [&](const char* name, std::int64_t ns) {
+        t.row({name, ms(ns), pct(ns, d.window_ns), usd(cost_of(ns, o))});
+      };
+      row("window", d.window_ns);
+      row("  compute", d.compute_ns);
+      row("  communication", d.communication_ns);
+      row("  memory", d.memory_ns);
+      row("  idle", d.idle_ns);
+      row("    host wait", d.idle_host_wait_ns);
+      row("    other", d.idle_other_ns);
+      row("comm/compute overlap", d.overlap_ns);
+      row("kernel time (Σ durations)", d.kernel_ns);
+      out += t.render();
+      out += fmt::format("activities {} ({} zero-length), idle gaps {}", d.activity_count, d.zero_length_count,
+                         d.idle_gap_count);
+      if (f.skipped_events > 0) out += fmt::format(", {} GPU events without usable ts/dur skipped", f.skipped_events);
+      out += "\n";
+      if (d.launch_delay_ns.count > 0)
+        out += fmt::format("launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
+                           "mean {:.1f}, p95 {}, max {}\n",
+                           d.launch_delay_ns.mean / 1e3, static_cast<double>(d.launch_delay_ns.p50) / 1e3,
+                           static_cast<double>(d.launch_delay_ns.p95) / 1e3,
+                           static_cast<double>(d.launch_delay_ns.max) / 1e3, d.queue_depth.mean, d.queue_depth.p95,
+                           d.queue_depth.max);
+      if (auto m = mean_step_ns(d)) {
+        out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f}, stdev {:.3f})",
+                           d.step_ns.count, *m / 1e6, static_cast<double>(d.step_ns.min) / 1e6,
+                           static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
+                           d.step_ns.stdev / 1e6);
+        if (o.price_usd_per_gpu_hour) {
+          const double per_step = *o.price_usd_per_gpu_hour * *m / 3.6e12;
+          const double idle_per_1k =
+              *o.price_usd_per_gpu_hour * static_cast<double>(d.idle_ns) / 3.6e12 / static_cast<double>(d.step_ns.count) * 1000;
+          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step), format_usd(idle_per_1k));
+          if (o.project_steps)
+            out += fmt::format(" ; {} steps ≈ {}", *o.project_steps, format_usd(per_step * static_cast<double>(*o.project_steps)));
+        }
+        out += "\n";
+      } else {
+        out += "steps: no ProfilerStep spans in this trace\n";
+      }
+      out += "\n";
+      if (shown(o, "kernel")) breakdown_text(out, "kernel", d.kernels, d, o, true);
+      if (shown(o, "op")) breakdown_text(out, "operator", d.operators, d, o, false);
+      if (shown(o, "annotation")) breakdown_text(out, "annotation", d.annotations, d, o, false);
+      if (shown(o, "step") && !d.steps.empty()) breakdown_text(out, "step", d.steps, d, o, false);
+    }
+  }
+  return out;
+}
+
+std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
+  nlohmann::json root;
+  root["files"] = nlohmann::json::array();
+  root["devices"] = nlohmann::json::array();
+  for (const auto& f : files) {
+    nlohmann::json jf;
+    jf["file"] = f.file;
+    jf["rank"] = f.rank ? nlohmann::json(*f.rank) : nlohmann::json(nullptr);
+    if (f.skipped) jf["skipped"] = *f.skipped;
+    else jf["skipped"] = nullptr;
+    jf["partial"] = f.partial;
+    jf["partial_error"] = f.partial ? nlohmann::json(f.partial_error) : nlohmann::json(nullptr);
+    jf["gpu_activity"] = !f.devices.empty();
+    jf["note"] = (!f.skipped && f.devices.empty()) ? nlohmann::json("no GPU activity") : nlohmann::json(nullptr);
+    jf["bytes"] = f.bytes;
+    jf["events"] = f.event_count;
+    jf["skipped_gpu_events"] = f.skipped_events;
+    root["files"].push_back(std::move(jf));
+    for (const auto& d : f.devices) {
+      nlohmann::json j;
+      j["file"] = f.file;
+      j["rank"] = f.rank ? nlohmann::json(*f.rank) : nlohmann::json(nullptr);
+      j["device"] = d.device;
+      j["gpu_name"] = d.gpu_name ? nlohmann::json(*d.gpu_name) : nlohmann::json(nullptr);
+      j["partial"] = f.partial;
+      j["window_start_ns"] = d.window_start_ns;
+      j["window_ns"] = d.window_ns;
+      j["busy_ns"] = d.busy_ns;
+      j["idle_ns"] = d.idle_ns;
+      j["compute_ns"] = d.compute_ns;
+      j["communication_ns"] = d.communication_ns;
+      j["memory_ns"] = d.memory_ns;
+      j["overlap_ns"] = d.overlap_ns;
+      j["kernel_ns"] = d.kernel_ns;
+      j["idle_host_wait_ns"] = d.idle_host_wait_ns;
+      j["idle_other_ns"] = d.idle_other_ns;
+      j["idle_gap_count"] = d.idle_gap_count;
+      j["activity_count"] = d.activity_count;
+      j["zero_length_count"] = d.zero_length_count;
+      j["cost_usd"] = opt(cost_of(d.window_ns, o));
+      j["busy_cost_usd"] = opt(cost_of(d.busy_ns, o));
+      j["idle_cost_usd"] = opt(cost_of(d.idle_ns, o));
+      j["price_usd_per_gpu_hour"] = opt(o.price_usd_per_gpu_hour);
+      j["price_source"] = o.price_usd_per_gpu_hour ? nlohmann::json(o.price_source) : nlohmann::json(nullptr);
+      j["step_count"] = d.step_ns.count;
+      j["step_time_ns"] = stats_json(d.step_ns);
+      const auto m = mean_step_ns(d);
+      std::optional<double> per_step;
+      if (m && o.price_usd_per_gpu_hour) per_step = *o.price_usd_per_gpu_hour * *m / 3.6e12;
+      j["cost_per_step_usd"] = opt(per_step);
+      j["idle_cost_per_1k_steps_usd"] =
+          (m && o.price_usd_per_gpu_hour)
+              ? nlohmann::json(*cost_of(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
+              : nlohmann::json(nullptr);
+      j["projected_steps"] = o.project_steps ? nlohmann::json(*o.project_steps) : nlohmann::json(nullptr);
+      j["projected_cost_usd"] = nullptr;
+      if (per_step.has_value() && o.project_steps.has_value())
+        j["projected_cost_usd"] = per_step.value() * static_cast<double>(o.project_steps.value());
+      j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
+      j["queue_depth"] = stats_json(d.queue_depth);
+      j["kernels"] = buckets_json(d.kernels, o, true, false);
+      j["operators"] = buckets_json(d.operators, o, false, false);
+      j["annotations"] = buckets_json(d.annotations, o, false, false);
+      j["steps"] = buckets_json(d.steps, o, false, true);
+      root["devices"].push_back(std::move(j));
+    }
+  }
+  return root.dump(2);
+}
+
+std::string trace_csv(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
+  std::string out = "file,rank,device,breakdown,name,class,count,kernel_ns,attributed_ns,cost_usd\r\n";
+  for (const auto& f : files) {
+    for (const auto& d : f.devices) {
+      const std::string rank = f.rank ? std::to_string(*f.rank) : "";
+      auto emit = [&](const char* kind, const std::vector<Bucket>& bs) {
+        for (const auto& b : bs) {
+          auto c = cost_of(b.attributed_ns, o);
+          out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", csv_escape(f.file), rank, csv_escape(d.device), kind,
+                             csv_escape(b.name), b.klass, b.count, b.kernel_ns, b.attributed_ns,
+                             c ? fmt::format("{:.9f}", *c) : "");
+        }
+      };
+      emit("summary", {Bucket{"window", "", d.activity_count, d.kernel_ns, d.window_ns, 0},
+                       Bucket{"busy", "", 0, 0, d.busy_ns, 0}, Bucket{"compute", "", 0, 0, d.compute_ns, 0},
+                       Bucket{"communication", "", 0, 0, d.communication_ns, 0},
+                       Bucket{"memory", "", 0, 0, d.memory_ns, 0}, Bucket{"idle", "", 0, 0, d.idle_ns, 0}});
+      emit("kernel", d.kernels);
+      emit("operator", d.operators);
+      emit("annotation", d.annotations);
+      emit("step", d.steps);
+    }
+  }
+  return out;
+}
+
+}  // namespace gm::cli

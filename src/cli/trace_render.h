@@ -1,0 +1,27 @@
+#pragma once
+// Renderers of `gpumeter trace` results: terminal text, JSON (the contract keys), CSV.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/trace.h"
+
+namespace gm::cli {
+
+/// How to price and present trace results.
+struct TraceRenderOptions {
+  std::optional<double> price_usd_per_gpu_hour;  ///< none: figures in time only
+  std::string price_source;                      ///< where the price came from ("--price", ...)
+  std::optional<std::int64_t> project_steps;     ///< --steps N
+  std::size_t top = 10;                          ///< rows per terminal breakdown
+  std::vector<std::string> by;                   ///< kernel / op / annotation / step; empty = all
+};
+
+/// The terminal report.
+std::string trace_text(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
+/// The --json document (keys per the trace contract, integer nanoseconds).
+std::string trace_json(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
+/// The --csv table: one row per (file, device, breakdown, entry).
+std::string trace_csv(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
+
+}  // namespace gm::cli

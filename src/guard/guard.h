@@ -1,0 +1,167 @@
+#pragma once
+// The guard of `gpumeter run`: progress intake (datagram JSON and the job's own output), the forecaster
+// (DESIGN §3) and the budget policy (warn / stop on budget, forecast, idle), plus action notification.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm {
+
+// ---- progress intake -------------------------------------------------------------------------
+
+/// One progress report from the job (every field optional).
+struct ProgressUpdate {
+  std::optional<std::int64_t> step;
+  std::optional<std::int64_t> total_steps;
+  std::optional<std::int64_t> samples;
+  std::optional<std::int64_t> tokens;
+  std::map<std::string, double> metrics;
+  /// True when nothing at all was reported.
+  bool empty() const { return !step && !total_steps && !samples && !tokens && metrics.empty(); }
+};
+
+/// Parses one progress datagram: a JSON object with optional non-negative integer `step`, `total_steps`,
+/// `samples`, `tokens` and an object `metrics` of numbers. ErrorKind::usage with the reason otherwise.
+Result<ProgressUpdate> parse_progress_message(std::string_view datagram);
+
+/// Recognises progress in a job's output: tqdm bars ("120/10000 [" with optional "|bar|" before it; the
+/// Hugging Face Trainer and Lightning bars are tqdm bars) and Hugging Face Trainer log dicts
+/// ("{'loss': 2.31, 'learning_rate': 5e-05, 'epoch': 0.12}" -> metrics). Output may arrive in any chunks;
+/// lines end at '\n' or '\r'. Lines over 64 KiB are skipped.
+class OutputProgressParser {
+ public:
+  /// Feeds bytes; returns the updates recognised in the lines completed by them.
+  std::vector<ProgressUpdate> feed(std::string_view bytes);
+
+ private:
+  std::string line_;
+  bool overlong_ = false;
+};
+
+/// Parses one complete output line (no terminator); nullopt when it holds no progress.
+std::optional<ProgressUpdate> parse_output_line(std::string_view line);
+
+// ---- forecaster ------------------------------------------------------------------------------
+
+/// A forecast of the run's total cost.
+struct Forecast {
+  double total_usd = 0;        ///< spent + remaining_s × burn rate
+  double low_usd = 0;          ///< with the fast end of recent step times (10th percentile)
+  double high_usd = 0;         ///< with the slow end (90th percentile)
+  double remaining_s = 0;      ///< median estimate
+  double s_per_step = 0;       ///< median over the window
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+};
+
+/// Robust seconds-per-step over recent steps. The first reported interval (start-up, compilation,
+/// data-loader warm-up) and every interval ending within the first 2 % of the steps are excluded; the
+/// estimate is the median of per-step times over the last kWindow intervals (each interval weighted by its
+/// step count); the interval comes from their 10th and 90th percentiles. No forecast until kMinIntervals
+/// usable intervals exist, or when the total is unknown.
+class Forecaster {
+ public:
+  static constexpr std::size_t kWindow = 64;
+  static constexpr std::size_t kMinIntervals = 3;
+
+  /// Records that `step` was reached at `t_s` seconds since the run's start (`total_steps` when known).
+  void add(double t_s, std::int64_t step, std::optional<std::int64_t> total_steps);
+  /// Forecast at `now_s` with `spent_usd` so far and the burn rate; nullopt when not enough progress.
+  std::optional<Forecast> forecast(double now_s, double spent_usd, double burn_usd_per_s) const;
+  /// Usable intervals so far.
+  std::size_t intervals() const { return per_step_s_.size(); }
+  std::optional<std::int64_t> last_step() const { return last_step_; }
+  std::optional<std::int64_t> total_steps() const { return total_; }
+
+ private:
+  struct Interval {
+    double s_per_step;
+    std::int64_t steps;
+  };
+  std::vector<Interval> per_step_s_;  // window, oldest first
+  std::optional<double> last_t_s_;
+  std::optional<std::int64_t> last_step_;
+  std::optional<std::int64_t> total_;
+  bool seen_first_interval_ = false;
+};
+
+// ---- budget policy ---------------------------------------------------------------------------
+
+/// Guard configuration from the command line.
+struct GuardConfig {
+  std::optional<double> budget_usd;
+  std::vector<double> warn_at_pct{80.0};      ///< of the budget (actual spend)
+  bool forecast_stop = false;
+  std::optional<std::int64_t> max_idle_ms;    ///< every allocated GPU under kIdleUtilPct for this long
+  /// Forecast-stop minimums: no forecast stop before this much run time and this many usable intervals.
+  std::int64_t forecast_min_elapsed_ms = 5'000;
+  std::size_t forecast_min_intervals = 5;
+};
+
+/// Utilization under which a GPU counts as idle for --max-idle (percent).
+inline constexpr double kIdleUtilPct = 5.0;
+
+/// What the guard decided at one evaluation.
+struct GuardDecision {
+  std::string kind;        ///< "warn", "stop_budget", "stop_forecast", "stop_idle"
+  std::string stopped_by;  ///< "" for warn, else "budget" | "forecast" | "idle"
+  std::string message;     ///< one human sentence
+};
+
+/// The state the guard looks at.
+struct GuardInput {
+  std::int64_t elapsed_ms = 0;
+  MicroUsd spent_micros = 0;
+  std::optional<Forecast> forecast;
+  std::size_t forecast_intervals = 0;
+  std::optional<std::int64_t> idle_for_ms;    ///< how long every allocated GPU has been idle; nullopt = busy
+};
+
+/// Evaluates the policy; each warning fires once, and at most one stop is returned (then it is latched).
+class BudgetGuard {
+ public:
+  explicit BudgetGuard(GuardConfig config) : config_(std::move(config)) {}
+  std::vector<GuardDecision> evaluate(const GuardInput& in);
+  bool stopped() const { return stopped_; }
+  const GuardConfig& config() const { return config_; }
+
+ private:
+  GuardConfig config_;
+  std::vector<bool> warned_;
+  bool stopped_ = false;
+};
+
+/// Parses "--warn-at 50%,80%" into percentages in (0, 100]; usage error naming the bad item.
+Result<std::vector<double>> parse_warn_at(std::string_view text);
+
+// ---- notification ----------------------------------------------------------------------------
+
+/// An event sent to --notify and --webhook.
+struct GuardEvent {
+  std::int64_t run_id = 0;
+  std::string kind;        ///< as GuardDecision::kind, or "sigterm" / "sigkill"
+  std::string message;
+  double cost_usd = 0;
+  std::optional<double> budget_usd;
+  std::optional<double> forecast_usd;
+  std::string command;
+  std::string host;
+};
+
+/// The environment given to the --notify command: GPUMETER_EVENT, GPUMETER_MESSAGE, GPUMETER_RUN_ID,
+/// GPUMETER_COST_USD, GPUMETER_BUDGET_USD, GPUMETER_FORECAST_USD, GPUMETER_COMMAND, GPUMETER_HOST.
+std::map<std::string, std::string> notify_environment(const GuardEvent& event);
+/// The webhook body: a JSON object with a Slack-compatible "text" and the event's fields.
+std::string webhook_body(const GuardEvent& event);
+/// Runs `command` with /bin/sh -c and the event's environment, waiting at most `timeout_ms`.
+Result<void> run_notify_command(const std::string& command, const GuardEvent& event, std::int64_t timeout_ms = 10'000);
+/// POSTs the event to an http:// or https:// URL (timeout `timeout_ms`); error on a non-2xx status.
+Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000);
+
+}  // namespace gm

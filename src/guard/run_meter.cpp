@@ -1,0 +1,218 @@
+#include "guard/run_meter.h"
+
+#include <algorithm>
+#include <map>
+
+#include "guard/guard.h"
+
+namespace gm {
+namespace {
+std::string trim_copy(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return std::string(s);
+}
+}  // namespace
+
+
+Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cvd,
+                                             const std::vector<DeviceInfo>& devices) {
+  std::vector<unsigned> out;
+  if (!cvd) {
+    for (const auto& d : devices) out.push_back(d.index);
+    return out;
+  }
+  std::size_t pos = 0;
+  const std::string& s = *cvd;
+  while (pos < s.size()) {
+    std::size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item(trim_copy(s.substr(pos, comma - pos)));
+    pos = comma + 1;
+    if (item.empty()) continue;
+    std::optional<unsigned> found;
+    if (item.find_first_not_of("0123456789") == std::string::npos) {
+      const unsigned long idx = std::stoul(item);
+      for (const auto& d : devices)
+        if (d.index == idx) found = d.index;
+    } else {
+      for (const auto& d : devices)
+        if (d.uuid.rfind(item, 0) == 0 || ("GPU-" + item) == d.uuid.substr(0, item.size() + 4)) found = d.index;
+      for (const auto& d : devices)
+        for (const auto& m : d.mig_instances)
+          if (m.uuid.rfind(item, 0) == 0) found = d.index;
+    }
+    if (!found)
+      return make_error(ErrorKind::usage, "CUDA_VISIBLE_DEVICES entry '" + item + "' matches no GPU on this machine");
+    if (std::find(out.begin(), out.end(), *found) == out.end()) out.push_back(*found);
+  }
+  return out;
+}
+
+RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price, std::int64_t start_ns)
+    : backend_(backend), allocated_(std::move(allocated)), price_(price), start_ns_(start_ns), last_ns_(start_ns) {
+  for (unsigned idx : allocated_) {
+    cost_.emplace_back(price_);
+    energy_.emplace_back();
+    GpuUsage u;
+    u.index = idx;
+    for (const auto& d : backend_.devices()) {
+      if (d.index != idx) continue;
+      u.uuid = d.uuid;
+      u.name = d.name;
+      u.mem_total_bytes = d.memory_total_bytes;
+    }
+    usage_.push_back(u);
+    // A first reading at the start, so the energy of the first interval is measured too.
+    latest_.push_back(backend_.sample(idx));
+    energy_.back().add(latest_.back());
+  }
+  util_sum_.assign(allocated_.size(), 0);
+  mem_sum_.assign(allocated_.size(), 0);
+  util_n_.assign(allocated_.size(), 0);
+  mem_n_.assign(allocated_.size(), 0);
+  idle_since_ns_ = start_ns;
+}
+
+std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
+  std::vector<SampleRecord> out;
+  const std::int64_t dt_ns = std::max<std::int64_t>(0, now_ns - last_ns_);
+  bool all_idle = !allocated_.empty();
+  for (std::size_t i = 0; i < allocated_.size(); ++i) {
+    DeviceSample s = backend_.sample(allocated_[i]);
+    GpuUsage& u = usage_[i];
+    SampleRecord r;
+    r.t_ms = (now_ns - start_ns_) / 1'000'000;
+    r.gpu_index = allocated_[i];
+    r.gpu_uuid = u.uuid;
+    r.cost_micros = cost_[i].add_ns(dt_ns);
+    r.energy_j = energy_[i].add(s);
+    u.energy_j = energy_[i].total_j();
+    u.cost_micros = cost_[i].total();
+    if (s.utilization_pct) {
+      const double util = std::min<double>(100.0, *s.utilization_pct);
+      r.utilization_pct = util;
+      util_sum_[i] += util;
+      ++util_n_[i];
+      u.util_avg_pct = util_sum_[i] / static_cast<double>(util_n_[i]);
+      u.util_peak_pct = std::max(u.util_peak_pct.value_or(0.0), util);
+      u.busy_s += util / 100.0 * static_cast<double>(dt_ns) / 1e9;
+      if (util >= kIdleUtilPct) all_idle = false;
+    } else {
+      all_idle = false;  // unknown is not idle
+    }
+    if (s.memory_used_bytes) {
+      r.memory_used_bytes = s.memory_used_bytes;
+      mem_sum_[i] += static_cast<double>(*s.memory_used_bytes);
+      ++mem_n_[i];
+      u.mem_avg_bytes = static_cast<std::uint64_t>(mem_sum_[i] / static_cast<double>(mem_n_[i]));
+      u.mem_peak_bytes = std::max(u.mem_peak_bytes.value_or(0), *s.memory_used_bytes);
+    }
+    if (s.power_mw) r.power_w = *s.power_mw / 1000.0;
+    if (s.temperature_c) r.temperature_c = *s.temperature_c;
+    for (const auto& p : s.processes)
+      if (job_pids.count(p.pid)) r.job_present = true;
+    if (r.job_present) u.used = true;
+    ++u.samples;
+    {
+      const double idle_frac = r.utilization_pct ? 1.0 - *r.utilization_pct / 100.0 : 0.0;
+      u.idle_cost_micros += static_cast<MicroUsd>(static_cast<double>(r.cost_micros) * idle_frac);
+    }
+    latest_[i] = std::move(s);
+    out.push_back(std::move(r));
+  }
+  if (!all_idle) idle_since_ns_.reset();
+  else if (!idle_since_ns_) idle_since_ns_ = last_ns_;
+  last_ns_ = now_ns;
+  return out;
+}
+
+MicroUsd RunMeter::spent_micros() const {
+  MicroUsd t = 0;
+  for (const auto& c : cost_) t += c.total();
+  return t;
+}
+
+MicroUsd RunMeter::spent_at(std::int64_t now_ns) const {
+  const std::int64_t ms = std::max<std::int64_t>(0, now_ns - start_ns_) / 1'000'000;
+  return cost_for_ms(price_ * static_cast<MicroUsd>(allocated_.size()), ms);
+}
+
+double RunMeter::burn_usd_per_s() const {
+  return micros_to_usd(price_) * static_cast<double>(allocated_.size()) / 3600.0;
+}
+
+std::optional<std::int64_t> RunMeter::idle_for_ms(std::int64_t now_ns) const {
+  if (!idle_since_ns_ || last_ns_ == start_ns_) return std::nullopt;
+  return (now_ns - *idle_since_ns_) / 1'000'000;
+}
+
+std::vector<std::string> RunMeter::used_uuids() const {
+  std::vector<std::string> v;
+  for (const auto& u : usage_)
+    if (u.used) v.push_back(u.uuid);
+  return v;
+}
+
+std::vector<std::string> RunMeter::allocated_uuids() const {
+  std::vector<std::string> v;
+  for (const auto& u : usage_) v.push_back(u.uuid);
+  return v;
+}
+
+double RunMeter::energy_j() const {
+  double t = 0;
+  for (const auto& e : energy_) t += e.total_j();
+  return t;
+}
+
+std::string RunMeter::energy_method() const {
+  std::set<std::string> methods;
+  for (const auto& e : energy_) methods.insert(to_string(e.method()));
+  if (methods.empty()) return "none";
+  if (methods.size() == 1) return *methods.begin();
+  methods.erase("none");
+  return methods.size() == 1 ? *methods.begin() : "mixed";
+}
+
+std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples) {
+  std::map<unsigned, GpuUsage> by;
+  std::map<unsigned, std::int64_t> last_t;
+  std::map<unsigned, double> usum, msum;
+  std::map<unsigned, std::int64_t> un, mn;
+  for (const auto& s : samples) {
+    GpuUsage& u = by[s.gpu_index];
+    u.index = s.gpu_index;
+    u.uuid = s.gpu_uuid;
+    const std::int64_t prev = last_t.count(s.gpu_index) ? last_t[s.gpu_index] : 0;
+    const double dt_s = static_cast<double>(std::max<std::int64_t>(0, s.t_ms - prev)) / 1000.0;
+    last_t[s.gpu_index] = s.t_ms;
+    ++u.samples;
+    u.energy_j += s.energy_j;
+    u.cost_micros += s.cost_micros;
+    if (s.job_present) u.used = true;
+    if (s.utilization_pct) {
+      usum[s.gpu_index] += *s.utilization_pct;
+      ++un[s.gpu_index];
+      u.util_avg_pct = usum[s.gpu_index] / static_cast<double>(un[s.gpu_index]);
+      u.util_peak_pct = std::max(u.util_peak_pct.value_or(0.0), *s.utilization_pct);
+      u.busy_s += *s.utilization_pct / 100.0 * dt_s;
+    }
+    if (s.memory_used_bytes) {
+      msum[s.gpu_index] += static_cast<double>(*s.memory_used_bytes);
+      ++mn[s.gpu_index];
+      u.mem_avg_bytes = static_cast<std::uint64_t>(msum[s.gpu_index] / static_cast<double>(mn[s.gpu_index]));
+      u.mem_peak_bytes = std::max(u.mem_peak_bytes.value_or(0), *s.memory_used_bytes);
+    }
+  }
+  for (const auto& s : samples) {
+    GpuUsage& u = by[s.gpu_index];
+    const double idle_frac = s.utilization_pct ? 1.0 - *s.utilization_pct / 100.0 : 0.0;
+    u.idle_cost_micros += static_cast<MicroUsd>(static_cast<double>(s.cost_micros) * idle_frac);
+  }
+  std::vector<GpuUsage> out;
+  for (auto& [i, u] : by) out.push_back(std::move(u));
+  return out;
+}
+
+}  // namespace gm

@@ -1,0 +1,83 @@
+#pragma once
+// RunMeter: the per-second metering of one `gpumeter run` over its allocated GPUs (DESIGN §3): exact
+// per-interval cost per GPU, energy, utilization and memory statistics, which GPUs the job used, and how
+// long every allocated GPU has been idle. Driven by a GpuBackend and explicit timestamps (testable).
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "meter/meter.h"
+#include "store/store.h"
+
+namespace gm {
+
+/// Per-GPU usage of a run, for the report.
+struct GpuUsage {
+  unsigned index = 0;
+  std::string uuid;
+  std::string name;
+  bool used = false;                              ///< a process of the job's tree appeared on it
+  std::int64_t samples = 0;
+  std::optional<double> util_avg_pct;
+  std::optional<double> util_peak_pct;
+  std::optional<std::uint64_t> mem_avg_bytes;
+  std::optional<std::uint64_t> mem_peak_bytes;
+  std::optional<std::uint64_t> mem_total_bytes;
+  double busy_s = 0;                              ///< Σ utilization × interval
+  double energy_j = 0;
+  MicroUsd cost_micros = 0;                       ///< metered (per-interval) cost
+  MicroUsd idle_cost_micros = 0;                  ///< Σ interval cost × (1 − utilization) (reports count used GPUs)
+};
+
+/// Usage per GPU from ledger samples (the same figures RunMeter computes live).
+std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);
+
+/// Parses CUDA_VISIBLE_DEVICES against the devices: indices or UUIDs (prefixes allowed); unset = all.
+/// An entry that matches no device is an error naming it; an empty value means no GPU.
+Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cuda_visible_devices,
+                                             const std::vector<DeviceInfo>& devices);
+
+/// Meters a run's allocated GPUs.
+class RunMeter {
+ public:
+  RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price_micros_per_gpu_hour,
+           std::int64_t start_ns);
+  /// Samples every allocated GPU at `now_ns`; `job_pids` is the job's process tree. Returns one record per
+  /// GPU (run_id 0, t_ms relative to the start).
+  std::vector<SampleRecord> tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids);
+  /// Metered spend up to the last tick (exact per-interval integration over allocated GPUs).
+  MicroUsd spent_micros() const;
+  /// Spend at `now_ns` extrapolated from the last tick at the constant price (what the bill says).
+  MicroUsd spent_at(std::int64_t now_ns) const;
+  /// $/s of all allocated GPUs.
+  double burn_usd_per_s() const;
+  /// How long every allocated GPU has been under kIdleUtilPct; nullopt when one is busy or unknown.
+  std::optional<std::int64_t> idle_for_ms(std::int64_t now_ns) const;
+  const std::vector<GpuUsage>& usage() const { return usage_; }
+  std::vector<std::string> used_uuids() const;
+  std::vector<std::string> allocated_uuids() const;
+  double energy_j() const;
+  /// "counter", "power_integration", "mixed" or "none".
+  std::string energy_method() const;
+  /// Latest sample per allocated GPU (for the live status).
+  const std::vector<DeviceSample>& latest() const { return latest_; }
+
+ private:
+  GpuBackend& backend_;
+  std::vector<unsigned> allocated_;
+  MicroUsd price_;
+  std::int64_t start_ns_;
+  std::int64_t last_ns_;
+  std::vector<CostIntegrator> cost_;
+  std::vector<EnergyMeter> energy_;
+  std::vector<GpuUsage> usage_;
+  std::vector<DeviceSample> latest_;
+  std::vector<double> util_sum_, mem_sum_;
+  std::vector<std::int64_t> util_n_, mem_n_;
+  std::optional<std::int64_t> idle_since_ns_;
+};
+
+}  // namespace gm

@@ -1,0 +1,128 @@
+// Exact cost integration, shared-device attribution, energy and carbon.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "meter/meter.h"
+
+namespace gm {
+
+namespace {
+constexpr std::int64_t kNsPerHour = 3'600'000'000'000;
+}
+
+MicroUsd CostIntegrator::add_ns(std::int64_t duration_ns) {
+  if (duration_ns <= 0) return 0;
+  const Int128 num = static_cast<Int128>(price_) * duration_ns + remainder_;
+  const auto q = static_cast<MicroUsd>(num / kNsPerHour);
+  remainder_ = num % kNsPerHour;
+  total_ += q;
+  total_ns_ += duration_ns;
+  return q;
+}
+
+Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample& sample) {
+  Attribution a;
+  a.device_cost = device_cost;
+  const auto& procs = sample.processes;
+  if (procs.empty()) {
+    a.unallocated = device_cost;
+    return a;
+  }
+  // Integer weights: SM percent when any process has a non-zero SM sample, else memory bytes, else equal.
+  std::vector<std::uint64_t> w(procs.size(), 0);
+  for (std::size_t i = 0; i < procs.size(); ++i)
+    if (procs[i].sm_util_pct && *procs[i].sm_util_pct > 0) {
+      w[i] = *procs[i].sm_util_pct;
+      a.by_sm = true;
+    }
+  if (!a.by_sm)
+    for (std::size_t i = 0; i < procs.size(); ++i) w[i] = procs[i].memory_bytes.value_or(0);
+  std::uint64_t total = std::accumulate(w.begin(), w.end(), std::uint64_t{0});
+  if (total == 0) {
+    std::fill(w.begin(), w.end(), 1);
+    total = w.size();
+  }
+  // Largest remainder: floor shares, then one micro-dollar each to the largest fractional parts.
+  std::vector<MicroUsd> cost(procs.size());
+  std::vector<std::pair<Int128, std::size_t>> rem;
+  MicroUsd given = 0;
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    const Int128 num = static_cast<Int128>(device_cost) * static_cast<Int128>(w[i]);
+    cost[i] = static_cast<MicroUsd>(num / total);
+    rem.emplace_back(num % total, i);
+    given += cost[i];
+  }
+  std::stable_sort(rem.begin(), rem.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (std::size_t k = 0; given < device_cost && k < rem.size(); ++k, ++given) ++cost[rem[k].second];
+  const std::optional<std::uint32_t> util = sample.utilization_pct;
+  for (std::size_t i = 0; i < procs.size(); ++i) {
+    ProcessShare s;
+    s.pid = procs[i].pid;
+    s.cost = cost[i];
+    s.weight = static_cast<double>(w[i]) / static_cast<double>(total);
+    s.energy_j = energy_j * s.weight;
+    if (util) s.idle_cost = cost[i] * (100 - std::min<std::uint32_t>(*util, 100)) / 100;
+    a.shares.push_back(s);
+  }
+  return a;
+}
+
+double EnergyMeter::add(const DeviceSample& sample) {
+  double joules = 0;
+  if (prev_ && sample.t_ns > prev_->t_ns) {
+    const double dt_s = static_cast<double>(sample.t_ns - prev_->t_ns) / 1e9;
+    bool done = false;
+    if (prev_->energy_mj && sample.energy_mj) {
+      if (*sample.energy_mj >= *prev_->energy_mj) {
+        joules = static_cast<double>(*sample.energy_mj - *prev_->energy_mj) / 1000.0;
+        ++counter_intervals_;
+        done = true;
+      } else {
+        ++resets_;  // driver reload: the counter restarted; never subtract
+      }
+    }
+    if (!done && prev_->power_mw && sample.power_mw) {
+      joules = (static_cast<double>(*prev_->power_mw) + static_cast<double>(*sample.power_mw)) / 2.0 / 1000.0 * dt_s;
+      ++power_intervals_;
+    }
+  }
+  if (sample.t_ns >= (prev_ ? prev_->t_ns : sample.t_ns)) prev_ = sample;
+  total_j_ += joules;
+  return joules;
+}
+
+EnergyMethod EnergyMeter::method() const {
+  if (power_intervals_ > 0) return EnergyMethod::power_integration;
+  if (counter_intervals_ > 0) return EnergyMethod::counter;
+  return EnergyMethod::none;
+}
+
+std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog, const std::string& provider,
+                                              const std::string& region, std::optional<double> g_per_kwh_override,
+                                              std::optional<double> pue_override) {
+  CarbonEstimate e;
+  if (g_per_kwh_override) {
+    e.g_per_kwh = *g_per_kwh_override;
+    e.intensity_source = "--carbon-intensity";
+  } else if (const CarbonIntensity* c = catalog.carbon_for(provider, region)) {
+    e.g_per_kwh = c->g_co2e_per_kwh;
+    e.intensity_source = c->dataset + " " + c->provider + "/" + c->region + " (" + c->source + ")";
+  } else {
+    return std::nullopt;
+  }
+  if (pue_override) {
+    e.pue = *pue_override;
+    e.pue_source = "--pue";
+  } else if (auto p = catalog.pue_for(provider, region)) {
+    e.pue = p->pue;
+    e.pue_source = p->provider + "/" + p->region + " (" + p->source + ")";
+  } else {
+    e.pue = 1.0;
+    e.pue_source = "no PUE known: 1.0 assumed";
+  }
+  e.co2_kg = energy_kwh * e.pue * e.g_per_kwh / 1000.0;
+  return e;
+}
+
+}  // namespace gm

@@ -1,0 +1,202 @@
+// Price resolution (DESIGN §3 order) and billing.
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "meter/meter.h"
+#include "sys/proc.h"
+#include "util/units.h"
+
+namespace gm {
+
+namespace {
+
+std::string trimmed_file(const std::string& path) {
+  auto s = read_small_file(path);
+  if (!s) return {};
+  return std::string(trim(*s));
+}
+
+PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const Catalog& catalog,
+                            const std::string& how) {
+  PriceQuote q;
+  q.micros_per_gpu_hour = usd_to_micros(*o.usd_per_gpu_hour(spot));
+  q.origin = origin;
+  q.provider = o.provider;
+  q.region = o.region;
+  q.spot = spot;
+  q.billing = catalog.billing_rule(o.provider);
+  q.source = fmt::format("{} {}:{} ({}, {}, {} GPU{} at {}/h; {}, {})", how, o.provider, o.instance, o.region,
+                         spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
+                         format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
+  return q;
+}
+
+// "provider:instance[@region][:spot|:ondemand]"
+Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& catalog, PriceOrigin origin,
+                                        const std::string& how) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto colon = text.find(':', start);
+    parts.push_back(text.substr(start, colon - start));
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() || parts[1].empty())
+    return make_error(ErrorKind::usage,
+                      fmt::format("{} '{}': expected provider:instance[:spot], e.g. aws:p5.48xlarge", how, text));
+  bool spot = false;
+  if (parts.size() == 3) {
+    if (parts[2] == "spot") spot = true;
+    else if (parts[2] != "ondemand" && parts[2] != "on-demand")
+      return make_error(ErrorKind::usage, fmt::format("{} '{}': the third part must be 'spot' or 'ondemand'", how, text));
+  }
+  std::optional<std::string_view> region;
+  std::string instance = parts[1];
+  if (const auto at = instance.find('@'); at != std::string::npos) {
+    region = std::string_view(parts[1]).substr(at + 1);
+    instance = parts[1].substr(0, at);
+  }
+  const Offer* o = catalog.find_offer(parts[0], instance, region);
+  if (!o) {
+    std::vector<std::string> names;
+    for (const auto& x : catalog.offers())
+      if (std::find(names.begin(), names.end(), x.provider + ":" + x.instance) == names.end())
+        names.push_back(x.provider + ":" + x.instance);
+    const std::string close = suggest_names(parts[0] + ":" + instance, names, 4);
+    return make_error(ErrorKind::not_found,
+                      fmt::format("{} '{}': no such offer in the catalog{}", how, text,
+                                  close.empty() ? "" : " (did you mean " + close + "?)"));
+  }
+  if (!o->usd_per_gpu_hour(spot))
+    return make_error(ErrorKind::not_found,
+                      fmt::format("{} '{}': the catalog has no {} price for it", how, text, spot ? "spot" : "on-demand"));
+  return quote_from_offer(*o, spot, origin, catalog, how);
+}
+
+std::optional<std::string> default_config_path() {
+  std::string base;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) base = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.config";
+  else return std::nullopt;
+  const std::string p = base + "/gpumeter/config.toml";
+  std::error_code ec;
+  if (std::filesystem::exists(p, ec)) return p;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> DmiInstanceDetector::instance_type() const {
+  const std::string dir = sys_root_ + "/class/dmi/id/";
+  const std::string vendor = trimmed_file(dir + "sys_vendor");
+  const std::string product = trimmed_file(dir + "product_name");
+  // EC2 puts the instance type in product_name ("p5.48xlarge"); GCP and Azure only say "Google Compute
+  // Engine" / "Virtual Machine" there (their metadata servers would be needed), so they are not detected.
+  if (vendor.find("Amazon EC2") != std::string::npos && !product.empty() && product.find('.') != std::string::npos)
+    return product;
+  return std::nullopt;
+}
+
+Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,
+                                 const std::optional<std::string>& nvml_gpu_name,
+                                 const InstanceDetector* detector) {
+  if (options.price_usd_per_gpu_hour) {
+    if (*options.price_usd_per_gpu_hour <= 0)
+      return make_error(ErrorKind::usage, "--price must be a positive number of USD per GPU-hour");
+    PriceQuote q;
+    q.micros_per_gpu_hour = usd_to_micros(*options.price_usd_per_gpu_hour);
+    q.origin = PriceOrigin::flag_price;
+    q.source = fmt::format("--price {}/GPU-h", format_usd(*options.price_usd_per_gpu_hour));
+    q.billing = catalog.billing_rule("");
+    return q;
+  }
+  if (options.offer) return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer");
+
+  std::optional<std::string> config = options.config_path;
+  if (config) {
+    std::error_code ec;
+    if (!std::filesystem::exists(*config, ec))
+      return make_error(ErrorKind::usage, fmt::format("--config {}: no such file", *config));
+  } else {
+    config = default_config_path();
+  }
+  if (config) {
+    toml::table tbl;
+    try {
+      tbl = toml::parse_file(*config);
+    } catch (const toml::parse_error& e) {
+      return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", *config, e.source().begin.line,
+                                                      e.source().begin.column, e.description()));
+    }
+    const auto* pricing = tbl["pricing"].as_table();
+    if (pricing) {
+      if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {
+        if (*p <= 0)
+          return make_error(ErrorKind::usage, fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive", *config));
+        PriceQuote q;
+        q.micros_per_gpu_hour = usd_to_micros(*p);
+        q.origin = PriceOrigin::config_file;
+        q.source = fmt::format("config {}: {}/GPU-h", *config, format_usd(*p));
+        q.provider = (*pricing)["provider"].value_or(std::string());
+        q.region = (*pricing)["region"].value_or(std::string());
+        q.billing = catalog.billing_rule(q.provider);
+        return q;
+      }
+      if (auto o = (*pricing)["offer"].value<std::string>())
+        return quote_for_offer_text(*o, catalog, PriceOrigin::config_file, "config " + *config + ": offer");
+    }
+  }
+
+  if (detector) {
+    if (auto type = detector->instance_type()) {
+      if (const Offer* o = catalog.find_offer_by_instance(*type); o && o->usd_per_gpu_hour())
+        return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance");
+    }
+  }
+
+  if (nvml_gpu_name) {
+    const GpuSpec* g = catalog.gpu_for_nvml_name(*nvml_gpu_name);
+    if (!g) g = catalog.find_gpu(*nvml_gpu_name);
+    if (g) {
+      if (auto ref = catalog.reference_price(g->id)) {
+        PriceQuote q;
+        q.micros_per_gpu_hour = usd_to_micros(ref->usd_per_gpu_hour);
+        q.origin = PriceOrigin::catalog_reference;
+        q.source = fmt::format("catalog reference: median on-demand $/GPU-h of {} {} offers ({})", ref->offers, g->id,
+                               format_usd(ref->usd_per_gpu_hour));
+        q.billing = catalog.billing_rule("");
+        return q;
+      }
+      return make_error(ErrorKind::not_found,
+                        fmt::format("no catalog price for {}: give --price USD_PER_GPU_HOUR or --offer", g->id));
+    }
+    return make_error(ErrorKind::not_found,
+                      fmt::format("GPU '{}' is not in the catalog: give --price USD_PER_GPU_HOUR or --offer", *nvml_gpu_name));
+  }
+  return make_error(ErrorKind::not_found, "no price: give --price USD_PER_GPU_HOUR or --offer provider:instance");
+}
+
+std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule) {
+  const std::int64_t g = std::max<std::int64_t>(1, rule.granularity_s);
+  const std::int64_t unit_ms = g * 1000;
+  const std::int64_t units = wall_ms <= 0 ? 0 : (wall_ms + unit_ms - 1) / unit_ms;
+  return std::max(units * g, rule.minimum_s);
+}
+
+MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gpus) {
+  const Int128 p = static_cast<Int128>(price.micros_per_gpu_hour) * billed_s * gpus;
+  return static_cast<MicroUsd>(p / 3600);
+}
+
+Result<Catalog> load_catalog(const PricingOptions& options) {
+  GM_TRY(auto catalog, Catalog::builtin());
+  if (options.catalog_override) GM_TRY_VOID(catalog.merge_offers_file(*options.catalog_override));
+  return catalog;
+}
+
+}  // namespace gm

@@ -1,0 +1,249 @@
+#include "report/run_report.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "util/units.h"
+
+namespace gm {
+namespace {
+
+std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector<GpuUsage>& gpus, const Catalog& catalog) {
+  std::optional<std::uint64_t> peak;
+  for (const auto& g : gpus)
+    if (g.used && g.mem_peak_bytes) peak = std::max(peak.value_or(0), *g.mem_peak_bytes);
+  if (!peak || *peak == 0 || run.price_micros_per_gpu_hour <= 0) return std::nullopt;
+  const double need = static_cast<double>(*peak) * (1.0 + kRightsizingHeadroom);
+  const double run_price = micros_to_usd(run.price_micros_per_gpu_hour);
+  std::optional<RightsizingHint> best;
+  const GpuSpec* current = catalog.find_gpu(run.gpu_model);
+  for (const auto& spec : catalog.gpus()) {
+    if (static_cast<double>(spec.memory_bytes) < need) continue;
+    auto ref = catalog.reference_price(spec.id);
+    if (!ref || ref->usd_per_gpu_hour <= 0 || ref->usd_per_gpu_hour >= run_price) continue;
+    if (current && current->id == spec.id) continue;
+    if (!best || ref->usd_per_gpu_hour < best->usd_per_gpu_hour) {
+      RightsizingHint h;
+      h.gpu = spec.id;
+      h.usd_per_gpu_hour = ref->usd_per_gpu_hour;
+      h.price_ratio = ref->usd_per_gpu_hour / run_price;
+      h.peak_bytes = *peak;
+      h.gpu_memory_bytes = spec.memory_bytes;
+      if (current && current->bf16_dense_tflops && spec.bf16_dense_tflops && *spec.bf16_dense_tflops > 0) {
+        const double slow = *current->bf16_dense_tflops / *spec.bf16_dense_tflops;
+        h.assumption = fmt::format(
+            "if the job is compute-bound it may run up to {:.1f}x longer (bf16 dense TFLOPS {} vs {}); it pays off "
+            "when it runs less than {:.1f}x longer",
+            slow, *spec.bf16_dense_tflops, *current->bf16_dense_tflops, 1.0 / h.price_ratio);
+      } else {
+        h.assumption = fmt::format("assumes the same run time; it pays off when the job runs less than {:.1f}x longer",
+                                   1.0 / h.price_ratio);
+      }
+      best = h;
+    }
+  }
+  return best;
+}
+
+nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json opt(const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus, const std::vector<ProgressRecord>& progress,
+                           std::vector<ActionRecord> actions, const Catalog* catalog) {
+  RunReport r;
+  r.run = run;
+  r.gpus = std::move(gpus);
+  r.actions = std::move(actions);
+  r.wall_s = static_cast<double>(run.wall_ms) / 1000.0;
+  MicroUsd idle = 0;
+  double busy_s = 0;
+  for (const auto& g : r.gpus) {
+    if (g.used) idle += g.idle_cost_micros;
+    busy_s += g.busy_s;
+  }
+  r.idle_cost_usd = micros_to_usd(idle);
+  r.unused_gpu_cost_usd = micros_to_usd(run.unused_gpu_cost_micros);
+  if (run.wall_ms > 0 && !run.gpus_allocated.empty() &&
+      std::any_of(r.gpus.begin(), r.gpus.end(), [](const GpuUsage& g) { return g.util_avg_pct.has_value(); }))
+    r.effective_utilization = busy_s / (r.wall_s * static_cast<double>(run.gpus_allocated.size()));
+  for (const auto& p : progress) {
+    if (p.step) r.steps = std::max(r.steps.value_or(0), *p.step);
+    if (p.total_steps) r.total_steps = p.total_steps;
+    if (p.samples) r.samples = std::max(r.samples.value_or(0), *p.samples);
+    if (p.tokens) r.tokens = std::max(r.tokens.value_or(0), *p.tokens);
+  }
+  if (!r.total_steps) r.total_steps = run.total_steps;
+  const double cost = micros_to_usd(run.cost_micros);
+  if (r.steps && *r.steps > 0) r.usd_per_step = cost / static_cast<double>(*r.steps);
+  if (r.samples && *r.samples > 0) r.usd_per_1k_samples = cost / static_cast<double>(*r.samples) * 1e3;
+  if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
+  if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
+  if (run.status == "interrupted")
+    r.notes.push_back("gpumeter stopped recording this run (killed or crashed): figures are as of its last committed second");
+  if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
+  return r;
+}
+
+Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog) {
+  GM_TRY(auto run, ledger.run(run_id));
+  GM_TRY(auto samples, ledger.samples(run_id));
+  GM_TRY(auto progress, ledger.progress(run_id));
+  GM_TRY(auto actions, ledger.actions(run_id));
+  auto usage = gpu_usage_from_samples(samples);
+  // Keep every allocated GPU in the list even before it had a sample.
+  for (const auto& uuid : run.gpus_allocated)
+    if (std::none_of(usage.begin(), usage.end(), [&](const GpuUsage& g) { return g.uuid == uuid; })) {
+      GpuUsage g;
+      g.uuid = uuid;
+      usage.push_back(g);
+    }
+  if (run.status == "interrupted" && run.wall_ms == 0 && !samples.empty()) run.wall_ms = samples.back().t_ms;
+  return build_run_report(run, std::move(usage), progress, std::move(actions), catalog);
+}
+
+std::string render_run_report_json(const RunReport& r) {
+  nlohmann::json j;
+  const RunRecord& run = r.run;
+  j["run_id"] = run.id;
+  j["command"] = run.command;
+  j["status"] = run.status;
+  j["exit_code"] = run.exit_code ? nlohmann::json(*run.exit_code) : nlohmann::json(nullptr);
+  j["stopped_by"] = run.stopped_by ? nlohmann::json(*run.stopped_by) : nlohmann::json(nullptr);
+  j["start_unix_ms"] = run.start_unix_ms;
+  j["wall_s"] = r.wall_s;
+  j["billed_s"] = run.billed_s;
+  j["cost_usd"] = micros_to_usd(run.cost_micros);
+  j["price_usd_per_gpu_hour"] = micros_to_usd(run.price_micros_per_gpu_hour);
+  j["price_source"] = run.price_source;
+  j["gpus_allocated"] = run.gpus_allocated;
+  j["gpus_used"] = run.gpus_used;
+  j["idle_cost_usd"] = r.idle_cost_usd;
+  j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
+  j["energy_kwh"] = run.energy_method == "none" ? nlohmann::json(nullptr) : nlohmann::json(run.energy_j / 3.6e6);
+  j["energy_method"] = run.energy_method;
+  j["co2_kg"] = opt(run.co2_kg);
+  j["co2_intensity_source"] = run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
+  j["steps"] = opt(r.steps);
+  j["total_steps"] = opt(r.total_steps);
+  j["samples"] = opt(r.samples);
+  j["tokens"] = opt(r.tokens);
+  j["forecast_cost_usd"] = opt(run.forecast_cost_usd);
+  j["budget_usd"] = opt(run.budget_usd);
+  j["effective_utilization"] = opt(r.effective_utilization);
+  j["cost_per_step_usd"] = opt(r.usd_per_step);
+  j["usd_per_1k_samples"] = opt(r.usd_per_1k_samples);
+  j["usd_per_1m_tokens"] = opt(r.usd_per_1m_tokens);
+  j["labels"] = run.labels;
+  j["user"] = run.user;
+  j["host"] = run.host;
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& g : r.gpus) {
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"used", g.used},
+                    {"util_avg_pct", opt(g.util_avg_pct)},
+                    {"util_peak_pct", opt(g.util_peak_pct)},
+                    {"memory_avg_bytes", g.mem_avg_bytes ? nlohmann::json(*g.mem_avg_bytes) : nlohmann::json(nullptr)},
+                    {"memory_peak_bytes", g.mem_peak_bytes ? nlohmann::json(*g.mem_peak_bytes) : nlohmann::json(nullptr)},
+                    {"busy_s", g.busy_s},
+                    {"energy_kwh", g.energy_j / 3.6e6}});
+  }
+  j["gpus"] = gpus;
+  nlohmann::json actions = nlohmann::json::array();
+  for (const auto& a : r.actions)
+    actions.push_back({{"t_s", static_cast<double>(a.t_ms) / 1000.0},
+                       {"kind", a.kind},
+                       {"cost_usd", micros_to_usd(a.cost_micros)},
+                       {"message", a.message}});
+  j["actions"] = actions;
+  if (r.rightsizing) {
+    const auto& h = *r.rightsizing;
+    j["rightsizing"] = {{"gpu", h.gpu},
+                        {"usd_per_gpu_hour", h.usd_per_gpu_hour},
+                        {"price_ratio", h.price_ratio},
+                        {"peak_memory_bytes", h.peak_bytes},
+                        {"gpu_memory_bytes", h.gpu_memory_bytes},
+                        {"assumption", h.assumption}};
+  } else {
+    j["rightsizing"] = nullptr;
+  }
+  j["notes"] = r.notes;
+  return j.dump(2) + "\n";
+}
+
+std::string render_run_report_csv(const RunReport& r) {
+  auto q = [](const std::string& s) {
+    std::string o = "\"";
+    for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return o + "\"";
+  };
+  auto o = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string(); };
+  const RunRecord& run = r.run;
+  std::string out =
+      "run_id,command,status,exit_code,stopped_by,wall_s,billed_s,cost_usd,price_usd_per_gpu_hour,price_source,"
+      "gpus_allocated,gpus_used,idle_cost_usd,unused_gpu_cost_usd,energy_kwh,energy_method,co2_kg,steps,total_steps,"
+      "forecast_cost_usd\n";
+  std::string alloc, used;
+  for (const auto& u : run.gpus_allocated) alloc += (alloc.empty() ? "" : " ") + u;
+  for (const auto& u : run.gpus_used) used += (used.empty() ? "" : " ") + u;
+  out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n", run.id,
+                     q(run.command), run.status, o(run.exit_code), run.stopped_by.value_or(""), r.wall_s, run.billed_s,
+                     micros_to_usd(run.cost_micros), micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source),
+                     q(alloc), q(used), r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, run.energy_method,
+                     o(run.co2_kg), o(r.steps), o(r.total_steps), o(run.forecast_cost_usd));
+  return out;
+}
+
+std::string render_run_report_text(const RunReport& r, bool simulated) {
+  const RunRecord& run = r.run;
+  std::string o;
+  const std::string sim = simulated ? "SIMULATED " : "";
+  o += fmt::format("── {}gpumeter run {} ── {} ──\n", sim, run.id, run.command);
+  std::string status = run.status;
+  if (run.stopped_by) status += " by " + *run.stopped_by;
+  if (run.exit_code) status += fmt::format(", exit code {}", *run.exit_code);
+  o += fmt::format("  status          {}\n", status);
+  o += fmt::format("  wall / billed   {} / {} s\n", format_duration_s(r.wall_s), run.billed_s);
+  o += fmt::format("  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),
+                   format_usd(micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
+  if (run.budget_usd) o += fmt::format("  budget          {}\n", format_usd(*run.budget_usd));
+  o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(), run.gpus_used.size());
+  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));
+  o += fmt::format("  unused GPUs     {}\n", format_usd(r.unused_gpu_cost_usd));
+  if (run.energy_method != "none")
+    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, run.energy_method);
+  else
+    o += "  energy          not available (no energy counter or power readings)\n";
+  if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
+  if (r.effective_utilization) o += fmt::format("  effective util  {:.1f}%\n", *r.effective_utilization * 100.0);
+  for (const auto& g : r.gpus) {
+    o += fmt::format("  GPU {} {}  util avg {} peak {}  mem avg {} peak {}{}\n", g.index, g.uuid,
+                     g.util_avg_pct ? fmt::format("{:.0f}%", *g.util_avg_pct) : "n/a",
+                     g.util_peak_pct ? fmt::format("{:.0f}%", *g.util_peak_pct) : "n/a",
+                     g.mem_avg_bytes ? format_bytes(*g.mem_avg_bytes) : "n/a",
+                     g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a", g.used ? "" : "  (never used)");
+  }
+  if (r.steps)
+    o += fmt::format("  steps           {}{}\n", *r.steps, r.total_steps ? fmt::format(" / {}", *r.total_steps) : "");
+  if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", format_usd(*r.usd_per_step));
+  if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", format_usd(*r.usd_per_1k_samples));
+  if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", format_usd(*r.usd_per_1m_tokens));
+  if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
+  for (const auto& a : r.actions)
+    o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
+                     format_usd(micros_to_usd(a.cost_micros)), a.message);
+  if (r.rightsizing) {
+    const auto& h = *r.rightsizing;
+    o += fmt::format("  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {}/GPU-h = {:.2f}x the price; {}\n",
+                     h.gpu, format_bytes(h.gpu_memory_bytes), format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
+                     format_usd(h.usd_per_gpu_hour), h.price_ratio, h.assumption);
+  }
+  for (const auto& n : r.notes) o += "  note: " + n + "\n";
+  return o;
+}
+
+}  // namespace gm

@@ -1,0 +1,574 @@
+#include "store/store.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "sys/proc.h"
+
+namespace gm {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+
+const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  command TEXT NOT NULL, user TEXT NOT NULL, host TEXT NOT NULL, labels_json TEXT NOT NULL,
+  start_unix_ms INTEGER NOT NULL, end_unix_ms INTEGER, status TEXT NOT NULL, exit_code INTEGER,
+  stopped_by TEXT, price_micros_per_gpu_hour INTEGER NOT NULL, price_source TEXT NOT NULL,
+  provider TEXT NOT NULL, region TEXT NOT NULL, billing_granularity_s INTEGER NOT NULL,
+  billing_minimum_s INTEGER NOT NULL, gpus_allocated_json TEXT NOT NULL, gpus_used_json TEXT NOT NULL,
+  gpu_model TEXT NOT NULL, budget_usd REAL, total_steps INTEGER, wall_ms INTEGER NOT NULL,
+  billed_s INTEGER NOT NULL, cost_micros INTEGER NOT NULL, idle_cost_micros INTEGER NOT NULL,
+  unused_gpu_cost_micros INTEGER NOT NULL, energy_j REAL NOT NULL, energy_method TEXT NOT NULL,
+  co2_kg REAL, carbon_source TEXT NOT NULL, forecast_cost_usd REAL, meter_pid INTEGER NOT NULL,
+  meter_host TEXT NOT NULL, heartbeat_unix_ms INTEGER NOT NULL, steps INTEGER, samples_done INTEGER,
+  tokens_done INTEGER);
+CREATE INDEX IF NOT EXISTS runs_start ON runs(start_unix_ms);
+CREATE TABLE IF NOT EXISTS samples (
+  run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, gpu_index INTEGER NOT NULL, gpu_uuid TEXT NOT NULL,
+  utilization_pct REAL, memory_used_bytes INTEGER, power_w REAL, temperature_c REAL,
+  energy_j REAL NOT NULL, cost_micros INTEGER NOT NULL, job_present INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t_ms);
+CREATE TABLE IF NOT EXISTS progress (
+  run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, step INTEGER, total_steps INTEGER, samples INTEGER,
+  tokens INTEGER, metrics_json TEXT NOT NULL, cost_micros INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS progress_run ON progress(run_id, t_ms);
+CREATE TABLE IF NOT EXISTS actions (
+  run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, kind TEXT NOT NULL, cost_micros INTEGER NOT NULL,
+  message TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS actions_run ON actions(run_id, t_ms);
+CREATE TABLE IF NOT EXISTS rollups (
+  run_id INTEGER NOT NULL, minute_unix INTEGER NOT NULL, gpu_index INTEGER NOT NULL, samples INTEGER NOT NULL,
+  utilization_sum_pct REAL NOT NULL, memory_max_bytes REAL NOT NULL, energy_j REAL NOT NULL,
+  cost_micros INTEGER NOT NULL, PRIMARY KEY (run_id, minute_unix, gpu_index));
+CREATE INDEX IF NOT EXISTS rollups_minute ON rollups(minute_unix);
+)sql";
+
+std::string this_host() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// RAII prepared statement with typed binders and readers.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) { rc_ = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr); }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  bool ok() const { return rc_ == SQLITE_OK; }
+  void bind(int i, std::int64_t v) { sqlite3_bind_int64(st_, i, v); }
+  void bind(int i, double v) { sqlite3_bind_double(st_, i, v); }
+  void bind(int i, const std::string& v) { sqlite3_bind_text(st_, i, v.c_str(), -1, SQLITE_TRANSIENT); }
+  void bind_null(int i) { sqlite3_bind_null(st_, i); }
+  template <class T>
+  void bind(int i, const std::optional<T>& v) {
+    if (v) bind(i, static_cast<std::conditional_t<std::is_floating_point_v<T>, double,
+                                                  std::conditional_t<std::is_integral_v<T>, std::int64_t, T>>>(*v));
+    else bind_null(i);
+  }
+  int step() { return sqlite3_step(st_); }
+  void reset() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+  }
+  bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
+  double f64(int c) const { return sqlite3_column_double(st_, c); }
+  std::string text(int c) const {
+    const auto* p = sqlite3_column_text(st_, c);
+    return p ? reinterpret_cast<const char*>(p) : "";
+  }
+  std::optional<std::int64_t> oi64(int c) const { return is_null(c) ? std::nullopt : std::optional(i64(c)); }
+  std::optional<double> of64(int c) const { return is_null(c) ? std::nullopt : std::optional(f64(c)); }
+  std::optional<std::string> otext(int c) const { return is_null(c) ? std::nullopt : std::optional(text(c)); }
+  std::string errmsg() const { return sqlite3_errmsg(db_); }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+  int rc_ = SQLITE_ERROR;
+};
+
+std::string json_of(const std::vector<std::string>& v) { return nlohmann::json(v).dump(); }
+std::string json_of(const std::map<std::string, std::string>& v) { return nlohmann::json(v).dump(); }
+
+template <class T>
+T parse_json_or(const std::string& text, T fallback) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded()) return fallback;
+  try {
+    return j.get<T>();
+  } catch (const nlohmann::json::exception&) {
+    return fallback;
+  }
+}
+
+const char* kRunColumns =
+    "id, command, user, host, labels_json, start_unix_ms, end_unix_ms, status, exit_code, stopped_by, "
+    "price_micros_per_gpu_hour, price_source, provider, region, billing_granularity_s, billing_minimum_s, "
+    "gpus_allocated_json, gpus_used_json, gpu_model, budget_usd, total_steps, wall_ms, billed_s, cost_micros, "
+    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, forecast_cost_usd, "
+    "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done";
+
+/// Binds every run column except id, starting at parameter 1 (36 parameters).
+void bind_run(Stmt& s, const RunRecord& r) {
+  int i = 1;
+  s.bind(i++, r.command);
+  s.bind(i++, r.user);
+  s.bind(i++, r.host);
+  s.bind(i++, json_of(r.labels));
+  s.bind(i++, r.start_unix_ms);
+  s.bind(i++, r.end_unix_ms);
+  s.bind(i++, r.status);
+  s.bind(i++, r.exit_code);
+  s.bind(i++, r.stopped_by);
+  s.bind(i++, r.price_micros_per_gpu_hour);
+  s.bind(i++, r.price_source);
+  s.bind(i++, r.provider);
+  s.bind(i++, r.region);
+  s.bind(i++, r.billing_granularity_s);
+  s.bind(i++, r.billing_minimum_s);
+  s.bind(i++, json_of(r.gpus_allocated));
+  s.bind(i++, json_of(r.gpus_used));
+  s.bind(i++, r.gpu_model);
+  s.bind(i++, r.budget_usd);
+  s.bind(i++, r.total_steps);
+  s.bind(i++, r.wall_ms);
+  s.bind(i++, r.billed_s);
+  s.bind(i++, r.cost_micros);
+  s.bind(i++, r.idle_cost_micros);
+  s.bind(i++, r.unused_gpu_cost_micros);
+  s.bind(i++, r.energy_j);
+  s.bind(i++, r.energy_method);
+  s.bind(i++, r.co2_kg);
+  s.bind(i++, r.carbon_source);
+  s.bind(i++, r.forecast_cost_usd);
+  s.bind(i++, r.meter_pid);
+  s.bind(i++, r.meter_host);
+  s.bind(i++, r.heartbeat_unix_ms);
+  s.bind(i++, r.steps);
+  s.bind(i++, r.samples_done);
+  s.bind(i++, r.tokens_done);
+}
+
+RunRecord read_run(const Stmt& s) {
+  RunRecord r;
+  int c = 0;
+  r.id = s.i64(c++);
+  r.command = s.text(c++);
+  r.user = s.text(c++);
+  r.host = s.text(c++);
+  r.labels = parse_json_or<std::map<std::string, std::string>>(s.text(c++), {});
+  r.start_unix_ms = s.i64(c++);
+  r.end_unix_ms = s.oi64(c++);
+  r.status = s.text(c++);
+  if (auto e = s.oi64(c++)) r.exit_code = static_cast<int>(*e);
+  r.stopped_by = s.otext(c++);
+  r.price_micros_per_gpu_hour = s.i64(c++);
+  r.price_source = s.text(c++);
+  r.provider = s.text(c++);
+  r.region = s.text(c++);
+  r.billing_granularity_s = s.i64(c++);
+  r.billing_minimum_s = s.i64(c++);
+  r.gpus_allocated = parse_json_or<std::vector<std::string>>(s.text(c++), {});
+  r.gpus_used = parse_json_or<std::vector<std::string>>(s.text(c++), {});
+  r.gpu_model = s.text(c++);
+  r.budget_usd = s.of64(c++);
+  r.total_steps = s.oi64(c++);
+  r.wall_ms = s.i64(c++);
+  r.billed_s = s.i64(c++);
+  r.cost_micros = s.i64(c++);
+  r.idle_cost_micros = s.i64(c++);
+  r.unused_gpu_cost_micros = s.i64(c++);
+  r.energy_j = s.f64(c++);
+  r.energy_method = s.text(c++);
+  r.co2_kg = s.of64(c++);
+  r.carbon_source = s.text(c++);
+  r.forecast_cost_usd = s.of64(c++);
+  r.meter_pid = s.i64(c++);
+  r.meter_host = s.text(c++);
+  r.heartbeat_unix_ms = s.i64(c++);
+  r.steps = s.oi64(c++);
+  r.samples_done = s.oi64(c++);
+  r.tokens_done = s.oi64(c++);
+  return r;
+}
+
+/// True when the meter that wrote a "running" run is gone.
+bool meter_is_dead(const RunRecord& r) {
+  if (r.meter_host == this_host()) {
+    if (r.meter_pid <= 0) return true;
+    const auto pid = static_cast<pid_t>(r.meter_pid);
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    // A live pid that is not a gpumeter any more was reused.
+    auto comm = read_small_file("/proc/" + std::to_string(r.meter_pid) + "/comm");
+    if (comm && comm->rfind("gpumeter", 0) != 0) return true;
+    return false;
+  }
+  return now_unix_ms() - r.heartbeat_unix_ms > Ledger::kStaleHeartbeatMs;
+}
+
+class SqliteLedger final : public Ledger {
+ public:
+  SqliteLedger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteLedger() override { sqlite3_close_v2(db_); }
+
+  Result<std::int64_t> begin_run(const RunRecord& run) override {
+    RunRecord r = run;
+    if (r.meter_pid == 0) r.meter_pid = getpid();
+    if (r.meter_host.empty()) r.meter_host = this_host();
+    if (r.heartbeat_unix_ms == 0) r.heartbeat_unix_ms = now_unix_ms();
+    const std::string sql = std::string("INSERT INTO runs (") + (kRunColumns + 4) +
+                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare insert run");
+    bind_run(s, r);
+    if (s.step() != SQLITE_DONE) return err("insert run");
+    return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+
+  Result<void> update_run(const RunRecord& run) override {
+    RunRecord r = run;
+    if (r.meter_pid == 0) r.meter_pid = getpid();
+    if (r.meter_host.empty()) r.meter_host = this_host();
+    r.heartbeat_unix_ms = now_unix_ms();
+    std::string sql = "UPDATE runs SET ";
+    std::string cols = kRunColumns + 4;
+    std::size_t pos = 0;
+    bool first = true;
+    while (pos < cols.size()) {
+      auto comma = cols.find(',', pos);
+      if (comma == std::string::npos) comma = cols.size();
+      std::string name(cols.substr(pos, comma - pos));
+      while (!name.empty() && name.front() == ' ') name.erase(0, 1);
+      sql += (first ? "" : ", ") + name + "=?";
+      first = false;
+      pos = comma + 1;
+    }
+    sql += " WHERE id=?";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare update run");
+    bind_run(s, r);
+    s.bind(37, r.id);
+    if (s.step() != SQLITE_DONE) return err("update run");
+    if (sqlite3_changes(db_) == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
+    return ok_result();
+  }
+
+  Result<void> append(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
+                      const std::vector<ActionRecord>& actions) override {
+    if (samples.empty() && progress.empty() && actions.empty()) return ok_result();
+    if (!exec("BEGIN IMMEDIATE")) return err("begin");
+    {
+      Stmt s(db_,
+             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+             "temperature_c, energy_j, cost_micros, job_present) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return rollback("prepare samples");
+      for (const auto& x : samples) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.t_ms);
+        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
+        s.bind(4, x.gpu_uuid);
+        s.bind(5, x.utilization_pct);
+        if (x.memory_used_bytes) s.bind(6, static_cast<std::int64_t>(*x.memory_used_bytes));
+        else s.bind_null(6);
+        s.bind(7, x.power_w);
+        s.bind(8, x.temperature_c);
+        s.bind(9, x.energy_j);
+        s.bind(10, x.cost_micros);
+        s.bind(11, std::int64_t{x.job_present ? 1 : 0});
+        if (s.step() != SQLITE_DONE) return rollback("insert sample");
+        s.reset();
+      }
+      Stmt p(db_,
+             "INSERT INTO progress (run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros) "
+             "VALUES (?,?,?,?,?,?,?,?)");
+      if (!p.ok()) return rollback("prepare progress");
+      for (const auto& x : progress) {
+        p.bind(1, x.run_id);
+        p.bind(2, x.t_ms);
+        p.bind(3, x.step);
+        p.bind(4, x.total_steps);
+        p.bind(5, x.samples);
+        p.bind(6, x.tokens);
+        p.bind(7, nlohmann::json(x.metrics).dump());
+        p.bind(8, x.cost_micros);
+        if (p.step() != SQLITE_DONE) return rollback("insert progress");
+        p.reset();
+      }
+      Stmt a(db_, "INSERT INTO actions (run_id, t_ms, kind, cost_micros, message) VALUES (?,?,?,?,?)");
+      if (!a.ok()) return rollback("prepare actions");
+      for (const auto& x : actions) {
+        a.bind(1, x.run_id);
+        a.bind(2, x.t_ms);
+        a.bind(3, x.kind);
+        a.bind(4, x.cost_micros);
+        a.bind(5, x.message);
+        if (a.step() != SQLITE_DONE) return rollback("insert action");
+        a.reset();
+      }
+    }
+    if (!exec("COMMIT")) return rollback("commit");
+    return ok_result();
+  }
+
+  Result<void> append_rollups(const std::vector<RollupRecord>& rollups) override {
+    if (rollups.empty()) return ok_result();
+    if (!exec("BEGIN IMMEDIATE")) return err("begin");
+    {
+      Stmt s(db_,
+             "INSERT OR REPLACE INTO rollups (run_id, minute_unix, gpu_index, samples, utilization_sum_pct, "
+             "memory_max_bytes, energy_j, cost_micros) VALUES (?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return rollback("prepare rollups");
+      for (const auto& x : rollups) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.minute_unix);
+        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
+        s.bind(4, x.samples);
+        s.bind(5, x.utilization_sum_pct);
+        s.bind(6, x.memory_max_bytes);
+        s.bind(7, x.energy_j);
+        s.bind(8, x.cost_micros);
+        if (s.step() != SQLITE_DONE) return rollback("insert rollup");
+        s.reset();
+      }
+    }
+    if (!exec("COMMIT")) return rollback("commit");
+    return ok_result();
+  }
+
+  Result<RunRecord> run(std::int64_t id) const override {
+    const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE id=?";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare select run");
+    s.bind(1, id);
+    const int rc = s.step();
+    if (rc == SQLITE_DONE) return make_error(ErrorKind::not_found, "no run " + std::to_string(id) + " in " + path_);
+    if (rc != SQLITE_ROW) return err("select run");
+    return fix_status(read_run(s));
+  }
+
+  Result<RunRecord> last_run() const override {
+    auto all = runs(RunFilter{std::nullopt, std::nullopt, 1});
+    if (!all) return all.error();
+    if (all->empty()) return make_error(ErrorKind::not_found, "no runs in the ledger " + path_);
+    return all->front();
+  }
+
+  Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
+    std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1=1";
+    if (filter.since_unix_ms) sql += " AND start_unix_ms >= ?1";
+    if (filter.until_unix_ms) sql += " AND start_unix_ms < ?2";
+    sql += " ORDER BY start_unix_ms DESC, id DESC";
+    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare select runs");
+    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms);
+    if (filter.until_unix_ms) s.bind(2, *filter.until_unix_ms);
+    std::vector<RunRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) out.push_back(fix_status(read_run(s)));
+    if (rc != SQLITE_DONE) return err("select runs");
+    return out;
+  }
+
+  Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
+    Stmt s(db_,
+           "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, temperature_c, "
+           "energy_j, cost_micros, job_present FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
+    if (!s.ok()) return err("prepare select samples");
+    s.bind(1, run_id);
+    std::vector<SampleRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      SampleRecord x;
+      x.run_id = s.i64(0);
+      x.t_ms = s.i64(1);
+      x.gpu_index = static_cast<unsigned>(s.i64(2));
+      x.gpu_uuid = s.text(3);
+      x.utilization_pct = s.of64(4);
+      if (auto m = s.oi64(5)) x.memory_used_bytes = static_cast<std::uint64_t>(*m);
+      x.power_w = s.of64(6);
+      x.temperature_c = s.of64(7);
+      x.energy_j = s.f64(8);
+      x.cost_micros = s.i64(9);
+      x.job_present = s.i64(10) != 0;
+      out.push_back(std::move(x));
+    }
+    if (rc != SQLITE_DONE) return err("select samples");
+    return out;
+  }
+
+  Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const override {
+    Stmt s(db_,
+           "SELECT run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros FROM progress "
+           "WHERE run_id=? ORDER BY t_ms, rowid");
+    if (!s.ok()) return err("prepare select progress");
+    s.bind(1, run_id);
+    std::vector<ProgressRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      ProgressRecord x;
+      x.run_id = s.i64(0);
+      x.t_ms = s.i64(1);
+      x.step = s.oi64(2);
+      x.total_steps = s.oi64(3);
+      x.samples = s.oi64(4);
+      x.tokens = s.oi64(5);
+      x.metrics = parse_json_or<std::map<std::string, double>>(s.text(6), {});
+      x.cost_micros = s.i64(7);
+      out.push_back(std::move(x));
+    }
+    if (rc != SQLITE_DONE) return err("select progress");
+    return out;
+  }
+
+  Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const override {
+    Stmt s(db_, "SELECT run_id, t_ms, kind, cost_micros, message FROM actions WHERE run_id=? ORDER BY t_ms, rowid");
+    if (!s.ok()) return err("prepare select actions");
+    s.bind(1, run_id);
+    std::vector<ActionRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      out.push_back(ActionRecord{s.i64(0), s.i64(1), s.text(2), s.i64(3), s.text(4)});
+    }
+    if (rc != SQLITE_DONE) return err("select actions");
+    return out;
+  }
+
+  Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const override {
+    std::string sql =
+        "SELECT run_id, minute_unix, gpu_index, samples, utilization_sum_pct, memory_max_bytes, energy_j, "
+        "cost_micros FROM rollups WHERE 1=1";
+    if (filter.since_unix_ms) sql += " AND minute_unix >= ?1";
+    if (filter.until_unix_ms) sql += " AND minute_unix < ?2";
+    sql += " ORDER BY minute_unix, run_id, gpu_index";
+    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare select rollups");
+    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms / 60000);
+    if (filter.until_unix_ms) s.bind(2, (*filter.until_unix_ms + 59999) / 60000);
+    std::vector<RollupRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      out.push_back(RollupRecord{s.i64(0), s.i64(1), static_cast<unsigned>(s.i64(2)), s.i64(3), s.f64(4), s.f64(5),
+                                 s.f64(6), s.i64(7)});
+    }
+    if (rc != SQLITE_DONE) return err("select rollups");
+    return out;
+  }
+
+ private:
+  bool exec(const char* sql) const { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) == SQLITE_OK; }
+  Error err(const char* what) const {
+    const int code = sqlite3_errcode(db_);
+    const ErrorKind kind = (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? ErrorKind::unavailable : ErrorKind::failure;
+    return make_error(kind, std::string("ledger ") + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  }
+  Error rollback(const char* what) {
+    Error e = err(what);
+    exec("ROLLBACK");
+    return e;
+  }
+  static RunRecord fix_status(RunRecord r) {
+    if (r.status == "running" && meter_is_dead(r)) r.status = "interrupted";
+    return r;
+  }
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+Error open_error(const std::string& path, const std::string& what, int code) {
+  std::string hint;
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) hint = " (locked by another process; retry later or use --ledger)";
+  else if (code == SQLITE_NOTADB || code == SQLITE_CORRUPT)
+    hint = " (not a gpumeter ledger or corrupt; move it aside or use --ledger)";
+  return make_error(ErrorKind::unavailable, "ledger " + path + ": " + what + hint);
+}
+
+}  // namespace
+
+std::string Ledger::default_path() {
+  if (const char* p = std::getenv("GPUMETER_LEDGER"); p && *p) return p;
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/gpumeter/ledger.db";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/gpumeter/ledger.db";
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(path);
+  if (p.has_parent_path() && !fs::exists(p.parent_path(), ec)) {
+    fs::create_directories(p.parent_path(), ec);
+    if (ec) return make_error(ErrorKind::unavailable, "ledger " + path + ": cannot create its directory: " + ec.message());
+    chmod(p.parent_path().c_str(), 0700);
+  }
+  // Create the file with mode 0600 before SQLite does (SQLite would use the umask); WAL and SHM files copy it.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(ErrorKind::unavailable, "ledger " + path + ": " + std::strerror(errno));
+  ::close(fd);
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    Error e = open_error(path, db ? sqlite3_errmsg(db) : "cannot open", rc);
+    sqlite3_close_v2(db);
+    return e;
+  }
+  sqlite3_busy_timeout(db, 1500);
+  auto fail = [&](const char* what) {
+    const int code = sqlite3_extended_errcode(db) & 0xff;
+    Error e = open_error(path, std::string(what) + ": " + sqlite3_errmsg(db), code);
+    sqlite3_close_v2(db);
+    return e;
+  };
+  // Reading the schema first detects a file that is not a database.
+  if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return fail("cannot read");
+  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return fail("cannot switch to WAL");
+  sqlite3_exec(db, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+  if (sqlite3_exec(db, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot create tables");
+  {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, nullptr);
+    std::optional<int> version;
+    if (st && sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (!version) {
+      const std::string sql =
+          "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '" + std::to_string(kSchemaVersion) + "')";
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot write");
+    } else if (*version > kSchemaVersion) {
+      sqlite3_close_v2(db);
+      return make_error(ErrorKind::unavailable, "ledger " + path + ": schema version " + std::to_string(*version) +
+                                                    " is newer than this gpumeter understands (" +
+                                                    std::to_string(kSchemaVersion) + ")");
+    }
+  }
+  chmod(path.c_str(), 0600);
+  return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(db, path));
+}
+
+}  // namespace gm

@@ -1,0 +1,61 @@
+#pragma once
+// Child spawning for `gpumeter run`: the job gets its own process group (its own session on a pty), and
+// either a pseudo-terminal (when gpumeter has one) or pipes for stdout/stderr so its output can be copied
+// through byte for byte and scanned for progress.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gm {
+
+/// How to start the job.
+struct SpawnOptions {
+  std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
+  std::map<std::string, std::string> env;        ///< added to (overriding) gpumeter's environment
+  bool use_pty = false;                          ///< stdin/stdout/stderr on a new pty (controlling terminal)
+  std::optional<std::pair<unsigned short, unsigned short>> window;  ///< pty rows, cols
+};
+
+/// A started job. Descriptors are owned by the caller (close them).
+struct SpawnedChild {
+  pid_t pid = -1;                                ///< also the process group id
+  int stdout_fd = -1;                            ///< read end (pipes mode)
+  int stderr_fd = -1;                            ///< read end (pipes mode)
+  int pty_fd = -1;                               ///< master (pty mode): read output, write input
+  bool owns_terminal = false;                    ///< pipes mode: the job's group was made the terminal's foreground
+};
+
+/// Starts processes; a seam so the supervisor can be driven by a fake in tests.
+class ProcessRunner {
+ public:
+  virtual ~ProcessRunner() = default;
+  /// Starts the job; error (kind not_found) when the program cannot be executed, with the errno text.
+  virtual Result<SpawnedChild> spawn(const SpawnOptions& options) = 0;
+};
+
+/// fork + exec with a process group, pty or pipes.
+class PosixProcessRunner final : public ProcessRunner {
+ public:
+  Result<SpawnedChild> spawn(const SpawnOptions& options) override;
+};
+
+/// Makes gpumeter's process group the foreground of its terminal again (after a job that owned it).
+void restore_terminal_foreground();
+/// Sets the window size of a pty master.
+void set_pty_window(int pty_fd, unsigned short rows, unsigned short cols);
+/// The window size of a terminal fd, if it is one.
+std::optional<std::pair<unsigned short, unsigned short>> terminal_window(int fd);
+/// Exit code of a wait status: the exit status, or 128+N for a signal.
+int exit_code_of_wait_status(int status);
+/// Signal number for "TERM", "SIGTERM", "term" or "15"; usage error otherwise.
+Result<int> parse_signal(const std::string& text);
+/// "SIGTERM" for 15.
+std::string signal_name(int sig);
+
+}  // namespace gm

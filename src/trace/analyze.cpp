@@ -1,0 +1,411 @@
+// DESIGN §3 "Trace costs": window, temporal split, fair-share attribution, idle gaps, launch statistics.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "trace/internal.h"
+
+namespace gm::trace::detail {
+namespace {
+
+Stats make_stats(std::vector<std::int64_t> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.count = static_cast<std::int64_t>(v.size());
+  long double sum = 0;
+  for (auto x : v) sum += static_cast<long double>(x);
+  s.mean = static_cast<double>(sum / static_cast<long double>(v.size()));
+  long double sq = 0;
+  for (auto x : v) sq += (static_cast<long double>(x) - s.mean) * (static_cast<long double>(x) - s.mean);
+  s.stdev = static_cast<double>(std::sqrt(sq / static_cast<long double>(v.size())));
+  s.min = v.front();
+  s.max = v.back();
+  auto pct = [&](double q) {
+    const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+    return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
+  };
+  s.p50 = pct(0.5);
+  s.p95 = pct(0.95);
+  return s;
+}
+
+const char* klass_name(Klass k) {
+  switch (k) {
+    case Klass::compute: return "compute";
+    case Klass::communication: return "communication";
+    case Klass::memory: return "memory";
+  }
+  return "compute";
+}
+
+/// For each query (thread, ts), the innermost span of `kinds` on that thread with start <= ts < end
+/// (start <= ts <= end for zero-length spans); UINT32_MAX when none. Returns span name ids.
+std::vector<std::uint32_t> innermost(const std::vector<Span>& all, SpanKind kind,
+                                     const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
+  std::vector<const Span*> spans;
+  for (const auto& s : all)
+    if (s.kind == kind) spans.push_back(&s);
+  std::sort(spans.begin(), spans.end(), [](const Span* a, const Span* b) {
+    if (a->thread != b->thread) return a->thread < b->thread;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns > b->end_ns;  // outer first
+  });
+  std::vector<std::size_t> order(queries.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return queries[a] < queries[b]; });
+  std::vector<std::uint32_t> result(queries.size(), UINT32_MAX);
+  std::vector<const Span*> stack;
+  std::size_t si = 0;
+  std::uint32_t current_thread = UINT32_MAX;
+  for (std::size_t qi : order) {
+    const auto [thread, ts] = queries[qi];
+    if (thread != current_thread) {
+      stack.clear();
+      current_thread = thread;
+      while (si < spans.size() && spans[si]->thread < thread) ++si;
+    }
+    while (si < spans.size() && spans[si]->thread == thread && spans[si]->start_ns <= ts) {
+      while (!stack.empty() && stack.back()->end_ns < spans[si]->start_ns) stack.pop_back();
+      stack.push_back(spans[si]);
+      ++si;
+    }
+    while (!stack.empty() && stack.back()->end_ns < ts) stack.pop_back();
+    // A span on the stack may have ended before ts while an inner, later one is still open
+    // only for malformed nesting; take the innermost that still contains ts.
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if ((*it)->start_ns <= ts && ts <= (*it)->end_ns) {
+        result[qi] = (*it)->name;
+        break;
+      }
+    }
+  }
+  return result;
+}
+
+struct Agg {
+  std::int64_t count = 0, kernel_ns = 0, attributed_ns = 0;
+  Klass klass = Klass::compute;
+};
+
+std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names, const char* none_name,
+                               bool with_class) {
+  std::vector<Bucket> out;
+  out.reserve(agg.size());
+  for (const auto& [id, a] : agg) {
+    Bucket b;
+    b.name = id == UINT32_MAX ? std::string(none_name) : unescape_json(names.str(id));
+    if (with_class) b.klass = klass_name(a.klass);
+    b.count = a.count;
+    b.kernel_ns = a.kernel_ns;
+    b.attributed_ns = a.attributed_ns;
+    out.push_back(std::move(b));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Bucket& x, const Bucket& y) {
+    if (x.attributed_ns != y.attributed_ns) return x.attributed_ns > y.attributed_ns;
+    return x.name < y.name;
+  });
+  return out;
+}
+
+std::int64_t step_number(const std::string& name) {
+  const auto hash = name.find('#');
+  if (hash == std::string::npos) return -1;
+  std::int64_t n = 0;
+  bool any = false;
+  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1'000'000'000'000; ++i) {
+    n = n * 10 + (name[i] - '0');
+    any = true;
+  }
+  return any ? n : -1;
+}
+
+}  // namespace
+
+std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
+  // Launch lookup by correlation id.
+  std::vector<Launch> launches = raw.launches;
+  std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
+    return a.correlation != b.correlation ? a.correlation < b.correlation : a.ts_ns < b.ts_ns;
+  });
+  const std::size_t n = raw.activities.size();
+  std::vector<const Launch*> launch_of(n, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto corr = raw.activities[i].correlation;
+    if (corr < 0) continue;
+    auto it = std::lower_bound(launches.begin(), launches.end(), corr,
+                               [](const Launch& l, std::int64_t c) { return l.correlation < c; });
+    if (it != launches.end() && it->correlation == corr) launch_of[i] = &*it;
+  }
+
+  // Operator / annotation of each activity via its launch (innermost enclosing span on the launching thread).
+  std::vector<std::pair<std::uint32_t, std::int64_t>> cpu_queries;
+  std::vector<std::size_t> cpu_query_activity;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (launch_of[i] == nullptr) continue;
+    cpu_queries.emplace_back(launch_of[i]->thread, launch_of[i]->ts_ns);
+    cpu_query_activity.push_back(i);
+  }
+  std::vector<std::uint32_t> op_of(n, UINT32_MAX), ann_of(n, UINT32_MAX);
+  {
+    auto ops = innermost(raw.spans, SpanKind::op, cpu_queries);
+    auto anns = innermost(raw.spans, SpanKind::annotation, cpu_queries);
+    for (std::size_t q = 0; q < cpu_queries.size(); ++q) {
+      op_of[cpu_query_activity[q]] = ops[q];
+      ann_of[cpu_query_activity[q]] = anns[q];
+    }
+    // No CPU annotation: the innermost gpu_user_annotation of the device containing the activity start.
+    std::vector<std::pair<std::uint32_t, std::int64_t>> gq;
+    std::vector<std::size_t> gq_activity;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (ann_of[i] != UINT32_MAX) continue;
+      gq.emplace_back(raw.activities[i].device, raw.activities[i].start_ns);
+      gq_activity.push_back(i);
+    }
+    auto ganns = innermost(raw.spans, SpanKind::gpu_annotation, gq);
+    for (std::size_t q = 0; q < gq.size(); ++q) ann_of[gq_activity[q]] = ganns[q];
+  }
+
+  // Profiler steps: distinct ProfilerStep#N spans ordered by start; an activity belongs to the step whose
+  // span contains its launch time (its own start when it has no launch).
+  struct StepSpan {
+    std::int64_t start_ns, end_ns;
+    std::uint32_t name;
+  };
+  std::vector<StepSpan> steps;
+  {
+    std::map<std::uint32_t, StepSpan> by_name;  // the longest span per step name
+    for (const auto& s : raw.spans) {
+      if (s.kind != SpanKind::step) continue;
+      auto [it, inserted] = by_name.emplace(s.name, StepSpan{s.start_ns, s.end_ns, s.name});
+      if (!inserted && s.end_ns - s.start_ns > it->second.end_ns - it->second.start_ns)
+        it->second = StepSpan{s.start_ns, s.end_ns, s.name};
+    }
+    for (const auto& [id, s] : by_name) steps.push_back(s);
+    std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+  }
+  auto step_of = [&](std::int64_t t) -> std::size_t {
+    auto it = std::upper_bound(steps.begin(), steps.end(), t,
+                               [](std::int64_t v, const StepSpan& s) { return v < s.start_ns; });
+    if (it == steps.begin()) return SIZE_MAX;
+    --it;
+    return t <= it->end_ns ? static_cast<std::size_t>(it - steps.begin()) : SIZE_MAX;
+  };
+
+  // Group activities by device.
+  std::vector<std::vector<std::uint32_t>> by_device(raw.devices.size());
+  for (std::size_t i = 0; i < n; ++i) by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
+
+  std::vector<DeviceAnalysis> result;
+  std::vector<std::int64_t> share(n, 0);
+  for (std::uint32_t dev = 0; dev < by_device.size(); ++dev) {
+    auto& idx = by_device[dev];
+    if (idx.empty()) continue;
+    DeviceAnalysis d;
+    d.device = raw.devices.str(dev);
+    {
+      std::string id = std::string(d.device);
+      auto it = raw.device_names.find(id);
+      if (it != raw.device_names.end()) d.gpu_name = it->second;
+      else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
+    }
+    std::sort(idx.begin(), idx.end(), [&](std::uint32_t a, std::uint32_t b) {
+      const auto& x = raw.activities[a];
+      const auto& y = raw.activities[b];
+      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : a < b;
+    });
+    std::int64_t wstart = INT64_MAX, wend = INT64_MIN;
+    for (auto i : idx) {
+      const auto& a = raw.activities[i];
+      wstart = std::min(wstart, a.start_ns);
+      wend = std::max(wend, a.start_ns + a.dur_ns);
+      d.kernel_ns += a.dur_ns;
+      ++d.activity_count;
+      if (a.dur_ns == 0) ++d.zero_length_count;
+    }
+    d.window_start_ns = wstart;
+    d.window_ns = wend - wstart;
+
+    // Sweep over elementary segments. Each segment of length L with k active activities gives L / k to
+    // every active activity through a running prefix sum, and the remainder L % k to the most recently
+    // started one, so the shares add up to the busy time exactly.
+    std::vector<std::uint32_t> pos;  // positive-length activities in start order
+    for (auto i : idx)
+      if (raw.activities[i].dur_ns > 0) pos.push_back(i);
+    std::vector<std::pair<std::int64_t, std::uint32_t>> ends;
+    ends.reserve(pos.size());
+    for (auto i : pos) ends.emplace_back(raw.activities[i].start_ns + raw.activities[i].dur_ns, i);
+    std::sort(ends.begin(), ends.end());
+    std::vector<std::uint32_t> active;
+    std::vector<std::size_t> slot(n, SIZE_MAX);
+    std::vector<std::int64_t> prefix_at_start(n, 0);
+    std::int64_t prefix = 0;
+    int cls[3] = {0, 0, 0};
+    std::size_t pi = 0, ei = 0;
+    std::int64_t t = pos.empty() ? 0 : raw.activities[pos[0]].start_ns;
+    std::vector<std::int64_t> launch_delays;
+    while (ei < ends.size()) {
+      const std::int64_t next_start = pi < pos.size() ? raw.activities[pos[pi]].start_ns : INT64_MAX;
+      const std::int64_t next_end = ends[ei].first;
+      const std::int64_t next_t = std::min(next_start, next_end);
+      const std::int64_t len = next_t - t;
+      if (len > 0) {
+        if (!active.empty()) {
+          const auto k = static_cast<std::int64_t>(active.size());
+          prefix += len / k;
+          share[active.back()] += len % k;
+          d.busy_ns += len;
+          if (cls[0] > 0) d.compute_ns += len;
+          else if (cls[1] > 0) d.communication_ns += len;
+          else d.memory_ns += len;
+          if (cls[0] > 0 && cls[1] > 0) d.overlap_ns += len;
+        } else {
+          // An idle gap inside the window: host wait when the next activity's launch call began after
+          // the device went idle (the device was waiting for the CPU to issue work).
+          ++d.idle_gap_count;
+          const auto nxt = pos[pi];
+          if (launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t) d.idle_host_wait_ns += len;
+        }
+      }
+      t = next_t;
+      if (next_end <= next_start) {  // ends first at equal times: touching intervals do not overlap
+        const auto i = ends[ei].second;
+        share[i] += prefix - prefix_at_start[i];
+        const std::size_t s = slot[i];
+        active[s] = active.back();
+        slot[active[s]] = s;
+        active.pop_back();
+        --cls[static_cast<int>(raw.activities[i].klass)];
+        ++ei;
+      } else {
+        const auto i = pos[pi];
+        prefix_at_start[i] = prefix;
+        slot[i] = active.size();
+        active.push_back(i);
+        ++cls[static_cast<int>(raw.activities[i].klass)];
+        ++pi;
+      }
+    }
+    d.idle_ns = d.window_ns - d.busy_ns;
+    d.idle_other_ns = d.idle_ns - d.idle_host_wait_ns;
+
+    // Launch delay and queue depth.
+    std::vector<std::int64_t> launch_ts, end_ts;
+    for (auto i : idx) {
+      const auto& a = raw.activities[i];
+      end_ts.push_back(a.start_ns + a.dur_ns);
+      if (launch_of[i] != nullptr) {
+        launch_delays.push_back(a.start_ns - launch_of[i]->ts_ns);
+        launch_ts.push_back(launch_of[i]->ts_ns);
+      }
+    }
+    d.launch_delay_ns = make_stats(std::move(launch_delays));
+    std::sort(launch_ts.begin(), launch_ts.end());
+    std::sort(end_ts.begin(), end_ts.end());
+    std::vector<std::int64_t> depths;
+    depths.reserve(launch_ts.size());
+    for (std::size_t i = 0; i < launch_ts.size(); ++i) {
+      const auto finished = std::upper_bound(end_ts.begin(), end_ts.end(), launch_ts[i]) - end_ts.begin();
+      depths.push_back(std::max<std::int64_t>(0, static_cast<std::int64_t>(i) - finished));
+    }
+    d.queue_depth = make_stats(std::move(depths));
+
+    // Breakdowns.
+    std::map<std::uint32_t, Agg> kern, ops, anns;
+    std::map<std::size_t, Agg> stp;
+    for (auto i : idx) {
+      const auto& a = raw.activities[i];
+      auto add = [&](Agg& g) {
+        ++g.count;
+        g.kernel_ns += a.dur_ns;
+        g.attributed_ns += share[i];
+        g.klass = a.klass;
+      };
+      add(kern[a.name]);
+      add(ops[op_of[i]]);
+      add(anns[ann_of[i]]);
+      add(stp[step_of(launch_of[i] != nullptr ? launch_of[i]->ts_ns : a.start_ns)]);
+    }
+    d.kernels = to_buckets(kern, raw.names, "(unnamed)", true);
+    d.operators = to_buckets(ops, raw.names, "(no operator)", false);
+    d.annotations = to_buckets(anns, raw.names, "(no annotation)", false);
+    std::vector<std::int64_t> step_durations;
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      Bucket b;
+      b.name = unescape_json(raw.names.str(steps[s].name));
+      b.step_ns = steps[s].end_ns - steps[s].start_ns;
+      step_durations.push_back(b.step_ns);
+      auto it = stp.find(s);
+      if (it != stp.end()) {
+        b.count = it->second.count;
+        b.kernel_ns = it->second.kernel_ns;
+        b.attributed_ns = it->second.attributed_ns;
+      }
+      d.steps.push_back(std::move(b));
+    }
+    std::stable_sort(d.steps.begin(), d.steps.end(), [](const Bucket& x, const Bucket& y) {
+      return step_number(x.name) < step_number(y.name);
+    });
+    if (auto it = stp.find(SIZE_MAX); it != stp.end()) {
+      Bucket b;
+      b.name = "(outside steps)";
+      b.count = it->second.count;
+      b.kernel_ns = it->second.kernel_ns;
+      b.attributed_ns = it->second.attributed_ns;
+      d.steps.push_back(std::move(b));
+    }
+    d.step_ns = make_stats(std::move(step_durations));
+    result.push_back(std::move(d));
+  }
+  std::sort(result.begin(), result.end(), [](const DeviceAnalysis& a, const DeviceAnalysis& b) {
+    if (a.device.size() != b.device.size()) return a.device.size() < b.device.size();
+    return a.device < b.device;
+  });
+  return result;
+}
+
+}  // namespace gm::trace::detail
+
+namespace gm::trace {
+
+std::string short_name(const std::string& name, std::size_t width) {
+  // Drop template arguments and parameter lists: "void at::native::foo<float, 4>(int)" -> "at::native::foo".
+  std::string out;
+  std::string stack;  // open brackets: '<' or '('
+  for (char c : name) {
+    if (c == '<' || c == '(') {
+      if (stack.empty()) out += c == '<' ? "<…>" : "(…)";
+      stack.push_back(c);
+      continue;
+    }
+    if ((c == '>' || c == ')') && !stack.empty()) {
+      if ((c == '>' && stack.back() == '<') || (c == ')' && stack.back() == '(')) stack.pop_back();
+      continue;
+    }
+    if (stack.empty()) out += c;
+  }
+  if (out.starts_with("void ")) out.erase(0, 5);
+  // "(…)" only helps when something follows it.
+  if (out.size() >= 5 && out.ends_with("(…)")) out.resize(out.size() - std::string("(…)").size());
+  if (out.empty()) out = name;
+  // Count display characters (UTF-8 continuation bytes do not count).
+  auto display_len = [](const std::string& s) {
+    std::size_t n = 0;
+    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    return n;
+  };
+  if (display_len(out) <= width) return out;
+  // Keep the tail (the most specific part) and mark the cut.
+  std::size_t keep = width > 1 ? width - 1 : 1;
+  std::size_t start = out.size();
+  std::size_t chars = 0;
+  while (start > 0 && chars < keep) {
+    --start;
+    if ((static_cast<unsigned char>(out[start]) & 0xC0) != 0x80) ++chars;
+  }
+  return "…" + out.substr(start);
+}
+
+}  // namespace gm::trace

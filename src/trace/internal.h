@@ -1,0 +1,97 @@
+#pragma once
+// Internal to src/trace: the compact event tables the reader fills and the analyses consume.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "trace/trace.h"
+
+namespace gm::trace::detail {
+
+enum class Klass : std::uint8_t { compute = 0, communication = 1, memory = 2 };
+
+/// A GPU activity (kernel, memcpy, memset, MTIA ccp event).
+struct Activity {
+  std::int64_t start_ns;
+  std::int64_t dur_ns;
+  std::int64_t correlation;  // -1 when absent
+  std::uint32_t name;        // interned
+  std::uint32_t device;      // interned pid text
+  Klass klass;
+};
+
+/// A runtime / driver launch call.
+struct Launch {
+  std::int64_t correlation;
+  std::int64_t ts_ns;
+  std::uint32_t thread;  // interned "pid/tid"
+};
+
+enum class SpanKind : std::uint8_t { op, annotation, gpu_annotation, step };
+
+/// A CPU span (cpu_op, user_annotation, ProfilerStep) or a gpu_user_annotation (thread = device).
+struct Span {
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::uint32_t thread;
+  std::uint32_t name;
+  SpanKind kind;
+};
+
+/// Interns strings (raw JSON text, still escaped) to dense ids.
+class Interner {
+ public:
+  std::uint32_t id(std::string_view s) {
+    auto it = map_.find(s);
+    if (it != map_.end()) return it->second;
+    auto owned = std::make_unique<std::string>(s);
+    std::string_view key(*owned);
+    auto next = static_cast<std::uint32_t>(strings_.size());
+    strings_.push_back(std::move(owned));
+    map_.emplace(key, next);
+    return next;
+  }
+  const std::string& str(std::uint32_t id) const { return *strings_[id]; }
+  std::size_t size() const { return strings_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<std::string>> strings_;
+  std::unordered_map<std::string_view, std::uint32_t> map_;
+};
+
+/// Everything the analyses need from one file.
+struct RawTrace {
+  Interner names;    // escaped JSON string contents (kernel, op, annotation names)
+  Interner devices;  // pid text of GPU events
+  Interner threads;  // "pid/tid" text of CPU events
+  std::vector<Activity> activities;
+  std::vector<Launch> launches;
+  std::vector<Span> spans;
+  std::unordered_map<std::string, std::string> device_names;  // deviceProperties id text -> name
+  std::optional<std::int64_t> rank;
+  bool has_trace_events = false;
+  std::int64_t event_count = 0;
+  std::int64_t skipped_events = 0;
+};
+
+/// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error
+/// returns an Error naming `name` and the byte offset; `out` keeps what was read before it.
+Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
+                         const Options& options);
+
+/// parse_trace; with options.partial, a document that fails before any event (a truncated file) is cut
+/// after its last complete-looking event and parsed again (`data` is modified). The original error is
+/// returned either way; `out` holds what could be read.
+Result<void> parse_trace_repairing(const std::string& name, char* data, std::size_t len, RawTrace& out,
+                                   const Options& options);
+
+/// Runs the DESIGN §3 analyses over a parsed trace.
+std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
+
+/// Unescapes the contents of a JSON string (without quotes).
+std::string unescape_json(std::string_view raw);
+
+}  // namespace gm::trace::detail

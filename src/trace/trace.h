@@ -1,0 +1,100 @@
+#pragma once
+// Kineto (PyTorch profiler) trace analysis: a streaming reader and the DESIGN §3 "Trace costs"
+// breakdowns. All durations are integer nanoseconds parsed from the decimal text of the file.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace gm::trace {
+
+/// One row of a breakdown (a kernel name, an operator, an annotation or a profiler step).
+struct Bucket {
+  std::string name;                 ///< full name (kernels: the demangled kernel name)
+  std::string klass;                ///< kernels only: "compute", "communication" or "memory"
+  std::int64_t count = 0;           ///< activities in this bucket (steps: 1)
+  std::int64_t kernel_ns = 0;       ///< Σ raw durations of its activities
+  std::int64_t attributed_ns = 0;   ///< fair share of busy time; Σ over a breakdown == busy_ns
+  std::int64_t step_ns = 0;         ///< steps only: wall duration of the ProfilerStep span
+};
+
+/// Order statistics of a sample (all zero when count == 0).
+struct Stats {
+  std::int64_t count = 0;
+  double mean = 0;
+  std::int64_t min = 0, p50 = 0, p95 = 0, max = 0;
+  double stdev = 0;
+};
+
+/// The analysis of one device (Kineto `pid` of GPU events) of one file.
+struct DeviceAnalysis {
+  std::string device;                     ///< the pid text of its GPU events ("0", "1", ...)
+  std::optional<std::string> gpu_name;    ///< from deviceProperties when present
+  std::int64_t window_start_ns = 0;       ///< first activity start (trace clock)
+  std::int64_t window_ns = 0;             ///< first start to last end
+  std::int64_t busy_ns = 0;               ///< |∪ activities|
+  std::int64_t idle_ns = 0;               ///< window − busy
+  std::int64_t compute_ns = 0;            ///< |∪ compute|
+  std::int64_t communication_ns = 0;      ///< |∪ comm \ ∪ compute|
+  std::int64_t memory_ns = 0;             ///< |∪ memory \ (∪ compute ∪ ∪ comm)|
+  std::int64_t overlap_ns = 0;            ///< |∪ comm ∩ ∪ compute|
+  std::int64_t kernel_ns = 0;             ///< Σ raw durations of all GPU activities
+  std::int64_t activity_count = 0;        ///< GPU activities (zero-length included)
+  std::int64_t zero_length_count = 0;     ///< activities with dur 0 (window and counts only)
+  std::int64_t idle_host_wait_ns = 0;     ///< idle gaps whose next activity was launched after the gap began
+  std::int64_t idle_other_ns = 0;         ///< idle_ns − idle_host_wait_ns
+  std::int64_t idle_gap_count = 0;        ///< gaps between busy intervals inside the window
+  Stats launch_delay_ns;                  ///< activity start − start of its launching runtime call
+  Stats queue_depth;                      ///< activities launched and not finished, at each launch
+  Stats step_ns;                          ///< ProfilerStep wall durations
+  std::vector<Bucket> kernels;            ///< by name, largest attributed first
+  std::vector<Bucket> operators;          ///< innermost enclosing cpu_op of the launch; "(no operator)"
+  std::vector<Bucket> annotations;        ///< innermost user / gpu_user annotation; "(no annotation)"
+  std::vector<Bucket> steps;              ///< ProfilerStep#N in step order; "(outside steps)" last
+};
+
+/// The analysis of one file.
+struct FileAnalysis {
+  std::string file;
+  std::optional<std::int64_t> rank;       ///< distributedInfo.rank
+  std::optional<std::string> skipped;     ///< why the file is not analysed (not a Kineto trace)
+  bool partial = false;                   ///< the file is damaged; figures cover what parsed
+  std::string partial_error;              ///< the parse error when partial
+  std::int64_t bytes = 0;                 ///< uncompressed JSON bytes
+  std::int64_t event_count = 0;           ///< entries of traceEvents read
+  std::int64_t skipped_events = 0;        ///< GPU events without usable ts/dur (or negative dur)
+  std::vector<DeviceAnalysis> devices;    ///< empty: no GPU activity
+};
+
+/// Reader options.
+struct Options {
+  bool partial = false;  ///< analyse what parsed in a damaged file instead of failing
+  /// Called now and then with (bytes done, bytes total) of one file; may be called from worker threads.
+  std::function<void(std::int64_t, std::int64_t)> progress;
+  unsigned threads = 0;  ///< worker threads for several files (0: hardware concurrency)
+};
+
+/// Reads and analyses one .json or .json.gz file. Errors name the file and the byte offset.
+Result<FileAnalysis> analyze_file(const std::string& path, const Options& options = {});
+
+/// Analyses files and folders (a folder: every *.json / *.json.gz in it, one trace per rank), in
+/// parallel; results in path order. The first error (by path order) is returned.
+Result<std::vector<FileAnalysis>> analyze_paths(const std::vector<std::string>& paths, const Options& options = {});
+
+/// Analyses JSON text already in memory (`name` is used in messages).
+Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view json, const Options& options = {});
+
+/// Reads a .json or .json.gz file into memory (inflating gzip); for benchmarks and tools.
+Result<std::string> read_trace_text(const std::string& path);
+
+/// Parses a JSON number token in microseconds ("123.456789", "17", "1.5e3") into integer nanoseconds,
+/// exactly for plain decimals (digits beyond the nanosecond are truncated). nullopt if not a number.
+std::optional<std::int64_t> parse_us_to_ns(std::string_view token);
+
+/// A short display form of a kernel or operator name (template arguments and parameters elided).
+std::string short_name(const std::string& name, std::size_t width = 60);
+
+}  // namespace gm::trace

@@ -1,0 +1,248 @@
+#include "scenario.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+namespace fake_nvml {
+namespace {
+
+using nlohmann::json;
+
+struct Bad : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void bad(const std::string& where, const std::string& what) { throw Bad(where + ": " + what); }
+
+std::optional<double> number(const json& obj, const char* key, const std::string& where, bool non_negative = true) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) bad(where, std::string("\"") + key + "\" must be a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v) || (non_negative && v < 0)) bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
+  return v;
+}
+
+std::string text(const json& obj, const char* key, const std::string& where, const std::string& fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  if (!it->is_string()) bad(where, std::string("\"") + key + "\" must be a string");
+  return it->get<std::string>();
+}
+
+void check_keys(const json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
+  if (!obj.is_object()) bad(where, "must be an object");
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool known = false;
+    for (const char* k : allowed) known = known || it.key() == k;
+    if (!known) bad(where, "unknown key \"" + it.key() + "\"");
+  }
+}
+
+unsigned arch_from_name(const std::string& name) {
+  static const std::pair<const char*, unsigned> table[] = {
+      {"B200", 10}, {"B100", 10}, {"GB200", 10}, {"H100", 9}, {"H200", 9}, {"H800", 9}, {"GH200", 9},
+      {"L40", 8},   {"L4", 8},    {"RTX 40", 8}, {"RTX 6000 Ada", 8}, {"A100", 7}, {"A10", 7}, {"A30", 7},
+      {"A40", 7},   {"A800", 7},  {"RTX 30", 7}, {"T4", 6}, {"V100", 5}, {"P100", 4}, {"K80", 2}};
+  for (const auto& [key, arch] : table) {
+    if (name.find(key) != std::string::npos) return arch;
+  }
+  return 0;
+}
+
+ProcessSpec parse_process(const json& j, const std::string& where) {
+  check_keys(j, where, {"pid", "comm", "mem_mib", "sm_util"});
+  ProcessSpec p;
+  if (auto pid = number(j, "pid", where)) {
+    if (*pid != std::floor(*pid) || *pid > 4294967295.0) bad(where, "\"pid\" must be a whole number");
+    p.pid = static_cast<std::uint32_t>(*pid);
+  }
+  if (j.contains("comm")) p.comm = text(j, "comm", where, "");
+  if (p.pid.has_value() == p.comm.has_value()) bad(where, "give exactly one of \"pid\" or \"comm\"");
+  p.mem_mib = number(j, "mem_mib", where);
+  p.sm_util = number(j, "sm_util", where);
+  return p;
+}
+
+Segment parse_segment(const json& j, const std::string& where) {
+  check_keys(j, where, {"t", "util", "mem_util", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
+                        "mem_clock_mhz", "processes"});
+  Segment s;
+  auto t = number(j, "t", where);
+  if (!t) bad(where, "missing \"t\" (seconds since nvmlInit)");
+  s.t_s = *t;
+  s.util = number(j, "util", where);
+  s.mem_util = number(j, "mem_util", where);
+  s.mem_used_mib = number(j, "mem_used_mib", where);
+  s.power_w = number(j, "power_w", where);
+  s.temp_c = number(j, "temp_c", where, false);
+  s.sm_clock_mhz = number(j, "sm_clock_mhz", where);
+  s.mem_clock_mhz = number(j, "mem_clock_mhz", where);
+  if (auto it = j.find("processes"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) bad(where, "\"processes\" must be an array");
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      s.processes.push_back(parse_process((*it)[i], where + ".processes[" + std::to_string(i) + "]"));
+    }
+  }
+  return s;
+}
+
+Fault parse_fault(const json& j, const std::string& where) {
+  check_keys(j, where, {"t", "until", "function", "return", "hang_ms"});
+  Fault f;
+  f.t_s = number(j, "t", where).value_or(0);
+  if (auto u = number(j, "until", where)) f.until_s = *u;
+  if (f.until_s < f.t_s) bad(where, "\"until\" is before \"t\"");
+  f.function = text(j, "function", where, "*");
+  if (f.function == "nvmlDeviceGetHandleByIndex_v2") f.function = "nvmlDeviceGetHandleByIndex";  // one entry point
+  if (auto it = j.find("return"); it != j.end() && !it->is_null()) {
+    if (it->is_number_integer()) {
+      f.ret = it->get<int>();
+    } else if (it->is_string()) {
+      int code = return_code_for(it->get<std::string>());
+      if (code < 0) bad(where, "unknown NVML return \"" + it->get<std::string>() + "\"");
+      f.ret = code;
+    } else {
+      bad(where, "\"return\" must be an NVML error name or a number");
+    }
+  }
+  if (auto h = number(j, "hang_ms", where)) f.hang_ms = static_cast<std::int64_t>(*h);
+  if (!f.ret && f.hang_ms == 0) bad(where, "a fault needs \"return\" or \"hang_ms\"");
+  return f;
+}
+
+DeviceSpec parse_device(const json& j, const std::string& where, std::size_t index) {
+  check_keys(j, where, {"name", "uuid", "pci_bus_id", "memory_total_mib", "power_limit_w", "architecture",
+                        "energy_counter", "mig", "mig_instances", "timeline", "faults"});
+  DeviceSpec d;
+  d.name = text(j, "name", where, "NVIDIA Fake GPU");
+  d.uuid = text(j, "uuid", where, "GPU-00000000-0000-0000-0000-" + std::to_string(100000000000 + index));
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "00000000:%02zX:00.0", index + 1);
+  d.pci_bus_id = text(j, "pci_bus_id", where, bus);
+  d.memory_total_mib = number(j, "memory_total_mib", where);
+  d.power_limit_w = number(j, "power_limit_w", where);
+  if (auto a = j.find("architecture"); a != j.end() && !a->is_null()) {
+    static const std::map<std::string, unsigned> names = {{"Kepler", 2}, {"Maxwell", 3}, {"Pascal", 4},
+        {"Volta", 5}, {"Turing", 6}, {"Ampere", 7}, {"Ada", 8}, {"Hopper", 9}, {"Blackwell", 10}};
+    if (!a->is_string() || names.count(a->get<std::string>()) == 0) {
+      bad(where, "\"architecture\" must be one of Kepler, Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell");
+    }
+    d.architecture = names.at(a->get<std::string>());
+  } else if (unsigned arch = arch_from_name(d.name); arch != 0) {
+    d.architecture = arch;
+  }
+  if (auto e = j.find("energy_counter"); e != j.end() && !e->is_null()) {
+    if (!e->is_boolean()) bad(where, "\"energy_counter\" must be true or false");
+    d.energy_counter = e->get<bool>();
+  }
+  if (auto m = j.find("mig"); m != j.end() && !m->is_null()) {
+    if (!m->is_boolean()) bad(where, "\"mig\" must be true or false");
+    d.mig = m->get<bool>();
+  }
+  if (auto mi = j.find("mig_instances"); mi != j.end() && !mi->is_null()) {
+    if (!mi->is_array()) bad(where, "\"mig_instances\" must be an array");
+    for (std::size_t i = 0; i < mi->size(); ++i) {
+      std::string w = where + ".mig_instances[" + std::to_string(i) + "]";
+      const json& m = (*mi)[i];
+      check_keys(m, w, {"uuid", "gpu_instance_id", "memory_total_mib", "mem_used_mib"});
+      MigSpec spec;
+      spec.uuid = text(m, "uuid", w, "MIG-" + d.uuid.substr(d.uuid.size() > 4 ? 4 : 0) + "-" + std::to_string(i));
+      spec.gpu_instance_id = static_cast<unsigned>(number(m, "gpu_instance_id", w).value_or(static_cast<double>(i)));
+      spec.memory_total_mib = number(m, "memory_total_mib", w);
+      spec.mem_used_mib = number(m, "mem_used_mib", w);
+      d.mig_instances.push_back(std::move(spec));
+    }
+  }
+  auto tl = j.find("timeline");
+  if (tl == j.end() || !tl->is_array() || tl->empty()) bad(where, "\"timeline\" must be a non-empty array");
+  for (std::size_t i = 0; i < tl->size(); ++i) {
+    std::string w = where + ".timeline[" + std::to_string(i) + "]";
+    d.timeline.push_back(parse_segment((*tl)[i], w));
+    if (i > 0 && d.timeline[i].t_s <= d.timeline[i - 1].t_s) bad(w, "\"t\" must increase along the timeline");
+  }
+  if (auto fs = j.find("faults"); fs != j.end() && !fs->is_null()) {
+    if (!fs->is_array()) bad(where, "\"faults\" must be an array");
+    for (std::size_t i = 0; i < fs->size(); ++i) {
+      d.faults.push_back(parse_fault((*fs)[i], where + ".faults[" + std::to_string(i) + "]"));
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+int return_code_for(const std::string& raw) {
+  static const std::map<std::string, int> codes = {
+      {"SUCCESS", 0}, {"UNINITIALIZED", 1}, {"INVALID_ARGUMENT", 2}, {"NOT_SUPPORTED", 3},
+      {"NO_PERMISSION", 4}, {"ALREADY_INITIALIZED", 5}, {"NOT_FOUND", 6}, {"INSUFFICIENT_SIZE", 7},
+      {"INSUFFICIENT_POWER", 8}, {"DRIVER_NOT_LOADED", 9}, {"TIMEOUT", 10}, {"IRQ_ISSUE", 11},
+      {"LIBRARY_NOT_FOUND", 12}, {"FUNCTION_NOT_FOUND", 13}, {"CORRUPTED_INFOROM", 14}, {"GPU_IS_LOST", 15},
+      {"RESET_REQUIRED", 16}, {"OPERATING_SYSTEM", 17}, {"LIB_RM_VERSION_MISMATCH", 18}, {"IN_USE", 19},
+      {"MEMORY", 20}, {"NO_DATA", 21}, {"INSUFFICIENT_RESOURCES", 23}, {"ARGUMENT_VERSION_MISMATCH", 25},
+      {"NOT_READY", 27}, {"UNKNOWN", 999}};
+  std::string name = raw;
+  for (const char* prefix : {"NVML_", "ERROR_"}) {
+    if (name.rfind(prefix, 0) == 0) name = name.substr(std::string(prefix).size());
+  }
+  auto it = codes.find(name);
+  return it == codes.end() ? -1 : it->second;
+}
+
+std::optional<Scenario> parse_scenario(const std::string& input, const std::string& path, std::string& error) {
+  json root;
+  try {
+    root = json::parse(input);
+  } catch (const json::parse_error& e) {
+    error = "scenario " + path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what();
+    return std::nullopt;
+  }
+  try {
+    check_keys(root, "scenario " + path, {"driver_version", "missing_symbols", "devices"});
+    Scenario s;
+    if (root.contains("driver_version")) s.driver_version = text(root, "driver_version", "scenario " + path, "");
+    if (auto m = root.find("missing_symbols"); m != root.end() && !m->is_null()) {
+      if (!m->is_array()) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
+      for (const auto& name : *m) {
+        if (!name.is_string()) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
+        s.missing_symbols.push_back(name.get<std::string>());
+      }
+    }
+    auto devs = root.find("devices");
+    if (devs == root.end() || !devs->is_array()) bad("scenario " + path, "\"devices\" must be an array");
+    for (std::size_t i = 0; i < devs->size(); ++i) {
+      s.devices.push_back(parse_device((*devs)[i], "scenario " + path + ": devices[" + std::to_string(i) + "]", i));
+    }
+    return s;
+  } catch (const Bad& e) {
+    error = e.what();
+  } catch (const json::exception& e) {
+    error = "scenario " + path + ": " + e.what();
+  }
+  return std::nullopt;
+}
+
+const Segment& segment_at(const DeviceSpec& dev, double t_s) {
+  const Segment* cur = &dev.timeline.front();
+  for (const auto& s : dev.timeline) {
+    if (s.t_s <= t_s) cur = &s;
+  }
+  return *cur;
+}
+
+double energy_mj_at(const DeviceSpec& dev, double t_s) {
+  double mj = 0;
+  for (std::size_t i = 0; i < dev.timeline.size(); ++i) {
+    double start = i == 0 ? 0.0 : dev.timeline[i].t_s;
+    double end = i + 1 < dev.timeline.size() ? dev.timeline[i + 1].t_s : t_s;
+    if (end > t_s) end = t_s;
+    if (end <= start) continue;
+    mj += dev.timeline[i].power_w.value_or(0) * (end - start) * 1000.0;
+  }
+  return mj;
+}
+
+}  // namespace fake_nvml

@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/support.h"
+
+namespace gm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string data_file(const std::string& name) { return source_dir() + "/tests/data/trace/" + name; }
+
+std::int64_t sum_attributed(const nlohmann::json& arr) {
+  std::int64_t s = 0;
+  for (const auto& b : arr) s += b.at("attributed_ns").get<std::int64_t>();
+  return s;
+}
+
+void expect_exact_sums(const nlohmann::json& d, const std::string& what) {
+  const auto window = d.at("window_ns").get<std::int64_t>();
+  const auto busy = d.at("busy_ns").get<std::int64_t>();
+  EXPECT_EQ(d.at("compute_ns").get<std::int64_t>() + d.at("communication_ns").get<std::int64_t>() +
+                d.at("memory_ns").get<std::int64_t>() + d.at("idle_ns").get<std::int64_t>(),
+            window)
+      << what;
+  EXPECT_EQ(sum_attributed(d.at("kernels")), busy) << what;
+  EXPECT_EQ(sum_attributed(d.at("operators")), busy) << what;
+  EXPECT_EQ(sum_attributed(d.at("annotations")), busy) << what;
+  EXPECT_EQ(sum_attributed(d.at("steps")), busy) << what;
+}
+
+TEST(TraceCliIntegrationTest, GoldenAmdMi250) {
+  auto r = run_gpumeter({"trace", data_file("amd_mi250.json.gz"), "--price", "3.6", "--json", "--steps", "1000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  const auto& d = j["devices"][0];
+  EXPECT_EQ(d["device"], "2");
+  EXPECT_EQ(d["gpu_name"], "AMD Radeon Graphics");
+  // Independently checked with Python (Decimal) over the same file.
+  EXPECT_EQ(d["window_ns"], 8911887);
+  EXPECT_EQ(d["busy_ns"], 149042);
+  EXPECT_EQ(d["compute_ns"], 110881);
+  EXPECT_EQ(d["memory_ns"], 38161);
+  EXPECT_EQ(d["communication_ns"], 0);
+  EXPECT_EQ(d["kernel_ns"], 149042);
+  EXPECT_EQ(d["activity_count"], 16);
+  EXPECT_EQ(d["price_source"], "--price");
+  EXPECT_DOUBLE_EQ(d["price_usd_per_gpu_hour"].get<double>(), 3.6);
+  // $3.6/h = $1e-12 per ns.
+  EXPECT_NEAR(d["cost_usd"].get<double>(), 8911887e-12, 1e-15);
+  EXPECT_NEAR(d["idle_cost_usd"].get<double>(), 8762845e-12, 1e-15);
+  EXPECT_EQ(d["step_count"], 2);
+  EXPECT_FALSE(d["projected_cost_usd"].is_null());
+  expect_exact_sums(d, "amd");
+  EXPECT_EQ(j["files"][0]["skipped"], nullptr);
+}
+
+TEST(TraceCliIntegrationTest, GoldenTritonStreamTaggedCpuOpIsNotGpuWork) {
+  auto r = run_gpumeter({"trace", data_file("triton_example.json.gz"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  const auto& d = j["devices"][0];
+  EXPECT_EQ(d["activity_count"], 1);
+  EXPECT_EQ(d["window_ns"], 1760);
+  EXPECT_EQ(d["kernels"][0]["name"], "triton_poi_fused_add_cos_sin_0");
+  EXPECT_EQ(d["cost_usd"], nullptr);  // no price given: no made-up number
+  expect_exact_sums(d, "triton");
+}
+
+TEST(TraceCliIntegrationTest, GoldenLegacyInferenceRank1) {
+  auto r = run_gpumeter({"trace", data_file("inference_rank_1.json.gz"), "--json", "--price", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["files"][0]["rank"], 1);
+  const auto& d = j["devices"][0];
+  EXPECT_EQ(d["window_ns"], 1629000);
+  EXPECT_EQ(d["busy_ns"], 30000);
+  EXPECT_EQ(d["activity_count"], 4);
+  expect_exact_sums(d, "legacy");
+}
+
+TEST(TraceCliIntegrationTest, NoGpuActivityAndNonKinetoFiles) {
+  auto r = run_gpumeter({"trace", data_file("cpu_only_rank34.json.gz"), data_file("execution_trace_et.json.gz"), "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["devices"].empty());
+  ASSERT_EQ(j["files"].size(), 2u);
+  EXPECT_EQ(j["files"][0]["rank"], 34);
+  EXPECT_EQ(j["files"][0]["skipped"], nullptr);
+  EXPECT_EQ(j["files"][0]["note"], "no GPU activity");
+  EXPECT_NE(j["files"][1]["skipped"], nullptr);
+  auto text = run_gpumeter({"trace", data_file("cpu_only_rank34.json.gz")});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("no GPU activity"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("window"), std::string::npos) << text.out;
+}
+
+TEST(TraceCliIntegrationTest, FolderIsOneTracePerRank) {
+  auto r = run_gpumeter({"trace", source_dir() + "/tests/data/trace", "--json", "--price", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["files"].size(), 5u);
+  EXPECT_EQ(j["devices"].size(), 3u);
+  auto csv = run_gpumeter({"trace", data_file("amd_mi250.json.gz"), "--csv", "--price", "1"});
+  ASSERT_EQ(csv.exit_code, 0);
+  EXPECT_EQ(csv.out.rfind("file,rank,device,breakdown,name,class,count,kernel_ns,attributed_ns,cost_usd", 0), 0u);
+  EXPECT_NE(csv.out.find(",kernel,Memcpy HtoD (Host -> Device),memory,2,38161,38161,"), std::string::npos) << csv.out;
+  auto text = run_gpumeter({"trace", data_file("amd_mi250.json.gz"), "--price", "1", "--by", "kernel", "--top", "3"});
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("source: --price"), std::string::npos);
+  EXPECT_NE(text.out.find("(10 more)"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("operator"), std::string::npos);
+}
+
+TEST(TraceCliIntegrationTest, TruncatedAndInvalidFilesFailWithOffset) {
+  TempDir dir;
+  auto full = run_command({"/bin/sh", "-c", "zcat " + data_file("amd_mi250.json.gz")});
+  ASSERT_EQ(full.exit_code, 0);
+  const std::string cut = dir.write("cut.json", full.out.substr(0, 52000));
+  auto r = run_gpumeter({"trace", cut, "--price", "1"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(cut), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("byte"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  auto p = run_gpumeter({"trace", cut, "--price", "1", "--partial", "--json"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["files"][0]["partial"], true);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["partial"], true);
+  expect_exact_sums(j["devices"][0], "partial");
+  EXPECT_NE(p.err.find("PARTIAL"), std::string::npos);
+  const std::string bad = dir.write("bad.json", "{\"traceEvents\": [ {\"ph\": \"X\", \"ts\": 1,, } ] }");
+  auto b = run_gpumeter({"trace", bad});
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_NE(b.err.find("bad.json: invalid JSON at byte"), std::string::npos) << b.err;
+  const std::string gz = dir.write("bad.json.gz", std::string("\x1f\x8b\x08\x00garbage", 12));
+  auto g = run_gpumeter({"trace", gz});
+  EXPECT_EQ(g.exit_code, 1);
+  EXPECT_NE(g.err.find("bad.json.gz"), std::string::npos) << g.err;
+  auto missing = run_gpumeter({"trace", dir.path() + "/nope.json"});
+  EXPECT_NE(missing.exit_code, 0);
+}
+
+// Every sample under ../shared/traces: no crash, exact sums on every device.
+TEST(TraceCliIntegrationTest, EverySharedSampleAnalysesWithExactSums) {
+  const std::string root = shared_dir() + "/traces";
+  if (!fs::is_directory(root)) GTEST_SKIP() << root << " not present";
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    const auto p = e.path().string();
+    if (e.is_regular_file() && (p.ends_with(".json") || p.ends_with(".json.gz") || p.ends_with(".raw.gz")))
+      files.push_back(p);
+  }
+  ASSERT_GT(files.size(), 20u);
+  std::vector<std::string> args{"trace", "--json", "--price", "2.5"};
+  args.insert(args.end(), files.begin(), files.end());
+  auto r = run_gpumeter(args, {}, std::nullopt, 280);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["files"].size(), files.size());
+  EXPECT_GT(j["devices"].size(), 20u);
+  for (const auto& d : j["devices"]) expect_exact_sums(d, d["file"].get<std::string>() + " device " + d["device"].get<std::string>());
+  int no_gpu = 0, skipped = 0;
+  for (const auto& f : j["files"]) {
+    if (!f["skipped"].is_null()) ++skipped;
+    else if (!f["gpu_activity"].get<bool>()) ++no_gpu;
+  }
+  EXPECT_GE(no_gpu, 4);   // cpu_only, rank_non_gpu, rank_unavailable, distributed_info_unavailable, ...
+  EXPECT_GE(skipped, 2);  // the execution trace and the memory timeline
+}
+
+}  // namespace
+}  // namespace gm::test

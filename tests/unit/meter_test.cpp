@@ -1,0 +1,200 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "meter/meter.h"
+#include "support/support.h"
+
+namespace gm {
+namespace {
+
+const Catalog& cat() {
+  static const Catalog c = *Catalog::builtin();
+  return c;
+}
+
+TEST(MeterTest, OneHourOnAnOfferBillsExactlyItsPrice) {
+  PricingOptions po;
+  po.offer = "aws:p5.48xlarge";
+  auto q = resolve_price(po, cat(), std::nullopt, nullptr);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->origin, PriceOrigin::flag_offer);
+  EXPECT_EQ(q->micros_per_gpu_hour, 6'880'000);  // $55.04 / 8
+  const auto billed = billed_seconds(3'600'000, q->billing);
+  EXPECT_EQ(billed, 3600);
+  EXPECT_EQ(billed_cost(*q, billed, 8), 55'040'000);
+  // integrated per interval, one hour in 1 s steps on 8 GPUs: the same exact figure
+  CostIntegrator integ(q->micros_per_gpu_hour * 8);
+  for (int i = 0; i < 3600; ++i) integ.add_ns(1'000'000'000);
+  EXPECT_EQ(integ.total(), 55'040'000);
+  EXPECT_NE(q->source.find("p5.48xlarge"), std::string::npos);
+}
+
+TEST(MeterTest, MinimumAndGranularity) {
+  BillingRule aws = cat().billing_rule("aws"), gcp = cat().billing_rule("gcp"), azure = cat().billing_rule("azure");
+  EXPECT_EQ(billed_seconds(5'000, aws), 60);
+  EXPECT_EQ(billed_seconds(59'999, gcp), 60);
+  EXPECT_EQ(billed_seconds(60'001, aws), 61);
+  EXPECT_EQ(billed_seconds(61'000, azure), 120);
+  EXPECT_EQ(billed_seconds(120'000, azure), 120);
+  EXPECT_EQ(billed_seconds(1, azure), 60);
+  BillingRule per_second;
+  EXPECT_EQ(billed_seconds(4'200, per_second), 5);
+  PriceQuote q;
+  q.micros_per_gpu_hour = usd_to_micros(3600);  // $1 per GPU-second
+  EXPECT_EQ(billed_cost(q, 5, 1), 5'000'000);
+  EXPECT_EQ(billed_cost(q, 60, 2), 120'000'000);
+}
+
+TEST(MeterTest, CostIntegratorCarriesRemainders) {
+  CostIntegrator integ(1);  // one micro-dollar per hour: every interval rounds to zero on its own
+  for (int i = 0; i < 3600; ++i) integ.add_ns(1'000'000'000);
+  EXPECT_EQ(integ.total(), 1);
+  std::mt19937_64 rng(7);
+  CostIntegrator a(usd_to_micros(2.71828));
+  std::int64_t total_ns = 0;
+  for (int i = 0; i < 10000; ++i) {
+    const auto ns = static_cast<std::int64_t>(rng() % 3'000'000'000ULL);
+    a.add_ns(ns);
+    total_ns += ns;
+  }
+  EXPECT_EQ(a.total(), static_cast<MicroUsd>(static_cast<Int128>(usd_to_micros(2.71828)) * total_ns / 3'600'000'000'000LL));
+}
+
+TEST(MeterTest, PriceResolutionOrder) {
+  test::TempDir dir;
+  PricingOptions po;
+  po.config_path = dir.write("c.toml", "[pricing]\nprice_usd_per_gpu_hour = 1.5\n");
+  auto q = resolve_price(po, cat(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->origin, PriceOrigin::config_file);
+  EXPECT_EQ(q->micros_per_gpu_hour, 1'500'000);
+  po.offer = "gcp:a3-highgpu-1g:spot";
+  q = resolve_price(po, cat(), std::nullopt, nullptr);
+  ASSERT_TRUE(q.ok()) << q.error().message;
+  EXPECT_EQ(q->origin, PriceOrigin::flag_offer);
+  EXPECT_TRUE(q->spot);
+  EXPECT_EQ(q->billing.minimum_s, 60);
+  po.price_usd_per_gpu_hour = 2.0;
+  q = resolve_price(po, cat(), std::nullopt, nullptr);
+  EXPECT_EQ(q->origin, PriceOrigin::flag_price);
+
+  PricingOptions none;
+  none.config_path = dir.write("empty.toml", "");
+  q = resolve_price(none, cat(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->origin, PriceOrigin::catalog_reference);
+  EXPECT_EQ(q->micros_per_gpu_hour, usd_to_micros(cat().reference_price("H100 SXM 80GB")->usd_per_gpu_hour));
+  EXPECT_NE(q->source.find("median"), std::string::npos);
+
+  PricingOptions bad;
+  bad.offer = "aws:p9.mega";
+  EXPECT_EQ(resolve_price(bad, cat(), std::nullopt, nullptr).error().kind, ErrorKind::not_found);
+  bad.offer = "nonsense";
+  EXPECT_EQ(resolve_price(bad, cat(), std::nullopt, nullptr).error().kind, ErrorKind::usage);
+  PricingOptions bad_toml;
+  bad_toml.config_path = dir.write("bad.toml", "[pricing\nx=");
+  auto e = resolve_price(bad_toml, cat(), std::nullopt, nullptr);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message.find("bad.toml:1"), std::string::npos) << e.error().message;
+}
+
+TEST(MeterTest, DetectedInstanceFromDmi) {
+  test::TempDir dir;
+  dir.write("class/dmi/id/sys_vendor", "Amazon EC2\n");
+  dir.write("class/dmi/id/product_name", "p4d.24xlarge\n");
+  DmiInstanceDetector det(dir.path());
+  EXPECT_EQ(det.instance_type().value_or(""), "p4d.24xlarge");
+  PricingOptions po;
+  po.config_path = dir.write("empty.toml", "");
+  auto q = resolve_price(po, cat(), std::string("NVIDIA A100-SXM4-40GB"), &det);
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->origin, PriceOrigin::detected_instance);
+  EXPECT_EQ(q->provider, "aws");
+  test::TempDir gcp;
+  gcp.write("class/dmi/id/sys_vendor", "Google\n");
+  gcp.write("class/dmi/id/product_name", "Google Compute Engine\n");
+  EXPECT_FALSE(DmiInstanceDetector(gcp.path()).instance_type().has_value());
+}
+
+TEST(MeterTest, AttributionInvariantHoldsOnRandomScenarios) {
+  std::mt19937_64 rng(12345);
+  for (int iter = 0; iter < 5000; ++iter) {
+    DeviceSample s;
+    if (rng() % 5) s.utilization_pct = static_cast<std::uint32_t>(rng() % 101);
+    const int n = static_cast<int>(rng() % 7);
+    for (int i = 0; i < n; ++i) {
+      ProcessSample p;
+      p.pid = static_cast<std::uint32_t>(100 + i);
+      if (rng() % 3) p.memory_bytes = rng() % (80ULL << 30);
+      if (rng() % 2) p.sm_util_pct = static_cast<std::uint32_t>(rng() % 101);
+      s.processes.push_back(p);
+    }
+    const MicroUsd c = static_cast<MicroUsd>(rng() % 100'000'000);
+    const Attribution a = attribute(c, 700.0, s);
+    MicroUsd sum = a.unallocated;
+    double energy = 0;
+    for (const auto& sh : a.shares) {
+      EXPECT_GE(sh.cost, 0);
+      EXPECT_LE(sh.idle_cost, sh.cost);
+      sum += sh.cost;
+      energy += sh.energy_j;
+    }
+    ASSERT_EQ(sum, c) << "iteration " << iter;
+    if (n == 0) EXPECT_EQ(a.unallocated, c);
+    else EXPECT_NEAR(energy, 700.0, 1e-6);
+  }
+}
+
+TEST(MeterTest, AttributionUsesSmShareElseMemory) {
+  DeviceSample s;
+  s.utilization_pct = 50;
+  s.processes = {{1, 30ULL << 30, 75}, {2, 10ULL << 30, 25}};
+  Attribution a = attribute(1'000'000, 0, s);
+  EXPECT_TRUE(a.by_sm);
+  EXPECT_EQ(a.shares[0].cost, 750'000);
+  EXPECT_EQ(a.shares[1].cost, 250'000);
+  EXPECT_EQ(a.shares[0].idle_cost, 375'000);
+  s.processes = {{1, 30ULL << 30, std::nullopt}, {2, 10ULL << 30, 0}};
+  a = attribute(1'000'000, 0, s);
+  EXPECT_FALSE(a.by_sm);
+  EXPECT_EQ(a.shares[0].cost, 750'000);
+}
+
+TEST(MeterTest, EnergyCounterResetNeverNegativeOrDoubled) {
+  EnergyMeter m;
+  DeviceSample s;
+  s.power_mw = 300'000;
+  auto feed = [&](std::int64_t t_s, std::uint64_t mj) {
+    s.t_ns = t_s * 1'000'000'000;
+    s.energy_mj = mj;
+    return m.add(s);
+  };
+  EXPECT_EQ(feed(0, 1'000'000), 0);
+  EXPECT_DOUBLE_EQ(feed(1, 1'300'000), 300.0);
+  EXPECT_DOUBLE_EQ(feed(2, 5'000), 300.0);  // reset: falls back to the power samples for that interval
+  EXPECT_DOUBLE_EQ(feed(3, 305'000), 300.0);
+  EXPECT_DOUBLE_EQ(m.total_j(), 900.0);
+  EXPECT_EQ(m.resets(), 1u);
+  EnergyMeter p;  // no counter: trapezoid of power
+  DeviceSample a;
+  a.t_ns = 0;
+  a.power_mw = 100'000;
+  p.add(a);
+  a.t_ns = 2'000'000'000;
+  a.power_mw = 300'000;
+  EXPECT_DOUBLE_EQ(p.add(a), 400.0);
+  EXPECT_EQ(p.method(), EnergyMethod::power_integration);
+}
+
+TEST(MeterTest, Carbon) {
+  auto e = estimate_carbon(10.0, cat(), "aws", "us-east-1");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_NEAR(e->co2_kg, 10.0 * 1.15 * e->g_per_kwh / 1000.0, 1e-12);
+  EXPECT_FALSE(e->intensity_source.empty());
+  EXPECT_FALSE(estimate_carbon(1.0, cat(), "", "").has_value());
+  EXPECT_NEAR(estimate_carbon(1.0, cat(), "", "", 500.0, 1.2)->co2_kg, 0.6, 1e-12);
+}
+
+}  // namespace
+}  // namespace gm

@@ -1,0 +1,151 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "guard/run_meter.h"
+#include "report/run_report.h"
+
+namespace gm {
+namespace {
+
+StaticGpuBackend two_gpus() {
+  StaticGpuBackend b;
+  for (unsigned i = 0; i < 2; ++i) {
+    DeviceInfo d;
+    d.index = i;
+    d.name = "NVIDIA H100 80GB HBM3";
+    d.uuid = "GPU-" + std::to_string(i);
+    d.memory_total_bytes = 80ull << 30;
+    b.infos.push_back(d);
+    b.caps.emplace_back();
+    DeviceSample s;
+    s.index = i;
+    s.utilization_pct = i == 0 ? 75u : 0u;
+    s.memory_used_bytes = (i == 0 ? 40ull : 1ull) << 30;
+    b.samples.push_back(s);
+  }
+  b.samples[0].processes.push_back(ProcessSample{4242, 39ull << 30, 75});
+  return b;
+}
+
+TEST(RunMeterTest, AllocatedGpusFromCudaVisibleDevices) {
+  auto b = two_gpus();
+  EXPECT_EQ(*allocated_gpus(std::nullopt, b.infos), (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(*allocated_gpus(std::string("1"), b.infos), (std::vector<unsigned>{1}));
+  EXPECT_EQ(*allocated_gpus(std::string("GPU-1,0"), b.infos), (std::vector<unsigned>{1, 0}));
+  EXPECT_TRUE(allocated_gpus(std::string(""), b.infos)->empty());
+  auto bad = allocated_gpus(std::string("7"), b.infos);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("'7'"), std::string::npos);
+}
+
+TEST(RunMeterTest, MetersCostUsageIdleAndUsedGpus) {
+  auto b = two_gpus();
+  const MicroUsd price = 3'600'000'000;  // $3600/GPU-h = $1/GPU-s
+  RunMeter m(b, {0, 1}, price, 0);
+  std::vector<SampleRecord> all;
+  for (int s = 1; s <= 4; ++s) {
+    auto recs = m.tick(static_cast<std::int64_t>(s) * 1'000'000'000, {4242});
+    ASSERT_EQ(recs.size(), 2u);
+    EXPECT_EQ(recs[0].cost_micros, 1'000'000);
+    EXPECT_TRUE(recs[0].job_present);
+    EXPECT_FALSE(recs[1].job_present);
+    all.insert(all.end(), recs.begin(), recs.end());
+  }
+  EXPECT_EQ(m.spent_micros(), 8'000'000);
+  EXPECT_EQ(m.spent_at(4'500'000'000), 9'000'000);
+  EXPECT_DOUBLE_EQ(m.burn_usd_per_s(), 2.0);
+  EXPECT_EQ(m.used_uuids(), (std::vector<std::string>{"GPU-0"}));
+  const auto& u = m.usage();
+  EXPECT_DOUBLE_EQ(*u[0].util_avg_pct, 75.0);
+  EXPECT_DOUBLE_EQ(u[0].busy_s, 3.0);
+  EXPECT_EQ(u[0].idle_cost_micros, 1'000'000);  // 25 % of $4
+  EXPECT_EQ(*u[0].mem_peak_bytes, 40ull << 30);
+  EXPECT_FALSE(m.idle_for_ms(4'000'000'000).has_value()) << "GPU 0 is busy";
+  // The same figures from the ledger's samples.
+  auto from = gpu_usage_from_samples(all);
+  ASSERT_EQ(from.size(), 2u);
+  EXPECT_EQ(from[0].idle_cost_micros, u[0].idle_cost_micros);
+  EXPECT_DOUBLE_EQ(from[0].busy_s, u[0].busy_s);
+  EXPECT_TRUE(from[0].used);
+  EXPECT_FALSE(from[1].used);
+}
+
+TEST(RunMeterTest, IdleTimeCountsWhileEveryGpuIsIdle) {
+  auto b = two_gpus();
+  b.samples[0].utilization_pct = 4u;  // under 5 %
+  RunMeter m(b, {0, 1}, 1'000'000, 0);
+  EXPECT_FALSE(m.idle_for_ms(0));
+  m.tick(1'000'000'000, {});
+  m.tick(2'000'000'000, {});
+  EXPECT_EQ(*m.idle_for_ms(2'500'000'000), 2'500);
+  b.samples[1].utilization_pct = 50u;
+  m.tick(3'000'000'000, {});
+  EXPECT_FALSE(m.idle_for_ms(3'000'000'000));
+  b.samples[1].utilization_pct = std::nullopt;  // unknown is not idle
+  m.tick(4'000'000'000, {});
+  EXPECT_FALSE(m.idle_for_ms(4'000'000'000));
+}
+
+TEST(RunReportTest, ReportFiguresAndJsonKeys) {
+  RunRecord run;
+  run.id = 3;
+  run.command = "python train.py";
+  run.status = "stopped";
+  run.exit_code = 0;
+  run.stopped_by = "budget";
+  run.wall_ms = 10'000;
+  run.billed_s = 10;
+  run.cost_micros = 20'000'000;
+  run.unused_gpu_cost_micros = 10'000'000;
+  run.price_micros_per_gpu_hour = 3'600'000'000;
+  run.price_source = "--price";
+  run.gpus_allocated = {"GPU-0", "GPU-1"};
+  run.gpus_used = {"GPU-0"};
+  run.energy_j = 3.6e6;
+  run.energy_method = "counter";
+  GpuUsage g0;
+  g0.uuid = "GPU-0";
+  g0.used = true;
+  g0.busy_s = 5;
+  g0.util_avg_pct = 50;
+  g0.idle_cost_micros = 2'500'000;
+  GpuUsage g1;
+  g1.index = 1;
+  g1.uuid = "GPU-1";
+  g1.util_avg_pct = 0;
+  g1.idle_cost_micros = 5'000'000;  // not counted: never used
+  ProgressRecord p;
+  p.step = 100;
+  p.total_steps = 1000;
+  p.samples = 3200;
+  p.tokens = 2'000'000;
+  ActionRecord a{3, 5000, "stop_budget", 10'000'000, "budget reached"};
+  auto r = build_run_report(run, {g0, g1}, {p}, {a}, nullptr);
+  EXPECT_DOUBLE_EQ(r.idle_cost_usd, 2.5);
+  EXPECT_DOUBLE_EQ(r.unused_gpu_cost_usd, 10.0);
+  EXPECT_DOUBLE_EQ(*r.effective_utilization, 5.0 / 20.0);
+  EXPECT_DOUBLE_EQ(*r.usd_per_step, 0.2);
+  EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
+  EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
+  auto j = nlohmann::json::parse(render_run_report_json(r));
+  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
+                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
+                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
+                          "forecast_cost_usd", "actions"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["stopped_by"], "budget");
+  EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), 1.0);
+  EXPECT_TRUE(j["co2_kg"].is_null());
+  EXPECT_TRUE(j["forecast_cost_usd"].is_null());
+  EXPECT_DOUBLE_EQ(j["actions"][0]["t_s"].get<double>(), 5.0);
+  EXPECT_EQ(j["actions"][0]["kind"], "stop_budget");
+  const std::string csv = render_run_report_csv(r);
+  EXPECT_NE(csv.find("run_id,command,"), std::string::npos);
+  EXPECT_NE(csv.find("\"python train.py\""), std::string::npos);
+  const std::string text = render_run_report_text(r, true);
+  EXPECT_NE(text.find("SIMULATED"), std::string::npos);
+  EXPECT_NE(text.find("stopped by budget"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gm

@@ -1,0 +1,132 @@
+// The supervisor with an in-memory GPU backend and real child processes.
+#include <gtest/gtest.h>
+
+#include "guard/session.h"
+#include "support/support.h"
+#include "util/exit_codes.h"
+
+namespace gm {
+namespace {
+
+StaticGpuBackend one_gpu(std::uint32_t util_pct) {
+  StaticGpuBackend b;
+  DeviceInfo d;
+  d.index = 0;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.uuid = "GPU-static-0";
+  b.infos.push_back(d);
+  b.caps.emplace_back();
+  DeviceSample s;
+  s.utilization_pct = util_pct;
+  s.memory_used_bytes = 1ull << 30;
+  b.samples.push_back(s);
+  return b;
+}
+
+SessionConfig config(std::vector<std::string> argv) {
+  SessionConfig c;
+  c.argv = std::move(argv);
+  c.quiet = true;
+  c.price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
+  c.price.source = "test";
+  c.allocated = {0};
+  c.run.command = "test job";
+  c.run.user = "u";
+  c.run.host = "h";
+  return c;
+}
+
+TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
+  test::TempDir dir;
+  auto ledger = Ledger::open(dir.path() + "/l.db");
+  ASSERT_TRUE(ledger.ok());
+  auto backend = one_gpu(90);
+  PosixProcessRunner runner;
+  auto cfg = config({"sh", "-c", "sleep 1.2; exit 3"});
+  auto out = run_session(cfg, backend, ledger->get(), nullptr, system_clock(), runner);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->exit_code, 3);
+  EXPECT_TRUE(out->recorded);
+  const RunRecord& r = out->report.run;
+  EXPECT_EQ(r.billed_s, (r.wall_ms + 999) / 1000);
+  EXPECT_EQ(r.cost_micros, r.billed_s * 1'000'000);
+  auto stored = (*ledger)->last_run();
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->status, "finished");
+  EXPECT_EQ(*stored->exit_code, 3);
+  EXPECT_EQ(stored->cost_micros, r.cost_micros);
+  EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-static-0"}));
+  auto samples = (*ledger)->samples(stored->id);
+  ASSERT_TRUE(samples.ok());
+  EXPECT_GE(samples->size(), 2u);
+  EXPECT_FALSE((*ledger)->rollups({})->empty());
+}
+
+TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
+  test::TempDir dir;
+  auto ledger = Ledger::open(dir.path() + "/l.db");
+  ASSERT_TRUE(ledger.ok());
+  auto backend = one_gpu(90);
+  PosixProcessRunner runner;
+  auto cfg = config({"sh", "-c", "sleep 20 & wait"});
+  cfg.guard.budget_usd = 1.0;
+  cfg.grace_ms = 1000;
+  auto out = run_session(cfg, backend, ledger->get(), nullptr, system_clock(), runner);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->exit_code, kExitGuardStop);
+  EXPECT_EQ(*out->report.run.stopped_by, "budget");
+  EXPECT_LT(out->report.run.wall_ms, 4000);
+  auto actions = (*ledger)->actions((*ledger)->last_run()->id);
+  ASSERT_TRUE(actions.ok());
+  std::vector<std::string> kinds;
+  for (const auto& a : *actions) kinds.push_back(a.kind);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "stop_budget"), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "sigterm"), kinds.end());
+  EXPECT_EQ((*ledger)->last_run()->status, "stopped");
+}
+
+TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
+  auto backend = one_gpu(90);
+  PosixProcessRunner runner;
+  auto cfg = config({"python3", "-c",
+                     "import os, socket\n"
+                     "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+                     "p = os.environ['GPUMETER_SOCKET']\n"
+                     "s.sendto(b'{\"step\": 3, \"total_steps\": 9, \"tokens\": 3000}', p)\n"
+                     "s.sendto(b'not json', p)\n"
+                     "s.sendto(b'{\"step\": -2}', p)\n"
+                     "import time; time.sleep(0.3)\n"});
+  auto out = run_session(cfg, backend, nullptr, nullptr, system_clock(), runner);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out->exit_code, 0);
+  EXPECT_FALSE(out->recorded);
+  EXPECT_EQ(*out->report.steps, 3);
+  EXPECT_EQ(*out->report.total_steps, 9);
+  EXPECT_EQ(*out->report.tokens, 3000);
+  ASSERT_FALSE(out->warnings.empty());
+  EXPECT_NE(out->warnings.back().find("2 malformed"), std::string::npos) << out->warnings.back();
+}
+
+TEST(SessionTest, IdleGpusStopTheJob) {
+  auto backend = one_gpu(0);
+  PosixProcessRunner runner;
+  auto cfg = config({"sleep", "20"});
+  cfg.guard.max_idle_ms = 2000;
+  cfg.grace_ms = 1000;
+  auto out = run_session(cfg, backend, nullptr, nullptr, system_clock(), runner);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->exit_code, kExitGuardStop);
+  EXPECT_EQ(*out->report.run.stopped_by, "idle");
+  EXPECT_LT(out->report.run.wall_ms, 4000);
+}
+
+TEST(SessionTest, UnrunnableProgramIsAnError) {
+  auto backend = one_gpu(0);
+  PosixProcessRunner runner;
+  auto out = run_session(config({"/no/such/program"}), backend, nullptr, nullptr, system_clock(), runner);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.error().kind, ErrorKind::not_found);
+}
+
+}  // namespace
+}  // namespace gm
