@@ -248,6 +248,26 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
   return doc.dump(2) + "\n";
 }
 
+std::string render_model_list(bool json) {
+  const auto& models = plan::builtin_models();
+  if (json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& m : models)
+      arr.push_back({{"name", m.name}, {"arch", plan::arch_name(m.arch)}, {"params", m.params},
+                     {"active_params", m.active_params}, {"layers", m.layers}, {"hidden", m.hidden},
+                     {"heads", m.heads}, {"kv_heads", m.kv_heads}, {"ffn", m.ffn}, {"vocab", m.vocab},
+                     {"seq", m.seq}, {"source", m.source}});
+    return arr.dump(2) + "\n";
+  }
+  std::string out = fmt::format("{:<16} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}\n", "model", "arch",
+                                "params", "active", "layers", "hidden", "heads", "kv", "ffn", "vocab", "seq");
+  for (const auto& m : models)
+    out += fmt::format("{:<16} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}\n", m.name,
+                       plan::arch_name(m.arch), si(m.params), si(m.active_params), m.layers, m.hidden, m.heads,
+                       m.kv_heads, m.ffn, m.vocab, m.seq);
+  return out;
+}
+
 std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool json) {
   if (json) {
     nlohmann::json doc = {
