@@ -49,6 +49,14 @@ TEST(PlanCompute, SevenBillionOnOneTrillionTokens) {
   EXPECT_DOUBLE_EQ(flops, 4.2e22);
   const double hours = compute_time_s(flops, 64, 989.5, 0.40) / 3600.0;
   EXPECT_NEAR(hours, 460.6, 0.1);
+  // The same with the catalog's H100 SXM dense BF16 figure.
+  auto catalog = Catalog::builtin();
+  ASSERT_TRUE(catalog.ok()) << catalog.error().message;
+  const GpuSpec* h100 = catalog->find_gpu("H100 SXM 80GB");
+  ASSERT_NE(h100, nullptr);
+  auto peak = peak_tflops(*h100, Precision::mixed);
+  ASSERT_TRUE(peak.has_value());
+  EXPECT_NEAR(compute_time_s(flops, 64, *peak, 0.40) / 3600.0, 460.6, 0.5);
 }
 
 TEST(PlanSpot, YoungAndDaly) {
