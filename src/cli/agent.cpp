@@ -1,13 +1,124 @@
+// gpumeter agent: per-owner GPU cost on this node as Prometheus metrics.
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <thread>
 
+#include "agent/agent.h"
+#include "cli/agent_setup.h"
 #include "cli/cli.h"
-#include "util/exit_codes.h"
+#include "cli/common.h"
+#include "util/units.h"
 
 namespace gm::cli {
 
-int cmd_agent(int, char**) {
-  std::fprintf(stderr, "gpumeter agent: not built yet\n");
-  return kExitFailure;
+namespace {
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true); }
+}  // namespace
+
+Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
+  auto catalog = Catalog::builtin();
+  if (!catalog) return catalog.error();
+  if (pricing.catalog_override)
+    if (auto r = catalog->merge_offers_file(*pricing.catalog_override); !r) return r.error();
+  DmiInstanceDetector dmi;
+  std::vector<std::optional<PriceQuote>> prices;
+  for (const auto& d : backend.devices()) {
+    auto q = resolve_price(pricing, *catalog, d.name, &dmi);
+    if (!q) {
+      // An explicit price that does not resolve is an error; an unknown GPU model just has no price.
+      if (pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path) {
+        Error e = q.error();
+        e.kind = ErrorKind::usage;
+        return e;
+      }
+      std::fprintf(stderr, "gpumeter agent: GPU %u (%s): no price known (%s); cost series omitted\n", d.index,
+                   d.name.c_str(), q.error().message.c_str());
+      prices.emplace_back(std::nullopt);
+    } else {
+      prices.emplace_back(*q);
+    }
+  }
+  return prices;
+}
+
+int cmd_agent(int argc, char** argv) {
+  CLI::App app("per-owner GPU cost on this node as Prometheus metrics", "agent");
+  PricingOptions pricing;
+  add_pricing_flags(app, pricing);
+  std::string interval = "1s", listen = "127.0.0.1:9835", web_config, state;
+  std::size_t max_owners = 50;
+  OwnerOptions owners;
+  bool once = false;
+  app.add_option("--interval", interval, "sampling interval (default 1s)");
+  app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
+  app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
+  app.add_option("--state", state, "state file: counters continue across restarts");
+  app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
+  app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
+  app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory (container names)");
+  app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+
+  auto interval_ms = parse_duration_ms(interval);
+  if (!interval_ms || *interval_ms < 10)
+    return fail("agent", make_error(ErrorKind::usage, "--interval '" + interval + "': expected a duration of at least 10ms"));
+  auto serve = agent::parse_listen(listen);
+  if (!serve) return fail("agent", serve.error());
+  if (!web_config.empty()) {
+    auto wc = agent::load_web_config(web_config);
+    if (!wc) return fail("agent", wc.error());
+    serve->web = *wc;
+  }
+  auto backend = open_nvml();
+  if (!backend) return fail("agent", backend.error());
+  auto prices = agent_prices(pricing, **backend);
+  if (!prices) return fail("agent", prices.error());
+
+  agent::AgentOptions opts;
+  opts.interval_ms = *interval_ms;
+  opts.max_owners = max_owners;
+  opts.state_path = state;
+  OwnerResolver resolver(owners);
+  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts);
+  if (auto r = collector.load_state(); !r) return fail("agent", r.error());
+
+  if (once) {
+    collector.collect_once();
+    system_clock().sleep_ns(*interval_ms * 1'000'000);
+    collector.collect_once();
+    const std::string text = collector.exposition();
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (!state.empty())
+      if (auto r = collector.save_state(); !r) return fail("agent", r.error());
+    return kExitOk;
+  }
+
+  agent::Server server(collector, *serve);
+  if (auto r = server.bind(); !r) return fail("agent", r.error());
+  std::fprintf(stderr, "gpumeter agent: %zu GPU(s) via %s, serving %s://%s:%d/metrics every %s\n",
+               (*backend)->devices().size(), (*backend)->origin().c_str(),
+               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(), server.port(),
+               interval.c_str());
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread collect([&] { collector.run(g_stop); });
+  std::thread watch([&] {
+    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    server.stop();
+  });
+  server.listen();
+  g_stop.store(true);
+  watch.join();
+  collect.join();
+  return kExitOk;
 }
 
 }  // namespace gm::cli

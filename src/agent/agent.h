@@ -1,0 +1,186 @@
+#pragma once
+// The node agent: a collector that samples every GPU each interval, prices the interval (meter),
+// splits it over processes and their owners (DESIGN §3), keeps counters (optionally continued across
+// restarts through a state file), renders them in the Prometheus text format and JSON, and serves them
+// over HTTP (optionally TLS and basic auth from an exporter-toolkit web-config file).
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpu/gpu.h"
+#include "meter/meter.h"
+#include "sys/owner.h"
+#include "util/clock.h"
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm::agent {
+
+/// Collector settings.
+struct AgentOptions {
+  std::int64_t interval_ms = 1000;         ///< --interval
+  std::size_t max_owners = 50;             ///< --max-owners: owner identities exposed; the rest go to "other"
+  std::string state_path;                  ///< --state: counters continue across restarts ("" = none)
+  std::int64_t state_every_ms = 15000;     ///< how often the state file is rewritten
+  std::int64_t owner_expiry_ms = 600000;   ///< an absent owner may be dropped (when slots run out) after this
+};
+
+/// Counters of one owner on one device.
+struct OwnerCounters {
+  MicroUsd cost = 0;
+  double energy_j = 0;
+  double gpu_seconds = 0;                  ///< Σ weight × interval: device-seconds attributed to the owner
+  MicroUsd last_cost = 0;                  ///< cost of the last interval
+  double last_interval_s = 0;
+};
+
+/// Counters of one MIG instance (priced by its slice fraction of the board).
+struct MigCounters {
+  MigInstance instance;
+  MicroUsd micros_per_hour = 0;
+  MicroUsd cost = 0;
+  CostIntegrator integrator;
+};
+
+/// The state of one device as the collector last saw it.
+struct DeviceView {
+  DeviceInfo info;
+  Capabilities caps;
+  std::optional<PriceQuote> price;         ///< nullopt: no price known, cost series omitted
+  std::optional<DeviceSample> last;        ///< nullopt before the first sample
+  MicroUsd cost = 0;                       ///< Σ device cost
+  MicroUsd idle_cost = 0;                  ///< Σ idle part of process costs
+  MicroUsd unallocated_cost = 0;           ///< Σ cost with no process present
+  double energy_j = 0;
+  bool energy_known = false;               ///< power or energy counter readable
+  double seconds = 0;                      ///< metered seconds
+  std::map<std::string, OwnerCounters> owners;  ///< by Owner::key() (exposed owners and "other")
+  std::vector<MigCounters> mig;
+};
+
+/// Self metrics of the agent.
+struct SelfStats {
+  std::uint64_t collections = 0;
+  std::uint64_t scrapes = 0;
+  double last_collection_s = 0;
+  double collection_seconds_total = 0;
+  std::uint64_t state_write_errors = 0;
+  std::int64_t started_unix_ms = 0;
+};
+
+/// A consistent copy of everything the collector knows.
+struct Snapshot {
+  std::vector<DeviceView> devices;
+  std::map<std::string, Owner> owners;     ///< key → owner labels (includes "other" when used)
+  SelfStats self;
+};
+
+/// The "other" owner that collects owners beyond --max-owners.
+Owner other_owner();
+
+/// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
+class Collector {
+ public:
+  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver and clock must outlive it.
+  Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock, std::vector<std::optional<PriceQuote>> prices,
+            AgentOptions options);
+  /// Loads counters from options.state_path when it exists (a missing file is not an error).
+  Result<void> load_state();
+  /// Writes counters to options.state_path atomically (temp file + rename).
+  Result<void> save_state() const;
+  /// Samples every device once and books the interval since the previous sample.
+  void collect_once();
+  /// Runs collect_once() every interval until `stop`; writes the state file periodically and at the end.
+  void run(const std::atomic<bool>& stop);
+  /// A copy of the current state.
+  Snapshot snapshot() const;
+  /// The Prometheus text exposition (counts a scrape).
+  std::string exposition();
+  /// Owners and devices as JSON (/api/v1/owners).
+  std::string owners_json() const;
+
+ private:
+  std::string owner_slot(const Owner& owner, std::int64_t now_ns);
+
+  GpuBackend& backend_;
+  OwnerResolver& resolver_;
+  Clock& clock_;
+  AgentOptions options_;
+  mutable std::mutex mu_;
+  std::vector<DeviceView> devices_;
+  std::vector<CostIntegrator> integrators_;
+  std::vector<EnergyMeter> energy_;
+  std::map<std::string, Owner> owners_;                 // exposed owner identities
+  std::map<std::string, std::int64_t> owner_seen_ns_;   // last interval each exposed owner was present
+  SelfStats self_;
+  std::string body_;                                    // exposition without self metrics, rebuilt per interval
+  std::int64_t last_state_write_ns_ = 0;
+};
+
+// ---- exposition ---------------------------------------------------------------------------------
+
+/// Escapes a label value for the text format: backslash, double quote and line feed.
+std::string escape_label_value(std::string_view value);
+/// Renders the device and owner metric families (no self metrics).
+std::string render_metrics(const Snapshot& snapshot);
+/// Renders the agent's own metrics.
+std::string render_self_metrics(const SelfStats& self, std::size_t owners);
+/// JSON of owners and devices with dollars, $/h now, energy and GPU-seconds.
+std::string render_owners_json(const Snapshot& snapshot);
+
+// ---- HTTP -----------------------------------------------------------------------------------------
+
+/// An exporter-toolkit web configuration (the subset gpumeter supports).
+struct WebConfig {
+  std::string cert_file;                               ///< tls_server_config.cert_file (absolute)
+  std::string key_file;                                ///< tls_server_config.key_file (absolute)
+  std::map<std::string, std::string> basic_auth_users; ///< user → bcrypt hash
+};
+
+/// Parses a web-config YAML text; relative paths are taken relative to `base_dir`. Errors name line numbers.
+Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name, const std::string& base_dir);
+/// Loads and parses a web-config file.
+Result<WebConfig> load_web_config(const std::string& path);
+/// True when `password` matches the crypt(3) `hash` (bcrypt $2y$/$2b$/$2a$ and others libcrypt knows).
+bool verify_password(const std::string& password, const std::string& hash);
+
+/// HTTP server settings.
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 9835;
+  std::optional<WebConfig> web;
+};
+
+/// Parses "HOST:PORT" or ":PORT" (host defaults to 127.0.0.1; "[::1]:PORT" for IPv6).
+Result<ServeOptions> parse_listen(std::string_view text);
+
+/// An HTTP server over a collector: /metrics, / (live page), /api/v1/owners.
+class Server {
+ public:
+  Server(Collector& collector, ServeOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  /// Binds; error (unavailable) names the address when it cannot.
+  Result<void> bind();
+  /// Serves until stop() (blocking).
+  void listen();
+  /// Stops listen() from another thread.
+  void stop();
+  /// The bound port.
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ServeOptions options_;
+  int port_ = 0;
+};
+
+}  // namespace gm::agent

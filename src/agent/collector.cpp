@@ -1,0 +1,190 @@
+// The collector loop: sample, price, attribute, accumulate.
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "agent/agent.h"
+
+namespace gm::agent {
+
+Owner other_owner() {
+  Owner o;
+  o.kind = OwnerKind::other;
+  o.name = "other";
+  return o;
+}
+
+namespace {
+const std::string& other_key() {
+  static const std::string k = other_owner().key();
+  return k;
+}
+}  // namespace
+
+Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
+                     std::vector<std::optional<PriceQuote>> prices, AgentOptions options)
+    : backend_(backend), resolver_(owners), clock_(clock), options_(std::move(options)) {
+  const auto& infos = backend_.devices();
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    DeviceView d;
+    d.info = infos[i];
+    d.caps = backend_.capabilities(static_cast<unsigned>(i));
+    if (i < prices.size()) d.price = prices[i];
+    d.energy_known = d.caps.power || d.caps.energy_counter;
+    if (d.price && d.info.mig_enabled.value_or(false)) {
+      for (const auto& m : d.info.mig_instances) {
+        MigCounters mc;
+        mc.instance = m;
+        if (m.slice_count && m.board_slices && *m.board_slices > 0)
+          mc.micros_per_hour = d.price->micros_per_gpu_hour * *m.slice_count / *m.board_slices;
+        else if (m.memory_total_bytes && d.info.memory_total_bytes && *d.info.memory_total_bytes > 0)
+          mc.micros_per_hour = static_cast<MicroUsd>(static_cast<Int128>(d.price->micros_per_gpu_hour) *
+                                                     *m.memory_total_bytes / *d.info.memory_total_bytes);
+        else
+          continue;  // no slice size known: the instance is not priced (the board still is)
+        mc.integrator = CostIntegrator(mc.micros_per_hour);
+        d.mig.push_back(mc);
+      }
+    }
+    integrators_.emplace_back(d.price ? d.price->micros_per_gpu_hour : 0);
+    energy_.emplace_back();
+    devices_.push_back(std::move(d));
+  }
+  self_.started_unix_ms = clock_.unix_ms();
+}
+
+std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
+  const std::string key = owner.key();
+  if (owners_.count(key)) {
+    owner_seen_ns_[key] = now_ns;
+    return key;
+  }
+  if (owners_.size() >= options_.max_owners) {
+    // Free the slot of the owner absent longest, if it has been absent long enough. Its series end; the
+    // cost it accrued stays in Prometheus's history, so range increases remain exact.
+    std::string victim;
+    std::int64_t oldest = now_ns - options_.owner_expiry_ms * 1'000'000;
+    for (const auto& [k, seen] : owner_seen_ns_)
+      if (seen <= oldest) {
+        oldest = seen;
+        victim = k;
+      }
+    if (victim.empty()) return other_key();
+    owners_.erase(victim);
+    owner_seen_ns_.erase(victim);
+    for (auto& d : devices_) d.owners.erase(victim);
+  }
+  owners_[key] = owner;
+  owner_seen_ns_[key] = now_ns;
+  return key;
+}
+
+void Collector::collect_once() {
+  const std::int64_t t0 = clock_.monotonic_ns();
+  const auto wall0 = std::chrono::steady_clock::now();
+  // Sample outside the lock: a hung driver call must not block scrapes.
+  std::vector<DeviceSample> samples;
+  std::vector<std::int64_t> times;
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    samples.push_back(backend_.sample(static_cast<unsigned>(i)));
+    times.push_back(clock_.monotonic_ns());
+    samples.back().t_ns = times.back();
+  }
+  // Owners of every process, also resolved outside the lock.
+  std::map<std::uint32_t, Owner> owner_of;
+  for (const auto& s : samples)
+    for (const auto& p : s.processes)
+      if (!owner_of.count(p.pid)) owner_of[p.pid] = resolver_.resolve(p.pid);
+  resolver_.end_interval();
+
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < devices_.size(); ++i) {
+    DeviceView& d = devices_[i];
+    DeviceSample& s = samples[i];
+    const double joules = energy_[i].add(s);
+    if (d.last) {
+      const std::int64_t dt_ns = times[i] - d.last->t_ns;
+      if (dt_ns > 0) {
+        const MicroUsd c = d.price ? integrators_[i].add_ns(dt_ns) : 0;
+        const double dt_s = static_cast<double>(dt_ns) / 1e9;
+        const Attribution a = attribute(c, joules, s);
+        d.cost += c;
+        d.unallocated_cost += a.unallocated;
+        d.seconds += dt_s;
+        if (d.energy_known) d.energy_j += joules;
+        for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
+        for (const auto& sh : a.shares) {
+          d.idle_cost += sh.idle_cost;
+          const std::string key = owner_slot(owner_of[sh.pid], t0);
+          OwnerCounters& oc = d.owners[key];
+          oc.cost += sh.cost;
+          oc.last_cost += sh.cost;
+          oc.last_interval_s = dt_s;
+          oc.energy_j += sh.energy_j;
+          oc.gpu_seconds += sh.weight * dt_s;
+        }
+        for (auto& m : d.mig) m.cost += m.integrator.add_ns(dt_ns);
+      }
+    }
+    for (auto& m : d.mig) {
+      for (const auto& live : s.mig_instances)
+        if (live.uuid == m.instance.uuid && live.memory_used_bytes) m.instance.memory_used_bytes = live.memory_used_bytes;
+    }
+    d.last = std::move(s);
+  }
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  ++self_.collections;
+  self_.last_collection_s = took_s;
+  self_.collection_seconds_total += took_s;
+  Snapshot snap;
+  snap.devices = devices_;
+  snap.owners = owners_;
+  if (std::any_of(devices_.begin(), devices_.end(), [](const DeviceView& d) { return d.owners.count(other_key()); }))
+    snap.owners[other_key()] = other_owner();
+  body_ = render_metrics(snap);
+}
+
+void Collector::run(const std::atomic<bool>& stop) {
+  const std::int64_t interval_ns = options_.interval_ms * 1'000'000;
+  std::int64_t next = clock_.monotonic_ns();
+  while (!stop.load()) {
+    collect_once();
+    const std::int64_t now = clock_.monotonic_ns();
+    if (!options_.state_path.empty() && now - last_state_write_ns_ >= options_.state_every_ms * 1'000'000) {
+      if (!save_state()) {
+        std::lock_guard lock(mu_);
+        ++self_.state_write_errors;
+      }
+      last_state_write_ns_ = now;
+    }
+    next += interval_ns;
+    if (next < now) next = now;  // fell behind (a slow device): start the next interval at once
+    // Sleep in small steps so stop is honoured quickly.
+    while (!stop.load() && clock_.monotonic_ns() < next)
+      clock_.sleep_ns(std::min<std::int64_t>(next - clock_.monotonic_ns(), 50'000'000));
+  }
+  if (!options_.state_path.empty()) (void)save_state();
+}
+
+Snapshot Collector::snapshot() const {
+  std::lock_guard lock(mu_);
+  Snapshot s;
+  s.devices = devices_;
+  s.owners = owners_;
+  bool other = false;
+  for (const auto& d : devices_) other = other || d.owners.count(other_key());
+  if (other) s.owners[other_key()] = other_owner();
+  s.self = self_;
+  return s;
+}
+
+std::string Collector::exposition() {
+  std::lock_guard lock(mu_);
+  ++self_.scrapes;
+  return body_ + render_self_metrics(self_, owners_.size());
+}
+
+std::string Collector::owners_json() const { return render_owners_json(snapshot()); }
+
+}  // namespace gm::agent

@@ -1,0 +1,264 @@
+// Prometheus text exposition (format 0.0.4) and the owners JSON.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+
+namespace gm::agent {
+
+std::string escape_label_value(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+namespace {
+
+const char* price_source(PriceOrigin o) {
+  switch (o) {
+    case PriceOrigin::flag_price: return "price_flag";
+    case PriceOrigin::flag_offer: return "offer";
+    case PriceOrigin::config_file: return "config_file";
+    case PriceOrigin::detected_instance: return "detected_instance";
+    case PriceOrigin::catalog_reference: return "catalog_reference";
+    case PriceOrigin::none: break;
+  }
+  return "none";
+}
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return fmt::format("{}", v);
+}
+
+std::string usd(MicroUsd micros) {
+  // Exact decimal from integer micro-dollars (no binary rounding in the text).
+  const bool neg = micros < 0;
+  const auto m = static_cast<unsigned long long>(neg ? -micros : micros);
+  std::string s = fmt::format("{}{}.{:06}", neg ? "-" : "", m / 1'000'000, m % 1'000'000);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+
+// Writes HELP/TYPE lines only once the family has a sample: a family the hardware cannot give is omitted.
+struct Family {
+  std::string out;
+  std::string pending;
+  void head(const char* name, const char* type, const char* help) {
+    pending = fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void add(const std::string& line) {
+    out += pending;
+    pending.clear();
+    out += line;
+  }
+};
+
+std::string device_labels(const DeviceView& d) {
+  return fmt::format("gpu=\"{}\",uuid=\"{}\",model=\"{}\"", d.info.index, escape_label_value(d.info.uuid),
+                     escape_label_value(d.info.name));
+}
+
+std::string owner_labels(const Owner& o) {
+  std::string s = fmt::format("kind=\"{}\",owner=\"{}\"", to_string(o.kind), escape_label_value(o.name));
+  const std::pair<const char*, const std::string*> extra[] = {{"namespace", &o.pod_namespace},
+                                                              {"pod", &o.pod},
+                                                              {"container", &o.container},
+                                                              {"slurm_job", &o.slurm_job},
+                                                              {"user", &o.user}};
+  for (const auto& [name, value] : extra)
+    if (!value->empty()) s += fmt::format(",{}=\"{}\"", name, escape_label_value(*value));
+  return s;
+}
+
+template <class Fn>
+void per_device(Family& f, const Snapshot& s, const char* name, Fn value) {
+  for (const auto& d : s.devices)
+    if (auto v = value(d)) f.add(fmt::format("{}{{{}}} {}\n", name, device_labels(d), *v));
+}
+
+}  // namespace
+
+std::string render_metrics(const Snapshot& s) {
+  Family f;
+  using Opt = std::optional<std::string>;
+  auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == DeviceState::ok; };
+
+  f.head("gpumeter_gpu_up", "gauge", "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
+  per_device(f, s, "gpumeter_gpu_up", [&](const DeviceView& d) -> Opt {
+    if (!d.last) return std::nullopt;
+    return d.last->state == DeviceState::ok ? "1" : "0";
+  });
+  f.head("gpumeter_gpu_price_usd_per_hour", "gauge", "Price of one GPU-hour of this device, labelled with where it came from.");
+  for (const auto& d : s.devices)
+    if (d.price)
+      f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
+                         price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
+  f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
+  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price ? Opt(usd(d.cost)) : std::nullopt;
+  });
+  f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
+         "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
+  per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price && d.caps.utilization ? Opt(usd(d.idle_cost)) : std::nullopt;
+  });
+  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter", "Cost of intervals with no process on the GPU, in USD.");
+  per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price ? Opt(usd(d.unallocated_cost)) : std::nullopt;
+  });
+  f.head("gpumeter_gpu_energy_joules_total", "counter", "Energy used by the GPU since metering began, in joules.");
+  per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
+    return d.energy_known ? Opt(number(d.energy_j)) : std::nullopt;
+  });
+  f.head("gpumeter_gpu_utilization_ratio", "gauge", "Fraction of the last sample period in which a kernel ran (0-1).");
+  per_device(f, s, "gpumeter_gpu_utilization_ratio", [&](const DeviceView& d) -> Opt {
+    if (!sample_ok(d) || !d.last->utilization_pct) return std::nullopt;
+    return number(*d.last->utilization_pct / 100.0);
+  });
+  f.head("gpumeter_gpu_memory_used_bytes", "gauge", "GPU memory in use, in bytes.");
+  per_device(f, s, "gpumeter_gpu_memory_used_bytes", [&](const DeviceView& d) -> Opt {
+    if (!sample_ok(d) || !d.last->memory_used_bytes) return std::nullopt;
+    return std::to_string(*d.last->memory_used_bytes);
+  });
+  f.head("gpumeter_gpu_memory_total_bytes", "gauge", "GPU memory size, in bytes.");
+  per_device(f, s, "gpumeter_gpu_memory_total_bytes", [](const DeviceView& d) -> Opt {
+    return d.info.memory_total_bytes ? Opt(std::to_string(*d.info.memory_total_bytes)) : std::nullopt;
+  });
+  f.head("gpumeter_gpu_power_watts", "gauge", "GPU power draw, in watts.");
+  per_device(f, s, "gpumeter_gpu_power_watts", [&](const DeviceView& d) -> Opt {
+    if (!sample_ok(d) || !d.last->power_mw) return std::nullopt;
+    return number(*d.last->power_mw / 1000.0);
+  });
+  f.head("gpumeter_gpu_temperature_celsius", "gauge", "GPU core temperature, in degrees Celsius.");
+  per_device(f, s, "gpumeter_gpu_temperature_celsius", [&](const DeviceView& d) -> Opt {
+    if (!sample_ok(d) || !d.last->temperature_c) return std::nullopt;
+    return std::to_string(*d.last->temperature_c);
+  });
+  f.head("gpumeter_gpu_processes", "gauge", "Processes on the GPU at the last sample.");
+  per_device(f, s, "gpumeter_gpu_processes", [&](const DeviceView& d) -> Opt {
+    if (!sample_ok(d) || !d.caps.processes) return std::nullopt;
+    return std::to_string(d.last->processes.size());
+  });
+
+  bool any_mig = false;
+  for (const auto& d : s.devices) any_mig = any_mig || !d.mig.empty();
+  if (any_mig) {
+    f.head("gpumeter_mig_price_usd_per_hour", "gauge", "Price of a MIG instance per hour: the board price times its slice fraction.");
+    for (const auto& d : s.devices)
+      for (const auto& m : d.mig)
+        f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
+                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                           usd(m.micros_per_hour)));
+    f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
+    for (const auto& d : s.devices)
+      for (const auto& m : d.mig)
+        f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
+                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                           usd(m.cost)));
+  }
+
+  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy) {
+    f.head(name, "counter", help);
+    for (const auto& d : s.devices) {
+      if ((needs_price && !d.price) || (needs_energy && !d.energy_known)) continue;
+      for (const auto& [key, oc] : d.owners) {
+        auto it = s.owners.find(key);
+        if (it == s.owners.end()) continue;
+        f.add(fmt::format("{}{{{},{}}} {}\n", name, device_labels(d), owner_labels(it->second), value(oc)));
+      }
+    }
+  };
+  owner_family("gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
+               [](const OwnerCounters& c) { return usd(c.cost); }, true, false);
+  owner_family("gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
+               [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
+  owner_family("gpumeter_owner_gpu_seconds_total",
+               "Device-seconds attributed to an owner on a GPU (its share of each interval).",
+               [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
+  return f.out;
+}
+
+std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
+  Family f;
+  auto head = [&f](const char* name, const char* type, const char* help) {
+    f.out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  head("gpumeter_agent_collections_total", "counter", "Collection intervals completed.");
+  f.out += fmt::format("gpumeter_agent_collections_total {}\n", self.collections);
+  head("gpumeter_agent_collection_duration_seconds", "gauge", "Duration of the last collection, in seconds.");
+  f.out += fmt::format("gpumeter_agent_collection_duration_seconds {}\n", number(self.last_collection_s));
+  head("gpumeter_agent_collection_seconds_total", "counter", "Time spent collecting, in seconds.");
+  f.out += fmt::format("gpumeter_agent_collection_seconds_total {}\n", number(self.collection_seconds_total));
+  head("gpumeter_agent_scrapes_total", "counter", "Scrapes of /metrics served.");
+  f.out += fmt::format("gpumeter_agent_scrapes_total {}\n", self.scrapes);
+  head("gpumeter_agent_owners", "gauge", "Owner identities exposed (bounded by --max-owners).");
+  f.out += fmt::format("gpumeter_agent_owners {}\n", owners);
+  head("gpumeter_agent_state_write_errors_total", "counter", "Failed writes of the state file.");
+  f.out += fmt::format("gpumeter_agent_state_write_errors_total {}\n", self.state_write_errors);
+  head("gpumeter_agent_start_time_seconds", "gauge", "Unix time the agent started, in seconds.");
+  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n", number(static_cast<double>(self.started_unix_ms) / 1000.0));
+  return f.out;
+}
+
+std::string render_owners_json(const Snapshot& s) {
+  using nlohmann::json;
+  json devices = json::array();
+  std::map<std::string, json> owners;
+  for (const auto& d : s.devices) {
+    json dj = {{"gpu", d.info.index}, {"uuid", d.info.uuid}, {"model", d.info.name}};
+    dj["up"] = d.last ? json(d.last->state == DeviceState::ok) : json(nullptr);
+    dj["state"] = d.last ? json(to_string(d.last->state)) : json(nullptr);
+    dj["price_usd_per_hour"] = d.price ? json(d.price->usd_per_gpu_hour()) : json(nullptr);
+    dj["price_source"] = d.price ? json(d.price->source) : json(nullptr);
+    dj["cost_usd"] = d.price ? json(micros_to_usd(d.cost)) : json(nullptr);
+    dj["unallocated_cost_usd"] = d.price ? json(micros_to_usd(d.unallocated_cost)) : json(nullptr);
+    dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
+    dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
+    const bool ok = d.last && d.last->state == DeviceState::ok;
+    dj["utilization_ratio"] = ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
+    dj["memory_used_bytes"] = ok && d.last->memory_used_bytes ? json(*d.last->memory_used_bytes) : json(nullptr);
+    dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
+    dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
+    devices.push_back(dj);
+    for (const auto& [key, oc] : d.owners) {
+      auto it = s.owners.find(key);
+      if (it == s.owners.end()) continue;
+      json& oj = owners[key];
+      if (oj.is_null()) {
+        const Owner& o = it->second;
+        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0}, {"usd_per_hour", 0.0},
+              {"energy_j", 0.0}, {"gpu_seconds", 0.0}, {"gpus", json::array()}};
+        const std::pair<const char*, const std::string*> extra[] = {
+            {"namespace", &o.pod_namespace}, {"pod", &o.pod}, {"container", &o.container},
+            {"slurm_job", &o.slurm_job}, {"user", &o.user}};
+        for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
+      }
+      if (d.price) oj["cost_usd"] = oj["cost_usd"].get<double>() + micros_to_usd(oc.cost);
+      if (d.price && oc.last_interval_s > 0)
+        oj["usd_per_hour"] = oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
+      oj["energy_j"] = oj["energy_j"].get<double>() + oc.energy_j;
+      oj["gpu_seconds"] = oj["gpu_seconds"].get<double>() + oc.gpu_seconds;
+      oj["gpus"].push_back(d.info.index);
+    }
+  }
+  json list = json::array();
+  for (auto& [k, v] : owners) list.push_back(std::move(v));
+  std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
+    return a["cost_usd"].get<double>() > b["cost_usd"].get<double>();
+  });
+  json root = {{"devices", devices}, {"owners", list}, {"collections", s.self.collections}};
+  return root.dump();
+}
+
+}  // namespace gm::agent

@@ -1,0 +1,242 @@
+// HTTP(S) server of the agent (cpp-httplib) and the exporter-toolkit web-config subset.
+#include <crypt.h>
+#include <httplib.h>
+
+#include <cstring>
+#include <vector>
+
+#include "agent/agent.h"
+#include "sys/proc.h"
+#include "util/embedded.h"
+#include "util/units.h"
+
+namespace gm::agent {
+
+namespace {
+
+std::string unquote(std::string_view v) {
+  v = trim(v);
+  if (v.size() >= 2 && ((v.front() == '"' && v.back() == '"') || (v.front() == '\'' && v.back() == '\'')))
+    return std::string(v.substr(1, v.size() - 2));
+  // A trailing comment on an unquoted scalar.
+  const auto hash = v.find(" #");
+  if (hash != std::string_view::npos) v = trim(v.substr(0, hash));
+  return std::string(v);
+}
+
+std::string absolute(const std::string& base_dir, const std::string& p) {
+  if (p.empty() || p.front() == '/') return p;
+  return base_dir + "/" + p;
+}
+
+}  // namespace
+
+Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name, const std::string& base_dir) {
+  WebConfig cfg;
+  std::string section;
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  auto err = [&](const std::string& what) {
+    return make_error(ErrorKind::usage, file_name + ":" + std::to_string(line_no) + ": " + what);
+  };
+  while (pos <= yaml.size()) {
+    auto end = yaml.find('\n', pos);
+    if (end == std::string_view::npos) end = yaml.size();
+    std::string_view line = yaml.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::string_view content = trim(line);
+    if (content.empty() || content.front() == '#' || content == "---") continue;
+    if (line.find('\t') != std::string_view::npos) return err("tabs are not allowed in YAML indentation");
+    const std::size_t indent = line.find_first_not_of(' ');
+    const auto colon = content.find(':');
+    if (colon == std::string_view::npos) return err("expected 'key: value'");
+    const std::string key = unquote(content.substr(0, colon));
+    const std::string value = unquote(content.substr(colon + 1));
+    if (indent == 0) {
+      if (key != "tls_server_config" && key != "basic_auth_users" && key != "http_server_config")
+        return err("unsupported key '" + key + "' (supported: tls_server_config, basic_auth_users)");
+      if (!value.empty() && value != "{}" && value != "null") return err("'" + key + "' must be a mapping");
+      section = key;
+      continue;
+    }
+    if (section.empty()) return err("indented key '" + key + "' outside a section");
+    if (section == "tls_server_config") {
+      if (key == "cert_file") cfg.cert_file = absolute(base_dir, value);
+      else if (key == "key_file") cfg.key_file = absolute(base_dir, value);
+      else return err("unsupported tls_server_config key '" + key + "' (supported: cert_file, key_file)");
+    } else if (section == "basic_auth_users") {
+      if (value.empty()) return err("user '" + key + "' has no password hash");
+      if (value.rfind("$2", 0) != 0) return err("user '" + key + "': password must be a bcrypt hash ($2y$...)");
+      cfg.basic_auth_users[key] = value;
+    } else {
+      return err("http_server_config is not supported");
+    }
+  }
+  if (cfg.cert_file.empty() != cfg.key_file.empty())
+    return make_error(ErrorKind::usage, file_name + ": tls_server_config needs both cert_file and key_file");
+  return cfg;
+}
+
+Result<WebConfig> load_web_config(const std::string& path) {
+  auto text = read_small_file(path);
+  if (!text) return make_error(ErrorKind::usage, "--web-config " + path + ": cannot read the file");
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  auto cfg = parse_web_config(*text, path, dir);
+  if (!cfg) return cfg;
+  for (const std::string* f : {&cfg->cert_file, &cfg->key_file})
+    if (!f->empty() && !read_small_file(*f))
+      return make_error(ErrorKind::usage, "--web-config " + path + ": cannot read " + *f);
+  return cfg;
+}
+
+bool verify_password(const std::string& password, const std::string& hash) {
+  crypt_data data;
+  std::memset(&data, 0, sizeof data);
+  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
+  if (!out || out[0] == '*') return false;
+  // Constant-time comparison of equal-length strings.
+  const std::size_t n = std::strlen(out);
+  if (n != hash.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(out[i] ^ hash[i]);
+  return diff == 0;
+}
+
+Result<ServeOptions> parse_listen(std::string_view text) {
+  ServeOptions o;
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': expected HOST:PORT");
+  std::string host(text.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (!host.empty()) o.host = host;
+  const std::string port(text.substr(colon + 1));
+  int p = -1;
+  try {
+    std::size_t used = 0;
+    p = std::stoi(port, &used);
+    if (used != port.size()) p = -1;
+  } catch (...) {
+    p = -1;
+  }
+  if (p < 0 || p > 65535) return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': bad port '" + port + "'");
+  o.port = p;
+  return o;
+}
+
+namespace {
+
+const char* kLivePage = R"HTML(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>gpumeter agent</title>
+<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+h1{font-size:1.3em}.down{color:#b00}</style></head>
+<body><h1>gpumeter agent</h1><p><a href="metrics">/metrics</a> · <a href="api/v1/owners">/api/v1/owners</a></p>
+<h2>GPUs</h2><table id="d"><thead><tr><th>GPU</th><th>model</th><th>state</th><th>util</th><th>power</th><th>$/h</th><th>$ so far</th><th>unallocated $</th></tr></thead><tbody></tbody></table>
+<h2>Owners</h2><table id="o"><thead><tr><th>kind</th><th>owner</th><th>namespace</th><th>user</th><th>GPUs</th><th>$/h now</th><th>$ so far</th><th>energy</th></tr></thead><tbody></tbody></table>
+<script>
+function esc(s){return s==null?'':String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
+function usd(v){return v==null?'n/a':'$'+v.toFixed(v<1?4:2)}
+function row(cells){return '<tr>'+cells.map(c=>c[1]?'<td class="n">'+c[0]+'</td>':'<td>'+c[0]+'</td>').join('')+'</tr>'}
+async function tick(){try{const r=await fetch('api/v1/owners');const j=await r.json();
+document.querySelector('#d tbody').innerHTML=j.devices.map(d=>row([[d.gpu],[esc(d.model)],[d.up?'ok':'<span class="down">'+esc(d.state)+'</span>'],
+[d.utilization_ratio==null?'n/a':Math.round(d.utilization_ratio*100)+' %',1],[d.power_w==null?'n/a':d.power_w.toFixed(0)+' W',1],
+[usd(d.price_usd_per_hour),1],[usd(d.cost_usd),1],[usd(d.unallocated_cost_usd),1]])).join('');
+document.querySelector('#o tbody').innerHTML=j.owners.map(o=>row([[esc(o.kind)],[esc(o.owner)],[esc(o.namespace)],[esc(o.user)],[o.gpus.join(',')],
+[usd(o.usd_per_hour),1],[usd(o.cost_usd),1],[(o.energy_j/3.6e6).toFixed(4)+' kWh',1]])).join('');}catch(e){}}
+tick();setInterval(tick,2000);
+</script></body></html>
+)HTML";
+
+std::optional<std::string> base64_decode(std::string_view in) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  std::string out;
+  unsigned buf = 0;
+  int bits = 0;
+  for (char c : in) {
+    if (c == '=') break;
+    const int v = val(c);
+    if (v < 0) return std::nullopt;
+    buf = (buf << 6) | static_cast<unsigned>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((buf >> bits) & 0xFF);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  std::unique_ptr<httplib::Server> server;
+};
+
+Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+  if (options_.web && !options_.web->cert_file.empty())
+    impl_->server = std::make_unique<httplib::SSLServer>(options_.web->cert_file.c_str(), options_.web->key_file.c_str());
+  else
+    impl_->server = std::make_unique<httplib::Server>();
+  auto& srv = *impl_->server;
+  srv.set_keep_alive_max_count(1000);
+  if (options_.web && !options_.web->basic_auth_users.empty()) {
+    const auto users = options_.web->basic_auth_users;
+    srv.set_pre_routing_handler([users](const httplib::Request& req, httplib::Response& res) {
+      const std::string auth = req.get_header_value("Authorization");
+      if (auth.rfind("Basic ", 0) == 0) {
+        if (auto cred = base64_decode(trim(std::string_view(auth).substr(6)))) {
+          const auto colon = cred->find(':');
+          if (colon != std::string::npos) {
+            auto it = users.find(cred->substr(0, colon));
+            if (it != users.end() && verify_password(cred->substr(colon + 1), it->second))
+              return httplib::Server::HandlerResponse::Unhandled;
+          }
+        }
+      }
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"gpumeter\"");
+      res.set_content("Unauthorized\n", "text/plain");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+  }
+  srv.Get("/metrics", [&collector](const httplib::Request&, httplib::Response& res) {
+    res.set_content(collector.exposition(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  srv.Get("/api/v1/owners", [&collector](const httplib::Request&, httplib::Response& res) {
+    res.set_content(collector.owners_json(), "application/json");
+  });
+  srv.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kLivePage, "text/html; charset=utf-8"); });
+}
+
+Server::~Server() = default;
+
+Result<void> Server::bind() {
+  auto& srv = *impl_->server;
+  if (!srv.is_valid()) return make_error(ErrorKind::usage, "TLS: cannot load the certificate or key of the web config");
+  if (options_.port == 0) {
+    port_ = srv.bind_to_any_port(options_.host);
+    if (port_ <= 0) return make_error(ErrorKind::unavailable, "--listen " + options_.host + ":0: cannot bind");
+  } else {
+    if (!srv.bind_to_port(options_.host, options_.port))
+      return make_error(ErrorKind::unavailable,
+                        "--listen " + options_.host + ":" + std::to_string(options_.port) + ": cannot bind (in use?)");
+    port_ = options_.port;
+  }
+  return ok_result();
+}
+
+void Server::listen() { impl_->server->listen_after_bind(); }
+
+void Server::stop() { impl_->server->stop(); }
+
+}  // namespace gm::agent

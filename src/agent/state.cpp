@@ -1,0 +1,132 @@
+// The state file: counters that continue across agent restarts. JSON, written to a temp file and renamed.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+#include "sys/proc.h"
+
+namespace gm::agent {
+
+namespace {
+using nlohmann::json;
+
+json owner_to_json(const Owner& o) {
+  return {{"kind", to_string(o.kind)}, {"name", o.name},          {"namespace", o.pod_namespace},
+          {"pod", o.pod},              {"pod_uid", o.pod_uid},    {"container", o.container},
+          {"container_id", o.container_id}, {"slurm_job", o.slurm_job}, {"user", o.user}};
+}
+
+Owner owner_from_json(const json& j) {
+  Owner o;
+  const std::string kind = j.at("kind").get<std::string>();
+  for (OwnerKind k : {OwnerKind::pod, OwnerKind::container, OwnerKind::slurm_job, OwnerKind::user, OwnerKind::process,
+                      OwnerKind::unresolved, OwnerKind::other})
+    if (kind == to_string(k)) o.kind = k;
+  o.name = j.at("name").get<std::string>();
+  o.pod_namespace = j.value("namespace", "");
+  o.pod = j.value("pod", "");
+  o.pod_uid = j.value("pod_uid", "");
+  o.container = j.value("container", "");
+  o.container_id = j.value("container_id", "");
+  o.slurm_job = j.value("slurm_job", "");
+  o.user = j.value("user", "");
+  return o;
+}
+}  // namespace
+
+Result<void> Collector::save_state() const {
+  json devs = json::object();
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& d : devices_) {
+      json owners = json::array();
+      for (const auto& [key, oc] : d.owners) {
+        auto it = owners_.find(key);
+        const Owner o = it != owners_.end() ? it->second : other_owner();
+        owners.push_back({{"owner", owner_to_json(o)},
+                          {"cost_micros", oc.cost},
+                          {"energy_j", oc.energy_j},
+                          {"gpu_seconds", oc.gpu_seconds}});
+      }
+      json mig = json::object();
+      for (const auto& m : d.mig) mig[m.instance.uuid] = m.cost;
+      devs[d.info.uuid] = {{"cost_micros", d.cost},       {"idle_cost_micros", d.idle_cost},
+                           {"unallocated_cost_micros", d.unallocated_cost},
+                           {"energy_j", d.energy_j},      {"seconds", d.seconds},
+                           {"owners", owners},            {"mig_cost_micros", mig}};
+    }
+  }
+  const std::string text = json{{"format", "gpumeter-agent-state"}, {"version", 1}, {"devices", devs}}.dump(1);
+  const std::string& path = options_.state_path;
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error("--state " + path + ": cannot write " + tmp);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return make_error("--state " + path + ": write failed");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return make_error("--state " + path + ": fsync failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return make_error("--state " + path + ": rename failed");
+  }
+  return ok_result();
+}
+
+Result<void> Collector::load_state() {
+  const std::string& path = options_.state_path;
+  if (path.empty() || ::access(path.c_str(), F_OK) != 0) return ok_result();
+  auto text = read_small_file(path);
+  if (!text) return make_error("--state " + path + ": cannot read");
+  json j;
+  try {
+    j = json::parse(*text);
+    if (j.value("format", "") != "gpumeter-agent-state" || j.value("version", 0) != 1)
+      return make_error("--state " + path + ": not a gpumeter agent state file (format/version)");
+    std::lock_guard lock(mu_);
+    for (auto& d : devices_) {
+      if (!j["devices"].contains(d.info.uuid)) continue;  // a device new since the last run starts at 0
+      const json& dj = j["devices"][d.info.uuid];
+      d.cost = dj.at("cost_micros").get<MicroUsd>();
+      d.idle_cost = dj.at("idle_cost_micros").get<MicroUsd>();
+      d.unallocated_cost = dj.at("unallocated_cost_micros").get<MicroUsd>();
+      d.energy_j = dj.at("energy_j").get<double>();
+      d.seconds = dj.value("seconds", 0.0);
+      for (auto& m : d.mig)
+        if (dj.contains("mig_cost_micros") && dj["mig_cost_micros"].contains(m.instance.uuid))
+          m.cost = dj["mig_cost_micros"][m.instance.uuid].get<MicroUsd>();
+      for (const json& oj : dj.at("owners")) {
+        const Owner o = owner_from_json(oj.at("owner"));
+        std::string key = o.key();
+        if (o.kind != OwnerKind::other) {
+          if (!owners_.count(key) && owners_.size() >= options_.max_owners) key = other_owner().key();
+          else {
+            owners_[key] = o;
+            owner_seen_ns_[key] = clock_.monotonic_ns();
+          }
+        }
+        OwnerCounters& oc = d.owners[key];
+        oc.cost += oj.at("cost_micros").get<MicroUsd>();
+        oc.energy_j += oj.at("energy_j").get<double>();
+        oc.gpu_seconds += oj.at("gpu_seconds").get<double>();
+      }
+    }
+  } catch (const json::exception& e) {
+    return make_error("--state " + path + ": " + e.what());
+  }
+  return ok_result();
+}
+
+}  // namespace gm::agent

@@ -1,0 +1,273 @@
+#include "sys/owner.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <vector>
+
+namespace gm {
+
+const char* to_string(OwnerKind kind) {
+  switch (kind) {
+    case OwnerKind::pod: return "pod";
+    case OwnerKind::container: return "container";
+    case OwnerKind::slurm_job: return "slurm_job";
+    case OwnerKind::user: return "user";
+    case OwnerKind::process: return "process";
+    case OwnerKind::other: return "other";
+    case OwnerKind::unresolved: break;
+  }
+  return "unresolved";
+}
+
+std::string Owner::key() const {
+  std::string k = to_string(kind);
+  for (const std::string* s : {&name, &pod_namespace, &pod, &container, &slurm_job, &user}) {
+    k += '\x1f';
+    k += *s;
+  }
+  return k;
+}
+
+namespace {
+
+bool is_hex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+}
+bool is_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+}
+std::optional<std::uint32_t> to_u32(std::string_view s) {
+  std::uint32_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+// A pod UID: 36 characters, hex and dashes (cgroupfs) or underscores (systemd).
+std::optional<std::string> as_pod_uid(std::string_view s) {
+  if (s.size() != 36) return std::nullopt;
+  std::string out(s);
+  for (char& c : out) {
+    if (c == '_') c = '-';
+    if (c != '-' && !std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  return out;
+}
+bool strip_suffix(std::string_view& s, std::string_view suffix) {
+  if (s.size() < suffix.size() || s.substr(s.size() - suffix.size()) != suffix) return false;
+  s.remove_suffix(suffix.size());
+  return true;
+}
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t pos = 0;
+  while (pos <= s.size()) {
+    auto end = s.find(sep, pos);
+    if (end == std::string_view::npos) end = s.size();
+    if (end > pos) out.push_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+void parse_path(std::string_view path, CgroupFacts& f) {
+  const auto parts = split(path, '/');
+  bool slurm = false;
+  for (std::string_view c : parts) {
+    if (starts_with(c, "slurm")) slurm = true;  // slurm, slurm_<node>, slurmstepd.scope
+    // Kubernetes pod: cgroupfs "pod<uid>", systemd "kubepods-<qos>-pod<uid_>.slice".
+    if (starts_with(c, "pod")) {
+      if (auto uid = as_pod_uid(c.substr(3))) f.pod_uid = uid;
+    }
+    if (starts_with(c, "kubepods")) {
+      std::string_view v = c;
+      if (strip_suffix(v, ".slice")) {
+        const auto p = v.rfind("-pod");
+        if (p != std::string_view::npos)
+          if (auto uid = as_pod_uid(v.substr(p + 4))) f.pod_uid = uid;
+      }
+    }
+    // Containers: cgroupfs "<64 hex>" (docker, kubepods), systemd "<runtime>-<id>.scope".
+    if (c.size() == 64 && is_hex(c)) f.container_id = std::string(c);
+    {
+      std::string_view v = c;
+      if (strip_suffix(v, ".scope")) {
+        for (std::string_view runtime : {"docker-", "cri-containerd-", "crio-", "libpod-", "nerdctl-", "containerd-"}) {
+          if (starts_with(v, runtime) && !starts_with(v, "crio-conmon-")) {
+            const auto id = v.substr(runtime.size());
+            if (id.size() >= 12 && is_hex(id)) f.container_id = std::string(id);
+          }
+        }
+      }
+    }
+    // Slurm: /slurm/uid_1000/job_42/step_0 (v1), /system.slice/slurmstepd.scope/job_42/step_0 (v2).
+    if (slurm && starts_with(c, "job_") && is_digits(c.substr(4))) f.slurm_job = std::string(c.substr(4));
+    if (slurm && starts_with(c, "uid_")) f.slurm_uid = to_u32(c.substr(4));
+    // systemd login sessions: user.slice/user-1000.slice/session-3.scope.
+    {
+      std::string_view v = c;
+      if (starts_with(v, "user-") && strip_suffix(v, ".slice")) f.session_uid = to_u32(v.substr(5));
+    }
+  }
+}
+
+}  // namespace
+
+CgroupFacts parse_cgroup(std::string_view text) {
+  CgroupFacts f;
+  for (std::string_view line : split(text, '\n')) {
+    // hierarchy-ID:controller-list:path; the path may itself hold ':'.
+    const auto a = line.find(':');
+    if (a == std::string_view::npos) continue;
+    const auto b = line.find(':', a + 1);
+    if (b == std::string_view::npos) continue;
+    std::string_view path = line.substr(b + 1);
+    while (!path.empty() && (path.back() == '\r' || path.back() == ' ')) path.remove_suffix(1);
+    parse_path(path, f);
+  }
+  return f;
+}
+
+std::optional<std::uint64_t> stat_start_ticks(std::string_view stat) {
+  const auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // Fields after comm start at field 3 (state); starttime is field 22.
+  const auto fields = split(stat.substr(close + 1), ' ');
+  if (fields.size() < 20) return std::nullopt;
+  std::uint64_t v = 0;
+  const auto f = fields[19];
+  auto [p, ec] = std::from_chars(f.data(), f.data() + f.size(), v);
+  if (ec != std::errc{}) return std::nullopt;
+  return v;
+}
+
+OwnerResolver::OwnerResolver(OwnerOptions options) : options_(std::move(options)), proc_(options_.proc_root) {}
+
+std::string OwnerResolver::user_of(std::uint32_t uid) {
+  auto it = users_.find(uid);
+  if (it != users_.end()) return it->second;
+  return users_[uid] = user_name(uid);
+}
+
+std::optional<OwnerResolver::Pod> OwnerResolver::find_pod(const std::string& uid) {
+  DIR* d = opendir(options_.pod_log_root.c_str());
+  if (!d) return std::nullopt;
+  std::optional<Pod> found;
+  const std::string suffix = "_" + uid;
+  while (dirent* e = readdir(d)) {
+    std::string_view n = e->d_name;
+    if (!strip_suffix(n, suffix)) continue;
+    const auto us = n.find('_');  // namespaces and pod names cannot hold '_'
+    if (us == std::string_view::npos || us == 0 || us + 1 >= n.size()) continue;
+    found = Pod{std::string(n.substr(0, us)), std::string(n.substr(us + 1))};
+    break;
+  }
+  closedir(d);
+  return found;
+}
+
+std::optional<std::string> OwnerResolver::find_container_name(const Pod& pod, const std::string& container_id) {
+  // /var/log/containers/<pod>_<namespace>_<container>-<id>.log
+  if (DIR* d = opendir(options_.container_log_root.c_str())) {
+    std::optional<std::string> name;
+    const std::string prefix = pod.name + "_" + pod.pod_namespace + "_";
+    const std::string suffix = "-" + container_id + ".log";
+    while (dirent* e = readdir(d)) {
+      std::string_view n = e->d_name;
+      if (!starts_with(n, prefix) || !strip_suffix(n, suffix)) continue;
+      n.remove_prefix(prefix.size());
+      if (!n.empty()) name = std::string(n);
+      break;
+    }
+    closedir(d);
+    if (name) return name;
+  }
+  return std::nullopt;
+}
+
+Owner OwnerResolver::resolve(std::uint32_t pid) {
+  const std::string dir = options_.proc_root + "/" + std::to_string(pid);
+  const auto stat = read_small_file(dir + "/stat");
+  if (!stat) {
+    Owner o;
+    o.kind = OwnerKind::unresolved;
+    o.name = "unresolved";
+    return o;
+  }
+  const auto start = stat_start_ticks(*stat).value_or(0);
+  auto it = cache_.find(pid);
+  if (it != cache_.end() && it->second.start_ticks == start) {
+    it->second.seen = true;
+    return it->second.owner;
+  }
+  const auto info = proc_.read(pid);
+  Owner o;
+  if (!info) {
+    o.name = "unresolved";
+    return o;
+  }
+  const CgroupFacts f = parse_cgroup(info->cgroup);
+  std::optional<std::uint32_t> uid = info->uid;
+  if (f.pod_uid) {
+    o.kind = OwnerKind::pod;
+    o.pod_uid = *f.pod_uid;
+    const auto pod = find_pod(*f.pod_uid);
+    if (pod) {
+      o.pod_namespace = pod->pod_namespace;
+      o.pod = pod->name;
+    } else {
+      o.pod = "pod-" + *f.pod_uid;
+    }
+    if (f.container_id) {
+      o.container_id = *f.container_id;
+      if (pod) o.container = find_container_name(*pod, *f.container_id).value_or("");
+      if (o.container.empty()) o.container = f.container_id->substr(0, 12);
+    }
+    o.name = o.pod_namespace.empty() ? o.pod : o.pod_namespace + "/" + o.pod;
+  } else if (f.container_id) {
+    o.kind = OwnerKind::container;
+    o.container_id = *f.container_id;
+    o.container = f.container_id->substr(0, 12);
+    o.name = o.container;
+  } else {
+    std::optional<std::string> job = f.slurm_job;
+    // proctrack/linuxproc and similar set-ups leave no cgroup trace; the job's environment names it.
+    if (!job) {
+      auto env = proc_.environ_var(pid, "SLURM_JOB_ID");
+      if (env && is_digits(*env)) job = env;
+    }
+    if (job) {
+      o.kind = OwnerKind::slurm_job;
+      o.slurm_job = *job;
+      o.name = *job;
+      if (f.slurm_uid) uid = f.slurm_uid;
+    } else if (f.session_uid) {
+      o.kind = OwnerKind::user;
+      uid = f.session_uid;
+    } else {
+      o.kind = OwnerKind::process;
+      o.name = info->comm.empty() ? "pid-" + std::to_string(pid) : info->comm;
+    }
+  }
+  if (uid) o.user = user_of(*uid);
+  if (o.kind == OwnerKind::user) o.name = o.user;
+  cache_[pid] = Cached{start, o, true};
+  return o;
+}
+
+void OwnerResolver::end_interval() {
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (!it->second.seen) {
+      it = cache_.erase(it);
+    } else {
+      it->second.seen = false;
+      ++it;
+    }
+  }
+}
+
+}  // namespace gm

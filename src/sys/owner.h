@@ -1,0 +1,87 @@
+#pragma once
+// Owner attribution: which container, Kubernetes pod, Slurm job or user a process belongs to, from
+// /proc/PID/cgroup (cgroup v1 and v2, cgroupfs and systemd drivers), the kubelet's log layout for pod
+// names, and the process environment (SLURM_JOB_ID) where the cgroup says nothing. Bare processes are
+// named by their executable name (/proc/PID/comm) only, never by their command line.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sys/proc.h"
+
+namespace gm {
+
+/// What kind of owner a process has.
+enum class OwnerKind { pod, container, slurm_job, user, process, unresolved, other };
+/// "pod", "container", "slurm_job", "user", "process", "unresolved", "other" (owners beyond the exposed set).
+const char* to_string(OwnerKind kind);
+
+/// The owner of a process. Empty strings mean "not known".
+struct Owner {
+  OwnerKind kind = OwnerKind::unresolved;
+  std::string name;            ///< the `owner` label: "ns/pod", container id (12 hex), job id, user, comm
+  std::string pod_namespace;   ///< Kubernetes namespace
+  std::string pod;             ///< Kubernetes pod name (or "pod-<uid>" when the name cannot be found)
+  std::string pod_uid;
+  std::string container;       ///< container name (Kubernetes) or short container id
+  std::string container_id;    ///< full container id
+  std::string slurm_job;
+  std::string user;            ///< user name (or numeric uid when unknown to this machine)
+  /// A stable key for maps: kind and every label.
+  std::string key() const;
+};
+
+/// What cgroup paths say, before names are looked up.
+struct CgroupFacts {
+  std::optional<std::string> pod_uid;        ///< with dashes
+  std::optional<std::string> container_id;   ///< 64-hex (or runtime's) id
+  std::optional<std::string> slurm_job;
+  std::optional<std::uint32_t> slurm_uid;
+  std::optional<std::uint32_t> session_uid;  ///< user-UID.slice
+};
+
+/// Parses the text of /proc/PID/cgroup (v1: many lines, v2: "0::/path").
+CgroupFacts parse_cgroup(std::string_view cgroup_text);
+
+/// Where owner lookups read from.
+struct OwnerOptions {
+  std::string proc_root = "/proc";
+  std::string pod_log_root = "/var/log/pods";          ///< <namespace>_<pod>_<uid>/<container>/
+  std::string container_log_root = "/var/log/containers";  ///< <pod>_<namespace>_<container>-<id>.log
+};
+
+/// Resolves PIDs to owners, caching by PID and process start time.
+class OwnerResolver {
+ public:
+  explicit OwnerResolver(OwnerOptions options = {});
+  /// The owner of `pid`; kind unresolved when /proc has no such process (e.g. another PID namespace).
+  Owner resolve(std::uint32_t pid);
+  /// Drops cache entries of PIDs not resolved since the previous call (call once per interval).
+  void end_interval();
+  const OwnerOptions& options() const { return options_; }
+
+ private:
+  struct Pod {
+    std::string pod_namespace, name;
+  };
+  std::optional<Pod> find_pod(const std::string& uid);
+  std::optional<std::string> find_container_name(const Pod& pod, const std::string& container_id);
+  std::string user_of(std::uint32_t uid);
+
+  struct Cached {
+    std::uint64_t start_ticks = 0;
+    Owner owner;
+    bool seen = true;
+  };
+  OwnerOptions options_;
+  ProcReader proc_;
+  std::map<std::uint32_t, Cached> cache_;
+  std::map<std::uint32_t, std::string> users_;
+};
+
+/// Start time (clock ticks since boot, field 22 of /proc/PID/stat) from the stat text; nullopt if malformed.
+std::optional<std::uint64_t> stat_start_ticks(std::string_view stat_text);
+
+}  // namespace gm

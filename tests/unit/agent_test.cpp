@@ -1,0 +1,303 @@
+// The agent's collector, exposition, state file and web config, on a StaticGpuBackend and a FakeClock.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "agent/agent.h"
+#include "support/support.h"
+
+namespace gm::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_file(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
+
+void add_proc(const std::string& root, std::uint32_t pid, const std::string& comm, const std::string& cgroup) {
+  const std::string dir = root + "/" + std::to_string(pid);
+  fs::create_directories(dir);
+  write_file(dir + "/stat", std::to_string(pid) + " (" + comm + ") S 1 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n");
+  write_file(dir + "/comm", comm + "\n");
+  write_file(dir + "/status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\n");
+  write_file(dir + "/cgroup", cgroup);
+}
+
+PriceQuote price(double usd_per_hour) {
+  PriceQuote q;
+  q.micros_per_gpu_hour = usd_to_micros(usd_per_hour);
+  q.origin = PriceOrigin::flag_price;
+  q.source = "--price";
+  return q;
+}
+
+DeviceSample busy_sample(unsigned index) {
+  DeviceSample s;
+  s.index = index;
+  s.utilization_pct = 75;
+  s.memory_used_bytes = 40ull << 30;
+  s.power_mw = 500000;
+  s.temperature_c = 65;
+  s.processes = {{100, 30ull << 30, 60}, {200, 10ull << 30, 20}, {300, 1ull << 30, std::nullopt}};
+  return s;
+}
+
+struct Fixture {
+  test::TempDir dir;
+  std::string proc = dir.path() + "/proc";
+  StaticGpuBackend backend;
+  FakeClock clock;
+  std::unique_ptr<OwnerResolver> resolver;
+
+  explicit Fixture(unsigned gpus = 1) {
+    fs::create_directories(proc);
+    add_proc(proc, 100, "python3", "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
+    add_proc(proc, 200, "python3", "4:memory:/slurm/uid_0/job_4242/step_0\n");
+    add_proc(proc, 300, "ollama", "0::/system.slice/ollama.service\n");
+    for (unsigned i = 0; i < gpus; ++i) {
+      DeviceInfo info;
+      info.index = i;
+      info.name = "NVIDIA H100 80GB HBM3";
+      info.uuid = "GPU-" + std::to_string(i);
+      info.memory_total_bytes = 80ull << 30;
+      backend.infos.push_back(info);
+      Capabilities c;
+      c.utilization = c.memory = c.power = c.temperature = c.processes = c.process_utilization = true;
+      backend.caps.push_back(c);
+      backend.samples.push_back(busy_sample(i));
+    }
+    resolver = std::make_unique<OwnerResolver>(OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+  }
+  std::vector<std::optional<PriceQuote>> prices(double usd) const {
+    return std::vector<std::optional<PriceQuote>>(backend.infos.size(), price(usd));
+  }
+};
+
+double metric_value(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+  ADD_FAILURE() << "no line starting with " << prefix;
+  return -1;
+}
+
+TEST(AgentExposition, EscapesLabelValues) {
+  EXPECT_EQ(escape_label_value(R"(a"b\c)" "\n" "d"), R"(a\"b\\c\nd)");
+  EXPECT_EQ(escape_label_value("plain ünïcode"), "plain ünïcode");
+}
+
+TEST(AgentCollector, SplitsEveryIntervalExactly) {
+  Fixture fx;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), AgentOptions{});
+  c.collect_once();  // baseline: no cost yet
+  for (int i = 0; i < 10; ++i) {
+    fx.clock.advance_ns(1'000'000'000 + i * 7'777'777);
+    if (i == 4) fx.backend.samples[0].processes.clear();  // an interval with nobody: unallocated
+    if (i == 5) fx.backend.samples[0] = busy_sample(0);
+    c.collect_once();
+  }
+  const Snapshot s = c.snapshot();
+  const DeviceView& d = s.devices.at(0);
+  MicroUsd owners = 0;
+  for (const auto& [k, oc] : d.owners) owners += oc.cost;
+  EXPECT_EQ(owners + d.unallocated_cost, d.cost);
+  // 3.6 $/h = 1000 micro-dollars per second; 10 s + 7.777777 ms × 45 = 10.35 s.
+  EXPECT_EQ(d.cost, 10349);
+  EXPECT_GT(d.unallocated_cost, 0);
+  EXPECT_EQ(s.owners.size(), 3u);
+  // SM shares 60:20, the process without an SM sample gets nothing.
+  bool saw_container = false, saw_job = false, saw_process = false;
+  for (const auto& [k, o] : s.owners) {
+    const auto& oc = d.owners.at(k);
+    const double allocated = static_cast<double>(d.cost - d.unallocated_cost);
+    if (o.kind == OwnerKind::container) {
+      saw_container = true;
+      EXPECT_NEAR(static_cast<double>(oc.cost), 0.75 * allocated, 2);
+    }
+    if (o.kind == OwnerKind::slurm_job) {
+      saw_job = true;
+      EXPECT_EQ(o.slurm_job, "4242");
+      EXPECT_NEAR(static_cast<double>(oc.cost), 0.25 * allocated, 2);
+    }
+    if (o.kind == OwnerKind::process) {
+      saw_process = true;
+      EXPECT_EQ(oc.cost, 0);
+    }
+  }
+  EXPECT_TRUE(saw_container && saw_job && saw_process);
+  const std::string text = c.exposition();
+  EXPECT_NEAR(metric_value(text, "gpumeter_gpu_cost_usd_total{"), 0.010349, 1e-12);
+  EXPECT_NE(text.find("kind=\"slurm_job\",owner=\"4242\",slurm_job=\"4242\",user=\"root\""), std::string::npos) << text;
+  EXPECT_NE(text.find("gpumeter_agent_scrapes_total 1\n"), std::string::npos);
+}
+
+TEST(AgentExposition, OmitsWhatTheHardwareCannotGive) {
+  Fixture fx;
+  fx.backend.caps[0].power = false;
+  fx.backend.caps[0].utilization = false;
+  DeviceSample& s = fx.backend.samples[0];
+  s.power_mw.reset();
+  s.temperature_c.reset();
+  s.utilization_pct.reset();
+  std::vector<std::optional<PriceQuote>> none(1);
+  Collector c(fx.backend, *fx.resolver, fx.clock, none, AgentOptions{});
+  c.collect_once();
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  const std::string text = render_metrics(c.snapshot());
+  for (const char* absent : {"gpumeter_gpu_power_watts", "gpumeter_gpu_temperature_celsius", "gpumeter_gpu_utilization_ratio",
+                             "gpumeter_gpu_energy_joules_total", "gpumeter_gpu_cost_usd_total", "gpumeter_gpu_price_usd_per_hour",
+                             "gpumeter_owner_cost_usd_total", "gpumeter_owner_energy_joules_total", "gpumeter_gpu_idle_cost"})
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent;
+  // Golden: what remains for this device, exactly.
+  const std::string labels = "{gpu=\"0\",uuid=\"GPU-0\",model=\"NVIDIA H100 80GB HBM3\"}";
+  EXPECT_NE(text.find("# TYPE gpumeter_gpu_up gauge\ngpumeter_gpu_up" + labels + " 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpumeter_gpu_memory_used_bytes" + labels + " 42949672960\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE gpumeter_owner_gpu_seconds_total counter\n"), std::string::npos);
+}
+
+TEST(AgentExposition, GoldenDeviceBlockWithEscapedModel) {
+  Fixture fx;
+  fx.backend.infos[0].name = "Weird \"GPU\"\\n\nX";
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(2.5), AgentOptions{});
+  c.collect_once();
+  fx.clock.advance_ns(2'000'000'000);
+  c.collect_once();
+  const std::string text = render_metrics(c.snapshot());
+  const std::string expected =
+      "# HELP gpumeter_gpu_up 1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.\n"
+      "# TYPE gpumeter_gpu_up gauge\n"
+      "gpumeter_gpu_up{gpu=\"0\",uuid=\"GPU-0\",model=\"Weird \\\"GPU\\\"\\\\n\\nX\"} 1\n"
+      "# HELP gpumeter_gpu_price_usd_per_hour Price of one GPU-hour of this device, labelled with where it came from.\n"
+      "# TYPE gpumeter_gpu_price_usd_per_hour gauge\n"
+      "gpumeter_gpu_price_usd_per_hour{gpu=\"0\",uuid=\"GPU-0\",model=\"Weird \\\"GPU\\\"\\\\n\\nX\",source=\"price_flag\"} 2.5\n"
+      "# HELP gpumeter_gpu_cost_usd_total Cost of the GPU since metering began, in USD.\n"
+      "# TYPE gpumeter_gpu_cost_usd_total counter\n"
+      "gpumeter_gpu_cost_usd_total{gpu=\"0\",uuid=\"GPU-0\",model=\"Weird \\\"GPU\\\"\\\\n\\nX\"} 0.001388\n";
+  EXPECT_EQ(text.substr(0, expected.size()), expected);
+}
+
+TEST(AgentCollector, LostDeviceIsDownAndStillCosts) {
+  Fixture fx;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), AgentOptions{});
+  c.collect_once();
+  DeviceSample lost;
+  lost.state = DeviceState::lost;
+  lost.error = "GPU_IS_LOST";
+  fx.backend.samples[0] = lost;
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  const std::string text = c.exposition();
+  EXPECT_NE(text.find("gpumeter_gpu_up{gpu=\"0\",uuid=\"GPU-0\",model=\"NVIDIA H100 80GB HBM3\"} 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("gpumeter_gpu_power_watts{"), std::string::npos);
+  EXPECT_NEAR(metric_value(text, "gpumeter_gpu_unallocated_cost_usd_total{"), 0.001, 1e-12);
+}
+
+TEST(AgentCollector, BoundedOwnersGoToOther) {
+  Fixture fx;
+  AgentOptions o;
+  o.max_owners = 2;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  c.collect_once();
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  const Snapshot s = c.snapshot();
+  EXPECT_EQ(s.owners.size(), 3u);  // two owners + other
+  const DeviceView& d = s.devices[0];
+  EXPECT_TRUE(d.owners.count(other_owner().key()));
+  MicroUsd sum = 0;
+  for (const auto& [k, oc] : d.owners) sum += oc.cost;
+  EXPECT_EQ(sum + d.unallocated_cost, d.cost);
+  EXPECT_NE(c.exposition().find("kind=\"other\",owner=\"other\""), std::string::npos);
+}
+
+TEST(AgentCollector, StateFileContinuesCounters) {
+  Fixture fx;
+  AgentOptions o;
+  o.state_path = fx.dir.path() + "/agent.state";
+  MicroUsd before = 0;
+  {
+    Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+    ASSERT_TRUE(c.load_state());
+    c.collect_once();
+    fx.clock.advance_ns(5'000'000'000);
+    c.collect_once();
+    ASSERT_TRUE(c.save_state());
+    before = c.snapshot().devices[0].cost;
+  }
+  EXPECT_EQ(before, 5000);
+  EXPECT_FALSE(fs::exists(o.state_path + ".tmp"));
+  EXPECT_EQ(fs::status(o.state_path).permissions() & fs::perms::others_read, fs::perms::none);
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  ASSERT_TRUE(c.load_state());
+  c.collect_once();
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  const Snapshot s = c.snapshot();
+  EXPECT_EQ(s.devices[0].cost, 6000);
+  MicroUsd sum = 0;
+  for (const auto& [k, oc] : s.devices[0].owners) sum += oc.cost;
+  EXPECT_EQ(sum + s.devices[0].unallocated_cost, 6000);
+  write_file(o.state_path, "{not json");
+  Collector bad(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  const auto r = bad.load_state();
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find(o.state_path), std::string::npos);
+}
+
+TEST(AgentCollector, OwnersJson) {
+  Fixture fx(2);
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), AgentOptions{});
+  c.collect_once();
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  const auto j = nlohmann::json::parse(c.owners_json());
+  ASSERT_EQ(j["devices"].size(), 2u);
+  ASSERT_EQ(j["owners"].size(), 3u);
+  EXPECT_EQ(j["owners"][0]["kind"], "container");
+  EXPECT_EQ(j["owners"][0]["gpus"].size(), 2u);
+  EXPECT_NEAR(j["owners"][0]["usd_per_hour"].get<double>(), 2 * 3.6 * 0.75, 0.01);
+  EXPECT_TRUE(j["owners"][0]["slurm_job"].is_null());
+}
+
+TEST(AgentWebConfig, ParsesTlsAndUsers) {
+  const auto cfg = parse_web_config(
+      "# comment\ntls_server_config:\n  cert_file: server.crt\n  key_file: \"/etc/k.key\"\nbasic_auth_users:\n"
+      "  alice: $2b$04$psC21kNK63cC3cuY4Vb60.tPCaryZtpMd5bvoO1Ae1B2hJEnSnWG6\n",
+      "web.yml", "/etc/gm");
+  ASSERT_TRUE(cfg) << cfg.error().message;
+  EXPECT_EQ(cfg->cert_file, "/etc/gm/server.crt");
+  EXPECT_EQ(cfg->key_file, "/etc/k.key");
+  ASSERT_EQ(cfg->basic_auth_users.count("alice"), 1u);
+  EXPECT_TRUE(verify_password("s3cret", cfg->basic_auth_users.at("alice")));
+  EXPECT_FALSE(verify_password("wrong", cfg->basic_auth_users.at("alice")));
+  EXPECT_FALSE(verify_password("s3cret", "$2b$04$garbage"));
+}
+
+TEST(AgentWebConfig, ErrorsNameTheLine) {
+  const auto r = parse_web_config("tls_server_config:\n  cert_file: a\n  client_ca_file: x\n", "web.yml", ".");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("web.yml:3"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(parse_web_config("basic_auth_users:\n  bob: plaintext\n", "w", "."));
+  EXPECT_FALSE(parse_web_config("tls_server_config:\n  cert_file: a\n", "w", "."));
+  EXPECT_FALSE(parse_web_config("listen: 1\n", "w", "."));
+}
+
+TEST(AgentListen, ParsesAddresses) {
+  auto a = parse_listen(":9999");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "127.0.0.1");
+  EXPECT_EQ(a->port, 9999);
+  auto b = parse_listen("[::1]:80");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->host, "::1");
+  EXPECT_FALSE(parse_listen("localhost"));
+  EXPECT_FALSE(parse_listen("0.0.0.0:99999"));
+  EXPECT_FALSE(parse_listen("0.0.0.0:12x"));
+}
+
+}  // namespace
+}  // namespace gm::agent

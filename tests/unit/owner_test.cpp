@@ -1,0 +1,197 @@
+// Owner attribution from fake /proc trees: Docker, containerd, Kubernetes (cgroupfs and systemd, v1 and
+// v2), Slurm (v1 and v2), login users and bare processes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "support/support.h"
+#include "sys/owner.h"
+
+namespace gm {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kCid = "4f1c2a9e7b3d5c6e8f901a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d";
+const std::string kPodUid = "0d3c8b2e-1f4a-4b6c-9d8e-7a6b5c4d3e2f";
+
+void write_file(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
+
+void add_proc(const std::string& root, std::uint32_t pid, const std::string& comm, std::uint32_t uid,
+              const std::string& cgroup, std::uint64_t start_ticks = 100, const std::string& environ = "") {
+  const std::string dir = root + "/" + std::to_string(pid);
+  fs::create_directories(dir);
+  write_file(dir + "/stat", std::to_string(pid) + " (" + comm +
+                                             ") S 1 " + std::to_string(pid) +
+                                             " 0 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " +
+                                             std::to_string(start_ticks) + " 0 0\n");
+  write_file(dir + "/comm", comm + "\n");
+  write_file(dir + "/status", "Name:\t" + comm + "\nUid:\t" + std::to_string(uid) + "\t" +
+                                               std::to_string(uid) + "\t0\t0\n");
+  write_file(dir + "/cgroup", cgroup);
+  write_file(dir + "/cmdline", std::string("python3\0train.py\0--token=SECRET\0", 33));
+  if (!environ.empty()) write_file(dir + "/environ", environ);
+}
+
+TEST(CgroupParse, DockerCgroupfsV1) {
+  const auto f = parse_cgroup("12:memory:/docker/" + kCid + "\n11:pids:/docker/" + kCid + "\n");
+  ASSERT_TRUE(f.container_id);
+  EXPECT_EQ(*f.container_id, kCid);
+  EXPECT_FALSE(f.pod_uid);
+}
+
+TEST(CgroupParse, DockerSystemdV2) {
+  const auto f = parse_cgroup("0::/system.slice/docker-" + kCid + ".scope\n");
+  ASSERT_TRUE(f.container_id);
+  EXPECT_EQ(*f.container_id, kCid);
+}
+
+TEST(CgroupParse, KubernetesCgroupfsV1) {
+  const auto f = parse_cgroup("4:memory:/kubepods/burstable/pod" + kPodUid + "/" + kCid + "\n");
+  ASSERT_TRUE(f.pod_uid);
+  EXPECT_EQ(*f.pod_uid, kPodUid);
+  EXPECT_EQ(f.container_id.value_or(""), kCid);
+}
+
+TEST(CgroupParse, KubernetesSystemdV2) {
+  std::string uid_ = kPodUid;
+  for (char& c : uid_)
+    if (c == '-') c = '_';
+  const auto f = parse_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid_ +
+                              ".slice/cri-containerd-" + kCid + ".scope\n");
+  ASSERT_TRUE(f.pod_uid);
+  EXPECT_EQ(*f.pod_uid, kPodUid);
+  EXPECT_EQ(f.container_id.value_or(""), kCid);
+}
+
+TEST(CgroupParse, KubernetesGuaranteedSystemd) {
+  std::string uid_ = kPodUid;
+  for (char& c : uid_)
+    if (c == '-') c = '_';
+  const auto f = parse_cgroup("0::/kubepods.slice/kubepods-pod" + uid_ + ".slice/crio-" + kCid + ".scope\n");
+  EXPECT_EQ(f.pod_uid.value_or(""), kPodUid);
+  EXPECT_EQ(f.container_id.value_or(""), kCid);
+}
+
+TEST(CgroupParse, SlurmV1AndV2) {
+  const auto v1 = parse_cgroup("7:devices:/slurm/uid_1000/job_4242/step_0/task_0\n4:memory:/slurm/uid_1000/job_4242/step_0\n");
+  EXPECT_EQ(v1.slurm_job.value_or(""), "4242");
+  EXPECT_EQ(v1.slurm_uid.value_or(0), 1000u);
+  const auto node = parse_cgroup("4:memory:/slurm_node7/uid_1001/job_77/step_batch\n");
+  EXPECT_EQ(node.slurm_job.value_or(""), "77");
+  const auto v2 = parse_cgroup("0::/system.slice/slurmstepd.scope/job_9001/step_0/user/task_0\n");
+  EXPECT_EQ(v2.slurm_job.value_or(""), "9001");
+  EXPECT_FALSE(v2.container_id);
+}
+
+TEST(CgroupParse, JobOutsideSlurmIsNotAJob) {
+  EXPECT_FALSE(parse_cgroup("0::/system.slice/job_12.service\n").slurm_job);
+}
+
+TEST(CgroupParse, UserSessionAndGarbage) {
+  EXPECT_EQ(parse_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").session_uid.value_or(0), 1000u);
+  const auto g = parse_cgroup("garbage\n::\n0::/\n5:x:/pod123/docker-zz.scope\n");
+  EXPECT_FALSE(g.pod_uid);
+  EXPECT_FALSE(g.container_id);
+  EXPECT_FALSE(g.slurm_job);
+}
+
+TEST(StatStart, ParsesField22WithSpacesInComm) {
+  EXPECT_EQ(stat_start_ticks("12 (a b) c) S 1 12 0 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0").value_or(0),
+            555u);
+  EXPECT_FALSE(stat_start_ticks("12 (x) S 1"));
+}
+
+class OwnerResolverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    proc_ = dir_.path() + "/proc";
+    logs_ = dir_.path() + "/log";
+    fs::create_directories(proc_);
+    fs::create_directories(logs_ + "/pods/ml-team_trainer-0_" + kPodUid + "/pytorch");
+    fs::create_directories(logs_ + "/pods/ml-team_trainer-0_" + kPodUid + "/sidecar");
+    fs::create_directories(logs_ + "/containers");
+    write_file(logs_ + "/containers/trainer-0_ml-team_pytorch-" + kCid + ".log", "");
+  }
+  OwnerResolver resolver() {
+    return OwnerResolver(OwnerOptions{proc_, logs_ + "/pods", logs_ + "/containers"});
+  }
+  test::TempDir dir_;
+  std::string proc_, logs_;
+};
+
+TEST_F(OwnerResolverTest, KubernetesPodNamesFromKubeletLogs) {
+  add_proc(proc_, 100, "python3", 0, "0::/kubepods/burstable/pod" + kPodUid + "/" + kCid + "\n");
+  auto r = resolver();
+  const Owner o = r.resolve(100);
+  EXPECT_EQ(o.kind, OwnerKind::pod);
+  EXPECT_EQ(o.pod_namespace, "ml-team");
+  EXPECT_EQ(o.pod, "trainer-0");
+  EXPECT_EQ(o.container, "pytorch");
+  EXPECT_EQ(o.name, "ml-team/trainer-0");
+  EXPECT_EQ(o.pod_uid, kPodUid);
+}
+
+TEST_F(OwnerResolverTest, UnknownPodKeepsUid) {
+  const std::string other = "11111111-2222-3333-4444-555555555555";
+  add_proc(proc_, 101, "python3", 0, "0::/kubepods/pod" + other + "/" + kCid + "\n");
+  auto r = resolver();
+  const Owner o = r.resolve(101);
+  EXPECT_EQ(o.kind, OwnerKind::pod);
+  EXPECT_EQ(o.pod, "pod-" + other);
+  EXPECT_EQ(o.pod_namespace, "");
+  EXPECT_EQ(o.container, kCid.substr(0, 12));
+}
+
+TEST_F(OwnerResolverTest, DockerSlurmUserAndBareProcess) {
+  add_proc(proc_, 200, "python3", 0, "0::/system.slice/docker-" + kCid + ".scope\n");
+  add_proc(proc_, 300, "python3", 0, "4:memory:/slurm/uid_0/job_4242/step_0\n");
+  add_proc(proc_, 301, "torchrun", 0, "0::/system.slice/slurmd.service\n", 100,
+           std::string("HOME=/root\0SLURM_JOB_ID=515\0", 29));
+  add_proc(proc_, 400, "jupyter", 0, "0::/user.slice/user-0.slice/session-3.scope\n");
+  add_proc(proc_, 500, "ollama", 0, "0::/system.slice/ollama.service\n");
+  auto r = resolver();
+  const Owner docker = r.resolve(200);
+  EXPECT_EQ(docker.kind, OwnerKind::container);
+  EXPECT_EQ(docker.name, kCid.substr(0, 12));
+  EXPECT_EQ(docker.container_id, kCid);
+  const Owner job = r.resolve(300);
+  EXPECT_EQ(job.kind, OwnerKind::slurm_job);
+  EXPECT_EQ(job.slurm_job, "4242");
+  EXPECT_EQ(job.user, "root");
+  const Owner env_job = r.resolve(301);
+  EXPECT_EQ(env_job.kind, OwnerKind::slurm_job);
+  EXPECT_EQ(env_job.slurm_job, "515");
+  const Owner user = r.resolve(400);
+  EXPECT_EQ(user.kind, OwnerKind::user);
+  EXPECT_EQ(user.name, "root");
+  const Owner bare = r.resolve(500);
+  EXPECT_EQ(bare.kind, OwnerKind::process);
+  EXPECT_EQ(bare.name, "ollama");
+  EXPECT_EQ(bare.user, "root");
+  // Never the command line.
+  for (const Owner& o : {docker, job, env_job, user, bare})
+    EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
+}
+
+TEST_F(OwnerResolverTest, VanishedAndReusedPids) {
+  auto r = resolver();
+  const Owner gone = r.resolve(999);
+  EXPECT_EQ(gone.kind, OwnerKind::unresolved);
+  add_proc(proc_, 600, "python3", 0, "0::/system.slice/docker-" + kCid + ".scope\n", 100);
+  EXPECT_EQ(r.resolve(600).kind, OwnerKind::container);
+  r.end_interval();
+  // The PID is reused by another process (new start time): the cache must not answer the old owner.
+  fs::remove_all(proc_ + "/600");
+  add_proc(proc_, 600, "vllm", 0, "0::/system.slice/vllm.service\n", 200);
+  const Owner reused = r.resolve(600);
+  EXPECT_EQ(reused.kind, OwnerKind::process);
+  EXPECT_EQ(reused.name, "vllm");
+}
+
+}  // namespace
+}  // namespace gm
