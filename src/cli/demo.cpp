@@ -12,6 +12,7 @@
 
 #include "catalog/catalog.h"
 #include "cli/cli.h"
+#include "cli/plan_demo.h"
 #include "cli/trace_demo.h"
 #include "cli/common.h"
 #include "cli/run_support.h"
@@ -199,6 +200,9 @@ int cmd_demo(int argc, char** argv) {
       }
     trace_demo_section(trace_price, trace_source);
   }
+  std::printf("\n== Before renting: will it fit, where, how long, how much (`gpumeter plan`) ==\n");
+  std::fflush(stdout);
+  plan_demo_section(stdout);
   return rc == kExitGuardStop ? kExitOk : rc;
 }
 
