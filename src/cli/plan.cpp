@@ -367,7 +367,7 @@ int plan_demo_section(std::FILE* out) {
     return kExitFailure;
   }
   std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
-  std::fputs(render_plan_text(*result, 3, req.objective).c_str(), out);
+  std::fputs(render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
   return kExitOk;
 }
 

@@ -88,7 +88,7 @@ std::string plan_recommendation(const PlanResult& r) {
   return line;
 }
 
-std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objective objective) {
+std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objective objective, bool brief) {
   const plan::JobSpec& j = r.job;
   const plan::ModelSpec& m = j.model;
   std::string out;
@@ -119,7 +119,7 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
   for (const auto& v : r.verdicts)
     verdicts.row({v.gpu, gb(v.memory_bytes), std::to_string(v.parallel.gpus()), gb(v.memory.total_bytes),
                   gb(v.headroom_bytes), v.fits ? "yes" : "no"});
-  out += "\nGPU verdicts\n" + verdicts.render();
+  if (!brief) out += "\nGPU verdicts\n" + verdicts.render();
 
   TextTable t;
   t.header({"#", "provider", "region", "instance", "GPUs", "time", "cost", "$/1M tok", "score", "fits"},
@@ -148,6 +148,7 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
                        s.checkpoint_on_notice ? " (the interruption notice leaves time for a final checkpoint)" : "");
   }
   out += "\n" + plan_recommendation(r) + "\n";
+  if (brief) return out;
   out += "\nAssumptions\n";
   for (const auto& a : r.assumptions) out += fmt::format("  {} = {}  ({})\n", a.key, a.value, a.source);
   for (const auto& n : r.notes) out += fmt::format("Note: {}\n", n);

@@ -9,8 +9,9 @@ namespace gm::cli {
 /// The one-line recommendation (or why nothing fits).
 std::string plan_recommendation(const plan::PlanResult& result);
 /// The readable report: job, memory breakdown, GPU verdicts, the top `top` options, recommendation,
-/// assumptions.
-std::string render_plan_text(const plan::PlanResult& result, std::size_t top, plan::Objective objective);
+/// assumptions (`brief`: without the GPU verdicts and the assumptions).
+std::string render_plan_text(const plan::PlanResult& result, std::size_t top, plan::Objective objective,
+                             bool brief = false);
 /// The --json document (stable keys, units in the names; `null` for unknown figures).
 std::string render_plan_json(const plan::PlanResult& result, plan::Objective objective);
 /// The built-in model table (text table or JSON array).

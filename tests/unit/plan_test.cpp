@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 
+#include "cli/plan_demo.h"
 #include "plan/plan.h"
 
 namespace gm::plan {
@@ -302,3 +305,23 @@ TEST(PlanScore, WeightsMustSumToOne) {
 
 }  // namespace
 }  // namespace gm::plan
+
+namespace gm::cli {
+namespace {
+
+TEST(PlanDemo, PrintsAShortPlanWithARecommendation) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(plan_demo_section(f), 0);
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  EXPECT_NE(text.find("llama-3-8b"), std::string::npos) << text;
+  EXPECT_NE(text.find("top 3 of"), std::string::npos) << text;
+  EXPECT_NE(text.find("Recommended: "), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace gm::cli
