@@ -1,13 +1,180 @@
-#include <cstdio>
+// gpumeter top: a live terminal view of devices and owners with $/h and $ so far (ncurses); plain text once
+// when stdout is not a terminal.
+#include <curses.h>
+#include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <thread>
+
+#include "agent/agent.h"
+#include "cli/agent_setup.h"
 #include "cli/cli.h"
-#include "util/exit_codes.h"
+#include "cli/common.h"
+#include "util/table.h"
+#include "util/units.h"
 
 namespace gm::cli {
 
-int cmd_top(int, char**) {
-  std::fprintf(stderr, "gpumeter top: not built yet\n");
-  return kExitFailure;
+namespace {
+
+enum class SortKey { rate, cost, owner, energy };
+
+const char* sort_name(SortKey k) {
+  switch (k) {
+    case SortKey::rate: return "$/h";
+    case SortKey::cost: return "$ so far";
+    case SortKey::owner: return "owner";
+    case SortKey::energy: return "energy";
+  }
+  return "";
+}
+
+struct OwnerRow {
+  Owner owner;
+  double usd_per_hour = 0, usd = 0, energy_j = 0;
+  std::string gpus;
+};
+
+std::string usd_text(double v) { return v >= 100 ? fmt::format("${:.2f}", v) : fmt::format("${:.4f}", v); }
+
+/// The screen as lines of text, for both the curses view and the plain output.
+std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, bool interactive) {
+  std::vector<std::string> out;
+  double rate = 0, spent = 0;
+  for (const auto& d : s.devices)
+    if (d.price) {
+      rate += d.price->usd_per_gpu_hour();
+      spent += micros_to_usd(d.cost);
+    }
+  out.push_back(fmt::format("gpumeter top - {} GPU(s) - {}/h - {} so far - sorted by {}{}", s.devices.size(),
+                            usd_text(rate), usd_text(spent), sort_name(key),
+                            interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
+  out.emplace_back();
+  out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL", "STATE", "UTIL",
+                            "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED"));
+  for (const auto& d : s.devices) {
+    const bool ok = d.last && d.last->state == DeviceState::ok;
+    const auto& l = d.last;
+    out.push_back(fmt::format(
+        "{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index, shorten_middle(d.info.name, 25),
+        l ? to_string(l->state) : "starting", ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
+        ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
+        ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
+        d.price ? usd_text(d.price->usd_per_gpu_hour()) : "n/a", d.price ? usd_text(micros_to_usd(d.cost)) : "n/a",
+        d.price ? usd_text(micros_to_usd(d.unallocated_cost)) : "n/a"));
+  }
+  std::map<std::string, OwnerRow> rows;
+  for (const auto& d : s.devices)
+    for (const auto& [k, oc] : d.owners) {
+      auto it = s.owners.find(k);
+      if (it == s.owners.end()) continue;
+      OwnerRow& r = rows[k];
+      r.owner = it->second;
+      if (d.price) {
+        r.usd += micros_to_usd(oc.cost);
+        if (oc.last_interval_s > 0) r.usd_per_hour += micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
+      }
+      r.energy_j += oc.energy_j;
+      r.gpus += (r.gpus.empty() ? "" : ",") + std::to_string(d.info.index);
+    }
+  std::vector<OwnerRow> list;
+  for (auto& [k, r] : rows) list.push_back(r);
+  std::stable_sort(list.begin(), list.end(), [key](const OwnerRow& a, const OwnerRow& b) {
+    switch (key) {
+      case SortKey::rate: return a.usd_per_hour > b.usd_per_hour;
+      case SortKey::cost: return a.usd > b.usd;
+      case SortKey::energy: return a.energy_j > b.energy_j;
+      case SortKey::owner: return a.owner.name < b.owner.name;
+    }
+    return false;
+  });
+  out.emplace_back();
+  out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", "KIND", "OWNER", "NAMESPACE", "USER",
+                            "GPUS", "$/h", "$ SO FAR", "ENERGY"));
+  for (const auto& r : list)
+    out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", to_string(r.owner.kind),
+                              shorten_middle(r.owner.name, 29), shorten_middle(r.owner.pod_namespace, 13),
+                              shorten_middle(r.owner.user, 9), r.gpus, usd_text(r.usd_per_hour), usd_text(r.usd),
+                              fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
+  if (list.empty()) out.push_back("(no processes on any GPU)");
+  return out;
+}
+
+int interactive_view(agent::Collector& collector, std::int64_t interval_ms, SortKey key) {
+  std::atomic<bool> stop{false};
+  std::thread worker([&] { collector.run(stop); });
+  initscr();
+  cbreak();
+  noecho();
+  curs_set(0);
+  keypad(stdscr, TRUE);
+  timeout(static_cast<int>(std::min<std::int64_t>(interval_ms, 500)));
+  while (true) {
+    const auto lines = render_lines(collector.snapshot(), key, true);
+    erase();
+    int row = 0;
+    for (const auto& l : lines) {
+      if (row >= LINES) break;
+      if (row == 0 || l.rfind("GPU ", 0) == 0 || l.rfind("KIND", 0) == 0) attron(A_BOLD);
+      mvaddnstr(row++, 0, l.c_str(), COLS);
+      attroff(A_BOLD);
+    }
+    refresh();
+    const int ch = getch();
+    if (ch == 'q' || ch == 'Q' || ch == 27) break;
+    if (ch == 'r') key = SortKey::rate;
+    if (ch == 'c') key = SortKey::cost;
+    if (ch == 'o') key = SortKey::owner;
+    if (ch == 'e') key = SortKey::energy;
+  }
+  endwin();
+  stop.store(true);
+  worker.join();
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_top(int argc, char** argv) {
+  CLI::App app("live view of devices and owners with $/h and $ so far", "top");
+  PricingOptions pricing;
+  add_pricing_flags(app, pricing);
+  std::string interval = "1s", sort = "rate";
+  OwnerOptions owners;
+  bool once = false;
+  app.add_option("--interval", interval, "refresh interval (default 1s)");
+  app.add_option("--sort", sort, "owner order: rate, cost, owner, energy")->check(CLI::IsMember({"rate", "cost", "owner", "energy"}));
+  app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
+  app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
+  app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory");
+  app.add_flag("--once", once, "print one plain-text view and exit (the default when stdout is not a terminal)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  auto interval_ms = parse_duration_ms(interval);
+  if (!interval_ms || *interval_ms < 10)
+    return fail("top", make_error(ErrorKind::usage, "--interval '" + interval + "': expected a duration of at least 10ms"));
+  const SortKey key = sort == "cost" ? SortKey::cost : sort == "owner" ? SortKey::owner : sort == "energy" ? SortKey::energy : SortKey::rate;
+
+  auto backend = open_nvml();
+  if (!backend) return fail("top", backend.error());
+  auto prices = agent_prices(pricing, **backend);
+  if (!prices) return fail("top", prices.error());
+  agent::AgentOptions opts;
+  opts.interval_ms = *interval_ms;
+  OwnerResolver resolver(owners);
+  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts);
+
+  if (once || !stdout_is_tty()) {
+    collector.collect_once();
+    system_clock().sleep_ns(*interval_ms * 1'000'000);
+    collector.collect_once();
+    for (const auto& l : render_lines(collector.snapshot(), key, false)) std::printf("%s\n", l.c_str());
+    return kExitOk;
+  }
+  return interactive_view(collector, *interval_ms, key);
 }
 
 }  // namespace gm::cli

@@ -1,0 +1,128 @@
+// Fleet report: PromQL increase() over the agents' counters through the Prometheus HTTP API.
+#include <httplib.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "agent/agent.h"
+
+namespace gm::agent {
+
+namespace {
+
+using nlohmann::json;
+
+struct Sample {
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+Result<std::vector<Sample>> instant_query(httplib::Client& client, const std::string& url, const std::string& promql) {
+  const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
+  if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + httplib::to_string(res.error()));
+  json j;
+  try {
+    j = json::parse(res->body);
+  } catch (const json::exception&) {
+    return make_error(ErrorKind::unavailable,
+                      "--prometheus " + url + ": HTTP " + std::to_string(res->status) + ", not a Prometheus API answer");
+  }
+  if (j.value("status", "") != "success")
+    return make_error(ErrorKind::unavailable, "--prometheus " + url + ": query '" + promql + "' failed: " + j.value("error", "?"));
+  std::vector<Sample> out;
+  try {
+    for (const auto& r : j.at("data").at("result")) {
+      Sample s;
+      for (const auto& [k, v] : r.at("metric").items()) s.labels[k] = v.get<std::string>();
+      s.value = std::stod(r.at("value").at(1).get<std::string>());
+      out.push_back(std::move(s));
+    }
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::unavailable, "--prometheus " + url + ": unexpected answer: " + e.what());
+  }
+  return out;
+}
+
+double sum(const std::vector<Sample>& v) {
+  double t = 0;
+  for (const auto& s : v) t += s.value;
+  return t;
+}
+
+}  // namespace
+
+Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t range_ms, const std::string& by) {
+  std::string group;
+  if (by == "namespace") group = "namespace";
+  else if (by == "job") group = "slurm_job";
+  else if (by == "user") group = "user";
+  else if (by == "gpu") group = "instance, gpu, model";
+  else return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, user or gpu");
+  if (range_ms < 1000) return make_error(ErrorKind::usage, "--since: the range must be at least 1s");
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return make_error(ErrorKind::usage, "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
+  httplib::Client client(url);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(60);
+  const std::string range = "[" + std::to_string(range_ms / 1000) + "s]";
+  auto inc = [&](const char* metric) { return "increase(" + std::string(metric) + range + ")"; };
+
+  FleetReport rep;
+  rep.by = by;
+  rep.range_ms = range_ms;
+  GM_TRY(auto device, instant_query(client, url, "sum(" + inc("gpumeter_gpu_cost_usd_total") + ")"));
+  GM_TRY(auto owners, instant_query(client, url, "sum(" + inc("gpumeter_owner_cost_usd_total") + ")"));
+  GM_TRY(auto unalloc, instant_query(client, url, "sum(" + inc("gpumeter_gpu_unallocated_cost_usd_total") + ")"));
+  GM_TRY(auto idle, instant_query(client, url, "sum(" + inc("gpumeter_gpu_idle_cost_usd_total") + ")"));
+  rep.device_cost_usd = sum(device);
+  rep.owner_cost_usd = sum(owners);
+  rep.unallocated_cost_usd = sum(unalloc);
+  rep.idle_cost_usd = sum(idle);
+
+  const bool per_gpu = by == "gpu";
+  const char* cost_metric = per_gpu ? "gpumeter_gpu_cost_usd_total" : "gpumeter_owner_cost_usd_total";
+  const char* energy_metric = per_gpu ? "gpumeter_gpu_energy_joules_total" : "gpumeter_owner_energy_joules_total";
+  auto grouped = [&](const char* metric) { return "sum by (" + group + ") (" + inc(metric) + ")"; };
+  GM_TRY(auto costs, instant_query(client, url, grouped(cost_metric)));
+  GM_TRY(auto energy, instant_query(client, url, grouped(energy_metric)));
+  std::vector<Sample> seconds;
+  if (!per_gpu) {
+    GM_TRY(auto s, instant_query(client, url, grouped("gpumeter_owner_gpu_seconds_total")));
+    seconds = std::move(s);
+  }
+  auto key_of = [&](const Sample& s) {
+    if (!per_gpu) {
+      auto it = s.labels.find(group);
+      return it == s.labels.end() ? std::string() : it->second;
+    }
+    auto get = [&](const char* k) {
+      auto it = s.labels.find(k);
+      return it == s.labels.end() ? std::string() : it->second;
+    };
+    return get("instance") + " gpu " + get("gpu") + " " + get("model");
+  };
+  std::map<std::string, FleetRow> rows;
+  for (const auto& s : costs) {
+    FleetRow& r = rows[key_of(s)];
+    r.key = key_of(s);
+    r.cost_usd += s.value;
+  }
+  for (const auto& s : energy) {
+    FleetRow& r = rows[key_of(s)];
+    r.key = key_of(s);
+    r.energy_j = r.energy_j.value_or(0) + s.value;
+  }
+  for (const auto& s : seconds) {
+    FleetRow& r = rows[key_of(s)];
+    r.key = key_of(s);
+    r.gpu_seconds = r.gpu_seconds.value_or(0) + s.value;
+  }
+  for (auto& [k, r] : rows) rep.rows.push_back(r);
+  std::sort(rep.rows.begin(), rep.rows.end(), [](const FleetRow& a, const FleetRow& b) {
+    return a.cost_usd != b.cost_usd ? a.cost_usd > b.cost_usd : a.key < b.key;
+  });
+  return rep;
+}
+
+}  // namespace gm::agent

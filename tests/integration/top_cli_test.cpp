@@ -1,0 +1,74 @@
+// `gpumeter top`: plain text when stdout is not a terminal; the ncurses view in a real terminal (tmux).
+#include <gtest/gtest.h>
+
+#include "integration/agent_fixture.h"
+
+namespace gm::test {
+namespace {
+
+const char* kScenario = R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-top", "memory_total_mib": 81559,
+  "energy_counter": true, "timeline": [{"t": 0, "util": 80, "mem_used_mib": 40000, "power_w": 500, "temp_c": 60,
+  "processes": [{"pid": 1001, "sm_util": 60}, {"pid": 1003, "sm_util": 20}]}]}]})";
+
+TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
+  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  TempDir dir;
+  fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
+  const std::string scen = dir.write("s.json", kScenario);
+  std::vector<std::string> args{"top", "--interval", "300ms", "--price", "3.6", "--sort", "cost"};
+  for (const auto& f : node_flags(dir.path())) args.push_back(f);
+  const CmdResult r = run_gpumeter(args, fake_env(scen, dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NVIDIA H100 80GB HBM3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("$3.6000"), std::string::npos);
+  const auto pod = r.out.find("ml-team/trainer-0");
+  const auto job = r.out.find("4242");
+  ASSERT_NE(pod, std::string::npos);
+  ASSERT_NE(job, std::string::npos);
+  EXPECT_LT(pod, job);  // sorted by cost: the pod has 3x the job's SM share
+  EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos);
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);  // no terminal escapes in plain output
+}
+
+TEST(TopCliIntegrationTest, CursesViewInTmux) {
+  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  if (run_command({"sh", "-c", "command -v tmux"}).exit_code != 0) GTEST_SKIP() << "tmux not installed";
+  TempDir dir;
+  fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
+  const std::string scen = dir.write("s.json", kScenario);
+  std::string cmd = "env";
+  for (const auto& [k, v] : fake_env(scen, dir.path())) cmd += " " + k + "='" + v + "'";
+  cmd += " TERM=xterm " + gpumeter_binary() + " top --interval 200ms --price 3.6";
+  for (const auto& f : node_flags(dir.path())) cmd += " '" + f + "'";
+  cmd += "; echo EXITED=$? > " + dir.path() + "/exit";
+  const std::string sock = "gm-top-" + std::to_string(getpid());
+  const CmdResult start = run_command({"tmux", "-L", sock, "-f", "/dev/null", "new-session", "-d", "-x", "140", "-y", "30", cmd});
+  ASSERT_EQ(start.exit_code, 0) << start.err;
+  std::string screen;
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    screen = run_command({"tmux", "-L", sock, "capture-pane", "-p"}).out;
+    if (screen.find("ml-team/trainer-0") != std::string::npos && screen.find("4242") != std::string::npos) break;
+  }
+  EXPECT_NE(screen.find("NVIDIA H100 80GB HBM3"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("ml-team/trainer-0"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("$3.6000"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("[q]uit"), std::string::npos) << screen;
+  // Sort by owner name: the Slurm job "4242" comes before "ml-team/trainer-0".
+  run_command({"tmux", "-L", sock, "send-keys", "o"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  screen = run_command({"tmux", "-L", sock, "capture-pane", "-p"}).out;
+  EXPECT_NE(screen.find("sorted by owner"), std::string::npos) << screen;
+  EXPECT_LT(screen.find("4242 "), screen.find("ml-team/trainer-0")) << screen;
+  run_command({"tmux", "-L", sock, "send-keys", "q"});
+  std::string exit_text;
+  for (int i = 0; i < 50 && exit_text.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    exit_text = read_file(dir.path() + "/exit");
+  }
+  EXPECT_EQ(exit_text, "EXITED=0\n");
+  run_command({"tmux", "-L", sock, "kill-server"});
+}
+
+}  // namespace
+}  // namespace gm::test
