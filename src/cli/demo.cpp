@@ -12,6 +12,8 @@
 
 #include "catalog/catalog.h"
 #include "cli/cli.h"
+#include "cli/plan_demo.h"
+#include "cli/trace_demo.h"
 #include "cli/common.h"
 #include "cli/run_support.h"
 #include "gpu/gpu.h"
@@ -186,8 +188,21 @@ int cmd_demo(int argc, char** argv) {
               rc == kExitGuardStop ? "stopped by the guard" : "not stopped", rc,
               rc == kExitGuardStop ? "86 = gpumeter stopped the job" : "the job's own", f.json_report->c_str(),
               f.ledger->c_str());
-  // The trace and plan sections of the demo come here once `gpumeter trace` / `gpumeter plan` provide
-  // demo sections (src/cli/trace_demo.h, src/cli/plan_demo.h).
+  std::printf("\n== Where the money goes in a PyTorch profiler trace (bundled H100 sample: `gpumeter trace`) ==\n");
+  std::fflush(stdout);
+  {
+    std::optional<double> trace_price;
+    std::string trace_source;
+    if (auto builtin = Catalog::builtin())
+      if (auto ref = builtin->reference_price("H100 SXM 80GB")) {
+        trace_price = ref->usd_per_gpu_hour;
+        trace_source = fmt::format("catalog reference: median on-demand $/GPU-h of {} H100 SXM 80GB offers", ref->offers);
+      }
+    trace_demo_section(trace_price, trace_source);
+  }
+  std::printf("\n== Before renting: will it fit, where, how long, how much (`gpumeter plan`) ==\n");
+  std::fflush(stdout);
+  plan_demo_section(stdout);
   return rc == kExitGuardStop ? kExitOk : rc;
 }
 

@@ -2,11 +2,13 @@
 // permissions, catalog age).
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "catalog/catalog.h"
 #include "gpu/gpu.h"
 
 namespace gm::cli {
@@ -53,6 +55,30 @@ void print_device(GpuBackend& backend, const DeviceInfo& info) {
   for (const auto& n : caps.notes) std::printf("  note: %s\n", n.c_str());
 }
 
+/// Whole days from a YYYY-MM-DD date to today (UTC); nullopt when the text is not such a date.
+std::optional<long> days_since(const std::string& date) {
+  int y = 0;
+  unsigned m = 0, d = 0;
+  if (std::sscanf(date.c_str(), "%d-%u-%u", &y, &m, &d) != 3) return std::nullopt;
+  std::chrono::year_month_day ymd{std::chrono::year{y}, std::chrono::month{m}, std::chrono::day{d}};
+  if (!ymd.ok()) return std::nullopt;
+  auto today = std::chrono::floor<std::chrono::days>(std::chrono::system_clock::now());
+  return static_cast<long>((today - std::chrono::sys_days{ymd}).count());
+}
+
+void print_catalog() {
+  auto catalog = Catalog::builtin();
+  if (!catalog) {
+    std::printf("\ncatalog          NOT AVAILABLE: %s\n", catalog.error().message.c_str());
+    return;
+  }
+  std::string newest = catalog->newest_price_date();
+  auto age = days_since(newest);
+  std::printf("\ncatalog          %zu GPUs, %zu offers; newest price %s%s\n", catalog->gpus().size(),
+              catalog->offers().size(), newest.empty() ? "unknown" : newest.c_str(),
+              age ? fmt::format(" ({} days old)", *age).c_str() : "");
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
@@ -75,6 +101,7 @@ int cmd_doctor(int argc, char** argv) {
     std::printf("devices          %zu\n", b.devices().size());
     for (const auto& info : b.devices()) print_device(b, info);
   }
+  print_catalog();
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

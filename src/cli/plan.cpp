@@ -1,13 +1,374 @@
-#include <cstdio>
+// gpumeter plan --model NAME|--params N|--model-file F [...] --task train|finetune|lora|inference [...] [--json]
+// gpumeter plan tco --gpu NAME --capex-usd N [...] [--json]
+#include <fmt/format.h>
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "catalog/catalog.h"
 #include "cli/cli.h"
-#include "util/exit_codes.h"
+#include "cli/common.h"
+#include "cli/plan_demo.h"
+#include "cli/plan_render.h"
+#include "plan/plan.h"
+#include "util/units.h"
 
 namespace gm::cli {
 
-int cmd_plan(int, char**) {
-  std::fprintf(stderr, "gpumeter plan: not built yet\n");
-  return kExitFailure;
+namespace {
+
+constexpr const char* kCmd = "plan";
+
+Error usage(std::string message) { return make_error(ErrorKind::usage, std::move(message)); }
+
+/// "7e9", "7B", "770M", "1.5T", "2e9" → a positive count.
+Result<double> parse_count(const std::string& text, const char* flag) {
+  std::string s(trim(text));
+  double scale = 1;
+  if (!s.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
+      case 'K': scale = 1e3; break;
+      case 'M': scale = 1e6; break;
+      case 'B':
+      case 'G': scale = 1e9; break;
+      case 'T': scale = 1e12; break;
+      default: break;
+    }
+    if (scale != 1) s.pop_back();
+  }
+  auto v = parse_number(s);
+  if (!v || !std::isfinite(*v) || !(*v > 0))
+    return usage(fmt::format("{} '{}' must be a positive number (e.g. 2e9, 7B, 770M)", flag, text));
+  return *v * scale;
+}
+
+template <class E>
+Result<E> parse_enum(const std::string& text, const char* flag,
+                     std::initializer_list<std::pair<const char*, E>> choices) {
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (to_lower(text) == name) return value;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
+  return usage(fmt::format("{} '{}' is not one of {}", flag, text, names));
+}
+
+Result<plan::Task> parse_task(const std::string& text) {
+  return parse_enum<plan::Task>(text, "--task",
+                                          {{"train", plan::Task::train},
+                                           {"finetune", plan::Task::finetune},
+                                           {"lora", plan::Task::lora},
+                                           {"inference", plan::Task::inference}});
+}
+
+Result<plan::Precision> parse_precision(const std::string& text) {
+  return parse_enum<plan::Precision>(text, "--precision",
+                                                      {{"fp32", plan::Precision::fp32},
+                                                       {"bf16", plan::Precision::bf16},
+                                                       {"fp16", plan::Precision::fp16},
+                                                       {"mixed", plan::Precision::mixed}});
+}
+
+Result<plan::Optimizer> parse_optimizer(const std::string& text) {
+  return parse_enum<plan::Optimizer>(text, "--optimizer",
+                                                    {{"adamw", plan::Optimizer::adamw},
+                                                     {"adam8bit", plan::Optimizer::adam8bit},
+                                                     {"sgd", plan::Optimizer::sgd}});
+}
+
+Result<plan::Recompute> parse_recompute(const std::string& text) {
+  return parse_enum<plan::Recompute>(text, "--recompute",
+                                                      {{"none", plan::Recompute::none},
+                                                       {"selective", plan::Recompute::selective},
+                                                       {"full", plan::Recompute::full}});
+}
+
+Result<plan::Objective> parse_objective(const std::string& text) {
+  return parse_enum<plan::Objective>(text, "--optimize",
+                                                      {{"cost", plan::Objective::cost},
+                                                       {"time", plan::Objective::time},
+                                                       {"score", plan::Objective::score}});
+}
+
+struct PlanFlags {
+  std::optional<std::string> model, params, model_file, tokens;
+  std::string task = "finetune";
+  std::optional<int> seq, batch, prompt_tokens;
+  std::optional<std::string> precision, recompute, gpu, weights, optimize;
+  std::string optimizer = "adamw";
+  std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
+  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
+  bool fsdp = false, qlora = false, spot = false, json = false, list_models = false;
+  std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
+  std::size_t top = 10;
+  std::optional<std::string> catalog_file;
+};
+
+Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
+  const int sources = (f.model ? 1 : 0) + (f.model_file ? 1 : 0);
+  if (sources > 1) return usage("give one of --model and --model-file");
+  const bool shape = f.layers || f.hidden || f.heads || f.kv_heads || f.ffn || f.vocab;
+  if (sources == 0 && !f.params && !shape)
+    return usage("say which model: --model NAME, --params N, --model-file FILE or --layers/--hidden/--heads");
+  plan::ModelSpec m;
+  if (f.model) {
+    GM_TRY(m, plan::find_model(*f.model));
+  } else if (f.model_file) {
+    GM_TRY(m, plan::load_model_toml(*f.model_file));
+  } else {
+    m.name = "custom";
+    m.arch = plan::Arch::decoder;
+    m.gated_mlp = true;
+    m.source = "command line";
+  }
+  for (auto [v, flag] : {std::pair{f.layers, "--layers"}, {f.hidden, "--hidden"}, {f.heads, "--heads"},
+                         {f.kv_heads, "--kv-heads"}, {f.ffn, "--ffn"}, {f.vocab, "--vocab"}})
+    if (v && *v <= 0) return usage(fmt::format("{} must be a positive number, not {}", flag, *v));
+  if (shape) {
+    if (f.layers) m.layers = *f.layers;
+    if (f.hidden) m.hidden = *f.hidden;
+    if (f.heads) m.heads = *f.heads;
+    if (f.kv_heads) m.kv_heads = *f.kv_heads;
+    else if (f.heads && !f.model && !f.model_file) m.kv_heads = *f.heads;
+    if (f.ffn) m.ffn = *f.ffn;
+    else if (f.hidden && !f.model && !f.model_file) m.ffn = 4 * *f.hidden;
+    if (f.vocab) m.vocab = *f.vocab;
+    if (!m.has_transformer_shape())
+      return usage("--layers, --hidden and --heads are all needed to describe a transformer");
+    if (m.hidden % m.heads != 0)
+      return usage(fmt::format("--heads {} does not divide --hidden {}", m.heads, m.hidden));
+    if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
+      return usage(fmt::format("--kv-heads {} does not divide the {} heads", m.kv_heads, m.heads));
+    if (m.name != "custom") m.name += " (modified)";
+    m.params = plan::params_from_shape(m);
+    m.active_params = plan::active_params_from_shape(m);
+  }
+  if (f.params) {
+    GM_TRY(double n, parse_count(*f.params, "--params"));
+    if (m.active_params <= 0 || m.active_params == m.params) m.active_params = n;
+    m.params = n;
+    if (m.name.empty()) {
+      m.name = fmt::format("{:g}B parameters", n / 1e9);
+      m.source = "--params";
+    }
+  }
+  return m;
+}
+
+Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
+  plan::PlanRequest req;
+  plan::JobSpec& job = req.job;
+  GM_TRY(job.model, model_from_flags(f));
+  GM_TRY(job.task, parse_task(f.task));
+  if (f.qlora && job.task != plan::Task::lora && job.task != plan::Task::finetune)
+    return usage("--qlora goes with --task lora (or finetune)");
+  if (f.qlora) {
+    job.task = plan::Task::lora;
+    job.qlora = true;
+  }
+  if (f.lora_rank && job.task != plan::Task::lora) return usage("--lora-rank goes with --task lora or --qlora");
+  if (f.lora_rank) job.lora_rank = *f.lora_rank;
+  if (!f.tokens) return usage("--tokens is required (training tokens, or generated tokens for inference)");
+  GM_TRY(job.tokens, parse_count(*f.tokens, "--tokens"));
+  if (f.precision) {
+    GM_TRY(job.precision, parse_precision(*f.precision));
+  }
+  GM_TRY(job.optimizer, parse_optimizer(f.optimizer));
+  if (f.recompute) {
+    GM_TRY(job.recompute, parse_recompute(*f.recompute));
+  }
+  if (f.seq) job.seq = *f.seq;
+  if (f.batch) job.batch = *f.batch;
+  if (f.prompt_tokens) {
+    if (*f.prompt_tokens <= 0) return usage("--prompt-tokens must be a positive number");
+    job.prompt_tokens = *f.prompt_tokens;
+  }
+  job = plan::resolve_job_defaults(job, f.seq.has_value(), f.precision.has_value(), f.recompute.has_value());
+  req.dp = f.dp;
+  req.tp = f.tp;
+  req.pp = f.pp;
+  req.zero = f.zero;
+  req.fsdp = f.fsdp;
+  if (f.fsdp && f.zero && *f.zero != 3) return usage("--fsdp shards like ZeRO-3; it cannot go with --zero 0, 1 or 2");
+  req.gpus = f.gpus;
+  req.mfu = f.mfu;
+  req.spot = f.spot;
+  req.interruptions_per_hour = f.interruption_rate;
+  req.checkpoint_s = f.checkpoint_s;
+  if (f.restart_s) {
+    if (!(*f.restart_s >= 0)) return usage("--restart-s must not be negative");
+    req.restart_s = *f.restart_s;
+  }
+  if (f.weights) {
+    GM_TRY(req.weights, plan::parse_weights(*f.weights));
+    req.objective = plan::Objective::score;
+  }
+  if (f.optimize) {
+    GM_TRY(req.objective, parse_objective(*f.optimize));
+  }
+  return req;
+}
+
+int run_tco(int argc, char** argv) {
+  CLI::App app{"Own hardware vs cloud over N years, with the break-even utilization", "plan tco"};
+  std::string gpu_name;
+  plan::TcoInput in;
+  std::optional<double> gpu_power_w, cloud_price, pue;
+  std::optional<std::string> catalog_file;
+  bool json = false;
+  app.add_option("--gpu", gpu_name, "GPU model (catalog name, e.g. H100, A100-80GB, L4)")->required();
+  app.add_option("--gpus", in.gpus, "GPUs in the system")->capture_default_str();
+  app.add_option("--years", in.years, "years of ownership (depreciation period)")->capture_default_str();
+  app.add_option("--capex-usd", in.capex_usd, "purchase price of the whole system, USD")->required();
+  app.add_option("--gpu-power-w", gpu_power_w, "power per GPU at load, W (default: the GPU's TDP)");
+  app.add_option("--host-power-w", in.host_power_w, "CPU, memory and network of the system at load, W")
+      ->capture_default_str();
+  app.add_option("--idle-power", in.idle_power_fraction, "idle draw as a fraction of full load")->capture_default_str();
+  app.add_option("--pue", pue, "data-centre PUE of your site (default 1.4)");
+  app.add_option("--usd-per-kwh", in.usd_per_kwh, "electricity price, USD/kWh")->capture_default_str();
+  app.add_option("--ops-usd-per-year", in.ops_usd_per_year, "staff, space, support contracts per year, USD")
+      ->capture_default_str();
+  app.add_option("--utilization", in.utilization, "fraction of hours the GPUs do useful work")->capture_default_str();
+  app.add_option("--cloud-usd-per-gpu-hour", cloud_price,
+                 "cloud price to compare with (default: the catalog's median on-demand $/GPU-h of this GPU)");
+  app.add_option("--catalog", catalog_file, "offers CSV merged over the built-in catalog");
+  app.add_flag("--json", json, "machine-readable output");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+
+  PricingOptions po;
+  po.catalog_override = catalog_file;
+  auto catalog = load_catalog(po);
+  if (!catalog) return fail("plan tco", catalog.error());
+  const GpuSpec* gpu = catalog->find_gpu(gpu_name);
+  if (!gpu) {
+    const std::string close = catalog->suggest_gpu(gpu_name);
+    return fail("plan tco", usage(fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,
+                                              close.empty() ? "" : " (did you mean: " + close + "?)")));
+  }
+  in.gpu = gpu->id;
+  if (gpu_power_w) in.gpu_power_w = *gpu_power_w;
+  else if (gpu->tdp_w) in.gpu_power_w = *gpu->tdp_w;
+  else return fail("plan tco", usage(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
+  if (pue) in.pue = *pue;
+  if (cloud_price) {
+    in.cloud_usd_per_gpu_hour = *cloud_price;
+    in.cloud_source = "--cloud-usd-per-gpu-hour";
+  } else if (auto ref = catalog->reference_price(gpu->id)) {
+    in.cloud_usd_per_gpu_hour = ref->usd_per_gpu_hour;
+    in.cloud_source = fmt::format("catalog median on-demand over {} offers", ref->offers);
+  } else {
+    return fail("plan tco", usage(fmt::format("{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour",
+                                              gpu->id)));
+  }
+  auto r = plan::compute_tco(in);
+  if (!r) return fail("plan tco", r.error());
+  std::fputs(render_tco(in, *r, json).c_str(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_plan(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "tco") == 0) return run_tco(argc - 1, argv + 1);
+  CLI::App app{"Will it fit, on which GPU, how long, how much: memory, time and cost of a job over the catalog",
+               "plan"};
+  PlanFlags f;
+  app.add_option("--model", f.model, "built-in model (llama-3-8b, mistral-7b, qwen2.5-7b, gpt2-xl, ...)");
+  app.add_option("--params", f.params, "parameter count (7e9, 7B) when the model is not in the table");
+  app.add_option("--model-file", f.model_file, "TOML model description (keys as data/models.csv columns)");
+  app.add_option("--layers", f.layers, "transformer layers");
+  app.add_option("--hidden", f.hidden, "hidden size");
+  app.add_option("--heads", f.heads, "attention heads");
+  app.add_option("--kv-heads", f.kv_heads, "key/value heads (grouped-query attention)");
+  app.add_option("--ffn", f.ffn, "MLP inner size");
+  app.add_option("--vocab", f.vocab, "vocabulary size");
+  app.add_option("--task", f.task, "train, finetune (full), lora or inference")->capture_default_str();
+  app.add_option("--tokens", f.tokens, "training tokens (inference: generated tokens), e.g. 2e9");
+  app.add_option("--seq", f.seq, "sequence length (inference: context = prompt + output)");
+  app.add_option("--batch", f.batch, "micro-batch per GPU (inference: concurrent sequences per replica)");
+  app.add_option("--prompt-tokens", f.prompt_tokens, "inference: prompt length of each request (default: half of --seq)");
+  app.add_option("--precision", f.precision, "fp32, bf16, fp16 or mixed (default: mixed; bf16 for lora/inference)");
+  app.add_option("--optimizer", f.optimizer, "adamw, adam8bit or sgd (momentum)")->capture_default_str();
+  app.add_option("--dp", f.dp, "data-parallel degree");
+  app.add_option("--zero", f.zero, "ZeRO stage 0..3 over --dp (default: lowest stage that fits)");
+  app.add_flag("--fsdp", f.fsdp, "FSDP full sharding (as ZeRO-3)");
+  app.add_option("--tp", f.tp, "tensor-parallel degree");
+  app.add_option("--pp", f.pp, "pipeline-parallel degree");
+  app.add_option("--recompute", f.recompute, "activation recompute: none, selective or full");
+  app.add_option("--lora-rank", f.lora_rank, "LoRA rank (default 16)");
+  app.add_flag("--qlora", f.qlora, "QLoRA: 4-bit NF4 frozen base, adapters trained");
+  app.add_option("--gpu", f.gpu, "only this GPU model (H100, A100-80GB, L4, ...)");
+  app.add_option("--gpus", f.gpus, "total GPUs (default: the fewest that fit, every GPU of the instance used)");
+  app.add_option("--mfu", f.mfu, "model FLOPs utilization, e.g. 0.4 (default by task and scale)");
+  app.add_flag("--spot", f.spot, "spot prices, with interruptions, checkpoints and restarts");
+  app.add_option("--interruption-rate", f.interruption_rate, "spot interruptions per instance-hour (default per provider)");
+  app.add_option("--checkpoint-s", f.checkpoint_s, "seconds to write one checkpoint (default: size / 2 GB/s)");
+  app.add_option("--restart-s", f.restart_s, "seconds to get capacity back and reload after an interruption (default 600)");
+  app.add_option("--optimize", f.optimize, "rank by cost, time or score (default: cost; score with --weights)");
+  app.add_option("--weights", f.weights, "score weights, e.g. cost=0.3,perf=0.3,memory=0.2,risk=0.1,carbon=0.1");
+  app.add_option("--top", f.top, "options shown in the table")->capture_default_str();
+  app.add_option("--catalog", f.catalog_file, "offers CSV merged over the built-in catalog");
+  app.add_flag("--json", f.json, "machine-readable output");
+  app.add_flag("--list-models", f.list_models, "print the built-in model table and exit");
+  app.footer("Subcommand: gpumeter plan tco --gpu NAME --capex-usd N [...]  (own hardware vs cloud)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (f.list_models) {
+    std::fputs(render_model_list(f.json).c_str(), stdout);
+    return kExitOk;
+  }
+
+  auto req = request_from_flags(f);
+  if (!req) return fail(kCmd, req.error());
+  PricingOptions po;
+  po.catalog_override = f.catalog_file;
+  auto catalog = load_catalog(po);
+  if (!catalog) return fail(kCmd, catalog.error());
+  if (f.gpu) {
+    const GpuSpec* g = catalog->find_gpu(*f.gpu);
+    if (!g) {
+      const std::string close = catalog->suggest_gpu(*f.gpu);
+      return fail(kCmd, make_error(ErrorKind::not_found,
+                                   fmt::format("--gpu: unknown GPU '{}'{}", *f.gpu,
+                                               close.empty() ? "" : " (did you mean: " + close + "?)")));
+    }
+    req->gpu = g->id;
+  }
+  auto result = plan::make_plan(*req, plan::offers_from_catalog(*catalog));
+  if (!result) return fail(kCmd, result.error());
+  const std::string out = f.json ? render_plan_json(*result, req->objective)
+                                 : render_plan_text(*result, f.top, req->objective);
+  std::fputs(out.c_str(), stdout);
+  return kExitOk;
+}
+
+int plan_demo_section(std::FILE* out) {
+  plan::PlanRequest req;
+  auto model = plan::find_model("llama-3-8b");
+  if (!model) {
+    std::fprintf(out, "plan: %s\n", model.error().message.c_str());
+    return kExitFailure;
+  }
+  req.job.model = *model;
+  req.job.task = plan::Task::lora;
+  req.job.tokens = 2e9;
+  req.job = plan::resolve_job_defaults(req.job, false, false, false);
+  auto catalog = Catalog::builtin();
+  if (!catalog) {
+    std::fprintf(out, "plan: %s\n", catalog.error().message.c_str());
+    return kExitFailure;
+  }
+  auto result = plan::make_plan(req, plan::offers_from_catalog(*catalog));
+  if (!result) {
+    std::fprintf(out, "plan: %s\n", result.error().message.c_str());
+    return kExitFailure;
+  }
+  std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
+  std::fputs(render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
+  return kExitOk;
 }
 
 }  // namespace gm::cli

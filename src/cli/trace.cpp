@@ -2,13 +2,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/trace_render.h"
+#include "meter/meter.h"
+#include "report/html.h"
 #include "trace/trace.h"
 #include "util/exit_codes.h"
 
@@ -20,10 +25,11 @@ int cmd_trace(int argc, char** argv) {
                "trace"};
   std::vector<std::string> paths;
   TraceRenderOptions ro;
-  std::optional<double> price;
+  PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
+  std::optional<std::string> html;
   app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
-  app.add_option("--price", price, "price in USD per GPU-hour")->check(CLI::PositiveNumber);
+  add_pricing_flags(app, pricing);
   app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
       ->check(CLI::PositiveNumber);
   app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(CLI::PositiveNumber);
@@ -31,14 +37,11 @@ int cmd_trace(int argc, char** argv) {
       ->check(CLI::IsMember({"kernel", "op", "annotation", "step"}));
   app.add_flag("--json", json, "machine-readable JSON (integer nanoseconds)");
   app.add_flag("--csv", csv, "one CSV row per breakdown entry");
+  app.add_option("--html", html, "also write a self-contained HTML page with charts to FILE");
   app.add_flag("--partial", partial, "analyse what parsed in a damaged file, labelled partial");
   app.add_flag("--no-progress", no_progress, "no progress bar");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (json && csv) return fail("trace", make_error(ErrorKind::usage, "--json and --csv are exclusive"));
-  if (price) {
-    ro.price_usd_per_gpu_hour = *price;
-    ro.price_source = "--price";
-  }
 
   trace::Options options;
   options.partial = partial;
@@ -61,6 +64,32 @@ int cmd_trace(int argc, char** argv) {
   if (progress_shown) std::fputs("\r\033[K", stderr);
   if (!result) return fail("trace", result.error());
 
+  // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
+  std::optional<std::string> gpu_name;
+  for (const auto& f : *result)
+    for (const auto& d : f.devices)
+      if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
+  const bool explicit_price = pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path;
+  auto catalog = load_catalog(pricing);
+  if (!catalog) return fail("trace", catalog.error());
+  auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
+  if (quote) {
+    ro.price_usd_per_gpu_hour = quote->usd_per_gpu_hour();
+    ro.price_source = quote->source;
+  } else if (explicit_price || quote.error().kind == ErrorKind::usage) {
+    return fail("trace", quote.error());
+  } else if (!json && !csv) {
+    std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", quote.error().message.c_str());
+  }
+
+  if (html) {
+    auto page = render_trace_html(trace_json(*result, ro));
+    if (!page) return fail("trace", page.error());
+    std::ofstream out(*html, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())
+      return fail("trace", make_error("cannot write " + *html + ": " + std::strerror(errno)));
+    std::fprintf(stderr, "gpumeter trace: wrote %s\n", html->c_str());
+  }
   if (json) {
     std::fputs(trace_json(*result, ro).c_str(), stdout);
     std::fputc('\n', stdout);

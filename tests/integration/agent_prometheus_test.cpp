@@ -134,6 +134,18 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
       EXPECT_EQ(rep->rows.size(), 4u);
     }
   }
+  // The binary prints the same totals: gpumeter report --prometheus URL --since 1h --by namespace.
+  const auto cli = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "namespace", "--json"});
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  const auto cj = nlohmann::json::parse(cli.out);
+  EXPECT_NEAR(cj["device_cost_usd"].get<double>(), dev_range, 1e-9);
+  EXPECT_NEAR(cj["owner_cost_usd"].get<double>() + cj["unallocated_cost_usd"].get<double>(), dev_range,
+              4 * one_interval * 2);
+  const auto text = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "job"});
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("4242"), std::string::npos) << text.out;
+  const auto unreachable = run_gpumeter({"report", "--prometheus", "http://127.0.0.1:1", "--since", "1h"});
+  EXPECT_EQ(unreachable.exit_code, 5) << unreachable.err;
   // Errors name the flag.
   const auto bad = agent::query_fleet_report("http://127.0.0.1:1", 3600'000, "namespace");
   ASSERT_FALSE(bad);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "catalog/catalog.h"
 #include "gpu/gpu.h"
 #include "support/support.h"
 #include "util/exit_codes.h"
@@ -79,7 +80,8 @@ TEST(GpuCliIntegrationTest, MissingEnergySymbolMeansPowerIntegration) {
   Fixture f(text);
   auto r = f.run({"gpus", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& d : json::parse(r.out)["devices"]) {
+  json j = json::parse(r.out);
+  for (const auto& d : j["devices"]) {
     EXPECT_EQ(d["energy_method"], "power_integration");
     EXPECT_TRUE(d["energy_j"].is_null());  // a one-shot reading has no interval to integrate over
     EXPECT_TRUE(d["power_w"].is_number());
@@ -139,6 +141,7 @@ TEST(GpuCliIntegrationTest, NoNvmlGivesTheDlopenReasonAndExitCode3) {
   }
   auto doc = test::run_gpumeter({"doctor"}, env);
   EXPECT_NE(doc.out.find("NVML             NOT AVAILABLE"), std::string::npos) << doc.out;
+  EXPECT_NE(doc.out.find("newest price"), std::string::npos) << doc.out;  // still checks the rest
   auto json_run = test::run_gpumeter({"gpus", "--json"}, env);
   EXPECT_EQ(json_run.exit_code, kExitNoNvml);
 }
@@ -174,6 +177,35 @@ TEST(GpuCliIntegrationTest, DoctorListsCapabilitiesAndMig) {
   EXPECT_NE(r.out.find("energy counter  yes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("process SM util no"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("not available from NVML in MIG mode"), std::string::npos) << r.out;
+}
+
+TEST(GpuCliIntegrationTest, CatalogGpuAndPriceForEachDevice) {
+  auto catalog = Catalog::builtin();
+  ASSERT_TRUE(catalog.ok()) << catalog.error().message;
+  Fixture f(two_gpus());
+  auto r = f.run({"gpus", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["devices"][0]["catalog_gpu"], "H100 SXM 80GB");
+  EXPECT_EQ(j["devices"][1]["catalog_gpu"], "A100 SXM 40GB");
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& d = j["devices"][i];
+    auto ref = catalog->reference_price(d["catalog_gpu"].get<std::string>());
+    ASSERT_TRUE(ref.has_value());
+    ASSERT_TRUE(d["price_usd_per_hour"].is_number()) << d.dump();
+    EXPECT_NEAR(d["price_usd_per_hour"].get<double>(), ref->usd_per_gpu_hour, 1e-6);
+    EXPECT_TRUE(d["price_source"].is_string());
+  }
+  auto flagged = f.run({"gpus", "--json", "--price", "2.5"});
+  ASSERT_EQ(flagged.exit_code, 0) << flagged.err;
+  json k = json::parse(flagged.out);
+  EXPECT_DOUBLE_EQ(k["devices"][1]["price_usd_per_hour"].get<double>(), 2.5);
+  EXPECT_NE(k["devices"][1]["price_source"].get<std::string>().find("--price"), std::string::npos);
+  auto bad_offer = f.run({"gpus", "--offer", "nosuch:instance"});
+  EXPECT_NE(bad_offer.exit_code, 0);
+  EXPECT_NE(bad_offer.err.find("nosuch:instance"), std::string::npos) << bad_offer.err;
+  auto doc = f.run({"doctor"});
+  EXPECT_NE(doc.out.find("newest price " + catalog->newest_price_date()), std::string::npos) << doc.out;
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(TraceCliIntegrationTest, GoldenAmdMi250) {
   EXPECT_EQ(d["communication_ns"], 0);
   EXPECT_EQ(d["kernel_ns"], 149042);
   EXPECT_EQ(d["activity_count"], 16);
-  EXPECT_EQ(d["price_source"], "--price");
+  EXPECT_EQ(d["price_source"].get<std::string>().rfind("--price", 0), 0u) << d["price_source"];
   EXPECT_DOUBLE_EQ(d["price_usd_per_gpu_hour"].get<double>(), 3.6);
   // $3.6/h = $1e-12 per ns.
   EXPECT_NEAR(d["cost_usd"].get<double>(), 8911887e-12, 1e-15);
@@ -68,7 +68,10 @@ TEST(TraceCliIntegrationTest, GoldenTritonStreamTaggedCpuOpIsNotGpuWork) {
   EXPECT_EQ(d["activity_count"], 1);
   EXPECT_EQ(d["window_ns"], 1760);
   EXPECT_EQ(d["kernels"][0]["name"], "triton_poi_fused_add_cos_sin_0");
-  EXPECT_EQ(d["cost_usd"], nullptr);  // no price given: no made-up number
+  // no pricing flag: the catalog reference price of the GPU in deviceProperties, with its source
+  ASSERT_FALSE(d["cost_usd"].is_null());
+  EXPECT_NE(d["price_source"].get<std::string>().find("catalog reference"), std::string::npos) << d["price_source"];
+  EXPECT_NEAR(d["cost_usd"].get<double>(), 1760e-9 / 3600 * d["price_usd_per_gpu_hour"].get<double>(), 1e-15);
   expect_exact_sums(d, "triton");
 }
 

@@ -1,0 +1,80 @@
+#include <fmt/format.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "catalog/catalog.h"
+#include "cli/common.h"
+#include "cli/report_multi.h"
+#include "report/html.h"
+#include "report/run_report.h"
+#include "util/units.h"
+#include "report/load.h"
+#include "store/store.h"
+
+namespace gm::cli {
+
+bool wants_run_html_report(int argc, char** argv) {
+  if (wants_multi_run_report(argc, argv)) return false;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (a == "--html" || a.starts_with("--html=")) return true;
+  }
+  return false;
+}
+
+int run_html_report(int argc, char** argv) {
+  CLI::App app{"One run's report as a self-contained HTML page with charts", "report"};
+  std::string ref = "last", path;
+  std::optional<std::string> target, ledger_path;
+  std::optional<double> params;
+  bool inference = false;
+  app.add_option("RUN", ref, "run id or 'last' (default)");
+  app.add_option("--html", path, "write the page to FILE")->required();
+  app.add_option("--target", target, "$ to reach a metric target: acc=0.9, acc>=0.9, loss<=1.8");
+  app.add_option("--params", params, "model parameters for MFU (else the run's label params=N)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--inference", inference, "MFU with 2 x params FLOPs per token (default: training, 6 x params)");
+  app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  KpiOptions options;
+  options.params = params;
+  options.training = !inference;
+  if (target) {
+    auto t = parse_metric_target(*target);
+    if (!t) return fail("report", t.error());
+    options.target = *t;
+  }
+  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  if (!ledger) return fail("report", ledger.error());
+  auto run = resolve_run(**ledger, ref);
+  if (!run) return fail("report", run.error());
+  // The catalog gives the GPU's dense peak for MFU; without it the page says why MFU is missing.
+  auto catalog = Catalog::builtin();
+  const GpuSpec* gpu = nullptr;
+  if (catalog) {
+    gpu = catalog->find_gpu(run->gpu_model);
+    if (!gpu) gpu = catalog->gpu_for_nvml_name(run->gpu_model);
+  }
+  auto input = load_run_html_input(**ledger, *run, options, gpu);
+  if (!input) return fail("report", input.error());
+  if (catalog) {
+    if (auto rr = load_run_report(**ledger, run->id, &*catalog); rr && rr->rightsizing) {
+      const auto& h = *rr->rightsizing;
+      input->rightsizing_hint = fmt::format(
+          "{} holds the observed {:.1f} GiB peak at {}/GPU-h, {:.2f}x this run's price; {}", h.gpu,
+          static_cast<double>(h.peak_bytes) / (1024.0 * 1024.0 * 1024.0), format_usd(h.usd_per_gpu_hour), h.price_ratio,
+          h.assumption);
+    }
+  }
+  auto page = render_run_html(*input);
+  if (!page) return fail("report", page.error());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f || !f.write(page->data(), static_cast<std::streamsize>(page->size())) || !f.flush())
+    return fail("report", make_error("cannot write " + path + ": " + std::strerror(errno)));
+  std::fprintf(stderr, "gpumeter report: wrote %s (run %lld)\n", path.c_str(), static_cast<long long>(run->id));
+  return kExitOk;
+}
+
+}  // namespace gm::cli

@@ -1,0 +1,271 @@
+// The built-in model table (data/models.csv), TOML model files, parameter counts from the shape.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "plan/plan.h"
+#include "util/csv.h"
+#include "util/embedded.h"
+#include "util/units.h"
+
+namespace gm::plan {
+
+namespace {
+
+Result<Arch> parse_arch(std::string_view text, std::string_view where) {
+  const std::string s = to_lower(trim(text));
+  if (s == "decoder") return Arch::decoder;
+  if (s == "encoder") return Arch::encoder;
+  if (s == "vision_transformer" || s == "vit") return Arch::vision_transformer;
+  if (s == "cnn") return Arch::cnn;
+  return make_error(ErrorKind::usage,
+                    fmt::format("{}: arch '{}' is not one of decoder, encoder, vision_transformer, cnn", where, text));
+}
+
+struct ModelRow {
+  ModelSpec spec;
+  std::vector<std::string> aliases;
+};
+
+Result<double> cell_number(const CsvRow& row, int col, std::string_view name, std::string_view origin) {
+  if (col < 0) return make_error(fmt::format("{}: missing column '{}'", origin, name));
+  const std::string& text = row.fields[static_cast<std::size_t>(col)];
+  if (trim(text).empty()) return 0.0;
+  auto v = parse_number(text);
+  if (!v) return make_error(fmt::format("{}:{}: column '{}': {}", origin, row.line, name, v.error().message));
+  return *v;
+}
+
+Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view origin) {
+  GM_TRY(CsvTable table, parse_csv(text, origin));
+  std::vector<ModelRow> out;
+  const int c_name = table.column("name"), c_alias = table.column("aliases"), c_arch = table.column("arch"),
+            c_source = table.column("source");
+  if (c_name < 0 || c_alias < 0 || c_arch < 0 || c_source < 0)
+    return make_error(fmt::format("{}: needs columns name, aliases, arch, source", origin));
+  for (const auto& row : table.rows) {
+    ModelRow m;
+    m.spec.name = row.fields[static_cast<std::size_t>(c_name)];
+    const std::string where = fmt::format("{}:{}", origin, row.line);
+    GM_TRY(m.spec.arch, parse_arch(row.fields[static_cast<std::size_t>(c_arch)], where));
+    m.spec.source = row.fields[static_cast<std::size_t>(c_source)];
+    std::stringstream aliases(row.fields[static_cast<std::size_t>(c_alias)]);
+    for (std::string a; std::getline(aliases, a, ';');)
+      if (!trim(a).empty()) m.aliases.emplace_back(trim(a));
+    auto num = [&](const char* col) { return cell_number(row, table.column(col), col, origin); };
+    auto integer = [&](const char* col) -> Result<int> {
+      GM_TRY(double v, num(col));
+      return static_cast<int>(std::llround(v));
+    };
+    GM_TRY(m.spec.params, num("params"));
+    GM_TRY(m.spec.active_params, num("active_params"));
+    GM_TRY(m.spec.layers, integer("layers"));
+    GM_TRY(m.spec.hidden, integer("hidden"));
+    GM_TRY(m.spec.heads, integer("heads"));
+    GM_TRY(m.spec.kv_heads, integer("kv_heads"));
+    GM_TRY(m.spec.ffn, integer("ffn"));
+    GM_TRY(m.spec.vocab, integer("vocab"));
+    GM_TRY(m.spec.seq, integer("seq"));
+    GM_TRY(int gated, integer("gated_mlp"));
+    m.spec.gated_mlp = gated != 0;
+    GM_TRY(int tied, integer("tied_embeddings"));
+    m.spec.tied_embeddings = tied != 0;
+    GM_TRY(int qkv_bias, integer("qkv_bias"));
+    m.spec.qkv_bias = qkv_bias != 0;
+    GM_TRY(m.spec.experts, integer("experts"));
+    GM_TRY(m.spec.experts_per_token, integer("experts_per_token"));
+    GM_TRY(m.spec.fwd_flops_per_sample, num("fwd_flops_per_sample"));
+    GM_TRY(m.spec.activations_per_sample, num("activations_per_sample"));
+    if (m.spec.active_params <= 0) m.spec.active_params = m.spec.params;
+    GM_TRY_VOID(validate_model(m.spec));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+const std::vector<ModelRow>& table_rows() {
+  static const std::vector<ModelRow> rows = [] {
+    auto text = embedded_file("models.csv");
+    if (!text) return std::vector<ModelRow>{};
+    auto parsed = load_table(*text, "models.csv");
+    // The embedded table is checked by unit tests; a broken one yields an empty table, not a crash.
+    return parsed ? std::move(parsed).value() : std::vector<ModelRow>{};
+  }();
+  return rows;
+}
+
+std::string normalise(std::string_view name) {
+  std::string s = to_lower(trim(name));
+  for (char& c : s)
+    if (c == '_' || c == ' ') c = '-';
+  return s;
+}
+
+}  // namespace
+
+const std::vector<ModelSpec>& builtin_models() {
+  static const std::vector<ModelSpec> models = [] {
+    std::vector<ModelSpec> out;
+    for (const auto& r : table_rows()) out.push_back(r.spec);
+    return out;
+  }();
+  return models;
+}
+
+Result<ModelSpec> find_model(std::string_view name) {
+  const std::string wanted = normalise(name);
+  std::vector<std::string> names;
+  for (const auto& r : table_rows()) {
+    if (normalise(r.spec.name) == wanted) return r.spec;
+    for (const auto& a : r.aliases)
+      if (normalise(a) == wanted) return r.spec;
+    names.push_back(r.spec.name);
+  }
+  std::string hint = suggest_names(wanted, names, 3);
+  return make_error(ErrorKind::usage,
+                    fmt::format("--model: unknown model '{}'{}; built-in models: gpumeter plan --list-models, or "
+                                "describe it with --params or --layers/--hidden/--heads or --model-file",
+                                name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+}
+
+double params_from_shape(const ModelSpec& m) {
+  if (!m.has_transformer_shape() || m.ffn <= 0) return 0;
+  const double h = m.hidden, f = m.ffn, L = m.layers, V = m.vocab;
+  const double kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * static_cast<double>(m.head_dim());
+  const double attn = h * (h + 2 * kv) + h * h + (m.qkv_bias ? h + 2 * kv : 0.0);
+  const double mlp = (m.gated_mlp ? 3.0 : 2.0) * h * f;
+  const double experts = m.experts > 0 ? m.experts : 1;
+  const double router = m.experts > 0 ? h * m.experts : 0;
+  // Llama-style: RMSNorm, untied embeddings; GPT-style: biases, LayerNorm, tied embeddings.
+  const double embeddings = (m.tied_embeddings ? 1.0 : 2.0) * V * h;
+  if (m.gated_mlp) return L * (attn + experts * mlp + router + 2 * h) + embeddings + h;
+  const double biases = 4 * h + f + h + 4 * h;
+  return L * (attn + experts * mlp + router + biases) + embeddings + static_cast<double>(m.seq) * h + 2 * h;
+}
+
+double active_params_from_shape(const ModelSpec& m) {
+  if (m.experts <= 0 || m.experts_per_token <= 0) return m.params;
+  const double mlp = (m.gated_mlp ? 3.0 : 2.0) * m.hidden * static_cast<double>(m.ffn);
+  return m.params - static_cast<double>(m.layers) * (m.experts - m.experts_per_token) * mlp;
+}
+
+Result<void> validate_model(const ModelSpec& m) {
+  const std::string who = m.name.empty() ? std::string("model") : fmt::format("model '{}'", m.name);
+  if (!(m.params > 0) || !std::isfinite(m.params))
+    return make_error(ErrorKind::usage, fmt::format("{}: the parameter count must be positive", who));
+  if (m.active_params > m.params)
+    return make_error(ErrorKind::usage, fmt::format("{}: active parameters exceed the total", who));
+  const int fields[] = {m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, m.experts,
+                        m.experts_per_token};
+  for (int v : fields)
+    if (v < 0) return make_error(ErrorKind::usage, fmt::format("{}: sizes must not be negative", who));
+  if (m.arch == Arch::cnn) return ok_result();
+  if (m.has_transformer_shape()) {
+    if (m.hidden % m.heads != 0)
+      return make_error(ErrorKind::usage,
+                        fmt::format("{}: heads ({}) must divide the hidden size ({})", who, m.heads, m.hidden));
+    if (m.kv_heads > 0 && (m.kv_heads > m.heads || m.heads % m.kv_heads != 0))
+      return make_error(ErrorKind::usage,
+                        fmt::format("{}: kv heads ({}) must divide the heads ({})", who, m.kv_heads, m.heads));
+  }
+  if (m.experts_per_token > m.experts)
+    return make_error(ErrorKind::usage, fmt::format("{}: experts per token exceed the experts", who));
+  return ok_result();
+}
+
+Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", origin, e.source().begin.line,
+                                                    e.source().begin.column, e.description()));
+  }
+  static const char* const known[] = {"name",     "arch",  "params", "active_params",  "layers",
+                                      "hidden",   "heads", "kv_heads", "ffn",          "vocab",
+                                      "seq",      "gated_mlp", "tied_embeddings", "qkv_bias", "experts", "experts_per_token",
+                                      "fwd_flops_per_sample", "activations_per_sample", "source"};
+  for (const auto& [key, node] : tbl) {
+    bool ok = false;
+    for (const char* k : known) ok = ok || key.str() == k;
+    if (!ok)
+      return make_error(ErrorKind::usage, fmt::format("{}:{}: unknown key '{}'", origin,
+                                                      node.source().begin.line, key.str()));
+  }
+  ModelSpec m;
+  m.name = tbl["name"].value_or(std::string("custom"));
+  m.source = tbl["source"].value_or(std::string(origin));
+  if (auto a = tbl["arch"].value<std::string>()) {
+    GM_TRY(m.arch, parse_arch(*a, fmt::format("{}: arch", origin)));
+  }
+  auto number = [&](const char* key) -> Result<double> {
+    const toml::node* n = tbl.get(key);
+    if (!n) return 0.0;
+    if (auto v = n->value<double>()) {
+      if (!std::isfinite(*v) || *v < 0)
+        return make_error(ErrorKind::usage, fmt::format("{}:{}: '{}' must be a non-negative number", origin,
+                                                        n->source().begin.line, key));
+      return *v;
+    }
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}:{}: '{}' must be a number", origin, n->source().begin.line, key));
+  };
+  auto integer = [&](const char* key) -> Result<int> {
+    GM_TRY(double v, number(key));
+    if (v != std::floor(v) || v > 1e9)
+      return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a whole number", origin, key));
+    return static_cast<int>(v);
+  };
+  GM_TRY(m.params, number("params"));
+  GM_TRY(m.active_params, number("active_params"));
+  GM_TRY(m.layers, integer("layers"));
+  GM_TRY(m.hidden, integer("hidden"));
+  GM_TRY(m.heads, integer("heads"));
+  GM_TRY(m.kv_heads, integer("kv_heads"));
+  GM_TRY(m.ffn, integer("ffn"));
+  GM_TRY(m.vocab, integer("vocab"));
+  GM_TRY(m.seq, integer("seq"));
+  GM_TRY(m.experts, integer("experts"));
+  GM_TRY(m.experts_per_token, integer("experts_per_token"));
+  GM_TRY(m.fwd_flops_per_sample, number("fwd_flops_per_sample"));
+  GM_TRY(m.activations_per_sample, number("activations_per_sample"));
+  for (auto [key, slot] : {std::pair<const char*, bool*>{"gated_mlp", &m.gated_mlp},
+                            {"tied_embeddings", &m.tied_embeddings}, {"qkv_bias", &m.qkv_bias}}) {
+    if (const toml::node* g = tbl.get(key)) {
+      auto b = g->value<bool>();
+      if (!b) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be true or false", origin, key));
+      *slot = *b;
+    }
+  }
+  if (m.kv_heads == 0) m.kv_heads = m.heads;
+  if (m.params <= 0) m.params = params_from_shape(m);
+  if (m.active_params <= 0) m.active_params = active_params_from_shape(m);
+  if (m.params <= 0)
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}: give 'params', or 'layers', 'hidden', 'heads' and 'ffn' to count them", origin));
+  GM_TRY_VOID(validate_model(m));
+  return m;
+}
+
+Result<ModelSpec> load_model_toml(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorKind::usage, fmt::format("--model-file: cannot read '{}'", path));
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return parse_model_toml(buf.str(), path);
+}
+
+std::string_view arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::decoder: return "decoder";
+    case Arch::encoder: return "encoder";
+    case Arch::vision_transformer: return "vision_transformer";
+    case Arch::cnn: return "cnn";
+  }
+  return "decoder";
+}
+
+}  // namespace gm::plan

@@ -1,0 +1,369 @@
+#pragma once
+// Planning a training or inference job before renting: model description, memory per GPU with its
+// breakdown, compute and time, ranking of catalog offers (on-demand or spot with checkpointing),
+// weighted scoring, and own-hardware TCO. Pure functions over plain structs; formulas and their sources
+// are in docs/plan.md.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "catalog/catalog.h"
+#include "util/result.h"
+
+namespace gm::plan {
+
+// ---------------------------------------------------------------------------------------------- models
+
+enum class Arch { decoder, encoder, vision_transformer, cnn };
+
+/// Architecture of a model. Transformer fields are 0 for a CNN and when only --params is known.
+struct ModelSpec {
+  std::string name;
+  Arch arch = Arch::decoder;
+  double params = 0;               ///< total parameters
+  double active_params = 0;        ///< parameters used per token (MoE: the routed experts only)
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;                ///< key/value heads (grouped-query attention); = heads for MHA
+  int ffn = 0;                     ///< MLP inner size (per expert for MoE)
+  int vocab = 0;
+  int seq = 0;                     ///< default (native) sequence length; 1 sample for a CNN
+  bool gated_mlp = false;          ///< SwiGLU-style MLP with three matrices
+  bool tied_embeddings = false;    ///< output layer shares the embedding matrix
+  bool qkv_bias = false;           ///< biases on the query/key/value projections (Qwen)
+  int experts = 0;                 ///< MoE experts per layer (0 = dense)
+  int experts_per_token = 0;
+  double fwd_flops_per_sample = 0;    ///< CNN: forward FLOPs per input sample
+  double activations_per_sample = 0;  ///< CNN: activation elements per sample (conv outputs)
+  std::string source;
+
+  /// True when layers, hidden size and heads are known (transformer formulas apply).
+  bool has_transformer_shape() const { return layers > 0 && hidden > 0 && heads > 0; }
+  /// hidden / heads.
+  int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+};
+
+/// The built-in model table (data/models.csv compiled into the binary).
+const std::vector<ModelSpec>& builtin_models();
+/// A built-in model by name or alias (case-insensitive); a usage error naming close names if unknown.
+Result<ModelSpec> find_model(std::string_view name);
+/// Parses a TOML model description (keys as the models.csv columns); errors name `origin` and the key.
+Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin);
+/// Reads and parses a TOML model file.
+Result<ModelSpec> load_model_toml(const std::string& path);
+/// Parameter count of a decoder from its shape (Llama-style RMSNorm when gated, GPT-2-style otherwise).
+double params_from_shape(const ModelSpec& model);
+/// Parameters used per token of an MoE model from its shape (= params for a dense model).
+double active_params_from_shape(const ModelSpec& model);
+/// Checks sizes are positive and consistent (heads divide hidden, kv heads divide heads...).
+Result<void> validate_model(const ModelSpec& model);
+
+// ---------------------------------------------------------------------------------------------- job
+
+enum class Task { train, finetune, lora, inference };
+enum class Precision { fp32, bf16, fp16, mixed };
+enum class Optimizer { adamw, adam8bit, sgd };
+enum class Recompute { none, selective, full };
+
+/// What runs and how, independent of the GPU.
+struct JobSpec {
+  ModelSpec model;
+  Task task = Task::finetune;
+  double tokens = 0;               ///< training tokens; inference: generated (output) tokens
+  int seq = 0;                     ///< sequence length (inference: context = prompt + output)
+  int batch = 1;                   ///< training: micro-batch per GPU; inference: concurrent sequences per replica
+  int prompt_tokens = 0;           ///< inference: prompt length of each request
+  Precision precision = Precision::mixed;
+  Optimizer optimizer = Optimizer::adamw;
+  Recompute recompute = Recompute::selective;
+  int lora_rank = 16;
+  bool qlora = false;
+  double overhead_fixed_bytes = 1073741824.0;  ///< CUDA context, cuBLAS/NCCL workspaces (1 GiB)
+  double fragmentation = 0.10;                 ///< allocator fragmentation, fraction of the rest
+};
+
+/// True for LoRA / QLoRA (frozen base, trainable adapters).
+bool uses_adapters(const JobSpec& job);
+
+/// How the job is spread over GPUs.
+struct Parallelism {
+  int dp = 1;    ///< data-parallel degree (inference: replicas)
+  int tp = 1;    ///< tensor parallel
+  int pp = 1;    ///< pipeline parallel
+  int zero = 0;  ///< ZeRO stage 0..3 over dp (FSDP full shard = 3)
+  bool sp = false;  ///< sequence parallel (on with tp > 1)
+  int gpus() const { return dp * tp * pp; }
+};
+
+// ---------------------------------------------------------------------------------------------- memory
+
+/// Bytes per GPU. Mixed precision: fp32 master weights count under optimizer (ZeRO's accounting).
+struct MemoryBreakdown {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;
+  double kv_cache_bytes = 0;
+  double overhead_bytes = 0;
+  double total_bytes = 0;
+  double trainable_params = 0;     ///< whole model (LoRA: the adapters)
+  bool activations_known = true;   ///< false when the model's shape is unknown (--params only)
+};
+
+/// Bytes per trainable parameter of weights, gradients and optimizer states (K) for a precision.
+struct StateBytes {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+};
+/// Per-parameter bytes: mixed AdamW = 2 + 2 + 12 (ZeRO, Rajbhandari et al. 2020).
+StateBytes state_bytes(Precision precision, Optimizer optimizer);
+/// Model states per GPU for `params` sharded by ZeRO `stage` over `dp` GPUs.
+StateBytes zero_model_states(double params, StateBytes per_param, int stage, int dp);
+/// Korthikanti et al. 2022 Table 2 activation bytes of one transformer layer (16-bit activations).
+/// `mlp_coeff` is the MLP's share of the 34 (19 for a 4h GPT MLP); `sp` = sequence parallel.
+double activation_bytes_per_layer(double seq, double batch, double hidden, double heads, int tp, bool sp,
+                                  Recompute recompute, double mlp_coeff = 19.0);
+/// KV cache bytes per token: 2 · layers · kv_heads · head_dim · bytes.
+double kv_cache_bytes_per_token(const ModelSpec& model, double bytes_per_element);
+/// LoRA adapter parameters of rank `rank` on every linear layer of attention and MLP.
+double lora_params(const ModelSpec& model, int rank);
+/// Memory per GPU of the job under `par`.
+MemoryBreakdown estimate_memory(const JobSpec& job, const Parallelism& par);
+
+// ---------------------------------------------------------------------------------------------- compute
+
+/// FLOPs of the whole job.
+struct ComputeEstimate {
+  double model_flops = 0;          ///< what MFU is measured against (PaLM Appendix B)
+  double hardware_flops = 0;       ///< plus recomputation
+  double attention_flops = 0;      ///< the 12·L·h·s·D term (part of model_flops)
+  double prefill_flops = 0;        ///< inference
+  double decode_flops = 0;         ///< inference
+  double requests = 0;             ///< inference: tokens / output length
+};
+/// Training 6·N·D (+ attention), LoRA 4·N·D + 6·N_adapter·D, inference 2·N per token.
+ComputeEstimate estimate_compute(const JobSpec& job);
+/// 6 · params · tokens (Kaplan et al. 2020).
+double dense_training_flops(double params, double tokens);
+/// A default value with the reason it was chosen.
+struct StatedDefault {
+  double value = 0;
+  std::string reason;
+};
+/// Default MFU for the job (by task and scale).
+StatedDefault default_mfu(const JobSpec& job);
+/// Dense peak TFLOPS of a GPU for a precision (mixed/bf16 → BF16 dense, fp16 → FP16 dense, fp32 → FP32).
+std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision);
+/// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.
+double compute_time_s(double flops, int gpus, double peak_tflops, double mfu);
+
+/// Time of the job on `gpus` GPUs of one model.
+struct TimeEstimate {
+  double time_s = 0;
+  double prefill_s = 0;            ///< inference
+  double decode_s = 0;             ///< inference
+  std::string bound;               ///< "compute" or "memory bandwidth"
+};
+TimeEstimate estimate_time(const JobSpec& job, const ComputeEstimate& compute, const MemoryBreakdown& memory,
+                           const Parallelism& par, const GpuSpec& gpu, double mfu, double bandwidth_efficiency);
+
+// ---------------------------------------------------------------------------------------------- spot
+
+/// Young 1974: √(2·δ·M).
+double young_interval_s(double checkpoint_s, double mtbi_s);
+/// Daly 2006 higher-order optimum: √(2δM)·(1 + ⅓√(δ/2M) + (δ/2M)/9) − δ for δ < 2M, else M.
+double daly_interval_s(double checkpoint_s, double mtbi_s);
+
+/// Inputs of the spot expectation for one job.
+struct SpotInputs {
+  double work_s = 0;               ///< uninterrupted compute time
+  double interruptions_per_hour = 0;  ///< for the whole job (all instances)
+  double checkpoint_s = 0;         ///< δ: time to write one checkpoint
+  double restart_s = 0;            ///< getting capacity back, loading the checkpoint
+  std::optional<double> notice_s;  ///< provider's interruption notice
+};
+/// Expected outcome: wall time W·(1 + δ/τ) / (1 − (R + lost)/M), lost = (τ + δ)/2 or 0 when the notice
+/// allows a final checkpoint.
+struct SpotOutcome {
+  bool feasible = true;            ///< false when interruptions come faster than progress
+  double wall_s = 0;
+  double interval_s = 0;           ///< Daly optimum
+  double mtbi_s = 0;
+  double expected_interruptions = 0;
+  double checkpoint_overhead_s = 0;
+  double restart_overhead_s = 0;
+  double redone_s = 0;
+  bool checkpoint_on_notice = false;
+};
+SpotOutcome expected_spot(const SpotInputs& in);
+
+// ---------------------------------------------------------------------------------------------- ranking
+
+/// One catalog offer with what planning needs about its provider and region.
+struct OfferContext {
+  Offer offer;
+  GpuSpec gpu;
+  BillingRule billing;
+  std::optional<double> carbon_g_per_kwh;
+  std::string carbon_dataset;
+  std::optional<double> pue;
+};
+/// Every offer of the catalog with its GPU spec, billing rule, carbon intensity and PUE.
+std::vector<OfferContext> offers_from_catalog(const Catalog& catalog);
+
+enum class Objective { cost, time, score };
+
+/// Weights of the score; they sum to 1.
+struct Weights {
+  double cost = 0.4;
+  double perf = 0.3;
+  double memory = 0.1;
+  double risk = 0.1;
+  double carbon = 0.1;
+};
+/// Parses "cost=0.3,perf=0.3,memory=0.2,risk=0.1,carbon=0.1" (missing keys are 0; must sum to 1).
+Result<Weights> parse_weights(std::string_view text);
+
+/// Everything the user asked for.
+struct PlanRequest {
+  JobSpec job;
+  std::optional<int> dp;
+  std::optional<int> tp;           ///< unset: 1 for training; inference picks the fewest that fit
+  std::optional<int> pp;
+  std::optional<int> zero;         ///< unset: lowest stage that fits
+  bool fsdp = false;
+  std::optional<int> gpus;         ///< total GPUs
+  std::optional<std::string> gpu;  ///< restrict to this GpuSpec::id
+  std::optional<double> mfu;
+  double bandwidth_efficiency = 0.7;  ///< decode: achieved / peak memory bandwidth
+  bool spot = false;
+  Objective objective = Objective::cost;
+  Weights weights;
+  std::optional<double> interruptions_per_hour;  ///< per instance; unset: provider default
+  std::optional<double> checkpoint_s;            ///< unset: checkpoint bytes / write bandwidth
+  double checkpoint_write_bytes_per_s = 2e9;     ///< per instance
+  double restart_s = 600;
+  int max_gpus = 4096;
+};
+
+/// Score components in [0, 1] (1 best) and the weighted total.
+struct ScoreBreakdown {
+  double cost = 0;
+  double perf = 0;
+  double memory = 0;
+  double risk = 0;
+  std::optional<double> carbon;    ///< unknown grid intensity: not scored
+  double total = 0;
+};
+
+/// One ranked way to run the job.
+struct PlanOption {
+  std::string provider;
+  std::string region;
+  std::string instance;
+  std::string gpu;
+  double gpus_per_instance = 0;
+  int instances = 0;
+  Parallelism parallel;
+  MemoryBreakdown memory;
+  double gpu_memory_bytes = 0;
+  double headroom_bytes = 0;       ///< negative when it does not fit
+  bool fits = false;
+  double time_h = 0;
+  double billed_h = 0;
+  double usd_per_hour = 0;         ///< all instances
+  double cost_usd = 0;
+  bool spot = false;
+  std::optional<double> usd_per_million_tokens;
+  std::optional<SpotOutcome> spot_detail;
+  double interruptions_per_hour = 0;  ///< all instances (spot)
+  std::optional<double> energy_kwh;
+  std::optional<double> carbon_kg;
+  std::string carbon_dataset;
+  std::string bound;
+  ScoreBreakdown score;
+  std::vector<std::string> flags;  ///< catalog sanity flags of the offer
+};
+
+/// Verdict of one GPU model for the requested configuration.
+struct GpuVerdict {
+  std::string gpu;
+  double memory_bytes = 0;
+  bool fits = false;
+  double headroom_bytes = 0;
+  Parallelism parallel;            ///< the configuration checked (fewest GPUs that fit, or the user's)
+  MemoryBreakdown memory;
+};
+
+/// A default or derived value that the plan used.
+struct Assumption {
+  std::string key;
+  std::string value;
+  std::string source;
+};
+
+struct PlanResult {
+  JobSpec job;                     ///< with defaults resolved
+  Parallelism parallel;            ///< of the first option (or the checked configuration)
+  MemoryBreakdown memory;          ///< per GPU, of `parallel`
+  ComputeEstimate compute;
+  std::vector<GpuVerdict> verdicts;
+  std::vector<PlanOption> options; ///< ranked, best first; options that do not fit last
+  std::vector<Assumption> assumptions;
+  std::vector<std::string> notes;
+};
+
+/// Fills unset job fields with defaults for the task and model (sequence, precision, recompute...).
+JobSpec resolve_job_defaults(const JobSpec& job, bool seq_given, bool precision_given, bool recompute_given);
+/// Default interruptions per instance-hour of a provider's spot capacity, with its reason.
+StatedDefault default_interruption_rate(std::string_view provider);
+/// Plans the job over `offers` (GPU specs from the offers).
+Result<PlanResult> make_plan(const PlanRequest& request, const std::vector<OfferContext>& offers);
+/// Fills every option's score with `weights` (min-max over the options that fit).
+void score_options(std::vector<PlanOption>& options, const Weights& weights);
+
+// ---------------------------------------------------------------------------------------------- TCO
+
+/// Own hardware vs cloud over a number of years.
+struct TcoInput {
+  std::string gpu;
+  int gpus = 8;
+  double years = 3;
+  double capex_usd = 0;            ///< purchase of the whole system
+  double gpu_power_w = 0;          ///< per GPU at full load (TDP by default)
+  double idle_power_fraction = 0.25;  ///< idle draw as a fraction of full load
+  double host_power_w = 0;         ///< CPU, memory, network of the system at load
+  double pue = 1.4;
+  double usd_per_kwh = 0.12;
+  double ops_usd_per_year = 0;     ///< staff, space, support contracts
+  double utilization = 0.6;        ///< fraction of hours the GPUs do useful work
+  double cloud_usd_per_gpu_hour = 0;
+  std::string cloud_source;        ///< where the cloud price came from
+};
+struct TcoResult {
+  double hours = 0;
+  double own_energy_kwh = 0;
+  double own_energy_usd = 0;
+  double own_ops_usd = 0;
+  double own_total_usd = 0;
+  double cloud_gpu_hours = 0;
+  double cloud_total_usd = 0;
+  double own_usd_per_used_gpu_hour = 0;
+  std::optional<double> break_even_utilization;  ///< none when cloud is cheaper even at 100 %
+};
+/// Validates inputs (positive sizes, utilization in (0,1]) and computes both sides.
+Result<TcoResult> compute_tco(const TcoInput& in);
+
+// ---------------------------------------------------------------------------------------------- names
+
+std::string_view task_name(Task task);
+std::string_view precision_name(Precision precision);
+std::string_view optimizer_name(Optimizer optimizer);
+std::string_view recompute_name(Recompute recompute);
+std::string_view arch_name(Arch arch);
+
+}  // namespace gm::plan

@@ -1,0 +1,413 @@
+#include "report/html.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "report/html_page.h"
+#include "util/units.h"
+
+namespace gm {
+
+namespace {
+
+using nlohmann::json;
+
+json opt_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+
+json series(const std::string& label, const std::vector<std::optional<double>>& values, bool dash = false) {
+  json vals = json::array();
+  for (const auto& v : values) vals.push_back(opt_json(v));
+  json s = {{"label", label}, {"values", vals}};
+  if (dash) s["dash"] = true;
+  return s;
+}
+
+std::string usd(MicroUsd m) { return format_usd(micros_to_usd(m)); }
+
+/// A string member, or `fallback` when absent or not a string (never throws on foreign input).
+std::string str_of(const json& j, const char* key, const std::string& fallback = "?") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+}  // namespace
+
+Result<std::string> render_run_html(const RunHtmlInput& in) {
+  const RunRecord& r = in.run;
+  json spec;
+  spec["title"] = fmt::format("gpumeter run {}: {}", r.id, r.command);
+  spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {} ({})", r.user, r.host, format_time_utc(r.start_unix_ms),
+                                 r.status, r.stopped_by ? "stopped by " + *r.stopped_by : "not stopped");
+  json summary = json::array();
+  summary.push_back({"cost", usd(r.cost_micros)});
+  summary.push_back({"price", fmt::format("{}/GPU-h ({})", format_usd(micros_to_usd(r.price_micros_per_gpu_hour)),
+                                          r.price_source)});
+  summary.push_back({"wall / billed", fmt::format("{} / {} s", format_duration_s(static_cast<double>(r.wall_ms) / 1000),
+                                                  r.billed_s)});
+  summary.push_back({"GPUs allocated / used", fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(),
+                                                           r.gpu_model)});
+  summary.push_back({"idle cost (used GPUs)", usd(r.idle_cost_micros)});
+  summary.push_back({"unused allocated GPUs", usd(r.unused_gpu_cost_micros)});
+  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, r.energy_method)});
+  summary.push_back({"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
+  if (r.budget_usd) summary.push_back({"budget", format_usd(*r.budget_usd)});
+  if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
+  if (in.kpis) {
+    const auto& k = *in.kpis;
+    if (k.usd_per_step) summary.push_back({"$ per step", format_usd(*k.usd_per_step)});
+    if (k.usd_per_1k_samples) summary.push_back({"$ per 1k samples", format_usd(*k.usd_per_1k_samples)});
+    if (k.usd_per_1m_tokens) summary.push_back({"$ per 1M tokens", format_usd(*k.usd_per_1m_tokens)});
+    if (k.mfu) summary.push_back({"MFU", fmt::format("{:.1f}% ({})", *k.mfu * 100, k.mfu_note)});
+    if (k.target)
+      summary.push_back({"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
+                             fmt::format("{:g}", k.target->threshold),
+                         k.target_hit ? fmt::format("{} (step {}, {:.1f} s)", usd(k.target_hit->cost_micros),
+                                                    k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
+                                                    static_cast<double>(k.target_hit->t_ms) / 1000)
+                                      : std::string("not reached")});
+  }
+  if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
+  spec["summary"] = summary;
+  json notes = json::array();
+  json charts = json::array();
+
+  // Samples on a common time axis (seconds since start), one column per GPU.
+  std::set<std::int64_t> times;
+  std::set<unsigned> gpus;
+  for (const auto& s : in.samples) {
+    times.insert(s.t_ms);
+    gpus.insert(s.gpu_index);
+  }
+  std::vector<std::int64_t> tv(times.begin(), times.end());
+  std::map<std::int64_t, std::size_t> t_index;
+  for (std::size_t i = 0; i < tv.size(); ++i) t_index[tv[i]] = i;
+  std::vector<double> x;
+  for (auto t : tv) x.push_back(static_cast<double>(t) / 1000.0);
+  if (!in.samples.empty()) {
+    std::vector<MicroUsd> cost_at(tv.size(), 0);
+    std::map<unsigned, std::vector<std::optional<double>>> util, mem, power;
+    for (unsigned g : gpus) {
+      util[g].assign(tv.size(), std::nullopt);
+      mem[g].assign(tv.size(), std::nullopt);
+      power[g].assign(tv.size(), std::nullopt);
+    }
+    for (const auto& s : in.samples) {
+      std::size_t i = t_index[s.t_ms];
+      cost_at[i] += s.cost_micros;
+      util[s.gpu_index][i] = s.utilization_pct;
+      if (s.memory_used_bytes) mem[s.gpu_index][i] = static_cast<double>(*s.memory_used_bytes) / (1024.0 * 1024 * 1024);
+      power[s.gpu_index][i] = s.power_w;
+    }
+    // Long runs: at most kMaxPoints per chart, each point a bucket of consecutive seconds (cost summed,
+    // utilization and power averaged, memory at its maximum), so the page stays small and quick.
+    constexpr std::size_t kMaxPoints = 4000;
+    if (tv.size() > kMaxPoints) {
+      const std::size_t k = (tv.size() + kMaxPoints - 1) / kMaxPoints;
+      auto reduce = [&](std::vector<std::optional<double>>& v, bool use_max) {
+        std::vector<std::optional<double>> out;
+        for (std::size_t i = 0; i < v.size(); i += k) {
+          double acc_v = 0;
+          std::size_t n = 0;
+          std::optional<double> mx;
+          for (std::size_t j = i; j < std::min(v.size(), i + k); ++j)
+            if (v[j]) {
+              acc_v += *v[j];
+              ++n;
+              mx = mx ? std::max(*mx, *v[j]) : *v[j];
+            }
+          out.push_back(n == 0 ? std::nullopt : use_max ? mx : std::optional<double>(acc_v / static_cast<double>(n)));
+        }
+        v = std::move(out);
+      };
+      for (auto& [g, v] : util) reduce(v, false);
+      for (auto& [g, v] : mem) reduce(v, true);
+      for (auto& [g, v] : power) reduce(v, false);
+      std::vector<MicroUsd> cost_b;
+      std::vector<double> x_b;
+      for (std::size_t i = 0; i < tv.size(); i += k) {
+        MicroUsd c = 0;
+        const std::size_t end = std::min(tv.size(), i + k);
+        for (std::size_t j = i; j < end; ++j) c += cost_at[j];
+        cost_b.push_back(c);
+        x_b.push_back(x[end - 1]);
+      }
+      cost_at = std::move(cost_b);
+      x = std::move(x_b);
+      notes.push_back(fmt::format("charts show {}-second buckets ({} samples per GPU)", k, tv.size()));
+    }
+    // Cost over time, the budget, and the forecast from the last sample to the projected end.
+    std::vector<double> cx = x;
+    std::vector<std::optional<double>> cum, budget, forecast;
+    MicroUsd acc = 0;
+    for (auto c : cost_at) {
+      acc += c;
+      cum.push_back(micros_to_usd(acc));
+    }
+    std::optional<double> end_s;
+    if (r.forecast_cost_usd) {
+      const ProgressRecord* last = nullptr;
+      for (const auto& p : in.progress)
+        if (p.step && *p.step > 0 && (!last || p.t_ms >= last->t_ms)) last = &p;
+      std::optional<std::int64_t> total = r.total_steps;
+      if (last && last->total_steps) total = last->total_steps;
+      if (last && total && *total > *last->step)
+        end_s = static_cast<double>(last->t_ms) / 1000.0 * static_cast<double>(*total) / static_cast<double>(*last->step);
+    }
+    forecast.assign(cx.size(), std::nullopt);
+    if (end_s && *end_s > cx.back()) {
+      forecast.back() = cum.back();
+      cx.push_back(*end_s);
+      cum.push_back(std::nullopt);
+      forecast.push_back(*r.forecast_cost_usd);
+    } else if (r.forecast_cost_usd) {
+      notes.push_back(fmt::format("forecast {} (no step progress to place it in time)", format_usd(*r.forecast_cost_usd)));
+    }
+    json cs = json::array({series("cost_usd", cum)});
+    if (r.budget_usd) {
+      budget.assign(cx.size(), *r.budget_usd);
+      cs.push_back(series("budget_usd", budget, true));
+    }
+    if (end_s && cx.size() > x.size()) cs.push_back(series("forecast_usd", forecast, true));
+    charts.push_back(html::line_chart("cost", "Cost over time", "seconds", "USD", cx, cs));
+    auto per_gpu = [&](const std::string& id, const std::string& title, const std::string& unit,
+                       std::map<unsigned, std::vector<std::optional<double>>>& m, const std::string& prefix) {
+      json ss = json::array();
+      for (auto& [g, v] : m)
+        if (std::any_of(v.begin(), v.end(), [](auto& o) { return o.has_value(); }))
+          ss.push_back(series(prefix + std::to_string(g), v));
+      if (!ss.empty()) charts.push_back(html::line_chart(id, title, "seconds", unit, x, ss));
+      else notes.push_back(title + ": not reported by the GPU");
+    };
+    per_gpu("util", "GPU utilization", "%", util, "gpu");
+    per_gpu("memory", "GPU memory used", "GiB", mem, "gpu");
+    per_gpu("power", "GPU power", "W", power, "gpu");
+  } else {
+    notes.push_back("no samples recorded for this run");
+  }
+
+  // Progress, metric curves and per-step cost.
+  std::vector<const ProgressRecord*> prog;
+  for (const auto& p : in.progress) prog.push_back(&p);
+  std::stable_sort(prog.begin(), prog.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
+  std::vector<double> px;
+  std::vector<std::optional<double>> steps;
+  std::set<std::string> metric_names;
+  for (auto* p : prog) {
+    px.push_back(static_cast<double>(p->t_ms) / 1000.0);
+    steps.push_back(p->step ? std::optional<double>(static_cast<double>(*p->step)) : std::nullopt);
+    for (auto& [k, v] : p->metrics) metric_names.insert(k);
+  }
+  if (std::any_of(steps.begin(), steps.end(), [](auto& o) { return o.has_value(); }))
+    charts.push_back(html::line_chart("progress", "Progress", "seconds", "step", px, json::array({series("step", steps)})));
+  std::size_t shown = 0;
+  for (const auto& m : metric_names) {
+    if (++shown > 8) {
+      notes.push_back(fmt::format("{} more metric(s) not charted", metric_names.size() - 8));
+      break;
+    }
+    std::vector<std::optional<double>> v;
+    for (auto* p : prog) {
+      auto it = p->metrics.find(m);
+      v.push_back(it == p->metrics.end() || !std::isfinite(it->second) ? std::nullopt : std::optional<double>(it->second));
+    }
+    charts.push_back(html::line_chart("metric-" + m, "Metric " + m, "seconds", m, px, json::array({series(m, v)})));
+  }
+  {
+    std::vector<double> sx;
+    std::vector<std::optional<double>> per_step;
+    const ProgressRecord* prev = nullptr;
+    for (auto* p : prog) {
+      if (!p->step) continue;
+      if (prev && *p->step > *prev->step) {
+        sx.push_back(static_cast<double>(*p->step));
+        per_step.push_back(micros_to_usd(p->cost_micros - prev->cost_micros) / static_cast<double>(*p->step - *prev->step));
+      }
+      prev = p;
+    }
+    if (sx.size() >= 2)
+      charts.push_back(html::line_chart("step-cost", "Cost per step", "step", "USD per step", sx,
+                                        json::array({series("usd_per_step", per_step)})));
+  }
+  // Waste breakdown.
+  {
+    MicroUsd useful = std::max<MicroUsd>(0, r.cost_micros - r.idle_cost_micros - r.unused_gpu_cost_micros);
+    charts.push_back(html::bar_chart("waste", "Where the money went", "USD",
+                                     {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+                                     {micros_to_usd(useful), micros_to_usd(r.idle_cost_micros),
+                                      micros_to_usd(r.unused_gpu_cost_micros)},
+                                     "cost_usd"));
+  }
+  spec["charts"] = charts;
+  spec["notes"] = notes;
+  json tables = json::array();
+  if (!in.actions.empty()) {
+    json rows = json::array();
+    for (const auto& a : in.actions)
+      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, usd(a.cost_micros), a.message});
+    tables.push_back({{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
+  }
+  spec["tables"] = tables;
+  return html::page(spec);
+}
+
+Result<std::string> render_multi_html(const MultiReport& rep) {
+  json spec;
+  spec["title"] = fmt::format("gpumeter report: {} run(s)", rep.total.runs);
+  spec["subtitle"] = (rep.since_unix_ms ? format_time_utc(*rep.since_unix_ms) : std::string("the beginning")) + " .. " +
+                     (rep.until_unix_ms ? format_time_utc(*rep.until_unix_ms) : std::string("now")) + " UTC";
+  const auto& t = rep.total;
+  auto u = t.mean_util_pct();
+  spec["summary"] = json::array({json::array({"cost", usd(t.cost_micros)}),
+                                 json::array({"GPU-hours", fmt::format("{:.2f}", t.gpu_hours)}),
+                                 json::array({"waste", usd(t.waste_micros())}),
+                                 json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
+                                 json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
+                                 json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
+  json charts = json::array();
+  json notes = json::array();
+  if (rep.total.runs == 0) notes.push_back("no runs in this period");
+  if (rep.timeline.size() >= 2) {
+    // Gaps between buckets without rollups stay gaps (null), not zeros.
+    std::vector<double> tx;
+    std::vector<std::optional<double>> cost, util;
+    const double unit_s = static_cast<double>(rep.bucket_ms) / 1000.0;
+    std::int64_t prev = rep.timeline.front().start_unix_ms;
+    const double t0 = static_cast<double>(prev) / 1000.0;
+    for (const auto& b : rep.timeline) {
+      if (b.start_unix_ms - prev > rep.bucket_ms) {
+        tx.push_back((static_cast<double>(prev + rep.bucket_ms) / 1000.0 - t0) / unit_s);
+        cost.push_back(std::nullopt);
+        util.push_back(std::nullopt);
+      }
+      tx.push_back((static_cast<double>(b.start_unix_ms) / 1000.0 - t0) / unit_s);
+      cost.push_back(micros_to_usd(b.cost_micros));
+      util.push_back(b.util_samples > 0 ? std::optional<double>(b.util_sum_pct / static_cast<double>(b.util_samples))
+                                        : std::nullopt);
+      prev = b.start_unix_ms;
+    }
+    const std::string unit = rep.bucket_ms == 3'600'000 ? "hour" : "day";
+    const std::string xl = unit + "s since " + format_time_utc(rep.timeline.front().start_unix_ms) + " UTC";
+    charts.push_back(html::line_chart("timeline-cost", "Metered cost per " + unit, xl, "USD", tx,
+                                      json::array({series("cost_usd", cost)})));
+    charts.push_back(html::line_chart("timeline-util", "Mean GPU utilization per " + unit, xl, "%", tx,
+                                      json::array({series("util_pct", util)})));
+  }
+  if (!rep.groups.empty()) {
+    std::vector<std::string> cats;
+    std::vector<double> cost, waste;
+    for (const auto& g : rep.groups) {
+      cats.push_back(g.key);
+      cost.push_back(micros_to_usd(g.cost_micros));
+      waste.push_back(micros_to_usd(g.waste_micros()));
+    }
+    const std::string by = group_by_name(rep.by);
+    if (rep.by.kind == GroupBy::Kind::day) {
+      std::vector<double> dx;
+      std::vector<std::optional<double>> c, w;
+      auto first = parse_date_utc(rep.groups.front().key, "day");
+      const double d0 = first ? static_cast<double>(*first) / 86'400'000.0 : 0;
+      for (const auto& g : rep.groups) {
+        auto ms = parse_date_utc(g.key, "day");
+        dx.push_back(ms ? static_cast<double>(*ms) / 86'400'000.0 - d0 : 0);
+        c.push_back(micros_to_usd(g.cost_micros));
+        w.push_back(micros_to_usd(g.waste_micros()));
+      }
+      if (dx.size() >= 2)
+        charts.push_back(html::line_chart("cost-per-day", "Cost per day (runs by start day)",
+                                          "days since " + rep.groups.front().key, "USD", dx,
+                                          json::array({series("cost_usd", c), series("waste_usd", w)})));
+    }
+    charts.push_back(html::bar_chart("cost-by-group", "Cost by " + by, "USD", cats, cost, "cost_usd"));
+    charts.push_back(html::bar_chart("waste-by-group", "Waste by " + by, "USD", cats, waste, "waste_usd"));
+  }
+  MicroUsd useful = std::max<MicroUsd>(0, t.cost_micros - t.waste_micros());
+  charts.push_back(html::bar_chart("waste", "Where the money went", "USD",
+                                   {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+                                   {micros_to_usd(useful), micros_to_usd(t.idle_cost_micros),
+                                    micros_to_usd(t.unused_gpu_cost_micros)},
+                                   "cost_usd"));
+  spec["charts"] = charts;
+  spec["notes"] = notes;
+  json rows = json::array();
+  for (const auto& r : rep.top_runs)
+    rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
+                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros), r.status, r.command});
+  spec["tables"] = json::array(
+      {{{"title", "Top runs by cost"},
+        {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},
+        {"rows", rows}}});
+  return html::page(spec);
+}
+
+Result<std::string> render_trace_html(std::string_view trace_json) {
+  json doc = json::parse(trace_json.begin(), trace_json.end(), nullptr, false);
+  if (doc.is_discarded() || !doc.is_object())
+    return make_error(ErrorKind::failure, "trace HTML: input is not the JSON object of `gpumeter trace --json`");
+  if (!doc.contains("devices") || !doc["devices"].is_array())
+    return make_error(ErrorKind::failure, "trace HTML: key 'devices' (array) missing from the trace JSON");
+  json spec;
+  spec["title"] = "gpumeter trace";
+  json notes = json::array();
+  json charts = json::array();
+  json summary = json::array();
+  if (doc.contains("files") && doc["files"].is_array())
+    for (const auto& f : doc["files"])
+      if (f.is_object() && f.contains("skipped") && f["skipped"].is_string())
+        notes.push_back(str_of(f, "file") + ": skipped: " + f["skipped"].get<std::string>());
+  auto num = [](const json& j, const char* key) -> double {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  std::size_t index = 0;
+  for (const auto& d : doc["devices"]) {
+    if (!d.is_object()) return make_error(ErrorKind::failure, "trace HTML: devices[" + std::to_string(index) + "] is not an object");
+    const std::string file = str_of(d, "file");
+    std::string rank = d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
+    std::string device = d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump()) : "?";
+    const std::string who = fmt::format("{} rank {} device {}", file, rank, device);
+    const double window_ns = num(d, "window_ns");
+    const double cost = num(d, "cost_usd");
+    const double per_ns = window_ns > 0 ? cost / window_ns : 0;
+    summary.push_back({who, fmt::format("window {:.3f} ms, cost {}, idle {}", window_ns / 1e6, format_usd(cost),
+                                        format_usd(num(d, "idle_cost_usd")))});
+    const std::string id = std::to_string(index);
+    charts.push_back(html::bar_chart("split-" + id, "Temporal split: " + who, "USD",
+                                     {"compute", "communication", "memory", "idle"},
+                                     {num(d, "compute_ns") * per_ns, num(d, "communication_ns") * per_ns,
+                                      num(d, "memory_ns") * per_ns, num(d, "idle_ns") * per_ns},
+                                     "cost_usd"));
+    for (const char* what : {"kernels", "operators"}) {
+      if (!d.contains(what) || !d[what].is_array() || d[what].empty()) continue;
+      std::vector<std::pair<double, std::string>> items;
+      for (const auto& k : d[what]) {
+        double c = k.is_object() ? num(k, "cost_usd") : 0;
+        std::string name = str_of(k, "name");
+        items.emplace_back(c, name);
+      }
+      std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      if (items.size() > 10) items.resize(10);
+      std::vector<std::string> cats;
+      std::vector<double> vals;
+      for (auto& [c, n] : items) {
+        cats.push_back(n);
+        vals.push_back(c);
+      }
+      charts.push_back(html::bar_chart(std::string(what) + "-" + id, std::string("Top ") + what + " by cost: " + who,
+                                       "USD", cats, vals, "cost_usd"));
+    }
+    ++index;
+  }
+  if (index == 0) notes.push_back("no device with GPU activity in these traces");
+  spec["summary"] = summary;
+  spec["notes"] = notes;
+  spec["charts"] = charts;
+  spec["tables"] = json::array();
+  return html::page(spec);
+}
+
+}  // namespace gm

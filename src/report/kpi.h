@@ -1,0 +1,119 @@
+#pragma once
+// Cost KPIs of runs, as pure functions over ledger records: $ per 1k samples, $ per 1M tokens, $ to reach a
+// target metric, MFU, and scaling efficiency across runs with different GPU counts. Formulas: docs/report.md.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "catalog/catalog.h"
+#include "store/store.h"
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm {
+
+/// A target on a progress metric: "acc=0.9" / "acc>=0.9" (reach at least), "loss<=1.8" (reach at most).
+struct MetricTarget {
+  std::string metric;
+  bool at_most = false;  ///< true: value <= threshold; false: value >= threshold
+  double threshold = 0;
+};
+
+/// Parses `--target` text; usage error naming the text when malformed.
+Result<MetricTarget> parse_metric_target(std::string_view text);
+
+/// The first progress point meeting a target.
+struct TargetHit {
+  std::int64_t t_ms = 0;
+  std::optional<std::int64_t> step;
+  double value = 0;
+  MicroUsd cost_micros = 0;  ///< spend when the point arrived: the $ to reach the target
+};
+
+/// The first progress point (in time order) whose metric meets the target; nullopt if none does.
+std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress, const MetricTarget& target);
+
+/// $ per `per` units of `count` (e.g. per 1000 samples); nullopt when count is missing or not positive.
+std::optional<double> usd_per_units(MicroUsd cost_micros, std::optional<std::int64_t> count, double per);
+
+/// Largest value of a cumulative counter over the progress points (samples or tokens); nullopt if never sent.
+std::optional<std::int64_t> progress_max_samples(const std::vector<ProgressRecord>& progress);
+std::optional<std::int64_t> progress_max_tokens(const std::vector<ProgressRecord>& progress);
+std::optional<std::int64_t> progress_max_step(const std::vector<ProgressRecord>& progress);
+/// The metric's value at the last progress point that carries it.
+std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& progress, const std::string& metric);
+
+/// Rate of a cumulative counter: (last − first) ÷ (t_last − t_first) over the points carrying it, per
+/// second; with a single point, value ÷ t. nullopt without a positive time span.
+std::optional<double> progress_rate_per_s(const std::vector<ProgressRecord>& progress,
+                                          std::optional<std::int64_t> ProgressRecord::*field);
+
+/// Model FLOPs per token: 6 × params for training (forward + backward), 2 × params for inference.
+double model_flops_per_token(double params, bool training);
+
+/// The GPU's dense peak FLOP/s for MFU: bf16 dense, else fp16 dense, else tf32 dense, else fp32; nullopt
+/// when the catalog has none of them.
+std::optional<double> dense_peak_flops(const GpuSpec& gpu);
+
+/// MFU = tokens/s × FLOPs per token ÷ (dense peak FLOP/s per GPU × GPUs), as a fraction.
+std::optional<double> mfu(double tokens_per_s, double flops_per_token, double peak_flops_per_gpu, std::size_t gpus);
+
+/// The KPIs of one run.
+struct RunKpis {
+  std::optional<std::int64_t> steps;
+  std::optional<std::int64_t> samples;
+  std::optional<std::int64_t> tokens;
+  std::optional<double> usd_per_step;
+  std::optional<double> usd_per_1k_samples;
+  std::optional<double> usd_per_1m_tokens;
+  std::optional<double> tokens_per_s;
+  std::optional<double> samples_per_s;
+  std::optional<double> mfu;                   ///< fraction of dense peak
+  std::optional<double> model_flops_per_token;
+  std::optional<double> peak_flops_per_gpu;
+  std::string mfu_note;                        ///< why MFU is missing, or how it was computed
+  std::optional<TargetHit> target_hit;
+  std::optional<MetricTarget> target;
+};
+
+/// Options for computing KPIs.
+struct KpiOptions {
+  std::optional<double> params;                ///< model parameters (--params); else the run's "params" label
+  bool training = true;
+  std::optional<MetricTarget> target;
+};
+
+/// Computes a run's KPIs from its record and progress; `gpu` is the catalog spec of its GPU (may be null).
+RunKpis compute_kpis(const RunRecord& run, const std::vector<ProgressRecord>& progress, const GpuSpec* gpu,
+                     const KpiOptions& options);
+
+/// One run's row in a scaling study.
+struct ScalingRow {
+  std::int64_t run_id = 0;
+  std::size_t gpus = 0;
+  double throughput_per_s = 0;       ///< of the unit named in ScalingStudy::unit
+  double speedup = 0;                ///< throughput ÷ baseline throughput
+  double efficiency = 0;             ///< speedup ÷ (gpus ÷ baseline gpus)
+  std::optional<double> usd_per_unit;
+  std::optional<double> cost_ratio;  ///< $ per unit ÷ baseline $ per unit
+};
+
+/// Scaling efficiency across runs of the same job with different GPU counts. Baseline: fewest GPUs.
+struct ScalingStudy {
+  std::string unit;                  ///< "tokens", "samples", "steps" or "runs" (whole-run wall time)
+  std::vector<ScalingRow> rows;      ///< sorted by GPU count
+};
+
+/// Input of one run for a scaling study.
+struct ScalingInput {
+  RunRecord run;
+  std::vector<ProgressRecord> progress;
+};
+
+/// Builds a scaling study; the unit is the first of tokens, samples, steps that every run reports, else
+/// each run counts as one unit of work done in its wall time. Usage error with fewer than two runs.
+Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs);
+
+}  // namespace gm

@@ -1,0 +1,350 @@
+// HTML pages (run, multi-run, trace) rendered in headless Chromium: no console errors, no network
+// requests, every chart drew every series (pixel counts written by the page), and a screenshot that is not
+// blank and shows the series colours.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "report/html.h"
+#include "support/support.h"
+
+namespace gm {
+namespace {
+
+const char* kChromium = "/usr/bin/chromium";
+
+struct Rendered {
+  std::string dom;
+  std::string log;
+  std::string status;
+};
+
+std::vector<std::string> chromium_args(const std::string& profile) {
+  return {kChromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+          "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"};
+}
+
+Rendered render(const test::TempDir& dir, const std::string& html_path) {
+  auto args = chromium_args(dir.path() + "/profile-dom");
+  args.push_back("--dump-dom");
+  args.push_back("file://" + html_path);
+  auto r = test::run_command(args, {}, std::nullopt, 90);
+  Rendered out{r.out, r.err, ""};
+  std::smatch m;
+  static const std::regex re("<pre id=\"gm-status\">([^<]*)</pre>");
+  if (std::regex_search(out.dom, m, re)) out.status = m[1];
+  return out;
+}
+
+/// Minimal PNG reader (8-bit RGB/RGBA, non-interlaced): returns RGBA pixels.
+bool read_png(const std::string& bytes, unsigned& w, unsigned& h, std::vector<unsigned char>& rgba) {
+  if (bytes.size() < 8 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return false;
+  std::size_t pos = 8;
+  std::string idat;
+  int colour = -1, depth = 0;
+  auto be32 = [&](std::size_t p) {
+    return (static_cast<unsigned>(static_cast<unsigned char>(bytes[p])) << 24) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[p + 1])) << 16) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[p + 2])) << 8) |
+           static_cast<unsigned>(static_cast<unsigned char>(bytes[p + 3]));
+  };
+  while (pos + 8 <= bytes.size()) {
+    unsigned len = be32(pos);
+    std::string type = bytes.substr(pos + 4, 4);
+    if (pos + 12 + len > bytes.size()) return false;
+    if (type == "IHDR") {
+      w = be32(pos + 8);
+      h = be32(pos + 12);
+      depth = bytes[pos + 16];
+      colour = bytes[pos + 17];
+      if (bytes[pos + 20] != 0) return false;  // interlaced
+    } else if (type == "IDAT") {
+      idat += bytes.substr(pos + 8, len);
+    }
+    pos += 12 + len;
+  }
+  if (depth != 8 || (colour != 2 && colour != 6)) return false;
+  const unsigned bpp = colour == 6 ? 4 : 3;
+  const std::size_t stride = static_cast<std::size_t>(w) * bpp;
+  std::vector<unsigned char> raw((stride + 1) * h);
+  uLongf raw_len = static_cast<uLongf>(raw.size());
+  if (uncompress(raw.data(), &raw_len, reinterpret_cast<const Bytef*>(idat.data()), static_cast<uLong>(idat.size())) != Z_OK)
+    return false;
+  std::vector<unsigned char> img(stride * h), prev(stride, 0);
+  for (unsigned y = 0; y < h; ++y) {
+    const unsigned char filter = raw[y * (stride + 1)];
+    const unsigned char* src = &raw[y * (stride + 1) + 1];
+    unsigned char* dst = &img[y * stride];
+    for (std::size_t i = 0; i < stride; ++i) {
+      const int a = i >= bpp ? dst[i - bpp] : 0, b = prev[i], c = i >= bpp ? prev[i - bpp] : 0;
+      int v = src[i];
+      switch (filter) {
+        case 1: v += a; break;
+        case 2: v += b; break;
+        case 3: v += (a + b) / 2; break;
+        case 4: {
+          const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+          v += (pa <= pb && pa <= pc) ? a : (pb <= pc ? b : c);
+          break;
+        }
+        default: break;
+      }
+      dst[i] = static_cast<unsigned char>(v & 0xff);
+    }
+    std::copy(dst, dst + stride, prev.begin());
+  }
+  rgba.resize(static_cast<std::size_t>(w) * h * 4);
+  for (std::size_t p = 0; p < static_cast<std::size_t>(w) * h; ++p) {
+    for (unsigned k = 0; k < 3; ++k) rgba[p * 4 + k] = img[p * bpp + k];
+    rgba[p * 4 + 3] = bpp == 4 ? img[p * bpp + 3] : 255;
+  }
+  return true;
+}
+
+/// Parses "chart=ID points=N series=a:123,b:45" lines into chart → series → pixels.
+std::map<std::string, std::map<std::string, long>> charts_of(const std::string& status) {
+  std::map<std::string, std::map<std::string, long>> out;
+  std::istringstream in(status);
+  std::string line;
+  static const std::regex re("^chart=(\\S+) points=\\d+ series=(.*)$");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, re)) continue;
+    auto& series = out[m[1]];
+    std::string list = m[2];
+    std::size_t start = 0;
+    while (start < list.size()) {
+      std::size_t comma = list.find(',', start);
+      std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      std::size_t colon = item.rfind(':');
+      series[item.substr(0, colon)] = std::stol(item.substr(colon + 1));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return out;
+}
+
+void expect_clean_render(const test::TempDir& dir, const std::string& html, const std::string& name,
+                         const std::map<std::string, std::vector<std::string>>& expected) {
+  const std::string path = dir.write(name, html);
+  // The page forbids every network access itself.
+  EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  auto r = render(dir, path);
+  ASSERT_FALSE(r.status.empty()) << "no status element after load; log:\n" << r.log;
+  EXPECT_NE(r.status.find("\ndone"), std::string::npos) << r.status;
+  EXPECT_NE(r.status.find("resources=0\n"), std::string::npos) << r.status;
+  EXPECT_NE(r.status.find("errors=0\n"), std::string::npos) << r.status;
+  // Console messages (errors, CSP violations of attempted requests) appear in Chromium's log.
+  EXPECT_EQ(r.log.find("CONSOLE"), std::string::npos) << r.log;
+  EXPECT_EQ(r.log.find("Content Security Policy"), std::string::npos) << r.log;
+  auto charts = charts_of(r.status);
+  for (const auto& [chart, series] : expected) {
+    ASSERT_TRUE(charts.count(chart)) << "chart " << chart << " missing:\n" << r.status;
+    for (const auto& s : series) {
+      ASSERT_TRUE(charts[chart].count(s)) << chart << "/" << s << "\n" << r.status;
+      EXPECT_GT(charts[chart][s], 20) << chart << "/" << s << " drew no pixels\n" << r.status;
+    }
+  }
+  // Screenshot: not blank, and the first series colour (#1f77b4) is on screen.
+  auto args = chromium_args(dir.path() + "/profile-shot");
+  const std::string png = dir.path() + "/" + name + ".png";
+  args.push_back("--screenshot=" + png);
+  args.push_back("--window-size=1000,1600");
+  args.push_back("file://" + path);
+  auto shot = test::run_command(args, {}, std::nullopt, 90);
+  unsigned w = 0, h = 0;
+  std::vector<unsigned char> px;
+  ASSERT_TRUE(read_png(test::read_file(png), w, h, px)) << shot.err;
+  EXPECT_EQ(w, 1000u);
+  std::size_t non_white = 0, blue = 0;
+  for (std::size_t i = 0; i + 3 < px.size(); i += 4) {
+    if (px[i] < 240 || px[i + 1] < 240 || px[i + 2] < 240) ++non_white;
+    if (std::abs(px[i] - 0x1f) <= 6 && std::abs(px[i + 1] - 0x77) <= 6 && std::abs(px[i + 2] - 0xb4) <= 6) ++blue;
+  }
+  EXPECT_GT(non_white, static_cast<std::size_t>(w) * h / 100) << name;
+  EXPECT_GT(blue, 100u) << name;
+}
+
+class ReportHtmlIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(kChromium)) GTEST_SKIP() << "chromium not installed";
+  }
+};
+
+RunHtmlInput sample_run() {
+  RunHtmlInput in;
+  RunRecord& r = in.run;
+  r.id = 7;
+  r.command = "python train.py";
+  r.user = "ana";
+  r.host = "node1";
+  r.status = "finished";
+  r.price_micros_per_gpu_hour = 3'600'000'000;
+  r.price_source = "--price";
+  r.gpus_allocated = {"GPU-a", "GPU-b"};
+  r.gpus_used = {"GPU-a"};
+  r.gpu_model = "H100 SXM 80GB";
+  r.budget_usd = 150;
+  r.total_steps = 200;
+  r.wall_ms = 60'000;
+  r.billed_s = 60;
+  r.cost_micros = 120'000'000;
+  r.idle_cost_micros = 12'000'000;
+  r.unused_gpu_cost_micros = 60'000'000;
+  r.energy_j = 30'000;
+  r.energy_method = "counter";
+  r.forecast_cost_usd = 400;
+  for (int t = 1; t <= 60; ++t)
+    for (unsigned g = 0; g < 2; ++g) {
+      SampleRecord s;
+      s.run_id = 7;
+      s.t_ms = t * 1000;
+      s.gpu_index = g;
+      s.utilization_pct = g == 0 ? 50.0 + 40.0 * std::sin(t / 5.0) : 0.0;
+      s.memory_used_bytes = g == 0 ? static_cast<std::uint64_t>(t) << 30 : 0;
+      s.power_w = g == 0 ? 300.0 + 5 * t : 70.0;
+      s.cost_micros = 1'000'000;
+      s.job_present = g == 0;
+      in.samples.push_back(s);
+    }
+  for (int i = 1; i <= 12; ++i) {
+    ProgressRecord p;
+    p.run_id = 7;
+    p.t_ms = i * 5000;
+    p.step = i * 5;
+    p.tokens = i * 5000;
+    p.metrics = {{"loss", 3.0 / i}, {"acc", 0.05 * i}};
+    p.cost_micros = i * 10'000'000 - (i % 3) * 1'000'000;
+    in.progress.push_back(p);
+  }
+  ActionRecord a;
+  a.t_ms = 30'000;
+  a.kind = "warn";
+  a.cost_micros = 60'000'000;
+  a.message = "spent 40% of the budget <&>";
+  in.actions.push_back(a);
+  in.kpis = compute_kpis(in.run, in.progress, nullptr, {});
+  in.rightsizing_hint = "peak 12 GiB fits an L4 24GB";
+  return in;
+}
+
+TEST_F(ReportHtmlIntegrationTest, RunPageRendersEveryChart) {
+  test::TempDir dir;
+  auto html = render_run_html(sample_run());
+  ASSERT_TRUE(html.ok()) << html.error().message;
+  expect_clean_render(dir, *html, "run.html",
+                      {{"cost", {"cost_usd", "budget_usd", "forecast_usd"}},
+                       {"util", {"gpu0", "gpu1"}},
+                       {"memory", {"gpu0"}},
+                       {"power", {"gpu0", "gpu1"}},
+                       {"progress", {"step"}},
+                       {"metric-loss", {"loss"}},
+                       {"metric-acc", {"acc"}},
+                       {"step-cost", {"usd_per_step"}},
+                       {"waste", {"cost_usd"}}});
+}
+
+TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
+  MultiReport rep;
+  rep.by.kind = GroupBy::Kind::day;
+  for (int d = 0; d < 5; ++d) {
+    GroupTotals g;
+    g.key = format_date_utc((20'000LL + d) * 86'400'000);
+    g.runs = d + 1;
+    g.cost_micros = (d + 1) * 10'000'000;
+    g.idle_cost_micros = (d + 1) * 1'000'000;
+    g.unused_gpu_cost_micros = 500'000;
+    rep.total.runs += g.runs;
+    rep.total.cost_micros += g.cost_micros;
+    rep.total.idle_cost_micros += g.idle_cost_micros;
+    rep.total.unused_gpu_cost_micros += g.unused_gpu_cost_micros;
+    rep.groups.push_back(g);
+  }
+  for (int h = 0; h < 48; ++h) {
+    if (h >= 20 && h < 24) continue;  // a gap without runs
+    TimelineBucket b;
+    b.start_unix_ms = 20'000LL * 86'400'000 + h * 3'600'000LL;
+    b.cost_micros = (5 + h % 7) * 1'000'000;
+    b.util_samples = 3600;
+    b.util_sum_pct = 3600.0 * (30 + h % 50);
+    rep.timeline.push_back(b);
+  }
+  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "finished", std::nullopt});
+  auto html = render_multi_html(rep);
+  ASSERT_TRUE(html.ok()) << html.error().message;
+  test::TempDir dir;
+  expect_clean_render(dir, *html, "multi.html",
+                      {{"cost-per-day", {"cost_usd", "waste_usd"}},
+                       {"timeline-cost", {"cost_usd"}},
+                       {"timeline-util", {"util_pct"}},
+                       {"cost-by-group", {"cost_usd"}},
+                       {"waste-by-group", {"waste_usd"}},
+                       {"waste", {"cost_usd"}}});
+}
+
+TEST_F(ReportHtmlIntegrationTest, TracePageRendersSplitAndTopKernels) {
+  const std::string trace = R"({"files": [{"file": "rank0.json", "rank": 0, "skipped": null},
+      {"file": "notes.json", "rank": null, "skipped": "not a Kineto trace"}],
+    "devices": [{"file": "rank0.json", "rank": 0, "device": 0, "window_ns": 1000000, "busy_ns": 800000,
+      "idle_ns": 200000, "compute_ns": 600000, "communication_ns": 150000, "memory_ns": 50000,
+      "kernel_ns": 900000, "cost_usd": 0.001, "idle_cost_usd": 0.0002, "price_usd_per_gpu_hour": 3.6,
+      "price_source": "--price",
+      "kernels": [{"name": "ampere_sgemm_128x64_nn", "class": "compute", "count": 10, "kernel_ns": 500000,
+                   "attributed_ns": 450000, "cost_usd": 0.00045},
+                  {"name": "ncclDevKernel_AllReduce_Sum_f32", "class": "communication", "count": 2,
+                   "kernel_ns": 200000, "attributed_ns": 150000, "cost_usd": 0.00015}],
+      "operators": [{"name": "aten::mm", "cost_usd": 0.0005}, {"name": "aten::add", "cost_usd": 0.0001}],
+      "annotations": [], "steps": []}]})";
+  auto html = render_trace_html(trace);
+  ASSERT_TRUE(html.ok()) << html.error().message;
+  test::TempDir dir;
+  expect_clean_render(dir, *html, "trace.html",
+                      {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
+  EXPECT_FALSE(render_trace_html("{\"files\": []}").ok());
+  EXPECT_FALSE(render_trace_html("not json").ok());
+}
+
+TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
+  const std::string trace =
+      test::shared_dir() + "/traces/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz";
+  if (!std::filesystem::exists(trace)) GTEST_SKIP() << "sample trace not available: " << trace;
+  test::TempDir dir;
+  const std::string out = dir.path() + "/trace.html";
+  auto r = test::run_gpumeter({"trace", trace, "--price", "3", "--html", out, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = test::read_file(out);
+  ASSERT_FALSE(page.empty());
+  expect_clean_render(dir, page, "trace-sample.html",
+                      {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
+}
+
+TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) {
+  auto html = render_run_html(sample_run());
+  ASSERT_TRUE(html.ok());
+  std::string page = *html;
+  // An image from the network and a chart series without data: the CSP must block the request (logged by
+  // Chromium) and the status must show the empty series drew nothing.
+  page.replace(page.find("<div id=\"gm-root\">"), 0, "<img src=\"http://127.0.0.1:9/x.png\">");
+  const std::string key = "\"label\":\"budget_usd\",\"values\":[";
+  const std::size_t at = page.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t end = page.find(']', at + key.size());
+  page.replace(at + key.size(), end - at - key.size(), "");
+  test::TempDir dir;
+  auto r = render(dir, dir.write("bad.html", page));
+  EXPECT_NE(r.log.find("Content Security Policy"), std::string::npos) << r.log;
+  auto charts = charts_of(r.status);
+  ASSERT_TRUE(charts.count("cost")) << r.status;
+  EXPECT_EQ(charts["cost"]["budget_usd"], 0) << r.status;
+  EXPECT_GT(charts["cost"]["cost_usd"], 20) << r.status;
+}
+
+}  // namespace
+}  // namespace gm
