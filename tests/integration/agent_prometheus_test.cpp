@@ -1,6 +1,7 @@
 // A real Prometheus server scrapes two agents (two nodes: two fake-NVML scenarios, two fake /proc trees with
 // Docker, Kubernetes and Slurm cgroups); PromQL totals and the fleet report agree with the devices' cost.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "cli/report_fleet.h"
 #include "integration/agent_fixture.h"
 
 namespace gm::test {
@@ -146,6 +148,28 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   EXPECT_NE(text.out.find("4242"), std::string::npos) << text.out;
   const auto unreachable = run_gpumeter({"report", "--prometheus", "http://127.0.0.1:1", "--since", "1h"});
   EXPECT_EQ(unreachable.exit_code, 5) << unreachable.err;
+  // The CLI entry point `gpumeter report --prometheus` dispatches to prints the same totals.
+  {
+    const std::string out_path = dir.path() + "/report.json";
+    std::fflush(stdout);
+    const int saved = dup(1);
+    const int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    dup2(fd, 1);
+    std::vector<std::string> args{"report", "--prometheus", url, "--since", "1h", "--by", "namespace", "--json"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    EXPECT_TRUE(cli::wants_fleet_report(static_cast<int>(argv.size()), argv.data()));
+    const int rc = cli::fleet_report(static_cast<int>(argv.size()), argv.data());
+    std::fflush(stdout);
+    dup2(saved, 1);
+    ::close(saved);
+    ::close(fd);
+    ASSERT_EQ(rc, 0);
+    const auto j = nlohmann::json::parse(read_file(out_path));
+    EXPECT_NEAR(j["device_cost_usd"].get<double>(), dev_range, 1e-9);
+    EXPECT_NEAR(j["owner_cost_usd"].get<double>() + j["unallocated_cost_usd"].get<double>(), dev_range, 4 * one_interval * 2);
+  }
   // Errors name the flag.
   const auto bad = agent::query_fleet_report("http://127.0.0.1:1", 3600'000, "namespace");
   ASSERT_FALSE(bad);
