@@ -263,6 +263,32 @@ TEST(AgentCollector, OwnersJson) {
   EXPECT_TRUE(j["owners"][0]["slurm_job"].is_null());
 }
 
+TEST(AgentCollector, MigInstancesPricedBySlice) {
+  Fixture fx;
+  DeviceInfo& info = fx.backend.infos[0];
+  info.mig_enabled = true;
+  MigInstance a, b, c;
+  a.uuid = "MIG-a", a.gpu_instance_id = 1, a.slice_count = 3, a.board_slices = 7;
+  b.uuid = "MIG-b", b.gpu_instance_id = 2, b.slice_count = 4, b.board_slices = 7;
+  c.uuid = "MIG-c", c.gpu_instance_id = 3, c.memory_total_bytes = 20ull << 30;  // no slice count: memory share
+  info.mig_instances = {a, b, c};
+  Collector col(fx.backend, *fx.resolver, fx.clock, fx.prices(7.0), AgentOptions{});
+  col.collect_once();
+  fx.clock.advance_ns(3'600'000'000'000);  // one hour
+  col.collect_once();
+  const Snapshot s = col.snapshot();
+  ASSERT_EQ(s.devices[0].mig.size(), 3u);
+  EXPECT_EQ(s.devices[0].mig[0].micros_per_hour, 3'000'000);
+  EXPECT_EQ(s.devices[0].mig[1].micros_per_hour, 4'000'000);
+  EXPECT_EQ(s.devices[0].mig[2].micros_per_hour, 1'750'000);  // 20 of 80 GiB
+  EXPECT_EQ(s.devices[0].mig[0].cost + s.devices[0].mig[1].cost, s.devices[0].cost);
+  const std::string text = render_metrics(s);
+  EXPECT_NE(text.find("gpumeter_mig_price_usd_per_hour{gpu=\"0\",uuid=\"GPU-0\",model=\"NVIDIA H100 80GB HBM3\",mig_uuid=\"MIG-b\",gpu_instance=\"2\"} 4\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("gpumeter_mig_cost_usd_total{gpu=\"0\",uuid=\"GPU-0\",model=\"NVIDIA H100 80GB HBM3\",mig_uuid=\"MIG-a\",gpu_instance=\"1\"} 3\n"),
+            std::string::npos);
+}
+
 TEST(AgentWebConfig, ParsesTlsAndUsers) {
   const auto cfg = parse_web_config(
       "# comment\ntls_server_config:\n  cert_file: server.crt\n  key_file: \"/etc/k.key\"\nbasic_auth_users:\n"
