@@ -231,3 +231,29 @@ TEST_F(AgentCliIntegrationTest, BasicAuthAndTls) {
 
 }  // namespace
 }  // namespace gm::test
+
+namespace gm::test {
+namespace {
+
+TEST(AgentMigIntegrationTest, InstancesPricedByTheirShareOfTheBoard) {
+  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  TempDir dir;
+  const std::string scen = dir.write("mig.json", R"({"devices": [{"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-mig",
+    "memory_total_mib": 81920, "energy_counter": true, "mig": true, "mig_instances": [
+      {"uuid": "MIG-1", "gpu_instance_id": 1, "memory_total_mib": 40960, "mem_used_mib": 100},
+      {"uuid": "MIG-2", "gpu_instance_id": 2, "memory_total_mib": 20480, "mem_used_mib": 50}],
+    "timeline": [{"t": 0, "util": 50, "mem_used_mib": 1000, "power_w": 200, "temp_c": 40, "processes": []}]}]})");
+  const CmdResult r = run_gpumeter({"agent", "--once", "--interval", "200ms", "--price", "7"}, fake_env(scen, dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(metric(r.out, R"(gpumeter_mig_price_usd_per_hour{gpu="0",uuid="GPU-mig",model="NVIDIA A100-SXM4-80GB",mig_uuid="MIG-1")"), 3.5);
+  EXPECT_EQ(metric(r.out, R"(gpumeter_mig_price_usd_per_hour{gpu="0",uuid="GPU-mig",model="NVIDIA A100-SXM4-80GB",mig_uuid="MIG-2")"), 1.75);
+  const double board = metric(r.out, "gpumeter_gpu_cost_usd_total{");
+  const double mig1 = metric(r.out, R"(gpumeter_mig_cost_usd_total{gpu="0",uuid="GPU-mig",model="NVIDIA A100-SXM4-80GB",mig_uuid="MIG-1")");
+  EXPECT_GT(board, 0);
+  EXPECT_NEAR(mig1, board / 2, 2e-6);
+  const std::string expo = dir.write("expo.txt", r.out);
+  EXPECT_EQ(run_command({"sh", "-c", "promtool check metrics < " + expo}).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace gm::test
