@@ -137,12 +137,17 @@ void Collector::collect_once() {
   ++self_.collections;
   self_.last_collection_s = took_s;
   self_.collection_seconds_total += took_s;
+  // Render from the live state without copying it (the lock is held): swap it into a snapshot and back.
   Snapshot snap;
-  snap.devices = devices_;
-  snap.owners = owners_;
-  if (std::any_of(devices_.begin(), devices_.end(), [](const DeviceView& d) { return d.owners.count(other_key()); }))
-    snap.owners[other_key()] = other_owner();
+  snap.devices.swap(devices_);
+  snap.owners.swap(owners_);
+  const bool other = std::any_of(snap.devices.begin(), snap.devices.end(),
+                                 [](const DeviceView& d) { return d.owners.count(other_key()) > 0; });
+  if (other) snap.owners[other_key()] = other_owner();
   body_ = render_metrics(snap);
+  if (other) snap.owners.erase(other_key());
+  devices_.swap(snap.devices);
+  owners_.swap(snap.owners);
 }
 
 void Collector::run(const std::atomic<bool>& stop) {
