@@ -177,6 +177,10 @@ TEST(PlanIntegrationTest, BadInputIsAUsageError) {
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--weights", "cost=0.5,perf=0.2"}, "sum to 0.7"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--task", "pretrain"}, "--task"},
       {{"--model", "llama-3-8b"}, "--tokens"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--dp", "2000000000", "--tp", "8"}, "65536"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--mfu", "1.5"}, "--mfu"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--gpus", "0"}, "--gpus"},
+      {{"--layers", "32", "--hidden", "4096", "--heads", "30", "--tokens", "1e9"}, "--heads 30 does not divide"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"plan"};
