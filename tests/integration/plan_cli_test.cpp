@@ -54,7 +54,13 @@ TEST(PlanIntegrationTest, FinetuneRanksRealCatalogOffersWithStableKeys) {
   // 6·N·D plus the attention term.
   EXPECT_GT(doc["compute_flops"].get<double>(), 6.0 * params * 2e9);
   EXPECT_LT(doc["compute_flops"].get<double>(), 6.0 * params * 2e9 * 1.2);
-  EXPECT_TRUE(doc["assumptions"].contains("mfu"));
+  for (const char* k : {"mfu", "seq", "batch", "precision", "optimizer", "recompute", "zero", "overhead_fixed_bytes",
+                        "fragmentation"}) {
+    ASSERT_TRUE(doc["assumptions"].contains(k)) << k;
+    EXPECT_FALSE(doc["assumptions"][k]["source"].get<std::string>().empty()) << k;
+  }
+  EXPECT_EQ(doc["assumptions"]["seq"]["value"], "2048");
+  EXPECT_EQ(doc["assumptions"]["mfu"]["value"], "0.40");
 
   const auto fits = fitting(doc);
   ASSERT_GE(fits.size(), 10u);
