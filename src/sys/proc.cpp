@@ -88,9 +88,18 @@ std::optional<std::string> ProcReader::environ_var(std::uint32_t pid, const std:
 }
 
 std::vector<std::uint32_t> ProcReader::descendants(std::uint32_t root_pid) const {
+  // Only /proc/PID/stat is needed for the tree: one small read per process, every second.
   std::multimap<std::uint32_t, std::uint32_t> children;
-  for (auto pid : pids())
-    if (auto info = read(pid)) children.emplace(info->ppid, pid);
+  for (auto pid : pids()) {
+    auto stat = read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
+    if (!stat) continue;
+    const auto close = stat->rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat->substr(close + 1));
+    std::string state;
+    long long ppid = 0;
+    if (rest >> state >> ppid) children.emplace(static_cast<std::uint32_t>(ppid), pid);
+  }
   std::vector<std::uint32_t> out, stack{root_pid};
   while (!stack.empty()) {
     const auto p = stack.back();
