@@ -61,8 +61,9 @@ std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
     return key;
   }
   if (owners_.size() >= options_.max_owners) {
-    // Free the slot of the owner absent longest, if it has been absent long enough. Its series end; the
-    // cost it accrued stays in Prometheus's history, so range increases remain exact.
+    // Free the slot of the owner absent longest, if it has been absent long enough. Its series end and
+    // its totals move into "other" on each GPU, so Σ owners + unallocated = device cost holds at every
+    // instant (DESIGN §3), not only over ranges.
     std::string victim;
     std::int64_t oldest = now_ns - options_.owner_expiry_ms * 1'000'000;
     for (const auto& [k, seen] : owner_seen_ns_)
@@ -71,9 +72,18 @@ std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
         victim = k;
       }
     if (victim.empty()) return other_key();
+    const std::string other = other_key();
     owners_.erase(victim);
     owner_seen_ns_.erase(victim);
-    for (auto& d : devices_) d.owners.erase(victim);
+    for (auto& d : devices_) {
+      auto it = d.owners.find(victim);
+      if (it == d.owners.end()) continue;
+      OwnerCounters& o = d.owners[other];
+      o.cost += it->second.cost;
+      o.energy_j += it->second.energy_j;
+      o.gpu_seconds += it->second.gpu_seconds;
+      d.owners.erase(it);
+    }
   }
   owners_[key] = owner;
   owner_seen_ns_[key] = now_ns;

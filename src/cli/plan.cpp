@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "catalog/catalog.h"
 #include "cli/cli.h"
@@ -98,8 +99,7 @@ struct PlanFlags {
   std::optional<std::string> model, params, model_file, tokens;
   std::string task = "finetune";
   std::optional<int> seq, batch, prompt_tokens;
-  std::optional<std::string> precision, recompute, gpu, weights, optimize;
-  std::string optimizer = "adamw";
+  std::optional<std::string> precision, recompute, gpu, weights, optimize, optimizer;
   std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
   std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
   bool fsdp = false, qlora = false, spot = false, json = false, list_models = false;
@@ -177,7 +177,9 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   if (f.precision) {
     GM_TRY(job.precision, parse_precision(*f.precision));
   }
-  GM_TRY(job.optimizer, parse_optimizer(f.optimizer));
+  if (f.optimizer) {
+    GM_TRY(job.optimizer, parse_optimizer(*f.optimizer));
+  }
   if (f.recompute) {
     GM_TRY(job.recompute, parse_recompute(*f.recompute));
   }
@@ -211,6 +213,32 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
     GM_TRY(req.objective, parse_objective(*f.optimize));
   }
   return req;
+}
+
+/// The job settings the user did not give, with the value the plan used.
+void add_default_assumptions(const PlanFlags& f, plan::PlanResult& r) {
+  const plan::JobSpec& j = r.job;
+  const bool inference = j.task == plan::Task::inference;
+  std::vector<plan::Assumption> add;
+  if (!f.seq)
+    add.push_back({"seq", std::to_string(j.seq),
+                   fmt::format("the model's native length capped at {} (--seq)", inference ? 4096 : 2048)});
+  if (!f.batch) add.push_back({"batch", std::to_string(j.batch), "one sequence per GPU (--batch)"});
+  if (!f.precision)
+    add.push_back({"precision", std::string(plan::precision_name(j.precision)),
+                   "mixed for training; bf16 for LoRA and inference (--precision)"});
+  if (!inference && !f.optimizer) add.push_back({"optimizer", "adamw", "gpumeter default (--optimizer)"});
+  if (!inference && !f.recompute)
+    add.push_back({"recompute", std::string(plan::recompute_name(j.recompute)),
+                   "full for fine-tuning (what Hugging Face gradient checkpointing does), selective for "
+                   "pre-training (Megatron-LM) (--recompute)"});
+  if (plan::uses_adapters(j) && !f.lora_rank)
+    add.push_back({"lora_rank", std::to_string(j.lora_rank), "gpumeter default (--lora-rank)"});
+  if (!f.zero && !f.fsdp && !inference)
+    add.push_back({"zero", std::to_string(r.parallel.zero), "lowest ZeRO stage that fits; value of the first option (--zero)"});
+  if (!f.gpus && !f.dp)
+    add.push_back({"gpus", "per GPU model", "the fewest that fit; every GPU of a rented instance is used (--gpus)"});
+  r.assumptions.insert(r.assumptions.begin(), add.begin(), add.end());
 }
 
 int run_tco(int argc, char** argv) {
@@ -292,7 +320,7 @@ int cmd_plan(int argc, char** argv) {
   app.add_option("--batch", f.batch, "micro-batch per GPU (inference: concurrent sequences per replica)");
   app.add_option("--prompt-tokens", f.prompt_tokens, "inference: prompt length of each request (default: half of --seq)");
   app.add_option("--precision", f.precision, "fp32, bf16, fp16 or mixed (default: mixed; bf16 for lora/inference)");
-  app.add_option("--optimizer", f.optimizer, "adamw, adam8bit or sgd (momentum)")->capture_default_str();
+  app.add_option("--optimizer", f.optimizer, "adamw, adam8bit or sgd (momentum) (default: adamw)");
   app.add_option("--dp", f.dp, "data-parallel degree");
   app.add_option("--zero", f.zero, "ZeRO stage 0..3 over --dp (default: lowest stage that fits)");
   app.add_flag("--fsdp", f.fsdp, "FSDP full sharding (as ZeRO-3)");
@@ -339,6 +367,7 @@ int cmd_plan(int argc, char** argv) {
   }
   auto result = plan::make_plan(*req, plan::offers_from_catalog(*catalog));
   if (!result) return fail(kCmd, result.error());
+  add_default_assumptions(f, *result);
   const std::string out = f.json ? render_plan_json(*result, req->objective)
                                  : render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);

@@ -94,6 +94,7 @@ Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
   const ModelSpec& m = job.model;
   auto positive = [](std::optional<int> v, const char* flag) -> Result<void> {
     if (v && *v <= 0) return make_error(ErrorKind::usage, fmt::format("{} must be a positive number, not {}", flag, *v));
+    if (v && *v > 65536) return make_error(ErrorKind::usage, fmt::format("{} {} is more than 65536 GPUs", flag, *v));
     return ok_result();
   };
   GM_TRY_VOID(positive(req.dp, "--dp"));
@@ -118,6 +119,8 @@ Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
                                   m.kv_heads, m.name.empty() ? "the model" : m.name));
   if (m.layers > 0 && pp > m.layers)
     return make_error(ErrorKind::usage, fmt::format("--pp {} exceeds the {} layers", pp, m.layers));
+  if (static_cast<long long>(req.dp.value_or(1)) * tp * pp > 65536)
+    return make_error(ErrorKind::usage, "--dp × --tp × --pp is more than 65536 GPUs");
   if (req.gpus && *req.gpus % (tp * pp) != 0)
     return make_error(ErrorKind::usage, fmt::format("--gpus {} is not a multiple of --tp × --pp = {}", *req.gpus, tp * pp));
   if (req.gpus && req.dp && *req.gpus != *req.dp * tp * pp)

@@ -54,7 +54,13 @@ TEST(PlanIntegrationTest, FinetuneRanksRealCatalogOffersWithStableKeys) {
   // 6·N·D plus the attention term.
   EXPECT_GT(doc["compute_flops"].get<double>(), 6.0 * params * 2e9);
   EXPECT_LT(doc["compute_flops"].get<double>(), 6.0 * params * 2e9 * 1.2);
-  EXPECT_TRUE(doc["assumptions"].contains("mfu"));
+  for (const char* k : {"mfu", "seq", "batch", "precision", "optimizer", "recompute", "zero", "overhead_fixed_bytes",
+                        "fragmentation"}) {
+    ASSERT_TRUE(doc["assumptions"].contains(k)) << k;
+    EXPECT_FALSE(doc["assumptions"][k]["source"].get<std::string>().empty()) << k;
+  }
+  EXPECT_EQ(doc["assumptions"]["seq"]["value"], "2048");
+  EXPECT_EQ(doc["assumptions"]["mfu"]["value"], "0.40");
 
   const auto fits = fitting(doc);
   ASSERT_GE(fits.size(), 10u);
@@ -177,6 +183,10 @@ TEST(PlanIntegrationTest, BadInputIsAUsageError) {
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--weights", "cost=0.5,perf=0.2"}, "sum to 0.7"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--task", "pretrain"}, "--task"},
       {{"--model", "llama-3-8b"}, "--tokens"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--dp", "2000000000", "--tp", "8"}, "65536"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--mfu", "1.5"}, "--mfu"},
+      {{"--model", "llama-3-8b", "--tokens", "1e9", "--gpus", "0"}, "--gpus"},
+      {{"--layers", "32", "--hidden", "4096", "--heads", "30", "--tokens", "1e9"}, "--heads 30 does not divide"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"plan"};

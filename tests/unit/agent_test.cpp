@@ -1,6 +1,8 @@
 // The agent's collector, exposition, state file and web config, on a StaticGpuBackend and a FakeClock.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -212,6 +214,35 @@ TEST(AgentCollector, BoundedOwnersGoToOther) {
   for (const auto& [k, oc] : d.owners) sum += oc.cost;
   EXPECT_EQ(sum + d.unallocated_cost, d.cost);
   EXPECT_NE(c.exposition().find("kind=\"other\",owner=\"other\""), std::string::npos);
+}
+
+TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
+  Fixture fx;
+  AgentOptions o;
+  o.max_owners = 2;
+  o.owner_expiry_ms = 1000;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  // Only processes 100 and 200 at first: they take both owner slots.
+  auto& procs = fx.backend.samples[0].processes;
+  const auto all = procs;
+  procs.erase(std::remove_if(procs.begin(), procs.end(), [](const ProcessSample& p) { return p.pid == 300; }),
+              procs.end());
+  c.collect_once();
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();
+  // Then 100 leaves and 300 arrives after the expiry: 100's slot is freed for 300.
+  procs.clear();
+  for (const auto& p : all)
+    if (p.pid != 100) procs.push_back(p);
+  for (int i = 0; i < 3; ++i) {
+    fx.clock.advance_ns(1'000'000'000);
+    c.collect_once();
+    const Snapshot s = c.snapshot();
+    const DeviceView& d = s.devices[0];
+    MicroUsd sum = 0;
+    for (const auto& [k, oc] : d.owners) sum += oc.cost;
+    EXPECT_EQ(sum + d.unallocated_cost, d.cost) << "interval " << i;
+  }
 }
 
 TEST(AgentCollector, StateFileContinuesCounters) {
