@@ -2,6 +2,7 @@
 // Docker, Kubernetes and Slurm cgroups); PromQL totals and the fleet report agree with the devices' cost.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -169,6 +170,21 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     const auto j = nlohmann::json::parse(read_file(out_path));
     EXPECT_NEAR(j["device_cost_usd"].get<double>(), dev_range, 1e-9);
     EXPECT_NEAR(j["owner_cost_usd"].get<double>() + j["unallocated_cost_usd"].get<double>(), dev_range, 4 * one_interval * 2);
+  }
+  // And through the binary: `gpumeter report --prometheus`, JSON and text.
+  {
+    const CmdResult j = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "job", "--json"});
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    const auto rep = nlohmann::json::parse(j.out);
+    EXPECT_NEAR(rep["device_cost_usd"].get<double>(), dev_range, 1e-9);
+    const CmdResult t = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "namespace"});
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("ml-team"), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("inference"), std::string::npos);
+    EXPECT_NE(t.out.find(fmt::format("GPU cost            ${:.6f}", dev_range)), std::string::npos) << t.out;
+    const CmdResult down = run_gpumeter({"report", "--prometheus", "http://127.0.0.1:1", "--since", "1h"});
+    EXPECT_EQ(down.exit_code, 5);
+    EXPECT_NE(down.err.find("--prometheus"), std::string::npos);
   }
   // Errors name the flag.
   const auto bad = agent::query_fleet_report("http://127.0.0.1:1", 3600'000, "namespace");
