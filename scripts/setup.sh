@@ -9,7 +9,7 @@ packages=(
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libtomlplusplus-dev libsimdjson-dev
   zlib1g-dev libdeflate-dev libisal-dev libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
   libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
-  prometheus wrk tmux curl chromium procps
+  prometheus wrk tmux curl chromium procps openssl python3-yaml
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
