@@ -186,7 +186,10 @@ void Collector::collect_once() {
             oc.last_interval_s = dt_s;
             oc.energy_j += joules * h.weight;
             oc.gpu_seconds += h.weight * dt_s;
-            d.idle_cost += h.cost;
+            // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
+            // reading here means NVML cannot list its processes.
+            const std::uint32_t util = std::min<std::uint32_t>(s.utilization_pct.value_or(0), 100);
+            d.idle_cost += h.cost * (100 - util) / 100;
             unallocated -= h.cost;
           }
         }

@@ -317,6 +317,17 @@ TEST(AgentPodResources, HeldIdleGpuIsChargedToItsPodExactly) {
   for (const auto& d : s.devices) EXPECT_EQ(owners_cost(d) + d.unallocated_cost, d.cost);
 }
 
+TEST(AgentPodResources, HeldGpuBusyWithoutListedProcessesIsNotAllIdle) {
+  Node n;
+  n.backend.samples[1].utilization_pct = 25;  // busy, but NVML lists no process
+  n.source.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-1")};
+  auto c = n.collector();
+  n.run(*c, 2);
+  const DeviceView& d = c->snapshot().devices[1];
+  EXPECT_EQ(owners_cost(d), 2000);
+  EXPECT_EQ(d.idle_cost, 1500);
+}
+
 TEST(AgentPodResources, HeldGpuOfAPodWithoutProcessesGetsItsOwnSeries) {
   Node n;
   n.source.answer = std::vector<PodDeviceAssignment>{gpu("batch", "waiting-7", "worker", "GPU-1::0")};
