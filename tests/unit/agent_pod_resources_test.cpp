@@ -323,7 +323,8 @@ TEST(AgentPodResources, HeldGpuBusyWithoutListedProcessesIsNotAllIdle) {
   n.source.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-1")};
   auto c = n.collector();
   n.run(*c, 2);
-  const DeviceView& d = c->snapshot().devices[1];
+  const Snapshot snap = c->snapshot();
+  const DeviceView& d = snap.devices[1];
   EXPECT_EQ(owners_cost(d), 2000);
   EXPECT_EQ(d.idle_cost, 1500);
 }
@@ -393,7 +394,8 @@ TEST(AgentPodResources, DisabledOmitsTheSelfSeries) {
   EXPECT_FALSE(c->snapshot().self.pod_resources_up.has_value());
   const std::string text = c->exposition();
   EXPECT_EQ(text.find("gpumeter_agent_pod_resources"), std::string::npos);
-  const Owner* o = find_owner(c->snapshot(), OwnerKind::pod);
+  const Snapshot snap = c->snapshot();
+  const Owner* o = find_owner(snap, OwnerKind::pod);
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->name, "pod-" + kUid);
 }
