@@ -202,6 +202,22 @@ TEST_F(AgentPodResourcesIntegrationTest, MissingSocketKeepsServingWithUpZero) {
   EXPECT_EQ(agent->terminate(), 0);
 }
 
+TEST_F(AgentPodResourcesIntegrationTest, DoctorSaysWhetherTheSocketAnswers) {
+  const std::string socket = dir_.path() + "/kubelet.sock";
+  {
+    KubeletServer kubelet(socket, assigned());
+    ASSERT_TRUE(kubelet.started());
+    const CmdResult r = run_gpumeter({"doctor", "--pod-resources-socket", socket}, fake_env(scenario_, dir_.path()));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("kubelet pod-resources  " + socket + ": reachable, 3 device assignment(s)"), std::string::npos)
+        << r.out;
+  }
+  const CmdResult absent =
+      run_gpumeter({"doctor", "--pod-resources-socket", dir_.path() + "/none.sock"}, fake_env(scenario_, dir_.path()));
+  EXPECT_EQ(absent.exit_code, 0) << absent.err;
+  EXPECT_NE(absent.out.find("none.sock: absent"), std::string::npos) << absent.out;
+}
+
 TEST_F(AgentPodResourcesIntegrationTest, EmptySocketFlagDisablesReading) {
   std::vector<std::string> args{"agent", "--once"};
   const auto f = flags("");
