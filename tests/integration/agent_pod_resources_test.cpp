@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "integration/agent_fixture.h"
+#include "kubelet/pod_resources.h"
 #include "podresources.grpc.pb.h"
 
 namespace gm::test {
@@ -23,6 +24,7 @@ class FakeKubelet final : public v1::PodResourcesLister::Service {
   grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
                     v1::ListPodResourcesResponse* response) override {
     ++calls;
+    if (delay_ms.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
     for (const auto& a : assigned_) {
       v1::PodResources* pod = response->add_pod_resources();
       pod->set_name(a.pod);
@@ -41,6 +43,7 @@ class FakeKubelet final : public v1::PodResourcesLister::Service {
     return grpc::Status::OK;
   }
   std::atomic<int> calls{0};
+  std::atomic<int> delay_ms{0};
 
  private:
   std::vector<Assigned> assigned_;
@@ -60,6 +63,8 @@ class KubeletServer {
   }
   bool started() const { return server_ != nullptr; }
   int calls() const { return service_.calls.load(); }
+  /// Makes List answer only after `ms`.
+  void delay(int ms) { service_.delay_ms.store(ms); }
 
  private:
   FakeKubelet service_;
@@ -200,6 +205,23 @@ TEST_F(AgentPodResourcesIntegrationTest, MissingSocketKeepsServingWithUpZero) {
             metric(m.out, "gpumeter_gpu_cost_usd_total" + held));
   EXPECT_EQ(agent->stderr_text().find("kubelet"), std::string::npos) << agent->stderr_text();  // no error spam
   EXPECT_EQ(agent->terminate(), 0);
+}
+
+TEST_F(AgentPodResourcesIntegrationTest, SlowKubeletIsCutOffByTheDeadline) {
+  const std::string socket = dir_.path() + "/kubelet.sock";
+  KubeletServer kubelet(socket, assigned());
+  ASSERT_TRUE(kubelet.started());
+  KubeletPodResources source(socket, 300);
+  ASSERT_TRUE(source.list());  // answers in time
+  kubelet.delay(1500);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = source.list();
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, ErrorKind::unavailable);
+  EXPECT_LT(took_s, 1.0);
+  kubelet.delay(0);
+  EXPECT_TRUE(source.list());  // a fresh channel after the failure
 }
 
 TEST_F(AgentPodResourcesIntegrationTest, DoctorSaysWhetherTheSocketAnswers) {

@@ -1,6 +1,11 @@
 // Kubernetes device assignments in the agent: the pod-resources cache, matching assignments to GPU and
 // MIG UUIDs, naming pod owners from them, and charging GPUs that pods hold without using them.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -175,6 +180,20 @@ TEST(AgentPodResources, KubeletSourceWithoutSocket) {
   ASSERT_FALSE(r2);
   EXPECT_EQ(r2.error().kind, ErrorKind::unavailable);
   EXPECT_NE(r2.error().message.find("not a socket"), std::string::npos);
+  // A socket file nobody listens on (kubelet stopped): an error, counted by the cache.
+  const std::string stale = dir.path() + "/stale.sock";
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", stale.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::close(fd);
+  KubeletPodResources refused(stale);
+  auto r3 = refused.list();
+  ASSERT_FALSE(r3);
+  EXPECT_EQ(r3.error().kind, ErrorKind::unavailable);
+  EXPECT_NE(r3.error().message.find(stale), std::string::npos) << r3.error().message;
 }
 
 TEST(AgentPodResources, HoldersByGpuMigAndReplicaUuids) {
