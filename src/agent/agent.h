@@ -4,6 +4,7 @@
 // restarts through a state file), renders them in the Prometheus text format and JSON, and serves them
 // over HTTP (optionally TLS and basic auth from an exporter-toolkit web-config file).
 #include <atomic>
+#include <compare>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu.h"
+#include "kubelet/pod_resources.h"
 #include "meter/meter.h"
 #include "sys/owner.h"
 #include "util/clock.h"
@@ -73,6 +75,8 @@ struct SelfStats {
   double collection_seconds_total = 0;
   std::uint64_t state_write_errors = 0;
   std::int64_t started_unix_ms = 0;
+  std::optional<bool> pod_resources_up;    ///< nullopt: pod-resources socket disabled (series omitted)
+  std::uint64_t pod_resources_errors = 0;  ///< failed asks of the kubelet pod-resources socket
 };
 
 /// A consistent copy of everything the collector knows.
@@ -101,12 +105,56 @@ class StopSignal {
   std::atomic<bool> stop_{false};
 };
 
+// ---- Kubernetes device assignments (kubelet pod-resources) ------------------------------------
+
+/// A container of a pod, as the kubelet names it.
+struct PodContainerRef {
+  std::string pod_namespace;
+  std::string pod;
+  std::string container;
+  auto operator<=>(const PodContainerRef&) const = default;
+};
+
+/// The containers the kubelet assigned (parts of) one device to.
+struct DeviceHolders {
+  std::vector<PodContainerRef> board;                  ///< assigned the whole GPU (by GPU UUID or replica)
+  std::vector<std::vector<PodContainerRef>> mig;       ///< per DeviceInfo::mig_instances entry (by MIG UUID)
+  /// True when nobody holds any part of the device.
+  bool empty() const;
+};
+
+/// Holders of each device (same order as `devices`), matching assignment UUIDs to GPU and MIG UUIDs.
+std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices,
+                                          const std::vector<PodDeviceAssignment>& assignments);
+
+/// Names pod owners from the holders of the devices their processes run on: a (pod UID, container) whose
+/// processes run only on devices held by exactly one container gets that namespace, pod and container;
+/// held by several containers of one pod, the namespace and pod. A match two pod UIDs would share is
+/// ambiguous and dropped. `pids_by_device[i]` are the PIDs on device i; `owner_of` is updated in place.
+void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
+                            const std::vector<std::vector<std::uint32_t>>& pids_by_device,
+                            const std::vector<DeviceHolders>& holders);
+
+/// One holder's part of an interval on a device with no process.
+struct HeldShare {
+  PodContainerRef holder;
+  MicroUsd cost = 0;
+  double weight = 0;                                   ///< fraction of the device (energy, GPU-seconds)
+};
+
+/// Charges an interval of `device_cost` on a device with no process to its holders: the whole board split
+/// equally among board holders; else each held MIG instance its slice fraction (memory fraction when slice
+/// counts are unknown), split equally among that instance's holders. Σ cost ≤ device_cost; the rest is
+/// unallocated.
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info, const DeviceHolders& holders);
+
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
-  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver and clock must outlive it.
+  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources` (nullptr:
+  /// not read) must outlive it.
   Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock, std::vector<std::optional<PriceQuote>> prices,
-            AgentOptions options);
+            AgentOptions options, PodResourcesCache* pod_resources = nullptr);
   /// Loads counters from options.state_path when it exists (a missing file is not an error).
   Result<void> load_state();
   /// Writes counters to options.state_path atomically (temp file + rename).
@@ -125,6 +173,7 @@ class Collector {
 
  private:
   std::string owner_slot(const Owner& owner, std::int64_t now_ns);
+  Owner holder_owner(const PodContainerRef& ref) const;
 
   GpuBackend& backend_;
   OwnerResolver& resolver_;
@@ -139,6 +188,10 @@ class Collector {
   SelfStats self_;
   std::string body_;                                    // exposition without self metrics, rebuilt per interval
   std::int64_t last_state_write_ns_ = 0;
+  PodResourcesCache* pod_resources_ = nullptr;
+  std::uint64_t holders_generation_ = 0;
+  std::vector<DeviceHolders> holders_;                  // per device, from pod_resources_
+  std::map<PodContainerRef, std::pair<Owner, std::int64_t>> pod_owner_seen_;  // owner last seen with processes
 };
 
 // ---- exposition ---------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ const std::string& other_key() {
 }  // namespace
 
 Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
-                     std::vector<std::optional<PriceQuote>> prices, AgentOptions options)
-    : backend_(backend), resolver_(owners), clock_(clock), options_(std::move(options)) {
+                     std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
+                     PodResourcesCache* pod_resources)
+    : backend_(backend), resolver_(owners), clock_(clock), options_(std::move(options)), pod_resources_(pod_resources) {
   const auto& infos = backend_.devices();
   for (std::size_t i = 0; i < infos.size(); ++i) {
     DeviceView d;
@@ -52,6 +53,19 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
     devices_.push_back(std::move(d));
   }
   self_.started_unix_ms = clock_.unix_ms();
+  if (pod_resources_) self_.pod_resources_up = false;
+}
+
+Owner Collector::holder_owner(const PodContainerRef& ref) const {
+  // The owner its processes had, so that held-idle and busy intervals land on the same series.
+  if (auto it = pod_owner_seen_.find(ref); it != pod_owner_seen_.end()) return it->second.first;
+  Owner o;
+  o.kind = OwnerKind::pod;
+  o.pod_namespace = ref.pod_namespace;
+  o.pod = ref.pod;
+  o.container = ref.container;
+  o.name = ref.pod_namespace + "/" + ref.pod;
+  return o;
 }
 
 std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
@@ -107,8 +121,35 @@ void Collector::collect_once() {
     for (const auto& p : s.processes)
       if (!owner_of.count(p.pid)) owner_of[p.pid] = resolver_.resolve(p.pid);
   resolver_.end_interval();
+  // Kubelet device assignments, also outside the lock: the ask is bounded by a deadline and made only every
+  // few seconds (cached in between), so a slow kubelet delays a collection, never a scrape.
+  bool held = false;
+  if (pod_resources_) {
+    pod_resources_->refresh();
+    if (holders_.size() != devices_.size() || pod_resources_->generation() != holders_generation_) {
+      holders_ = device_holders(backend_.devices(), pod_resources_->assignments());
+      holders_generation_ = pod_resources_->generation();
+    }
+    held = std::any_of(holders_.begin(), holders_.end(), [](const DeviceHolders& h) { return !h.empty(); });
+  }
+  if (held) {
+    std::vector<std::vector<std::uint32_t>> pids_by_device(samples.size());
+    for (std::size_t i = 0; i < samples.size(); ++i)
+      for (const auto& p : samples[i].processes) pids_by_device[i].push_back(p.pid);
+    name_pods_from_holders(owner_of, pids_by_device, holders_);
+    for (const auto& [pid, o] : owner_of)
+      if (o.kind == OwnerKind::pod && !o.pod_namespace.empty())
+        pod_owner_seen_[PodContainerRef{o.pod_namespace, o.pod, o.container}] = {o, t0};
+    std::erase_if(pod_owner_seen_, [&](const auto& e) {
+      return t0 - e.second.second > options_.owner_expiry_ms * 1'000'000;
+    });
+  }
 
   std::lock_guard lock(mu_);
+  if (pod_resources_) {
+    self_.pod_resources_up = pod_resources_->up();
+    self_.pod_resources_errors = pod_resources_->errors();
+  }
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     DeviceView& d = devices_[i];
     DeviceSample& s = samples[i];
@@ -120,7 +161,6 @@ void Collector::collect_once() {
         const double dt_s = static_cast<double>(dt_ns) / 1e9;
         const Attribution a = attribute(c, joules, s);
         d.cost += c;
-        d.unallocated_cost += a.unallocated;
         d.seconds += dt_s;
         if (d.energy_known) d.energy_j += joules;
         for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
@@ -134,6 +174,26 @@ void Collector::collect_once() {
           oc.energy_j += sh.energy_j;
           oc.gpu_seconds += sh.weight * dt_s;
         }
+        // No process, but the kubelet assigned the GPU (or MIG instances) to pods: nobody else can use it,
+        // so its holders pay for the interval, all of it idle. Σ owners + unallocated stays c exactly.
+        MicroUsd unallocated = a.unallocated;
+        if (held && a.shares.empty() && i < holders_.size() && !holders_[i].empty()) {
+          for (const HeldShare& h : split_held_device(c, d.info, holders_[i])) {
+            const std::string key = owner_slot(holder_owner(h.holder), t0);
+            OwnerCounters& oc = d.owners[key];
+            oc.cost += h.cost;
+            oc.last_cost += h.cost;
+            oc.last_interval_s = dt_s;
+            oc.energy_j += joules * h.weight;
+            oc.gpu_seconds += h.weight * dt_s;
+            // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
+            // reading here means NVML cannot list its processes.
+            const std::uint32_t util = std::min<std::uint32_t>(s.utilization_pct.value_or(0), 100);
+            d.idle_cost += h.cost * (100 - util) / 100;
+            unallocated -= h.cost;
+          }
+        }
+        d.unallocated_cost += unallocated;
         for (auto& m : d.mig) m.cost += m.integrator.add_ns(dt_ns);
       }
     }

@@ -208,6 +208,14 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
   f.out += fmt::format("gpumeter_agent_state_write_errors_total {}\n", self.state_write_errors);
   head("gpumeter_agent_start_time_seconds", "gauge", "Unix time the agent started, in seconds.");
   f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n", number(static_cast<double>(self.started_unix_ms) / 1000.0));
+  if (self.pod_resources_up) {
+    head("gpumeter_agent_pod_resources_up", "gauge",
+         "1 when the last ask of the kubelet pod-resources socket succeeded, else 0.");
+    f.out += fmt::format("gpumeter_agent_pod_resources_up {}\n", *self.pod_resources_up ? 1 : 0);
+    head("gpumeter_agent_pod_resources_errors_total", "counter",
+         "Failed asks of the kubelet pod-resources socket (a missing socket is not counted).");
+    f.out += fmt::format("gpumeter_agent_pod_resources_errors_total {}\n", self.pod_resources_errors);
+  }
   return f.out;
 }
 

@@ -40,6 +40,12 @@ Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions
   return prices;
 }
 
+PodResourcesSetup::PodResourcesSetup(const std::string& socket_path, Clock& clock) {
+  if (socket_path.empty()) return;
+  source_ = std::make_unique<KubeletPodResources>(socket_path);
+  cache_ = std::make_unique<PodResourcesCache>(*source_, clock);
+}
+
 int cmd_agent(int argc, char** argv) {
   CLI::App app("per-owner GPU cost on this node as Prometheus metrics", "agent");
   PricingOptions pricing;
@@ -48,6 +54,7 @@ int cmd_agent(int argc, char** argv) {
   std::size_t max_owners = 50;
   OwnerOptions owners;
   bool once = false;
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;
   app.add_option("--interval", interval, "sampling interval (default 1s)");
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
   app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
@@ -57,6 +64,9 @@ int cmd_agent(int argc, char** argv) {
   app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
   app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
   app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory (container names)");
+  app.add_option("--pod-resources-socket", pod_resources_socket,
+                 "kubelet pod-resources socket: pod names and GPUs held by pods (default " +
+                     std::string(kDefaultPodResourcesSocket) + "; \"\" disables)");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
@@ -87,7 +97,8 @@ int cmd_agent(int argc, char** argv) {
   opts.max_owners = max_owners;
   opts.state_path = state;
   OwnerResolver resolver(owners);
-  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts);
+  PodResourcesSetup pod_resources(pod_resources_socket, system_clock());
+  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
   if (auto r = collector.load_state(); !r) return fail("agent", r.error());
 
   if (once) {

@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "catalog/catalog.h"
 #include "gpu/gpu.h"
+#include "kubelet/pod_resources.h"
 
 namespace gm::cli {
 namespace {
@@ -82,10 +83,26 @@ void print_catalog() {
               age ? fmt::format(" ({} days old)", *age).c_str() : "");
 }
 
+/// Whether the kubelet pod-resources socket answers (pod names and GPUs held by pods for agent and top).
+void print_pod_resources(const std::string& socket_path) {
+  if (socket_path.empty()) return;
+  KubeletPodResources source(socket_path);
+  auto r = source.list();
+  if (r) {
+    std::printf("kubelet pod-resources  %s: reachable, %zu device assignment(s)\n", socket_path.c_str(), r->size());
+  } else if (r.error().kind == ErrorKind::not_found) {
+    std::printf("kubelet pod-resources  %s: absent (not a Kubernetes node, or not mounted)\n", socket_path.c_str());
+  } else {
+    std::printf("kubelet pod-resources  NOT REACHABLE: %s\n", r.error().message.c_str());
+  }
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
   CLI::App app{"What works here: NVML, driver, energy counter, MIG, permissions, catalog age", "doctor"};
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;
+  app.add_option("--pod-resources-socket", pod_resources_socket, "kubelet pod-resources socket to check (\"\" skips)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   int exit_code = kExitOk;
@@ -105,6 +122,7 @@ int cmd_doctor(int argc, char** argv) {
     for (const auto& info : b.devices()) print_device(b, info);
   }
   print_catalog();
+  print_pod_resources(pod_resources_socket);
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

@@ -82,6 +82,11 @@ mounts = {m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
 assert "/host/proc" in mounts and "/host/var/log/pods" in mounts, mounts
 args = spec["containers"][0]["args"]
 assert "--proc-root=/host/proc" in args, args
+pr = [m for m in spec["containers"][0]["volumeMounts"] if m["mountPath"] == "/var/lib/kubelet/pod-resources"]
+assert pr and pr[0]["readOnly"] is True, pr
+vols = {v["name"]: v for v in spec["volumes"]}
+assert vols[pr[0]["name"]]["hostPath"]["path"] == "/var/lib/kubelet/pod-resources", vols
+assert "--pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock" in args, args
 print(len(docs))
 )";
   const CmdResult r = run_command({"python3", "-c", check, path});
