@@ -1,5 +1,6 @@
-// deploy/: Prometheus rules pass promtool and their unit tests, every Grafana panel query is valid PromQL over metrics the agent
-// really exposes, the Kubernetes manifests parse, and the Slurm epilog records a job's cost from a live agent.
+// deploy/: Prometheus rules pass promtool and their unit tests, every Grafana panel query is valid PromQL over
+// metrics the agent really exposes, the Kubernetes manifests parse, and the Slurm epilog records a job's cost
+// from a live agent.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
