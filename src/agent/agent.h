@@ -4,6 +4,7 @@
 // restarts through a state file), renders them in the Prometheus text format and JSON, and serves them
 // over HTTP (optionally TLS and basic auth from an exporter-toolkit web-config file).
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -84,6 +85,22 @@ struct Snapshot {
 /// The "other" owner that collects owners beyond --max-owners.
 Owner other_owner();
 
+/// A stop request that wakes a waiting thread at once (no polling while idle).
+class StopSignal {
+ public:
+  /// Asks every waiter to stop; idempotent.
+  void request();
+  /// True once request() was called.
+  bool requested() const { return stop_.load(); }
+  /// Waits `ns` of real time, or less when stop is requested; returns requested().
+  bool wait_ns(std::int64_t ns);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false};
+};
+
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
@@ -97,7 +114,8 @@ class Collector {
   /// Samples every device once and books the interval since the previous sample.
   void collect_once();
   /// Runs collect_once() every interval until `stop`; writes the state file periodically and at the end.
-  void run(const std::atomic<bool>& stop);
+  /// Waits between intervals in real time (the clock only schedules).
+  void run(StopSignal& stop);
   /// A copy of the current state.
   Snapshot snapshot() const;
   /// The Prometheus text exposition (counts a scrape).

@@ -160,10 +160,24 @@ void Collector::collect_once() {
   owners_.swap(snap.owners);
 }
 
-void Collector::run(const std::atomic<bool>& stop) {
+void StopSignal::request() {
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+}
+
+bool StopSignal::wait_ns(std::int64_t ns) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, std::chrono::nanoseconds(ns), [this] { return stop_.load(); });
+  return stop_.load();
+}
+
+void Collector::run(StopSignal& stop) {
   const std::int64_t interval_ns = options_.interval_ms * 1'000'000;
   std::int64_t next = clock_.monotonic_ns();
-  while (!stop.load()) {
+  while (!stop.requested()) {
     collect_once();
     const std::int64_t now = clock_.monotonic_ns();
     if (!options_.state_path.empty() && now - last_state_write_ns_ >= options_.state_every_ms * 1'000'000) {
@@ -175,9 +189,7 @@ void Collector::run(const std::atomic<bool>& stop) {
     }
     next += interval_ns;
     if (next < now) next = now;  // fell behind (a slow device): start the next interval at once
-    // Sleep in small steps so stop is honoured quickly.
-    while (!stop.load() && clock_.monotonic_ns() < next)
-      clock_.sleep_ns(std::min<std::int64_t>(next - clock_.monotonic_ns(), 50'000'000));
+    if (const std::int64_t wait = next - clock_.monotonic_ns(); wait > 0) stop.wait_ns(wait);
   }
   if (!options_.state_path.empty()) (void)save_state();
 }

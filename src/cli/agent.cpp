@@ -1,5 +1,7 @@
 // gpumeter agent: per-owner GPU cost on this node as Prometheus metrics.
-#include <chrono>
+#include <pthread.h>
+
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -11,11 +13,6 @@
 #include "util/units.h"
 
 namespace gm::cli {
-
-namespace {
-std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) { g_stop.store(true); }
-}  // namespace
 
 Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
   auto catalog = Catalog::builtin();
@@ -73,6 +70,13 @@ int cmd_agent(int argc, char** argv) {
     if (!wc) return fail("agent", wc.error());
     serve->web = *wc;
   }
+  // SIGTERM and SIGINT are taken by one thread in sigwait(), so no thread polls for them. They are blocked
+  // before NVML starts its call-guard thread, which inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto backend = open_nvml();
   if (!backend) return fail("agent", backend.error());
   auto prices = agent_prices(pricing, **backend);
@@ -103,19 +107,20 @@ int cmd_agent(int argc, char** argv) {
                (*backend)->devices().size(), (*backend)->origin().c_str(),
                serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(), server.port(),
                interval.c_str());
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  std::thread collect([&] { collector.run(g_stop); });
+  agent::StopSignal stop;
+  std::atomic<bool> signalled{false};
+  std::thread collect([&] { collector.run(stop); });
   std::thread watch([&] {
-    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    signalled.store(true);
+    stop.request();
     server.stop();
   });
   server.listen();
-  g_stop.store(true);
+  stop.request();
+  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
   watch.join();
   collect.join();
   return kExitOk;

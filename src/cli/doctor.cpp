@@ -46,7 +46,10 @@ void print_device(GpuBackend& backend, const DeviceInfo& info) {
     if (*info.mig_enabled) std::printf(", %zu instance(s); per-process utilization is not available in MIG mode", info.mig_instances.size());
     std::printf("\n");
     for (const auto& m : info.mig_instances) {
-      std::printf("    MIG %u  %s  GPU instance %u\n", m.index, m.uuid.c_str(), m.gpu_instance_id);
+      std::printf("    MIG %u  %s  GPU instance %u", m.index, m.uuid.c_str(), m.gpu_instance_id);
+      if (m.slice_count && m.board_slices) std::printf("  %u of %u slices", *m.slice_count, *m.board_slices);
+      else std::printf("  slices unknown (priced by memory share)");
+      std::printf("\n");
     }
   }
   bool permission_problem = false;

@@ -55,7 +55,8 @@ json device_json(const DeviceView& v) {
   json migs = json::array();
   for (const auto& m : s.mig_instances) {
     migs.push_back({{"index", m.index}, {"uuid", m.uuid}, {"gpu_instance_id", m.gpu_instance_id},
-                    {"memory_total_bytes", opt(m.memory_total_bytes)}, {"memory_used_bytes", opt(m.memory_used_bytes)}});
+                    {"memory_total_bytes", opt(m.memory_total_bytes)}, {"memory_used_bytes", opt(m.memory_used_bytes)},
+                    {"slices", opt(m.slice_count)}, {"board_slices", opt(m.board_slices)}});
   }
   d["mig_instances"] = std::move(migs);
   return d;

@@ -105,7 +105,7 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
 }
 
 int interactive_view(agent::Collector& collector, std::int64_t interval_ms, SortKey key) {
-  std::atomic<bool> stop{false};
+  agent::StopSignal stop;
   std::thread worker([&] { collector.run(stop); });
   initscr();
   cbreak();
@@ -132,7 +132,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, Sort
     if (ch == 'e') key = SortKey::energy;
   }
   endwin();
-  stop.store(true);
+  stop.request();
   worker.join();
   return kExitOk;
 }

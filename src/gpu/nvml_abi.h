@@ -102,6 +102,36 @@ struct ProcessUtilizationSample {  ///< nvmlProcessUtilizationSample_t
   unsigned dec_util;
 };
 
+struct DeviceAttributes {  ///< nvmlDeviceAttributes_t, as taken by nvmlDeviceGetAttributes_v2 (no version field)
+  unsigned multiprocessor_count;
+  unsigned shared_copy_engine_count;
+  unsigned shared_decoder_count;
+  unsigned shared_encoder_count;
+  unsigned shared_jpeg_count;
+  unsigned shared_ofa_count;
+  unsigned gpu_instance_slice_count;
+  unsigned compute_instance_slice_count;
+  unsigned long long memory_size_mib;
+};
+
+struct GpuInstanceProfileInfo {  ///< nvmlGpuInstanceProfileInfo_t (v1, nvmlDeviceGetGpuInstanceProfileInfo)
+  unsigned id;
+  unsigned is_p2p_supported;
+  unsigned slice_count;
+  unsigned instance_count;
+  unsigned multiprocessor_count;
+  unsigned copy_engine_count;
+  unsigned decoder_count;
+  unsigned encoder_count;
+  unsigned jpeg_count;
+  unsigned ofa_count;
+  unsigned long long memory_size_mib;
+};
+/// GPU instance profiles are indexed 0 (1 slice) to 4 (7 slices) and on to the later REV variants.
+inline constexpr unsigned kGpuInstanceProfileCount = 16;
+
+static_assert(sizeof(DeviceAttributes) == 40);
+static_assert(sizeof(GpuInstanceProfileInfo) == 48);
 static_assert(sizeof(ProcessInfoV1) == 16);
 static_assert(sizeof(ProcessInfoV2) == 24);
 static_assert(sizeof(ProcessDetailV1) == 32);

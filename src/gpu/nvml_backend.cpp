@@ -34,6 +34,8 @@ using UIntArgFn = Return (*)(Device, unsigned, unsigned*);
 using UtilFn = Return (*)(Device, Utilization*);
 using MigModeFn = Return (*)(Device, unsigned*, unsigned*);
 using MigHandleFn = Return (*)(Device, unsigned, Device*);
+using AttributesFn = Return (*)(Device, DeviceAttributes*);
+using GiProfileFn = Return (*)(Device, unsigned, GpuInstanceProfileInfo*);
 using ProcFn = Return (*)(Device, unsigned*, void*);
 using DetailFn = Return (*)(Device, ProcessDetailListV1*);
 using ProcUtilFn = Return (*)(Device, ProcessUtilizationSample*, unsigned*, unsigned long long);
@@ -65,6 +67,8 @@ struct Symbols {
   UtilFn utilization = nullptr;
   MigModeFn mig_mode = nullptr;
   MigHandleFn mig_handle = nullptr;
+  AttributesFn attributes = nullptr;
+  GiProfileFn gi_profile = nullptr;
   ProcessApi proc_api = ProcessApi::none;
   ProcFn proc = nullptr, mps_proc = nullptr;
   DetailFn detail = nullptr;
@@ -101,6 +105,9 @@ Symbols resolve_all(const Library& lib) {
   s.utilization = lib.get<UtilFn>("nvmlDeviceGetUtilizationRates");
   s.mig_mode = lib.get<MigModeFn>("nvmlDeviceGetMigMode");
   s.mig_handle = lib.get<MigHandleFn>("nvmlDeviceGetMigDeviceHandleByIndex");
+  // Only the _v2 entry point fills the slice counts (the deprecated v1 struct ends before them).
+  s.attributes = lib.get<AttributesFn>("nvmlDeviceGetAttributes_v2");
+  s.gi_profile = lib.get<GiProfileFn>("nvmlDeviceGetGpuInstanceProfileInfo");
   s.proc_util = lib.get<ProcUtilFn>("nvmlDeviceGetProcessUtilization");
   ProcessSymbols present;
   present.detail_list = lib.resolve("nvmlDeviceGetRunningProcessDetailList") != nullptr;
@@ -619,6 +626,18 @@ class NvmlBackend final : public GpuBackend {
     unsigned max = 0;
     Call c = call_out(ctx.index, s_.max_mig, dev.handle, max);
     if (!ctx.check(c, "nvmlDeviceGetMaxMigDeviceCount", this) || !c.ok()) return;
+    // Slices on the board: the largest GPU instance profile it supports (7 on A100/H100, 4 on A30).
+    std::optional<unsigned> board_slices;
+    if (s_.gi_profile != nullptr) {
+      for (unsigned p = 0; p < kGpuInstanceProfileCount; ++p) {
+        GpuInstanceProfileInfo pi{};
+        c = call_arg(ctx.index, s_.gi_profile, dev.handle, p, pi);
+        // Profiles the board lacks answer NOT_SUPPORTED or INVALID_ARGUMENT: expected, not an error.
+        if ((c.kind != Call::done || c.lost()) && !ctx.check(c, "nvmlDeviceGetGpuInstanceProfileInfo", this)) return;
+        if (c.ok() && pi.slice_count > 0 && pi.slice_count > board_slices.value_or(0)) board_slices = pi.slice_count;
+      }
+    }
+    if (!board_slices) cap.notes.push_back("MIG: board slice count unknown (nvmlDeviceGetGpuInstanceProfileInfo); instances priced by memory");
     for (unsigned i = 0; i < max; ++i) {
       auto fn = s_.mig_handle;
       Device parent = dev.handle;
@@ -635,6 +654,13 @@ class NvmlBackend final : public GpuBackend {
       c = call_out(ctx.index, s_.gi_id, mh, gi);
       if (!ctx.check(c, "nvmlDeviceGetGpuInstanceId", this)) return;
       if (c.ok()) mi.gpu_instance_id = gi;
+      if (s_.attributes != nullptr) {
+        DeviceAttributes attrs{};
+        c = call_out(ctx.index, s_.attributes, mh, attrs);
+        if ((c.kind != Call::done || c.lost()) && !ctx.check(c, "nvmlDeviceGetAttributes_v2", this)) return;
+        if (c.ok() && attrs.gpu_instance_slice_count > 0) mi.slice_count = attrs.gpu_instance_slice_count;
+      }
+      if (mi.slice_count) mi.board_slices = board_slices;
       std::optional<std::uint64_t> total, used;
       if (!read_memory(ctx, mh, &total, &used)) return;
       mi.memory_total_bytes = total;

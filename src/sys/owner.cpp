@@ -203,7 +203,8 @@ std::optional<std::string> OwnerResolver::find_container_name(const Pod& pod, co
 Owner OwnerResolver::resolve(std::uint32_t pid) {
   // A PID seen in the previous interval and checked recently keeps its owner: re-reading /proc for every
   // process every second is most of the agent's CPU. A PID that skips an interval is dropped by
-  // end_interval(), so reuse would need the PID space to wrap within kRecheckIntervals.
+  // end_interval(), so a stale answer needs the old process to exit and a new one with the same PID to open
+  // the GPU within one interval (CUDA start-up alone takes longer); the start-time check catches even that.
   if (auto it = cache_.find(pid); it != cache_.end() && interval_ - it->second.checked_interval < kRecheckIntervals) {
     it->second.seen = true;
     return it->second.owner;

@@ -62,6 +62,8 @@ class OwnerResolver {
   /// PID's start time is re-checked every few intervals (a reused PID gets a fresh lookup).
   void end_interval();
   const OwnerOptions& options() const { return options_; }
+  /// A PID present in every interval has its start time re-read (PID reuse check) this often.
+  static constexpr std::uint64_t kRecheckIntervals = 30;
 
  private:
   struct Pod {
@@ -77,7 +79,6 @@ class OwnerResolver {
     bool seen = true;
     std::uint64_t checked_interval = 0;
   };
-  static constexpr std::uint64_t kRecheckIntervals = 5;
   std::uint64_t interval_ = 0;
   OwnerOptions options_;
   ProcReader proc_;

@@ -504,6 +504,52 @@ FAKE_EXPORT int nvmlDeviceGetGpuInstanceId(void* device, unsigned int* id) {
   return kSuccess;
 }
 
+/// nvmlDeviceAttributes_t: only the GPU instance slice count and memory size are filled.
+struct FakeDeviceAttributes {
+  unsigned multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+      sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
+FAKE_EXPORT int nvmlDeviceGetAttributes_v2(void* device, FakeDeviceAttributes* attributes) {
+  ENTER("nvmlDeviceGetAttributes_v2");
+  if (attributes == nullptr) return kInvalidArgument;
+  if (h->mig < 0) return kNotSupported;
+  const auto& m = dev->mig_instances[static_cast<std::size_t>(h->mig)];
+  if (!m.slices) return kNotSupported;
+  *attributes = FakeDeviceAttributes{};
+  attributes->gpuInstanceSliceCount = *m.slices;
+  attributes->computeInstanceSliceCount = *m.slices;
+  attributes->memorySizeMB = static_cast<unsigned long long>(m.memory_total_mib.value_or(0));
+  return kSuccess;
+}
+
+/// nvmlGpuInstanceProfileInfo_t (v1).
+struct FakeGpuInstanceProfileInfo {
+  unsigned id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount, decoderCount,
+      encoderCount, jpegCount, ofaCount;
+  unsigned long long memorySizeMB;
+};
+
+FAKE_EXPORT int nvmlDeviceGetGpuInstanceProfileInfo(void* device, unsigned int profile, FakeGpuInstanceProfileInfo* info) {
+  ENTER("nvmlDeviceGetGpuInstanceProfileInfo");
+  if (info == nullptr) return kInvalidArgument;
+  if (h->mig >= 0 || !dev->mig.value_or(false)) return kNotSupported;
+  // NVML_GPU_INSTANCE_PROFILE_1_SLICE .. _7_SLICE, _8_SLICE, _6_SLICE, then the REV variants.
+  static constexpr unsigned kSlices[] = {1, 2, 3, 4, 7, 8, 6, 1, 2, 1};
+  if (profile >= std::size(kSlices)) return kInvalidArgument;
+  const unsigned slices = kSlices[profile];
+  const unsigned board = dev->mig_board_slices;
+  const bool supported = profile <= 4 ? slices <= board && (slices != 3 || board >= 7) : slices == board && profile == 5;
+  if (!supported) return kNotSupported;
+  *info = FakeGpuInstanceProfileInfo{};
+  info->id = profile;
+  info->sliceCount = slices;
+  info->instanceCount = board / slices;
+  info->memorySizeMB = static_cast<unsigned long long>(dev->memory_total_mib.value_or(0) * slices / board);
+  return kSuccess;
+}
+
 FAKE_EXPORT int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned int* count, nvmlProcessInfo_t* infos) {
   return fill_processes(device, count, infos, "nvmlDeviceGetComputeRunningProcesses_v3", false);
 }

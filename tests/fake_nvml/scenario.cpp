@@ -116,7 +116,7 @@ Fault parse_fault(const json& j, const std::string& where) {
 
 DeviceSpec parse_device(const json& j, const std::string& where, std::size_t index) {
   check_keys(j, where, {"name", "uuid", "pci_bus_id", "memory_total_mib", "power_limit_w", "architecture",
-                        "energy_counter", "mig", "mig_instances", "timeline", "faults"});
+                        "energy_counter", "mig", "mig_slices", "mig_instances", "timeline", "faults"});
   DeviceSpec d;
   d.name = text(j, "name", where, "NVIDIA Fake GPU");
   d.uuid = text(j, "uuid", where, "GPU-00000000-0000-0000-0000-" + std::to_string(100000000000 + index));
@@ -143,17 +143,25 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
     if (!m->is_boolean()) bad(where, "\"mig\" must be true or false");
     d.mig = m->get<bool>();
   }
+  if (auto ms = number(j, "mig_slices", where)) {
+    if (*ms != 4 && *ms != 7 && *ms != 8) bad(where, "\"mig_slices\" must be 4, 7 or 8");
+    d.mig_board_slices = static_cast<unsigned>(*ms);
+  }
   if (auto mi = j.find("mig_instances"); mi != j.end() && !mi->is_null()) {
     if (!mi->is_array()) bad(where, "\"mig_instances\" must be an array");
     for (std::size_t i = 0; i < mi->size(); ++i) {
       std::string w = where + ".mig_instances[" + std::to_string(i) + "]";
       const json& m = (*mi)[i];
-      check_keys(m, w, {"uuid", "gpu_instance_id", "memory_total_mib", "mem_used_mib"});
+      check_keys(m, w, {"uuid", "gpu_instance_id", "memory_total_mib", "mem_used_mib", "slices"});
       MigSpec spec;
       spec.uuid = text(m, "uuid", w, "MIG-" + d.uuid.substr(d.uuid.size() > 4 ? 4 : 0) + "-" + std::to_string(i));
       spec.gpu_instance_id = static_cast<unsigned>(number(m, "gpu_instance_id", w).value_or(static_cast<double>(i)));
       spec.memory_total_mib = number(m, "memory_total_mib", w);
       spec.mem_used_mib = number(m, "mem_used_mib", w);
+      if (auto sl = number(m, "slices", w)) {
+        if (*sl < 1 || *sl > d.mig_board_slices || *sl != std::floor(*sl)) bad(w, "\"slices\" must be a whole number from 1 to the board's slices");
+        spec.slices = static_cast<unsigned>(*sl);
+      }
       d.mig_instances.push_back(std::move(spec));
     }
   }

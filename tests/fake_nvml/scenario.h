@@ -33,6 +33,7 @@ struct MigSpec {
   std::string uuid;
   unsigned gpu_instance_id = 0;
   std::optional<double> memory_total_mib, mem_used_mib;
+  std::optional<unsigned> slices;  ///< GPU instance slice count (nvmlDeviceGetAttributes_v2)
 };
 
 struct DeviceSpec {
@@ -41,6 +42,7 @@ struct DeviceSpec {
   std::optional<unsigned> architecture;  ///< nvmlDeviceArchitecture_t
   bool energy_counter = true;
   std::optional<bool> mig;
+  unsigned mig_board_slices = 7;  ///< largest GPU instance profile (7 on A100/H100, 4 on A30)
   std::vector<MigSpec> mig_instances;
   std::vector<Segment> timeline;
   std::vector<Fault> faults;

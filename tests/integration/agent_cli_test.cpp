@@ -265,5 +265,33 @@ TEST(AgentMigIntegrationTest, InstancesPricedByTheirShareOfTheBoard) {
   EXPECT_EQ(run_command({"sh", "-c", "promtool check metrics < " + expo}).exit_code, 0);
 }
 
+TEST(AgentMigIntegrationTest, SlicesFromNvmlPriceInstancesBySliceNotMemory) {
+  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  TempDir dir;
+  // An H100 split 3g.40gb + 1g.10gb: by slices 3/7 and 1/7 of the board, by memory 40192/81559 and 9856/81559.
+  const std::string scen = dir.write("mig.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-h",
+    "memory_total_mib": 81559, "energy_counter": true, "mig": true, "mig_instances": [
+      {"uuid": "MIG-3g", "gpu_instance_id": 2, "memory_total_mib": 40192, "mem_used_mib": 100, "slices": 3},
+      {"uuid": "MIG-1g", "gpu_instance_id": 9, "memory_total_mib": 9856, "mem_used_mib": 50, "slices": 1},
+      {"uuid": "MIG-old", "gpu_instance_id": 10, "memory_total_mib": 9856, "mem_used_mib": 50}],
+    "timeline": [{"t": 0, "util": 50, "mem_used_mib": 1000, "power_w": 200, "temp_c": 40, "processes": []}]}]})");
+  const CmdResult r = run_gpumeter({"agent", "--once", "--interval", "200ms", "--price", "7"}, fake_env(scen, dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string dev = R"({gpu="0",uuid="GPU-h",model="NVIDIA H100 80GB HBM3",)";
+  EXPECT_EQ(metric(r.out, "gpumeter_mig_price_usd_per_hour" + dev + R"(mig_uuid="MIG-3g",gpu_instance="2"})"), 3.0) << r.out;
+  EXPECT_EQ(metric(r.out, "gpumeter_mig_price_usd_per_hour" + dev + R"(mig_uuid="MIG-1g",gpu_instance="9"})"), 1.0);
+  // An instance whose NVML gives no slice count falls back to its memory share.
+  EXPECT_NEAR(metric(r.out, "gpumeter_mig_price_usd_per_hour" + dev + R"(mig_uuid="MIG-old",gpu_instance="10"})"),
+              7.0 * 9856 / 81559, 1e-6);
+  const CmdResult g = run_gpumeter({"gpus", "--json"}, fake_env(scen, dir.path()));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const auto j = nlohmann::json::parse(g.out);
+  const auto& migs = j["devices"][0]["mig_instances"];
+  ASSERT_EQ(migs.size(), 3u) << g.out;
+  EXPECT_EQ(migs[0]["slices"], 3);
+  EXPECT_EQ(migs[0]["board_slices"], 7);
+  EXPECT_TRUE(migs[2]["slices"].is_null());
+}
+
 }  // namespace
 }  // namespace gm::test

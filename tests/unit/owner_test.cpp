@@ -192,11 +192,11 @@ TEST_F(OwnerResolverTest, VanishedAndReusedPids) {
   const Owner reused = r.resolve(600);
   EXPECT_EQ(reused.kind, OwnerKind::process);
   EXPECT_EQ(reused.name, "vllm");
-  // Reused while present every interval: noticed at the next start-time check, within 5 intervals.
+  // Reused while present every interval: noticed at the next start-time check.
   fs::remove_all(proc_ + "/600");
   add_proc(proc_, 600, "sglang", 0, "0::/system.slice/sglang.service\n", 300);
   bool noticed = false;
-  for (int i = 0; i < 6 && !noticed; ++i) {
+  for (std::uint64_t i = 0; i <= OwnerResolver::kRecheckIntervals && !noticed; ++i) {
     r.end_interval();
     noticed = r.resolve(600).name == "sglang";
   }
