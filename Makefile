@@ -18,10 +18,10 @@ build: setup
 
 asan: setup
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGPUMETER_WERROR=ON -DGPUMETER_SANITIZE=ON >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter
+	@cmake --build $(ASAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter fake_nvml
 
 # Everything: unit, integration and gpu-labelled tests (gpu tests skip without a GPU), then the unit
-# tests again under ASan+UBSan, then the bounded fuzz run.
+# tests and the agent fault tests (ASAN_INTEGRATION) again under ASan+UBSan, then the bounded fuzz run.
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE bench
 	@$(MAKE) --no-print-directory test-asan
@@ -30,8 +30,12 @@ test: build
 test-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
+# Integration tests that run the sanitized binary: the agent under faults (lost GPU, hung calls, missing
+# symbols, process churn, TLS) must exit 0 on SIGTERM with no ASan/LSan/UBSan report.
+ASAN_INTEGRATION ?= ^Agent(Cli|Mig)IntegrationTest\.
 test-asan: asan
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L unit
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -R '$(ASAN_INTEGRATION)'
 
 # libFuzzer targets under fuzz/, each run for a bounded time (FUZZ_SECONDS).
 FUZZ_SECONDS ?= 30

@@ -31,6 +31,16 @@ class AgentCliIntegrationTest : public ::testing::Test {
     if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
     fake_node(dir_.path(), 1000, "ml-team", "trainer-0", "4242");
   }
+  // Every agent this test started (each test checks that SIGTERM ends it with status 0) left no sanitizer
+  // report in its stderr: under `make test-asan` that is "nothing crashes, leaks or hits undefined behaviour".
+  void TearDown() override {
+    agent_.reset();
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) {
+      if (e.path().extension() == ".err") {
+        EXPECT_EQ(sanitizer_report(read_file(e.path().string())), "") << e.path().filename();
+      }
+    }
+  }
   std::string start(const std::string& scen, std::vector<std::string> flags, int& port, const std::string& name = "agent") {
     const std::string path = dir_.write(name + ".json", scen);
     auto nf = node_flags(dir_.path());

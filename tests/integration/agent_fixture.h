@@ -143,6 +143,16 @@ inline std::unique_ptr<Background> start_agent(const std::string& scenario, cons
   return bg;
 }
 
+/// A sanitizer report (AddressSanitizer, LeakSanitizer, UBSan's "runtime error:") in `text`, from a little before
+/// its first marker; "" when there is none. Under `make test-asan` the agent binary is built with sanitizers.
+inline std::string sanitizer_report(const std::string& text) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"}) {
+    const auto pos = text.find(marker);
+    if (pos != std::string::npos) return text.substr(pos > 200 ? pos - 200 : 0, 8000);
+  }
+  return "";
+}
+
 /// curl with a time bound; extra arguments before the URL.
 inline CmdResult curl(const std::string& url, const std::vector<std::string>& extra = {}, double max_s = 5) {
   std::vector<std::string> argv{"curl", "-sS", "--max-time", std::to_string(max_s)};

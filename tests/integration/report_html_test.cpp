@@ -174,7 +174,7 @@ void expect_clean_render(const test::TempDir& dir, const std::string& html, cons
 class ReportHtmlIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kChromium)) GTEST_SKIP() << "chromium not installed";
+    ASSERT_TRUE(std::filesystem::exists(kChromium)) << "chromium missing (scripts/setup.sh installs it)";
   }
 };
 

@@ -245,7 +245,7 @@ TEST_F(RunCliIntegrationTest, PassesThroughBytesAndExitStatus) {
 }
 
 TEST_F(RunCliIntegrationTest, KeepsTheTerminalForTheJobUnderTmux) {
-  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
+  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0) << "tmux missing (scripts/setup.sh installs it)";
   const std::string sock = dir_.path() + "/tmux.sock";
   const std::string out = dir_.path() + "/tty.txt";
   std::string envs;
@@ -274,7 +274,7 @@ TEST_F(RunCliIntegrationTest, KeepsTheTerminalForTheJobUnderTmux) {
 }
 
 TEST_F(RunCliIntegrationTest, LiveStatusLineKeepsTheBottomRowUnderTmux) {
-  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
+  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0) << "tmux missing (scripts/setup.sh installs it)";
   const std::string sock = dir_.path() + "/tmux.sock";
   const std::string out = dir_.path() + "/size.txt";
   std::string envs;

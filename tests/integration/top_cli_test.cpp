@@ -32,7 +32,7 @@ TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
 
 TEST(TopCliIntegrationTest, CursesViewInTmux) {
   if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
-  if (run_command({"sh", "-c", "command -v tmux"}).exit_code != 0) GTEST_SKIP() << "tmux not installed";
+  ASSERT_EQ(run_command({"sh", "-c", "command -v tmux"}).exit_code, 0) << "tmux missing (scripts/setup.sh installs it)";
   TempDir dir;
   fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
   const std::string scen = dir.write("s.json", kScenario);
