@@ -32,7 +32,7 @@ test-unit: build
 
 # Integration tests that run the sanitized binary: the agent under faults (lost GPU, hung calls, missing
 # symbols, process churn, TLS) must exit 0 on SIGTERM with no ASan/LSan/UBSan report.
-ASAN_INTEGRATION ?= ^Agent(Cli|Mig)IntegrationTest\.
+ASAN_INTEGRATION ?= ^Agent(Cli|Mig|PodResources)IntegrationTest\.
 test-asan: asan
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L unit
 	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -R '$(ASAN_INTEGRATION)'
