@@ -283,7 +283,9 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
       o.name = info->comm.empty() ? "pid-" + std::to_string(pid) : info->comm;
     }
   }
-  if (uid) o.user = user_of(*uid);
+  // A pod gets no `user`: the UID inside its container is the image's (often root), not a person, and a
+  // pod must be one series whether it is seen through its processes or through a GPU it holds idle.
+  if (uid && o.kind != OwnerKind::pod) o.user = user_of(*uid);
   if (o.kind == OwnerKind::user) o.name = o.user;
   cache_[pid] = Cached{start, o, true, interval_};
   return o;

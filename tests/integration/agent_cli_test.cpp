@@ -67,7 +67,7 @@ TEST_F(AgentCliIntegrationTest, MetricsOwnersPromtoolAndNoCommandLines) {
   const CmdResult pt = run_command({"sh", "-c", "promtool check metrics < " + expo});
   EXPECT_EQ(pt.exit_code, 0) << pt.out << pt.err;
   // Owners of every kind, with their labels.
-  EXPECT_NE(text.find(R"(kind="pod",owner="ml-team/trainer-0",namespace="ml-team",pod="trainer-0",container="trainer",user="root")"),
+  EXPECT_NE(text.find(R"(kind="pod",owner="ml-team/trainer-0",namespace="ml-team",pod="trainer-0",container="trainer")"),
             std::string::npos) << text;
   EXPECT_NE(text.find(R"(kind="container",owner="ffffffffffff",container="ffffffffffff",user="root")"), std::string::npos);
   EXPECT_NE(text.find(R"(kind="slurm_job",owner="4242",slurm_job="4242",user="root")"), std::string::npos);

@@ -141,7 +141,7 @@ TEST_F(AgentPodResourcesIntegrationTest, PodNamesFromSocketAndHeldGpusChargedToP
   const std::string& text = r.out;
   EXPECT_EQ(kubelet.calls(), 1);  // one ask for both samples (cached for 10 s)
   // (a) The process's pod named from the socket, with no /var/log/pods tree.
-  EXPECT_NE(text.find(R"(gpumeter_owner_cost_usd_total{gpu="0",uuid="GPU-busy",model="NVIDIA H100 80GB HBM3",kind="pod",owner="ml-team/trainer-0",namespace="ml-team",pod="trainer-0",container="trainer",user="root"})"),
+  EXPECT_NE(text.find(R"(gpumeter_owner_cost_usd_total{gpu="0",uuid="GPU-busy",model="NVIDIA H100 80GB HBM3",kind="pod",owner="ml-team/trainer-0",namespace="ml-team",pod="trainer-0",container="trainer"})"),
             std::string::npos) << text;
   EXPECT_EQ(text.find("pod-" + kUid), std::string::npos);
   // (b) GPU 1 has no process but is held by batch/held-1: all of its cost is the pod's, and idle.
