@@ -60,7 +60,7 @@ int cmd_agent(int argc, char** argv) {
   app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
   app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
   app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
   app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory (container names)");

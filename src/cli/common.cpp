@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 namespace gm::cli {
@@ -26,7 +27,7 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
 
 void add_pricing_flags(CLI::App& app, PricingOptions& options) {
   app.add_option("--price", options.price_usd_per_gpu_hour, "price in USD per GPU-hour (overrides everything)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_option("--offer", options.offer, "catalog offer provider:instance[:spot], e.g. aws:p5.48xlarge");
   app.add_option("--config", options.config_path, "config file (TOML); default $XDG_CONFIG_HOME/gpumeter/config.toml");
   app.add_option("--catalog", options.catalog_override, "offers CSV merged over the built-in catalog");
@@ -38,5 +39,28 @@ int fail(const char* command, const Error& error) {
 }
 
 bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }
+
+namespace {
+CLI::Validator number_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        double v = 0;
+        std::size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size() || !std::isfinite(v)) return "expected a number, got '" + text + "'";
+        if (allow_zero ? v < 0 : v <= 0)
+          return std::string(allow_zero ? "must be 0 or more" : "must be greater than 0") + ", got '" + text + "'";
+        return {};
+      },
+      allow_zero ? "NUMBER>=0" : "NUMBER>0");
+}
+}  // namespace
+
+CLI::Validator positive_number() { return number_check(false); }
+CLI::Validator non_negative_number() { return number_check(true); }
 
 }  // namespace gm::cli

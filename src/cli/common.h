@@ -14,6 +14,10 @@ namespace gm::cli {
 /// Parses argv with `app`. On --help prints help and returns kExitOk; on a bad flag prints
 /// "gpumeter CMD: error: ..." and returns kExitUsage; returns nullopt when the command should go on.
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
+/// Flag check: a number greater than 0 ("must be greater than 0, got '0'" otherwise).
+CLI::Validator positive_number();
+/// Flag check: a number of at least 0.
+CLI::Validator non_negative_number();
 
 /// Adds --price, --offer, --config and --catalog to `app`, storing into `options`.
 void add_pricing_flags(CLI::App& app, PricingOptions& options);

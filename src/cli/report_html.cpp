@@ -34,7 +34,7 @@ int run_html_report(int argc, char** argv) {
   app.add_option("--html", path, "write the page to FILE")->required();
   app.add_option("--target", target, "$ to reach a metric target: acc=0.9, acc>=0.9, loss<=1.8");
   app.add_option("--params", params, "model parameters for MFU (else the run's label params=N)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_flag("--inference", inference, "MFU with 2 x params FLOPs per token (default: training, 6 x params)");
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;

@@ -105,7 +105,7 @@ int multi_run_report(int argc, char** argv) {
   app.add_option("--by", by, "group by user | label:KEY | gpu | day | command");
   app.add_flag("--daily", daily, "the daily efficiency report: yesterday (UTC) by user, with top runs and waste");
   app.add_option("--date", date, "day of the daily report, YYYY-MM-DD (UTC); implies --daily");
-  app.add_option("--top", top, "how many top runs to list (default 5)")->check(CLI::NonNegativeNumber);
+  app.add_option("--top", top, "how many top runs to list (default 5)")->check(non_negative_number());
   app.add_option("--scaling", scaling, "scaling efficiency across these runs (ids or 'last'), different GPU counts")
       ->expected(2, 1000);
   app.add_option("--target", target, "with the top runs, the $ to reach a metric target: acc=0.9, loss<=1.8");

@@ -31,8 +31,8 @@ int cmd_trace(int argc, char** argv) {
   app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
   add_pricing_flags(app, pricing);
   app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(CLI::PositiveNumber);
+      ->check(positive_number());
+  app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(positive_number());
   app.add_option("--by", ro.by, "breakdowns to show: kernel, op, annotation, step (repeatable; default all)")
       ->check(CLI::IsMember({"kernel", "op", "annotation", "step"}));
   app.add_flag("--json", json, "machine-readable JSON (integer nanoseconds)");

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "integration/agent_fixture.h"
@@ -114,6 +116,14 @@ TEST_F(AgentCliIntegrationTest, DefaultBindIsLoopback) {
   const CmdResult bad = run_gpumeter({"agent", "--listen", "nowhere"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--listen"), std::string::npos);
+  for (const auto& [flag, value, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--max-owners", "0", "--max-owners: must be greater than 0, got '0'"},
+           {"--price", "-1", "--price: must be greater than 0, got '-1'"},
+           {"--price", "3usd", "--price: expected a number, got '3usd'"}}) {
+    const CmdResult r = run_gpumeter({"agent", "--once", flag, value});
+    EXPECT_EQ(r.exit_code, 2) << flag;
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(AgentCliIntegrationTest, LostGpuShowsDownAndKeepsServing) {
