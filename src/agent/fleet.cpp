@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "util/http_error.h"
 
 namespace gm::agent {
 
@@ -20,7 +21,7 @@ struct Sample {
 
 Result<std::vector<Sample>> instant_query(httplib::Client& client, const std::string& url, const std::string& promql) {
   const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
-  if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + httplib::to_string(res.error()));
+  if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
   json j;
   try {
     j = json::parse(res->body);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "guard/guard.h"
+#include "util/http_error.h"
 
 extern char** environ;
 
@@ -100,7 +101,7 @@ Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::
   client.set_read_timeout(sec, usec);
   client.set_write_timeout(sec, usec);
   auto res = client.Post(path, webhook_body(event), "application/json");
-  if (!res) return make_error(ErrorKind::unavailable, "--webhook " + url + ": " + httplib::to_string(res.error()));
+  if (!res) return make_error(ErrorKind::unavailable, "--webhook " + url + ": " + http_error_text(res.error()));
   if (res->status < 200 || res->status >= 300)
     return make_error(ErrorKind::unavailable, fmt::format("--webhook {}: HTTP status {}", url, res->status));
   return ok_result();
