@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -105,7 +106,10 @@ std::string format_usd(double usd) {
   } else if (a >= 0.01) {
     body = fmt::format("{:.3f}", a);
   } else {
-    body = fmt::format("{:.6f}", a);
+    // Two significant digits at least, so a kernel's share of a cent is not printed as $0.000000.
+    if (a < 1e-12) return fmt::format("{}<$0.000000000001", usd < 0 ? "-" : "");
+    const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(a))) + 1, 6, 12);
+    body = fmt::format("{:.{}f}", a, decimals);
   }
   return fmt::format("{}${}", usd < 0 ? "-" : "", body);
 }

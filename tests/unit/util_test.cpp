@@ -34,6 +34,10 @@ TEST(UtilTest, MoneyIsExactInIntegers) {
   EXPECT_EQ(cost_for_ms(usd_to_micros(3600), 1000), 1'000'000);
   EXPECT_EQ(format_usd(1234.5), "$1,234.50");
   EXPECT_EQ(format_usd(0.5), "$0.500");
+  EXPECT_EQ(format_usd(0.0042), "$0.004200");
+  EXPECT_EQ(format_usd(2.4e-8), "$0.000000024");     // a kernel's cost keeps two significant digits
+  EXPECT_EQ(format_usd(1.234e-7), "$0.00000012");
+  EXPECT_EQ(format_usd(1e-15), "<$0.000000000001");
 }
 
 TEST(UtilTest, CsvQuotedFieldsAndLineNumbers) {
