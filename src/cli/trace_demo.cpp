@@ -6,7 +6,8 @@
 namespace gm::cli {
 namespace {
 
-// A small Kineto trace in the torch.profiler format (the same case the unit tests check figure by figure).
+// A step with a CPU op launching three kernels on two streams, an NCCL kernel, a memcpy, a cuda_sync
+// wait on a stream and a Triton-style CPU op carrying a stream argument (neither is GPU work).
 constexpr const char* kDemoTrace = R"J({
   "schemaVersion": 1,
   "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
@@ -34,6 +35,8 @@ constexpr const char* kDemoTrace = R"J({
 })J";
 
 }  // namespace
+
+const char* demo_trace_json() { return kDemoTrace; }
 
 int trace_demo_section(std::optional<double> price_usd_per_gpu_hour, const std::string& price_source, std::FILE* out) {
   auto r = trace::analyze_buffer("demo-sample.pt.trace.json", kDemoTrace);

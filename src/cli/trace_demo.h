@@ -6,6 +6,9 @@
 
 namespace gm::cli {
 
+/// The bundled sample: a small Kineto trace in the torch.profiler format (the unit tests check its figures).
+const char* demo_trace_json();
+
 /// Analyses the bundled sample trace (one training step on an H100: two GEMMs on two streams, an NCCL
 /// all-reduce overlapping them, a memcpy, a host-wait gap) and prints the `gpumeter trace` report to
 /// `out`, priced at `price_usd_per_gpu_hour` (labelled with `price_source`) or in time only when none.

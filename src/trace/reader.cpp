@@ -625,18 +625,22 @@ Result<std::string> read_trace_text(const std::string& path) {
   return std::string(buf.data(), buf.size());
 }
 
-Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view json, const Options& options) {
-  simdjson::padded_string padded(json);
-  detail::RawTrace raw;
-  FileAnalysis fa;
-  fa.file = name;
-  fa.bytes = static_cast<std::int64_t>(json.size());
-  auto r = detail::parse_trace_repairing(name, padded.data(), padded.size(), raw, options);
+namespace {
+
+/// Parses into `raw`. With options.partial a damaged trace keeps what parsed and `fa` says so.
+Result<void> parse_into(const std::string& name, char* data, std::size_t len, detail::RawTrace& raw,
+                        const Options& options, FileAnalysis& fa) {
+  auto r = detail::parse_trace_repairing(name, data, len, raw, options);
   if (!r) {
     if (!options.partial || !raw.has_trace_events) return r.error();
     fa.partial = true;
     fa.partial_error = r.error().message;
   }
+  return {};
+}
+
+/// The analysis of a parsed trace.
+FileAnalysis finish(const detail::RawTrace& raw, FileAnalysis fa) {
   fa.rank = raw.rank;
   fa.event_count = raw.event_count;
   fa.skipped_events = raw.skipped_events;
@@ -648,6 +652,18 @@ Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view js
   return fa;
 }
 
+}  // namespace
+
+Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view json, const Options& options) {
+  simdjson::padded_string padded(json);
+  detail::RawTrace raw;
+  FileAnalysis fa;
+  fa.file = name;
+  fa.bytes = static_cast<std::int64_t>(json.size());
+  GM_TRY_VOID(parse_into(name, padded.data(), padded.size(), raw, options, fa));
+  return finish(raw, std::move(fa));
+}
+
 Result<FileAnalysis> analyze_file(const std::string& path, const Options& options) {
   FileAnalysis fa;
   fa.file = path;
@@ -656,23 +672,10 @@ Result<FileAnalysis> analyze_file(const std::string& path, const Options& option
     detail::PaddedBuffer buf;
     GM_TRY_VOID(detail::load(path, buf));
     fa.bytes = static_cast<std::int64_t>(buf.size());
-    auto r = detail::parse_trace_repairing(path, buf.data(), buf.size(), raw, options);
-    if (!r) {
-      if (!options.partial || !raw.has_trace_events) return r.error();
-      fa.partial = true;
-      fa.partial_error = r.error().message;
-    }
+    GM_TRY_VOID(parse_into(path, buf.data(), buf.size(), raw, options, fa));
   }  // the JSON buffer is released before the analyses
   if (options.progress) options.progress(fa.bytes, fa.bytes);
-  fa.rank = raw.rank;
-  fa.event_count = raw.event_count;
-  fa.skipped_events = raw.skipped_events;
-  if (!raw.has_trace_events) {
-    fa.skipped = "not a Kineto trace (no traceEvents array)";
-    return fa;
-  }
-  fa.devices = detail::analyze(raw);
-  return fa;
+  return finish(raw, std::move(fa));
 }
 
 Result<std::vector<FileAnalysis>> analyze_paths(const std::vector<std::string>& paths, const Options& options) {

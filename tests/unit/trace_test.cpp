@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <numeric>
 #include <string>
 
+#include "cli/trace_demo.h"
 #include "trace/trace.h"
 
 namespace gm::trace {
@@ -30,33 +32,9 @@ void expect_invariants(const DeviceAnalysis& d) {
   EXPECT_EQ(d.idle_host_wait_ns + d.idle_other_ns, d.idle_ns);
 }
 
-// A step with a CPU op launching three kernels on two streams, an NCCL kernel, a memcpy, a cuda_sync
-// wait on a stream and a Triton-style CPU op carrying a stream argument (neither is GPU work).
-const char* kTrace = R"J({
-  "schemaVersion": 1,
-  "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
-  "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
-  "traceEvents": [
-    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "pid": 10, "tid": 10, "ts": 1000.000, "dur": 100.0},
-    {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 10, "tid": 10, "ts": 1000.5, "dur": 50},
-    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": 1001, "dur": 10},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1002, "dur": 1, "args": {"correlation": 1}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1003, "dur": 1, "args": {"correlation": 2}},
-    {"ph": "X", "cat": "cpu_op", "name": "triton_op", "pid": 10, "tid": 10, "ts": 1020, "dur": 5, "args": {"stream": 7}},
-    {"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 10, "tid": 10, "ts": 1030, "dur": 5},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": 1031, "dur": 1, "args": {"correlation": 3}},
-    {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 10, "tid": 10, "ts": 1040, "dur": 1, "args": {"correlation": 4}},
-    {"ph": "X", "cat": "kernel", "name": "gemm_a", "pid": 0, "tid": 7, "ts": 1010.000, "dur": 10.000, "args": {"correlation": 1}},
-    {"ph": "X", "cat": "kernel", "name": "gemm_b", "pid": 0, "tid": 8, "ts": 1015.000, "dur": 10.001, "args": {"correlation": 2}},
-    {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32", "pid": 0, "tid": 9, "ts": 1018, "dur": 12, "args": {"correlation": 3}},
-    {"ph": "X", "cat": "cuda_sync", "name": "cudaStreamSynchronize", "pid": 0, "tid": 7, "ts": 1020, "dur": 30},
-    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", "pid": 0, "tid": 7, "ts": 1050, "dur": 4, "args": {"correlation": 4}},
-    {"ph": "X", "cat": "kernel", "name": "empty", "pid": 0, "tid": 7, "ts": 1060, "dur": 0},
-    {"ph": "X", "cat": "kernel", "name": "broken", "pid": 0, "tid": 7, "ts": 1061, "dur": -3},
-    {"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": 1010, "cat": "ac2g", "name": "ac2g", "bp": "e"}
-  ],
-  "traceName": "x", "displayTimeUnit": "ns", "baseTimeNanoseconds": 1700000000000000000
-})J";
+// The demo's bundled sample (cli/trace_demo.cpp): a step with a CPU op launching three kernels on two
+// streams, an NCCL kernel, a memcpy, a cuda_sync wait and a Triton-style CPU op with a stream argument.
+const char* const kTrace = cli::demo_trace_json();
 
 TEST(TraceAnalysis, HandMadeTraceExactFigures) {
   auto r = analyze_buffer("hand.json", kTrace);
@@ -222,10 +200,6 @@ TEST(TraceNames, ShortensTemplatesAndParameters) {
 
 }  // namespace
 }  // namespace gm::trace
-
-#include <cstdio>
-
-#include "cli/trace_demo.h"
 
 namespace gm::cli {
 namespace {
