@@ -15,10 +15,8 @@
 namespace gm::cli {
 
 Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
-  auto catalog = Catalog::builtin();
+  auto catalog = load_catalog(pricing.catalog_override);
   if (!catalog) return catalog.error();
-  if (pricing.catalog_override)
-    if (auto r = catalog->merge_offers_file(*pricing.catalog_override); !r) return r.error();
   DmiInstanceDetector dmi;
   std::vector<std::optional<PriceQuote>> prices;
   for (const auto& d : backend.devices()) {

@@ -267,9 +267,7 @@ int run_tco(int argc, char** argv) {
   app.add_flag("--json", json, "machine-readable output");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  PricingOptions po;
-  po.catalog_override = catalog_file;
-  auto catalog = load_catalog(po);
+  auto catalog = load_catalog(catalog_file);
   if (!catalog) return fail("plan tco", catalog.error());
   const GpuSpec* gpu = catalog->find_gpu(gpu_name);
   if (!gpu) {
@@ -351,9 +349,7 @@ int cmd_plan(int argc, char** argv) {
 
   auto req = request_from_flags(f);
   if (!req) return fail(kCmd, req.error());
-  PricingOptions po;
-  po.catalog_override = f.catalog_file;
-  auto catalog = load_catalog(po);
+  auto catalog = load_catalog(f.catalog_file);
   if (!catalog) return fail(kCmd, catalog.error());
   if (f.gpu) {
     const GpuSpec* g = catalog->find_gpu(*f.gpu);

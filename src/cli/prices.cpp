@@ -60,9 +60,7 @@ int cmd_prices(int argc, char** argv) {
   app.add_option("--catalog", catalog_file, "offers CSV merged over the built-in catalog");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  PricingOptions po;
-  po.catalog_override = catalog_file;
-  auto catalog = load_catalog(po);
+  auto catalog = load_catalog(catalog_file);
   if (!catalog) return fail("prices", catalog.error());
 
   std::optional<std::set<std::string>> gpus;

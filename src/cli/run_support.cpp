@@ -97,11 +97,8 @@ int execute_run(const RunFlags& f, bool simulated) {
     cfg.run.labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
 
-  auto catalog = Catalog::builtin();
+  auto catalog = load_catalog(f.pricing.catalog_override);
   if (!catalog) return fail("run", catalog.error());
-  if (f.pricing.catalog_override) {
-    if (auto r = catalog->merge_offers_file(*f.pricing.catalog_override); !r) return fail("run", r.error());
-  }
   auto backend = open_nvml();
   if (!backend) return fail("run", backend.error());
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");

@@ -70,7 +70,7 @@ int cmd_trace(int argc, char** argv) {
     for (const auto& d : f.devices)
       if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
   const bool explicit_price = pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path;
-  auto catalog = load_catalog(pricing);
+  auto catalog = load_catalog(pricing.catalog_override);
   if (!catalog) return fail("trace", catalog.error());
   auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
   if (quote) {
