@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/agent.h"
+#include "util/json.h"
 
 namespace gm::agent {
 
@@ -235,7 +236,7 @@ std::string render_owners_json(const Snapshot& s) {
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == DeviceState::ok;
     dj["utilization_ratio"] = ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
-    dj["memory_used_bytes"] = ok && d.last->memory_used_bytes ? json(*d.last->memory_used_bytes) : json(nullptr);
+    dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
     devices.push_back(dj);

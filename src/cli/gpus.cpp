@@ -9,17 +9,13 @@
 #include "cli/gpu_view.h"
 #include "gpu/gpu.h"
 #include "sys/proc.h"
+#include "util/json.h"
 #include "util/table.h"
 
 namespace gm::cli {
 namespace {
 
 using nlohmann::json;
-
-template <class T>
-json opt(const std::optional<T>& v) {
-  return v ? json(*v) : json(nullptr);
-}
 
 json device_json(const DeviceView& v) {
   const DeviceInfo& info = v.info;
@@ -29,34 +25,34 @@ json device_json(const DeviceView& v) {
   d["name"] = info.name.empty() ? json(nullptr) : json(info.name);
   d["uuid"] = info.uuid.empty() ? json(nullptr) : json(info.uuid);
   d["pci_bus_id"] = info.pci_bus_id.empty() ? json(nullptr) : json(info.pci_bus_id);
-  d["architecture"] = opt(info.architecture);
-  d["catalog_gpu"] = opt(v.catalog_gpu);
-  d["memory_total_bytes"] = opt(info.memory_total_bytes);
-  d["memory_used_bytes"] = opt(s.memory_used_bytes);
-  d["utilization_pct"] = opt(s.utilization_pct);
+  d["architecture"] = json_or_null(info.architecture);
+  d["catalog_gpu"] = json_or_null(v.catalog_gpu);
+  d["memory_total_bytes"] = json_or_null(info.memory_total_bytes);
+  d["memory_used_bytes"] = json_or_null(s.memory_used_bytes);
+  d["utilization_pct"] = json_or_null(s.utilization_pct);
   d["power_w"] = s.power_mw ? json(*s.power_mw / 1000.0) : json(nullptr);
   d["power_limit_w"] = info.power_limit_mw ? json(*info.power_limit_mw / 1000.0) : json(nullptr);
   d["energy_j"] = s.energy_mj ? json(static_cast<double>(*s.energy_mj) / 1000.0) : json(nullptr);
   d["energy_method"] = to_string(v.energy_method);
-  d["temperature_c"] = opt(s.temperature_c);
+  d["temperature_c"] = json_or_null(s.temperature_c);
   d["state"] = to_string(s.state);
   d["error"] = s.error.empty() ? json(nullptr) : json(s.error);
-  d["mig_enabled"] = opt(info.mig_enabled);
-  d["price_usd_per_hour"] = opt(v.price_usd_per_hour);
-  d["price_source"] = opt(v.price_source);
+  d["mig_enabled"] = json_or_null(info.mig_enabled);
+  d["price_usd_per_hour"] = json_or_null(v.price_usd_per_hour);
+  d["price_source"] = json_or_null(v.price_source);
   json procs = json::array();
   for (const auto& p : v.processes) {
     procs.push_back({{"pid", p.sample.pid},
-                     {"name", p.name ? json(*p.name) : json(nullptr)},
-                     {"memory_bytes", opt(p.sample.memory_bytes)},
-                     {"sm_util_pct", opt(p.sample.sm_util_pct)}});
+                     {"name", json_or_null(p.name)},
+                     {"memory_bytes", json_or_null(p.sample.memory_bytes)},
+                     {"sm_util_pct", json_or_null(p.sample.sm_util_pct)}});
   }
   d["processes"] = std::move(procs);
   json migs = json::array();
   for (const auto& m : s.mig_instances) {
     migs.push_back({{"index", m.index}, {"uuid", m.uuid}, {"gpu_instance_id", m.gpu_instance_id},
-                    {"memory_total_bytes", opt(m.memory_total_bytes)}, {"memory_used_bytes", opt(m.memory_used_bytes)},
-                    {"slices", opt(m.slice_count)}, {"board_slices", opt(m.board_slices)}});
+                    {"memory_total_bytes", json_or_null(m.memory_total_bytes)}, {"memory_used_bytes", json_or_null(m.memory_used_bytes)},
+                    {"slices", json_or_null(m.slice_count)}, {"board_slices", json_or_null(m.board_slices)}});
   }
   d["mig_instances"] = std::move(migs);
   return d;
@@ -129,7 +125,7 @@ int cmd_gpus(int argc, char** argv) {
   if (!view) return fail("gpus", view.error());
   if (as_json) {
     json root;
-    root["driver_version"] = opt((*backend)->driver_version());
+    root["driver_version"] = json_or_null((*backend)->driver_version());
     root["devices"] = json::array();
     for (const auto& d : view->devices) root["devices"].push_back(device_json(d));
     std::puts(root.dump(2).c_str());

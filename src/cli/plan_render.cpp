@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -42,8 +43,6 @@ std::string option_place(const PlanOption& o) {
                      o.instances > 1 ? fmt::format("{} instances × ", o.instances) : "", o.gpus_per_instance, o.gpu,
                      o.spot ? " spot" : " on-demand");
 }
-
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 nlohmann::json finite(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
@@ -194,14 +193,14 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
                        {"time_h", finite(o.time_h)},
                        {"cost_usd", finite(o.cost_usd)},
                        {"spot", o.spot},
-                       {"usd_per_million_tokens", opt(o.usd_per_million_tokens)},
+                       {"usd_per_million_tokens", json_or_null(o.usd_per_million_tokens)},
                        {"score", o.score.total},
                        {"score_breakdown",
                         {{"cost", o.score.cost},
                          {"perf", o.score.perf},
                          {"memory", o.score.memory},
                          {"risk", o.score.risk},
-                         {"carbon", opt(o.score.carbon)}}},
+                         {"carbon", json_or_null(o.score.carbon)}}},
                        {"billed_h", finite(o.billed_h)},
                        {"usd_per_hour", o.usd_per_hour},
                        {"parallel", parallel_json(o.parallel)},
@@ -209,8 +208,8 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
                        {"gpu_memory_bytes", o.gpu_memory_bytes},
                        {"headroom_bytes", o.headroom_bytes},
                        {"bound", o.bound},
-                       {"energy_kwh", opt(o.energy_kwh)},
-                       {"carbon_kg", opt(o.carbon_kg)},
+                       {"energy_kwh", json_or_null(o.energy_kwh)},
+                       {"carbon_kg", json_or_null(o.carbon_kg)},
                        {"carbon_dataset", o.carbon_dataset.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.carbon_dataset)},
                        {"spot_detail", spot},
                        {"flags", o.flags}});
@@ -295,7 +294,7 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
           {"total_usd", r.own_total_usd},
           {"usd_per_used_gpu_hour", r.own_usd_per_used_gpu_hour}}},
         {"cloud", {{"gpu_hours", r.cloud_gpu_hours}, {"total_usd", r.cloud_total_usd}}},
-        {"break_even_utilization", opt(r.break_even_utilization)},
+        {"break_even_utilization", json_or_null(r.break_even_utilization)},
         {"cheaper", r.own_total_usd < r.cloud_total_usd ? "own" : "cloud"}};
     return doc.dump(2) + "\n";
   }

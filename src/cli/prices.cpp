@@ -11,6 +11,7 @@
 #include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -24,8 +25,6 @@ std::string alnum_lower(std::string_view s) {
     if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
-
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 // Which catalog GPU ids a user's GPU query selects: a family ("H100") selects all its variants.
 Result<std::set<std::string>> select_gpus(const Catalog& catalog, const std::string& query) {
@@ -121,9 +120,9 @@ int cmd_prices(int argc, char** argv) {
                                {"instance", o->instance},
                                {"gpu", o->gpu},
                                {"gpu_count", o->gpu_count == std::floor(o->gpu_count) ? nlohmann::json(static_cast<long long>(o->gpu_count)) : nlohmann::json(o->gpu_count)},
-                               {"ondemand_usd_per_hour", opt(o->ondemand_usd_per_hour)},
-                               {"spot_usd_per_hour", opt(o->spot_usd_per_hour)},
-                               {"usd_per_gpu_hour", opt(o->usd_per_gpu_hour(spot))},
+                               {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
+                               {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
+                               {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
                                {"source", o->source},
                                {"date", o->date},
                                {"flags", o->flags}});

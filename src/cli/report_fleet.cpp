@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "cli/common.h"
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -43,8 +44,8 @@ int fleet_report(int argc, char** argv) {
     for (const auto& r : rep->rows)
       rows.push_back({{"key", r.key.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.key)},
                       {"cost_usd", r.cost_usd},
-                      {"energy_j", r.energy_j ? nlohmann::json(*r.energy_j) : nlohmann::json(nullptr)},
-                      {"gpu_seconds", r.gpu_seconds ? nlohmann::json(*r.gpu_seconds) : nlohmann::json(nullptr)}});
+                      {"energy_j", json_or_null(r.energy_j)},
+                      {"gpu_seconds", json_or_null(r.gpu_seconds)}});
     const nlohmann::json j = {{"by", by},
                               {"since", since},
                               {"range_s", *range_ms / 1000},

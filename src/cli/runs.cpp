@@ -8,6 +8,7 @@
 #include "cli/common.h"
 #include "store/store.h"
 #include "util/exit_codes.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -36,10 +37,10 @@ int cmd_runs(int argc, char** argv) {
                      {"host", r.host},
                      {"labels", r.labels},
                      {"start_unix_ms", r.start_unix_ms},
-                     {"end_unix_ms", r.end_unix_ms ? nlohmann::json(*r.end_unix_ms) : nlohmann::json(nullptr)},
+                     {"end_unix_ms", json_or_null(r.end_unix_ms)},
                      {"status", r.status},
-                     {"exit_code", r.exit_code ? nlohmann::json(*r.exit_code) : nlohmann::json(nullptr)},
-                     {"stopped_by", r.stopped_by ? nlohmann::json(*r.stopped_by) : nlohmann::json(nullptr)},
+                     {"exit_code", json_or_null(r.exit_code)},
+                     {"stopped_by", json_or_null(r.stopped_by)},
                      {"wall_s", static_cast<double>(r.wall_ms) / 1000.0},
                      {"billed_s", r.billed_s},
                      {"cost_usd", micros_to_usd(r.cost_micros)},

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/csv.h"
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -20,8 +21,6 @@ std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
   if (!o.price_usd_per_gpu_hour) return std::nullopt;
   return *o.price_usd_per_gpu_hour * static_cast<double>(ns) / 3.6e12;
 }
-
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 bool shown(const TraceRenderOptions& o, const char* what) {
   return o.by.empty() || std::find(o.by.begin(), o.by.end(), what) != o.by.end();
@@ -48,11 +47,11 @@ nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOpti
     j["count"] = b.count;
     j["kernel_ns"] = b.kernel_ns;
     j["attributed_ns"] = b.attributed_ns;
-    j["cost_usd"] = opt(cost_of(b.attributed_ns, o));
+    j["cost_usd"] = json_or_null(cost_of(b.attributed_ns, o));
     if (steps) {
       const bool real_step = b.step_ns > 0 || b.name != "(outside steps)";
       j["step_ns"] = real_step ? nlohmann::json(b.step_ns) : nlohmann::json(nullptr);
-      j["step_cost_usd"] = real_step ? opt(cost_of(b.step_ns, o)) : nlohmann::json(nullptr);
+      j["step_cost_usd"] = real_step ? json_or_null(cost_of(b.step_ns, o)) : nlohmann::json(nullptr);
     }
     arr.push_back(std::move(j));
   }
@@ -197,7 +196,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
   for (const auto& f : files) {
     nlohmann::json jf;
     jf["file"] = f.file;
-    jf["rank"] = f.rank ? nlohmann::json(*f.rank) : nlohmann::json(nullptr);
+    jf["rank"] = json_or_null(f.rank);
     if (f.skipped) jf["skipped"] = *f.skipped;
     else jf["skipped"] = nullptr;
     jf["partial"] = f.partial;
@@ -211,9 +210,9 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
     for (const auto& d : f.devices) {
       nlohmann::json j;
       j["file"] = f.file;
-      j["rank"] = f.rank ? nlohmann::json(*f.rank) : nlohmann::json(nullptr);
+      j["rank"] = json_or_null(f.rank);
       j["device"] = d.device;
-      j["gpu_name"] = d.gpu_name ? nlohmann::json(*d.gpu_name) : nlohmann::json(nullptr);
+      j["gpu_name"] = json_or_null(d.gpu_name);
       j["partial"] = f.partial;
       j["window_start_ns"] = d.window_start_ns;
       j["window_ns"] = d.window_ns;
@@ -229,22 +228,22 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["idle_gap_count"] = d.idle_gap_count;
       j["activity_count"] = d.activity_count;
       j["zero_length_count"] = d.zero_length_count;
-      j["cost_usd"] = opt(cost_of(d.window_ns, o));
-      j["busy_cost_usd"] = opt(cost_of(d.busy_ns, o));
-      j["idle_cost_usd"] = opt(cost_of(d.idle_ns, o));
-      j["price_usd_per_gpu_hour"] = opt(o.price_usd_per_gpu_hour);
+      j["cost_usd"] = json_or_null(cost_of(d.window_ns, o));
+      j["busy_cost_usd"] = json_or_null(cost_of(d.busy_ns, o));
+      j["idle_cost_usd"] = json_or_null(cost_of(d.idle_ns, o));
+      j["price_usd_per_gpu_hour"] = json_or_null(o.price_usd_per_gpu_hour);
       j["price_source"] = o.price_usd_per_gpu_hour ? nlohmann::json(o.price_source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
       j["step_time_ns"] = stats_json(d.step_ns);
       const auto m = mean_step_ns(d);
       std::optional<double> per_step;
       if (m && o.price_usd_per_gpu_hour) per_step = *o.price_usd_per_gpu_hour * *m / 3.6e12;
-      j["cost_per_step_usd"] = opt(per_step);
+      j["cost_per_step_usd"] = json_or_null(per_step);
       j["idle_cost_per_1k_steps_usd"] =
           (m && o.price_usd_per_gpu_hour)
               ? nlohmann::json(*cost_of(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
               : nlohmann::json(nullptr);
-      j["projected_steps"] = o.project_steps ? nlohmann::json(*o.project_steps) : nlohmann::json(nullptr);
+      j["projected_steps"] = json_or_null(o.project_steps);
       j["projected_cost_usd"] = nullptr;
       if (per_step.has_value() && o.project_steps.has_value())
         j["projected_cost_usd"] = per_step.value() * static_cast<double>(o.project_steps.value());

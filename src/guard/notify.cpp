@@ -13,6 +13,7 @@
 
 #include "guard/guard.h"
 #include "util/http_error.h"
+#include "util/json.h"
 
 extern char** environ;
 
@@ -39,8 +40,8 @@ std::string webhook_body(const GuardEvent& e) {
   j["message"] = e.message;
   j["run_id"] = e.run_id;
   j["cost_usd"] = e.cost_usd;
-  j["budget_usd"] = e.budget_usd ? nlohmann::json(*e.budget_usd) : nlohmann::json(nullptr);
-  j["forecast_cost_usd"] = e.forecast_usd ? nlohmann::json(*e.forecast_usd) : nlohmann::json(nullptr);
+  j["budget_usd"] = json_or_null(e.budget_usd);
+  j["forecast_cost_usd"] = json_or_null(e.forecast_usd);
   j["command"] = e.command;
   j["host"] = e.host;
   return j.dump();
@@ -106,6 +107,5 @@ Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::
     return make_error(ErrorKind::unavailable, fmt::format("--webhook {}: HTTP status {}", url, res->status));
   return ok_result();
 }
-
 
 }  // namespace gm

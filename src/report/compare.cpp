@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -159,7 +160,6 @@ std::string render_compare_text(const CompareResult& r) {
 }
 
 std::string render_compare_json(const CompareResult& r) {
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json j;
   j["run_a"] = r.run_a;
   j["run_b"] = r.run_b;
@@ -168,12 +168,12 @@ std::string render_compare_json(const CompareResult& r) {
   j["rows"] = nlohmann::json::array();
   for (const auto& row : r.rows)
     j["rows"].push_back({{"name", row.name},
-                         {"a", opt(row.a)},
-                         {"b", opt(row.b)},
-                         {"delta", opt(row.delta)},
-                         {"delta_pct", opt(row.delta_pct)},
+                         {"a", json_or_null(row.a)},
+                         {"b", json_or_null(row.b)},
+                         {"delta", json_or_null(row.delta)},
+                         {"delta_pct", json_or_null(row.delta_pct)},
                          {"limit", row.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.limit)},
-                         {"pass", row.pass ? nlohmann::json(*row.pass) : nlohmann::json(nullptr)}});
+                         {"pass", json_or_null(row.pass)}});
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "report/html_page.h"
+#include "util/json.h"
 #include "util/units.h"
 
 namespace gm {
@@ -16,11 +17,9 @@ namespace {
 
 using nlohmann::json;
 
-json opt_json(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 json series(const std::string& label, const std::vector<std::optional<double>>& values, bool dash = false) {
   json vals = json::array();
-  for (const auto& v : values) vals.push_back(opt_json(v));
+  for (const auto& v : values) vals.push_back(json_or_null(v));
   json s = {{"label", label}, {"values", vals}};
   if (dash) s["dash"] = true;
   return s;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "util/csv.h"
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -293,10 +294,10 @@ nlohmann::json totals_json(const GroupTotals& g) {
   j["unused_gpu_cost_usd"] = micros_to_usd(g.unused_gpu_cost_micros);
   j["waste_usd"] = micros_to_usd(g.waste_micros());
   j["energy_kwh"] = g.energy_kwh;
-  j["co2_kg"] = g.co2_kg ? nlohmann::json(*g.co2_kg) : nlohmann::json(nullptr);
+  j["co2_kg"] = json_or_null(g.co2_kg);
   j["runs_without_co2"] = g.runs_without_co2;
   auto u = g.mean_util_pct();
-  j["mean_util_pct"] = u ? nlohmann::json(*u) : nlohmann::json(nullptr);
+  j["mean_util_pct"] = json_or_null(u);
   return j;
 }
 
@@ -357,8 +358,8 @@ std::string render_multi_text(const MultiReport& rep) {
 
 std::string render_multi_json(const MultiReport& rep) {
   nlohmann::json j;
-  j["since_unix_ms"] = rep.since_unix_ms ? nlohmann::json(*rep.since_unix_ms) : nlohmann::json(nullptr);
-  j["until_unix_ms"] = rep.until_unix_ms ? nlohmann::json(*rep.until_unix_ms) : nlohmann::json(nullptr);
+  j["since_unix_ms"] = json_or_null(rep.since_unix_ms);
+  j["until_unix_ms"] = json_or_null(rep.until_unix_ms);
   j["by"] = rep.by.kind == GroupBy::Kind::none ? nlohmann::json(nullptr) : nlohmann::json(group_by_name(rep.by));
   j["total"] = totals_json(rep.total);
   j["groups"] = nlohmann::json::array();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "util/json.h"
 #include "util/units.h"
 
 namespace gm {
@@ -46,9 +47,6 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
   }
   return best;
 }
-
-nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-nlohmann::json opt(const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 }  // namespace
 
@@ -111,8 +109,8 @@ std::string render_run_report_json(const RunReport& r) {
   j["run_id"] = run.id;
   j["command"] = run.command;
   j["status"] = run.status;
-  j["exit_code"] = run.exit_code ? nlohmann::json(*run.exit_code) : nlohmann::json(nullptr);
-  j["stopped_by"] = run.stopped_by ? nlohmann::json(*run.stopped_by) : nlohmann::json(nullptr);
+  j["exit_code"] = json_or_null(run.exit_code);
+  j["stopped_by"] = json_or_null(run.stopped_by);
   j["start_unix_ms"] = run.start_unix_ms;
   j["wall_s"] = r.wall_s;
   j["billed_s"] = run.billed_s;
@@ -125,18 +123,18 @@ std::string render_run_report_json(const RunReport& r) {
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
   j["energy_kwh"] = run.energy_method == "none" ? nlohmann::json(nullptr) : nlohmann::json(run.energy_j / 3.6e6);
   j["energy_method"] = run.energy_method;
-  j["co2_kg"] = opt(run.co2_kg);
+  j["co2_kg"] = json_or_null(run.co2_kg);
   j["co2_intensity_source"] = run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
-  j["steps"] = opt(r.steps);
-  j["total_steps"] = opt(r.total_steps);
-  j["samples"] = opt(r.samples);
-  j["tokens"] = opt(r.tokens);
-  j["forecast_cost_usd"] = opt(run.forecast_cost_usd);
-  j["budget_usd"] = opt(run.budget_usd);
-  j["effective_utilization"] = opt(r.effective_utilization);
-  j["cost_per_step_usd"] = opt(r.usd_per_step);
-  j["usd_per_1k_samples"] = opt(r.usd_per_1k_samples);
-  j["usd_per_1m_tokens"] = opt(r.usd_per_1m_tokens);
+  j["steps"] = json_or_null(r.steps);
+  j["total_steps"] = json_or_null(r.total_steps);
+  j["samples"] = json_or_null(r.samples);
+  j["tokens"] = json_or_null(r.tokens);
+  j["forecast_cost_usd"] = json_or_null(run.forecast_cost_usd);
+  j["budget_usd"] = json_or_null(run.budget_usd);
+  j["effective_utilization"] = json_or_null(r.effective_utilization);
+  j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
+  j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
+  j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
   j["labels"] = run.labels;
   j["user"] = run.user;
   j["host"] = run.host;
@@ -145,10 +143,10 @@ std::string render_run_report_json(const RunReport& r) {
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
                     {"used", g.used},
-                    {"util_avg_pct", opt(g.util_avg_pct)},
-                    {"util_peak_pct", opt(g.util_peak_pct)},
-                    {"memory_avg_bytes", g.mem_avg_bytes ? nlohmann::json(*g.mem_avg_bytes) : nlohmann::json(nullptr)},
-                    {"memory_peak_bytes", g.mem_peak_bytes ? nlohmann::json(*g.mem_peak_bytes) : nlohmann::json(nullptr)},
+                    {"util_avg_pct", json_or_null(g.util_avg_pct)},
+                    {"util_peak_pct", json_or_null(g.util_peak_pct)},
+                    {"memory_avg_bytes", json_or_null(g.mem_avg_bytes)},
+                    {"memory_peak_bytes", json_or_null(g.mem_peak_bytes)},
                     {"busy_s", g.busy_s},
                     {"energy_kwh", g.energy_j / 3.6e6}});
   }
