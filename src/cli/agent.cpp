@@ -38,6 +38,23 @@ Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions
   return prices;
 }
 
+void add_owner_flags(CLI::App& app, OwnerFlags& flags) {
+  app.add_option("--proc-root", flags.owners.proc_root, "the /proc tree to read owners from");
+  app.add_option("--pod-log-root", flags.owners.pod_log_root, "kubelet pod log directory (pod names)");
+  app.add_option("--container-log-root", flags.owners.container_log_root,
+                 "kubelet container log directory (container names)");
+  app.add_option("--pod-resources-socket", flags.pod_resources_socket,
+                 "kubelet pod-resources socket: pod names and GPUs held by pods (default " +
+                     std::string(kDefaultPodResourcesSocket) + "; \"\" disables)");
+}
+
+Result<std::int64_t> parse_interval_flag(const std::string& text) {
+  auto ms = parse_duration_ms(text);
+  if (!ms || *ms < 10)
+    return make_error(ErrorKind::usage, "--interval '" + text + "': expected a duration of at least 10ms");
+  return *ms;
+}
+
 PodResourcesSetup::PodResourcesSetup(const std::string& socket_path, Clock& clock) {
   if (socket_path.empty()) return;
   source_ = std::make_unique<KubeletPodResources>(socket_path);
@@ -50,27 +67,20 @@ int cmd_agent(int argc, char** argv) {
   add_pricing_flags(app, pricing);
   std::string interval = "1s", listen = "127.0.0.1:9835", web_config, state;
   std::size_t max_owners = 50;
-  OwnerOptions owners;
+  OwnerFlags owner_flags;
   bool once = false;
-  std::string pod_resources_socket = kDefaultPodResourcesSocket;
   app.add_option("--interval", interval, "sampling interval (default 1s)");
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
   app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
   app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
-  app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
-  app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
-  app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory (container names)");
-  app.add_option("--pod-resources-socket", pod_resources_socket,
-                 "kubelet pod-resources socket: pod names and GPUs held by pods (default " +
-                     std::string(kDefaultPodResourcesSocket) + "; \"\" disables)");
+  add_owner_flags(app, owner_flags);
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto interval_ms = parse_duration_ms(interval);
-  if (!interval_ms || *interval_ms < 10)
-    return fail("agent", make_error(ErrorKind::usage, "--interval '" + interval + "': expected a duration of at least 10ms"));
+  auto interval_ms = parse_interval_flag(interval);
+  if (!interval_ms) return fail("agent", interval_ms.error());
   auto serve = agent::parse_listen(listen);
   if (!serve) return fail("agent", serve.error());
   if (!web_config.empty()) {
@@ -94,8 +104,8 @@ int cmd_agent(int argc, char** argv) {
   opts.interval_ms = *interval_ms;
   opts.max_owners = max_owners;
   opts.state_path = state;
-  OwnerResolver resolver(owners);
-  PodResourcesSetup pod_resources(pod_resources_socket, system_clock());
+  OwnerResolver resolver(owner_flags.owners);
+  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
   if (auto r = collector.load_state(); !r) return fail("agent", r.error());
 

@@ -1,6 +1,9 @@
 #pragma once
 // Shared by `agent` and `top`: price of every device from the pricing flags, and the kubelet
 // pod-resources reader.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,12 +12,25 @@
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
+#include "sys/owner.h"
 #include "util/result.h"
 
 namespace gm::cli {
 
 /// Price per device (nullopt for a GPU with no known price); error when explicit pricing flags fail.
 Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend);
+
+/// Where owners are read from.
+struct OwnerFlags {
+  OwnerOptions owners;                                              ///< --proc-root, --pod-log-root, --container-log-root
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;    ///< --pod-resources-socket ("" disables)
+};
+
+/// Adds the owner-source flags of `agent` and `top` to `app`.
+void add_owner_flags(CLI::App& app, OwnerFlags& flags);
+
+/// The --interval flag in milliseconds (at least 10 ms), or a usage error naming the flag.
+Result<std::int64_t> parse_interval_flag(const std::string& text);
 
 /// The kubelet pod-resources reader behind --pod-resources-socket; cache() is nullptr when the flag is "".
 class PodResourcesSetup {

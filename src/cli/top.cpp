@@ -144,21 +144,15 @@ int cmd_top(int argc, char** argv) {
   PricingOptions pricing;
   add_pricing_flags(app, pricing);
   std::string interval = "1s", sort = "rate";
-  OwnerOptions owners;
+  OwnerFlags owner_flags;
   bool once = false;
-  std::string pod_resources_socket = kDefaultPodResourcesSocket;
   app.add_option("--interval", interval, "refresh interval (default 1s)");
   app.add_option("--sort", sort, "owner order: rate, cost, owner, energy")->check(CLI::IsMember({"rate", "cost", "owner", "energy"}));
-  app.add_option("--proc-root", owners.proc_root, "the /proc tree to read owners from");
-  app.add_option("--pod-log-root", owners.pod_log_root, "kubelet pod log directory (pod names)");
-  app.add_option("--container-log-root", owners.container_log_root, "kubelet container log directory");
-  app.add_option("--pod-resources-socket", pod_resources_socket,
-                 "kubelet pod-resources socket: pod names and GPUs held by pods (\"\" disables)");
+  add_owner_flags(app, owner_flags);
   app.add_flag("--once", once, "print one plain-text view and exit (the default when stdout is not a terminal)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  auto interval_ms = parse_duration_ms(interval);
-  if (!interval_ms || *interval_ms < 10)
-    return fail("top", make_error(ErrorKind::usage, "--interval '" + interval + "': expected a duration of at least 10ms"));
+  auto interval_ms = parse_interval_flag(interval);
+  if (!interval_ms) return fail("top", interval_ms.error());
   const SortKey key = sort == "cost" ? SortKey::cost : sort == "owner" ? SortKey::owner : sort == "energy" ? SortKey::energy : SortKey::rate;
 
   auto backend = open_nvml();
@@ -167,8 +161,8 @@ int cmd_top(int argc, char** argv) {
   if (!prices) return fail("top", prices.error());
   agent::AgentOptions opts;
   opts.interval_ms = *interval_ms;
-  OwnerResolver resolver(owners);
-  PodResourcesSetup pod_resources(pod_resources_socket, system_clock());
+  OwnerResolver resolver(owner_flags.owners);
+  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
 
   if (once || !stdout_is_tty()) {
