@@ -1,11 +1,11 @@
 // Progress intake: datagram messages and progress recognised in the job's output.
 #include <nlohmann/json.hpp>
 
-#include <cctype>
 #include <charconv>
 #include <cmath>
 
 #include "guard/guard.h"
+#include "util/units.h"
 
 namespace gm {
 namespace {
@@ -32,9 +32,7 @@ Result<std::optional<std::int64_t>> count_field(const nlohmann::json& j, const c
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 std::optional<double> parse_double(std::string_view s) {
-  s = std::string_view(s.data(), s.size());
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  s = trim(s);
   if (s.empty()) return std::nullopt;
   double v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -62,8 +60,7 @@ void parse_postfix(std::string_view s, std::map<std::string, double>& metrics) {
 
 /// Hugging Face Trainer log line: {'loss': 2.31, 'learning_rate': 5e-05, 'epoch': 0.12}
 std::optional<ProgressUpdate> parse_hf_dict(std::string_view line) {
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
-  while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+  line = trim(line);
   if (line.size() < 4 || line.substr(0, 2) != "{'" || line.back() != '}') return std::nullopt;
   ProgressUpdate u;
   std::string_view body = line.substr(1, line.size() - 2);
