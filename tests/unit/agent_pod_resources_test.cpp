@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "agent/agent.h"
+#include "support/fixtures.h"
 #include "support/support.h"
 
 namespace gm::agent {
@@ -58,14 +59,6 @@ std::string pod_cgroup(const std::string& uid, char container) {
          std::string(64, container) + ".scope\n";
 }
 
-PriceQuote price(double usd_per_hour) {
-  PriceQuote q;
-  q.micros_per_gpu_hour = usd_to_micros(usd_per_hour);
-  q.origin = PriceOrigin::flag_price;
-  q.source = "--price";
-  return q;
-}
-
 /// Two H100s: GPU-0 runs PID 100 of pod kUid (container 'a' id), GPU-1 runs nothing.
 struct Node {
   test::TempDir dir;
@@ -79,12 +72,7 @@ struct Node {
   Node() {
     add_proc(proc, 100, pod_cgroup(kUid, 'a'));
     for (unsigned i = 0; i < 2; ++i) {
-      DeviceInfo info;
-      info.index = i;
-      info.name = "NVIDIA H100 80GB HBM3";
-      info.uuid = "GPU-" + std::to_string(i);
-      info.memory_total_bytes = 80ull << 30;
-      backend.infos.push_back(info);
+      backend.infos.push_back(test::h100_info(i));
       Capabilities c;
       c.utilization = c.memory = c.power = c.processes = c.process_utilization = true;
       backend.caps.push_back(c);
@@ -99,7 +87,7 @@ struct Node {
   }
   std::unique_ptr<Collector> collector(bool with_pod_resources = true) {
     return std::make_unique<Collector>(backend, *resolver, clock,
-                                       std::vector<std::optional<PriceQuote>>(backend.infos.size(), price(3.6)),
+                                       std::vector<std::optional<PriceQuote>>(backend.infos.size(), test::flag_price(3.6)),
                                        AgentOptions{}, with_pod_resources ? &cache : nullptr);
   }
   /// Baseline, then `n` intervals of 1 s.

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "agent/agent.h"
+#include "support/fixtures.h"
 #include "support/support.h"
 
 namespace gm::agent {
@@ -25,14 +26,6 @@ void add_proc(const std::string& root, std::uint32_t pid, const std::string& com
   write_file(dir + "/comm", comm + "\n");
   write_file(dir + "/status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\n");
   write_file(dir + "/cgroup", cgroup);
-}
-
-PriceQuote price(double usd_per_hour) {
-  PriceQuote q;
-  q.micros_per_gpu_hour = usd_to_micros(usd_per_hour);
-  q.origin = PriceOrigin::flag_price;
-  q.source = "--price";
-  return q;
 }
 
 DeviceSample busy_sample(unsigned index) {
@@ -59,12 +52,7 @@ struct Fixture {
     add_proc(proc, 200, "python3", "4:memory:/slurm/uid_0/job_4242/step_0\n");
     add_proc(proc, 300, "ollama", "0::/system.slice/ollama.service\n");
     for (unsigned i = 0; i < gpus; ++i) {
-      DeviceInfo info;
-      info.index = i;
-      info.name = "NVIDIA H100 80GB HBM3";
-      info.uuid = "GPU-" + std::to_string(i);
-      info.memory_total_bytes = 80ull << 30;
-      backend.infos.push_back(info);
+      backend.infos.push_back(test::h100_info(i));
       Capabilities c;
       c.utilization = c.memory = c.power = c.temperature = c.processes = c.process_utilization = true;
       backend.caps.push_back(c);
@@ -73,7 +61,7 @@ struct Fixture {
     resolver = std::make_unique<OwnerResolver>(OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   std::vector<std::optional<PriceQuote>> prices(double usd) const {
-    return std::vector<std::optional<PriceQuote>>(backend.infos.size(), price(usd));
+    return std::vector<std::optional<PriceQuote>>(backend.infos.size(), test::flag_price(usd));
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include "guard/run_meter.h"
 #include "report/run_report.h"
+#include "support/fixtures.h"
 
 namespace gm {
 namespace {
@@ -10,12 +11,7 @@ namespace {
 StaticGpuBackend two_gpus() {
   StaticGpuBackend b;
   for (unsigned i = 0; i < 2; ++i) {
-    DeviceInfo d;
-    d.index = i;
-    d.name = "NVIDIA H100 80GB HBM3";
-    d.uuid = "GPU-" + std::to_string(i);
-    d.memory_total_bytes = 80ull << 30;
-    b.infos.push_back(d);
+    b.infos.push_back(test::h100_info(i));
     b.caps.emplace_back();
     DeviceSample s;
     s.index = i;
