@@ -73,7 +73,7 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
     f.push_back({2, fmt::format(" · forecast {}", format_usd(s.forecast->total_usd))});
     f.push_back(
         {6, fmt::format(" [{}–{}]", format_usd(s.forecast->low_usd), format_usd(s.forecast->high_usd))});
-    f.push_back({1, fmt::format(" ETA {}", format_duration_s(s.forecast->remaining_s))});
+    f.push_back({1, fmt::format(" · ETA {}", format_duration_s(s.forecast->remaining_s))});
   }
   if (s.budget_left_usd) f.push_back({1, fmt::format(" · budget left {}", format_usd(*s.budget_left_usd))});
   if (!s.telemetry) f.push_back({3, " · no GPU telemetry"});

@@ -251,6 +251,11 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r) {
     b.n = n;
     b.total = r.total;
     b.side = !open_.empty() && (open_.back().side || open_.back().advanced_alone);
+    // A different bar where an established step level was (Lightning's validation bar after the epoch's
+    // training bar completed, a val bar after a train bar) is a side bar: the step level comes back.
+    const std::size_t depth = open_.size();
+    if (depth < levels_.size() && (levels_[depth].key != b.key || levels_[depth].total != b.total))
+      b.side = true;
     open_.push_back(std::move(b));
   }
   const Bar& bar = *std::find_if(open_.begin(), open_.end(),

@@ -281,5 +281,71 @@ TEST_F(RunTorchIntegrationTest, FailedAndInterruptedJobsSayWhatHappened) {
   EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/typo.db"));
 }
 
+TEST_F(RunTorchIntegrationTest, StatusLinesStartOnTheirOwnLineAfterTqdmAndKeepTheirCadence) {
+  const std::string job = script("bar.py",
+                                 "import time, torch\n"
+                                 "from tqdm import tqdm\n"
+                                 "for i in tqdm(range(100), mininterval=0):\n"
+                                 "    torch.ones(8).sum()\n"
+                                 "    time.sleep(0.06)\n");
+  auto r = run_gpumeter({"run", "--price", "3600", "--budget", "1000", "--warn-at", "0.2%", "--status-every",
+                         "2s", kPython, job},
+                        env(), std::nullopt, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<double> at_s;
+  std::size_t start = 0;
+  while (start < r.err.size()) {
+    std::size_t end = r.err.find('\n', start);
+    if (end == std::string::npos) end = r.err.size();
+    const std::string line = r.err.substr(start, end - start);
+    start = end + 1;
+    if (line.find("gpumeter") == std::string::npos) continue;
+    EXPECT_EQ(line.find("it/s]"), std::string::npos) << "glued to a tqdm line: " << line;
+    if (line.rfind("gpumeter ", 0) == 0 && line.find(" · $") != std::string::npos) {
+      std::smatch m;
+      if (std::regex_search(line, m, std::regex(R"(^gpumeter ([0-9.]+)s)"))) at_s.push_back(std::stod(m[1]));
+    }
+  }
+  EXPECT_NE(r.err.find("gpumeter: [warn]"), std::string::npos) << r.err;
+  ASSERT_GE(at_s.size(), 2u) << r.err;
+  for (std::size_t i = 0; i < at_s.size(); ++i)
+    EXPECT_NEAR(at_s[i], 2.0 * static_cast<double>(i + 1), 1.1) << r.err;
+}
+
+// Debian 12's torchrun (torch 1.13 on Python 3.11) fails at start-up before it starts a worker
+// (AttributeError in torch.distributed.elastic.multiprocessing.api.to_map), so this launcher stands in for
+// it, doing what torch's elastic agent does on SIGTERM: forward the signal to every worker, wait for them,
+// exit non-zero.
+TEST_F(RunTorchIntegrationTest, TorchrunStandInLauncherForwardsTheStopToEveryRank) {
+  const std::string worker =
+      script("worker.py",
+             "import os, signal, sys, time, torch\n"
+             "stop = False\n"
+             "def on_term(*_):\n"
+             "    global stop\n"
+             "    stop = True\n"
+             "signal.signal(signal.SIGTERM, on_term)\n"
+             "m = torch.nn.Linear(4, 4)\n"
+             "while not stop:\n"
+             "    time.sleep(0.05)\n"
+             "torch.save(m.state_dict(), sys.argv[1] + '/rank' + os.environ['RANK'] + '.pt')\n");
+  const std::string launcher =
+      script("launcher.py",
+             "import os, signal, subprocess, sys\n"
+             "procs = [subprocess.Popen([sys.executable] + sys.argv[1:],\n"
+             "                          env={**os.environ, 'RANK': str(r)}) for r in range(2)]\n"
+             "def forward(sig, _):\n"
+             "    for p in procs: p.send_signal(sig)\n"
+             "signal.signal(signal.SIGTERM, forward)\n"
+             "codes = [p.wait() for p in procs]\n"
+             "sys.exit(1 if any(codes) else 0)\n");
+  auto r = run_gpumeter({"run", "--price", "3600", "--budget", "5", "--grace", "20s", "--quiet", kPython,
+                         launcher, worker, dir_.path()},
+                        env(), std::nullopt, 60);
+  EXPECT_EQ(r.exit_code, 86) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/rank0.pt")) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/rank1.pt")) << r.err;
+}
+
 }  // namespace
 }  // namespace gm
