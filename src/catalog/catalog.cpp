@@ -441,4 +441,10 @@ std::string Catalog::newest_price_date() const {
   return newest;
 }
 
+Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override) {
+  GM_TRY(auto catalog, Catalog::builtin());
+  if (catalog_override) GM_TRY_VOID(catalog.merge_offers_file(*catalog_override));
+  return catalog;
+}
+
 }  // namespace gm

@@ -141,4 +141,7 @@ class Catalog {
 /// matching the instance family, zero or missing prices, GCP GPU-only rows without their host VM price...).
 void flag_offers(std::vector<Offer>& offers, const std::vector<GpuSpec>& gpus);
 
+/// The built-in catalog with the --catalog override file (when given) merged on top.
+Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override);
+
 }  // namespace gm

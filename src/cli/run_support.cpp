@@ -11,7 +11,7 @@
 #include "catalog/catalog.h"
 #include "cli/common.h"
 #include "cli/run_terminal.h"
-#include "guard/run_meter.h"
+#include "meter/run_meter.h"
 #include "guard/session.h"
 #include "report/run_report.h"
 #include "store/store.h"

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "meter/run_meter.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -150,9 +151,6 @@ struct GuardConfig {
   std::int64_t forecast_min_elapsed_ms = 5'000;
   std::size_t forecast_min_intervals = 5;
 };
-
-/// Utilization under which a GPU counts as idle for --max-idle (percent).
-inline constexpr double kIdleUtilPct = 5.0;
 
 /// What the guard decided at one evaluation.
 struct GuardDecision {

@@ -15,7 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "guard/guard.h"
-#include "guard/run_meter.h"
+#include "meter/run_meter.h"
 #include "meter/meter.h"
 #include "report/run_report.h"
 #include "store/store.h"

@@ -65,8 +65,6 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
 
 // ---- billing and cost integration ------------------------------------------------------------
 
-/// The built-in catalog with the --catalog override file (when given) merged on top.
-Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);

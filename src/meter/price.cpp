@@ -193,10 +193,4 @@ MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gp
   return static_cast<MicroUsd>(p / 3600);
 }
 
-Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override) {
-  GM_TRY(auto catalog, Catalog::builtin());
-  if (catalog_override) GM_TRY_VOID(catalog.merge_offers_file(*catalog_override));
-  return catalog;
-}
-
 }  // namespace gm

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
-#include "guard/run_meter.h"
+#include "meter/run_meter.h"
 #include "store/store.h"
 
 namespace gm {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "guard/run_meter.h"
+#include "meter/run_meter.h"
 #include "report/run_report.h"
 #include "support/fixtures.h"
 

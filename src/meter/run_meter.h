@@ -14,6 +14,9 @@
 
 namespace gm {
 
+/// Utilization under which a GPU counts as idle for --max-idle (percent).
+inline constexpr double kIdleUtilPct = 5.0;
+
 /// Per-GPU usage of a run, for the report.
 struct GpuUsage {
   unsigned index = 0;

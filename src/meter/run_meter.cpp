@@ -1,18 +1,11 @@
-#include "guard/run_meter.h"
+#include "meter/run_meter.h"
 
 #include <algorithm>
 #include <map>
 
-#include "guard/guard.h"
+#include "util/units.h"
 
 namespace gm {
-namespace {
-std::string trim_copy(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
-}  // namespace
 
 Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cvd,
                                              const std::vector<DeviceInfo>& devices) {
@@ -26,7 +19,7 @@ Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& c
   while (pos < s.size()) {
     std::size_t comma = s.find(',', pos);
     if (comma == std::string::npos) comma = s.size();
-    const std::string item(trim_copy(s.substr(pos, comma - pos)));
+    const std::string item(trim(s.substr(pos, comma - pos)));
     pos = comma + 1;
     if (item.empty()) continue;
     std::optional<unsigned> found;
