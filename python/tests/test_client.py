@@ -82,6 +82,24 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(msg["total_steps"], 70)
         self.assertEqual(msg["metrics"]["loss"], 1.5)
 
+    def test_lightning_adapter_with_stand_in_callback_base_class(self):
+        class Callback:
+            pass
+
+        pkg = types.ModuleType("lightning")
+        sub = types.ModuleType("lightning.pytorch")
+        cbs = types.ModuleType("lightning.pytorch.callbacks")
+        cbs.Callback = Callback
+        modules = {"lightning": pkg, "lightning.pytorch": sub, "lightning.pytorch.callbacks": cbs}
+        with mock.patch.dict(sys.modules, modules), mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            cb = gpumeter.LightningCallback()
+            self.assertIsInstance(cb, Callback)
+            trainer = types.SimpleNamespace(estimated_stepping_batches=float("inf"), global_step=5,
+                                            callback_metrics={"loss": 0.5, "name": "x"})
+            cb.on_train_batch_end(trainer, None, None, None, 4)
+        msg = json.loads(self.server.recv(65536))
+        self.assertEqual(msg, {"step": 5, "metrics": {"loss": 0.5}})
+
     def test_adapters_need_their_framework(self):
         with mock.patch.dict(sys.modules, {"transformers": None}):
             with self.assertRaises(ImportError):
