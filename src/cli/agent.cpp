@@ -95,7 +95,7 @@ int cmd_agent(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto backend = open_nvml();
+  auto backend = open_gpu_backend();
   if (!backend) return fail("agent", backend.error());
   auto prices = agent_prices(pricing, **backend);
   if (!prices) return fail("agent", prices.error());

@@ -179,7 +179,7 @@ int cmd_demo(int argc, char** argv) {
 
   bool real_gpu = false;
   if (!simulate) {
-    if (auto b = open_nvml(); b && !(*b)->devices().empty()) real_gpu = true;
+    if (auto b = open_gpu_backend(); b && !(*b)->devices().empty()) real_gpu = true;
   }
   char tmpl[] = "/tmp/gpumeter-demo-XXXXXX";
   if (!mkdtemp(tmpl)) return fail("demo", make_error("cannot create a temporary directory"));
@@ -189,7 +189,7 @@ int cmd_demo(int argc, char** argv) {
     if (!lib)
       return fail(
           "demo",
-          make_error(ErrorKind::no_nvml,
+          make_error(ErrorKind::no_gpu_library,
                      "no GPU here and the simulated NVML library (fake_nvml/libnvidia-ml.so.1) was not "
                      "found next to gpumeter; build it with `make build` or set GPUMETER_FAKE_NVML"));
     const std::string scen = dir + "/scenario.json";
@@ -213,7 +213,7 @@ int cmd_demo(int argc, char** argv) {
   // The budget is set to about 20 s of this GPU at its price, so the long workload trips the forecast stop.
   auto catalog = Catalog::builtin();
   if (!catalog) return fail("demo", catalog.error());
-  auto backend = open_nvml();
+  auto backend = open_gpu_backend();
   if (!backend) return fail("demo", backend.error());
   std::optional<std::string> gpu_name;
   if (!(*backend)->devices().empty()) gpu_name = (*backend)->devices().front().name;

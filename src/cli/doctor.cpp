@@ -108,15 +108,15 @@ int cmd_doctor(int argc, char** argv) {
   int exit_code = kExitOk;
   std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
   std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
-              static_cast<long long>(kNvmlCallTimeoutMs));
-  auto backend = open_nvml();
+              static_cast<long long>(kGpuCallTimeoutMs));
+  auto backend = open_gpu_backend();
   if (!backend) {
     std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());
     exit_code = exit_code_for(backend.error().kind);
   } else {
     auto& b = **backend;
     std::printf("NVML             %s\n", b.origin().c_str());
-    std::printf("NVML version     %s\n", b.nvml_version().value_or("unknown").c_str());
+    std::printf("NVML version     %s\n", b.library_version().value_or("unknown").c_str());
     std::printf("driver version   %s\n", b.driver_version().value_or("unknown").c_str());
     std::printf("devices          %zu\n", b.devices().size());
     for (const auto& info : b.devices()) print_device(b, info);

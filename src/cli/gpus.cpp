@@ -119,7 +119,7 @@ int cmd_gpus(int argc, char** argv) {
   add_pricing_flags(app, pricing);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto backend = open_nvml();
+  auto backend = open_gpu_backend();
   if (!backend) return fail("gpus", backend.error());
   auto view = build_gpu_view(**backend, pricing);
   if (!view) return fail("gpus", view.error());
@@ -131,7 +131,7 @@ int cmd_gpus(int argc, char** argv) {
     std::puts(root.dump(2).c_str());
   } else {
     std::printf("driver %s   NVML call bound %lld ms\n", (*backend)->driver_version().value_or("unknown").c_str(),
-                static_cast<long long>(kNvmlCallTimeoutMs));
+                static_cast<long long>(kGpuCallTimeoutMs));
     std::fputs(render_table(*view).c_str(), stdout);
   }
   return kExitOk;

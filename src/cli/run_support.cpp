@@ -161,8 +161,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto catalog = load_catalog(f.pricing.catalog_override);
   if (!catalog) return fail("run", catalog.error());
   // Without a GPU library (a laptop, a CI runner) the job still runs: wall time × price, or time only.
-  auto backend = open_nvml();
-  if (!backend && backend.error().kind != ErrorKind::no_nvml) return fail("run", backend.error());
+  auto backend = open_gpu_backend();
+  if (!backend && backend.error().kind != ErrorKind::no_gpu_library) return fail("run", backend.error());
   cfg.telemetry = backend.ok();
   std::optional<std::string> gpu_name;
   if (backend) {

@@ -155,7 +155,7 @@ int cmd_top(int argc, char** argv) {
   if (!interval_ms) return fail("top", interval_ms.error());
   const SortKey key = sort == "cost" ? SortKey::cost : sort == "owner" ? SortKey::owner : sort == "energy" ? SortKey::energy : SortKey::rate;
 
-  auto backend = open_nvml();
+  auto backend = open_gpu_backend();
   if (!backend) return fail("top", backend.error());
   auto prices = agent_prices(pricing, **backend);
   if (!prices) return fail("top", prices.error());

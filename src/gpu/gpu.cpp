@@ -26,4 +26,6 @@ EnergyMethod energy_method(const Capabilities& caps) {
   return EnergyMethod::none;
 }
 
+Result<std::unique_ptr<GpuBackend>> open_gpu_backend(const GpuBackendOptions& options) { return open_nvml(options); }
+
 }  // namespace gm

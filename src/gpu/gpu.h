@@ -97,8 +97,8 @@ class GpuBackend {
   virtual ~GpuBackend() = default;
   /// Driver version string ("580.95.05"), if known.
   virtual std::optional<std::string> driver_version() const = 0;
-  /// NVML version string, if known.
-  virtual std::optional<std::string> nvml_version() const = 0;
+  /// Version of the vendor's management library (NVML for NVIDIA), if known.
+  virtual std::optional<std::string> library_version() const = 0;
   /// Devices found at open.
   virtual const std::vector<DeviceInfo>& devices() const = 0;
   /// Capabilities of device `index` (probed once).
@@ -109,26 +109,32 @@ class GpuBackend {
   virtual std::string origin() const = 0;
 };
 
-/// Options for opening NVML.
-struct NvmlOptions {
-  /// Library to dlopen; empty = $GPUMETER_NVML_LIBRARY, else libnvidia-ml.so.1, then libnvidia-ml.so.
+/// Options for opening a GPU backend.
+struct GpuBackendOptions {
+  /// Library to dlopen; empty = the vendor's default ($GPUMETER_NVML_LIBRARY, else libnvidia-ml.so.1, then
+  /// libnvidia-ml.so for NVIDIA).
   std::string library_path;
-  /// Bound on any single NVML call; a call that takes longer marks the device unresponsive.
+  /// Bound on any single driver call; a call that takes longer marks the device unresponsive.
   std::int64_t call_timeout_ms = 1000;
   Clock* clock = nullptr;                        ///< null = system clock
 };
 
-/// The documented bound on one NVML call, in milliseconds (default of NvmlOptions::call_timeout_ms).
-inline constexpr std::int64_t kNvmlCallTimeoutMs = 1000;
+/// The documented bound on one driver call, in milliseconds (default of GpuBackendOptions::call_timeout_ms).
+inline constexpr std::int64_t kGpuCallTimeoutMs = 1000;
 
-/// Loads and initialises NVML; ErrorKind::no_nvml with the dlopen / nvmlInit message when it cannot.
-Result<std::unique_ptr<GpuBackend>> open_nvml(const NvmlOptions& options = {});
+/// Opens the GPU backend of this machine: NVIDIA's NVML today (another vendor's library would be one more
+/// backend folder tried here). ErrorKind::no_gpu_library with every backend's reason when none loads.
+Result<std::unique_ptr<GpuBackend>> open_gpu_backend(const GpuBackendOptions& options = {});
+
+/// The NVIDIA backend: loads and initialises NVML; ErrorKind::no_gpu_library with the dlopen / nvmlInit
+/// message when it cannot.
+Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options = {});
 
 /// An in-memory backend for unit tests: devices and samples are set directly.
 class StaticGpuBackend final : public GpuBackend {
  public:
   std::optional<std::string> driver_version() const override { return driver; }
-  std::optional<std::string> nvml_version() const override { return std::nullopt; }
+  std::optional<std::string> library_version() const override { return std::nullopt; }
   const std::vector<DeviceInfo>& devices() const override { return infos; }
   const Capabilities& capabilities(unsigned index) const override { return caps.at(index); }
   DeviceSample sample(unsigned index) override { return samples.at(index); }

@@ -1,5 +1,5 @@
 // GpuBackend over NVML loaded with dlopen. Every NVML call runs through CallGuard (bounded by
-// NvmlOptions::call_timeout_ms); a device with a hung call is reported unresponsive and skipped until
+// GpuBackendOptions::call_timeout_ms); a device with a hung call is reported unresponsive and skipped until
 // the call returns; GPU_IS_LOST / RESET_REQUIRED mark the device lost.
 #include <array>
 #include <cstring>
@@ -160,26 +160,26 @@ class NvmlBackend final : public GpuBackend {
   Result<void> init() {
     auto init = s_.init;
     auto r = guard_.run(kGlobalKey, [init] { return init(); });
-    if (!r) return make_error(ErrorKind::no_nvml, "nvmlInit did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
+    if (!r) return make_error(ErrorKind::no_gpu_library, "nvmlInit did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
     if (*r != kSuccess) {
       std::string why = error_text(*r);
       std::string fake = lib_.fake_last_error();
       if (!fake.empty()) why += ": " + fake;
-      return make_error(ErrorKind::no_nvml, "nvmlInit failed (" + why + ") in " + lib_.origin());
+      return make_error(ErrorKind::no_gpu_library, "nvmlInit failed (" + why + ") in " + lib_.origin());
     }
     driver_ = read_system_string(s_.driver_version);
     nvml_version_ = read_system_string(s_.nvml_version);
     auto count_fn = s_.count;
     auto count = std::make_shared<unsigned>(0);
     auto rc = guard_.run(kGlobalKey, [count_fn, count] { return count_fn(count.get()); });
-    if (!rc) return make_error(ErrorKind::no_nvml, "nvmlDeviceGetCount did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
-    if (*rc != kSuccess) return make_error(ErrorKind::no_nvml, "nvmlDeviceGetCount failed: " + error_text(*rc));
+    if (!rc) return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
+    if (*rc != kSuccess) return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount failed: " + error_text(*rc));
     for (unsigned i = 0; i < *count; ++i) open_device(i);
     return ok_result();
   }
 
   std::optional<std::string> driver_version() const override { return driver_; }
-  std::optional<std::string> nvml_version() const override { return nvml_version_; }
+  std::optional<std::string> library_version() const override { return nvml_version_; }
   const std::vector<DeviceInfo>& devices() const override { return infos_; }
   const Capabilities& capabilities(unsigned index) const override { return caps_.at(index); }
   std::string origin() const override { return lib_.origin(); }
@@ -683,7 +683,7 @@ class NvmlBackend final : public GpuBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<GpuBackend>> open_nvml(const NvmlOptions& options) {
+Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options) {
   GM_TRY(Library lib, Library::open(library_candidates(options.library_path)));
   Symbols syms = resolve_all(lib);
   std::vector<std::string> missing;
@@ -693,7 +693,7 @@ Result<std::unique_ptr<GpuBackend>> open_nvml(const NvmlOptions& options) {
   if (!missing.empty()) {
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
-    return make_error(ErrorKind::no_nvml, lib.origin() + " lacks required NVML symbols: " + names);
+    return make_error(ErrorKind::no_gpu_library, lib.origin() + " lacks required NVML symbols: " + names);
   }
   auto backend = std::make_unique<NvmlBackend>(std::move(lib), syms, options.call_timeout_ms, options.clock);
   GM_TRY_VOID(backend->init());

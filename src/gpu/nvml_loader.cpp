@@ -45,7 +45,7 @@ Result<Library> Library::open(const std::vector<std::string>& candidates) {
     }
     return lib;
   }
-  return make_error(ErrorKind::no_nvml, "NVML could not be loaded: " + reasons);
+  return make_error(ErrorKind::no_gpu_library, "NVML could not be loaded: " + reasons);
 }
 
 void* Library::resolve(const char* name) const {

@@ -15,7 +15,7 @@ std::vector<std::string> library_candidates(const std::string& explicit_path);
 /// A dlopen'ed NVML library. Never dlclose'd (an abandoned hung call may still be running inside it).
 class Library {
  public:
-  /// Opens the first candidate that loads; no_nvml error with every dlerror() text otherwise.
+  /// Opens the first candidate that loads; no_gpu_library error with every dlerror() text otherwise.
   static Result<Library> open(const std::vector<std::string>& candidates);
   /// The symbol `name`, or null when absent. Test seam: when the library exports
   /// `fakeNvmlMissingSymbols` (the fake NVML does), the comma-separated names it returns are absent.

@@ -7,7 +7,7 @@ namespace gm {
 inline constexpr int kExitOk = 0;            ///< success
 inline constexpr int kExitFailure = 1;       ///< run-time failure; `compare`: the gate failed
 inline constexpr int kExitUsage = 2;         ///< bad flags or arguments
-inline constexpr int kExitNoNvml = 3;        ///< NVML could not be loaded or initialised (gpus, doctor, agent)
+inline constexpr int kExitNoGpuLibrary = 3;  ///< no GPU library (NVML) could be loaded or initialised (gpus, doctor, agent)
 inline constexpr int kExitNotFound = 4;      ///< unknown run / GPU / offer / model
 inline constexpr int kExitUnavailable = 5;   ///< ledger locked or corrupt, server unreachable
 inline constexpr int kExitGuardStop = 86;    ///< `run`: gpumeter stopped the job (budget, forecast or idle)
@@ -17,7 +17,7 @@ inline int exit_code_for(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::usage: return kExitUsage;
     case ErrorKind::not_found: return kExitNotFound;
-    case ErrorKind::no_nvml: return kExitNoNvml;
+    case ErrorKind::no_gpu_library: return kExitNoGpuLibrary;
     case ErrorKind::unavailable: return kExitUnavailable;
     case ErrorKind::failure: break;
   }

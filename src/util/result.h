@@ -11,7 +11,7 @@ enum class ErrorKind {
   failure,      ///< something went wrong at run time (I/O, parse of a file, NVML)
   usage,        ///< bad flag or argument value
   not_found,    ///< an unknown run, GPU, offer, model...
-  no_nvml,      ///< NVML could not be loaded or initialised
+  no_gpu_library,      ///< no GPU management library (NVML) could be loaded or initialised
   unavailable,  ///< a resource exists but cannot be used now (locked ledger, unreachable server)
 };
 

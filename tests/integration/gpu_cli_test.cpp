@@ -118,14 +118,14 @@ TEST(GpuCliIntegrationTest, HungCallDoesNotOutlastTheDocumentedBound) {
   auto r = f.run({"gpus", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One device hangs once: at most one call bound, plus start-up margin; far below the 5 s hang.
-  EXPECT_LT(r.wall_s, static_cast<double>(kNvmlCallTimeoutMs) / 1000.0 + 1.5);
+  EXPECT_LT(r.wall_s, static_cast<double>(kGpuCallTimeoutMs) / 1000.0 + 1.5);
   json j = json::parse(r.out);
   EXPECT_EQ(j["devices"][0]["state"], "unresponsive");
   EXPECT_EQ(j["devices"][1]["state"], "ok");
   EXPECT_EQ(j["devices"][1]["utilization_pct"], 12);
   auto doc = f.run({"doctor"});
   EXPECT_EQ(doc.exit_code, 0);
-  EXPECT_LT(doc.wall_s, static_cast<double>(kNvmlCallTimeoutMs) / 1000.0 + 1.5);
+  EXPECT_LT(doc.wall_s, static_cast<double>(kGpuCallTimeoutMs) / 1000.0 + 1.5);
   EXPECT_NE(doc.out.find("unresponsive"), std::string::npos);
 }
 
@@ -135,7 +135,7 @@ TEST(GpuCliIntegrationTest, NoNvmlGivesTheDlopenReasonAndExitCode3) {
   env["GPUMETER_NVML_LIBRARY"] = dir.path() + "/libnvidia-ml.so.1";
   for (const char* cmd : {"gpus", "doctor"}) {
     auto r = test::run_gpumeter({cmd}, env);
-    EXPECT_EQ(r.exit_code, kExitNoNvml) << cmd;
+    EXPECT_EQ(r.exit_code, kExitNoGpuLibrary) << cmd;
     EXPECT_NE(r.err.find("NVML could not be loaded"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(dir.path() + "/libnvidia-ml.so.1: cannot open shared object file"), std::string::npos) << r.err;
   }
@@ -143,14 +143,14 @@ TEST(GpuCliIntegrationTest, NoNvmlGivesTheDlopenReasonAndExitCode3) {
   EXPECT_NE(doc.out.find("NVML             NOT AVAILABLE"), std::string::npos) << doc.out;
   EXPECT_NE(doc.out.find("newest price"), std::string::npos) << doc.out;  // still checks the rest
   auto json_run = test::run_gpumeter({"gpus", "--json"}, env);
-  EXPECT_EQ(json_run.exit_code, kExitNoNvml);
+  EXPECT_EQ(json_run.exit_code, kExitNoGpuLibrary);
 }
 
 TEST(GpuCliIntegrationTest, MalformedScenarioNamesTheFile) {
   Fixture f(R"({"devices": [{"name": "x", "timeline": [{"t": 0, "util": "high"}]}]})");
   for (const char* cmd : {"gpus", "doctor"}) {
     auto r = f.run({cmd});
-    EXPECT_EQ(r.exit_code, kExitNoNvml) << cmd;
+    EXPECT_EQ(r.exit_code, kExitNoGpuLibrary) << cmd;
     EXPECT_NE(r.err.find(f.scenario), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("devices[0].timeline[0]: \"util\" must be a number"), std::string::npos) << r.err;
   }

@@ -16,7 +16,7 @@ std::map<std::string, std::string> real_env() {
 }
 
 bool real_nvml_available() {
-  NvmlOptions o;
+  GpuBackendOptions o;
   o.library_path = "libnvidia-ml.so.1";
   return open_nvml(o).ok();
 }

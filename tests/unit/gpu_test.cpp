@@ -88,7 +88,7 @@ TEST(NvmlLoaderTest, CandidatesHonourExplicitPathThenEnvThenSonames) {
 TEST(NvmlLoaderTest, MissingLibraryGivesTheDlopenReason) {
   auto lib = nvml::Library::open({"/nonexistent/libnvidia-ml.so.1"});
   ASSERT_FALSE(lib.ok());
-  EXPECT_EQ(lib.error().kind, ErrorKind::no_nvml);
+  EXPECT_EQ(lib.error().kind, ErrorKind::no_gpu_library);
   EXPECT_NE(lib.error().message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
   EXPECT_NE(lib.error().message.find("No such file"), std::string::npos);
 }
@@ -99,7 +99,7 @@ class FakeNvmlBackend {
   explicit FakeNvmlBackend(const std::string& scenario, std::int64_t timeout_ms = 1000) {
     path_ = dir_.write("scenario.json", scenario);
     setenv("FAKE_NVML_SCENARIO", path_.c_str(), 1);
-    NvmlOptions options;
+    GpuBackendOptions options;
     options.library_path = test::fake_nvml_library();
     options.call_timeout_ms = timeout_ms;
     result_.emplace(open_nvml(options));
@@ -242,7 +242,7 @@ TEST(NvmlBackendTest, HungCallIsBoundedAndMarksTheDeviceUnresponsive) {
 TEST(NvmlBackendTest, MalformedScenarioFailsInitNamingTheFile) {
   FakeNvmlBackend fake(R"({"devices": [{"name": "x", "timeline": [{"util": 3}]}]})");
   ASSERT_FALSE(fake.result().ok());
-  EXPECT_EQ(fake.result().error().kind, ErrorKind::no_nvml);
+  EXPECT_EQ(fake.result().error().kind, ErrorKind::no_gpu_library);
   EXPECT_NE(fake.result().error().message.find(fake.path()), std::string::npos);
   EXPECT_NE(fake.result().error().message.find("missing \"t\""), std::string::npos);
 }
