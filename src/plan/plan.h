@@ -72,7 +72,8 @@ enum class Recompute { none, selective, full };
 struct JobSpec {
   ModelSpec model;
   Task task = Task::finetune;
-  double tokens = 0;      ///< training tokens; inference: generated (output) tokens
+  /// Training tokens; inference: generated (output) tokens. Unset: memory and fit only, no time or cost.
+  std::optional<double> tokens;
   int seq = 0;            ///< sequence length (inference: context = prompt + output)
   int batch = 1;          ///< training: micro-batch per GPU; inference: concurrent sequences per replica
   int prompt_tokens = 0;  ///< inference: prompt length of each request
@@ -166,6 +167,7 @@ struct ComputeEstimate {
   double requests = 0;         ///< inference: tokens / output length
 };
 /// Training 6·N·D (+ attention), LoRA 4·N·D + 6·N_adapter·D, inference 2·N per token.
+/// Needs `job.tokens`.
 ComputeEstimate estimate_compute(const JobSpec& job);
 /// 6 · params · tokens (Kaplan et al. 2020).
 double dense_training_flops(double params, double tokens);
@@ -294,10 +296,10 @@ struct PlanOption {
   double gpu_memory_bytes = 0;
   double headroom_bytes = 0;  ///< negative when it does not fit
   bool fits = false;
-  double time_h = 0;
-  double billed_h = 0;
-  double usd_per_hour = 0;  ///< all instances
-  double cost_usd = 0;
+  std::optional<double> time_h;  ///< unset without tokens; infinite when spot never finishes
+  std::optional<double> billed_h;
+  double usd_per_hour = 0;         ///< all instances
+  std::optional<double> cost_usd;  ///< unset without tokens
   bool spot = false;
   std::optional<double> usd_per_million_tokens;
   std::optional<SpotOutcome> spot_detail;
@@ -328,10 +330,10 @@ struct Assumption {
 };
 
 struct PlanResult {
-  JobSpec job;             ///< with defaults resolved
-  Parallelism parallel;    ///< of the first option (or the checked configuration)
-  MemoryBreakdown memory;  ///< per GPU, of `parallel`
-  ComputeEstimate compute;
+  JobSpec job;                             ///< with defaults resolved
+  Parallelism parallel;                    ///< of the first option (or the checked configuration)
+  MemoryBreakdown memory;                  ///< per GPU, of `parallel`
+  std::optional<ComputeEstimate> compute;  ///< unset without tokens
   std::vector<GpuVerdict> verdicts;
   std::vector<PlanOption> options;  ///< ranked, best first; options that do not fit last
   std::vector<Assumption> assumptions;

@@ -112,7 +112,7 @@ Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
   GM_TRY_VOID(positive(req.gpus, "--gpus"));
   if (job.batch <= 0) return make_error(ErrorKind::usage, "--batch must be a positive number");
   if (job.seq <= 0) return make_error(ErrorKind::usage, "--seq must be a positive number");
-  if (!(job.tokens > 0) || !std::isfinite(job.tokens))
+  if (job.tokens && (!(*job.tokens > 0) || !std::isfinite(*job.tokens)))
     return make_error(ErrorKind::usage, "--tokens must be a positive number");
   if (uses_adapters(job) && job.lora_rank <= 0)
     return make_error(ErrorKind::usage, "--lora-rank must be positive");
@@ -158,6 +158,45 @@ double checkpoint_bytes(const JobSpec& job) {
   return job.model.params * (s.weights + s.optimizer);
 }
 
+/// Time, billed hours, cost, $/1M tokens, energy and carbon of one option (spot: with interruptions).
+void time_option(const PlanRequest& req, const JobSpec& job, const ComputeEstimate& compute,
+                 const OfferContext& ctx, double mfu, int paid, PlanOption& opt) {
+  const TimeEstimate t =
+      estimate_time(job, compute, opt.memory, opt.parallel, ctx.gpu, mfu, req.bandwidth_efficiency);
+  opt.bound = t.bound;
+  double wall_s = t.time_s;
+  if (req.spot) {
+    SpotInputs in;
+    in.work_s = t.time_s;
+    const double per_instance_rate =
+        req.interruptions_per_hour.value_or(default_interruption_rate(opt.provider).value);
+    in.interruptions_per_hour = per_instance_rate * opt.instances;
+    in.checkpoint_s =
+        req.checkpoint_s.value_or(checkpoint_bytes(job) / (req.checkpoint_write_bytes_per_s * opt.instances));
+    in.restart_s = req.restart_s;
+    if (ctx.billing.spot_notice_s) in.notice_s = static_cast<double>(*ctx.billing.spot_notice_s);
+    opt.spot_detail = expected_spot(in);
+    opt.interruptions_per_hour = in.interruptions_per_hour;
+    wall_s = opt.spot_detail->wall_s;
+    if (!opt.spot_detail->feasible) opt.fits = false;
+  }
+  opt.time_h = wall_s / 3600.0;
+  if (std::isfinite(wall_s)) {
+    opt.billed_h = billed_hours(wall_s, ctx.billing);
+    opt.cost_usd = opt.usd_per_hour * *opt.billed_h;
+    opt.usd_per_million_tokens = *opt.cost_usd / *job.tokens * 1e6;
+  } else {
+    opt.billed_h = opt.cost_usd = INFINITY;
+  }
+  if (ctx.gpu.tdp_w && std::isfinite(wall_s)) {
+    opt.energy_kwh = paid * *ctx.gpu.tdp_w * *opt.time_h / 1000.0 * ctx.pue.value_or(1.0);
+    if (ctx.carbon_g_per_kwh) {
+      opt.carbon_kg = *opt.energy_kwh * *ctx.carbon_g_per_kwh / 1000.0;
+      opt.carbon_dataset = ctx.carbon_dataset;
+    }
+  }
+}
+
 }  // namespace
 
 JobSpec resolve_job_defaults(const JobSpec& in, bool seq_given, bool precision_given, bool recompute_given) {
@@ -186,7 +225,13 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     return make_error(
         ErrorKind::usage,
         fmt::format("--prompt-tokens {} leaves no room for output in --seq {}", job.prompt_tokens, job.seq));
-  out.compute = estimate_compute(job);
+  if (job.tokens)
+    out.compute = estimate_compute(job);
+  else if (req.objective != Objective::cost)
+    return make_error(ErrorKind::usage,
+                      fmt::format("--optimize {} needs --tokens: time and cost depend on the amount "
+                                  "of work; without --tokens plan answers the fit question only",
+                                  req.objective == Objective::time ? "time" : "score (--weights)"));
   const StatedDefault mfu_default = default_mfu(job);
   const double mfu = req.mfu.value_or(mfu_default.value);
 
@@ -213,7 +258,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     v.memory = f.mem;
     v.headroom_bytes = v.memory_bytes - f.mem.total_bytes;
     out.verdicts.push_back(v);
-    if (!peak_tflops(*g, job.precision))
+    if (job.tokens && !peak_tflops(*g, job.precision))
       out.notes.push_back(
           fmt::format("{}: no dense {} TFLOPS figure in the catalog; its offers are not timed", g->id,
                       precision_name(job.precision)));
@@ -255,8 +300,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   const std::optional<double> rate_override = req.interruptions_per_hour;
   for (const auto& [key, ctx] : chosen) {
     const Fit& fit = fit_by_gpu[ctx->gpu.id];
-    const auto peak = peak_tflops(ctx->gpu, job.precision);
-    if (!peak) continue;
+    if (job.tokens && !peak_tflops(ctx->gpu, job.precision)) continue;
     PlanOption opt;
     opt.provider = ctx->offer.provider;
     opt.region = ctx->offer.region;
@@ -279,57 +323,26 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     }
     opt.headroom_bytes = opt.gpu_memory_bytes - opt.memory.total_bytes;
     opt.fits = fit.fits && opt.headroom_bytes >= 0;
-    const TimeEstimate t =
-        estimate_time(job, out.compute, opt.memory, opt.parallel, ctx->gpu, mfu, req.bandwidth_efficiency);
-    opt.bound = t.bound;
-    double wall_s = t.time_s;
     opt.spot = req.spot;
     const double price_h = *(req.spot ? ctx->offer.spot_usd_per_hour : ctx->offer.ondemand_usd_per_hour);
     opt.usd_per_hour = price_h * opt.instances;
-    if (req.spot) {
-      SpotInputs in;
-      in.work_s = t.time_s;
-      const double per_instance_rate = rate_override.value_or(default_interruption_rate(opt.provider).value);
-      in.interruptions_per_hour = per_instance_rate * opt.instances;
-      in.checkpoint_s = req.checkpoint_s.value_or(checkpoint_bytes(job) /
-                                                  (req.checkpoint_write_bytes_per_s * opt.instances));
-      in.restart_s = req.restart_s;
-      if (ctx->billing.spot_notice_s) in.notice_s = static_cast<double>(*ctx->billing.spot_notice_s);
-      opt.spot_detail = expected_spot(in);
-      opt.interruptions_per_hour = in.interruptions_per_hour;
-      wall_s = opt.spot_detail->wall_s;
-      if (!opt.spot_detail->feasible) opt.fits = false;
-    }
-    opt.time_h = wall_s / 3600.0;
-    if (std::isfinite(wall_s)) {
-      opt.billed_h = billed_hours(wall_s, ctx->billing);
-      opt.cost_usd = opt.usd_per_hour * opt.billed_h;
-      opt.usd_per_million_tokens = opt.cost_usd / job.tokens * 1e6;
-    } else {
-      opt.billed_h = opt.cost_usd = INFINITY;
-    }
-    if (ctx->gpu.tdp_w && std::isfinite(wall_s)) {
-      opt.energy_kwh = paid * *ctx->gpu.tdp_w * opt.time_h / 1000.0 * ctx->pue.value_or(1.0);
-      if (ctx->carbon_g_per_kwh) {
-        opt.carbon_kg = *opt.energy_kwh * *ctx->carbon_g_per_kwh / 1000.0;
-        opt.carbon_dataset = ctx->carbon_dataset;
-      }
-    }
+    if (out.compute) time_option(req, job, *out.compute, *ctx, mfu, paid, opt);
     out.options.push_back(std::move(opt));
   }
 
   score_options(out.options, req.weights);
   const Objective objective = req.objective;
-  std::stable_sort(out.options.begin(), out.options.end(),
-                   [objective](const PlanOption& a, const PlanOption& b) {
-                     if (a.fits != b.fits) return a.fits;
-                     if (a.flags.empty() != b.flags.empty()) return a.flags.empty();
-                     if (objective == Objective::time && a.time_h != b.time_h) return a.time_h < b.time_h;
-                     if (objective == Objective::score && a.score.total != b.score.total)
-                       return a.score.total > b.score.total;
-                     if (a.cost_usd != b.cost_usd) return a.cost_usd < b.cost_usd;
-                     return a.time_h < b.time_h;
-                   });
+  // Without tokens there is no time or cost: options are ranked by price per hour.
+  const auto cost_key = [](const PlanOption& o) { return o.cost_usd.value_or(o.usd_per_hour); };
+  const auto time_key = [](const PlanOption& o) { return o.time_h.value_or(0.0); };
+  std::stable_sort(out.options.begin(), out.options.end(), [&](const PlanOption& a, const PlanOption& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.flags.empty() != b.flags.empty()) return a.flags.empty();
+    if (objective == Objective::time && time_key(a) != time_key(b)) return time_key(a) < time_key(b);
+    if (objective == Objective::score && a.score.total != b.score.total) return a.score.total > b.score.total;
+    if (cost_key(a) != cost_key(b)) return cost_key(a) < cost_key(b);
+    return time_key(a) < time_key(b);
+  });
 
   if (!out.options.empty()) {
     out.parallel = out.options.front().parallel;
@@ -395,6 +408,10 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   }
   add("energy", "GPUs at TDP × time × PUE (host excluded)",
       "upper bound for the GPUs; catalog PUE per provider");
+  if (!job.tokens)
+    out.notes.push_back(
+        "no --tokens: memory and fit only; time, cost, $/1M tokens, energy and carbon need --tokens "
+        "(training tokens, or generated tokens for inference); options are ranked by price per hour");
   if (!out.memory.activations_known)
     out.notes.push_back(
         "activations not estimated: the model's shape is unknown (give --layers/--hidden/--heads)");
