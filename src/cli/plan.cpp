@@ -120,62 +120,24 @@ struct PlanFlags {
 };
 
 Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
-  const int sources = (f.model ? 1 : 0) + (f.model_file ? 1 : 0);
-  if (sources > 1) return usage("give one of --model and --model-file");
-  const bool shape = f.layers || f.hidden || f.heads || f.kv_heads || f.ffn || f.vocab;
-  if (sources == 0 && !f.params && !shape)
-    return usage("say which model: --model NAME, --params N, --model-file FILE or --layers/--hidden/--heads");
-  plan::ModelSpec m;
+  if (f.model && f.model_file) return usage("give one of --model and --model-file");
+  std::optional<plan::ModelSpec> base;
   if (f.model) {
-    GM_TRY(m, plan::find_model(*f.model));
+    GM_TRY(base, plan::find_model(*f.model));
   } else if (f.model_file) {
-    GM_TRY(m, plan::load_model_toml(*f.model_file));
-  } else {
-    m.name = "custom";
-    m.arch = plan::Arch::decoder;
-    m.gated_mlp = true;
-    m.source = "command line";
+    GM_TRY(base, plan::load_model_toml(*f.model_file));
   }
-  for (auto [v, flag] : {std::pair{f.layers, "--layers"},
-                         {f.hidden, "--hidden"},
-                         {f.heads, "--heads"},
-                         {f.kv_heads, "--kv-heads"},
-                         {f.ffn, "--ffn"},
-                         {f.vocab, "--vocab"}})
-    if (v && *v <= 0) return usage(fmt::format("{} must be a positive number, not {}", flag, *v));
-  if (shape) {
-    if (f.layers) m.layers = *f.layers;
-    if (f.hidden) m.hidden = *f.hidden;
-    if (f.heads) m.heads = *f.heads;
-    if (f.kv_heads)
-      m.kv_heads = *f.kv_heads;
-    else if (f.heads && !f.model && !f.model_file)
-      m.kv_heads = *f.heads;
-    if (f.ffn)
-      m.ffn = *f.ffn;
-    else if (f.hidden && !f.model && !f.model_file)
-      m.ffn = 4 * *f.hidden;
-    if (f.vocab) m.vocab = *f.vocab;
-    if (!m.has_transformer_shape())
-      return usage("--layers, --hidden and --heads are all needed to describe a transformer");
-    if (m.hidden % m.heads != 0)
-      return usage(fmt::format("--heads {} does not divide --hidden {}", m.heads, m.hidden));
-    if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
-      return usage(fmt::format("--kv-heads {} does not divide the {} heads", m.kv_heads, m.heads));
-    if (m.name != "custom") m.name += " (modified)";
-    m.params = plan::params_from_shape(m);
-    m.active_params = plan::active_params_from_shape(m);
-  }
+  plan::ModelOverrides o;
+  o.layers = f.layers;
+  o.hidden = f.hidden;
+  o.heads = f.heads;
+  o.kv_heads = f.kv_heads;
+  o.ffn = f.ffn;
+  o.vocab = f.vocab;
   if (f.params) {
-    GM_TRY(double n, parse_count(*f.params, "--params"));
-    if (m.active_params <= 0 || m.active_params == m.params) m.active_params = n;
-    m.params = n;
-    if (m.name.empty()) {
-      m.name = fmt::format("{:g}B parameters", n / 1e9);
-      m.source = "--params";
-    }
+    GM_TRY(o.params, parse_count(*f.params, "--params"));
   }
-  return m;
+  return plan::build_model(base, o);
 }
 
 Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {

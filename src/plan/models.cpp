@@ -178,6 +178,57 @@ Result<void> validate_model(const ModelSpec& m) {
   return ok_result();
 }
 
+Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelOverrides& o) {
+  auto usage = [](std::string message) { return make_error(ErrorKind::usage, std::move(message)); };
+  if (!base && !o.params && !o.has_shape())
+    return usage("say which model: --model NAME, --params N, --model-file FILE or --layers/--hidden/--heads");
+  ModelSpec m;
+  if (base) {
+    m = *base;
+  } else {
+    m.name = "custom";
+    m.arch = Arch::decoder;
+    m.gated_mlp = true;
+    m.source = "command line";
+  }
+  for (auto [v, flag] : {std::pair{o.layers, "--layers"},
+                         {o.hidden, "--hidden"},
+                         {o.heads, "--heads"},
+                         {o.kv_heads, "--kv-heads"},
+                         {o.ffn, "--ffn"},
+                         {o.vocab, "--vocab"}})
+    if (v && *v <= 0) return usage(fmt::format("{} must be a positive number, not {}", flag, *v));
+  if (o.has_shape()) {
+    if (o.layers) m.layers = *o.layers;
+    if (o.hidden) m.hidden = *o.hidden;
+    if (o.heads) m.heads = *o.heads;
+    if (o.kv_heads)
+      m.kv_heads = *o.kv_heads;
+    else if (o.heads && !base)
+      m.kv_heads = *o.heads;
+    if (o.ffn)
+      m.ffn = *o.ffn;
+    else if (o.hidden && !base)
+      m.ffn = 4 * *o.hidden;
+    if (o.vocab) m.vocab = *o.vocab;
+    if (!m.has_transformer_shape())
+      return usage("--layers, --hidden and --heads are all needed to describe a transformer");
+    if (m.hidden % m.heads != 0)
+      return usage(fmt::format("--heads {} does not divide --hidden {}", m.heads, m.hidden));
+    if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
+      return usage(fmt::format("--kv-heads {} does not divide the {} heads", m.kv_heads, m.heads));
+    if (base) m.name += " (modified)";
+    m.params = params_from_shape(m);
+    m.active_params = active_params_from_shape(m);
+  }
+  if (o.params) {
+    if (!(*o.params > 0) || !std::isfinite(*o.params)) return usage("--params must be a positive number");
+    if (m.active_params <= 0 || m.active_params == m.params) m.active_params = *o.params;
+    m.params = *o.params;
+  }
+  return m;
+}
+
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin) {
   toml::table tbl;
   try {

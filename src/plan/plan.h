@@ -61,6 +61,18 @@ double active_params_from_shape(const ModelSpec& model);
 /// Checks sizes are positive and consistent (heads divide hidden, kv heads divide heads...).
 Result<void> validate_model(const ModelSpec& model);
 
+/// Fields of a model given explicitly (the command line's --layers ... --params); unset = not given.
+struct ModelOverrides {
+  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
+  std::optional<double> params;  ///< total parameters (also the active count of a dense model)
+  /// True when any shape field is given.
+  bool has_shape() const { return layers || hidden || heads || kv_heads || ffn || vocab; }
+};
+/// The model to plan: `base` (a built-in or file model; none: a custom Llama-style decoder, with
+/// kv_heads = heads and ffn = 4·hidden unless given) with `overrides` applied. A changed shape is
+/// validated (usage errors name the flag) and its parameters recounted; `params` overrides the count.
+Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelOverrides& overrides);
+
 // ---------------------------------------------------------------------------------------------- job
 
 enum class Task { train, finetune, lora, inference };

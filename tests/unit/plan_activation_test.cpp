@@ -128,3 +128,64 @@ TEST(PlanWithoutTokens, TimeAndScoreObjectivesNeedTokens) {
 
 }  // namespace
 }  // namespace gm::plan
+
+namespace gm::plan {
+namespace {
+
+TEST(PlanBuildModel, CustomShapeGetsLlamaDefaults) {
+  ModelOverrides o;
+  o.layers = 4;
+  o.hidden = 1024;
+  o.heads = 16;
+  auto m = build_model(std::nullopt, o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->name, "custom");
+  EXPECT_TRUE(m->gated_mlp);
+  EXPECT_EQ(m->kv_heads, 16);
+  EXPECT_EQ(m->ffn, 4 * 1024);
+  EXPECT_DOUBLE_EQ(m->params, params_from_shape(*m));
+}
+
+TEST(PlanBuildModel, OverridesOfATableModelKeepItsOtherFieldsAndRecountParameters) {
+  ModelOverrides o;
+  o.layers = 2;
+  auto m = build_model(find_model("qwen2.5-0.5b").value(), o);
+  ASSERT_TRUE(m.ok()) << m.error().message;
+  EXPECT_EQ(m->name, "qwen2.5-0.5b (modified)");
+  EXPECT_EQ(m->kv_heads, 2);
+  EXPECT_EQ(m->ffn, 4864);
+  EXPECT_TRUE(m->tied_embeddings);
+  EXPECT_LT(m->params, 0.5 * find_model("qwen2.5-0.5b").value().params);
+  ModelOverrides p;
+  p.params = 7e9;
+  auto n = build_model(std::nullopt, p);
+  ASSERT_TRUE(n.ok());
+  EXPECT_DOUBLE_EQ(n->params, 7e9);
+  EXPECT_DOUBLE_EQ(n->active_params, 7e9);
+  EXPECT_FALSE(n->has_transformer_shape());
+}
+
+TEST(PlanBuildModel, BadShapesAreUsageErrorsNamingTheFlag) {
+  struct Case {
+    ModelOverrides o;
+    const char* message;
+  };
+  ModelOverrides none, heads, kv, negative, partial;
+  heads.layers = 4, heads.hidden = 1000, heads.heads = 16;
+  kv.layers = 4, kv.hidden = 1024, kv.heads = 16, kv.kv_heads = 3;
+  negative.layers = -1;
+  partial.hidden = 1024;
+  for (const Case& c :
+       {Case{none, "say which model"}, Case{heads, "--heads 16 does not divide --hidden 1000"},
+        Case{kv, "--kv-heads 3 does not divide the 16 heads"},
+        Case{negative, "--layers must be a positive number"},
+        Case{partial, "--layers, --hidden and --heads are all needed"}}) {
+    auto m = build_model(std::nullopt, c.o);
+    ASSERT_FALSE(m.ok()) << c.message;
+    EXPECT_EQ(m.error().kind, ErrorKind::usage);
+    EXPECT_NE(m.error().message.find(c.message), std::string::npos) << m.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace gm::plan
