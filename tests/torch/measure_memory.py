@@ -29,6 +29,7 @@ Usage:
 Each line has "plan_args": the `gpumeter plan` flags describing the same configuration.
 """
 import argparse
+import gc
 import json
 import math
 import sys
@@ -302,6 +303,7 @@ def main():
     configs = SETS[args.set] if args.set else [(args.model, args.layers, args.seq, args.batch, args.precision)]
     for c in configs:
         print(json.dumps(measure(*c)), flush=True)
+        gc.collect()  # the optimizer of the last model sits in a reference cycle
     return 0
 
 
