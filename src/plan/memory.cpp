@@ -1,5 +1,5 @@
-// Memory per GPU: model states (ZeRO accounting), activations (Korthikanti et al. 2022), KV cache,
-// LoRA / QLoRA, framework overhead.
+// Memory per GPU: model states (ZeRO accounting), activations (the tensors eager PyTorch keeps; Korthikanti
+// et al. 2022 for a 16-bit GPT layer), KV cache, LoRA / QLoRA, framework overhead.
 #include <algorithm>
 #include <cmath>
 
