@@ -29,9 +29,9 @@ Usage:
 Each line has "plan_args": the `gpumeter plan` flags describing the same configuration.
 """
 import argparse
-import gc
 import json
 import math
+import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -300,10 +300,16 @@ def main():
         torch.set_num_threads(args.threads)
     if bool(args.set) == bool(args.model):
         ap.error("give --set or --model")
-    configs = SETS[args.set] if args.set else [(args.model, args.layers, args.seq, args.batch, args.precision)]
-    for c in configs:
-        print(json.dumps(measure(*c)), flush=True)
-        gc.collect()  # the optimizer of the last model sits in a reference cycle
+    if args.model:
+        print(json.dumps(measure(args.model, args.layers, args.seq, args.batch, args.precision)), flush=True)
+        return 0
+    # One process per configuration: the CPU allocator keeps freed memory of earlier models, which adds up
+    # over a long set.
+    for name, layers, seq, batch, precision in SETS[args.set]:
+        cmd = [sys.executable, __file__, "--model", name, "--seq", str(seq), "--batch", str(batch), "--precision",
+               precision] + (["--layers", str(layers)] if layers else []) + (["--threads", str(args.threads)]
+                                                                          if args.threads else [])
+        subprocess.run(cmd, check=True)
     return 0
 
 
