@@ -5,7 +5,7 @@ FUZZ_BUILD ?= build-fuzz
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build asan test test-unit test-asan fuzz bench demo format tidy clean
+.PHONY: all setup build asan test test-unit test-asan fuzz bench accuracy demo format tidy clean
 
 all: build
 
@@ -53,6 +53,12 @@ fuzz: setup
 
 bench: build
 	@for b in $(BUILD)/bench_*; do [ -x $$b ] && $$b; done
+
+# Memory estimate vs real PyTorch on the CPU (python3-torch): every configuration of docs/accuracy.md,
+# tens of minutes on 2 cores; `make test` runs the small set (PlanTorchMemoryIntegrationTest).
+accuracy: build
+	@/usr/bin/python3 tests/torch/measure_memory.py --set all > $(BUILD)/accuracy.jsonl
+	@/usr/bin/python3 tests/torch/accuracy_table.py $(BUILD)/gpumeter $(BUILD)/accuracy.jsonl
 
 demo: build
 	@$(BUILD)/gpumeter demo

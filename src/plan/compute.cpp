@@ -6,13 +6,15 @@
 
 namespace gm::plan {
 
-double dense_training_flops(double params, double tokens) { return 6.0 * params * tokens; }
+double dense_training_flops(double params, double tokens) {
+  return 6.0 * params * tokens;
+}
 
 ComputeEstimate estimate_compute(const JobSpec& job) {
   ComputeEstimate c;
   const ModelSpec& m = job.model;
   const double n = m.active_params > 0 ? m.active_params : m.params;
-  const double d = job.tokens;
+  const double d = job.tokens.value_or(0.0);
   if (m.arch == Arch::cnn) {
     // D counts samples; backward ≈ 2 × forward.
     const double fwd = m.fwd_flops_per_sample * d;
@@ -58,18 +60,25 @@ StatedDefault default_mfu(const JobSpec& job) {
   const double n = job.model.params;
   switch (job.task) {
     case Task::inference:
-      return {0.50, "prefill of inference: large matrix products; gpumeter default 50 % (decode is bandwidth-bound)"};
+      return {
+          0.50,
+          "prefill of inference: large matrix products; gpumeter default 50 % (decode is bandwidth-bound)"};
     case Task::lora:
-      return {0.30, "LoRA/QLoRA: frozen (possibly dequantized) base, small adapter products; gpumeter default 30 %"};
+      return {
+          0.30,
+          "LoRA/QLoRA: frozen (possibly dequantized) base, small adapter products; gpumeter default 30 %"};
     case Task::train:
-    case Task::finetune: break;
+    case Task::finetune:
+      break;
   }
   if (job.model.arch == Arch::cnn || n < 1e9)
     return {0.30, "models under 1B parameters keep kernels too small to fill the GPU; gpumeter default 30 %"};
   if (n >= 100e9)
-    return {0.38, "100B+ parameters: Llama 3 405B reached 38-43 % BF16 MFU on H100 (Dubey et al. 2024, Table 4)"};
-  return {0.40, "1B-100B parameters: 40 %, below PaLM's 46.2 % (Chowdhery et al. 2022, Table 3) and typical "
-                "Megatron/FSDP reports of 40-55 %"};
+    return {0.38,
+            "100B+ parameters: Llama 3 405B reached 38-43 % BF16 MFU on H100 (Dubey et al. 2024, Table 4)"};
+  return {0.40,
+          "1B-100B parameters: 40 %, below PaLM's 46.2 % (Chowdhery et al. 2022, Table 3) and typical "
+          "Megatron/FSDP reports of 40-55 %"};
 }
 
 std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision) {
@@ -78,8 +87,10 @@ std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision) {
     case Precision::bf16:
       if (gpu.bf16_dense_tflops) return gpu.bf16_dense_tflops;
       return gpu.fp16_dense_tflops;  // pre-Ampere GPUs run mixed precision in fp16
-    case Precision::fp16: return gpu.fp16_dense_tflops;
-    case Precision::fp32: return gpu.fp32_tflops;
+    case Precision::fp16:
+      return gpu.fp16_dense_tflops;
+    case Precision::fp32:
+      return gpu.fp32_tflops;
   }
   return std::nullopt;
 }

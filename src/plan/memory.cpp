@@ -1,5 +1,5 @@
-// Memory per GPU: model states (ZeRO accounting), activations (Korthikanti et al. 2022), KV cache,
-// LoRA / QLoRA, framework overhead.
+// Memory per GPU: model states (ZeRO accounting), activations (the tensors eager PyTorch keeps; Korthikanti
+// et al. 2022 for a 16-bit GPT layer), KV cache, LoRA / QLoRA, framework overhead.
 #include <algorithm>
 #include <cmath>
 
@@ -13,39 +13,54 @@ namespace {
 /// (Dettmers et al. 2023, section 3).
 constexpr double kNf4BytesPerParam = (4.0 + 0.127) / 8.0;
 
-double activation_element_bytes(Precision p) { return p == Precision::fp32 ? 4.0 : 2.0; }
+double activation_element_bytes(Precision p) {
+  return p == Precision::fp32 ? 4.0 : 2.0;
+}
 
-double weight_element_bytes(Precision p) { return p == Precision::fp32 ? 4.0 : 2.0; }
+double weight_element_bytes(Precision p) {
+  return p == Precision::fp32 ? 4.0 : 2.0;
+}
 
-/// The MLP's share of the per-layer coefficient: GPT MLP 3 + 4·f/h (= 19 for f = 4h); a gated MLP keeps
-/// its input and three f-wide tensors (gate, up, product): 2 + 6·f/h.
-double mlp_coefficient(const ModelSpec& m) {
-  if (m.hidden <= 0 || m.ffn <= 0) return 19.0;
-  const double ratio = static_cast<double>(m.ffn) / m.hidden;
-  return m.gated_mlp ? 2.0 + 6.0 * ratio : 3.0 + 4.0 * ratio;
+/// fp32 element, and the dropout mask element (a bool).
+constexpr double kFp32Bytes = 4.0;
+constexpr double kMaskBytes = 1.0;
+
+/// MLP size over hidden size (4 when the shape is unknown).
+double ffn_ratio(const ModelSpec& m) {
+  return m.hidden > 0 && m.ffn > 0 ? static_cast<double>(m.ffn) / m.hidden : 4.0;
+}
+
+/// Bytes per hidden element of one eager normalization layer: LayerNorm keeps its input (and fp32 mean and
+/// rstd per token); the RMSNorm of Llama-style models, computed in fp32, keeps the fp32 input, its square
+/// (kept by mean() in PyTorch 1.13), the normalized output in the activations' dtype and rstd per token.
+double norm_bytes(const ModelSpec& m, double e) {
+  const double h = m.hidden > 0 ? m.hidden : 1.0;
+  return m.gated_mlp ? 2.0 * kFp32Bytes + e + kFp32Bytes / h : e + 2.0 * kFp32Bytes / h;
 }
 
 double training_activation_bytes(const JobSpec& job, const Parallelism& par) {
   const ModelSpec& m = job.model;
-  const double scale = activation_element_bytes(job.precision) / 2.0;  // formulas assume 16-bit
+  const double e = activation_element_bytes(job.precision);
   const double b = job.batch;
   if (m.arch == Arch::cnn) {
     // Conv outputs and their BatchNorm/ReLU outputs kept for the backward pass.
-    return 2.0 * m.activations_per_sample * b * activation_element_bytes(job.precision) / par.tp;
+    return 2.0 * m.activations_per_sample * b * e / par.tp;
   }
   const double s = job.seq, h = m.hidden;
-  const double per_layer =
-      activation_bytes_per_layer(s, b, h, m.heads, par.tp, par.sp, job.recompute, mlp_coefficient(m)) * scale;
+  const LayerActivationTerms terms = eager_layer_terms(m, job.precision);
+  const double per_layer = layer_activation_bytes(s, b, h, m.heads, par.tp, par.sp, job.recompute, terms);
   // 1F1B: the first stage holds `pp` micro-batches of its L/pp layers (Korthikanti et al. 2022, 4.2.3).
   const double layers_per_stage = std::ceil(static_cast<double>(m.layers) / par.pp);
   double total = per_layer * layers_per_stage * par.pp;
   if (job.recompute == Recompute::full) {
     // The layer being recomputed holds its full (selective) activations during its backward pass.
-    total += activation_bytes_per_layer(s, b, h, m.heads, par.tp, par.sp, Recompute::selective,
-                                        mlp_coefficient(m)) * scale;
+    total += layer_activation_bytes(s, b, h, m.heads, par.tp, par.sp, Recompute::selective, terms);
   }
-  // Logits in fp32 for the loss, split over the vocabulary by tensor parallelism.
-  if (m.vocab > 0) total += 4.0 * s * b * m.vocab / par.tp;
+  // Outside the layers: the embedding dropout mask (GPT-style), the final norm and the head's input.
+  const double outside = (m.gated_mlp ? 0.0 : kMaskBytes) + norm_bytes(m, e) + e;
+  total += outside * s * b * h / (par.sp ? par.tp : 1);
+  // The loss's log-softmax of the logits in fp32, split over the vocabulary by tensor parallelism.
+  if (m.vocab > 0) total += kFp32Bytes * s * b * m.vocab / par.tp;
   return total;
 }
 
@@ -61,7 +76,9 @@ double inference_activation_bytes(const JobSpec& job, const Parallelism& par) {
 
 }  // namespace
 
-bool uses_adapters(const JobSpec& job) { return job.task == Task::lora || job.qlora; }
+bool uses_adapters(const JobSpec& job) {
+  return job.task == Task::lora || job.qlora;
+}
 
 StateBytes state_bytes(Precision precision, Optimizer optimizer) {
   StateBytes s;
@@ -97,18 +114,53 @@ StateBytes zero_model_states(double params, StateBytes per_param, int stage, int
   return out;
 }
 
-double activation_bytes_per_layer(double s, double b, double h, double a, int tp, bool sp, Recompute recompute,
-                                  double mlp_coeff) {
+LayerActivationTerms korthikanti_terms(double mlp_coeff) {
+  LayerActivationTerms t;
+  t.replicated = 10.0;                // layer-norm inputs, QKV and MLP inputs, dropout masks
+  t.split = 15.0 + mlp_coeff - 10.0;  // 34 for a GPT layer: 11 attention + 4 layer norms + 19 MLP
+  t.attention = 5.0;                  // attention scores' softmax, dropout mask, dropout output
+  t.input = 2.0;
+  return t;
+}
+
+LayerActivationTerms eager_layer_terms(const ModelSpec& m, Precision precision) {
+  const double e = activation_element_bytes(precision);
+  const double ratio = ffn_ratio(m);
+  LayerActivationTerms t;
+  t.input = e;
+  if (m.gated_mlp) {
+    // Two RMSNorms; inputs of the QKV and MLP projections.
+    t.replicated = 2.0 * norm_bytes(m, e) + 2.0 * e;
+    // q, k and v repeated to every head (grouped-query attention copies them), attention output;
+    // gate, SiLU output, up and their product.
+    t.split = 4.0 * e + 4.0 * e * ratio;
+    // Softmax in fp32, and its copy in the activations' dtype that multiplies V. No dropout.
+    t.attention = kFp32Bytes + (e < kFp32Bytes ? e : 0.0);
+  } else {
+    // Two LayerNorms; QKV and MLP inputs; two 1-byte dropout masks (attention output, MLP output).
+    t.replicated = 2.0 * norm_bytes(m, e) + 2.0 * e + 2.0 * kMaskBytes;
+    // q, k, v, attention output; GELU input and output.
+    t.split = 4.0 * e + 2.0 * e * ratio;
+    // Softmax output, 1-byte dropout mask, dropout output.
+    t.attention = 2.0 * e + kMaskBytes;
+  }
+  return t;
+}
+
+double layer_activation_bytes(double s, double b, double h, double a, int tp, bool sp, Recompute recompute,
+                              const LayerActivationTerms& terms) {
   const double t = std::max(tp, 1);
   const double sbh = s * b * h;
-  const double coeff = 15.0 + mlp_coeff;       // 34 for a GPT layer: 11 attention + 4 layer norms + 19 MLP
-  const double replicated = 10.0;              // not split by tensor parallelism without sequence parallelism
-  const double quadratic = 5.0 * a * s / h;    // attention scores, softmax, dropout mask
-  if (recompute == Recompute::full) return sp ? 2.0 * sbh / t : 2.0 * sbh;
-  const double q = recompute == Recompute::selective ? 0.0 : quadratic / t;
-  if (t == 1) return sbh * (coeff + q);
-  if (sp) return sbh * (coeff / t + q);
-  return sbh * (replicated + (coeff - replicated) / t + q);
+  if (recompute == Recompute::full) return sp ? terms.input * sbh / t : terms.input * sbh;
+  const double q = recompute == Recompute::selective ? 0.0 : terms.attention * a * s / h / t;
+  if (t == 1) return sbh * (terms.replicated + terms.split + q);
+  if (sp) return sbh * ((terms.replicated + terms.split) / t + q);
+  return sbh * (terms.replicated + terms.split / t + q);
+}
+
+double activation_bytes_per_layer(double s, double b, double h, double a, int tp, bool sp,
+                                  Recompute recompute, double mlp_coeff) {
+  return layer_activation_bytes(s, b, h, a, tp, sp, recompute, korthikanti_terms(mlp_coeff));
 }
 
 double kv_cache_bytes_per_token(const ModelSpec& m, double bytes_per_element) {
@@ -138,10 +190,10 @@ MemoryBreakdown estimate_memory(const JobSpec& job, const Parallelism& par) {
     if (transformer && m.arch == Arch::decoder) {
       const int kv = m.kv_heads > 0 ? m.kv_heads : m.heads;
       const double kv_split = std::min(par.tp, kv) * static_cast<double>(par.pp);
-      mem.kv_cache_bytes = kv_cache_bytes_per_token(m, weight_element_bytes(job.precision == Precision::fp32
-                                                                                ? Precision::fp32
-                                                                                : Precision::bf16)) *
-                           job.seq * job.batch / kv_split;
+      mem.kv_cache_bytes =
+          kv_cache_bytes_per_token(
+              m, weight_element_bytes(job.precision == Precision::fp32 ? Precision::fp32 : Precision::bf16)) *
+          job.seq * job.batch / kv_split;
     }
     mem.activations_known = transformer || m.arch == Arch::cnn;
     if (mem.activations_known) mem.activations_bytes = inference_activation_bytes(job, par);
@@ -150,14 +202,15 @@ MemoryBreakdown estimate_memory(const JobSpec& job, const Parallelism& par) {
     const double adapters = lora_params(m, job.lora_rank);
     mem.trainable_params = adapters;
     // Adapters are trained in fp32 (PEFT casts them up by default).
-    const StateBytes adapter = zero_model_states(adapters / model_parallel, state_bytes(Precision::fp32, job.optimizer),
-                                                 par.zero, par.dp);
+    const StateBytes adapter = zero_model_states(
+        adapters / model_parallel, state_bytes(Precision::fp32, job.optimizer), par.zero, par.dp);
     mem.weights_bytes = params_here * base_bytes / (par.zero >= 3 ? par.dp : 1) + adapter.weights;
     mem.gradients_bytes = adapter.gradients;
     mem.optimizer_bytes = adapter.optimizer;
   } else {
     mem.trainable_params = m.params;
-    const StateBytes st = zero_model_states(params_here, state_bytes(job.precision, job.optimizer), par.zero, par.dp);
+    const StateBytes st =
+        zero_model_states(params_here, state_bytes(job.precision, job.optimizer), par.zero, par.dp);
     mem.weights_bytes = st.weights;
     mem.gradients_bytes = st.gradients;
     mem.optimizer_bytes = st.optimizer;

@@ -1,10 +1,10 @@
 // The built-in model table (data/models.csv), TOML model files, parameter counts from the shape.
 #include <fmt/format.h>
+#include <toml++/toml.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "plan/plan.h"
 #include "util/csv.h"
@@ -21,8 +21,9 @@ Result<Arch> parse_arch(std::string_view text, std::string_view where) {
   if (s == "encoder") return Arch::encoder;
   if (s == "vision_transformer" || s == "vit") return Arch::vision_transformer;
   if (s == "cnn") return Arch::cnn;
-  return make_error(ErrorKind::usage,
-                    fmt::format("{}: arch '{}' is not one of decoder, encoder, vision_transformer, cnn", where, text));
+  return make_error(
+      ErrorKind::usage,
+      fmt::format("{}: arch '{}' is not one of decoder, encoder, vision_transformer, cnn", where, text));
 }
 
 struct ModelRow {
@@ -125,10 +126,11 @@ Result<ModelSpec> find_model(std::string_view name) {
     names.push_back(r.spec.name);
   }
   std::string hint = suggest_names(wanted, names, 3);
-  return make_error(ErrorKind::usage,
-                    fmt::format("--model: unknown model '{}'{}; built-in models: gpumeter plan --list-models, or "
-                                "describe it with --params or --layers/--hidden/--heads or --model-file",
-                                name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+  return make_error(
+      ErrorKind::usage,
+      fmt::format("--model: unknown model '{}'{}; built-in models: gpumeter plan --list-models, or "
+                  "describe it with --params or --layers/--hidden/--heads or --model-file",
+                  name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
 }
 
 double params_from_shape(const ModelSpec& m) {
@@ -158,22 +160,73 @@ Result<void> validate_model(const ModelSpec& m) {
     return make_error(ErrorKind::usage, fmt::format("{}: the parameter count must be positive", who));
   if (m.active_params > m.params)
     return make_error(ErrorKind::usage, fmt::format("{}: active parameters exceed the total", who));
-  const int fields[] = {m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, m.experts,
-                        m.experts_per_token};
+  const int fields[] = {m.layers, m.hidden, m.heads,   m.kv_heads,         m.ffn,
+                        m.vocab,  m.seq,    m.experts, m.experts_per_token};
   for (int v : fields)
     if (v < 0) return make_error(ErrorKind::usage, fmt::format("{}: sizes must not be negative", who));
   if (m.arch == Arch::cnn) return ok_result();
   if (m.has_transformer_shape()) {
     if (m.hidden % m.heads != 0)
-      return make_error(ErrorKind::usage,
-                        fmt::format("{}: heads ({}) must divide the hidden size ({})", who, m.heads, m.hidden));
+      return make_error(ErrorKind::usage, fmt::format("{}: heads ({}) must divide the hidden size ({})", who,
+                                                      m.heads, m.hidden));
     if (m.kv_heads > 0 && (m.kv_heads > m.heads || m.heads % m.kv_heads != 0))
-      return make_error(ErrorKind::usage,
-                        fmt::format("{}: kv heads ({}) must divide the heads ({})", who, m.kv_heads, m.heads));
+      return make_error(ErrorKind::usage, fmt::format("{}: kv heads ({}) must divide the heads ({})", who,
+                                                      m.kv_heads, m.heads));
   }
   if (m.experts_per_token > m.experts)
     return make_error(ErrorKind::usage, fmt::format("{}: experts per token exceed the experts", who));
   return ok_result();
+}
+
+Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelOverrides& o) {
+  auto usage = [](std::string message) { return make_error(ErrorKind::usage, std::move(message)); };
+  if (!base && !o.params && !o.has_shape())
+    return usage("say which model: --model NAME, --params N, --model-file FILE or --layers/--hidden/--heads");
+  ModelSpec m;
+  if (base) {
+    m = *base;
+  } else {
+    m.name = "custom";
+    m.arch = Arch::decoder;
+    m.gated_mlp = true;
+    m.source = "command line";
+  }
+  for (auto [v, flag] : {std::pair{o.layers, "--layers"},
+                         {o.hidden, "--hidden"},
+                         {o.heads, "--heads"},
+                         {o.kv_heads, "--kv-heads"},
+                         {o.ffn, "--ffn"},
+                         {o.vocab, "--vocab"}})
+    if (v && *v <= 0) return usage(fmt::format("{} must be a positive number, not {}", flag, *v));
+  if (o.has_shape()) {
+    if (o.layers) m.layers = *o.layers;
+    if (o.hidden) m.hidden = *o.hidden;
+    if (o.heads) m.heads = *o.heads;
+    if (o.kv_heads)
+      m.kv_heads = *o.kv_heads;
+    else if (o.heads && !base)
+      m.kv_heads = *o.heads;
+    if (o.ffn)
+      m.ffn = *o.ffn;
+    else if (o.hidden && !base)
+      m.ffn = 4 * *o.hidden;
+    if (o.vocab) m.vocab = *o.vocab;
+    if (!m.has_transformer_shape())
+      return usage("--layers, --hidden and --heads are all needed to describe a transformer");
+    if (m.hidden % m.heads != 0)
+      return usage(fmt::format("--heads {} does not divide --hidden {}", m.heads, m.hidden));
+    if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0)
+      return usage(fmt::format("--kv-heads {} does not divide the {} heads", m.kv_heads, m.heads));
+    if (base) m.name += " (modified)";
+    m.params = params_from_shape(m);
+    m.active_params = active_params_from_shape(m);
+  }
+  if (o.params) {
+    if (!(*o.params > 0) || !std::isfinite(*o.params)) return usage("--params must be a positive number");
+    if (m.active_params <= 0 || m.active_params == m.params) m.active_params = *o.params;
+    m.params = *o.params;
+  }
+  return m;
 }
 
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin) {
@@ -184,16 +237,31 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
     return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", origin, e.source().begin.line,
                                                     e.source().begin.column, e.description()));
   }
-  static const char* const known[] = {"name",     "arch",  "params", "active_params",  "layers",
-                                      "hidden",   "heads", "kv_heads", "ffn",          "vocab",
-                                      "seq",      "gated_mlp", "tied_embeddings", "qkv_bias", "experts", "experts_per_token",
-                                      "fwd_flops_per_sample", "activations_per_sample", "source"};
+  static const char* const known[] = {"name",
+                                      "arch",
+                                      "params",
+                                      "active_params",
+                                      "layers",
+                                      "hidden",
+                                      "heads",
+                                      "kv_heads",
+                                      "ffn",
+                                      "vocab",
+                                      "seq",
+                                      "gated_mlp",
+                                      "tied_embeddings",
+                                      "qkv_bias",
+                                      "experts",
+                                      "experts_per_token",
+                                      "fwd_flops_per_sample",
+                                      "activations_per_sample",
+                                      "source"};
   for (const auto& [key, node] : tbl) {
     bool ok = false;
     for (const char* k : known) ok = ok || key.str() == k;
     if (!ok)
-      return make_error(ErrorKind::usage, fmt::format("{}:{}: unknown key '{}'", origin,
-                                                      node.source().begin.line, key.str()));
+      return make_error(ErrorKind::usage,
+                        fmt::format("{}:{}: unknown key '{}'", origin, node.source().begin.line, key.str()));
   }
   ModelSpec m;
   m.name = tbl["name"].value_or(std::string("custom"));
@@ -233,7 +301,8 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
   GM_TRY(m.fwd_flops_per_sample, number("fwd_flops_per_sample"));
   GM_TRY(m.activations_per_sample, number("activations_per_sample"));
   for (auto [key, slot] : {std::pair<const char*, bool*>{"gated_mlp", &m.gated_mlp},
-                            {"tied_embeddings", &m.tied_embeddings}, {"qkv_bias", &m.qkv_bias}}) {
+                           {"tied_embeddings", &m.tied_embeddings},
+                           {"qkv_bias", &m.qkv_bias}}) {
     if (const toml::node* g = tbl.get(key)) {
       auto b = g->value<bool>();
       if (!b) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be true or false", origin, key));
@@ -244,8 +313,9 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
   if (m.params <= 0) m.params = params_from_shape(m);
   if (m.active_params <= 0) m.active_params = active_params_from_shape(m);
   if (m.params <= 0)
-    return make_error(ErrorKind::usage,
-                      fmt::format("{}: give 'params', or 'layers', 'hidden', 'heads' and 'ffn' to count them", origin));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{}: give 'params', or 'layers', 'hidden', 'heads' and 'ffn' to count them", origin));
   GM_TRY_VOID(validate_model(m));
   return m;
 }
@@ -260,10 +330,14 @@ Result<ModelSpec> load_model_toml(const std::string& path) {
 
 std::string_view arch_name(Arch arch) {
   switch (arch) {
-    case Arch::decoder: return "decoder";
-    case Arch::encoder: return "encoder";
-    case Arch::vision_transformer: return "vision_transformer";
-    case Arch::cnn: return "cnn";
+    case Arch::decoder:
+      return "decoder";
+    case Arch::encoder:
+      return "encoder";
+    case Arch::vision_transformer:
+      return "vision_transformer";
+    case Arch::cnn:
+      return "cnn";
   }
   return "decoder";
 }

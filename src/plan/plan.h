@@ -22,19 +22,19 @@ enum class Arch { decoder, encoder, vision_transformer, cnn };
 struct ModelSpec {
   std::string name;
   Arch arch = Arch::decoder;
-  double params = 0;               ///< total parameters
-  double active_params = 0;        ///< parameters used per token (MoE: the routed experts only)
+  double params = 0;         ///< total parameters
+  double active_params = 0;  ///< parameters used per token (MoE: the routed experts only)
   int layers = 0;
   int hidden = 0;
   int heads = 0;
-  int kv_heads = 0;                ///< key/value heads (grouped-query attention); = heads for MHA
-  int ffn = 0;                     ///< MLP inner size (per expert for MoE)
+  int kv_heads = 0;  ///< key/value heads (grouped-query attention); = heads for MHA
+  int ffn = 0;       ///< MLP inner size (per expert for MoE)
   int vocab = 0;
-  int seq = 0;                     ///< default (native) sequence length; 1 sample for a CNN
-  bool gated_mlp = false;          ///< SwiGLU-style MLP with three matrices
-  bool tied_embeddings = false;    ///< output layer shares the embedding matrix
-  bool qkv_bias = false;           ///< biases on the query/key/value projections (Qwen)
-  int experts = 0;                 ///< MoE experts per layer (0 = dense)
+  int seq = 0;                   ///< default (native) sequence length; 1 sample for a CNN
+  bool gated_mlp = false;        ///< SwiGLU-style MLP with three matrices
+  bool tied_embeddings = false;  ///< output layer shares the embedding matrix
+  bool qkv_bias = false;         ///< biases on the query/key/value projections (Qwen)
+  int experts = 0;               ///< MoE experts per layer (0 = dense)
   int experts_per_token = 0;
   double fwd_flops_per_sample = 0;    ///< CNN: forward FLOPs per input sample
   double activations_per_sample = 0;  ///< CNN: activation elements per sample (conv outputs)
@@ -61,6 +61,18 @@ double active_params_from_shape(const ModelSpec& model);
 /// Checks sizes are positive and consistent (heads divide hidden, kv heads divide heads...).
 Result<void> validate_model(const ModelSpec& model);
 
+/// Fields of a model given explicitly (the command line's --layers ... --params); unset = not given.
+struct ModelOverrides {
+  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
+  std::optional<double> params;  ///< total parameters (also the active count of a dense model)
+  /// True when any shape field is given.
+  bool has_shape() const { return layers || hidden || heads || kv_heads || ffn || vocab; }
+};
+/// The model to plan: `base` (a built-in or file model; none: a custom Llama-style decoder, with
+/// kv_heads = heads and ffn = 4·hidden unless given) with `overrides` applied. A changed shape is
+/// validated (usage errors name the flag) and its parameters recounted; `params` overrides the count.
+Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelOverrides& overrides);
+
 // ---------------------------------------------------------------------------------------------- job
 
 enum class Task { train, finetune, lora, inference };
@@ -72,10 +84,11 @@ enum class Recompute { none, selective, full };
 struct JobSpec {
   ModelSpec model;
   Task task = Task::finetune;
-  double tokens = 0;               ///< training tokens; inference: generated (output) tokens
-  int seq = 0;                     ///< sequence length (inference: context = prompt + output)
-  int batch = 1;                   ///< training: micro-batch per GPU; inference: concurrent sequences per replica
-  int prompt_tokens = 0;           ///< inference: prompt length of each request
+  /// Training tokens; inference: generated (output) tokens. Unset: memory and fit only, no time or cost.
+  std::optional<double> tokens;
+  int seq = 0;            ///< sequence length (inference: context = prompt + output)
+  int batch = 1;          ///< training: micro-batch per GPU; inference: concurrent sequences per replica
+  int prompt_tokens = 0;  ///< inference: prompt length of each request
   Precision precision = Precision::mixed;
   Optimizer optimizer = Optimizer::adamw;
   Recompute recompute = Recompute::selective;
@@ -90,10 +103,10 @@ bool uses_adapters(const JobSpec& job);
 
 /// How the job is spread over GPUs.
 struct Parallelism {
-  int dp = 1;    ///< data-parallel degree (inference: replicas)
-  int tp = 1;    ///< tensor parallel
-  int pp = 1;    ///< pipeline parallel
-  int zero = 0;  ///< ZeRO stage 0..3 over dp (FSDP full shard = 3)
+  int dp = 1;       ///< data-parallel degree (inference: replicas)
+  int tp = 1;       ///< tensor parallel
+  int pp = 1;       ///< pipeline parallel
+  int zero = 0;     ///< ZeRO stage 0..3 over dp (FSDP full shard = 3)
   bool sp = false;  ///< sequence parallel (on with tp > 1)
   int gpus() const { return dp * tp * pp; }
 };
@@ -109,8 +122,8 @@ struct MemoryBreakdown {
   double kv_cache_bytes = 0;
   double overhead_bytes = 0;
   double total_bytes = 0;
-  double trainable_params = 0;     ///< whole model (LoRA: the adapters)
-  bool activations_known = true;   ///< false when the model's shape is unknown (--params only)
+  double trainable_params = 0;    ///< whole model (LoRA: the adapters)
+  bool activations_known = true;  ///< false when the model's shape is unknown (--params only)
 };
 
 /// Bytes per trainable parameter of weights, gradients and optimizer states (K) for a precision.
@@ -123,6 +136,26 @@ struct StateBytes {
 StateBytes state_bytes(Precision precision, Optimizer optimizer);
 /// Model states per GPU for `params` sharded by ZeRO `stage` over `dp` GPUs.
 StateBytes zero_model_states(double params, StateBytes per_param, int stage, int dp);
+/// Bytes one transformer layer keeps for its backward pass, per token: `replicated` and `split` per hidden
+/// element (without sequence parallelism only `split` is divided by tensor parallelism), `attention` per
+/// attention-score element (heads · seq per token; gone with selective recompute or flash attention),
+/// `input` per hidden element of the layer's input (all that full recompute keeps).
+struct LayerActivationTerms {
+  double replicated = 10;
+  double split = 24;
+  double attention = 5;
+  double input = 2;
+};
+/// Korthikanti et al. 2022 Table 2 terms (Megatron-LM GPT layer, 16-bit): 10 + 24 = 34 and 5, with an MLP
+/// whose share of the 34 is `mlp_coeff` (19 for a 4h GPT MLP).
+LayerActivationTerms korthikanti_terms(double mlp_coeff = 19.0);
+/// The tensors an eager PyTorch layer of this model saves at `precision`, byte by byte (docs/accuracy.md):
+/// GPT-style (LayerNorm, dropout as 1-byte masks, GELU) or, for a gated MLP, Llama-style (RMSNorm computed
+/// in fp32, softmax in fp32, SwiGLU, no dropout). For a 4h GPT layer in 16 bit these are Korthikanti's.
+LayerActivationTerms eager_layer_terms(const ModelSpec& model, Precision precision);
+/// Activation bytes of one layer with `terms`; `sp` = sequence parallel.
+double layer_activation_bytes(double seq, double batch, double hidden, double heads, int tp, bool sp,
+                              Recompute recompute, const LayerActivationTerms& terms);
 /// Korthikanti et al. 2022 Table 2 activation bytes of one transformer layer (16-bit activations).
 /// `mlp_coeff` is the MLP's share of the 34 (19 for a 4h GPT MLP); `sp` = sequence parallel.
 double activation_bytes_per_layer(double seq, double batch, double hidden, double heads, int tp, bool sp,
@@ -138,14 +171,15 @@ MemoryBreakdown estimate_memory(const JobSpec& job, const Parallelism& par);
 
 /// FLOPs of the whole job.
 struct ComputeEstimate {
-  double model_flops = 0;          ///< what MFU is measured against (PaLM Appendix B)
-  double hardware_flops = 0;       ///< plus recomputation
-  double attention_flops = 0;      ///< the 12·L·h·s·D term (part of model_flops)
-  double prefill_flops = 0;        ///< inference
-  double decode_flops = 0;         ///< inference
-  double requests = 0;             ///< inference: tokens / output length
+  double model_flops = 0;      ///< what MFU is measured against (PaLM Appendix B)
+  double hardware_flops = 0;   ///< plus recomputation
+  double attention_flops = 0;  ///< the 12·L·h·s·D term (part of model_flops)
+  double prefill_flops = 0;    ///< inference
+  double decode_flops = 0;     ///< inference
+  double requests = 0;         ///< inference: tokens / output length
 };
 /// Training 6·N·D (+ attention), LoRA 4·N·D + 6·N_adapter·D, inference 2·N per token.
+/// Needs `job.tokens`.
 ComputeEstimate estimate_compute(const JobSpec& job);
 /// 6 · params · tokens (Kaplan et al. 2020).
 double dense_training_flops(double params, double tokens);
@@ -164,12 +198,13 @@ double compute_time_s(double flops, int gpus, double peak_tflops, double mfu);
 /// Time of the job on `gpus` GPUs of one model.
 struct TimeEstimate {
   double time_s = 0;
-  double prefill_s = 0;            ///< inference
-  double decode_s = 0;             ///< inference
-  std::string bound;               ///< "compute" or "memory bandwidth"
+  double prefill_s = 0;  ///< inference
+  double decode_s = 0;   ///< inference
+  std::string bound;     ///< "compute" or "memory bandwidth"
 };
 TimeEstimate estimate_time(const JobSpec& job, const ComputeEstimate& compute, const MemoryBreakdown& memory,
-                           const Parallelism& par, const GpuSpec& gpu, double mfu, double bandwidth_efficiency);
+                           const Parallelism& par, const GpuSpec& gpu, double mfu,
+                           double bandwidth_efficiency);
 
 // ---------------------------------------------------------------------------------------------- spot
 
@@ -180,18 +215,18 @@ double daly_interval_s(double checkpoint_s, double mtbi_s);
 
 /// Inputs of the spot expectation for one job.
 struct SpotInputs {
-  double work_s = 0;               ///< uninterrupted compute time
+  double work_s = 0;                  ///< uninterrupted compute time
   double interruptions_per_hour = 0;  ///< for the whole job (all instances)
-  double checkpoint_s = 0;         ///< δ: time to write one checkpoint
-  double restart_s = 0;            ///< getting capacity back, loading the checkpoint
-  std::optional<double> notice_s;  ///< provider's interruption notice
+  double checkpoint_s = 0;            ///< δ: time to write one checkpoint
+  double restart_s = 0;               ///< getting capacity back, loading the checkpoint
+  std::optional<double> notice_s;     ///< provider's interruption notice
 };
 /// Expected outcome: wall time W·(1 + δ/τ) / (1 − (R + lost)/M), lost = (τ + δ)/2 or 0 when the notice
 /// allows a final checkpoint.
 struct SpotOutcome {
-  bool feasible = true;            ///< false when interruptions come faster than progress
+  bool feasible = true;  ///< false when interruptions come faster than progress
   double wall_s = 0;
-  double interval_s = 0;           ///< Daly optimum
+  double interval_s = 0;  ///< Daly optimum
   double mtbi_s = 0;
   double expected_interruptions = 0;
   double checkpoint_overhead_s = 0;
@@ -232,9 +267,9 @@ Result<Weights> parse_weights(std::string_view text);
 struct PlanRequest {
   JobSpec job;
   std::optional<int> dp;
-  std::optional<int> tp;           ///< unset: 1 for training; inference picks the fewest that fit
+  std::optional<int> tp;  ///< unset: 1 for training; inference picks the fewest that fit
   std::optional<int> pp;
-  std::optional<int> zero;         ///< unset: lowest stage that fits
+  std::optional<int> zero;  ///< unset: lowest stage that fits
   bool fsdp = false;
   std::optional<int> gpus;         ///< total GPUs
   std::optional<std::string> gpu;  ///< restrict to this GpuSpec::id
@@ -256,7 +291,7 @@ struct ScoreBreakdown {
   double perf = 0;
   double memory = 0;
   double risk = 0;
-  std::optional<double> carbon;    ///< unknown grid intensity: not scored
+  std::optional<double> carbon;  ///< unknown grid intensity: not scored
   double total = 0;
 };
 
@@ -271,12 +306,12 @@ struct PlanOption {
   Parallelism parallel;
   MemoryBreakdown memory;
   double gpu_memory_bytes = 0;
-  double headroom_bytes = 0;       ///< negative when it does not fit
+  double headroom_bytes = 0;  ///< negative when it does not fit
   bool fits = false;
-  double time_h = 0;
-  double billed_h = 0;
+  std::optional<double> time_h;  ///< unset without tokens; infinite when spot never finishes
+  std::optional<double> billed_h;
   double usd_per_hour = 0;         ///< all instances
-  double cost_usd = 0;
+  std::optional<double> cost_usd;  ///< unset without tokens
   bool spot = false;
   std::optional<double> usd_per_million_tokens;
   std::optional<SpotOutcome> spot_detail;
@@ -295,7 +330,7 @@ struct GpuVerdict {
   double memory_bytes = 0;
   bool fits = false;
   double headroom_bytes = 0;
-  Parallelism parallel;            ///< the configuration checked (fewest GPUs that fit, or the user's)
+  Parallelism parallel;  ///< the configuration checked (fewest GPUs that fit, or the user's)
   MemoryBreakdown memory;
 };
 
@@ -307,12 +342,12 @@ struct Assumption {
 };
 
 struct PlanResult {
-  JobSpec job;                     ///< with defaults resolved
-  Parallelism parallel;            ///< of the first option (or the checked configuration)
-  MemoryBreakdown memory;          ///< per GPU, of `parallel`
-  ComputeEstimate compute;
+  JobSpec job;                             ///< with defaults resolved
+  Parallelism parallel;                    ///< of the first option (or the checked configuration)
+  MemoryBreakdown memory;                  ///< per GPU, of `parallel`
+  std::optional<ComputeEstimate> compute;  ///< unset without tokens
   std::vector<GpuVerdict> verdicts;
-  std::vector<PlanOption> options; ///< ranked, best first; options that do not fit last
+  std::vector<PlanOption> options;  ///< ranked, best first; options that do not fit last
   std::vector<Assumption> assumptions;
   std::vector<std::string> notes;
 };
@@ -333,16 +368,16 @@ struct TcoInput {
   std::string gpu;
   int gpus = 8;
   double years = 3;
-  double capex_usd = 0;            ///< purchase of the whole system
-  double gpu_power_w = 0;          ///< per GPU at full load (TDP by default)
+  double capex_usd = 0;               ///< purchase of the whole system
+  double gpu_power_w = 0;             ///< per GPU at full load (TDP by default)
   double idle_power_fraction = 0.25;  ///< idle draw as a fraction of full load
-  double host_power_w = 0;         ///< CPU, memory, network of the system at load
+  double host_power_w = 0;            ///< CPU, memory, network of the system at load
   double pue = 1.4;
   double usd_per_kwh = 0.12;
-  double ops_usd_per_year = 0;     ///< staff, space, support contracts
-  double utilization = 0.6;        ///< fraction of hours the GPUs do useful work
+  double ops_usd_per_year = 0;  ///< staff, space, support contracts
+  double utilization = 0.6;     ///< fraction of hours the GPUs do useful work
   double cloud_usd_per_gpu_hour = 0;
-  std::string cloud_source;        ///< where the cloud price came from
+  std::string cloud_source;  ///< where the cloud price came from
 };
 struct TcoResult {
   double hours = 0;

@@ -12,7 +12,9 @@ namespace gm::plan {
 
 namespace {
 
-bool is_training(const JobSpec& job) { return job.task != Task::inference; }
+bool is_training(const JobSpec& job) {
+  return job.task != Task::inference;
+}
 
 double usable_bytes(const GpuSpec& gpu) {
   return gpu.memory_bytes > 0 ? static_cast<double>(gpu.memory_bytes) : gpu.memory_gb * 1e9;
@@ -20,18 +22,22 @@ double usable_bytes(const GpuSpec& gpu) {
 
 /// The configuration on `n` GPUs with tensor/pipeline degrees `tp`, `pp`: the lowest ZeRO stage that fits
 /// (or the requested one). Returns the configuration and whether it fits.
-std::pair<Parallelism, MemoryBreakdown> config_for(const PlanRequest& req, const JobSpec& job, int n, int tp, int pp,
-                                                   double capacity) {
+std::pair<Parallelism, MemoryBreakdown> config_for(const PlanRequest& req, const JobSpec& job, int n, int tp,
+                                                   int pp, double capacity) {
   Parallelism par;
   par.tp = tp;
   par.pp = pp;
   par.sp = tp > 1;
   par.dp = std::max(n / (tp * pp), 1);
   std::vector<int> stages;
-  if (req.fsdp) stages = {3};
-  else if (req.zero) stages = {*req.zero};
-  else if (!is_training(job) || par.dp == 1) stages = {0};
-  else stages = {0, 1, 2, 3};
+  if (req.fsdp)
+    stages = {3};
+  else if (req.zero)
+    stages = {*req.zero};
+  else if (!is_training(job) || par.dp == 1)
+    stages = {0};
+  else
+    stages = {0, 1, 2, 3};
   MemoryBreakdown mem;
   for (int stage : stages) {
     par.zero = is_training(job) ? stage : 0;
@@ -49,7 +55,8 @@ std::vector<std::pair<int, int>> layouts(const PlanRequest& req, const JobSpec& 
   for (int tp = 1; tp <= 8; tp *= 2)
     if (m.heads == 0 || m.heads % tp == 0) out.emplace_back(tp, 1);
   const int tp_max = out.back().first;
-  for (int pp = 2; pp <= std::max(m.layers, 2) && tp_max * pp <= req.max_gpus; pp *= 2) out.emplace_back(tp_max, pp);
+  for (int pp = 2; pp <= std::max(m.layers, 2) && tp_max * pp <= req.max_gpus; pp *= 2)
+    out.emplace_back(tp_max, pp);
   return out;
 }
 
@@ -93,8 +100,10 @@ double billed_hours(double wall_s, const BillingRule& rule) {
 Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
   const ModelSpec& m = job.model;
   auto positive = [](std::optional<int> v, const char* flag) -> Result<void> {
-    if (v && *v <= 0) return make_error(ErrorKind::usage, fmt::format("{} must be a positive number, not {}", flag, *v));
-    if (v && *v > 65536) return make_error(ErrorKind::usage, fmt::format("{} {} is more than 65536 GPUs", flag, *v));
+    if (v && *v <= 0)
+      return make_error(ErrorKind::usage, fmt::format("{} must be a positive number, not {}", flag, *v));
+    if (v && *v > 65536)
+      return make_error(ErrorKind::usage, fmt::format("{} {} is more than 65536 GPUs", flag, *v));
     return ok_result();
   };
   GM_TRY_VOID(positive(req.dp, "--dp"));
@@ -103,16 +112,18 @@ Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
   GM_TRY_VOID(positive(req.gpus, "--gpus"));
   if (job.batch <= 0) return make_error(ErrorKind::usage, "--batch must be a positive number");
   if (job.seq <= 0) return make_error(ErrorKind::usage, "--seq must be a positive number");
-  if (!(job.tokens > 0) || !std::isfinite(job.tokens))
+  if (job.tokens && (!(*job.tokens > 0) || !std::isfinite(*job.tokens)))
     return make_error(ErrorKind::usage, "--tokens must be a positive number");
-  if (uses_adapters(job) && job.lora_rank <= 0) return make_error(ErrorKind::usage, "--lora-rank must be positive");
-  if (req.zero && (*req.zero < 0 || *req.zero > 3)) return make_error(ErrorKind::usage, "--zero must be 0, 1, 2 or 3");
+  if (uses_adapters(job) && job.lora_rank <= 0)
+    return make_error(ErrorKind::usage, "--lora-rank must be positive");
+  if (req.zero && (*req.zero < 0 || *req.zero > 3))
+    return make_error(ErrorKind::usage, "--zero must be 0, 1, 2 or 3");
   if (req.mfu && (!(*req.mfu > 0) || *req.mfu > 1))
     return make_error(ErrorKind::usage, "--mfu must be in (0, 1], e.g. 0.4");
   const int tp = req.tp.value_or(1), pp = req.pp.value_or(1);
   if (m.has_transformer_shape() && m.heads % tp != 0)
-    return make_error(ErrorKind::usage, fmt::format("--tp {} does not divide the {} attention heads of {}", tp,
-                                                    m.heads, m.name.empty() ? "the model" : m.name));
+    return make_error(ErrorKind::usage, fmt::format("--tp {} does not divide the {} attention heads of {}",
+                                                    tp, m.heads, m.name.empty() ? "the model" : m.name));
   if (m.has_transformer_shape() && m.kv_heads > 0 && m.kv_heads % tp != 0 && tp % m.kv_heads != 0)
     return make_error(ErrorKind::usage,
                       fmt::format("--tp {} and the {} key/value heads of {} do not divide one another", tp,
@@ -122,10 +133,11 @@ Result<void> validate_request(const PlanRequest& req, const JobSpec& job) {
   if (static_cast<long long>(req.dp.value_or(1)) * tp * pp > 65536)
     return make_error(ErrorKind::usage, "--dp × --tp × --pp is more than 65536 GPUs");
   if (req.gpus && *req.gpus % (tp * pp) != 0)
-    return make_error(ErrorKind::usage, fmt::format("--gpus {} is not a multiple of --tp × --pp = {}", *req.gpus, tp * pp));
+    return make_error(ErrorKind::usage,
+                      fmt::format("--gpus {} is not a multiple of --tp × --pp = {}", *req.gpus, tp * pp));
   if (req.gpus && req.dp && *req.gpus != *req.dp * tp * pp)
-    return make_error(ErrorKind::usage, fmt::format("--gpus {} differs from --dp × --tp × --pp = {}", *req.gpus,
-                                                    *req.dp * tp * pp));
+    return make_error(ErrorKind::usage, fmt::format("--gpus {} differs from --dp × --tp × --pp = {}",
+                                                    *req.gpus, *req.dp * tp * pp));
   if (req.interruptions_per_hour && !(*req.interruptions_per_hour >= 0))
     return make_error(ErrorKind::usage, "--interruption-rate must not be negative");
   if (req.checkpoint_s && !(*req.checkpoint_s >= 0))
@@ -146,6 +158,45 @@ double checkpoint_bytes(const JobSpec& job) {
   return job.model.params * (s.weights + s.optimizer);
 }
 
+/// Time, billed hours, cost, $/1M tokens, energy and carbon of one option (spot: with interruptions).
+void time_option(const PlanRequest& req, const JobSpec& job, const ComputeEstimate& compute,
+                 const OfferContext& ctx, double mfu, int paid, PlanOption& opt) {
+  const TimeEstimate t =
+      estimate_time(job, compute, opt.memory, opt.parallel, ctx.gpu, mfu, req.bandwidth_efficiency);
+  opt.bound = t.bound;
+  double wall_s = t.time_s;
+  if (req.spot) {
+    SpotInputs in;
+    in.work_s = t.time_s;
+    const double per_instance_rate =
+        req.interruptions_per_hour.value_or(default_interruption_rate(opt.provider).value);
+    in.interruptions_per_hour = per_instance_rate * opt.instances;
+    in.checkpoint_s =
+        req.checkpoint_s.value_or(checkpoint_bytes(job) / (req.checkpoint_write_bytes_per_s * opt.instances));
+    in.restart_s = req.restart_s;
+    if (ctx.billing.spot_notice_s) in.notice_s = static_cast<double>(*ctx.billing.spot_notice_s);
+    opt.spot_detail = expected_spot(in);
+    opt.interruptions_per_hour = in.interruptions_per_hour;
+    wall_s = opt.spot_detail->wall_s;
+    if (!opt.spot_detail->feasible) opt.fits = false;
+  }
+  opt.time_h = wall_s / 3600.0;
+  if (std::isfinite(wall_s)) {
+    opt.billed_h = billed_hours(wall_s, ctx.billing);
+    opt.cost_usd = opt.usd_per_hour * *opt.billed_h;
+    opt.usd_per_million_tokens = *opt.cost_usd / *job.tokens * 1e6;
+  } else {
+    opt.billed_h = opt.cost_usd = INFINITY;
+  }
+  if (ctx.gpu.tdp_w && std::isfinite(wall_s)) {
+    opt.energy_kwh = paid * *ctx.gpu.tdp_w * *opt.time_h / 1000.0 * ctx.pue.value_or(1.0);
+    if (ctx.carbon_g_per_kwh) {
+      opt.carbon_kg = *opt.energy_kwh * *ctx.carbon_g_per_kwh / 1000.0;
+      opt.carbon_dataset = ctx.carbon_dataset;
+    }
+  }
+}
+
 }  // namespace
 
 JobSpec resolve_job_defaults(const JobSpec& in, bool seq_given, bool precision_given, bool recompute_given) {
@@ -159,7 +210,8 @@ JobSpec resolve_job_defaults(const JobSpec& in, bool seq_given, bool precision_g
   if (!precision_given)
     job.precision = (inference || job.task == Task::lora) ? Precision::bf16 : Precision::mixed;
   if (!recompute_given)
-    job.recompute = (job.task == Task::finetune || job.task == Task::lora) ? Recompute::full : Recompute::selective;
+    job.recompute =
+        (job.task == Task::finetune || job.task == Task::lora) ? Recompute::full : Recompute::selective;
   return job;
 }
 
@@ -170,9 +222,16 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   GM_TRY_VOID(validate_model(job.model));
   GM_TRY_VOID(validate_request(req, job));
   if (job.task == Task::inference && job.prompt_tokens >= job.seq && job.model.arch == Arch::decoder)
-    return make_error(ErrorKind::usage, fmt::format("--prompt-tokens {} leaves no room for output in --seq {}",
-                                                    job.prompt_tokens, job.seq));
-  out.compute = estimate_compute(job);
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("--prompt-tokens {} leaves no room for output in --seq {}", job.prompt_tokens, job.seq));
+  if (job.tokens)
+    out.compute = estimate_compute(job);
+  else if (req.objective != Objective::cost)
+    return make_error(ErrorKind::usage,
+                      fmt::format("--optimize {} needs --tokens: time and cost depend on the amount "
+                                  "of work; without --tokens plan answers the fit question only",
+                                  req.objective == Objective::time ? "time" : "score (--weights)"));
   const StatedDefault mfu_default = default_mfu(job);
   const double mfu = req.mfu.value_or(mfu_default.value);
 
@@ -184,7 +243,8 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     if (seen.insert(o.gpu.id).second) gpus.push_back(&o.gpu);
   }
   if (req.gpu && gpus.empty())
-    return make_error(ErrorKind::not_found, fmt::format("--gpu {}: no offer in the catalog has this GPU", *req.gpu));
+    return make_error(ErrorKind::not_found,
+                      fmt::format("--gpu {}: no offer in the catalog has this GPU", *req.gpu));
 
   std::map<std::string, Fit> fit_by_gpu;
   for (const GpuSpec* g : gpus) {
@@ -198,9 +258,10 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     v.memory = f.mem;
     v.headroom_bytes = v.memory_bytes - f.mem.total_bytes;
     out.verdicts.push_back(v);
-    if (!peak_tflops(*g, job.precision))
-      out.notes.push_back(fmt::format("{}: no dense {} TFLOPS figure in the catalog; its offers are not timed",
-                                      g->id, precision_name(job.precision)));
+    if (job.tokens && !peak_tflops(*g, job.precision))
+      out.notes.push_back(
+          fmt::format("{}: no dense {} TFLOPS figure in the catalog; its offers are not timed", g->id,
+                      precision_name(job.precision)));
   }
 
   // Per provider, region and GPU: the instance with the fewest GPUs that holds the configuration, or the
@@ -227,7 +288,8 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     }
     const double cur = slot->offer.gpu_count, cand = o.offer.gpu_count;
     const bool cur_ok = cur >= need, cand_ok = cand >= need;
-    if ((cand_ok && !cur_ok) || (cand_ok && cur_ok && cand < cur) || (!cand_ok && !cur_ok && cand > cur)) slot = &o;
+    if ((cand_ok && !cur_ok) || (cand_ok && cur_ok && cand < cur) || (!cand_ok && !cur_ok && cand > cur))
+      slot = &o;
   }
   if (fractional > 0)
     out.notes.push_back(fmt::format("{} offers with a fraction of a GPU were left out", fractional));
@@ -238,8 +300,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   const std::optional<double> rate_override = req.interruptions_per_hour;
   for (const auto& [key, ctx] : chosen) {
     const Fit& fit = fit_by_gpu[ctx->gpu.id];
-    const auto peak = peak_tflops(ctx->gpu, job.precision);
-    if (!peak) continue;
+    if (job.tokens && !peak_tflops(ctx->gpu, job.precision)) continue;
     PlanOption opt;
     opt.provider = ctx->offer.provider;
     opt.region = ctx->offer.region;
@@ -262,54 +323,25 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     }
     opt.headroom_bytes = opt.gpu_memory_bytes - opt.memory.total_bytes;
     opt.fits = fit.fits && opt.headroom_bytes >= 0;
-    const TimeEstimate t = estimate_time(job, out.compute, opt.memory, opt.parallel, ctx->gpu, mfu,
-                                         req.bandwidth_efficiency);
-    opt.bound = t.bound;
-    double wall_s = t.time_s;
     opt.spot = req.spot;
     const double price_h = *(req.spot ? ctx->offer.spot_usd_per_hour : ctx->offer.ondemand_usd_per_hour);
     opt.usd_per_hour = price_h * opt.instances;
-    if (req.spot) {
-      SpotInputs in;
-      in.work_s = t.time_s;
-      const double per_instance_rate = rate_override.value_or(default_interruption_rate(opt.provider).value);
-      in.interruptions_per_hour = per_instance_rate * opt.instances;
-      in.checkpoint_s = req.checkpoint_s.value_or(checkpoint_bytes(job) /
-                                                  (req.checkpoint_write_bytes_per_s * opt.instances));
-      in.restart_s = req.restart_s;
-      if (ctx->billing.spot_notice_s) in.notice_s = static_cast<double>(*ctx->billing.spot_notice_s);
-      opt.spot_detail = expected_spot(in);
-      opt.interruptions_per_hour = in.interruptions_per_hour;
-      wall_s = opt.spot_detail->wall_s;
-      if (!opt.spot_detail->feasible) opt.fits = false;
-    }
-    opt.time_h = wall_s / 3600.0;
-    if (std::isfinite(wall_s)) {
-      opt.billed_h = billed_hours(wall_s, ctx->billing);
-      opt.cost_usd = opt.usd_per_hour * opt.billed_h;
-      opt.usd_per_million_tokens = opt.cost_usd / job.tokens * 1e6;
-    } else {
-      opt.billed_h = opt.cost_usd = INFINITY;
-    }
-    if (ctx->gpu.tdp_w && std::isfinite(wall_s)) {
-      opt.energy_kwh = paid * *ctx->gpu.tdp_w * opt.time_h / 1000.0 * ctx->pue.value_or(1.0);
-      if (ctx->carbon_g_per_kwh) {
-        opt.carbon_kg = *opt.energy_kwh * *ctx->carbon_g_per_kwh / 1000.0;
-        opt.carbon_dataset = ctx->carbon_dataset;
-      }
-    }
+    if (out.compute) time_option(req, job, *out.compute, *ctx, mfu, paid, opt);
     out.options.push_back(std::move(opt));
   }
 
   score_options(out.options, req.weights);
   const Objective objective = req.objective;
-  std::stable_sort(out.options.begin(), out.options.end(), [objective](const PlanOption& a, const PlanOption& b) {
+  // Without tokens there is no time or cost: options are ranked by price per hour.
+  const auto cost_key = [](const PlanOption& o) { return o.cost_usd.value_or(o.usd_per_hour); };
+  const auto time_key = [](const PlanOption& o) { return o.time_h.value_or(0.0); };
+  std::stable_sort(out.options.begin(), out.options.end(), [&](const PlanOption& a, const PlanOption& b) {
     if (a.fits != b.fits) return a.fits;
     if (a.flags.empty() != b.flags.empty()) return a.flags.empty();
-    if (objective == Objective::time && a.time_h != b.time_h) return a.time_h < b.time_h;
+    if (objective == Objective::time && time_key(a) != time_key(b)) return time_key(a) < time_key(b);
     if (objective == Objective::score && a.score.total != b.score.total) return a.score.total > b.score.total;
-    if (a.cost_usd != b.cost_usd) return a.cost_usd < b.cost_usd;
-    return a.time_h < b.time_h;
+    if (cost_key(a) != cost_key(b)) return cost_key(a) < cost_key(b);
+    return time_key(a) < time_key(b);
   });
 
   if (!out.options.empty()) {
@@ -338,8 +370,13 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   add("fragmentation", fmt::format("{:.2f}", job.fragmentation),
       "caching-allocator fragmentation: 10 % of the other memory (gpumeter default)");
   add("activation_bytes", job.precision == Precision::fp32 ? "4" : "2",
-      "Korthikanti et al. 2022, Table 2 (16-bit activations; doubled for fp32)");
-  add("sequence_parallel", out.parallel.tp > 1 ? "on" : "off", "on whenever tensor parallel > 1 (Megatron-LM)");
+      std::string("tensors an eager PyTorch layer keeps (") +
+          (job.model.gated_mlp ? "Llama-style: fp32 RMSNorm and softmax, SwiGLU"
+                               : "GPT-style: LayerNorm, GELU, 1-byte dropout masks") +
+          "; = Korthikanti et al. 2022 Table 2 for a 16-bit GPT layer), fp32 log-softmax of the logits; "
+          "measured against PyTorch in docs/accuracy.md");
+  add("sequence_parallel", out.parallel.tp > 1 ? "on" : "off",
+      "on whenever tensor parallel > 1 (Megatron-LM)");
   if (is_training(job))
     add("pipeline_schedule", "1F1B", "first stage holds pp micro-batches: activations of L layers");
   if (job.task == Task::inference) {
@@ -351,12 +388,15 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     add("lora_targets", "q,k,v,o and every MLP projection; adapters in fp32",
         "QLoRA (Dettmers et al. 2023): adapters on all linear layers; PEFT autocasts adapters to fp32");
   if (req.spot) {
-    add("restart_s", fmt::format("{:.0f}", req.restart_s), "new capacity + loading the checkpoint (gpumeter default)");
-    if (req.checkpoint_s) add("checkpoint_s", fmt::format("{:.0f}", *req.checkpoint_s), "--checkpoint-s");
+    add("restart_s", fmt::format("{:.0f}", req.restart_s),
+        "new capacity + loading the checkpoint (gpumeter default)");
+    if (req.checkpoint_s)
+      add("checkpoint_s", fmt::format("{:.0f}", *req.checkpoint_s), "--checkpoint-s");
     else
       add("checkpoint_write_bytes_per_s", fmt::format("{:.0f}", req.checkpoint_write_bytes_per_s),
           "per instance, to local NVMe or object storage (gpumeter default)");
-    if (rate_override) add("interruptions_per_instance_hour", fmt::format("{}", *rate_override), "--interruption-rate");
+    if (rate_override)
+      add("interruptions_per_instance_hour", fmt::format("{}", *rate_override), "--interruption-rate");
     else {
       std::set<std::string> providers;
       for (const auto& o : out.options) providers.insert(o.provider);
@@ -366,46 +406,66 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
       }
     }
   }
-  add("energy", "GPUs at TDP × time × PUE (host excluded)", "upper bound for the GPUs; catalog PUE per provider");
+  add("energy", "GPUs at TDP × time × PUE (host excluded)",
+      "upper bound for the GPUs; catalog PUE per provider");
+  if (!job.tokens)
+    out.notes.push_back(
+        "no --tokens: memory and fit only; time, cost, $/1M tokens, energy and carbon need --tokens "
+        "(training tokens, or generated tokens for inference); options are ranked by price per hour");
   if (!out.memory.activations_known)
-    out.notes.push_back("activations not estimated: the model's shape is unknown (give --layers/--hidden/--heads)");
+    out.notes.push_back(
+        "activations not estimated: the model's shape is unknown (give --layers/--hidden/--heads)");
   return out;
 }
 
 std::string_view task_name(Task task) {
   switch (task) {
-    case Task::train: return "train";
-    case Task::finetune: return "finetune";
-    case Task::lora: return "lora";
-    case Task::inference: return "inference";
+    case Task::train:
+      return "train";
+    case Task::finetune:
+      return "finetune";
+    case Task::lora:
+      return "lora";
+    case Task::inference:
+      return "inference";
   }
   return "train";
 }
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::fp32: return "fp32";
-    case Precision::bf16: return "bf16";
-    case Precision::fp16: return "fp16";
-    case Precision::mixed: return "mixed";
+    case Precision::fp32:
+      return "fp32";
+    case Precision::bf16:
+      return "bf16";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::mixed:
+      return "mixed";
   }
   return "mixed";
 }
 
 std::string_view optimizer_name(Optimizer o) {
   switch (o) {
-    case Optimizer::adamw: return "adamw";
-    case Optimizer::adam8bit: return "adam8bit";
-    case Optimizer::sgd: return "sgd";
+    case Optimizer::adamw:
+      return "adamw";
+    case Optimizer::adam8bit:
+      return "adam8bit";
+    case Optimizer::sgd:
+      return "sgd";
   }
   return "adamw";
 }
 
 std::string_view recompute_name(Recompute r) {
   switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "none";
 }

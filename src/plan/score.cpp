@@ -27,8 +27,10 @@ Result<Weights> parse_weights(std::string_view text) {
     for (int i = 0; i < 5; ++i)
       if (key == names[i]) idx = i;
     if (idx < 0)
-      return make_error(ErrorKind::usage, fmt::format("--weights: unknown key '{}' (use cost, perf, memory, risk, "
-                                                      "carbon)", key));
+      return make_error(ErrorKind::usage,
+                        fmt::format("--weights: unknown key '{}' (use cost, perf, memory, risk, "
+                                    "carbon)",
+                                    key));
     if (seen[idx]) return make_error(ErrorKind::usage, fmt::format("--weights: '{}' given twice", key));
     seen[idx] = true;
     auto v = parse_number(item.substr(eq + 1));
@@ -44,24 +46,26 @@ Result<Weights> parse_weights(std::string_view text) {
 
 void score_options(std::vector<PlanOption>& options, const Weights& w) {
   double min_cost = INFINITY, min_time = INFINITY, max_headroom = 0, min_carbon = INFINITY;
-  auto usable = [](const PlanOption& o) { return o.fits && std::isfinite(o.cost_usd) && o.time_h > 0; };
+  auto usable = [](const PlanOption& o) {
+    return o.fits && o.cost_usd && std::isfinite(*o.cost_usd) && o.time_h && *o.time_h > 0;
+  };
   for (const auto& o : options) {
     if (!usable(o)) continue;
-    min_cost = std::min(min_cost, o.cost_usd);
-    min_time = std::min(min_time, o.time_h);
+    min_cost = std::min(min_cost, *o.cost_usd);
+    min_time = std::min(min_time, *o.time_h);
     if (o.gpu_memory_bytes > 0) max_headroom = std::max(max_headroom, o.headroom_bytes / o.gpu_memory_bytes);
     if (o.carbon_kg) min_carbon = std::min(min_carbon, *o.carbon_kg);
   }
   for (auto& o : options) {
     ScoreBreakdown s;
     if (usable(o)) {
-      s.cost = o.cost_usd > 0 ? min_cost / o.cost_usd : 1.0;
-      s.perf = min_time / o.time_h;
+      s.cost = *o.cost_usd > 0 ? min_cost / *o.cost_usd : 1.0;
+      s.perf = min_time / *o.time_h;
       const double headroom = o.gpu_memory_bytes > 0 ? o.headroom_bytes / o.gpu_memory_bytes : 0;
       s.memory = max_headroom > 0 ? std::clamp(headroom / max_headroom, 0.0, 1.0) : 0.0;
       // Probability of finishing without an interruption.
       s.risk = o.spot_detail && std::isfinite(o.spot_detail->mtbi_s)
-                   ? std::exp(-o.time_h * 3600.0 / o.spot_detail->mtbi_s)
+                   ? std::exp(-*o.time_h * 3600.0 / o.spot_detail->mtbi_s)
                    : 1.0;
       if (o.carbon_kg) s.carbon = *o.carbon_kg > 0 ? min_carbon / *o.carbon_kg : 1.0;
       s.total = w.cost * s.cost + w.perf * s.perf + w.memory * s.memory + w.risk * s.risk +

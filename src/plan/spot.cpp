@@ -5,7 +5,9 @@
 
 namespace gm::plan {
 
-double young_interval_s(double checkpoint_s, double mtbi_s) { return std::sqrt(2.0 * checkpoint_s * mtbi_s); }
+double young_interval_s(double checkpoint_s, double mtbi_s) {
+  return std::sqrt(2.0 * checkpoint_s * mtbi_s);
+}
 
 double daly_interval_s(double checkpoint_s, double mtbi_s) {
   if (checkpoint_s >= 2.0 * mtbi_s) return mtbi_s;
@@ -47,14 +49,20 @@ SpotOutcome expected_spot(const SpotInputs& in) {
 
 StatedDefault default_interruption_rate(std::string_view provider) {
   if (provider == "aws")
-    return {0.01, "aws: 0.01 interruptions per instance-hour (planning default: the Spot Instance Advisor publishes "
-                  "only monthly buckets <5 % .. >20 %, and GPU capacity is reclaimed more often than average)"};
+    return {
+        0.01,
+        "aws: 0.01 interruptions per instance-hour (planning default: the Spot Instance Advisor publishes "
+        "only monthly buckets <5 % .. >20 %, and GPU capacity is reclaimed more often than average)"};
   if (provider == "gcp")
-    return {0.02, "gcp: 0.02 per instance-hour (planning default; preemptible VMs stop after 24 h at most, Spot VMs "
-                  "have no cap and no published rate)"};
+    return {
+        0.02,
+        "gcp: 0.02 per instance-hour (planning default; preemptible VMs stop after 24 h at most, Spot VMs "
+        "have no cap and no published rate)"};
   if (provider == "azure")
-    return {0.02, "azure: 0.02 per instance-hour (planning default; Azure publishes eviction-rate bands per VM size "
-                  "in the portal only)"};
+    return {
+        0.02,
+        "azure: 0.02 per instance-hour (planning default; Azure publishes eviction-rate bands per VM size "
+        "in the portal only)"};
   return {0.02, std::string(provider) + ": 0.02 per instance-hour (planning default, no published rate)"};
 }
 

@@ -182,7 +182,7 @@ TEST(PlanIntegrationTest, BadInputIsAUsageError) {
       {{"--params", "-7B", "--tokens", "1e9"}, "--params"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--weights", "cost=0.5,perf=0.2"}, "sum to 0.7"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--task", "pretrain"}, "--task"},
-      {{"--model", "llama-3-8b"}, "--tokens"},
+      {{"--model", "llama-3-8b", "--optimize", "time"}, "--optimize time needs --tokens"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--dp", "2000000000", "--tp", "8"}, "65536"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--mfu", "1.5"}, "--mfu"},
       {{"--model", "llama-3-8b", "--tokens", "1e9", "--gpus", "0"}, "--gpus"},

@@ -231,7 +231,7 @@ TEST(PlanCompute, TrainingAddsAttentionAndRecompute) {
   // MoE: only the active parameters count.
   JobSpec moe = job_for("mixtral-8x7b", Task::train);
   EXPECT_NEAR(estimate_compute(moe).model_flops - estimate_compute(moe).attention_flops,
-              6.0 * moe.model.active_params * moe.tokens, 1e6);
+              6.0 * moe.model.active_params * *moe.tokens, 1e6);
 }
 
 TEST(PlanCompute, InferenceDecodeIsBandwidthBound) {
