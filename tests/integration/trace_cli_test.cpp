@@ -270,7 +270,10 @@ TEST(TraceCliIntegrationTest, EverySharedSampleAnalysesWithExactSums) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["files"].size(), files.size());
   EXPECT_GT(j["devices"].size(), 20u);
-  for (const auto& d : j["devices"]) expect_exact_sums(d, d["file"].get<std::string>() + " device " + d["device"].get<std::string>());
+  for (const auto& d : j["devices"]) {
+    expect_exact_sums(d, d["file"].get<std::string>() + " device " + d["device"].get<std::string>());
+    EXPECT_TRUE(d["fair_share_exact"].get<bool>()) << d["file"];
+  }
   int no_gpu = 0, skipped = 0;
   for (const auto& f : j["files"]) {
     if (!f["skipped"].is_null()) ++skipped;

@@ -279,6 +279,30 @@ void expect_exact_shares(const std::string& path) {
   EXPECT_GT(checked, 0u);
 }
 
+// 80 nested kernels: every concurrency level from 1 to 80 occurs, lcm(1..80) × window does not fit in
+// 126 bits, so shares are kept per segment in whole ns (flagged); the sums stay exact.
+TEST(TraceFairShare, FallbackForExtremeConcurrencyStillAddsUp) {
+  std::string json = R"({"traceEvents": [)";
+  for (int i = 0; i < 80; ++i) {
+    if (i > 0) json += ",";
+    json += R"({"ph": "X", "cat": "kernel", "name": "k)" + std::to_string(i % 7) + R"(", "pid": 0, "tid": )" +
+            std::to_string(i) + R"(, "ts": )" + std::to_string(i) + R"(.001, "dur": )" + std::to_string(1000 - 2 * i) +
+            ".003}";
+  }
+  json += "]}";
+  auto r = analyze_buffer("nested.json", json);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->devices.size(), 1u);
+  const auto& d = r->devices[0];
+  EXPECT_FALSE(d.fair_share_exact);
+  for (const auto* bs : {&d.kernels, &d.operators, &d.annotations, &d.steps}) {
+    std::int64_t s = 0;
+    for (const auto& b : *bs) s += b.attributed_ns;
+    EXPECT_EQ(s, d.busy_ns);
+  }
+  EXPECT_EQ(d.busy_ns, d.window_ns);
+}
+
 TEST(TraceFairShare, ExactWithinOneNanosecondOnRealTraces) {
   const std::string shared = test::shared_dir() + "/traces/";
   ASSERT_TRUE(fs::is_directory(shared)) << shared;
