@@ -232,6 +232,13 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
                          d.idle_gap_count);
       if (f.skipped_events > 0) out += fmt::format(", {} GPU events without usable ts/dur skipped", f.skipped_events);
       out += "\n";
+      if (!d.idle_cpu_ops.empty()) {
+        out += "CPU work while the GPU was idle (outermost ops):";
+        for (std::size_t i = 0; i < d.idle_cpu_ops.size() && i < 3; ++i)
+          out += fmt::format("{} {} {} ms", i == 0 ? "" : ",", trace::short_name(d.idle_cpu_ops[i].name, 40),
+                             ms(d.idle_cpu_ops[i].overlap_ns));
+        out += "\n";
+      }
       if (d.launch_delay_ns.count > 0)
         out += fmt::format("launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
                            "mean {:.1f}, p95 {}, max {}\n",
@@ -331,6 +338,10 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["projected_cost_usd"] = nullptr;
       if (per_step.has_value() && o.project_steps.has_value())
         j["projected_cost_usd"] = per_step.value() * static_cast<double>(o.project_steps.value());
+      auto idle_ops = nlohmann::json::array();
+      for (const auto& op : d.idle_cpu_ops)
+        idle_ops.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
+      j["idle_cpu_ops"] = std::move(idle_ops);
       j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
       j["queue_depth"] = stats_json(d.queue_depth);
       j["kernels"] = buckets_json(d.kernels, o, true, false);

@@ -312,6 +312,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       d.fair_share_exact = exact.has_value();
       if (exact) scale = *exact;
     }
+    std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  // idle gaps inside the window
     std::vector<std::uint32_t> active;
     std::vector<std::size_t> slot(n, SIZE_MAX);
     std::vector<Scaled> prefix_at_start(n, 0);
@@ -343,6 +344,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
           // An idle gap inside the window: host wait when the next activity's launch call began after
           // the device went idle (the device was waiting for the CPU to issue work).
           ++d.idle_gap_count;
+          gaps.emplace_back(t, next_t);
           const auto nxt = pos[pi];
           if (launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t) d.idle_host_wait_ns += len;
         }
@@ -368,6 +370,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     }
     d.idle_ns = d.window_ns - d.busy_ns;
     d.idle_other_ns = d.idle_ns - d.idle_host_wait_ns;
+    d.idle_cpu_ops = cpu_ops_during(raw, gaps);
 
     // Launch delay and queue depth.
     std::vector<std::int64_t> launch_ts, end_ts;

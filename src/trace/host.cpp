@@ -7,6 +7,52 @@
 
 namespace gm::trace::detail {
 
+std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
+                                      const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps) {
+  if (gaps.empty()) return {};
+  // Outermost operators per thread: sorted by (thread, start, end desc), dropping those inside the last kept.
+  std::vector<const Span*> ops;
+  for (const auto& s : raw.spans)
+    if (s.kind == SpanKind::op && s.end_ns > s.start_ns) ops.push_back(&s);
+  std::sort(ops.begin(), ops.end(), [](const Span* a, const Span* b) {
+    if (a->thread != b->thread) return a->thread < b->thread;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns > b->end_ns;
+  });
+  std::vector<std::vector<const Span*>> threads;  // per thread: disjoint, in time order
+  for (const Span* s : ops) {
+    if (threads.empty() || threads.back().back()->thread != s->thread) threads.emplace_back();
+    auto& t = threads.back();
+    if (!t.empty() && s->start_ns < t.back()->end_ns) continue;  // nested in (or overlapping) the last kept
+    t.push_back(s);
+  }
+  std::map<std::uint32_t, IdleCpuOp> by_name;
+  for (const auto& t : threads) {
+    for (const auto& [g0, g1] : gaps) {
+      // First kept op ending after the gap starts; ops are disjoint, so their ends are sorted too.
+      auto it = std::upper_bound(t.begin(), t.end(), g0,
+                                 [](std::int64_t v, const Span* s) { return v < s->end_ns; });
+      for (; it != t.end() && (*it)->start_ns < g1; ++it) {
+        const std::int64_t overlap = std::min(g1, (*it)->end_ns) - std::max(g0, (*it)->start_ns);
+        if (overlap <= 0) continue;
+        auto& o = by_name[(*it)->name];
+        ++o.count;
+        o.overlap_ns += overlap;
+      }
+    }
+  }
+  std::vector<IdleCpuOp> out;
+  for (auto& [id, o] : by_name) {
+    o.name = unescape_json(raw.names.str(id));
+    out.push_back(std::move(o));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const IdleCpuOp& a, const IdleCpuOp& b) {
+    if (a.overlap_ns != b.overlap_ns) return a.overlap_ns > b.overlap_ns;
+    return a.name < b.name;
+  });
+  return out;
+}
+
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw) {
   HostAnalysis h;
   std::int64_t start = INT64_MAX, end = INT64_MIN;

@@ -141,6 +141,10 @@ Result<void> parse_perfetto(const std::string& name, const char* data, std::size
 /// Runs the DESIGN §3 analyses over a parsed trace.
 std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
 
+/// The outermost CPU operators (any thread) overlapping the given idle gaps [start, end), by overlap.
+std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
+                                      const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps);
+
 /// Host-side (CPU) figures: window, steps, operators by self time. nullopt without CPU spans.
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw);
 

@@ -29,6 +29,13 @@ struct Stats {
   double stdev = 0;
 };
 
+/// A CPU operator that ran while a device was idle: what the host was doing instead of feeding the GPU.
+struct IdleCpuOp {
+  std::string name;
+  std::int64_t count = 0;       ///< (operator call, idle gap) pairs that overlap
+  std::int64_t overlap_ns = 0;  ///< Σ overlap with the idle gaps (calls on different threads each count)
+};
+
 /// The analysis of one device (Kineto `pid` of GPU events) of one file.
 struct DeviceAnalysis {
   std::string device;                     ///< the pid text of its GPU events ("0", "1", ...)
@@ -48,6 +55,7 @@ struct DeviceAnalysis {
   std::int64_t idle_other_ns = 0;         ///< idle_ns − idle_host_wait_ns
   std::int64_t idle_gap_count = 0;        ///< gaps between busy intervals inside the window
   bool fair_share_exact = true;           ///< shares within 1 ns of exact (false: within k ns, k activities at once)
+  std::vector<IdleCpuOp> idle_cpu_ops;    ///< outermost CPU operators overlapping the idle gaps, largest first
   Stats launch_delay_ns;                  ///< activity start − start of its launching runtime call
   Stats queue_depth;                      ///< activities launched and not finished, at each launch
   Stats step_ns;                          ///< ProfilerStep wall durations

@@ -105,6 +105,26 @@ TEST(TraceHost, SelfTimeSubtractsNestedOperators) {
   EXPECT_EQ(h.steps[0].step_ns, 110'000);
 }
 
+TEST(TraceHost, CpuOperatorsDuringIdleGaps) {
+  const char* json = R"J({"traceEvents": [
+    {"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 0, "dur": 10},
+    {"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 7, "ts": 50, "dur": 10},
+    {"ph": "X", "cat": "cpu_op", "name": "DataLoader.__next__", "pid": 1, "tid": 1, "ts": 5, "dur": 40},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 20, "dur": 5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 2, "ts": 40, "dur": 20}
+  ]})J";
+  auto r = analyze_buffer("idle.json", json);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->devices.size(), 1u);
+  const auto& ops = r->devices[0].idle_cpu_ops;
+  ASSERT_EQ(ops.size(), 2u);  // aten::copy_ is nested in DataLoader.__next__: not counted twice
+  EXPECT_EQ(ops[0].name, "DataLoader.__next__");
+  EXPECT_EQ(ops[0].overlap_ns, 35'000);  // gap [10, 50) us
+  EXPECT_EQ(ops[1].name, "aten::relu");
+  EXPECT_EQ(ops[1].overlap_ns, 10'000);
+  EXPECT_EQ(ops[1].count, 1);
+}
+
 TEST(TraceInputs, FoldersAreRecursiveAndGroupedWithProblemsReported) {
   test::TempDir dir;
   const std::string sample = test::read_file(test::source_dir() + "/tests/data/trace/triton_example.json.gz");
@@ -286,8 +306,8 @@ TEST(TraceFairShare, FallbackForExtremeConcurrencyStillAddsUp) {
   for (int i = 0; i < 80; ++i) {
     if (i > 0) json += ",";
     json += R"({"ph": "X", "cat": "kernel", "name": "k)" + std::to_string(i % 7) + R"(", "pid": 0, "tid": )" +
-            std::to_string(i) + R"(, "ts": )" + std::to_string(i) + R"(.001, "dur": )" + std::to_string(1000 - 2 * i) +
-            ".003}";
+            std::to_string(i) + R"(, "ts": )" + std::to_string(i) + R"(.001, "dur": )" +
+            std::to_string(1000 - 2 * i) + ".003}";
   }
   json += "]}";
   auto r = analyze_buffer("nested.json", json);
