@@ -12,6 +12,7 @@ packages=(
   prometheus wrk tmux curl chromium procps openssl python3-yaml
   python3-torch python3-tqdm python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  python3-torch
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -23,6 +23,8 @@ int cmd_runs(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
+/// `gpumeter trace diff BASE NEW`: the per-step cost comparison and gate (dispatched by cmd_trace).
+int cmd_trace_diff(int argc, char** argv);
 int cmd_plan(int argc, char** argv);
 int cmd_agent(int argc, char** argv);
 int cmd_top(int argc, char** argv);

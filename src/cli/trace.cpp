@@ -20,6 +20,7 @@
 namespace gm::cli {
 
 int cmd_trace(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "diff") return cmd_trace_diff(argc - 1, argv + 1);
   CLI::App app{"Explain PyTorch profiler (Kineto) traces in dollars: window, compute / communication / memory / "
                "idle, cost per kernel, operator, annotation and step.",
                "trace"};
@@ -28,7 +29,10 @@ int cmd_trace(int argc, char** argv) {
   PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
   std::optional<std::string> html;
-  app.add_option("PATH", paths, "trace files (.json, .json.gz) or folders (one trace per rank)")->required();
+  app.add_option("PATH", paths,
+                 "trace files (Kineto JSON, legacy JSON event arrays, Perfetto .pftrace/.pb; gzip'd or not) or "
+                 "folders (read recursively; one run = one folder of rank files)")
+      ->required();
   add_pricing_flags(app, pricing);
   app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
       ->check(positive_number());
@@ -60,9 +64,11 @@ int cmd_trace(int argc, char** argv) {
       progress_shown = true;
     };
   }
-  auto result = trace::analyze_paths(paths, options);
+  auto set = trace::analyze_inputs(paths, options);
   if (progress_shown) std::fputs("\r\033[K", stderr);
-  if (!result) return fail("trace", result.error());
+  if (!set) return fail("trace", set.error());
+  for (const auto& p : set->problems) std::fprintf(stderr, "gpumeter trace: warning: %s\n", p.c_str());
+  const std::vector<trace::FileAnalysis>* result = &set->files;
 
   // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
   std::optional<std::string> gpu_name;
@@ -101,7 +107,10 @@ int cmd_trace(int argc, char** argv) {
   for (const auto& f : *result)
     if (f.partial) std::fprintf(stderr, "gpumeter trace: warning: PARTIAL results for %s: %s\n", f.file.c_str(),
                                 f.partial_error.c_str());
-  return kExitOk;
+  // Named files that are not traces and folders with nothing to analyse fail the command (after the
+  // report of what could be analysed), so that a CI job does not read them as success.
+  for (const auto& e : set->errors) std::fprintf(stderr, "gpumeter trace: error: %s\n", e.c_str());
+  return set->errors.empty() ? kExitOk : kExitFailure;
 }
 
 }  // namespace gm::cli

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "util/csv.h"
@@ -113,6 +114,69 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
   out += "\n";
 }
 
+nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
+  if (!f.host) return nullptr;
+  const auto& h = *f.host;
+  nlohmann::json j;
+  j["cpu_only"] = f.devices.empty();
+  j["label"] = f.devices.empty() ? nlohmann::json("CPU only") : nlohmann::json(nullptr);
+  j["window_start_ns"] = h.window_start_ns;
+  j["window_ns"] = h.window_ns;
+  j["cost_usd"] = json_or_null(cost_of(h.window_ns, o));
+  j["span_count"] = h.span_count;
+  j["step_count"] = h.step_ns.count;
+  j["step_time_ns"] = stats_json(h.step_ns);
+  j["cost_per_step_usd"] =
+      h.step_ns.count > 0 && o.price_usd_per_gpu_hour ? nlohmann::json(*o.price_usd_per_gpu_hour * h.step_ns.mean / 3.6e12)
+                                                      : nlohmann::json(nullptr);
+  auto steps = nlohmann::json::array();
+  for (const auto& b : h.steps)
+    steps.push_back({{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(cost_of(b.step_ns, o))}});
+  j["steps"] = std::move(steps);
+  auto ops = nlohmann::json::array();
+  for (const auto& op : h.operators)
+    ops.push_back({{"name", op.name}, {"count", op.count}, {"self_ns", op.self_ns}, {"total_ns", op.total_ns}});
+  j["operators"] = std::move(ops);
+  return j;
+}
+
+/// The CPU-only report of a trace without GPU activity: host window, steps, operators by self CPU time.
+void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions& o) {
+  const auto& h = *f.host;
+  out += fmt::format("host window {} ms", ms(h.window_ns));
+  if (auto c = cost_of(h.window_ns, o)) out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c));
+  out += fmt::format("; {} CPU spans\n", h.span_count);
+  if (h.step_ns.count > 0) {
+    out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})", h.step_ns.count,
+                       h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
+                       static_cast<double>(h.step_ns.p50) / 1e6, static_cast<double>(h.step_ns.max) / 1e6);
+    if (o.price_usd_per_gpu_hour)
+      out += fmt::format("; cost per step {}", format_usd(*o.price_usd_per_gpu_hour * h.step_ns.mean / 3.6e12));
+    out += "\n";
+  } else {
+    out += "steps: no ProfilerStep spans in this trace\n";
+  }
+  if (h.operators.empty()) {
+    out += "\n";
+    return;
+  }
+  std::int64_t self_total = 0;
+  for (const auto& op : h.operators) self_total += op.self_ns;
+  TextTable t;
+  t.header({"operator (by self CPU time)", "count", "self ms", "total ms", "of self"},
+           {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
+            TextTable::Align::right});
+  std::size_t rows = 0;
+  for (const auto& op : h.operators) {
+    if (rows++ >= o.top) break;
+    t.row({trace::short_name(op.name, 60), std::to_string(op.count), ms(op.self_ns), ms(op.total_ns),
+           pct(op.self_ns, self_total)});
+  }
+  if (h.operators.size() > o.top) t.row({fmt::format("({} more)", h.operators.size() - o.top), "", "", "", ""});
+  out += t.render();
+  out += "\n";
+}
+
 }  // namespace
 
 std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
@@ -121,16 +185,29 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
     out += fmt::format("price: ${:.4f}/GPU-hour (source: {})\n\n", *o.price_usd_per_gpu_hour, o.price_source);
   else
     out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
+  std::set<std::string> groups;
+  for (const auto& f : files) groups.insert(f.group);
+  const std::string* current_group = nullptr;
   for (const auto& f : files) {
+    if (groups.size() > 1 && (current_group == nullptr || *current_group != f.group)) {
+      out += fmt::format("=== {} ===\n\n", f.group);
+      current_group = &f.group;
+    }
     if (f.skipped) {
-      out += fmt::format("{}: skipped: {}\n\n", f.file, *f.skipped);
+      out += fmt::format("{}: skipped, not a trace: {}\n\n", f.file, *f.skipped);
       continue;
     }
     if (f.partial) out += fmt::format("{}: PARTIAL — damaged file, figures cover only what parsed ({})\n", f.file, f.partial_error);
     if (f.devices.empty()) {
-      out += fmt::format("{}{}: no GPU activity in this trace (no kernel, memcpy or memset events); nothing to "
-                         "cost\n\n",
-                         f.file, f.rank ? fmt::format(" (rank {})", *f.rank) : "");
+      const std::string rank = f.rank ? fmt::format(" (rank {})", *f.rank) : "";
+      if (f.partial)
+        out += fmt::format("{}{}: PARTIAL — the file is cut before its first GPU event: no GPU figures; the CPU "
+                           "figures below cover what parsed\n",
+                           f.file, rank);
+      out += fmt::format("{}{}: CPU only — no GPU activity in this trace (no kernel, memcpy or memset events)\n", f.file,
+                         rank);
+      if (f.host) host_text(out, f, o);
+      else out += "no CPU operators either: nothing to report\n\n";
       continue;
     }
     for (const auto& d : f.devices) {
@@ -155,6 +232,13 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
                          d.idle_gap_count);
       if (f.skipped_events > 0) out += fmt::format(", {} GPU events without usable ts/dur skipped", f.skipped_events);
       out += "\n";
+      if (!d.idle_cpu_ops.empty()) {
+        out += "CPU work while the GPU was idle (outermost ops):";
+        for (std::size_t i = 0; i < d.idle_cpu_ops.size() && i < 3; ++i)
+          out += fmt::format("{} {} {} ms", i == 0 ? "" : ",", trace::short_name(d.idle_cpu_ops[i].name, 40),
+                             ms(d.idle_cpu_ops[i].overlap_ns));
+        out += "\n";
+      }
       if (d.launch_delay_ns.count > 0)
         out += fmt::format("launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
                            "mean {:.1f}, p95 {}, max {}\n",
@@ -196,13 +280,18 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
   for (const auto& f : files) {
     nlohmann::json jf;
     jf["file"] = f.file;
+    jf["group"] = f.group;
+    jf["format"] = f.format.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.format);
     jf["rank"] = json_or_null(f.rank);
     if (f.skipped) jf["skipped"] = *f.skipped;
     else jf["skipped"] = nullptr;
     jf["partial"] = f.partial;
     jf["partial_error"] = f.partial ? nlohmann::json(f.partial_error) : nlohmann::json(nullptr);
     jf["gpu_activity"] = !f.devices.empty();
-    jf["note"] = (!f.skipped && f.devices.empty()) ? nlohmann::json("no GPU activity") : nlohmann::json(nullptr);
+    jf["note"] = (!f.skipped && f.devices.empty())
+                     ? nlohmann::json(f.partial ? "no GPU activity before the damage (PARTIAL)" : "no GPU activity")
+                     : nlohmann::json(nullptr);
+    jf["host"] = host_json(f, o);
     jf["bytes"] = f.bytes;
     jf["events"] = f.event_count;
     jf["skipped_gpu_events"] = f.skipped_events;
@@ -210,6 +299,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
     for (const auto& d : f.devices) {
       nlohmann::json j;
       j["file"] = f.file;
+      j["group"] = f.group;
       j["rank"] = json_or_null(f.rank);
       j["device"] = d.device;
       j["gpu_name"] = json_or_null(d.gpu_name);
@@ -228,6 +318,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["idle_gap_count"] = d.idle_gap_count;
       j["activity_count"] = d.activity_count;
       j["zero_length_count"] = d.zero_length_count;
+      j["fair_share_exact"] = d.fair_share_exact;
       j["cost_usd"] = json_or_null(cost_of(d.window_ns, o));
       j["busy_cost_usd"] = json_or_null(cost_of(d.busy_ns, o));
       j["idle_cost_usd"] = json_or_null(cost_of(d.idle_ns, o));
@@ -247,6 +338,10 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["projected_cost_usd"] = nullptr;
       if (per_step.has_value() && o.project_steps.has_value())
         j["projected_cost_usd"] = per_step.value() * static_cast<double>(o.project_steps.value());
+      auto idle_ops = nlohmann::json::array();
+      for (const auto& op : d.idle_cpu_ops)
+        idle_ops.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
+      j["idle_cpu_ops"] = std::move(idle_ops);
       j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
       j["queue_depth"] = stats_json(d.queue_depth);
       j["kernels"] = buckets_json(d.kernels, o, true, false);

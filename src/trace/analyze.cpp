@@ -5,10 +5,11 @@
 #include <numeric>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "trace/internal.h"
 
 namespace gm::trace::detail {
-namespace {
 
 Stats make_stats(std::vector<std::int64_t> v) {
   Stats s;
@@ -30,6 +31,38 @@ Stats make_stats(std::vector<std::int64_t> v) {
   s.p50 = pct(0.5);
   s.p95 = pct(0.95);
   return s;
+}
+
+namespace {
+
+// A share of busy time in units of 1/L ns (L: see fair_share_scale).
+__extension__ typedef __int128 Scaled;
+
+/// L = lcm of the concurrency levels of a device (the number of activities running at once, over every
+/// elementary busy segment), so that every fair share len/k is a whole number of 1/L ns. nullopt when
+/// L × window would not fit in 126 bits (then shares are kept to the ns, see the sweep).
+std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t, int>>& edges, std::int64_t window_ns) {
+  Scaled lcm = 1;
+  const Scaled limit = (static_cast<Scaled>(1) << 125) / (static_cast<Scaled>(window_ns) + 1);
+  std::vector<bool> seen;
+  int k = 0;
+  for (std::size_t e = 0; e < edges.size(); ++e) {
+    k += edges[e].second;
+    const bool segment = e + 1 < edges.size() && edges[e + 1].first > edges[e].first;
+    if (!segment || k <= 0) continue;
+    if (static_cast<std::size_t>(k) >= seen.size()) seen.resize(static_cast<std::size_t>(k) + 1, false);
+    if (seen[static_cast<std::size_t>(k)]) continue;
+    seen[static_cast<std::size_t>(k)] = true;
+    Scaled a = lcm, b = k;
+    while (b != 0) {
+      const Scaled t = a % b;
+      a = b;
+      b = t;
+    }
+    lcm = lcm / a * k;
+    if (lcm > limit) return std::nullopt;
+  }
+  return lcm;
 }
 
 const char* klass_name(Klass k) {
@@ -87,8 +120,34 @@ std::vector<std::uint32_t> innermost(const std::vector<Span>& all, SpanKind kind
 
 struct Agg {
   std::int64_t count = 0, kernel_ns = 0, attributed_ns = 0;
+  Scaled scaled = 0;  // Σ exact shares, in 1/L ns
   Klass klass = Klass::compute;
 };
+
+/// Rounds the exact shares of one breakdown once, with the largest-remainder method: each bucket gets
+/// floor(share) and the busy time left over goes, 1 ns each, to the buckets with the largest fractional
+/// parts (ties: by name). Each result is within 1 ns of the exact share and they add up to busy_ns.
+template <class Key, class NameOf>
+void round_shares(std::map<Key, Agg>& aggs, Scaled scale, std::int64_t busy_ns, NameOf name_of) {
+  struct Rem {
+    Scaled rem;
+    std::string name;
+    Agg* agg;
+  };
+  std::vector<Rem> rems;
+  std::int64_t floors = 0;
+  for (auto& [key, a] : aggs) {
+    a.attributed_ns = static_cast<std::int64_t>(a.scaled / scale);
+    floors += a.attributed_ns;
+    const Scaled r = a.scaled % scale;
+    if (r != 0) rems.push_back(Rem{r, name_of(key), &a});
+  }
+  std::sort(rems.begin(), rems.end(), [](const Rem& x, const Rem& y) {
+    return x.rem != y.rem ? x.rem > y.rem : x.name < y.name;
+  });
+  for (std::int64_t left = busy_ns - floors, i = 0; left > 0 && i < static_cast<std::int64_t>(rems.size()); --left, ++i)
+    ++rems[static_cast<std::size_t>(i)].agg->attributed_ns;
+}
 
 std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names, const char* none_name,
                                bool with_class) {
@@ -199,7 +258,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
   for (std::size_t i = 0; i < n; ++i) by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
 
   std::vector<DeviceAnalysis> result;
-  std::vector<std::int64_t> share(n, 0);
+  std::vector<Scaled> share(n, 0);
   for (std::uint32_t dev = 0; dev < by_device.size(); ++dev) {
     auto& idx = by_device[dev];
     if (idx.empty()) continue;
@@ -228,9 +287,11 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     d.window_start_ns = wstart;
     d.window_ns = wend - wstart;
 
-    // Sweep over elementary segments. Each segment of length L with k active activities gives L / k to
-    // every active activity through a running prefix sum, and the remainder L % k to the most recently
-    // started one, so the shares add up to the busy time exactly.
+    // Sweep over elementary segments. Each segment of length len with k active activities gives len / k
+    // to every active activity, exactly: shares are kept in units of 1/L ns (L = lcm of the concurrency
+    // levels), through a running prefix sum, and rounded once per breakdown bucket (round_shares). When L
+    // is too large (hundreds of overlapping activities), shares are kept in whole ns: len / k to every
+    // active activity and the remainder len % k to the most recently started one (within k ns).
     std::vector<std::uint32_t> pos;  // positive-length activities in start order
     for (auto i : idx)
       if (raw.activities[i].dur_ns > 0) pos.push_back(i);
@@ -238,10 +299,24 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     ends.reserve(pos.size());
     for (auto i : pos) ends.emplace_back(raw.activities[i].start_ns + raw.activities[i].dur_ns, i);
     std::sort(ends.begin(), ends.end());
+    Scaled scale = 1;
+    {
+      std::vector<std::pair<std::int64_t, int>> edges;
+      edges.reserve(pos.size() * 2);
+      for (auto i : pos) {
+        edges.emplace_back(raw.activities[i].start_ns, 1);
+        edges.emplace_back(raw.activities[i].start_ns + raw.activities[i].dur_ns, -1);
+      }
+      std::sort(edges.begin(), edges.end());
+      const auto exact = fair_share_scale(edges, d.window_ns);
+      d.fair_share_exact = exact.has_value();
+      if (exact) scale = *exact;
+    }
+    std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  // idle gaps inside the window
     std::vector<std::uint32_t> active;
     std::vector<std::size_t> slot(n, SIZE_MAX);
-    std::vector<std::int64_t> prefix_at_start(n, 0);
-    std::int64_t prefix = 0;
+    std::vector<Scaled> prefix_at_start(n, 0);
+    Scaled prefix = 0;
     int cls[3] = {0, 0, 0};
     std::size_t pi = 0, ei = 0;
     std::int64_t t = pos.empty() ? 0 : raw.activities[pos[0]].start_ns;
@@ -254,8 +329,12 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       if (len > 0) {
         if (!active.empty()) {
           const auto k = static_cast<std::int64_t>(active.size());
-          prefix += len / k;
-          share[active.back()] += len % k;
+          if (d.fair_share_exact) {
+            prefix += static_cast<Scaled>(len) * (scale / k);
+          } else {
+            prefix += len / k;
+            share[active.back()] += len % k;
+          }
           d.busy_ns += len;
           if (cls[0] > 0) d.compute_ns += len;
           else if (cls[1] > 0) d.communication_ns += len;
@@ -265,6 +344,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
           // An idle gap inside the window: host wait when the next activity's launch call began after
           // the device went idle (the device was waiting for the CPU to issue work).
           ++d.idle_gap_count;
+          gaps.emplace_back(t, next_t);
           const auto nxt = pos[pi];
           if (launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t) d.idle_host_wait_ns += len;
         }
@@ -290,6 +370,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     }
     d.idle_ns = d.window_ns - d.busy_ns;
     d.idle_other_ns = d.idle_ns - d.idle_host_wait_ns;
+    d.idle_cpu_ops = cpu_ops_during(raw, gaps);
 
     // Launch delay and queue depth.
     std::vector<std::int64_t> launch_ts, end_ts;
@@ -320,7 +401,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       auto add = [&](Agg& g) {
         ++g.count;
         g.kernel_ns += a.dur_ns;
-        g.attributed_ns += share[i];
+        g.scaled += share[i];
         g.klass = a.klass;
       };
       add(kern[a.name]);
@@ -328,6 +409,11 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       add(anns[ann_of[i]]);
       add(stp[step_of(launch_of[i] != nullptr ? launch_of[i]->ts_ns : a.start_ns)]);
     }
+    auto name_of = [&](std::uint32_t id) { return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id)); };
+    round_shares(kern, scale, d.busy_ns, name_of);
+    round_shares(ops, scale, d.busy_ns, name_of);
+    round_shares(anns, scale, d.busy_ns, name_of);
+    round_shares(stp, scale, d.busy_ns, [](std::size_t s) { return fmt::format("{:020}", s); });
     d.kernels = to_buckets(kern, raw.names, "(unnamed)", true);
     d.operators = to_buckets(ops, raw.names, "(no operator)", false);
     d.annotations = to_buckets(anns, raw.names, "(no annotation)", false);

@@ -2,6 +2,7 @@
 // Internal to src/trace: the compact event tables the reader fills and the analyses consume.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -62,6 +63,22 @@ class Interner {
   std::unordered_map<std::string_view, std::uint32_t> map_;
 };
 
+/// The container format of a file, from its content.
+enum class Format : std::uint8_t {
+  unknown,       ///< not a trace (RawTrace::not_a_trace / Sniff::what say what it is)
+  json,          ///< JSON: a Kineto object with traceEvents, or a legacy bare array of events
+  perfetto,      ///< Perfetto protobuf TracePacket stream (.pftrace / .pb)
+};
+
+/// What the first bytes of a file say it is.
+struct Sniff {
+  Format format = Format::unknown;
+  std::string what;  ///< for unknown: "a PNG image", "an empty file", ...
+};
+
+/// Looks at the (inflated) first bytes of a file; `complete` when `head` is the whole content.
+Sniff sniff(std::string_view head, bool complete);
+
 /// Everything the analyses need from one file.
 struct RawTrace {
   Interner names;    // escaped JSON string contents (kernel, op, annotation names)
@@ -72,7 +89,9 @@ struct RawTrace {
   std::vector<Span> spans;
   std::unordered_map<std::string, std::string> device_names;  // deviceProperties id text -> name
   std::optional<std::int64_t> rank;
-  bool has_trace_events = false;
+  bool has_trace_events = false;  // the file is a trace (Kineto traceEvents, a legacy event array, Perfetto)
+  std::string format;             // "kineto_json", "chrome_json_array" or "perfetto_protobuf"
+  std::string not_a_trace;        // when !has_trace_events and the content was understood: what it is
   std::int64_t event_count = 0;
   std::int64_t skipped_events = 0;
 };
@@ -88,8 +107,46 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
 Result<void> parse_trace_repairing(const std::string& name, char* data, std::size_t len, RawTrace& out,
                                    const Options& options);
 
+/// The trace event categories the analyses tell apart.
+enum class Cat : std::uint8_t { other, kernel, memory, runtime, cpu_op, annotation, gpu_annotation };
+
+/// Maps a Kineto category (2021 and current names) to Cat.
+Cat classify_cat(std::string_view cat);
+
+/// One complete event, decoded by a reader (JSON or Perfetto).
+struct DecodedEvent {
+  Cat cat = Cat::other;
+  std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
+  std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
+  std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
+  std::optional<std::int64_t> ts, dur;  ///< ns
+  std::int64_t correlation = -1;
+  bool collective = false;  ///< carries NCCL collective metadata
+};
+
+/// Adds one decoded event to the tables (GPU events without usable ts/dur are counted as skipped).
+void add_event(RawTrace& out, const DecodedEvent& ev);
+
+/// Escapes text for use as DecodedEvent::name (the inverse of unescape_json).
+std::string escape_json(std::string_view text);
+
+/// Order statistics of a sample.
+Stats make_stats(std::vector<std::int64_t> v);
+
+/// Parses a Perfetto protobuf TracePacket stream into `out` (same tables as the JSON reader). On damage
+/// returns an Error naming `name` and the byte offset; `out` keeps what was read before it.
+Result<void> parse_perfetto(const std::string& name, const char* data, std::size_t len, RawTrace& out,
+                            const Options& options);
+
 /// Runs the DESIGN §3 analyses over a parsed trace.
 std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
+
+/// The outermost CPU operators (any thread) overlapping the given idle gaps [start, end), by overlap.
+std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
+                                      const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps);
+
+/// Host-side (CPU) figures: window, steps, operators by self time. nullopt without CPU spans.
+std::optional<HostAnalysis> analyze_host(const RawTrace& raw);
 
 /// Unescapes the contents of a JSON string (without quotes).
 std::string unescape_json(std::string_view raw);

@@ -1,144 +1,23 @@
-// Streaming Kineto reader: one padded buffer per file (gzip inflated with isa-l), one simdjson
-// On-Demand pass over it, compact tables of only what the analyses need.
-#include <fcntl.h>
+// Streaming JSON reader (Kineto traceEvents objects and legacy bare event arrays): one simdjson
+// On-Demand pass over a padded buffer, compact tables of only what the analyses need.
 #include <fmt/format.h>
-#include <isa-l/igzip_lib.h>
 #include <simdjson.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <thread>
 
 #include "trace/internal.h"
+#include "trace/io.h"
 
 namespace gm::trace {
 namespace detail {
 namespace {
 
 namespace od = simdjson::ondemand;
-
-/// malloc'd bytes with SIMDJSON_PADDING spare bytes after size().
-class PaddedBuffer {
- public:
-  PaddedBuffer() = default;
-  PaddedBuffer(const PaddedBuffer&) = delete;
-  PaddedBuffer& operator=(const PaddedBuffer&) = delete;
-  ~PaddedBuffer() { std::free(data_); }
-  bool reserve(std::size_t capacity) {
-    if (capacity <= capacity_) return true;
-    auto* p = static_cast<char*>(std::realloc(data_, capacity + simdjson::SIMDJSON_PADDING));
-    if (p == nullptr) return false;
-    data_ = p;
-    capacity_ = capacity;
-    return true;
-  }
-  char* data() { return data_; }
-  std::size_t size() const { return size_; }
-  std::size_t capacity() const { return capacity_; }
-  void swap(PaddedBuffer& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(size_, o.size_);
-    std::swap(capacity_, o.capacity_);
-  }
-  void set_size(std::size_t n) {
-    size_ = n;
-    std::memset(data_ + n, 0, simdjson::SIMDJSON_PADDING);
-  }
-
- private:
-  char* data_ = nullptr;
-  std::size_t size_ = 0;
-  std::size_t capacity_ = 0;
-};
-
-std::string errno_text() { return std::strerror(errno); }
-
-Result<void> read_fd(const std::string& path, int fd, std::size_t size_hint, PaddedBuffer& buf) {
-  if (!buf.reserve(std::max<std::size_t>(size_hint, 4096))) return make_error(fmt::format("{}: out of memory", path));
-  std::size_t n = 0;
-  for (;;) {
-    if (n == buf.capacity() && !buf.reserve(buf.capacity() * 2)) return make_error(fmt::format("{}: out of memory", path));
-    ssize_t got = ::read(fd, buf.data() + n, buf.capacity() - n);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return make_error(fmt::format("{}: read failed at byte {}: {}", path, n, errno_text()));
-    }
-    if (got == 0) break;
-    n += static_cast<std::size_t>(got);
-  }
-  buf.set_size(n);
-  return ok_result();
-}
-
-Result<void> inflate_gzip(const std::string& path, const PaddedBuffer& in, PaddedBuffer& out) {
-  const auto* src = reinterpret_cast<const std::uint8_t*>(const_cast<PaddedBuffer&>(in).data());
-  const std::size_t src_len = in.size();
-  std::size_t guess = src_len * 8;
-  if (src_len >= 18) {  // ISIZE trailer: uncompressed size mod 2^32 of the last member
-    std::uint32_t isize = 0;
-    std::memcpy(&isize, src + src_len - 4, 4);
-    if (isize >= src_len) guess = isize;
-  }
-  if (!out.reserve(guess + 1)) return make_error(fmt::format("{}: out of memory", path));
-  std::size_t pos_in = 0, produced = 0;
-  while (pos_in < src_len) {
-    inflate_state state;
-    isal_inflate_init(&state);
-    state.crc_flag = ISAL_GZIP;
-    state.next_in = const_cast<std::uint8_t*>(src + pos_in);
-    const std::size_t member_in = std::min<std::size_t>(src_len - pos_in, UINT32_MAX);
-    state.avail_in = static_cast<std::uint32_t>(member_in);
-    for (;;) {
-      if (produced == out.capacity() && !out.reserve(out.capacity() * 2))
-        return make_error(fmt::format("{}: out of memory", path));
-      state.next_out = reinterpret_cast<std::uint8_t*>(out.data() + produced);
-      const std::size_t room = std::min<std::size_t>(out.capacity() - produced, UINT32_MAX);
-      state.avail_out = static_cast<std::uint32_t>(room);
-      int rc = isal_inflate(&state);
-      produced += room - state.avail_out;
-      if (rc != ISAL_DECOMP_OK)
-        return make_error(fmt::format("{}: invalid gzip data near compressed byte {}", path,
-                                      pos_in + (member_in - state.avail_in)));
-      if (state.block_state == ISAL_BLOCK_FINISH) break;
-      if (state.avail_in == 0 && state.avail_out != 0)
-        return make_error(fmt::format("{}: truncated gzip data at compressed byte {}", path, src_len));
-    }
-    pos_in += member_in - state.avail_in;
-    while (pos_in < src_len && src[pos_in] == 0) ++pos_in;  // trailing zero padding
-  }
-  out.set_size(produced);
-  return ok_result();
-}
-
-bool has_suffix(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
-Result<void> load(const std::string& path, PaddedBuffer& buf) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(fmt::format("{}: cannot open: {}", path, errno_text()));
-  struct stat st {};
-  std::size_t size_hint = 0;
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) size_hint = static_cast<std::size_t>(st.st_size) + 1;
-  PaddedBuffer raw;
-  auto r = read_fd(path, fd, size_hint, raw);
-  ::close(fd);
-  if (!r) return r.error();
-  const bool gz = raw.size() >= 2 && static_cast<unsigned char>(raw.data()[0]) == 0x1f &&
-                  static_cast<unsigned char>(raw.data()[1]) == 0x8b;
-  if (!gz) {
-    raw.swap(buf);
-    return ok_result();
-  }
-  return inflate_gzip(path, raw, buf);
-}
-
+static_assert(kPaddingBytes >= simdjson::SIMDJSON_PADDING);
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
@@ -153,7 +32,7 @@ std::string_view unquote(std::string_view token) {
   return token;
 }
 
-enum class Cat : std::uint8_t { other, kernel, memory, runtime, cpu_op, annotation, gpu_annotation };
+}  // namespace
 
 Cat classify_cat(std::string_view cat) {
   if (cat == "kernel" || cat == "Kernel" || cat == "mtia_ccp_events") return Cat::kernel;
@@ -166,6 +45,42 @@ Cat classify_cat(std::string_view cat) {
   if (cat == "gpu_user_annotation" || cat == "GPU User Annotation") return Cat::gpu_annotation;
   return Cat::other;
 }
+
+void add_event(RawTrace& out, const DecodedEvent& ev) {
+  const Cat cat = ev.cat;
+  if (cat == Cat::kernel || cat == Cat::memory) {
+    if (!ev.ts || !ev.dur || *ev.dur < 0) {
+      ++out.skipped_events;
+      return;
+    }
+    Klass klass = Klass::compute;
+    if (cat == Cat::memory) klass = Klass::memory;
+    else if (ev.name.starts_with("nccl") || ev.collective) klass = Klass::communication;
+    out.activities.push_back(
+        Activity{*ev.ts, *ev.dur, ev.correlation, out.names.id(ev.name), out.devices.id(ev.device), klass});
+    return;
+  }
+  if (!ev.ts || cat == Cat::other) return;
+  if (cat == Cat::runtime) {
+    if (ev.correlation >= 0) out.launches.push_back(Launch{ev.correlation, *ev.ts, out.threads.id(ev.thread)});
+    return;
+  }
+  if (!ev.dur || *ev.dur < 0) return;
+  SpanKind kind = SpanKind::op;
+  std::uint32_t thread = 0;
+  if (ev.name.starts_with("ProfilerStep#")) {
+    kind = SpanKind::step;
+  } else if (cat == Cat::annotation) {
+    kind = SpanKind::annotation;
+  } else if (cat == Cat::gpu_annotation) {
+    kind = SpanKind::gpu_annotation;
+    thread = out.devices.id(ev.device);
+  }
+  if (kind != SpanKind::gpu_annotation) thread = out.threads.id(ev.thread);
+  out.spans.push_back(Span{*ev.ts, *ev.ts + *ev.dur, thread, out.names.id(ev.name), kind});
+}
+
+namespace {
 
 struct EventFields {
   std::string_view ph, cat, name, pid, tid, ts, dur;
@@ -233,51 +148,27 @@ simdjson::error_code read_event(od::value value, EventFields& ev) {
 struct Collector {
   RawTrace& out;
   std::string key_buf;
-
-  std::uint32_t thread_id(std::string_view pid, std::string_view tid) {
-    key_buf.assign(pid);
-    key_buf.push_back('/');
-    key_buf.append(tid);
-    return out.threads.id(key_buf);
-  }
+  bool legacy = false;  // a bare event array of the pre-Kineto autograd profiler: events have no cat
 
   void add(const EventFields& ev) {
     ++out.event_count;
     if (unquote(ev.ph) != "X") return;
-    const Cat cat = classify_cat(unquote(ev.cat));
-    if (cat == Cat::other) return;
-    auto ts = parse_us_to_ns(ev.ts);
-    auto dur = parse_us_to_ns(ev.dur);
-    const std::string_view name = unquote(ev.name);
-    if (cat == Cat::kernel || cat == Cat::memory) {
-      if (!ts || !dur || *dur < 0) {
-        ++out.skipped_events;
-        return;
-      }
-      Klass klass = Klass::compute;
-      if (cat == Cat::memory) klass = Klass::memory;
-      else if (name.starts_with("nccl") || ev.collective) klass = Klass::communication;
-      out.activities.push_back(Activity{*ts, *dur, ev.correlation, out.names.id(name), out.devices.id(unquote(ev.pid)), klass});
-      return;
+    DecodedEvent d;
+    d.cat = (legacy && ev.cat.empty()) ? Cat::cpu_op : classify_cat(unquote(ev.cat));
+    if (d.cat == Cat::other) return;
+    d.name = unquote(ev.name);
+    d.device = unquote(ev.pid);
+    if (d.cat != Cat::kernel && d.cat != Cat::memory && d.cat != Cat::gpu_annotation) {
+      key_buf.assign(ev.pid);
+      key_buf.push_back('/');
+      key_buf.append(ev.tid);
+      d.thread = key_buf;
     }
-    if (!ts) return;
-    if (cat == Cat::runtime) {
-      if (ev.correlation >= 0) out.launches.push_back(Launch{ev.correlation, *ts, thread_id(ev.pid, ev.tid)});
-      return;
-    }
-    if (!dur || *dur < 0) return;
-    SpanKind kind = SpanKind::op;
-    std::uint32_t thread = 0;
-    if (name.starts_with("ProfilerStep#")) {
-      kind = SpanKind::step;
-    } else if (cat == Cat::annotation) {
-      kind = SpanKind::annotation;
-    } else if (cat == Cat::gpu_annotation) {
-      kind = SpanKind::gpu_annotation;
-      thread = out.devices.id(unquote(ev.pid));
-    }
-    if (kind != SpanKind::gpu_annotation) thread = thread_id(ev.pid, ev.tid);
-    out.spans.push_back(Span{*ts, *ts + *dur, thread, out.names.id(name), kind});
+    d.ts = parse_us_to_ns(ev.ts);
+    d.dur = parse_us_to_ns(ev.dur);
+    d.correlation = ev.correlation;
+    d.collective = ev.collective;
+    add_event(out, d);
   }
 };
 
@@ -326,6 +217,23 @@ simdjson::error_code read_distributed_info(od::value value, RawTrace& out) {
   return simdjson::SUCCESS;
 }
 
+/// What a JSON object without a traceEvents array is, from its first keys.
+std::string describe_json_object(const std::vector<std::string>& keys, bool events_not_array) {
+  auto has = [&](std::string_view k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  if (events_not_array) return "JSON whose traceEvents is not an array";
+  if (has("nodes") && (has("schema") || has("pid") || has("finish_ts")))
+    return "a Chakra execution trace (ExecutionTraceObserver output), not a profiler trace; pass the Kineto "
+           "trace recorded next to it";
+  if (has("segments") || has("device_traces")) return "a CUDA memory snapshot (JSON), not a profiler trace";
+  if (keys.empty()) return "JSON without trace events (an empty object)";
+  std::string list;
+  for (const auto& k : keys) {
+    if (!list.empty()) list += ", ";
+    list += k.size() > 40 ? k.substr(0, 40) + "…" : k;
+  }
+  return "JSON without trace events (no traceEvents array; top-level keys: " + list + ")";
+}
+
 }  // namespace
 
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
@@ -345,38 +253,81 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
     return p;
   };
   if (auto e = parser.iterate(data, len, len + simdjson::SIMDJSON_PADDING).get(doc)) return fail_at(e, nullptr);
+  od::json_type root_type;
+  if (auto e = doc.type().get(root_type)) return fail_at(e, location());
+  auto read_events = [&](od::array events, Collector& collector) -> Result<void> {
+    for (auto item : events) {
+      od::value v;
+      if (auto e2 = std::move(item).get(v)) return fail_at(e2, location());
+      EventFields ev;
+      auto e3 = read_event(v, ev);
+      if (e3 == simdjson::INCORRECT_TYPE) {
+        ++out.event_count;
+        continue;
+      }
+      if (e3) return fail_at(e3, location());
+      if (collector.legacy && ev.ph.empty()) {  // an array of objects that are not trace events
+        ++out.event_count;
+        continue;
+      }
+      collector.add(ev);
+      if (options.progress && (out.event_count & 0xFFFF) == 0) {
+        const char* p = location();
+        if (p != nullptr) options.progress(static_cast<std::int64_t>(p - data), static_cast<std::int64_t>(len));
+      }
+    }
+    return ok_result();
+  };
+  if (root_type == od::json_type::array) {
+    // The pre-Kineto autograd profiler (PyTorch built without Kineto) writes a bare array of events.
+    od::array events;
+    if (auto e = doc.get_array().get(events)) return fail_at(e, location());
+    Collector collector{out, {}, true};
+    const auto before = out.event_count;
+    GM_TRY_VOID(read_events(events, collector));
+    const bool any_event = !out.activities.empty() || !out.spans.empty() || !out.launches.empty();
+    if (any_event) {
+      out.has_trace_events = true;
+      out.format = "chrome_json_array";
+    } else {
+      out.not_a_trace = out.event_count == before
+                            ? "an empty JSON array (no events)"
+                            : "a JSON array without trace events (export_memory_timeline raw data is one)";
+    }
+    if (const char* rest = location(); rest != nullptr && rest < data + len)
+      return fail_at(simdjson::TRAILING_CONTENT, rest);
+    return ok_result();
+  }
   od::object root;
   if (auto e = doc.get_object().get(root)) {
-    if (e == simdjson::INCORRECT_TYPE) return ok_result();  // valid JSON, not an object: not a Kineto trace
+    if (e == simdjson::INCORRECT_TYPE) {
+      out.not_a_trace = "a JSON value that is neither an object nor an array";
+      return ok_result();
+    }
     return fail_at(e, location());
   }
   Collector collector{out, {}};
+  std::vector<std::string> keys;
+  bool events_not_array = false;
   for (auto field : root) {
     od::field f;
     if (auto e = std::move(field).get(f)) return fail_at(e, location());
     od::raw_json_string key = f.key();
+    if (keys.size() < 8) {
+      std::string_view k;
+      if (f.unescaped_key().get(k) == simdjson::SUCCESS) keys.emplace_back(k);
+    }
     if (key == "traceEvents") {
       od::array events;
       auto e = f.value().get_array().get(events);
-      if (e == simdjson::INCORRECT_TYPE) continue;
+      if (e == simdjson::INCORRECT_TYPE) {
+        events_not_array = true;
+        continue;
+      }
       if (e) return fail_at(e, location());
       out.has_trace_events = true;
-      for (auto item : events) {
-        od::value v;
-        if (auto e2 = std::move(item).get(v)) return fail_at(e2, location());
-        EventFields ev;
-        auto e3 = read_event(v, ev);
-        if (e3 == simdjson::INCORRECT_TYPE) {
-          ++out.event_count;
-          continue;
-        }
-        if (e3) return fail_at(e3, location());
-        collector.add(ev);
-        if (options.progress && (out.event_count & 0xFFFF) == 0) {
-          const char* p = location();
-          if (p != nullptr) options.progress(static_cast<std::int64_t>(p - data), static_cast<std::int64_t>(len));
-        }
-      }
+      out.format = "kineto_json";
+      GM_TRY_VOID(read_events(events, collector));
     } else if (key == "deviceProperties") {
       if (auto e = read_device_properties(f.value(), out)) return fail_at(e, location());
     } else if (key == "distributedInfo") {
@@ -385,6 +336,7 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
   }
   if (const char* rest = location(); rest != nullptr && rest < data + len)
     return fail_at(simdjson::TRAILING_CONTENT, rest);
+  if (!out.has_trace_events) out.not_a_trace = describe_json_object(keys, events_not_array);
   return ok_result();
 }
 
@@ -517,6 +469,7 @@ bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrac
   out.rank = meta.rank;
   out.device_names = std::move(meta.device_names);
   out.has_trace_events = true;
+  out.format = "kineto_json";
   return true;
 }
 
@@ -534,6 +487,8 @@ Result<void> parse_trace_repairing(const std::string& name, char* data, std::siz
   // The document failed before any event was read (typically a truncated file whose brackets never
   // close): cut after the last "}," that leaves a parseable prefix and close the array and the object.
   std::string_view text(data, len);
+  const std::size_t first_char = text.find_first_not_of(" \t\r\n");
+  const bool bare_array = first_char != std::string_view::npos && text[first_char] == '[';
   std::size_t pos = len;
   Options quiet = options;
   quiet.progress = nullptr;
@@ -541,7 +496,7 @@ Result<void> parse_trace_repairing(const std::string& name, char* data, std::siz
     pos = text.rfind("},", pos - 1);
     if (pos == std::string_view::npos) break;
     data[pos + 1] = ']';
-    data[pos + 2] = '}';
+    data[pos + 2] = bare_array ? ' ' : '}';
     RawTrace repaired;
     if (parse_trace(name, data, pos + 3, repaired, quiet) && repaired.has_trace_events) {
       out = std::move(repaired);
@@ -549,6 +504,23 @@ Result<void> parse_trace_repairing(const std::string& name, char* data, std::siz
     }
   }
   return first;
+}
+
+std::string escape_json(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (u < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(u));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
 }
 
 std::string unescape_json(std::string_view raw) {
@@ -623,101 +595,6 @@ Result<std::string> read_trace_text(const std::string& path) {
   detail::PaddedBuffer buf;
   GM_TRY_VOID(detail::load(path, buf));
   return std::string(buf.data(), buf.size());
-}
-
-namespace {
-
-/// Parses into `raw`. With options.partial a damaged trace keeps what parsed and `fa` says so.
-Result<void> parse_into(const std::string& name, char* data, std::size_t len, detail::RawTrace& raw,
-                        const Options& options, FileAnalysis& fa) {
-  auto r = detail::parse_trace_repairing(name, data, len, raw, options);
-  if (!r) {
-    if (!options.partial || !raw.has_trace_events) return r.error();
-    fa.partial = true;
-    fa.partial_error = r.error().message;
-  }
-  return {};
-}
-
-/// The analysis of a parsed trace.
-FileAnalysis finish(const detail::RawTrace& raw, FileAnalysis fa) {
-  fa.rank = raw.rank;
-  fa.event_count = raw.event_count;
-  fa.skipped_events = raw.skipped_events;
-  if (!raw.has_trace_events) {
-    fa.skipped = "not a Kineto trace (no traceEvents array)";
-    return fa;
-  }
-  fa.devices = detail::analyze(raw);
-  return fa;
-}
-
-}  // namespace
-
-Result<FileAnalysis> analyze_buffer(const std::string& name, std::string_view json, const Options& options) {
-  simdjson::padded_string padded(json);
-  detail::RawTrace raw;
-  FileAnalysis fa;
-  fa.file = name;
-  fa.bytes = static_cast<std::int64_t>(json.size());
-  GM_TRY_VOID(parse_into(name, padded.data(), padded.size(), raw, options, fa));
-  return finish(raw, std::move(fa));
-}
-
-Result<FileAnalysis> analyze_file(const std::string& path, const Options& options) {
-  FileAnalysis fa;
-  fa.file = path;
-  detail::RawTrace raw;
-  {
-    detail::PaddedBuffer buf;
-    GM_TRY_VOID(detail::load(path, buf));
-    fa.bytes = static_cast<std::int64_t>(buf.size());
-    GM_TRY_VOID(parse_into(path, buf.data(), buf.size(), raw, options, fa));
-  }  // the JSON buffer is released before the analyses
-  if (options.progress) options.progress(fa.bytes, fa.bytes);
-  return finish(raw, std::move(fa));
-}
-
-Result<std::vector<FileAnalysis>> analyze_paths(const std::vector<std::string>& paths, const Options& options) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  for (const auto& p : paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (const auto& entry : fs::directory_iterator(p, ec)) {
-        const std::string f = entry.path().string();
-        if (entry.is_regular_file(ec) && (detail::has_suffix(f, ".json") || detail::has_suffix(f, ".json.gz")))
-          found.push_back(f);
-      }
-      if (ec) return make_error(fmt::format("{}: cannot list folder: {}", p, ec.message()));
-      std::sort(found.begin(), found.end());
-      if (found.empty()) return make_error(fmt::format("{}: no .json or .json.gz files in this folder", p));
-      files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::exists(p, ec)) {
-      files.push_back(p);
-    } else {
-      return make_error(ErrorKind::not_found, fmt::format("{}: no such file or folder", p));
-    }
-  }
-  std::vector<std::optional<Result<FileAnalysis>>> results(files.size());
-  unsigned workers = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
-  workers = static_cast<unsigned>(std::min<std::size_t>(workers, files.size()));
-  std::atomic<std::size_t> next{0};
-  auto work = [&]() {
-    for (std::size_t i = next++; i < files.size(); i = next++) results[i].emplace(analyze_file(files[i], options));
-  };
-  std::vector<std::thread> pool;
-  for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  std::vector<FileAnalysis> out;
-  out.reserve(files.size());
-  for (auto& r : results) {
-    if (!*r) return r->error();
-    out.push_back(std::move(r->value()));
-  }
-  return out;
 }
 
 }  // namespace gm::trace

@@ -29,6 +29,13 @@ struct Stats {
   double stdev = 0;
 };
 
+/// A CPU operator that ran while a device was idle: what the host was doing instead of feeding the GPU.
+struct IdleCpuOp {
+  std::string name;
+  std::int64_t count = 0;       ///< (operator call, idle gap) pairs that overlap
+  std::int64_t overlap_ns = 0;  ///< Σ overlap with the idle gaps (calls on different threads each count)
+};
+
 /// The analysis of one device (Kineto `pid` of GPU events) of one file.
 struct DeviceAnalysis {
   std::string device;                     ///< the pid text of its GPU events ("0", "1", ...)
@@ -47,6 +54,8 @@ struct DeviceAnalysis {
   std::int64_t idle_host_wait_ns = 0;     ///< idle gaps whose next activity was launched after the gap began
   std::int64_t idle_other_ns = 0;         ///< idle_ns − idle_host_wait_ns
   std::int64_t idle_gap_count = 0;        ///< gaps between busy intervals inside the window
+  bool fair_share_exact = true;           ///< shares within 1 ns of exact (false: within k ns, k activities at once)
+  std::vector<IdleCpuOp> idle_cpu_ops;    ///< outermost CPU operators overlapping the idle gaps, largest first
   Stats launch_delay_ns;                  ///< activity start − start of its launching runtime call
   Stats queue_depth;                      ///< activities launched and not finished, at each launch
   Stats step_ns;                          ///< ProfilerStep wall durations
@@ -56,17 +65,45 @@ struct DeviceAnalysis {
   std::vector<Bucket> steps;              ///< ProfilerStep#N in step order; "(outside steps)" last
 };
 
+/// One operator name on the host: inclusive and self (minus nested operators) CPU time.
+struct OperatorTime {
+  std::string name;
+  std::int64_t count = 0;
+  std::int64_t total_ns = 0;  ///< Σ durations (nested calls of the same name count each time)
+  std::int64_t self_ns = 0;   ///< Σ (duration − time in directly nested operators)
+};
+
+/// Host-side (CPU) figures of one file; the only figures of a CPU-only trace.
+struct HostAnalysis {
+  std::int64_t window_start_ns = 0;     ///< first CPU event start (trace clock)
+  std::int64_t window_ns = 0;           ///< first CPU event start to last CPU event end
+  std::int64_t span_count = 0;          ///< CPU operator / annotation / step spans read
+  Stats step_ns;                        ///< ProfilerStep wall durations
+  std::vector<Bucket> steps;            ///< ProfilerStep#N in step order (name, step_ns)
+  std::vector<OperatorTime> operators;  ///< by self time, largest first
+};
+
 /// The analysis of one file.
 struct FileAnalysis {
   std::string file;
+  std::string group;                      ///< the folder holding the file (one run = one folder of ranks)
+  std::string format;                     ///< kineto_json, chrome_json_array, perfetto_protobuf; "" if not a trace
   std::optional<std::int64_t> rank;       ///< distributedInfo.rank
-  std::optional<std::string> skipped;     ///< why the file is not analysed (not a Kineto trace)
+  std::optional<std::string> skipped;     ///< why the file is not analysed: what it is ("a PNG image", ...)
   bool partial = false;                   ///< the file is damaged; figures cover what parsed
   std::string partial_error;              ///< the parse error when partial
   std::int64_t bytes = 0;                 ///< uncompressed JSON bytes
   std::int64_t event_count = 0;           ///< entries of traceEvents read
   std::int64_t skipped_events = 0;        ///< GPU events without usable ts/dur (or negative dur)
   std::vector<DeviceAnalysis> devices;    ///< empty: no GPU activity
+  std::optional<HostAnalysis> host;       ///< CPU-side figures; nullopt without CPU spans
+};
+
+/// The analyses of files and folders.
+struct TraceSet {
+  std::vector<FileAnalysis> files;     ///< grouped by folder, path order inside a group
+  std::vector<std::string> problems;   ///< reported, not fatal: unreadable entries, symlink loops
+  std::vector<std::string> errors;     ///< fatal for the exit code: a named file that is not a trace, an empty folder
 };
 
 /// Reader options.
@@ -77,11 +114,17 @@ struct Options {
   unsigned threads = 0;  ///< worker threads for several files (0: hardware concurrency)
 };
 
-/// Reads and analyses one .json or .json.gz file. Errors name the file and the byte offset.
+/// Reads and analyses one trace file (Kineto JSON, a legacy event array, Perfetto protobuf; gzip'd or
+/// not, by content). A file that is not a trace comes back with `skipped` saying what it is. Errors
+/// name the file and the byte offset.
 Result<FileAnalysis> analyze_file(const std::string& path, const Options& options = {});
 
-/// Analyses files and folders (a folder: every *.json / *.json.gz in it, one trace per rank), in
-/// parallel; results in path order. The first error (by path order) is returned.
+/// Analyses files and folders (a folder: every file under it, recursively, recognised by content;
+/// files are grouped by the folder holding them), in parallel. Fails on a missing path or a damaged trace
+/// (the first by path order); non-trace files and unreadable entries are reported in the TraceSet.
+Result<TraceSet> analyze_inputs(const std::vector<std::string>& paths, const Options& options = {});
+
+/// analyze_inputs, files only.
 Result<std::vector<FileAnalysis>> analyze_paths(const std::vector<std::string>& paths, const Options& options = {});
 
 /// Analyses JSON text already in memory (`name` is used in messages).
@@ -93,6 +136,44 @@ Result<std::string> read_trace_text(const std::string& path);
 /// Parses a JSON number token in microseconds ("123.456789", "17", "1.5e3") into integer nanoseconds,
 /// exactly for plain decimals (digits beyond the nanosecond are truncated). nullopt if not a number.
 std::optional<std::int64_t> parse_us_to_ns(std::string_view token);
+
+// --- gpumeter trace diff: two runs compared per profiler step, with a cost gate for CI ---
+
+/// One compared item: a class of time (window, busy, compute, ...), a kernel, an operator or an annotation.
+struct DiffRow {
+  std::string kind;            ///< "summary", "kernel", "operator", "annotation"
+  std::string name;            ///< window / busy / compute / communication / memory / idle / step; or the item's name
+  std::string klass;           ///< kernels: compute / communication / memory
+  double base_ns = 0;          ///< per step (or per trace, see TraceDiff::per) in BASE
+  double new_ns = 0;           ///< per step in NEW
+  double base_share = 0;       ///< of BASE busy time (breakdown rows); of the window (summary rows)
+  double new_share = 0;        ///< of NEW busy time / window
+  std::optional<double> change;  ///< (new − base) / base; nullopt when base is 0
+  std::string status;          ///< "same", "up", "down", "new", "vanished"
+  bool gated = false;          ///< checked by the gate (window; kernels and operators over min_share)
+  bool failed = false;         ///< its rise adds more than the threshold to the base busy time per step
+};
+
+/// Gate settings.
+struct DiffOptions {
+  double max_increase = 0.05;  ///< fraction: 0.05 = +5 % (of the cost per step; items: of the base busy time per step)
+  double min_share = 0.01;     ///< items under this share of busy time in both runs are not gated
+};
+
+/// The comparison of two sets of traces (all devices of all files of each side are summed).
+struct TraceDiff {
+  std::string per;                  ///< "step" (both sides have ProfilerSteps) or "trace"
+  std::int64_t base_steps = 0, new_steps = 0;
+  std::int64_t base_devices = 0, new_devices = 0;
+  std::vector<DiffRow> summary;     ///< window, busy, compute, communication, memory, idle, step time
+  std::vector<DiffRow> kernels, operators, annotations;  ///< largest change in cost first
+  std::vector<std::string> failures;  ///< what failed the gate, in words
+  bool pass = true;
+};
+
+/// Compares NEW with BASE. Fails when a side has no GPU activity.
+Result<TraceDiff> diff_traces(const std::vector<FileAnalysis>& base, const std::vector<FileAnalysis>& now,
+                              const DiffOptions& options);
 
 /// A short display form of a kernel or operator name (template arguments and parameters elided).
 std::string short_name(const std::string& name, std::size_t width = 60);

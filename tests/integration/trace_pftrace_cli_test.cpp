@@ -1,0 +1,158 @@
+// Perfetto traces: a .pftrace written by the test helper from the same events as a shipped JSON sample
+// gives the same --json figures as that JSON (gzip'd too); damage and PyTorch-style category-less slices.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "support/pftrace_writer.h"
+#include "support/support.h"
+#include "trace/trace.h"
+
+namespace gm::test {
+namespace {
+
+/// The --json document without what legitimately differs between the two files of one run: the file
+/// name, its folder, its size and format, the event count (JSON metadata events have no Perfetto
+/// slice), and what only Kineto JSON carries (deviceProperties GPU name, distributedInfo rank).
+nlohmann::json comparable(nlohmann::json j) {
+  for (auto& d : j["devices"])
+    for (const char* k : {"file", "group", "gpu_name", "rank"}) d.erase(k);
+  nlohmann::json hosts = nlohmann::json::array();
+  for (auto& f : j["files"]) hosts.push_back(f["host"]);
+  return {{"devices", j["devices"]}, {"hosts", hosts}};
+}
+
+void expect_same_as_json(const std::string& json_path) {
+  SCOPED_TRACE(json_path);
+  TempDir dir;
+  auto text = trace::read_trace_text(json_path);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  const std::string pftrace = dir.write("run.pftrace", kineto_json_to_pftrace(*text));
+  auto from_json = run_gpumeter({"trace", json_path, "--json", "--price", "2.5"}, {}, std::nullopt, 280);
+  auto from_pf = run_gpumeter({"trace", pftrace, "--json", "--price", "2.5"}, {}, std::nullopt, 280);
+  ASSERT_EQ(from_json.exit_code, 0) << from_json.err;
+  ASSERT_EQ(from_pf.exit_code, 0) << from_pf.err;
+  const auto a = nlohmann::json::parse(from_json.out);
+  const auto b = nlohmann::json::parse(from_pf.out);
+  EXPECT_EQ(b["files"][0]["format"], "perfetto_protobuf");
+  ASSERT_FALSE(a["devices"].empty());
+  EXPECT_EQ(comparable(a), comparable(b));
+  // gzip'd, under a name that says nothing: detection by content.
+  auto gz = run_command({"/bin/sh", "-c", "gzip -c '" + pftrace + "' > '" + dir.path() + "/trace.pb.gz'"});
+  ASSERT_EQ(gz.exit_code, 0) << gz.err;
+  auto from_gz =
+      run_gpumeter({"trace", dir.path() + "/trace.pb.gz", "--json", "--price", "2.5"}, {}, std::nullopt, 280);
+  ASSERT_EQ(from_gz.exit_code, 0) << from_gz.err;
+  EXPECT_EQ(comparable(a), comparable(nlohmann::json::parse(from_gz.out)));
+}
+
+TEST(TracePftraceCliIntegrationTest, SameFiguresAsTheJsonOfTheSameRun) {
+  expect_same_as_json(source_dir() + "/tests/data/trace/amd_mi250.json.gz");
+  expect_same_as_json(source_dir() + "/tests/data/trace/triton_example.json.gz");
+  expect_same_as_json(shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz");
+}
+
+TEST(TracePftraceCliIntegrationTest, DamagedFileFailsWithOffsetAndPartialKeepsWhatWasRead) {
+  TempDir dir;
+  auto text = trace::read_trace_text(source_dir() + "/tests/data/trace/amd_mi250.json.gz");
+  ASSERT_TRUE(text.ok());
+  const std::string whole = kineto_json_to_pftrace(*text);
+  const std::string cut = dir.write("cut.pftrace", whole.substr(0, whole.size() * 3 / 4));
+  auto r = run_gpumeter({"trace", cut});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cut.pftrace: invalid Perfetto protobuf at byte"), std::string::npos) << r.err;
+  auto p = run_gpumeter({"trace", cut, "--partial", "--json"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["files"][0]["partial"], true);
+}
+
+}  // namespace
+}  // namespace gm::test
+
+namespace gm::trace {
+namespace {
+
+// PyTorch's own encoder writes no categories: GPU work sits on tracks named "stream N", runtime calls
+// carry a "cbid" annotation. A hand-encoded minimal file in that style.
+TEST(TracePftrace, CategoryLessSlicesAreInferredFromTracksAndAnnotations) {
+  auto varint = [](std::string& o, std::uint64_t v) {
+    while (v >= 0x80) {
+      o.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    o.push_back(static_cast<char>(v));
+  };
+  auto uint_field = [&](std::string& o, std::uint32_t f, std::uint64_t v) {
+    varint(o, f << 3);
+    varint(o, v);
+  };
+  auto bytes_field = [&](std::string& o, std::uint32_t f, const std::string& b) {
+    varint(o, (f << 3) | 2);
+    varint(o, b.size());
+    o += b;
+  };
+  std::string trace;
+  auto packet = [&](const std::string& p) { bytes_field(trace, 1, p); };
+  auto thread_track = [&](std::uint64_t uuid, int pid, int tid, const std::string& name) {
+    std::string thr, td, p;
+    uint_field(thr, 1, static_cast<std::uint64_t>(pid));
+    uint_field(thr, 2, static_cast<std::uint64_t>(tid));
+    bytes_field(thr, 5, name);
+    uint_field(td, 1, uuid);
+    bytes_field(td, 4, thr);
+    bytes_field(p, 60, td);
+    packet(p);
+  };
+  auto slice = [&](std::uint64_t uuid, const std::string& name, std::uint64_t ts, std::uint64_t end,
+                   std::optional<std::uint64_t> corr, bool cbid) {
+    std::string te, p;
+    uint_field(te, 9, 1);
+    uint_field(te, 11, uuid);
+    bytes_field(te, 23, name);
+    if (corr) {
+      std::string a;
+      bytes_field(a, 10, "correlation");
+      uint_field(a, 4, *corr);
+      bytes_field(te, 4, a);
+    }
+    if (cbid) {
+      std::string a;
+      bytes_field(a, 10, "cbid");
+      uint_field(a, 4, 211);
+      bytes_field(te, 4, a);
+    }
+    uint_field(p, 8, ts);
+    bytes_field(p, 11, te);
+    packet(p);
+    std::string te2, p2;
+    uint_field(te2, 9, 2);
+    uint_field(te2, 11, uuid);
+    uint_field(p2, 8, end);
+    bytes_field(p2, 11, te2);
+    packet(p2);
+  };
+  thread_track(1, 100, 100, "python3");
+  thread_track(2, 0, 7, "stream 7");
+  slice(1, "aten::mm", 1000, 9000, std::nullopt, false);
+  slice(1, "cudaLaunchKernel", 2000, 3000, 5, true);
+  slice(2, "gemm_kernel", 4000, 8000, 5, false);
+  slice(2, "Memcpy HtoD (Pageable -> Device)", 8000, 10000, std::nullopt, false);
+  auto r = analyze_buffer("pytorch-style.pftrace", trace);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->format, "perfetto_protobuf");
+  ASSERT_EQ(r->devices.size(), 1u);
+  const auto& d = r->devices[0];
+  EXPECT_EQ(d.device, "0");
+  EXPECT_EQ(d.window_ns, 6000);
+  EXPECT_EQ(d.compute_ns, 4000);
+  EXPECT_EQ(d.memory_ns, 2000);
+  ASSERT_FALSE(d.operators.empty());
+  EXPECT_EQ(d.operators[0].name, "aten::mm");  // the kernel's launch is inside aten::mm
+  EXPECT_EQ(d.operators[0].attributed_ns, 4000);
+  EXPECT_EQ(d.launch_delay_ns.count, 1);
+}
+
+}  // namespace
+}  // namespace gm::trace
