@@ -11,7 +11,7 @@ packages=(
   libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
   prometheus wrk tmux curl chromium procps openssl python3-yaml
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  slurmctld slurmd slurm-client munge
+  slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -9,7 +9,10 @@
 # cost_usd is what the job's processes were charged on the GPUs they used (their share when a GPU is
 # shared); unused_gpu_cost_usd is the price of each allocated GPU (SLURM_JOB_GPUS) where the job never ran
 # a process, for the job's duration. Never fails or delays the job: every problem is logged and the script
-# exits 0 within about 2 × GPUMETER_TIMEOUT_S seconds.
+# exits 0 within about 3 × GPUMETER_TIMEOUT_S seconds.
+# AdminComment: `scontrol update` works while slurmctld still lets the job record change; Slurm 22.05 refuses
+# it once the job has finished (which it has when the Epilog runs), so the epilog then writes the accounting
+# record with `sacctmgr modify job` (needs slurmdbd; shown by `sacct -o JobID,AdminComment`).
 # Settings (environment, or /etc/default/gpumeter-slurm): see gpumeter-prolog.sh.
 set -u
 [ -r /etc/default/gpumeter-slurm ] && . /etc/default/gpumeter-slurm
@@ -17,6 +20,7 @@ url="${GPUMETER_URL:-http://127.0.0.1:9835}"
 dir="${GPUMETER_SLURM_DIR:-/var/lib/gpumeter/slurm}"
 log="${GPUMETER_SLURM_LOG:-/var/log/gpumeter/slurm-jobs.log}"
 timeout_s="${GPUMETER_TIMEOUT_S:-3}"
+out="" dbout=""
 say() {
   mkdir -p "$(dirname "$log")" 2>/dev/null
   printf '%s gpumeter epilog: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >> "$log" 2>/dev/null
@@ -67,12 +71,17 @@ printf 'time=%s job=%s user=%s account=%s partition=%s node=%s gpus=%s cost_usd=
   "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$job" "${SLURM_JOB_USER:-unknown}" "${SLURM_JOB_ACCOUNT:-}" \
   "${SLURM_JOB_PARTITION:-}" "$(hostname)" "${gpus:-}" "$cost" "$idle" "$unused" "$energy" "$seconds" >> "$log" 2>/dev/null
 if [ "${GPUMETER_SLURM_ADMIN_COMMENT:-1}" != 0 ]; then
-  if command -v scontrol >/dev/null 2>&1; then
-    comment="gpumeter cost_usd=$cost idle_cost_usd=$idle unused_gpu_cost_usd=$unused energy_j=$energy"
-    timeout "$timeout_s" scontrol update JobId="$job" AdminComment="$comment" >/dev/null 2>&1 ||
-      say "scontrol update JobId=$job AdminComment failed or timed out"
-  else
+  comment="gpumeter cost_usd=$cost idle_cost_usd=$idle unused_gpu_cost_usd=$unused energy_j=$energy"
+  if ! command -v scontrol >/dev/null 2>&1; then
     say "scontrol not found; job $job cost not written to its AdminComment"
+  elif out=$(timeout "$timeout_s" scontrol update JobId="$job" AdminComment="$comment" 2>&1); then
+    :
+  elif command -v sacctmgr >/dev/null 2>&1 &&
+    dbout=$(timeout "$timeout_s" sacctmgr -i modify job where JobID="$job" set AdminComment="$comment" 2>&1) &&
+    printf '%s' "$dbout" | grep -q "Modified"; then
+    : # a finished job's record can only be changed in accounting (Slurm 22.05: "Job has already finished")
+  else
+    say "job $job AdminComment not written: scontrol: $(printf '%s' "$out" | tr '\n' ' ' | cut -c1-160)${dbout:+; sacctmgr: $(printf '%s' "$dbout" | tr '\n' ' ' | cut -c1-160)}"
   fi
 fi
 exit 0

@@ -79,7 +79,17 @@ struct SlurmClusterOptions {
   SlurmProctrack proctrack = SlurmProctrack::automatic;
   std::string epilog;  ///< Epilog= script ("" = none)
   std::string prolog;  ///< Prolog= script ("" = none)
+  /// Accounting: a private MariaDB on loopback, slurmdbd, account "physics" for root (sacct, sacctmgr).
+  bool accounting = false;
 };
+
+/// Why accounting cannot run here ("" when it can): slurmdbd or MariaDB not installed.
+inline std::string slurm_accounting_unavailable() {
+  for (const char* b : {"/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db",
+                        "/usr/bin/mariadb", "/usr/bin/sacctmgr", "/usr/bin/sacct"})
+    if (access(b, X_OK) != 0) return std::string(b) + " not installed (scripts/setup.sh installs it)";
+  return "";
+}
 
 /// The cluster. Construct, then check ok(); error() says what failed (with the daemons' logs).
 class SlurmCluster {
@@ -110,7 +120,7 @@ class SlurmCluster {
   CmdResult slurm(std::vector<std::string> argv, double timeout_s = 20,
                   const std::map<std::string, std::string>& extra_env = {}) const {
     argv[0] = (argv[0] == "scontrol" || argv[0] == "sinfo" || argv[0] == "squeue" || argv[0] == "scancel" ||
-               argv[0] == "sbatch" || argv[0] == "sacct")
+               argv[0] == "sbatch" || argv[0] == "sacct" || argv[0] == "sacctmgr")
                   ? "/usr/bin/" + argv[0]
                   : argv[0];
     auto e = env();
@@ -164,7 +174,8 @@ class SlurmCluster {
   /// The daemons' logs, for failure messages.
   std::string logs() const {
     std::string s;
-    for (const char* f : {"slurmctld.log", "slurmd.log", "munged.log"}) {
+    for (const char* f :
+         {"slurmctld.log", "slurmd.log", "munged.log", "slurmdbd.log", "slurmdbd.err", "mariadbd.err"}) {
       std::string t = read_file(dir_ + "/log/" + f);
       if (t.size() > 3000) t = t.substr(t.size() - 3000);
       s += std::string("--- ") + f + "\n" + t;
@@ -181,7 +192,7 @@ class SlurmCluster {
       (void)slurm({"scancel", "--full", "--quiet", "-w", node_}, 10);
       (void)wait_queue_empty(15);
     }
-    for (auto* d : {&slurmd_, &slurmctld_, &munged_}) {
+    for (auto* d : {&slurmd_, &slurmctld_, &slurmdbd_, &mariadbd_, &munged_}) {
       if (*d) (void)(*d)->terminate(10);
       d->reset();  // SIGKILLs the process group if still there
     }
@@ -241,9 +252,16 @@ class SlurmCluster {
     conf += "SlurmctldPidFile=" + dir_ + "/slurmctld.pid\nSlurmdPidFile=" + dir_ + "/slurmd.pid\n";
     conf += "SlurmctldLogFile=" + dir_ + "/log/slurmctld.log\nSlurmdLogFile=" + dir_ + "/log/slurmd.log\n";
     conf += std::string("ProctrackType=") + (cgroup_ ? "proctrack/cgroup" : "proctrack/linuxproc") + "\n";
-    conf +=
-        "TaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/"
-        "none\nAccountingStorageType=accounting_storage/none\n";
+    conf += "TaskPlugin=task/none\nJobAcctGatherType=jobacct_gather/none\n";
+    const int dbd_port = o.accounting ? free_port() : 0;
+    if (o.accounting)
+      conf +=
+          "AccountingStorageType=accounting_storage/"
+          "slurmdbd\nAccountingStorageHost=127.0.0.1\nAccountingStoragePort=" +
+          std::to_string(dbd_port) + "\nAccountingStoragePass=" + dir_ +
+          "/munge/munge.sock\n";  // slurmdbd's munge
+    else
+      conf += "AccountingStorageType=accounting_storage/none\n";
     conf += "JobCompType=jobcomp/none\nSchedulerType=sched/backfill\nSelectType=select/cons_tres\n";
     conf +=
         "SelectTypeParameters=CR_Core\nGresTypes=gpu\nReturnToService=2\nSlurmdParameters=config_overrides\n";
@@ -268,6 +286,9 @@ class SlurmCluster {
         env, dir_ + "/log", "munged");
     if (!wait_for([&] { return fs::exists(dir_ + "/munge/munge.sock"); }, 10))
       return "munged did not create its socket\n" + logs();
+    if (o.accounting) {
+      if (std::string e = start_accounting(dbd_port); !e.empty()) return e;
+    }
     slurmctld_ = std::make_unique<Background>(
         std::vector<std::string>{"/usr/sbin/slurmctld", "-D", "-i", "-f", conf_path()}, env, dir_ + "/log",
         "slurmctld");
@@ -281,12 +302,73 @@ class SlurmCluster {
     return "";
   }
   std::string conf_path() const { return dir_ + "/slurm.conf"; }
+
+  // MariaDB in dir_/db on a free loopback port (its own data directory, user slurm with a password), then
+  // slurmdbd (slurmdbd.conf next to slurm.conf, mode 0600), the cluster and the account "physics".
+  std::string start_accounting(int dbd_port) {
+    namespace fs = std::filesystem;
+    const std::string db = dir_ + "/db";
+    fs::create_directories(db + "/data");
+    const CmdResult inst =
+        run_command({"/usr/bin/mariadb-install-db", "--no-defaults", "--datadir=" + db + "/data",
+                     "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"},
+                    {}, std::nullopt, 60);
+    if (inst.exit_code != 0) return "mariadb-install-db failed: " + inst.out + inst.err;
+    write_text(db + "/init.sql",
+               "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'gmtest';\n"
+               "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';\n");
+    const int db_port = free_port();
+    mariadbd_ = std::make_unique<Background>(
+        std::vector<std::string>{"/usr/sbin/mariadbd", "--no-defaults", "--datadir=" + db + "/data",
+                                 "--user=root", "--bind-address=127.0.0.1",
+                                 "--port=" + std::to_string(db_port), "--socket=" + db + "/mysqld.sock",
+                                 "--pid-file=" + db + "/mysqld.pid", "--init-file=" + db + "/init.sql",
+                                 "--skip-log-bin", "--innodb-buffer-pool-size=32M"},
+        std::map<std::string, std::string>{}, dir_ + "/log", "mariadbd");
+    if (!wait_for(
+            [&] {
+              return run_command({"/usr/bin/mariadb", "--no-defaults", "-h", "127.0.0.1", "-P",
+                                  std::to_string(db_port), "-u", "slurm", "-pgmtest", "-e", "select 1"},
+                                 {}, std::nullopt, 5)
+                         .exit_code == 0;
+            },
+            30))
+      return "MariaDB did not come up\n" + logs();
+    const std::string dbd_conf = dir_ + "/slurmdbd.conf";
+    write_text(
+        dbd_conf,
+        "AuthType=auth/munge\nAuthInfo=socket=" + dir_ + "/munge/munge.sock\nDbdHost=localhost\n" +
+            "DbdAddr=127.0.0.1\nDbdPort=" + std::to_string(dbd_port) + "\nSlurmUser=root\nLogFile=" + dir_ +
+            "/log/slurmdbd.log\nPidFile=" + dir_ + "/slurmdbd.pid\n" +
+            "StorageType=accounting_storage/mysql\nStorageHost=127.0.0.1\nStoragePort=" +
+            std::to_string(db_port) + "\nStorageUser=slurm\nStoragePass=gmtest\nStorageLoc=slurm_acct_db\n");
+    chmod(dbd_conf.c_str(), 0600);
+    slurmdbd_ = std::make_unique<Background>(std::vector<std::string>{"/usr/sbin/slurmdbd", "-D"},
+                                             std::map<std::string, std::string>{{"SLURM_CONF", conf_path()}},
+                                             dir_ + "/log", "slurmdbd");
+    CmdResult last;
+    if (!wait_for(
+            [&] {
+              last = slurm({"sacctmgr", "-n", "list", "cluster"}, 5);
+              return last.exit_code == 0;
+            },
+            30))
+      return "slurmdbd did not come up: sacctmgr: " + last.out + last.err + "\n" + logs();
+    for (std::vector<std::string> cmd :
+         {std::vector<std::string>{"sacctmgr", "-i", "add", "cluster", "gmtest"},
+          std::vector<std::string>{"sacctmgr", "-i", "add", "account", "physics"},
+          std::vector<std::string>{"sacctmgr", "-i", "add", "user", "root", "account=physics"}}) {
+      const CmdResult r = slurm(cmd, 15);
+      if (r.exit_code != 0) return "sacctmgr " + cmd[2] + " " + cmd[3] + " failed: " + r.out + r.err;
+    }
+    return "";
+  }
   template <typename F>
   bool wait_for(F f, double timeout_s) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     while (std::chrono::steady_clock::now() < end) {
       if (f()) return true;
-      for (auto* d : {&munged_, &slurmctld_, &slurmd_})
+      for (auto* d : {&munged_, &mariadbd_, &slurmdbd_, &slurmctld_, &slurmd_})
         if (*d && !(*d)->running()) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -298,7 +380,7 @@ class SlurmCluster {
   bool cgroup_ = false;
   std::string error_;
   bool stopped_ = false;
-  std::unique_ptr<Background> munged_, slurmctld_, slurmd_;
+  std::unique_ptr<Background> munged_, mariadbd_, slurmdbd_, slurmctld_, slurmd_;
 };
 
 }  // namespace gm::test
