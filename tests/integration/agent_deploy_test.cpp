@@ -126,7 +126,8 @@ TEST(AgentDeployIntegrationTest, SlurmEpilogRecordsTheJobCost) {
                                                {"GPUMETER_URL", "http://127.0.0.1:" + std::to_string(port)},
                                                {"GPUMETER_SLURM_DIR", dir.path() + "/slurm"},
                                                {"GPUMETER_SLURM_LOG", dir.path() + "/log/jobs.log"},
-                                               {"GPUMETER_SLURM_ADMIN_COMMENT", "0"}};
+                                               {"GPUMETER_SLURM_ADMIN_COMMENT", "0"},
+                                               {"GPUMETER_SLURM_LEDGER", "0"}};
   const CmdResult pro = run_command({source_dir() + "/deploy/slurm/gpumeter-prolog.sh"}, env);
   EXPECT_EQ(pro.exit_code, 0) << pro.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

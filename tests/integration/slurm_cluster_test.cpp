@@ -158,9 +158,10 @@ TEST_F(SlurmClusterSlurmTest, EpilogWritesTheJobCostIntoAdminComment) {
   int port = 0;
   auto agent = start_agent(scen, dir_.path(), {"--price", "3.6", "--interval", "200ms"}, port);
   ASSERT_GT(port, 0) << agent->stderr_text();
+  const std::string ledger = dir_.path() + "/node-ledger.db";
   std::string settings = "export GPUMETER_URL=http://127.0.0.1:" + std::to_string(port) +
                          " GPUMETER_SLURM_DIR=" + dir_.path() + "/slurm GPUMETER_SLURM_LOG=" + dir_.path() +
-                         "/jobs.log\n";
+                         "/jobs.log GPUMETER_BIN=" + gpumeter_binary() + " GPUMETER_LEDGER=" + ledger + "\n";
   for (const char* name : {"prolog", "epilog"}) {
     const std::string p =
         dir_.write(std::string(name) + ".sh", "#!/bin/sh\n" + settings + "exec " + source_dir() +
@@ -213,6 +214,40 @@ TEST_F(SlurmClusterSlurmTest, EpilogWritesTheJobCostIntoAdminComment) {
   const std::string log = read_file(dir_.path() + "/jobs.log");
   EXPECT_NE(log.find("job=" + busy + " user=root account=physics partition=gpu"), std::string::npos) << log;
   EXPECT_EQ(log.find("AdminComment not written"), std::string::npos) << log;
+  EXPECT_EQ(log.find("not recorded"), std::string::npos) << log;
+  // Both jobs are runs in the node's ledger, with Slurm's labels; the report groups them by account.
+  const CmdResult runs = run_gpumeter({"runs", "--json", "--ledger", ledger});
+  ASSERT_EQ(runs.exit_code, 0) << runs.err;
+  const auto rj = nlohmann::json::parse(runs.out);
+  ASSERT_EQ(rj.size(), 2u) << runs.out;
+  for (const auto& r : rj) {
+    EXPECT_EQ(r["status"], "finished") << r.dump();
+    EXPECT_EQ(r["user"], "root");
+    EXPECT_EQ(r["labels"]["slurm.partition"], "gpu");
+    EXPECT_EQ(r["gpus_allocated"].size(), 1u) << r.dump();
+    if (r["labels"]["slurm.job"] == busy) {
+      EXPECT_EQ(r["labels"]["slurm.account"], "physics");
+      EXPECT_EQ(r["gpus_used"], r["gpus_allocated"]) << r.dump();
+      EXPECT_EQ(r["command"], "slurm job " + busy + " (wrap)");
+    } else {
+      EXPECT_EQ(r["labels"]["slurm.job"], idle);
+      EXPECT_EQ(r["gpus_used"].size(), 0u) << r.dump();
+      EXPECT_EQ(r["command"], "slurm job " + idle + " (idle-job)");
+    }
+  }
+  const CmdResult rep =
+      run_gpumeter({"report", "--since", "1d", "--by", "slurm-account", "--json", "--ledger", ledger});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const auto repj = nlohmann::json::parse(rep.out);
+  bool physics = false;
+  for (const auto& g : repj["groups"])
+    if (g["key"] == "physics") {
+      physics = true;
+      EXPECT_EQ(g["runs"], 1);
+      EXPECT_GT(g["cost_usd"].get<double>(), 0.001);
+    }
+  EXPECT_TRUE(physics) << rep.out;
+  EXPECT_GT(repj["total"]["unused_gpu_cost_usd"].get<double>(), 0.001) << rep.out;
   EXPECT_EQ(agent->terminate(), 0);
 }
 
