@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <nlohmann/json.hpp>
+
 #include "integration/agent_fixture.h"
 
 namespace gm::test {
@@ -101,6 +103,42 @@ TEST_F(SlurmEpilogIntegrationTest, MissingScontrolIsLoggedAndTheJobStillRecorded
       << log;
   EXPECT_GE(std::stod(m[1]), 0.01);  // 36 $/h = 0.01 $/s, at least one whole second
   EXPECT_EQ(agent->terminate(), 0);
+}
+
+TEST_F(SlurmEpilogIntegrationTest, RecordJobRejectsBadInputAndRecordsARun) {
+  const std::string ledger = dir_.path() + "/ledger.db";
+  const std::vector<std::string> base{"record-job",  "--ledger", ledger, "--name",
+                                      "slurm job 7", "--user",   "alice"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const CmdResult backwards = run_gpumeter(with({"--start-unix", "2000", "--end-unix", "1000"}));
+  EXPECT_EQ(backwards.exit_code, 2);
+  EXPECT_NE(backwards.err.find("--end-unix is before --start-unix"), std::string::npos) << backwards.err;
+  const CmdResult label = run_gpumeter(with({"--start-unix", "1000", "--end-unix", "1060", "--label", "=x"}));
+  EXPECT_EQ(label.exit_code, 2);
+  EXPECT_NE(label.err.find("--label '=x': expected KEY=VALUE"), std::string::npos) << label.err;
+  const CmdResult idle = run_gpumeter(
+      with({"--start-unix", "1000", "--end-unix", "1060", "--cost-usd", "1", "--idle-cost-usd", "2"}));
+  EXPECT_EQ(idle.exit_code, 2) << idle.err;
+  const CmdResult status =
+      run_gpumeter(with({"--start-unix", "1000", "--end-unix", "1060", "--status", "running"}));
+  EXPECT_EQ(status.exit_code, 2) << status.err;
+  const CmdResult ok = run_gpumeter(
+      with({"--start-unix", "1000", "--end-unix", "1060", "--status", "interrupted", "--stopped-by",
+            "slurm:TIMEOUT", "--cost-usd", "0.5", "--unused-gpu-cost-usd", "0.25", "--gpus-allocated",
+            "GPU-a,GPU-b", "--gpus-used", "GPU-a", "--label", "slurm.account=physics"}));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  const auto runs = nlohmann::json::parse(run_gpumeter({"runs", "--json", "--ledger", ledger}).out);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["status"], "interrupted");
+  EXPECT_EQ(runs[0]["stopped_by"], "slurm:TIMEOUT");
+  EXPECT_DOUBLE_EQ(runs[0]["cost_usd"].get<double>(), 0.75);  // billed on both allocated GPUs
+  EXPECT_EQ(runs[0]["wall_s"], 60.0);
+  EXPECT_EQ(runs[0]["gpus_allocated"].size(), 2u);
+  EXPECT_EQ(runs[0]["labels"]["slurm.account"], "physics");
 }
 
 }  // namespace
