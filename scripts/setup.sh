@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev libdeflate-dev libisal-dev libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
   libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
   prometheus wrk tmux curl chromium procps openssl python3-yaml
+  python3-torch python3-tqdm python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 )

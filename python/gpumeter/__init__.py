@@ -8,7 +8,7 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "HFCallback", "LightningCallback"]
+__all__ = ["progress", "enabled", "dropped", "HFCallback", "LightningCallback"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -20,56 +20,100 @@ def enabled():
     return bool(os.environ.get("GPUMETER_SOCKET"))
 
 
-def _count(name, value):
+_dropped = {"metrics": 0, "fields": 0, "errors": 0}
+
+
+def dropped():
+    """How many values the client dropped instead of raising: non-finite or non-numeric metrics, counts that
+    were not non-negative integers, and internal errors. A cost meter must never stop a training run."""
+    return dict(_dropped)
+
+
+def _scalar(value):
+    """A Python number from any integral or real scalar: int, float, numpy scalars, 0-d arrays and tensors
+    (``.item()``), objects with ``__index__`` or ``__float__``. None when it is not one."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            value = item()  # numpy scalar, 0-d ndarray, torch tensor with one element
+        except Exception:  # noqa: BLE001 - a tensor with many elements, a CUDA error: not a scalar
+            return None
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, (int, float)):
+            return value
+    try:
+        return int(value.__index__())
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        return float(value)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _count(value):
+    value = _scalar(value)
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise TypeError("%s must be an integer, not bool" % name)
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None
         value = int(value)
-    if not isinstance(value, int):
-        raise TypeError("%s must be an integer" % name)
-    if value < 0:
-        raise ValueError("%s must not be negative" % name)
-    return value
+    return value if value >= 0 else None
 
 
 def _message(step=None, total_steps=None, samples=None, tokens=None, metrics=None):
     msg = {}
     for key, value in (("step", step), ("total_steps", total_steps), ("samples", samples), ("tokens", tokens)):
-        value = _count(key, value)
-        if value is not None:
-            msg[key] = value
+        if value is None:
+            continue
+        count = _count(value)
+        if count is None:
+            _dropped["fields"] += 1
+        else:
+            msg[key] = count
     if metrics:
         clean = {}
-        for key, value in metrics.items():
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
+        try:
+            items = list(metrics.items())
+        except Exception:  # noqa: BLE001 - not a mapping
+            items = []
+            _dropped["metrics"] += 1
+        for key, value in items:
+            number = _scalar(value)
+            if number is None or not math.isfinite(float(number)):
+                _dropped["metrics"] += 1
                 continue
-            if math.isfinite(value):
-                clean[str(key)] = value
+            clean[str(key)] = float(number)
         if clean:
             msg["metrics"] = clean
     return msg
 
 
 def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=None):
-    """Sends one progress report (all fields optional). Never raises on delivery problems: metering must
-    never break a job. Bad argument types raise TypeError/ValueError so mistakes show up in development."""
-    msg = _message(step, total_steps, samples, tokens, metrics)
-    path = os.environ.get("GPUMETER_SOCKET")
-    if not path or not msg:
-        return False
-    global _sock, _sock_pid
+    """Sends one progress report (all fields optional) and returns True when it was sent. Accepts any
+    integral or real scalar (numpy, 0-d torch tensors, ``__index__``/``__float__``); values that are not
+    usable (NaN, inf, negative or fractional counts) are dropped and counted (see :func:`dropped`). Never
+    raises: metering must never break a job."""
     try:
+        msg = _message(step, total_steps, samples, tokens, metrics)
+        path = os.environ.get("GPUMETER_SOCKET")
+        if not path or not msg:
+            return False
+        global _sock, _sock_pid
         if _sock is None or _sock_pid != os.getpid():  # a forked worker gets its own socket
             _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             _sock.setblocking(False)
             _sock_pid = os.getpid()
         _sock.sendto(json.dumps(msg, separators=(",", ":")).encode("utf-8"), path)
         return True
-    except OSError:
+    except Exception:  # noqa: BLE001 - delivery problems and our own bugs alike
+        _dropped["errors"] += 1
         return False
 
 

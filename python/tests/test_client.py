@@ -40,13 +40,32 @@ class ClientTest(unittest.TestCase):
         with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path + ".gone"}):
             self.assertFalse(gpumeter.progress(step=1))
 
-    def test_bad_arguments_raise(self):
-        with self.assertRaises(ValueError):
-            gpumeter.progress(step=-1)
-        with self.assertRaises(TypeError):
-            gpumeter.progress(step="3")
+    def test_bad_arguments_are_dropped_and_counted_never_raised(self):
+        before = gpumeter.dropped()
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            self.assertTrue(gpumeter.progress(step=-1, total_steps="3", samples=2.5, tokens=7,
+                                              metrics={"loss": object(), "acc": 0.5}))
+        msg = json.loads(self.server.recv(65536))
+        self.assertEqual(msg, {"tokens": 7, "metrics": {"acc": 0.5}})
+        after = gpumeter.dropped()
+        self.assertEqual(after["fields"] - before["fields"], 3)
+        self.assertEqual(after["metrics"] - before["metrics"], 1)
 
-    def test_hf_adapter_with_stub_transformers(self):
+    def test_scalars_with_index_or_float_or_item(self):
+        class Index:
+            def __index__(self):
+                return 12
+
+        class Item:
+            def item(self):
+                return 3.5
+
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            self.assertTrue(gpumeter.progress(step=Index(), total_steps=100.0, metrics={"lr": Item()}))
+        msg = json.loads(self.server.recv(65536))
+        self.assertEqual(msg, {"step": 12, "total_steps": 100, "metrics": {"lr": 3.5}})
+
+    def test_hf_adapter_with_stand_in_trainer_callback_base_class(self):
         class TrainerCallback:
             pass
 

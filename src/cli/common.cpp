@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 namespace gm::cli {
 
@@ -18,19 +19,31 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", app.get_name().c_str(),
-                 e.what(), app.get_name().c_str());
+    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n",
+                 app.get_name().c_str(), e.what(), app.get_name().c_str());
     return kExitUsage;
   }
   return std::nullopt;
 }
 
 void add_pricing_flags(CLI::App& app, PricingOptions& options) {
-  app.add_option("--price", options.price_usd_per_gpu_hour, "price in USD per GPU-hour (overrides everything)")
+  app.add_option("--price", options.price_usd_per_gpu_hour,
+                 "price in USD per GPU-hour (overrides everything)")
       ->check(positive_number());
   app.add_option("--offer", options.offer, "catalog offer provider:instance[:spot], e.g. aws:p5.48xlarge");
-  app.add_option("--config", options.config_path, "config file (TOML); default $XDG_CONFIG_HOME/gpumeter/config.toml");
+  app.add_option("--config", options.config_path,
+                 "config file (TOML); default $XDG_CONFIG_HOME/gpumeter/config.toml");
   app.add_option("--catalog", options.catalog_override, "offers CSV merged over the built-in catalog");
+}
+
+Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path) {
+  const std::string p = path ? *path : Ledger::default_path();
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec))
+    return make_error(ErrorKind::not_found,
+                      "no ledger at " + p +
+                          (path ? " (check --ledger)" : " (no run recorded yet: `gpumeter run` creates it)"));
+  return Ledger::open(p);
 }
 
 int fail(const char* command, const Error& error) {
@@ -38,7 +51,9 @@ int fail(const char* command, const Error& error) {
   return exit_code_for(error.kind);
 }
 
-bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }
+bool stdout_is_tty() {
+  return isatty(STDOUT_FILENO) == 1;
+}
 
 namespace {
 CLI::Validator number_check(bool allow_zero) {
@@ -51,16 +66,22 @@ CLI::Validator number_check(bool allow_zero) {
         } catch (const std::exception&) {
           used = 0;
         }
-        if (used == 0 || used != text.size() || !std::isfinite(v)) return "expected a number, got '" + text + "'";
+        if (used == 0 || used != text.size() || !std::isfinite(v))
+          return "expected a number, got '" + text + "'";
         if (allow_zero ? v < 0 : v <= 0)
-          return std::string(allow_zero ? "must be 0 or more" : "must be greater than 0") + ", got '" + text + "'";
+          return std::string(allow_zero ? "must be 0 or more" : "must be greater than 0") + ", got '" + text +
+                 "'";
         return {};
       },
       allow_zero ? "NUMBER>=0" : "NUMBER>0");
 }
 }  // namespace
 
-CLI::Validator positive_number() { return number_check(false); }
-CLI::Validator non_negative_number() { return number_check(true); }
+CLI::Validator positive_number() {
+  return number_check(false);
+}
+CLI::Validator non_negative_number() {
+  return number_check(true);
+}
 
 }  // namespace gm::cli

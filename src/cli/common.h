@@ -1,7 +1,7 @@
 #pragma once
+#include "store/store.h"
 // Helpers shared by subcommands: flag parsing with CLI11, pricing flags, error rendering.
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 
@@ -24,6 +24,9 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options);
 
 /// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
 int fail(const char* command, const Error& error);
+/// Opens the ledger for a read command (runs, report, compare): a missing file is an error naming it
+/// (kind not_found), never created. `path` empty = the default ledger.
+Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path);
 
 /// True when stdout is a terminal.
 bool stdout_is_tty();

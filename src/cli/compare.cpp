@@ -41,7 +41,7 @@ int cmd_compare(int argc, char** argv) {
   for (const std::string* ref : {&ref_a, &ref_b})
     if (*ref != "last" && (ref->empty() || ref->find_first_not_of("0123456789") != std::string::npos))
       return fail("compare", make_error(ErrorKind::usage, "run '" + *ref + "': expected a run id (see `gpumeter runs`) or 'last'"));
-  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("compare", ledger.error());
   CompareSide sides[2];
   const std::string* refs[2] = {&ref_a, &ref_b};

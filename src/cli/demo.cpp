@@ -1,21 +1,21 @@
 // gpumeter demo: the main job end to end. Without a GPU: a bundled workload on a SIMULATED H100 (the fake
 // NVML library and a bundled scenario), progress through the Python client, a forecast stop, the report.
-// With a GPU: a short real workload (PyTorch if importable, else a busy loop) metered the same way.
+// With a GPU: the same job on the GPU. The job is a real PyTorch training loop when torch is importable.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "catalog/catalog.h"
 #include "cli/cli.h"
-#include "cli/plan_demo.h"
-#include "cli/trace_demo.h"
 #include "cli/common.h"
+#include "cli/plan_demo.h"
 #include "cli/run_support.h"
+#include "cli/trace_demo.h"
 #include "gpu/gpu.h"
 #include "util/exit_codes.h"
 
@@ -52,28 +52,50 @@ std::optional<std::string> find_python_client() {
   return std::nullopt;
 }
 
+/// The Python that runs the demo's job: the first of `python3` on PATH and /usr/bin/python3 that can import
+/// torch (Debian's python3-torch lives under /usr/bin/python3), else `python3` for the stand-in loop.
+std::string demo_python() {
+  for (const char* py : {"python3", "/usr/bin/python3"}) {
+    const std::string probe = std::string(py) + " -c 'import torch' >/dev/null 2>&1";
+    if (std::system(probe.c_str()) == 0) return py;
+  }
+  return "python3";
+}
+
 std::string simulated_scenario() {
   nlohmann::json procs = nlohmann::json::array();
-  for (const char* comm : {"python3", "python", "python3.11", "python3.12", "python3.13", "python3.10", "python3.9"})
+  for (const char* comm :
+       {"python3", "python", "python3.11", "python3.12", "python3.13", "python3.10", "python3.9"})
     procs.push_back({{"comm", comm}, {"mem_mib", 30500}, {"sm_util", 93}});
-  nlohmann::json j = {
-      {"driver_version", "580.95.05"},
-      {"devices",
-       {{{"name", "NVIDIA H100 80GB HBM3"},
-         {"uuid", "GPU-5d1a0000-0000-4000-8000-00000000d3e0"},
-         {"pci_bus_id", "00000000:18:00.0"},
-         {"memory_total_mib", 81559},
-         {"power_limit_w", 700},
-         {"energy_counter", true},
-         {"mig", false},
-         {"timeline",
-          {{{"t", 0}, {"util", 0}, {"mem_used_mib", 500}, {"power_w", 72}, {"temp_c", 34}, {"processes", nlohmann::json::array()}},
-           {{"t", 1}, {"util", 93}, {"mem_used_mib", 31000}, {"power_w", 610}, {"temp_c", 67}, {"processes", procs}}}}}}}};
+  nlohmann::json j = {{"driver_version", "580.95.05"},
+                      {"devices",
+                       {{{"name", "NVIDIA H100 80GB HBM3"},
+                         {"uuid", "GPU-5d1a0000-0000-4000-8000-00000000d3e0"},
+                         {"pci_bus_id", "00000000:18:00.0"},
+                         {"memory_total_mib", 81559},
+                         {"power_limit_w", 700},
+                         {"energy_counter", true},
+                         {"mig", false},
+                         {"timeline",
+                          {{{"t", 0},
+                            {"util", 0},
+                            {"mem_used_mib", 500},
+                            {"power_w", 72},
+                            {"temp_c", 34},
+                            {"processes", nlohmann::json::array()}},
+                           {{"t", 1},
+                            {"util", 93},
+                            {"mem_used_mib", 31000},
+                            {"power_w", 610},
+                            {"temp_c", 67},
+                            {"processes", procs}}}}}}}};
   return j.dump(2);
 }
 
-// A training-like loop: 2000 steps of 50 ms, reported through the Python client (or raw datagrams when the
-// client is not installed); it would take ~100 s, which the forecast sees is far over the demo budget.
+// The demo's job. With PyTorch importable: a small transformer language model trained on synthetic tokens
+// (CPU on a machine without a GPU, the GPU otherwise) for 2000 steps; without PyTorch: a stand-in loop of
+// 50 ms steps. Either reports through the Python client (raw datagrams when the client is missing), takes
+// SIGTERM as "checkpoint at the end of this step", and would run far past the demo budget.
 const char* kWorkload = R"PY(
 import json, os, signal, socket, sys, time
 simulated = os.environ.get("GPUMETER_DEMO_SIMULATED") == "1"
@@ -85,35 +107,66 @@ except ImportError:
     _s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     def report(**kw):
         _s.sendto(json.dumps(kw).encode(), os.environ["GPUMETER_SOCKET"])
+stop_requested = False
 def stop(*_):
-    print(f"{tag}workload: stop signal received, writing a checkpoint and exiting", flush=True)
-    sys.exit(0)
+    global stop_requested
+    stop_requested = True
 signal.signal(signal.SIGTERM, stop)
-use_torch = False
-if not simulated:
-    try:
-        import torch
-        use_torch = torch.cuda.is_available()
-    except ImportError:
-        pass
-total = 2000
-if use_torch:
-    a = torch.randn(4096, 4096, device="cuda")
-t0 = time.monotonic()
-for step in range(1, total + 1):
-    if use_torch:
-        for _ in range(4):
-            a = a @ a
-            a = a / a.norm()
-        torch.cuda.synchronize()
-    else:
+try:
+    import torch
+except ImportError:
+    torch = None
+total, batch, seq = 2000, 8, 32
+ckpt = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint.pt")
+if torch is not None:
+    device = "cuda" if (not simulated and torch.cuda.is_available()) else "cpu"
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # a small model: one thread is fastest, and steady on a busy machine
+    vocab, d = 256, 64
+    class TinyLM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, d)
+            self.pos = torch.nn.Parameter(torch.zeros(seq, d))
+            layer = torch.nn.TransformerEncoderLayer(d, 4, 4 * d, dropout=0.1, batch_first=True)
+            self.blocks = torch.nn.TransformerEncoder(layer, 2)
+            self.head = torch.nn.Linear(d, vocab)
+        def forward(self, x):
+            n = x.shape[1]
+            causal = torch.triu(torch.full((n, n), float("-inf"), device=x.device), 1)
+            return self.head(self.blocks(self.emb(x) + self.pos[:n], mask=causal))
+    model = TinyLM().to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{tag}workload: PyTorch {torch.__version__} on {device}: a {params/1e6:.2f}M-parameter transformer LM, "
+          f"{total} steps of {batch}x{seq} synthetic tokens", flush=True)
+    def train_step():
+        start = torch.randint(0, vocab, (batch, 1), device=device)
+        tokens = (start + torch.arange(seq + 1, device=device)) % vocab  # learnable: next = previous + 1
+        logits = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return float(loss)
+else:
+    print(f"{tag}workload: PyTorch is not installed: a stand-in loop of 50 ms steps", flush=True)
+    t0 = time.monotonic()
+    def train_step():
         deadline = t0 + step * 0.05
         while time.monotonic() < deadline:
             time.sleep(0.005)
-    loss = 2.5 / (1 + step / 300)
-    report(step=step, total_steps=total, samples=step * 32, tokens=step * 32 * 512, metrics={"loss": loss})
-    if step % 20 == 0:
+        return 2.5 / (1 + step / 300)
+for step in range(1, total + 1):
+    loss = train_step()
+    report(step=step, total_steps=total, samples=step * batch, tokens=step * batch * seq, metrics={"loss": loss})
+    if step % 25 == 0:
         print(f"{tag}workload: step {step}/{total} loss {loss:.3f}", flush=True)
+    if stop_requested:
+        if torch is not None:
+            torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict()}, ckpt)
+        print(f"{tag}workload: stop signal received: checkpoint of step {step} written, exiting", flush=True)
+        sys.exit(0)
 )PY";
 
 }  // namespace
@@ -134,9 +187,11 @@ int cmd_demo(int argc, char** argv) {
   if (!real_gpu) {
     auto lib = find_fake_nvml();
     if (!lib)
-      return fail("demo", make_error(ErrorKind::no_nvml,
-                                     "no GPU here and the simulated NVML library (fake_nvml/libnvidia-ml.so.1) was not "
-                                     "found next to gpumeter; build it with `make build` or set GPUMETER_FAKE_NVML"));
+      return fail(
+          "demo",
+          make_error(ErrorKind::no_nvml,
+                     "no GPU here and the simulated NVML library (fake_nvml/libnvidia-ml.so.1) was not "
+                     "found next to gpumeter; build it with `make build` or set GPUMETER_FAKE_NVML"));
     const std::string scen = dir + "/scenario.json";
     std::ofstream(scen) << simulated_scenario();
     setenv("GPUMETER_NVML_LIBRARY", lib->c_str(), 1);
@@ -155,7 +210,7 @@ int cmd_demo(int argc, char** argv) {
               real_gpu ? "metering a short real workload on this machine's GPU"
                        : "no GPU here, so this is a SIMULATED H100 (fake NVML library + bundled scenario)");
 
-  // The budget is set to about 20 s of this GPU at its price, so the 100 s workload trips the forecast stop.
+  // The budget is set to about 20 s of this GPU at its price, so the long workload trips the forecast stop.
   auto catalog = Catalog::builtin();
   if (!catalog) return fail("demo", catalog.error());
   auto backend = open_nvml();
@@ -179,16 +234,18 @@ int cmd_demo(int argc, char** argv) {
   f.ledger = dir + "/ledger.db";
   f.json_report = dir + "/report.json";
   f.labels = {"demo=1"};
-  f.command = {"python3", workload};
-  std::printf("%sgpumeter run --budget %.4f --forecast-stop --grace 5s -- python3 train.py\n", tag, *f.budget_usd);
+  f.command = {demo_python(), workload};
+  std::printf("%sgpumeter run --budget %.4f --forecast-stop --grace 5s -- python3 train.py\n", tag,
+              *f.budget_usd);
   std::fflush(stdout);
   const int rc = execute_run(f, !real_gpu);
 
   std::printf("%sThe run was %s; exit code %d (%s). JSON report: %s, ledger: %s\n", tag,
               rc == kExitGuardStop ? "stopped by the guard" : "not stopped", rc,
-              rc == kExitGuardStop ? "86 = gpumeter stopped the job" : "the job's own", f.json_report->c_str(),
-              f.ledger->c_str());
-  std::printf("\n== Where the money goes in a PyTorch profiler trace (bundled H100 sample: `gpumeter trace`) ==\n");
+              rc == kExitGuardStop ? "86 = gpumeter stopped the job" : "the job's own",
+              f.json_report->c_str(), f.ledger->c_str());
+  std::printf(
+      "\n== Where the money goes in a PyTorch profiler trace (bundled H100 sample: `gpumeter trace`) ==\n");
   std::fflush(stdout);
   {
     std::optional<double> trace_price;
@@ -196,7 +253,8 @@ int cmd_demo(int argc, char** argv) {
     if (auto builtin = Catalog::builtin())
       if (auto ref = builtin->reference_price("H100 SXM 80GB")) {
         trace_price = ref->usd_per_gpu_hour;
-        trace_source = fmt::format("catalog reference: median on-demand $/GPU-h of {} H100 SXM 80GB offers", ref->offers);
+        trace_source = fmt::format("catalog reference: median on-demand $/GPU-h of {} H100 SXM 80GB offers",
+                                   ref->offers);
       }
     trace_demo_section(trace_price, trace_source);
   }

@@ -46,7 +46,7 @@ int run_html_report(int argc, char** argv) {
     if (!t) return fail("report", t.error());
     options.target = *t;
   }
-  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
   auto run = resolve_run(**ledger, ref);
   if (!run) return fail("report", run.error());

@@ -153,7 +153,7 @@ int multi_run_report(int argc, char** argv) {
     options.by = *g;
   }
 
-  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
   if (!scaling.empty()) return scaling_report(**ledger, scaling, json);
 

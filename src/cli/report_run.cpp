@@ -28,7 +28,7 @@ int single_run_report(int argc, char** argv) {
       return fail("report", make_error(ErrorKind::usage, "run '" + which + "': expected a run id (a number) or 'last'"));
     id = std::stoll(which);
   }
-  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
   if (!id) {
     auto last = (*ledger)->last_run();

@@ -9,7 +9,7 @@ int cmd_run(int argc, char** argv) {
   CLI::App app{"Run a command with its GPU cost metered, forecast and guarded", "run"};
   RunFlags f;
   add_run_flags(app, f);
-  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (auto rc = parse_run_args(app, f, argc, argv)) return *rc;
   return execute_run(f, false);
 }
 

@@ -10,6 +10,7 @@
 
 #include "catalog/catalog.h"
 #include "cli/common.h"
+#include "cli/run_terminal.h"
 #include "guard/run_meter.h"
 #include "guard/session.h"
 #include "report/run_report.h"
@@ -40,20 +41,71 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_option("--budget", f.budget_usd, "budget in USD: stop the job when spend reaches it");
   app.add_option("--warn-at", f.warn_at, "warn at these percentages of the budget (default 80%)");
   app.add_flag("--forecast-stop", f.forecast_stop, "stop when the forecast's lower bound exceeds the budget");
-  app.add_option("--max-idle", f.max_idle, "stop when every allocated GPU is under 5% utilization this long (e.g. 15m)");
-  app.add_option("--grace", f.grace, "time between the stop signal and SIGKILL (default 60s)");
+  app.add_option("--max-idle", f.max_idle,
+                 "stop when every allocated GPU is under 5% utilization this long (e.g. 15m)");
+  app.add_option("--grace", f.grace,
+                 "time between the stop signal and SIGKILL to the process group (default 60s)");
   app.add_option("--stop-signal", f.stop_signal, "signal sent to stop the job (default TERM)");
+  app.add_option(
+      "--stop-to", f.stop_to,
+      "who gets the stop signal: main (the job's main process, default; its DataLoader workers live "
+      "while it checkpoints) or group (every process of the job)");
   app.add_option("--total-steps", f.total_steps, "total steps, when the job's progress does not say");
   app.add_option("--label", f.labels, "label k=v recorded with the run (repeatable)");
   app.add_option("--json-report", f.json_report, "write the run report as JSON to FILE");
-  app.add_option("--ledger", f.ledger, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--ledger", f.ledger,
+                 "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
   app.add_option("--notify", f.notify, "command run (sh -c) on every action, with GPUMETER_* variables");
-  app.add_option("--webhook", f.webhook, "URL receiving a JSON POST (Slack-compatible \"text\") on every action");
+  app.add_option("--webhook", f.webhook,
+                 "URL receiving a JSON POST (Slack-compatible \"text\") on every action");
   app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
-  app.add_option("--status-every", f.status_every, "without a terminal: a one-line summary on stderr this often");
-  app.add_option("command", f.command, "the command to run (after --)")->expected(-1);
-  app.allow_extras(false);
-  app.positionals_at_end(false);
+  app.add_option("--status-every", f.status_every,
+                 "without a terminal: a one-line summary on stderr this often");
+  app.footer(
+      "COMMAND: the job and its arguments. gpumeter's options end at the first word that is not one of them "
+      "(as with env, nohup or timeout), or at --: everything after belongs to the job.");
+}
+
+std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** argv) {
+  // Find where gpumeter's options end: "--", or the first word that is neither an option nor an option's
+  // value. CLI11 then parses only that part, so the job's own flags never reach it (issue 19).
+  auto takes_value = [&](const std::string& arg) -> std::optional<bool> {
+    std::string name = arg;
+    if (const auto eq = name.find('='); eq != std::string::npos) return false;  // --grace=5s
+    for (const CLI::Option* o : app.get_options())
+      if (o->check_name(name)) return o->get_expected_min() > 0;
+    return std::nullopt;
+  };
+  int split = argc;
+  bool dashdash = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      split = i;
+      dashdash = true;
+      break;
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      const auto value = takes_value(a);
+      if (!value) {
+        std::fprintf(
+            stderr,
+            "gpumeter run: error: unknown option '%s'. If it belongs to the job, put it after the job's "
+            "command (gpumeter run [OPTIONS] COMMAND %s) or after --.\nRun 'gpumeter run --help' for "
+            "usage.\n",
+            a.c_str(), a.c_str());
+        return kExitUsage;
+      }
+      if (*value) ++i;
+      continue;
+    }
+    split = i;
+    break;
+  }
+  std::vector<char*> own(argv, argv + std::min(split, argc));
+  if (auto rc = parse_args(app, static_cast<int>(own.size()), own.data())) return rc;
+  for (int i = split + (dashdash ? 1 : 0); i < argc; ++i) f.command.emplace_back(argv[i]);
+  return std::nullopt;
 }
 
 int execute_run(const RunFlags& f, bool simulated) {
@@ -72,7 +124,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   if (f.forecast_stop && !f.budget_usd) return usage("--forecast-stop needs --budget");
   if (f.max_idle) {
     auto ms = parse_duration_ms(*f.max_idle);
-    if (!ms || *ms <= 0) return usage("--max-idle '" + *f.max_idle + "': expected a duration such as 90s or 15m");
+    if (!ms || *ms <= 0)
+      return usage("--max-idle '" + *f.max_idle + "': expected a duration such as 90s or 15m");
     cfg.guard.max_idle_ms = *ms;
   }
   auto grace = parse_duration_ms(f.grace);
@@ -86,7 +139,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   if (f.total_steps && *f.total_steps <= 0) return usage("--total-steps must be a positive integer");
   if (f.status_every) {
     auto ms = parse_duration_ms(*f.status_every);
-    if (!ms || *ms <= 0) return usage("--status-every '" + *f.status_every + "': expected a duration such as 30s");
+    if (!ms || *ms <= 0)
+      return usage("--status-every '" + *f.status_every + "': expected a duration such as 30s");
     cfg.status_every_ms = *ms;
   }
   if (f.webhook && f.webhook->rfind("http://", 0) != 0 && f.webhook->rfind("https://", 0) != 0)
@@ -97,25 +151,38 @@ int execute_run(const RunFlags& f, bool simulated) {
     cfg.run.labels[l.substr(0, eq)] = l.substr(eq + 1);
   }
 
+  if (f.stop_to == "main")
+    cfg.stop_to = StopTarget::main;
+  else if (f.stop_to == "group")
+    cfg.stop_to = StopTarget::group;
+  else
+    return usage("--stop-to '" + f.stop_to + "': expected main or group");
+
   auto catalog = load_catalog(f.pricing.catalog_override);
   if (!catalog) return fail("run", catalog.error());
+  // Without a GPU library (a laptop, a CI runner) the job still runs: wall time × price, or time only.
   auto backend = open_nvml();
-  if (!backend) return fail("run", backend.error());
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  auto allocated = allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
-  if (!allocated) return usage(allocated.error().message);
-  cfg.allocated = *allocated;
+  if (!backend && backend.error().kind != ErrorKind::no_nvml) return fail("run", backend.error());
+  cfg.telemetry = backend.ok();
   std::optional<std::string> gpu_name;
-  for (const auto& d : (*backend)->devices())
-    if (!cfg.allocated.empty() && d.index == cfg.allocated.front()) gpu_name = d.name;
+  if (backend) {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    auto allocated =
+        allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
+    if (!allocated) return usage(allocated.error().message);
+    cfg.allocated = *allocated;
+    for (const auto& d : (*backend)->devices())
+      if (!cfg.allocated.empty() && d.index == cfg.allocated.front()) gpu_name = d.name;
+  }
   DmiInstanceDetector dmi;
   auto price = resolve_price(f.pricing, *catalog, gpu_name, &dmi);
-  if (!price) {
+  if (price) {
+    cfg.price = *price;
+  } else if (f.pricing.offer || f.pricing.price_usd_per_gpu_hour || cfg.telemetry) {
     Error e = price.error();
     if (f.pricing.offer || f.pricing.price_usd_per_gpu_hour) e.kind = ErrorKind::usage;
     return fail("run", e);
   }
-  cfg.price = *price;
 
   std::string command;
   for (const auto& a : f.command) command += (command.empty() ? "" : " ") + a;
@@ -128,27 +195,33 @@ int execute_run(const RunFlags& f, bool simulated) {
   }
   cfg.run.total_steps = f.total_steps;
   cfg.use_pty = stdout_is_tty();
-  cfg.live_status = cfg.use_pty && !f.quiet;
-  cfg.quiet = f.quiet;
   cfg.simulated = simulated;
+  TerminalSink sink(cfg.use_pty, !f.quiet, f.quiet, simulated);
+  cfg.window = sink.job_window();
 
   const std::string ledger_path = f.ledger ? *f.ledger : Ledger::default_path();
   std::unique_ptr<Ledger> ledger;
   if (auto l = Ledger::open(ledger_path)) {
     ledger = std::move(*l);
   } else {
-    std::fprintf(stderr,
-                 "gpumeter run: warning: %s\ngpumeter run: warning: the job runs and is metered, but this run is NOT "
-                 "recorded in a ledger (the report is still printed%s)\n",
-                 l.error().message.c_str(), f.json_report ? " and written to --json-report" : "");
+    std::fprintf(
+        stderr,
+        "gpumeter run: warning: %s\ngpumeter run: warning: the job runs and is metered, but this run is NOT "
+        "recorded in a ledger (the report is still printed%s)\n",
+        l.error().message.c_str(), f.json_report ? " and written to --json-report" : "");
   }
 
   PosixProcessRunner runner;
-  auto outcome = run_session(cfg, **backend, ledger.get(), &*catalog, system_clock(), runner);
+  auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.get(), &*catalog, system_clock(),
+                             runner, sink);
+  sink.stop();
   if (!outcome) {
-    const int code = outcome.error().kind == ErrorKind::not_found ? 127 : exit_code_for(outcome.error().kind);
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
-    return code;
+    return exit_code_for(outcome.error().kind);
+  }
+  if (outcome->start_error) {
+    std::fprintf(stderr, "gpumeter run: error: %s\n", outcome->start_error->c_str());
+    return outcome->exit_code;
   }
   if (!f.quiet) {
     const std::string text = render_run_report_text(outcome->report, simulated);
@@ -157,7 +230,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   if (f.json_report) {
     std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
     out << render_run_report_json(outcome->report);
-    if (!out) std::fprintf(stderr, "gpumeter run: warning: cannot write --json-report %s\n", f.json_report->c_str());
+    if (!out)
+      std::fprintf(stderr, "gpumeter run: warning: cannot write --json-report %s\n", f.json_report->c_str());
   }
   return outcome->exit_code;
 }

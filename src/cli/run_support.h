@@ -1,7 +1,6 @@
 #pragma once
 // Flags and execution of `gpumeter run`, shared with `gpumeter demo`.
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +18,7 @@ struct RunFlags {
   std::optional<std::string> max_idle;
   std::string grace = "60s";
   std::string stop_signal = "TERM";
+  std::string stop_to = "main";
   std::optional<std::int64_t> total_steps;
   std::vector<std::string> labels;
   std::optional<std::string> json_report;
@@ -30,8 +30,11 @@ struct RunFlags {
   std::vector<std::string> command;
 };
 
-/// Adds the run flags to `app`.
+/// Adds the run flags to `app`; the job's command is what follows the first word that is not one of them.
 void add_run_flags(CLI::App& app, RunFlags& flags);
+/// Parses `gpumeter run` flags: options end at the first word that is not one of gpumeter's options (as in
+/// env, nohup, timeout) or at `--`; everything after belongs to the job. Returns an exit code to stop with.
+std::optional<int> parse_run_args(CLI::App& app, RunFlags& flags, int argc, char** argv);
 /// Validates the flags, runs the job and prints the report; returns the exit code. `simulated` marks every
 /// line gpumeter prints with SIMULATED (the demo on a machine without a GPU).
 int execute_run(const RunFlags& flags, bool simulated);

@@ -1,14 +1,13 @@
 // Action notification: --notify CMD (environment variables) and --webhook URL (JSON POST).
-#include <httplib.h>
-
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "guard/guard.h"
@@ -47,7 +46,8 @@ std::string webhook_body(const GuardEvent& e) {
   return j.dump();
 }
 
-Result<void> run_notify_command(const std::string& command, const GuardEvent& event, std::int64_t timeout_ms) {
+Result<void> run_notify_command(const std::string& command, const GuardEvent& event,
+                                std::int64_t timeout_ms) {
   // Build the environment before fork: only async-signal-safe calls may follow it in a threaded process.
   std::vector<std::string> entries;
   const auto extra = notify_environment(event);
@@ -89,7 +89,8 @@ Result<void> run_notify_command(const std::string& command, const GuardEvent& ev
 
 Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms) {
   const auto scheme_end = url.find("://");
-  if (scheme_end == std::string::npos || (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
+  if (scheme_end == std::string::npos ||
+      (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
     return make_error(ErrorKind::usage, "--webhook: '" + url + "' is not an http:// or https:// URL");
   const auto path_start = url.find('/', scheme_end + 3);
   const std::string base = path_start == std::string::npos ? url : url.substr(0, path_start);
@@ -102,7 +103,8 @@ Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::
   client.set_read_timeout(sec, usec);
   client.set_write_timeout(sec, usec);
   auto res = client.Post(path, webhook_body(event), "application/json");
-  if (!res) return make_error(ErrorKind::unavailable, "--webhook " + url + ": " + http_error_text(res.error()));
+  if (!res)
+    return make_error(ErrorKind::unavailable, "--webhook " + url + ": " + http_error_text(res.error()));
   if (res->status < 200 || res->status >= 300)
     return make_error(ErrorKind::unavailable, fmt::format("--webhook {}: HTTP status {}", url, res->status));
   return ok_result();

@@ -14,7 +14,6 @@ std::string trim_copy(std::string_view s) {
 }
 }  // namespace
 
-
 Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cvd,
                                              const std::vector<DeviceInfo>& devices) {
   std::vector<unsigned> out;
@@ -37,20 +36,27 @@ Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& c
         if (d.index == idx) found = d.index;
     } else {
       for (const auto& d : devices)
-        if (d.uuid.rfind(item, 0) == 0 || ("GPU-" + item) == d.uuid.substr(0, item.size() + 4)) found = d.index;
+        if (d.uuid.rfind(item, 0) == 0 || ("GPU-" + item) == d.uuid.substr(0, item.size() + 4))
+          found = d.index;
       for (const auto& d : devices)
         for (const auto& m : d.mig_instances)
           if (m.uuid.rfind(item, 0) == 0) found = d.index;
     }
     if (!found)
-      return make_error(ErrorKind::usage, "CUDA_VISIBLE_DEVICES entry '" + item + "' matches no GPU on this machine");
+      return make_error(ErrorKind::usage,
+                        "CUDA_VISIBLE_DEVICES entry '" + item + "' matches no GPU on this machine");
     if (std::find(out.begin(), out.end(), *found) == out.end()) out.push_back(*found);
   }
   return out;
 }
 
-RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price, std::int64_t start_ns)
-    : backend_(backend), allocated_(std::move(allocated)), price_(price), start_ns_(start_ns), last_ns_(start_ns) {
+RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price,
+                   std::int64_t start_ns)
+    : backend_(backend),
+      allocated_(std::move(allocated)),
+      price_(price),
+      start_ns_(start_ns),
+      last_ns_(start_ns) {
   for (unsigned idx : allocated_) {
     cost_.emplace_back(price_);
     energy_.emplace_back();
@@ -121,8 +127,10 @@ std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std
     latest_[i] = std::move(s);
     out.push_back(std::move(r));
   }
-  if (!all_idle) idle_since_ns_.reset();
-  else if (!idle_since_ns_) idle_since_ns_ = last_ns_;
+  if (!all_idle)
+    idle_since_ns_.reset();
+  else if (!idle_since_ns_)
+    idle_since_ns_ = last_ns_;
   last_ns_ = now_ns;
   return out;
 }

@@ -19,17 +19,17 @@ struct GpuUsage {
   unsigned index = 0;
   std::string uuid;
   std::string name;
-  bool used = false;                              ///< a process of the job's tree appeared on it
+  bool used = false;  ///< a process of the job's tree appeared on it
   std::int64_t samples = 0;
   std::optional<double> util_avg_pct;
   std::optional<double> util_peak_pct;
   std::optional<std::uint64_t> mem_avg_bytes;
   std::optional<std::uint64_t> mem_peak_bytes;
   std::optional<std::uint64_t> mem_total_bytes;
-  double busy_s = 0;                              ///< Σ utilization × interval
+  double busy_s = 0;  ///< Σ utilization × interval
   double energy_j = 0;
-  MicroUsd cost_micros = 0;                       ///< metered (per-interval) cost
-  MicroUsd idle_cost_micros = 0;                  ///< Σ interval cost × (1 − utilization) (reports count used GPUs)
+  MicroUsd cost_micros = 0;       ///< metered (per-interval) cost
+  MicroUsd idle_cost_micros = 0;  ///< Σ interval cost × (1 − utilization) (reports count used GPUs)
 };
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).

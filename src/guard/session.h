@@ -1,15 +1,21 @@
 #pragma once
-// The supervisor of `gpumeter run`: starts the job, copies its output through, takes progress, meters
-// every second, applies the guard (warn / stop with signal, grace, SIGKILL), records to the ledger and
-// produces the run report.
+// The supervisor of `gpumeter run`, in two parts: `Supervisor`, a state machine without file descriptors
+// that consumes events (tick, progress, job output, signal, child exit), meters, applies the guard, records
+// to the ledger and acts on the job through the ProcessRunner seam; and `run_session`, the driver that
+// starts the job and turns descriptors (job output, progress socket, signals, stdin) into those events.
+// Everything a person sees goes to a SessionSink (the CLI's terminal renderer); the library prints nothing.
 #include <cstdint>
-#include <cstdio>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "catalog/catalog.h"
 #include "guard/guard.h"
+#include "guard/run_meter.h"
 #include "meter/meter.h"
 #include "report/run_report.h"
 #include "store/store.h"
@@ -18,36 +24,124 @@
 
 namespace gm {
 
+/// Who gets the stop signal (DESIGN §3 budget actions).
+enum class StopTarget {
+  main,   ///< the job's main process (default: DataLoader workers stay alive while it checkpoints)
+  group,  ///< the job's whole process group
+};
+
 /// Everything a supervised run needs, decided by the CLI.
 struct SessionConfig {
   std::vector<std::string> argv;
-  bool use_pty = false;                           ///< the job gets a pty (gpumeter's stdout is a terminal)
-  bool live_status = false;                       ///< reserved bottom status line (pty mode only)
-  std::optional<std::int64_t> status_every_ms;    ///< one-line summaries on stderr without a terminal
-  bool quiet = false;                             ///< no action lines on stderr either
+  bool use_pty = false;                         ///< the job gets a pty (gpumeter's stdout is a terminal)
+  std::optional<std::int64_t> status_every_ms;  ///< one-line summaries without a terminal
   GuardConfig guard;
   int stop_signal = 15;
+  StopTarget stop_to = StopTarget::main;
   std::int64_t grace_ms = 60'000;
   std::optional<std::string> notify_command;
   std::optional<std::string> webhook_url;
-  PriceQuote price;
-  std::vector<unsigned> allocated;                ///< device indices
-  RunRecord run;                                  ///< command, user, host, labels, gpu_model, budget, total_steps
-  bool simulated = false;                         ///< label every status line SIMULATED
+  /// The price; nullopt when none is known (no GPU and no --price): the run records time only.
+  std::optional<PriceQuote> price;
+  std::vector<unsigned> allocated;  ///< device indices
+  bool telemetry = true;            ///< false: no GPU library, wall time × price only
+  RunRecord run;                    ///< command, user, host, labels, gpu_model, budget, total_steps
+  bool simulated = false;           ///< label every status line SIMULATED
   std::int64_t sample_interval_ms = 1000;
+  /// Window of the job's pty (rows, cols), already less the status line; pty mode only.
+  std::optional<std::pair<unsigned short, unsigned short>> window;
+};
+
+/// What the live status shows, rendered by the sink.
+struct StatusSnapshot {
+  bool simulated = false;
+  bool telemetry = true;
+  double elapsed_s = 0;
+  std::optional<double> spent_usd;  ///< nullopt without a price
+  std::optional<double> burn_usd_per_h;
+  std::optional<std::int64_t> step;
+  std::optional<std::int64_t> total_steps;
+  std::optional<Forecast> forecast;
+  std::optional<double> budget_left_usd;
+  std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
+  bool stopping = false;
+};
+
+/// Which output stream of the job bytes came from.
+enum class JobStream { out, err };
+
+/// Where a run shows itself: the job's output, gpumeter's messages and the live status. Implemented by the
+/// CLI (terminal, pipes); calls come from the supervising thread only.
+class SessionSink {
+ public:
+  virtual ~SessionSink() = default;
+  /// The job has started (a terminal sink enters raw mode and reserves its status line now).
+  virtual void job_started() {}
+  /// Bytes the job wrote (pty mode: all on `out`).
+  virtual void job_output(JobStream stream, std::string_view bytes) = 0;
+  /// An action line ("[stop_budget] spent …") or, with `warning`, a problem of gpumeter's own.
+  virtual void message(const std::string& text, bool warning) = 0;
+  /// The live status at every tick; `periodic` when a --status-every line is due.
+  virtual void status(const StatusSnapshot& snapshot, bool periodic) = 0;
+  /// gpumeter's terminal was resized: the job's new pty window (rows, cols), if it has one.
+  virtual std::optional<std::pair<unsigned short, unsigned short>> resized() { return std::nullopt; }
 };
 
 /// The outcome of a supervised run.
 struct SessionOutcome {
-  int exit_code = 0;                              ///< the job's, or kExitGuardStop
+  int exit_code = 0;                       ///< the job's, kExitGuardStop, or 126/127 when it could not start
+  std::optional<std::string> start_error;  ///< why the job could not be started
   RunReport report;
-  bool recorded = false;                          ///< the ledger holds the run
-  std::vector<std::string> warnings;              ///< ledger problems and the like (already printed)
+  bool recorded = false;              ///< the ledger holds the run
+  std::vector<std::string> warnings;  ///< ledger problems and the like (also given to the sink)
 };
 
-/// Runs the job to completion. `ledger` may be null (the run is not recorded; a warning was given).
-/// Errors only for failures before the job started (e.g. the program cannot be executed).
-Result<SessionOutcome> run_session(const SessionConfig& config, GpuBackend& backend, Ledger* ledger,
-                                   const Catalog* catalog, Clock& clock, ProcessRunner& runner);
+/// The supervisor state machine (no descriptors): the driver, or a test, feeds it events in time order.
+class Supervisor {
+ public:
+  Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger* ledger, const Catalog* catalog,
+             Clock& clock, ProcessRunner& runner, SessionSink& sink);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  /// Opens the run (ledger row) now; call before the job starts. Returns the run id (0 when not recorded).
+  std::int64_t begin();
+  /// The job could not be started (`error.kind` not_found: 127, else 126); the run is recorded as failed.
+  void start_failed(const Error& error);
+  /// The job started with this main process (also its process group id).
+  void started(pid_t pid);
+  /// A progress datagram arrived (or failed to parse).
+  void on_datagram(std::string_view datagram);
+  /// The job wrote output: passed to the sink and scanned for progress.
+  void on_output(JobStream stream, std::string_view bytes);
+  /// A signal reached gpumeter (INT, TERM, HUP, QUIT): forwarded to the job like a stop.
+  void on_signal(int sig);
+  /// Time passed: samples when a tick is due, SIGKILLs after the grace period. Call at next_wake_ns().
+  void on_time();
+  /// The job's main process exited with this wait status.
+  void on_exit(int wait_status);
+  /// When on_time must run next (monotonic ns).
+  std::int64_t next_wake_ns() const;
+  /// True once the job has exited.
+  bool done() const { return exited_; }
+  /// Final figures, ledger row and report; call once after on_exit.
+  SessionOutcome finish();
+  /// The status now.
+  StatusSnapshot snapshot() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool exited_ = false;
+};
+
+/// Runs the job to completion: spawns it through `runner`, feeds the Supervisor from the job's output,
+/// the progress socket, signals and stdin (pty mode), and returns the outcome. `backend` may be null (no
+/// GPU library: wall time × price). `ledger` may be null (the run is not recorded). Errors only when
+/// gpumeter itself cannot set up (the progress socket); a job that cannot start is an outcome (126/127).
+Result<SessionOutcome> run_session(const SessionConfig& config, GpuBackend* backend, Ledger* ledger,
+                                   const Catalog* catalog, Clock& clock, ProcessRunner& runner,
+                                   SessionSink& sink);
 
 }  // namespace gm

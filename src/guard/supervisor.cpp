@@ -1,0 +1,440 @@
+// The supervisor state machine of `gpumeter run`: events in, metering, guard decisions, process actions
+// (through ProcessRunner), ledger records and status snapshots out. No descriptors, no printing.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "guard/session.h"
+#include "util/exit_codes.h"
+#include "util/units.h"
+
+namespace gm {
+namespace {
+
+/// Status of a finished run (issue 19): succeeded, failed, interrupted (by a signal, or the shell
+/// conventions 129/130/143 for HUP/INT/TERM), stopped (by gpumeter).
+std::string final_status(bool stopped, int wait_status) {
+  if (stopped) return "stopped";
+  if (WIFSIGNALED(wait_status)) return "interrupted";
+  const int code = exit_code_of_wait_status(wait_status);
+  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return "interrupted";
+  return code == 0 ? "succeeded" : "failed";
+}
+
+}  // namespace
+
+struct Supervisor::Impl {
+  Impl(const SessionConfig& c, GpuBackend* b, Ledger* l, const Catalog* cat, Clock& clk, ProcessRunner& r,
+       SessionSink& s)
+      : cfg(c),
+        backend(b ? b : &no_gpu),
+        ledger(l),
+        catalog(cat),
+        clock(clk),
+        runner(r),
+        sink(s),
+        guard(c.guard) {}
+
+  const SessionConfig cfg;
+  StaticGpuBackend no_gpu;  ///< no devices: a run without GPU telemetry meters wall time × price
+  GpuBackend* backend;
+  Ledger* ledger;
+  const Catalog* catalog;
+  Clock& clock;
+  ProcessRunner& runner;
+  SessionSink& sink;
+  BudgetGuard guard;
+  Forecaster forecaster;
+  OutputProgressParser out_parser, err_parser;
+  std::optional<RunMeter> meter;
+  SessionOutcome outcome;
+  RunRecord run;
+  pid_t pid = -1;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;
+  std::int64_t next_tick_ns = 0;
+  std::int64_t next_status_every_ns = 0;
+  std::vector<SampleRecord> pending_samples;
+  std::vector<ProgressRecord> pending_progress;
+  std::vector<ActionRecord> pending_actions;
+  std::vector<ActionRecord> all_actions;
+  std::map<std::pair<std::int64_t, unsigned>, RollupRecord> rollups;
+  std::set<std::pair<std::int64_t, unsigned>> dirty_rollups;
+  std::optional<ProgressRecord> latest_progress;
+  std::optional<Forecast> forecast;
+  std::int64_t malformed = 0;
+  std::vector<std::thread> notifiers;
+  std::mutex notifier_mutex;
+  std::vector<std::string> notifier_errors;
+  bool stopping = false;
+  bool killed = false;
+  std::int64_t kill_deadline_ns = 0;
+  int wait_status = 0;
+
+  MicroUsd price_micros() const { return cfg.price ? cfg.price->micros_per_gpu_hour : 0; }
+  std::int64_t elapsed_ms(std::int64_t now_ns) const { return (now_ns - start_ns) / 1'000'000; }
+
+  /// Spend so far: metered GPU cost, or without GPU telemetry the wall time at the price (one unit).
+  MicroUsd spent(std::int64_t now_ns, bool extrapolate) const {
+    if (!cfg.telemetry) return CostIntegrator(price_micros()).add_ns(now_ns - start_ns);
+    return extrapolate ? meter->spent_at(now_ns) : meter->spent_micros();
+  }
+  double burn_usd_per_s() const {
+    if (!cfg.telemetry) return micros_to_usd(price_micros()) / 3600.0;
+    return meter->burn_usd_per_s();
+  }
+
+  void warn(const std::string& msg) {
+    outcome.warnings.push_back(msg);
+    sink.message(msg, true);
+  }
+  void ledger_failed(const Error& e) {
+    warn("ledger write failed, the rest of this run is not recorded: " + e.message);
+    ledger = nullptr;
+    outcome.recorded = false;
+  }
+
+  void on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
+    if (u.empty() || !meter) return;
+    const double t_s = static_cast<double>(now_ns - start_ns) / 1e9;
+    std::optional<std::int64_t> total = u.total_steps ? u.total_steps : cfg.run.total_steps;
+    if (u.step) forecaster.add(t_s, *u.step, total);
+    ProgressRecord p;
+    if (latest_progress) p = *latest_progress;  // fields not in this update keep their last value
+    p.run_id = run.id;
+    p.t_ms = elapsed_ms(now_ns);
+    if (u.step) p.step = u.step;
+    if (total) p.total_steps = total;
+    if (u.samples) p.samples = u.samples;
+    if (u.tokens) p.tokens = u.tokens;
+    for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
+    p.cost_micros = spent(now_ns, true);
+    latest_progress = p;
+    // At most one stored point per second per source burst: replace a pending point of the same second.
+    if (!pending_progress.empty() && pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
+      pending_progress.back() = p;
+    else
+      pending_progress.push_back(p);
+  }
+
+  void notify(const GuardEvent& e) {
+    auto report = [this](const Error& err) {
+      std::lock_guard<std::mutex> lock(notifier_mutex);
+      notifier_errors.push_back(err.message);
+    };
+    if (cfg.notify_command)
+      notifiers.emplace_back([cmd = *cfg.notify_command, e, report] {
+        if (auto r = run_notify_command(cmd, e); !r) report(r.error());
+      });
+    if (cfg.webhook_url)
+      notifiers.emplace_back([url = *cfg.webhook_url, e, report] {
+        if (auto r = post_webhook(url, e); !r) report(r.error());
+      });
+  }
+
+  /// Records, shows and notifies an action; `spent_micros` is the figure its message quotes.
+  void record_action(const std::string& kind, const std::string& message, std::int64_t now_ns,
+                     MicroUsd spent_micros) {
+    pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
+    all_actions.push_back(pending_actions.back());
+    sink.message(fmt::format("[{}] {}", kind, message), false);
+    GuardEvent e;
+    e.run_id = run.id;
+    e.kind = kind;
+    e.message = message;
+    e.cost_usd = micros_to_usd(spent_micros);
+    e.budget_usd = cfg.guard.budget_usd;
+    if (forecast) e.forecast_usd = forecast->total_usd;
+    e.command = run.command;
+    e.host = run.host;
+    notify(e);
+  }
+
+  void update_totals(std::int64_t now_ns) {
+    run.wall_ms = elapsed_ms(now_ns);
+    run.billed_s = billed_seconds(run.wall_ms, cfg.price ? cfg.price->billing : BillingRule{});
+    run.cost_micros = spent(now_ns, false);
+    MicroUsd idle = 0;
+    for (const auto& g : meter->usage())
+      if (g.used) idle += g.idle_cost_micros;
+    run.idle_cost_micros = idle;
+    run.gpus_used = meter->used_uuids();
+    run.energy_j = meter->energy_j();
+    run.energy_method = meter->energy_method();
+    if (forecast) run.forecast_cost_usd = forecast->total_usd;
+    if (latest_progress) {
+      run.steps = latest_progress->step;
+      run.samples_done = latest_progress->samples;
+      run.tokens_done = latest_progress->tokens;
+      if (latest_progress->total_steps) run.total_steps = latest_progress->total_steps;
+    }
+  }
+
+  void flush(bool final) {
+    if (!ledger) {
+      pending_samples.clear();
+      pending_progress.clear();
+      pending_actions.clear();
+      return;
+    }
+    if (auto r = ledger->append(pending_samples, pending_progress, pending_actions); !r)
+      return ledger_failed(r.error());
+    pending_samples.clear();
+    pending_progress.clear();
+    pending_actions.clear();
+    if (final || !dirty_rollups.empty()) {
+      std::vector<RollupRecord> rs;
+      for (const auto& k : dirty_rollups) rs.push_back(rollups[k]);
+      if (auto r = ledger->append_rollups(rs); !r) return ledger_failed(r.error());
+      dirty_rollups.clear();
+      // Minutes that are complete are never touched again.
+      const std::int64_t current = clock.unix_ms() / 60'000;
+      for (auto it = rollups.begin(); it != rollups.end();)
+        it = it->first.first < current ? rollups.erase(it) : std::next(it);
+    }
+    if (auto r = ledger->update_run(run); !r) return ledger_failed(r.error());
+  }
+
+  void stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd spent_micros) {
+    stopping = true;
+    run.stopped_by = d.stopped_by;
+    const bool group = cfg.stop_to == StopTarget::group;
+    runner.send_signal(pid, cfg.stop_signal, group);
+    record_action(to_lower(signal_name(cfg.stop_signal)),
+                  fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its process group",
+                              signal_name(cfg.stop_signal), group ? "process group" : "main process",
+                              format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0)),
+                  now_ns, spent_micros);
+    kill_deadline_ns = now_ns + cfg.grace_ms * 1'000'000;
+  }
+
+  void tick(std::int64_t now_ns, bool evaluate_guard) {
+    auto samples = meter->tick(now_ns, pid > 0 ? runner.job_pids(pid) : std::set<std::uint32_t>{});
+    const std::int64_t minute = clock.unix_ms() / 60'000;
+    for (auto& s : samples) {
+      s.run_id = run.id;
+      auto key = std::make_pair(minute, s.gpu_index);
+      RollupRecord& r = rollups[key];
+      r.run_id = run.id;
+      r.minute_unix = minute;
+      r.gpu_index = s.gpu_index;
+      ++r.samples;
+      r.utilization_sum_pct += s.utilization_pct.value_or(0);
+      if (s.memory_used_bytes)
+        r.memory_max_bytes = std::max(r.memory_max_bytes, static_cast<double>(*s.memory_used_bytes));
+      r.energy_j += s.energy_j;
+      r.cost_micros += s.cost_micros;
+      dirty_rollups.insert(key);
+      pending_samples.push_back(s);
+    }
+    const MicroUsd spent_now = spent(now_ns, false);
+    forecast = forecaster.forecast(static_cast<double>(now_ns - start_ns) / 1e9, micros_to_usd(spent_now),
+                                   burn_usd_per_s());
+    GuardInput in;
+    in.elapsed_ms = elapsed_ms(now_ns);
+    in.spent_micros = spent_now;
+    in.forecast = forecast;
+    in.forecast_intervals = forecaster.intervals();
+    if (cfg.telemetry) in.idle_for_ms = meter->idle_for_ms(now_ns);
+    for (const auto& d : evaluate_guard ? guard.evaluate(in) : std::vector<GuardDecision>{}) {
+      record_action(d.kind, d.message, now_ns, spent_now);
+      if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
+    }
+    update_totals(now_ns);
+    flush(false);
+  }
+
+  StatusSnapshot snapshot(std::int64_t now_ns) const {
+    StatusSnapshot s;
+    s.simulated = cfg.simulated;
+    s.telemetry = cfg.telemetry;
+    s.elapsed_s = static_cast<double>(now_ns - start_ns) / 1e9;
+    if (cfg.price) {
+      s.spent_usd = micros_to_usd(spent(now_ns, true));
+      s.burn_usd_per_h = burn_usd_per_s() * 3600.0;
+      if (cfg.guard.budget_usd) s.budget_left_usd = *cfg.guard.budget_usd - *s.spent_usd;
+    }
+    if (latest_progress) {
+      s.step = latest_progress->step;
+      s.total_steps = latest_progress->total_steps;
+    }
+    s.forecast = forecast;
+    if (meter) s.gpus = meter->latest();
+    s.stopping = stopping;
+    return s;
+  }
+};
+
+Supervisor::Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger* ledger,
+                       const Catalog* catalog, Clock& clock, ProcessRunner& runner, SessionSink& sink)
+    : impl_(std::make_unique<Impl>(config, backend, ledger, catalog, clock, runner, sink)) {}
+
+Supervisor::~Supervisor() {
+  for (auto& t : impl_->notifiers)
+    if (t.joinable()) t.join();
+}
+
+std::int64_t Supervisor::begin() {
+  Impl& m = *impl_;
+  m.run = m.cfg.run;
+  m.run.status = "running";
+  if (m.cfg.price) {
+    m.run.price_micros_per_gpu_hour = m.cfg.price->micros_per_gpu_hour;
+    m.run.price_source = m.cfg.price->source;
+    m.run.provider = m.cfg.price->provider;
+    m.run.region = m.cfg.price->region;
+    m.run.billing_granularity_s = m.cfg.price->billing.granularity_s;
+    m.run.billing_minimum_s = m.cfg.price->billing.minimum_s;
+  } else {
+    m.run.price_source = "none";
+  }
+  m.run.budget_usd = m.cfg.guard.budget_usd;
+  m.run.start_unix_ms = m.clock.unix_ms();
+  m.run.energy_method = "none";
+  for (unsigned idx : m.cfg.allocated)
+    for (const auto& d : m.backend->devices())
+      if (d.index == idx) m.run.gpus_allocated.push_back(d.uuid);
+  if (m.ledger) {
+    if (auto id = m.ledger->begin_run(m.run)) {
+      m.run.id = *id;
+      m.outcome.recorded = true;
+    } else {
+      m.ledger_failed(id.error());
+    }
+  }
+  m.start_ns = m.clock.monotonic_ns();
+  m.meter.emplace(*m.backend, m.cfg.telemetry ? m.cfg.allocated : std::vector<unsigned>{}, m.price_micros(),
+                  m.start_ns);
+  m.next_tick_ns = m.start_ns + m.cfg.sample_interval_ms * 1'000'000;
+  if (m.cfg.status_every_ms) m.next_status_every_ns = m.start_ns + *m.cfg.status_every_ms * 1'000'000;
+  if (!m.cfg.telemetry)
+    m.warn(m.cfg.price ? "no GPU telemetry here (no NVIDIA GPU library): metering wall time × the price"
+                       : "no GPU telemetry and no price: recording the run's time only");
+  return m.run.id;
+}
+
+void Supervisor::start_failed(const Error& error) {
+  Impl& m = *impl_;
+  exited_ = true;
+  m.run.status = "failed";
+  m.run.exit_code = error.kind == ErrorKind::not_found ? 127 : 126;
+  m.run.end_unix_ms = m.clock.unix_ms();
+  if (m.ledger) (void)m.ledger->update_run(m.run);
+  m.outcome.exit_code = *m.run.exit_code;
+  m.outcome.start_error = error.message;
+}
+
+void Supervisor::started(pid_t pid) {
+  impl_->pid = pid;
+}
+
+void Supervisor::on_datagram(std::string_view datagram) {
+  auto u = parse_progress_message(datagram);
+  if (u)
+    impl_->on_progress(*u, impl_->clock.monotonic_ns());
+  else
+    ++impl_->malformed;
+}
+
+void Supervisor::on_output(JobStream stream, std::string_view bytes) {
+  Impl& m = *impl_;
+  m.sink.job_output(stream, bytes);
+  auto& parser = stream == JobStream::err ? m.err_parser : m.out_parser;
+  const std::int64_t now = m.clock.monotonic_ns();
+  for (const auto& u : parser.feed(bytes)) m.on_progress(u, now);
+}
+
+void Supervisor::on_signal(int sig) {
+  Impl& m = *impl_;
+  if (exited_ || m.pid <= 0) return;
+  // Forwarded like a stop: to the main process by default, so its workers live while it checkpoints.
+  m.runner.send_signal(m.pid, sig, m.cfg.stop_to == StopTarget::group);
+}
+
+void Supervisor::on_time() {
+  Impl& m = *impl_;
+  if (exited_) return;
+  const std::int64_t now = m.clock.monotonic_ns();
+  if (now >= m.next_tick_ns) {
+    m.tick(now, true);
+    m.next_tick_ns += m.cfg.sample_interval_ms * 1'000'000;
+    if (m.next_tick_ns <= now) m.next_tick_ns = now + m.cfg.sample_interval_ms * 1'000'000;
+    bool periodic = false;
+    if (m.cfg.status_every_ms && now >= m.next_status_every_ns) {
+      periodic = true;
+      // The cadence stays on the grid start + k × every, whatever the tick jitter.
+      while (m.next_status_every_ns <= now) m.next_status_every_ns += *m.cfg.status_every_ms * 1'000'000;
+    }
+    m.sink.status(m.snapshot(now), periodic);
+  }
+  if (m.stopping && !m.killed && now >= m.kill_deadline_ns) {
+    m.killed = true;
+    m.runner.send_signal(m.pid, SIGKILL, true);
+    m.record_action("sigkill",
+                    "the job did not exit within the grace period: sent SIGKILL to its process group", now,
+                    m.spent(now, false));
+  }
+}
+
+std::int64_t Supervisor::next_wake_ns() const {
+  const Impl& m = *impl_;
+  std::int64_t wake = m.next_tick_ns;
+  if (m.stopping && !m.killed) wake = std::min(wake, m.kill_deadline_ns);
+  return wake;
+}
+
+void Supervisor::on_exit(int wait_status) {
+  Impl& m = *impl_;
+  if (exited_) return;
+  exited_ = true;
+  m.wait_status = wait_status;
+  m.end_ns = m.clock.monotonic_ns();
+  m.tick(m.end_ns, false);
+}
+
+StatusSnapshot Supervisor::snapshot() const {
+  return impl_->snapshot(impl_->clock.monotonic_ns());
+}
+
+SessionOutcome Supervisor::finish() {
+  Impl& m = *impl_;
+  if (m.outcome.start_error) return m.outcome;
+  // Final figures: the bill is the billing rule on the wall time, for every allocated GPU.
+  const int job_exit = exit_code_of_wait_status(m.wait_status);
+  m.run.exit_code = job_exit;
+  m.run.end_unix_ms = m.clock.unix_ms();
+  m.run.status = final_status(m.run.stopped_by.has_value(), m.wait_status);
+  m.update_totals(m.end_ns);
+  if (m.cfg.price) {
+    const auto n_alloc = static_cast<unsigned>(m.cfg.telemetry ? m.cfg.allocated.size() : 1);
+    m.run.cost_micros = billed_cost(*m.cfg.price, m.run.billed_s, n_alloc);
+    const auto n_unused =
+        m.cfg.telemetry
+            ? static_cast<unsigned>(n_alloc - std::min<std::size_t>(n_alloc, m.run.gpus_used.size()))
+            : 0u;
+    m.run.unused_gpu_cost_micros = billed_cost(*m.cfg.price, m.run.billed_s, n_unused);
+  }
+  if (m.catalog && m.run.energy_method != "none") {
+    if (auto c = estimate_carbon(m.run.energy_j / 3.6e6, *m.catalog, m.run.provider, m.run.region)) {
+      m.run.co2_kg = c->co2_kg;
+      m.run.carbon_source = c->intensity_source + (c->pue_source.empty() ? "" : ", PUE " + c->pue_source);
+    }
+  }
+  if (m.malformed > 0) m.warn(fmt::format("{} malformed progress message(s) ignored", m.malformed));
+  m.flush(true);
+  for (auto& t : m.notifiers) t.join();
+  m.notifiers.clear();
+  for (const auto& e : m.notifier_errors) m.warn(e);
+  std::vector<ProgressRecord> progress;
+  if (m.latest_progress) progress.push_back(*m.latest_progress);
+  m.outcome.report = build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog);
+  m.outcome.exit_code = m.run.stopped_by ? kExitGuardStop : job_exit;
+  return m.outcome;
+}
+
+}  // namespace gm

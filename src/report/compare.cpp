@@ -74,6 +74,18 @@ std::string num(double v) {
   if (v == std::floor(v) && std::fabs(v) < 1e15) return fmt::format("{:.0f}", v);
   return fmt::format("{:.6g}", v);
 }
+/// A row's value with the unit its name carries, formatted as `report` formats it ($, durations, kWh).
+std::string display(const std::string& name, double v) {
+  const auto ends = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends("_usd") || name.rfind("usd_per", 0) == 0) return v < 0 ? "-" + format_usd(-v) : format_usd(v);
+  if (ends("_s")) return v < 0 ? "-" + format_duration_s(-v) : format_duration_s(v);
+  if (ends("_kwh")) return fmt::format("{:.4f} kWh", v);
+  if (name.rfind("metric:", 0) == 0) return fmt::format("{:.4g}", v);
+  return num(v);
+}
 }  // namespace
 
 Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, const GateOptions& gate) {
@@ -84,8 +96,9 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
   for (const auto& g : gate.min_gains) {
     for (const CompareSide* side : {&a, &b})
       if (!progress_last_metric(side->progress, g.metric))
-        return make_error(ErrorKind::usage, "--min-gain " + g.metric + ": run " + std::to_string(side->run.id) +
-                                                " has no metric '" + g.metric + "' in its progress");
+        return make_error(ErrorKind::usage, "--min-gain " + g.metric + ": run " +
+                                                std::to_string(side->run.id) + " has no metric '" + g.metric +
+                                                "' in its progress");
   }
   auto cost = make_row("cost_usd", micros_to_usd(a.run.cost_micros), micros_to_usd(b.run.cost_micros));
   if (gate.max_cost_increase_pct) {
@@ -95,14 +108,18 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
     const double allowed = static_cast<double>(a.run.cost_micros) * (1.0 + limit / 100.0);
     cost.pass = static_cast<double>(b.run.cost_micros) <= allowed + 1e-6;
     if (!*cost.pass)
-      res.failures.push_back(fmt::format("cost rose {:+.1f}% (limit {:+g}%)", cost.delta_pct.value_or(INFINITY), limit));
+      res.failures.push_back(
+          fmt::format("cost rose {:+.1f}% (limit {:+g}%)", cost.delta_pct.value_or(INFINITY), limit));
   }
   res.rows.push_back(cost);
-  res.rows.push_back(make_row("wall_s", static_cast<double>(a.run.wall_ms) / 1000.0, static_cast<double>(b.run.wall_ms) / 1000.0));
-  res.rows.push_back(make_row("billed_s", static_cast<double>(a.run.billed_s), static_cast<double>(b.run.billed_s)));
+  res.rows.push_back(make_row("wall_s", static_cast<double>(a.run.wall_ms) / 1000.0,
+                              static_cast<double>(b.run.wall_ms) / 1000.0));
+  res.rows.push_back(
+      make_row("billed_s", static_cast<double>(a.run.billed_s), static_cast<double>(b.run.billed_s)));
   res.rows.push_back(make_row("gpus_allocated", static_cast<double>(a.run.gpus_allocated.size()),
                               static_cast<double>(b.run.gpus_allocated.size())));
-  res.rows.push_back(make_row("idle_cost_usd", micros_to_usd(a.run.idle_cost_micros), micros_to_usd(b.run.idle_cost_micros)));
+  res.rows.push_back(make_row("idle_cost_usd", micros_to_usd(a.run.idle_cost_micros),
+                              micros_to_usd(b.run.idle_cost_micros)));
   res.rows.push_back(make_row("energy_kwh", a.run.energy_j / 3.6e6, b.run.energy_j / 3.6e6));
   const RunKpis ka = compute_kpis(a.run, a.progress, nullptr, {});
   const RunKpis kb = compute_kpis(b.run, b.progress, nullptr, {});
@@ -110,26 +127,31 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
     res.rows.push_back(make_row("usd_per_1m_tokens", ka.usd_per_1m_tokens, kb.usd_per_1m_tokens));
   if (ka.usd_per_1k_samples || kb.usd_per_1k_samples)
     res.rows.push_back(make_row("usd_per_1k_samples", ka.usd_per_1k_samples, kb.usd_per_1k_samples));
-  if (ka.usd_per_step || kb.usd_per_step) res.rows.push_back(make_row("usd_per_step", ka.usd_per_step, kb.usd_per_step));
+  if (ka.usd_per_step || kb.usd_per_step)
+    res.rows.push_back(make_row("usd_per_step", ka.usd_per_step, kb.usd_per_step));
 
   std::set<std::string> metrics;
   for (const auto* side : {&a, &b})
     for (const auto& p : side->progress)
       for (const auto& [k, v] : p.metrics) metrics.insert(k);
   for (const auto& m : metrics) {
-    auto row = make_row("metric:" + m, progress_last_metric(a.progress, m), progress_last_metric(b.progress, m));
+    auto row =
+        make_row("metric:" + m, progress_last_metric(a.progress, m), progress_last_metric(b.progress, m));
     for (const auto& g : gate.min_gains) {
       if (g.metric != m) continue;
       const double av = *row.a, bv = *row.b;
-      const double change = g.relative ? (av != 0 ? (bv - av) / std::fabs(av) * 100.0 : (bv > av ? INFINITY : bv < av ? -INFINITY : 0))
+      const double change = g.relative ? (av != 0 ? (bv - av) / std::fabs(av) * 100.0
+                                                  : (bv > av   ? INFINITY
+                                                     : bv < av ? -INFINITY
+                                                               : 0))
                                        : bv - av;
       const bool ok = g.amount >= 0 ? change >= g.amount - 1e-9 : change <= g.amount + 1e-9;
       row.limit = g.amount >= 0 ? fmt::format(">= {:+g}{}", g.amount, g.relative ? "%" : "")
                                 : fmt::format("<= {:+g}{}", g.amount, g.relative ? "%" : "");
       row.pass = row.pass.value_or(true) && ok;
       if (!ok)
-        res.failures.push_back(fmt::format("{} changed {:+.4g}{} (required {})", m, change, g.relative ? "%" : "",
-                                           row.limit));
+        res.failures.push_back(
+            fmt::format("{} changed {:+.4g}{} (required {})", m, change, g.relative ? "%" : "", row.limit));
     }
     res.rows.push_back(row);
   }
@@ -138,15 +160,18 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
 }
 
 std::string render_compare_text(const CompareResult& r) {
-  std::string out = fmt::format("gpumeter compare: run {} (A, baseline) vs run {} (B, candidate)\n\n", r.run_a, r.run_b);
+  std::string out =
+      fmt::format("gpumeter compare: run {} (A, baseline) vs run {} (B, candidate)\n\n", r.run_a, r.run_b);
   TextTable tab;
   using A = TextTable::Align;
-  tab.header({"", "A", "B", "change", "limit", "verdict"}, {A::left, A::right, A::right, A::right, A::left, A::left});
+  tab.header({"", "A", "B", "change", "limit", "verdict"},
+             {A::left, A::right, A::right, A::right, A::left, A::left});
   for (const auto& row : r.rows) {
     std::string change = row.delta_pct ? fmt::format("{:+.1f}%", *row.delta_pct)
-                                       : row.delta ? fmt::format("{:+g}", *row.delta) : "-";
-    tab.row({row.name, row.a ? num(*row.a) : "-", row.b ? num(*row.b) : "-", change, row.limit,
-             row.pass ? (*row.pass ? "pass" : "FAIL") : ""});
+                         : row.delta   ? (*row.delta >= 0 ? "+" : "") + display(row.name, *row.delta)
+                                       : "-";
+    tab.row({row.name, row.a ? display(row.name, *row.a) : "-", row.b ? display(row.name, *row.b) : "-",
+             change, row.limit, row.pass ? (*row.pass ? "pass" : "FAIL") : ""});
   }
   out += tab.render();
   out += "\n";

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "report/html_page.h"
+#include "report/run_report.h"
 #include "util/json.h"
 #include "util/units.h"
 
@@ -25,7 +26,9 @@ json series(const std::string& label, const std::vector<std::optional<double>>& 
   return s;
 }
 
-std::string usd(MicroUsd m) { return format_usd(micros_to_usd(m)); }
+std::string usd(MicroUsd m) {
+  return format_usd(micros_to_usd(m));
+}
 
 /// A string member, or `fallback` when absent or not a string (never throws on foreign input).
 std::string str_of(const json& j, const char* key, const std::string& fallback = "?") {
@@ -40,20 +43,23 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   const RunRecord& r = in.run;
   json spec;
   spec["title"] = fmt::format("gpumeter run {}: {}", r.id, r.command);
-  spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {} ({})", r.user, r.host, format_time_utc(r.start_unix_ms),
-                                 r.status, r.stopped_by ? "stopped by " + *r.stopped_by : "not stopped");
+  spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {}", r.user, r.host,
+                                 format_time_utc(r.start_unix_ms), describe_status(r));
   json summary = json::array();
   summary.push_back({"cost", usd(r.cost_micros)});
-  summary.push_back({"price", fmt::format("{}/GPU-h ({})", format_usd(micros_to_usd(r.price_micros_per_gpu_hour)),
-                                          r.price_source)});
-  summary.push_back({"wall / billed", fmt::format("{} / {} s", format_duration_s(static_cast<double>(r.wall_ms) / 1000),
-                                                  r.billed_s)});
-  summary.push_back({"GPUs allocated / used", fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(),
-                                                           r.gpu_model)});
+  summary.push_back(
+      {"price",
+       fmt::format("{}/GPU-h ({})", format_usd(micros_to_usd(r.price_micros_per_gpu_hour)), r.price_source)});
+  summary.push_back(
+      {"wall / billed",
+       fmt::format("{} / {} s", format_duration_s(static_cast<double>(r.wall_ms) / 1000), r.billed_s)});
+  summary.push_back({"GPUs allocated / used",
+                     fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(), r.gpu_model)});
   summary.push_back({"idle cost (used GPUs)", usd(r.idle_cost_micros)});
   summary.push_back({"unused allocated GPUs", usd(r.unused_gpu_cost_micros)});
   summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, r.energy_method)});
-  summary.push_back({"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
+  summary.push_back(
+      {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
   if (r.budget_usd) summary.push_back({"budget", format_usd(*r.budget_usd)});
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
   if (in.kpis) {
@@ -65,10 +71,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     if (k.target)
       summary.push_back({"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
                              fmt::format("{:g}", k.target->threshold),
-                         k.target_hit ? fmt::format("{} (step {}, {:.1f} s)", usd(k.target_hit->cost_micros),
-                                                    k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
-                                                    static_cast<double>(k.target_hit->t_ms) / 1000)
-                                      : std::string("not reached")});
+                         k.target_hit
+                             ? fmt::format("{} (step {}, {:.1f} s)", usd(k.target_hit->cost_micros),
+                                           k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
+                                           static_cast<double>(k.target_hit->t_ms) / 1000)
+                             : std::string("not reached")});
   }
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   spec["summary"] = summary;
@@ -99,7 +106,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       std::size_t i = t_index[s.t_ms];
       cost_at[i] += s.cost_micros;
       util[s.gpu_index][i] = s.utilization_pct;
-      if (s.memory_used_bytes) mem[s.gpu_index][i] = static_cast<double>(*s.memory_used_bytes) / (1024.0 * 1024 * 1024);
+      if (s.memory_used_bytes)
+        mem[s.gpu_index][i] = static_cast<double>(*s.memory_used_bytes) / (1024.0 * 1024 * 1024);
       power[s.gpu_index][i] = s.power_w;
     }
     // Long runs: at most kMaxPoints per chart, each point a bucket of consecutive seconds (cost summed,
@@ -119,7 +127,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
               ++n;
               mx = mx ? std::max(*mx, *v[j]) : *v[j];
             }
-          out.push_back(n == 0 ? std::nullopt : use_max ? mx : std::optional<double>(acc_v / static_cast<double>(n)));
+          out.push_back(n == 0    ? std::nullopt
+                        : use_max ? mx
+                                  : std::optional<double>(acc_v / static_cast<double>(n)));
         }
         v = std::move(out);
       };
@@ -148,14 +158,17 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       cum.push_back(micros_to_usd(acc));
     }
     std::optional<double> end_s;
+    bool reached_total = false;
+    std::optional<std::int64_t> total = r.total_steps;
+    const ProgressRecord* last = nullptr;
     if (r.forecast_cost_usd) {
-      const ProgressRecord* last = nullptr;
       for (const auto& p : in.progress)
         if (p.step && *p.step > 0 && (!last || p.t_ms >= last->t_ms)) last = &p;
-      std::optional<std::int64_t> total = r.total_steps;
       if (last && last->total_steps) total = last->total_steps;
       if (last && total && *total > *last->step)
-        end_s = static_cast<double>(last->t_ms) / 1000.0 * static_cast<double>(*total) / static_cast<double>(*last->step);
+        end_s = static_cast<double>(last->t_ms) / 1000.0 * static_cast<double>(*total) /
+                static_cast<double>(*last->step);
+      reached_total = last && total && *last->step >= *total;
     }
     forecast.assign(cx.size(), std::nullopt);
     if (end_s && *end_s > cx.back()) {
@@ -163,8 +176,13 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       cx.push_back(*end_s);
       cum.push_back(std::nullopt);
       forecast.push_back(*r.forecast_cost_usd);
+    } else if (r.forecast_cost_usd && reached_total) {
+      notes.push_back(
+          fmt::format("the run reached {}/{} steps: its cost is final (the last forecast said {})",
+                      *last->step, *total, format_usd(*r.forecast_cost_usd)));
     } else if (r.forecast_cost_usd) {
-      notes.push_back(fmt::format("forecast {} (no step progress to place it in time)", format_usd(*r.forecast_cost_usd)));
+      notes.push_back(fmt::format("forecast {} (no step progress to place it in time)",
+                                  format_usd(*r.forecast_cost_usd)));
     }
     json cs = json::array({series("cost_usd", cum)});
     if (r.budget_usd) {
@@ -179,8 +197,10 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       for (auto& [g, v] : m)
         if (std::any_of(v.begin(), v.end(), [](auto& o) { return o.has_value(); }))
           ss.push_back(series(prefix + std::to_string(g), v));
-      if (!ss.empty()) charts.push_back(html::line_chart(id, title, "seconds", unit, x, ss));
-      else notes.push_back(title + ": not reported by the GPU");
+      if (!ss.empty())
+        charts.push_back(html::line_chart(id, title, "seconds", unit, x, ss));
+      else
+        notes.push_back(title + ": not reported by the GPU");
     };
     per_gpu("util", "GPU utilization", "%", util, "gpu");
     per_gpu("memory", "GPU memory used", "GiB", mem, "gpu");
@@ -202,7 +222,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     for (auto& [k, v] : p->metrics) metric_names.insert(k);
   }
   if (std::any_of(steps.begin(), steps.end(), [](auto& o) { return o.has_value(); }))
-    charts.push_back(html::line_chart("progress", "Progress", "seconds", "step", px, json::array({series("step", steps)})));
+    charts.push_back(html::line_chart("progress", "Progress", "seconds", "step", px,
+                                      json::array({series("step", steps)})));
   std::size_t shown = 0;
   for (const auto& m : metric_names) {
     if (++shown > 8) {
@@ -212,9 +233,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     std::vector<std::optional<double>> v;
     for (auto* p : prog) {
       auto it = p->metrics.find(m);
-      v.push_back(it == p->metrics.end() || !std::isfinite(it->second) ? std::nullopt : std::optional<double>(it->second));
+      v.push_back(it == p->metrics.end() || !std::isfinite(it->second) ? std::nullopt
+                                                                       : std::optional<double>(it->second));
     }
-    charts.push_back(html::line_chart("metric-" + m, "Metric " + m, "seconds", m, px, json::array({series(m, v)})));
+    charts.push_back(
+        html::line_chart("metric-" + m, "Metric " + m, "seconds", m, px, json::array({series(m, v)})));
   }
   {
     std::vector<double> sx;
@@ -224,7 +247,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (!p->step) continue;
       if (prev && *p->step > *prev->step) {
         sx.push_back(static_cast<double>(*p->step));
-        per_step.push_back(micros_to_usd(p->cost_micros - prev->cost_micros) / static_cast<double>(*p->step - *prev->step));
+        per_step.push_back(micros_to_usd(p->cost_micros - prev->cost_micros) /
+                           static_cast<double>(*p->step - *prev->step));
       }
       prev = p;
     }
@@ -235,11 +259,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   // Waste breakdown.
   {
     MicroUsd useful = std::max<MicroUsd>(0, r.cost_micros - r.idle_cost_micros - r.unused_gpu_cost_micros);
-    charts.push_back(html::bar_chart("waste", "Where the money went", "USD",
-                                     {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
-                                     {micros_to_usd(useful), micros_to_usd(r.idle_cost_micros),
-                                      micros_to_usd(r.unused_gpu_cost_micros)},
-                                     "cost_usd"));
+    charts.push_back(html::bar_chart(
+        "waste", "Where the money went", "USD",
+        {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+        {micros_to_usd(useful), micros_to_usd(r.idle_cost_micros), micros_to_usd(r.unused_gpu_cost_micros)},
+        "cost_usd"));
   }
   spec["charts"] = charts;
   spec["notes"] = notes;
@@ -247,8 +271,10 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (!in.actions.empty()) {
     json rows = json::array();
     for (const auto& a : in.actions)
-      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, usd(a.cost_micros), a.message});
-    tables.push_back({{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
+      rows.push_back(
+          {fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, usd(a.cost_micros), a.message});
+    tables.push_back(
+        {{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
   }
   spec["tables"] = tables;
   return html::page(spec);
@@ -257,16 +283,18 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
 Result<std::string> render_multi_html(const MultiReport& rep) {
   json spec;
   spec["title"] = fmt::format("gpumeter report: {} run(s)", rep.total.runs);
-  spec["subtitle"] = (rep.since_unix_ms ? format_time_utc(*rep.since_unix_ms) : std::string("the beginning")) + " .. " +
-                     (rep.until_unix_ms ? format_time_utc(*rep.until_unix_ms) : std::string("now")) + " UTC";
+  spec["subtitle"] =
+      (rep.since_unix_ms ? format_time_utc(*rep.since_unix_ms) : std::string("the beginning")) + " .. " +
+      (rep.until_unix_ms ? format_time_utc(*rep.until_unix_ms) : std::string("now")) + " UTC";
   const auto& t = rep.total;
   auto u = t.mean_util_pct();
-  spec["summary"] = json::array({json::array({"cost", usd(t.cost_micros)}),
-                                 json::array({"GPU-hours", fmt::format("{:.2f}", t.gpu_hours)}),
-                                 json::array({"waste", usd(t.waste_micros())}),
-                                 json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
-                                 json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
-                                 json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
+  spec["summary"] =
+      json::array({json::array({"cost", usd(t.cost_micros)}),
+                   json::array({"GPU-hours", fmt::format("{:.2f}", t.gpu_hours)}),
+                   json::array({"waste", usd(t.waste_micros())}),
+                   json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
+                   json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
+                   json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
   json charts = json::array();
   json notes = json::array();
   if (rep.total.runs == 0) notes.push_back("no runs in this period");
@@ -285,8 +313,9 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
       }
       tx.push_back((static_cast<double>(b.start_unix_ms) / 1000.0 - t0) / unit_s);
       cost.push_back(micros_to_usd(b.cost_micros));
-      util.push_back(b.util_samples > 0 ? std::optional<double>(b.util_sum_pct / static_cast<double>(b.util_samples))
-                                        : std::nullopt);
+      util.push_back(b.util_samples > 0
+                         ? std::optional<double>(b.util_sum_pct / static_cast<double>(b.util_samples))
+                         : std::nullopt);
       prev = b.start_unix_ms;
     }
     const std::string unit = rep.bucket_ms == 3'600'000 ? "hour" : "day";
@@ -325,17 +354,18 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
     charts.push_back(html::bar_chart("waste-by-group", "Waste by " + by, "USD", cats, waste, "waste_usd"));
   }
   MicroUsd useful = std::max<MicroUsd>(0, t.cost_micros - t.waste_micros());
-  charts.push_back(html::bar_chart("waste", "Where the money went", "USD",
-                                   {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
-                                   {micros_to_usd(useful), micros_to_usd(t.idle_cost_micros),
-                                    micros_to_usd(t.unused_gpu_cost_micros)},
-                                   "cost_usd"));
+  charts.push_back(html::bar_chart(
+      "waste", "Where the money went", "USD",
+      {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+      {micros_to_usd(useful), micros_to_usd(t.idle_cost_micros), micros_to_usd(t.unused_gpu_cost_micros)},
+      "cost_usd"));
   spec["charts"] = charts;
   spec["notes"] = notes;
   json rows = json::array();
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
-                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros), r.status, r.command});
+                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros), r.status,
+                    r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},
         {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},
@@ -346,7 +376,8 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
 Result<std::string> render_trace_html(std::string_view trace_json) {
   json doc = json::parse(trace_json.begin(), trace_json.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object())
-    return make_error(ErrorKind::failure, "trace HTML: input is not the JSON object of `gpumeter trace --json`");
+    return make_error(ErrorKind::failure,
+                      "trace HTML: input is not the JSON object of `gpumeter trace --json`");
   if (!doc.contains("devices") || !doc["devices"].is_array())
     return make_error(ErrorKind::failure, "trace HTML: key 'devices' (array) missing from the trace JSON");
   json spec;
@@ -364,16 +395,21 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   };
   std::size_t index = 0;
   for (const auto& d : doc["devices"]) {
-    if (!d.is_object()) return make_error(ErrorKind::failure, "trace HTML: devices[" + std::to_string(index) + "] is not an object");
+    if (!d.is_object())
+      return make_error(ErrorKind::failure,
+                        "trace HTML: devices[" + std::to_string(index) + "] is not an object");
     const std::string file = str_of(d, "file");
-    std::string rank = d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
-    std::string device = d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump()) : "?";
+    std::string rank =
+        d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
+    std::string device = d.contains("device")
+                             ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
+                             : "?";
     const std::string who = fmt::format("{} rank {} device {}", file, rank, device);
     const double window_ns = num(d, "window_ns");
     const double cost = num(d, "cost_usd");
     const double per_ns = window_ns > 0 ? cost / window_ns : 0;
-    summary.push_back({who, fmt::format("window {:.3f} ms, cost {}, idle {}", window_ns / 1e6, format_usd(cost),
-                                        format_usd(num(d, "idle_cost_usd")))});
+    summary.push_back({who, fmt::format("window {:.3f} ms, cost {}, idle {}", window_ns / 1e6,
+                                        format_usd(cost), format_usd(num(d, "idle_cost_usd")))});
     const std::string id = std::to_string(index);
     charts.push_back(html::bar_chart("split-" + id, "Temporal split: " + who, "USD",
                                      {"compute", "communication", "memory", "idle"},
@@ -396,8 +432,9 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
         cats.push_back(n);
         vals.push_back(c);
       }
-      charts.push_back(html::bar_chart(std::string(what) + "-" + id, std::string("Top ") + what + " by cost: " + who,
-                                       "USD", cats, vals, "cost_usd"));
+      charts.push_back(html::bar_chart(std::string(what) + "-" + id,
+                                       std::string("Top ") + what + " by cost: " + who, "USD", cats, vals,
+                                       "cost_usd"));
     }
     ++index;
   }

@@ -1,17 +1,19 @@
 #include "report/run_report.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
+#include "sys/spawn.h"
 #include "util/json.h"
 #include "util/units.h"
 
 namespace gm {
 namespace {
 
-std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector<GpuUsage>& gpus, const Catalog& catalog) {
+std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+                                         const Catalog& catalog) {
   std::optional<std::uint64_t> peak;
   for (const auto& g : gpus)
     if (g.used && g.mem_peak_bytes) peak = std::max(peak.value_or(0), *g.mem_peak_bytes);
@@ -35,12 +37,14 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
       if (current && current->bf16_dense_tflops && spec.bf16_dense_tflops && *spec.bf16_dense_tflops > 0) {
         const double slow = *current->bf16_dense_tflops / *spec.bf16_dense_tflops;
         h.assumption = fmt::format(
-            "if the job is compute-bound it may run up to {:.1f}x longer (bf16 dense TFLOPS {} vs {}); it pays off "
+            "if the job is compute-bound it may run up to {:.1f}x longer (bf16 dense TFLOPS {} vs {}); it "
+            "pays off "
             "when it runs less than {:.1f}x longer",
             slow, *spec.bf16_dense_tflops, *current->bf16_dense_tflops, 1.0 / h.price_ratio);
       } else {
-        h.assumption = fmt::format("assumes the same run time; it pays off when the job runs less than {:.1f}x longer",
-                                   1.0 / h.price_ratio);
+        h.assumption =
+            fmt::format("assumes the same run time; it pays off when the job runs less than {:.1f}x longer",
+                        1.0 / h.price_ratio);
       }
       best = h;
     }
@@ -50,8 +54,9 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
 
 }  // namespace
 
-RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus, const std::vector<ProgressRecord>& progress,
-                           std::vector<ActionRecord> actions, const Catalog* catalog) {
+RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
+                           const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
+                           const Catalog* catalog) {
   RunReport r;
   r.run = run;
   r.gpus = std::move(gpus);
@@ -69,19 +74,27 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus, con
       std::any_of(r.gpus.begin(), r.gpus.end(), [](const GpuUsage& g) { return g.util_avg_pct.has_value(); }))
     r.effective_utilization = busy_s / (r.wall_s * static_cast<double>(run.gpus_allocated.size()));
   for (const auto& p : progress) {
+    for (const auto& [k, v] : p.metrics) r.metrics[k] = v;
     if (p.step) r.steps = std::max(r.steps.value_or(0), *p.step);
     if (p.total_steps) r.total_steps = p.total_steps;
     if (p.samples) r.samples = std::max(r.samples.value_or(0), *p.samples);
     if (p.tokens) r.tokens = std::max(r.tokens.value_or(0), *p.tokens);
   }
   if (!r.total_steps) r.total_steps = run.total_steps;
+  // A run without GPU telemetry has no allocated GPU and no GPU model (DESIGN §3 "No GPU telemetry").
+  if (run.gpus_allocated.empty() && run.gpu_model.empty()) r.telemetry = "none";
+  if (r.telemetry == "none")
+    r.notes.push_back(run.price_source == "none" ? "no GPU telemetry and no price: time only"
+                                                 : "no GPU telemetry: cost is wall time × the price");
   const double cost = micros_to_usd(run.cost_micros);
   if (r.steps && *r.steps > 0) r.usd_per_step = cost / static_cast<double>(*r.steps);
   if (r.samples && *r.samples > 0) r.usd_per_1k_samples = cost / static_cast<double>(*r.samples) * 1e3;
   if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
   if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
   if (run.status == "interrupted")
-    r.notes.push_back("gpumeter stopped recording this run (killed or crashed): figures are as of its last committed second");
+    r.notes.push_back(
+        "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
+        "second");
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
   return r;
 }
@@ -103,12 +116,30 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
   return build_run_report(run, std::move(usage), progress, std::move(actions), catalog);
 }
 
+std::string describe_status(const RunRecord& run) {
+  if (run.status == "stopped" || run.stopped_by) return "stopped by " + run.stopped_by.value_or("gpumeter");
+  if (run.status == "running") return "running";
+  if (run.status == "interrupted") {
+    if (run.exit_code && *run.exit_code > 128)
+      return "interrupted (" + signal_name(*run.exit_code - 128) + ")";
+    return run.exit_code ? "interrupted" : "interrupted (gpumeter stopped recording)";
+  }
+  // "finished" is how ledgers before issue 19 recorded every run that ended by itself.
+  if (run.status == "failed" && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
+      run.wall_ms == 0)
+    return fmt::format("could not start (exit {})", *run.exit_code);
+  if (!run.exit_code || *run.exit_code == 0) return "succeeded";
+  return fmt::format("failed (exit {})", *run.exit_code);
+}
+
 std::string render_run_report_json(const RunReport& r) {
   nlohmann::json j;
   const RunRecord& run = r.run;
   j["run_id"] = run.id;
   j["command"] = run.command;
   j["status"] = run.status;
+  j["status_text"] = describe_status(run);
+  j["telemetry"] = r.telemetry;
   j["exit_code"] = json_or_null(run.exit_code);
   j["stopped_by"] = json_or_null(run.stopped_by);
   j["start_unix_ms"] = run.start_unix_ms;
@@ -121,10 +152,12 @@ std::string render_run_report_json(const RunReport& r) {
   j["gpus_used"] = run.gpus_used;
   j["idle_cost_usd"] = r.idle_cost_usd;
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
-  j["energy_kwh"] = run.energy_method == "none" ? nlohmann::json(nullptr) : nlohmann::json(run.energy_j / 3.6e6);
+  j["energy_kwh"] =
+      run.energy_method == "none" ? nlohmann::json(nullptr) : nlohmann::json(run.energy_j / 3.6e6);
   j["energy_method"] = run.energy_method;
   j["co2_kg"] = json_or_null(run.co2_kg);
-  j["co2_intensity_source"] = run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
+  j["co2_intensity_source"] =
+      run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
   j["steps"] = json_or_null(r.steps);
   j["total_steps"] = json_or_null(r.total_steps);
   j["samples"] = json_or_null(r.samples);
@@ -135,6 +168,7 @@ std::string render_run_report_json(const RunReport& r) {
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
   j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
+  j["metrics"] = r.metrics;
   j["labels"] = run.labels;
   j["user"] = run.user;
   j["host"] = run.host;
@@ -182,16 +216,19 @@ std::string render_run_report_csv(const RunReport& r) {
   auto o = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string(); };
   const RunRecord& run = r.run;
   std::string out =
-      "run_id,command,status,exit_code,stopped_by,wall_s,billed_s,cost_usd,price_usd_per_gpu_hour,price_source,"
-      "gpus_allocated,gpus_used,idle_cost_usd,unused_gpu_cost_usd,energy_kwh,energy_method,co2_kg,steps,total_steps,"
+      "run_id,command,status,exit_code,stopped_by,wall_s,billed_s,cost_usd,price_usd_per_gpu_hour,price_"
+      "source,"
+      "gpus_allocated,gpus_used,idle_cost_usd,unused_gpu_cost_usd,energy_kwh,energy_method,co2_kg,steps,"
+      "total_steps,"
       "forecast_cost_usd\n";
   std::string alloc, used;
   for (const auto& u : run.gpus_allocated) alloc += (alloc.empty() ? "" : " ") + u;
   for (const auto& u : run.gpus_used) used += (used.empty() ? "" : " ") + u;
-  out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n", run.id,
-                     q(run.command), run.status, o(run.exit_code), run.stopped_by.value_or(""), r.wall_s, run.billed_s,
-                     micros_to_usd(run.cost_micros), micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source),
-                     q(alloc), q(used), r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, run.energy_method,
+  out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n",
+                     run.id, q(run.command), run.status, o(run.exit_code), run.stopped_by.value_or(""),
+                     r.wall_s, run.billed_s, micros_to_usd(run.cost_micros),
+                     micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source), q(alloc), q(used),
+                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, run.energy_method,
                      o(run.co2_kg), o(r.steps), o(r.total_steps), o(run.forecast_cost_usd));
   return out;
 }
@@ -201,15 +238,14 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   std::string o;
   const std::string sim = simulated ? "SIMULATED " : "";
   o += fmt::format("── {}gpumeter run {} ── {} ──\n", sim, run.id, run.command);
-  std::string status = run.status;
-  if (run.stopped_by) status += " by " + *run.stopped_by;
-  if (run.exit_code) status += fmt::format(", exit code {}", *run.exit_code);
-  o += fmt::format("  status          {}\n", status);
+  o += fmt::format("  status          {}\n", describe_status(run));
   o += fmt::format("  wall / billed   {} / {} s\n", format_duration_s(r.wall_s), run.billed_s);
-  o += fmt::format("  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),
-                   format_usd(micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
+  o += fmt::format(
+      "  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),
+      format_usd(micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
   if (run.budget_usd) o += fmt::format("  budget          {}\n", format_usd(*run.budget_usd));
-  o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(), run.gpus_used.size());
+  o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
+                   run.gpus_used.size());
   o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));
   o += fmt::format("  unused GPUs     {}\n", format_usd(r.unused_gpu_cost_usd));
   if (run.energy_method != "none")
@@ -217,28 +253,38 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   else
     o += "  energy          not available (no energy counter or power readings)\n";
   if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
-  if (r.effective_utilization) o += fmt::format("  effective util  {:.1f}%\n", *r.effective_utilization * 100.0);
+  if (r.effective_utilization)
+    o += fmt::format("  effective util  {:.1f}%\n", *r.effective_utilization * 100.0);
   for (const auto& g : r.gpus) {
     o += fmt::format("  GPU {} {}  util avg {} peak {}  mem avg {} peak {}{}\n", g.index, g.uuid,
                      g.util_avg_pct ? fmt::format("{:.0f}%", *g.util_avg_pct) : "n/a",
                      g.util_peak_pct ? fmt::format("{:.0f}%", *g.util_peak_pct) : "n/a",
                      g.mem_avg_bytes ? format_bytes(*g.mem_avg_bytes) : "n/a",
-                     g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a", g.used ? "" : "  (never used)");
+                     g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a",
+                     g.used ? "" : "  (never used)");
   }
   if (r.steps)
-    o += fmt::format("  steps           {}{}\n", *r.steps, r.total_steps ? fmt::format(" / {}", *r.total_steps) : "");
+    o += fmt::format("  steps           {}{}\n", *r.steps,
+                     r.total_steps ? fmt::format(" / {}", *r.total_steps) : "");
   if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", format_usd(*r.usd_per_step));
   if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", format_usd(*r.usd_per_1k_samples));
   if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", format_usd(*r.usd_per_1m_tokens));
+  if (!r.metrics.empty()) {
+    std::string m;
+    for (const auto& [k, v] : r.metrics) m += fmt::format("{}{} {:.4g}", m.empty() ? "" : ", ", k, v);
+    o += fmt::format("  last metrics    {}\n", m);
+  }
   if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
   for (const auto& a : r.actions)
     o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
                      format_usd(micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
-    o += fmt::format("  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {}/GPU-h = {:.2f}x the price; {}\n",
-                     h.gpu, format_bytes(h.gpu_memory_bytes), format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
-                     format_usd(h.usd_per_gpu_hour), h.price_ratio, h.assumption);
+    o += fmt::format(
+        "  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {}/GPU-h = {:.2f}x the "
+        "price; {}\n",
+        h.gpu, format_bytes(h.gpu_memory_bytes), format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
+        format_usd(h.usd_per_gpu_hour), h.price_ratio, h.assumption);
   }
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   return o;

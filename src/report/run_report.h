@@ -2,6 +2,7 @@
 // The report of one metered run (`gpumeter run`'s end-of-run report, `gpumeter report RUN`): computed from
 // a ledger RunRecord plus per-GPU usage, progress and actions, rendered as text, JSON or CSV.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,35 +15,42 @@ namespace gm {
 
 /// A cheaper GPU whose memory holds the observed peak with headroom.
 struct RightsizingHint {
-  std::string gpu;                       ///< catalog id
-  double usd_per_gpu_hour = 0;           ///< its reference price
-  double price_ratio = 0;                ///< its price / the run's price
-  std::uint64_t peak_bytes = 0;          ///< observed peak memory
+  std::string gpu;               ///< catalog id
+  double usd_per_gpu_hour = 0;   ///< its reference price
+  double price_ratio = 0;        ///< its price / the run's price
+  std::uint64_t peak_bytes = 0;  ///< observed peak memory
   std::uint64_t gpu_memory_bytes = 0;
-  std::string assumption;                ///< the speed assumption, stated
+  std::string assumption;  ///< the speed assumption, stated
 };
 
 /// One run's report.
 struct RunReport {
   RunRecord run;
-  std::vector<GpuUsage> gpus;            ///< allocated GPUs
+  std::vector<GpuUsage> gpus;  ///< allocated GPUs
   std::vector<ActionRecord> actions;
   double wall_s = 0;
-  double idle_cost_usd = 0;              ///< on used GPUs
-  double unused_gpu_cost_usd = 0;        ///< billed cost of allocated GPUs the job never used
+  double idle_cost_usd = 0;                     ///< on used GPUs
+  double unused_gpu_cost_usd = 0;               ///< billed cost of allocated GPUs the job never used
   std::optional<double> effective_utilization;  ///< Σ busy_s / (wall_s × allocated GPUs)
   std::optional<std::int64_t> steps, total_steps, samples, tokens;
   std::optional<double> usd_per_step, usd_per_1k_samples, usd_per_1m_tokens;
+  std::map<std::string, double> metrics;  ///< the last value of each metric the job reported (loss, acc)
+  std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
   std::vector<std::string> notes;
 };
+
+/// A run's status in words, the same in text, JSON and HTML: "succeeded", "failed (exit 1)",
+/// "interrupted (SIGINT)", "stopped by budget", "running", "could not start (exit 127)".
+std::string describe_status(const RunRecord& run);
 
 /// Headroom over the observed peak memory required of a rightsizing candidate (fraction).
 inline constexpr double kRightsizingHeadroom = 0.20;
 
 /// Builds the report. `catalog` may be null (no rightsizing hint then).
-RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus, const std::vector<ProgressRecord>& progress,
-                           std::vector<ActionRecord> actions, const Catalog* catalog);
+RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
+                           const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
+                           const Catalog* catalog);
 /// Builds the report of a run stored in the ledger.
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
 

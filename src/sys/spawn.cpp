@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sys/proc.h"
 #include "util/units.h"
 
 namespace gm {
@@ -113,14 +114,37 @@ Result<SpawnedChild> PosixProcessRunner::spawn(const SpawnOptions& o) {
     waitpid(pid, &status, 0);
     for (int fd : {c.stdout_fd, c.stderr_fd, c.pty_fd})
       if (fd >= 0) close(fd);
-    return make_error(ErrorKind::not_found, "cannot run '" + o.argv[0] + "': " + std::strerror(child_errno));
+    return make_error(child_errno == ENOENT ? ErrorKind::not_found : ErrorKind::failure,
+                      "cannot run '" + o.argv[0] + "': " + std::strerror(child_errno));
   }
   return c;
 }
 
+bool PosixProcessRunner::send_signal(pid_t pid, int sig, bool group) {
+  if (pid <= 0) return false;
+  return kill(group ? -pid : pid, sig) == 0;
+}
+
+std::optional<int> PosixProcessRunner::try_wait(pid_t pid) {
+  int status = 0;
+  pid_t w;
+  do w = waitpid(pid, &status, WNOHANG);
+  while (w < 0 && errno == EINTR);
+  if (w == pid) return status;
+  return std::nullopt;
+}
+
+std::set<std::uint32_t> PosixProcessRunner::job_pids(pid_t pid) {
+  std::set<std::uint32_t> pids{static_cast<std::uint32_t>(pid)};
+  ProcReader proc;
+  for (auto p : proc.descendants(static_cast<std::uint32_t>(pid))) pids.insert(p);
+  return pids;
+}
+
 void restore_terminal_foreground() {
   if (!isatty(STDIN_FILENO)) return;
-  struct sigaction ign {}, old {};
+  struct sigaction ign {
+  }, old{};
   ign.sa_handler = SIG_IGN;
   sigaction(SIGTTOU, &ign, &old);
   tcsetpgrp(STDIN_FILENO, getpgrp());
@@ -147,9 +171,9 @@ int exit_code_of_wait_status(int status) {
 }
 
 Result<int> parse_signal(const std::string& text) {
-  static const std::pair<const char*, int> kNames[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
-                                                       {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1},
-                                                       {"USR2", SIGUSR2}};
+  static const std::pair<const char*, int> kNames[] = {
+      {"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},  {"QUIT", SIGQUIT},
+      {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
   std::string t = text;
   for (auto& ch : t) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   if (t.rfind("SIG", 0) == 0) t = t.substr(3);
@@ -159,19 +183,28 @@ Result<int> parse_signal(const std::string& text) {
     const int n = std::stoi(t);
     if (n >= 1 && n < NSIG) return n;
   }
-  return make_error(ErrorKind::usage, "--stop-signal: unknown signal '" + text + "' (use TERM, INT, HUP, QUIT, USR1, USR2, KILL or a number)");
+  return make_error(ErrorKind::usage, "--stop-signal: unknown signal '" + text +
+                                          "' (use TERM, INT, HUP, QUIT, USR1, USR2, KILL or a number)");
 }
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGHUP: return "SIGHUP";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGUSR2: return "SIGUSR2";
-    default: return "signal " + std::to_string(sig);
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    default:
+      return "signal " + std::to_string(sig);
   }
 }
 

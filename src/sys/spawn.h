@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,33 +17,43 @@ namespace gm {
 
 /// How to start the job.
 struct SpawnOptions {
-  std::vector<std::string> argv;                 ///< argv[0] is looked up in PATH
-  std::map<std::string, std::string> env;        ///< added to (overriding) gpumeter's environment
-  bool use_pty = false;                          ///< stdin/stdout/stderr on a new pty (controlling terminal)
+  std::vector<std::string> argv;           ///< argv[0] is looked up in PATH
+  std::map<std::string, std::string> env;  ///< added to (overriding) gpumeter's environment
+  bool use_pty = false;                    ///< stdin/stdout/stderr on a new pty (controlling terminal)
   std::optional<std::pair<unsigned short, unsigned short>> window;  ///< pty rows, cols
 };
 
 /// A started job. Descriptors are owned by the caller (close them).
 struct SpawnedChild {
-  pid_t pid = -1;                                ///< also the process group id
-  int stdout_fd = -1;                            ///< read end (pipes mode)
-  int stderr_fd = -1;                            ///< read end (pipes mode)
-  int pty_fd = -1;                               ///< master (pty mode): read output, write input
-  bool owns_terminal = false;                    ///< pipes mode: the job's group was made the terminal's foreground
+  pid_t pid = -1;              ///< also the process group id
+  int stdout_fd = -1;          ///< read end (pipes mode)
+  int stderr_fd = -1;          ///< read end (pipes mode)
+  int pty_fd = -1;             ///< master (pty mode): read output, write input
+  bool owns_terminal = false;  ///< pipes mode: the job's group was made the terminal's foreground
 };
 
 /// Starts processes; a seam so the supervisor can be driven by a fake in tests.
 class ProcessRunner {
  public:
   virtual ~ProcessRunner() = default;
-  /// Starts the job; error (kind not_found) when the program cannot be executed, with the errno text.
+  /// Starts the job; error with the errno text when the program cannot be executed: kind not_found when
+  /// it does not exist (exit 127 by convention), failure when it exists but cannot run (126).
   virtual Result<SpawnedChild> spawn(const SpawnOptions& options) = 0;
+  /// Sends `sig` to process `pid`, or with `group` to its process group; false when none received it.
+  virtual bool send_signal(pid_t pid, int sig, bool group) = 0;
+  /// The wait status of `pid` once it has exited (reaping it); nullopt while it runs. Never blocks.
+  virtual std::optional<int> try_wait(pid_t pid) = 0;
+  /// `pid` and its live descendants (the job's processes, for attribution).
+  virtual std::set<std::uint32_t> job_pids(pid_t pid) = 0;
 };
 
-/// fork + exec with a process group, pty or pipes.
+/// fork + exec with a process group, pty or pipes; kill(2), waitpid(2) and /proc.
 class PosixProcessRunner final : public ProcessRunner {
  public:
   Result<SpawnedChild> spawn(const SpawnOptions& options) override;
+  bool send_signal(pid_t pid, int sig, bool group) override;
+  std::optional<int> try_wait(pid_t pid) override;
+  std::set<std::uint32_t> job_pids(pid_t pid) override;
 };
 
 /// Makes gpumeter's process group the foreground of its terminal again (after a job that owned it).

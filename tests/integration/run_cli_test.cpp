@@ -1,21 +1,19 @@
 // `gpumeter run` end to end: the real binary on the fake NVML library (DESIGN §6 scenarios).
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
-
-#include <mutex>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
@@ -30,19 +28,22 @@ using test::TempDir;
 /// One H100 whose processes are every live process named `comm`; utilization `util` throughout.
 std::string scenario(const std::string& comm, int util) {
   nlohmann::json proc = {{"comm", comm}, {"mem_mib", 60500}, {"sm_util", util}};
-  nlohmann::json j = {
-      {"driver_version", "580.95.05"},
-      {"devices",
-       {{{"name", "NVIDIA H100 80GB HBM3"},
-         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
-         {"pci_bus_id", "00000000:18:00.0"},
-         {"memory_total_mib", 81559},
-         {"power_limit_w", 700},
-         {"energy_counter", true},
-         {"mig", false},
-         {"timeline",
-          {{{"t", 0}, {"util", util}, {"mem_used_mib", 61000}, {"power_w", util > 5 ? 650 : 70}, {"temp_c", 60},
-            {"processes", {proc}}}}}}}}};
+  nlohmann::json j = {{"driver_version", "580.95.05"},
+                      {"devices",
+                       {{{"name", "NVIDIA H100 80GB HBM3"},
+                         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
+                         {"pci_bus_id", "00000000:18:00.0"},
+                         {"memory_total_mib", 81559},
+                         {"power_limit_w", 700},
+                         {"energy_counter", true},
+                         {"mig", false},
+                         {"timeline",
+                          {{{"t", 0},
+                            {"util", util},
+                            {"mem_used_mib", 61000},
+                            {"power_w", util > 5 ? 650 : 70},
+                            {"temp_c", 60},
+                            {"processes", {proc}}}}}}}}};
   return j.dump();
 }
 
@@ -64,8 +65,9 @@ class RunCliIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(RunCliIntegrationTest, CostIsBilledSecondsTimesOneDollarExactly) {
-  auto r = run_gpumeter({"run", "--price", "3600", "--json-report", dir_.path() + "/r.json", "--", "sleep", "4.5"},
-                        env("sleep"));
+  auto r =
+      run_gpumeter({"run", "--price", "3600", "--json-report", dir_.path() + "/r.json", "--", "sleep", "4.5"},
+                   env("sleep"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = report_json();
   const std::int64_t billed = j["billed_s"].get<std::int64_t>();
@@ -87,10 +89,26 @@ TEST_F(RunCliIntegrationTest, CostIsBilledSecondsTimesOneDollarExactly) {
   EXPECT_DOUBLE_EQ(l["cost_usd"].get<double>(), j["cost_usd"].get<double>());
   EXPECT_EQ(l["billed_s"], j["billed_s"]);
   EXPECT_EQ(l["run_id"], j["run_id"]);
-  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
-                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
-                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
-                          "forecast_cost_usd", "actions"})
+  for (const char* key : {"run_id",
+                          "command",
+                          "exit_code",
+                          "stopped_by",
+                          "wall_s",
+                          "billed_s",
+                          "cost_usd",
+                          "price_usd_per_gpu_hour",
+                          "price_source",
+                          "gpus_allocated",
+                          "gpus_used",
+                          "idle_cost_usd",
+                          "unused_gpu_cost_usd",
+                          "energy_kwh",
+                          "energy_method",
+                          "co2_kg",
+                          "steps",
+                          "total_steps",
+                          "forecast_cost_usd",
+                          "actions"})
     EXPECT_TRUE(l.contains(key)) << key;
   auto runs = run_gpumeter({"runs", "--json"}, env("sleep"));
   ASSERT_EQ(runs.exit_code, 0);
@@ -176,9 +194,9 @@ TEST_F(RunCliIntegrationTest, ProgressFromChildGrandchildAndTqdmOutput) {
   const std::string child = script("child.py",
                                    "import gpumeter\n"
                                    "gpumeter.progress(step=5, total_steps=50, samples=640, tokens=81920)\n");
-  auto r = run_gpumeter({"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--",
-                         "python3", child},
-                        env("python3"));
+  auto r = run_gpumeter(
+      {"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--", "python3", child},
+      env("python3"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = report_json();
   EXPECT_EQ(j["steps"], 5);
@@ -186,17 +204,18 @@ TEST_F(RunCliIntegrationTest, ProgressFromChildGrandchildAndTqdmOutput) {
   EXPECT_DOUBLE_EQ(j["usd_per_1m_tokens"].get<double>(), j["cost_usd"].get<double>() / 81920 * 1e6);
 
   // A grandchild: sh starts python, which reports.
-  r = run_gpumeter({"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--", "sh", "-c",
-                    "python3 " + child + "; true"},
+  r = run_gpumeter({"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--", "sh",
+                    "-c", "python3 " + child + "; true"},
                    env("python3"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(report_json()["steps"], 5);
 
   // tqdm-style bars on stderr, redrawn with \r.
-  r = run_gpumeter({"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--", "sh", "-c",
-                    "printf ' 10%%|#         | 10/100 [00:01<00:09, 10.0it/s]\\r 37%%|###       | 37/100 "
-                    "[00:03<00:06, 10.0it/s]\\n' >&2"},
-                   env("sh"));
+  r = run_gpumeter(
+      {"run", "--price", "3600", "--quiet", "--json-report", dir_.path() + "/r.json", "--", "sh", "-c",
+       "printf ' 10%%|#         | 10/100 [00:01<00:09, 10.0it/s]\\r 37%%|###       | 37/100 "
+       "[00:03<00:06, 10.0it/s]\\n' >&2"},
+      env("sh"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(report_json()["steps"], 37);
   EXPECT_EQ(report_json()["total_steps"], 100);
@@ -217,7 +236,8 @@ TEST_F(RunCliIntegrationTest, SteadyJobForecastAfterTenPercentWithinFivePercent)
   const double final_usd = j["wall_s"].get<double>() * 1.0;  // $1/s, before billing rounds up
   std::regex line_re(R"(step (\d+)/120 · forecast \$([0-9.,]+))");
   std::optional<double> forecast;
-  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), line_re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), line_re); it != std::sregex_iterator();
+       ++it) {
     const int step = std::stoi((*it)[1]);
     if (step >= 12 && step < 60) {
       std::string v = (*it)[2];
@@ -245,14 +265,16 @@ TEST_F(RunCliIntegrationTest, PassesThroughBytesAndExitStatus) {
 }
 
 TEST_F(RunCliIntegrationTest, KeepsTheTerminalForTheJobUnderTmux) {
-  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0) << "tmux missing (scripts/setup.sh installs it)";
+  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0)
+      << "tmux missing (scripts/setup.sh installs it)";
   const std::string sock = dir_.path() + "/tmux.sock";
   const std::string out = dir_.path() + "/tty.txt";
   std::string envs;
   for (const auto& [k, v] : env("sh"))
     if (v != "\x01unset") envs += k + "='" + v + "' ";
-  const std::string job = script("tty.sh", "if [ -t 0 ] && [ -t 1 ]; then echo TTY-OK > " + out +
-                                               "; fi; stty size >> " + out + "; printf '\\033[31mred\\033[0m\\n'\n");
+  const std::string job =
+      script("tty.sh", "if [ -t 0 ] && [ -t 1 ]; then echo TTY-OK > " + out + "; fi; stty size >> " + out +
+                           "; printf '\\033[31mred\\033[0m\\n'\n");
   const std::string cmd = "env " + envs + test::gpumeter_binary() + " run --price 3600 --quiet -- sh " + job +
                           "; echo EXIT=$?; sleep 30";
   ASSERT_EQ(std::system(("tmux -S " + sock + " new-session -d -x 100 -y 30 \"" + cmd + "\"").c_str()), 0);
@@ -274,14 +296,17 @@ TEST_F(RunCliIntegrationTest, KeepsTheTerminalForTheJobUnderTmux) {
 }
 
 TEST_F(RunCliIntegrationTest, LiveStatusLineKeepsTheBottomRowUnderTmux) {
-  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0) << "tmux missing (scripts/setup.sh installs it)";
+  ASSERT_EQ(std::system("command -v tmux >/dev/null 2>&1"), 0)
+      << "tmux missing (scripts/setup.sh installs it)";
   const std::string sock = dir_.path() + "/tmux.sock";
   const std::string out = dir_.path() + "/size.txt";
   std::string envs;
   for (const auto& [k, v] : env("sh"))
     if (v != "\x01unset") envs += k + "='" + v + "' ";
-  const std::string job = script("size.sh", "stty size > " + out + "; for i in 1 2 3; do echo line$i; sleep 1; done\n");
-  const std::string cmd = "env " + envs + test::gpumeter_binary() + " run --price 3600 -- sh " + job + "; sleep 30";
+  const std::string job =
+      script("size.sh", "stty size > " + out + "; for i in 1 2 3; do echo line$i; sleep 1; done\n");
+  const std::string cmd =
+      "env " + envs + test::gpumeter_binary() + " run --price 3600 -- sh " + job + "; sleep 30";
   ASSERT_EQ(std::system(("tmux -S " + sock + " new-session -d -x 120 -y 20 \"" + cmd + "\"").c_str()), 0);
   std::string pane;
   bool saw_status = false;
@@ -320,10 +345,11 @@ TEST_F(RunCliIntegrationTest, ActionsGoToNotifyCommandAndWebhook) {
   ASSERT_GT(port, 0);
   std::thread t([&] { server.listen_after_bind(); });
   const std::string events = dir_.path() + "/events";
-  auto r = run_gpumeter({"run", "--price", "3600", "--budget", "2", "--warn-at", "50%", "--grace", "1s", "--quiet",
-                         "--notify", "echo \"$GPUMETER_EVENT $GPUMETER_BUDGET_USD\" >> " + events, "--webhook",
-                         "http://127.0.0.1:" + std::to_string(port) + "/hook", "--", "sleep", "20"},
-                        env("sleep"), std::nullopt, 30);
+  auto r =
+      run_gpumeter({"run", "--price", "3600", "--budget", "2", "--warn-at", "50%", "--grace", "1s", "--quiet",
+                    "--notify", "echo \"$GPUMETER_EVENT $GPUMETER_BUDGET_USD\" >> " + events, "--webhook",
+                    "http://127.0.0.1:" + std::to_string(port) + "/hook", "--", "sleep", "20"},
+                   env("sleep"), std::nullopt, 30);
   server.stop();
   t.join();
   EXPECT_EQ(r.exit_code, 86) << r.err;
@@ -362,8 +388,10 @@ TEST_F(RunCliIntegrationTest, KillNineLeavesAnInterruptedRunWithItsSeconds) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     for (const auto& [k, v] : e) {
-      if (v == "\x01unset") unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
+      if (v == "\x01unset")
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
     }
     const int devnull = open("/dev/null", O_RDWR);
     dup2(devnull, 1);
@@ -406,11 +434,12 @@ TEST_F(RunCliIntegrationTest, CorruptLedgerWarnsAndTheJobStillRuns) {
 
 TEST_F(RunCliIntegrationTest, LockedLedgerWarnsAndTheJobStillRuns) {
   auto e = env("sh");
-  ASSERT_EQ(run_gpumeter({"runs"}, e).exit_code, 0);  // creates the ledger
+  ASSERT_EQ(run_gpumeter({"run", "--price", "3600", "--quiet", "--", "true"}, e).exit_code,
+            0);  // creates the ledger
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir_.path() + "/ledger.db").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; DELETE FROM meta WHERE 0;", nullptr,
-                         nullptr, nullptr),
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; DELETE FROM meta WHERE 0;",
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   auto r = run_gpumeter({"run", "--price", "3600", "--", "sh", "-c", "echo job-ran"}, e);
   sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);

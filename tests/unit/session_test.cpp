@@ -1,7 +1,8 @@
 // The supervisor with an in-memory GPU backend and real child processes.
+#include "guard/session.h"
+
 #include <gtest/gtest.h>
 
-#include "guard/session.h"
 #include "support/support.h"
 #include "util/exit_codes.h"
 
@@ -23,12 +24,22 @@ StaticGpuBackend one_gpu(std::uint32_t util_pct) {
   return b;
 }
 
+/// Collects what a run shows.
+struct CollectingSink final : SessionSink {
+  std::string out, err;
+  std::vector<std::string> messages;
+  void job_output(JobStream s, std::string_view b) override { (s == JobStream::err ? err : out).append(b); }
+  void message(const std::string& text, bool) override { messages.push_back(text); }
+  void status(const StatusSnapshot&, bool) override {}
+};
+
 SessionConfig config(std::vector<std::string> argv) {
   SessionConfig c;
   c.argv = std::move(argv);
-  c.quiet = true;
-  c.price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
-  c.price.source = "test";
+  PriceQuote price;
+  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
+  price.source = "test";
+  c.price = price;
   c.allocated = {0};
   c.run.command = "test job";
   c.run.user = "u";
@@ -42,8 +53,9 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   ASSERT_TRUE(ledger.ok());
   auto backend = one_gpu(90);
   PosixProcessRunner runner;
+  CollectingSink sink;
   auto cfg = config({"sh", "-c", "sleep 1.2; exit 3"});
-  auto out = run_session(cfg, backend, ledger->get(), nullptr, system_clock(), runner);
+  auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 3);
   EXPECT_TRUE(out->recorded);
@@ -52,7 +64,7 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   EXPECT_EQ(r.cost_micros, r.billed_s * 1'000'000);
   auto stored = (*ledger)->last_run();
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->status, "finished");
+  EXPECT_EQ(stored->status, "failed");
   EXPECT_EQ(*stored->exit_code, 3);
   EXPECT_EQ(stored->cost_micros, r.cost_micros);
   EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-static-0"}));
@@ -68,10 +80,12 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   ASSERT_TRUE(ledger.ok());
   auto backend = one_gpu(90);
   PosixProcessRunner runner;
+  CollectingSink sink;
   auto cfg = config({"sh", "-c", "sleep 20 & wait"});
+  cfg.stop_to = StopTarget::group;
   cfg.guard.budget_usd = 1.0;
   cfg.grace_ms = 1000;
-  auto out = run_session(cfg, backend, ledger->get(), nullptr, system_clock(), runner);
+  auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, kExitGuardStop);
   EXPECT_EQ(*out->report.run.stopped_by, "budget");
@@ -88,6 +102,7 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
 TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
   auto backend = one_gpu(90);
   PosixProcessRunner runner;
+  CollectingSink sink;
   auto cfg = config({"python3", "-c",
                      "import os, socket\n"
                      "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
@@ -96,7 +111,7 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
                      "s.sendto(b'not json', p)\n"
                      "s.sendto(b'{\"step\": -2}', p)\n"
                      "import time; time.sleep(0.3)\n"});
-  auto out = run_session(cfg, backend, nullptr, nullptr, system_clock(), runner);
+  auto out = run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 0);
   EXPECT_FALSE(out->recorded);
@@ -110,10 +125,11 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
 TEST(SessionTest, IdleGpusStopTheJob) {
   auto backend = one_gpu(0);
   PosixProcessRunner runner;
+  CollectingSink sink;
   auto cfg = config({"sleep", "20"});
   cfg.guard.max_idle_ms = 2000;
   cfg.grace_ms = 1000;
-  auto out = run_session(cfg, backend, nullptr, nullptr, system_clock(), runner);
+  auto out = run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, kExitGuardStop);
   EXPECT_EQ(*out->report.run.stopped_by, "idle");
@@ -123,9 +139,20 @@ TEST(SessionTest, IdleGpusStopTheJob) {
 TEST(SessionTest, UnrunnableProgramIsAnError) {
   auto backend = one_gpu(0);
   PosixProcessRunner runner;
-  auto out = run_session(config({"/no/such/program"}), backend, nullptr, nullptr, system_clock(), runner);
-  ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.error().kind, ErrorKind::not_found);
+  CollectingSink sink;
+  auto out =
+      run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->exit_code, 127);
+  ASSERT_TRUE(out->start_error);
+  test::TempDir dir;
+  const std::string script = dir.path() + "/not-executable.sh";
+  FILE* f = std::fopen(script.c_str(), "w");
+  std::fputs("#!/bin/sh\necho hi\n", f);
+  std::fclose(f);
+  out = run_session(config({script}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->exit_code, 126) << "found but not executable: 126 by convention";
 }
 
 }  // namespace

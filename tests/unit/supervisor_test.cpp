@@ -1,0 +1,284 @@
+// The supervisor state machine on a fake clock and a fake process runner: budget, forecast and idle stops,
+// grace and SIGKILL, signal forwarding, status cadence and run statuses, in milliseconds of test time.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "guard/session.h"
+#include "util/exit_codes.h"
+#include "util/units.h"
+
+namespace gm {
+namespace {
+
+struct SentSignal {
+  pid_t pid;
+  int sig;
+  bool group;
+};
+
+/// Records what the supervisor does to the job; the job never runs.
+class FakeProcessRunner final : public ProcessRunner {
+ public:
+  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
+  bool send_signal(pid_t pid, int sig, bool group) override {
+    sent.push_back({pid, sig, group});
+    return true;
+  }
+  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
+  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
+  std::vector<SentSignal> sent;
+};
+
+struct RecordingSink final : SessionSink {
+  std::string out;
+  std::vector<std::string> messages, warnings;
+  std::vector<double> periodic_at_s;
+  void job_output(JobStream, std::string_view b) override { out.append(b); }
+  void message(const std::string& text, bool warning) override {
+    (warning ? warnings : messages).push_back(text);
+  }
+  void status(const StatusSnapshot& s, bool periodic) override {
+    if (periodic) periodic_at_s.push_back(s.elapsed_s);
+  }
+};
+
+StaticGpuBackend one_gpu(std::uint32_t util_pct) {
+  StaticGpuBackend b;
+  DeviceInfo d;
+  d.index = 0;
+  d.name = "NVIDIA H100 80GB HBM3";
+  d.uuid = "GPU-static-0";
+  b.infos.push_back(d);
+  b.caps.emplace_back();
+  DeviceSample s;
+  s.utilization_pct = util_pct;
+  s.memory_used_bytes = 1ull << 30;
+  b.samples.push_back(s);
+  return b;
+}
+
+SessionConfig config() {
+  SessionConfig c;
+  c.argv = {"train"};
+  PriceQuote price;
+  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
+  price.source = "test";
+  c.price = price;
+  c.allocated = {0};
+  c.run.command = "train";
+  return c;
+}
+
+constexpr pid_t kPid = 4242;
+constexpr std::int64_t kSecond = 1'000'000'000;
+
+/// Advances the fake clock second by second, calling on_time at each wake-up, until `until_s`.
+void run_until(Supervisor& s, FakeClock& clock, double until_s) {
+  const auto until = static_cast<std::int64_t>(until_s * 1e9);
+  while (!s.done()) {
+    const std::int64_t wake = s.next_wake_ns();
+    if (wake > until) break;
+    clock.advance_ns(wake - clock.monotonic_ns());
+    s.on_time();
+  }
+  if (clock.monotonic_ns() < until) clock.advance_ns(until - clock.monotonic_ns());
+}
+
+TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto backend = one_gpu(90);
+  auto cfg = config();
+  cfg.guard.budget_usd = 5.0;
+  cfg.guard.warn_at_pct = {50};
+  cfg.grace_ms = 3000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 4.5);
+  ASSERT_TRUE(runner.sent.empty());
+  ASSERT_EQ(sink.messages.size(), 1u);
+  EXPECT_NE(sink.messages[0].find("[warn] spent $3.00"), std::string::npos) << sink.messages[0];
+  run_until(s, clock, 5.0);
+  ASSERT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(runner.sent[0].pid, kPid);
+  EXPECT_EQ(runner.sent[0].sig, SIGTERM);
+  EXPECT_FALSE(runner.sent[0].group) << "DataLoader workers must live while the main process checkpoints";
+  run_until(s, clock, 7.9);
+  EXPECT_EQ(runner.sent.size(), 1u) << "no SIGKILL inside the grace period";
+  run_until(s, clock, 8.0);
+  ASSERT_EQ(runner.sent.size(), 2u);
+  EXPECT_EQ(runner.sent[1].sig, SIGKILL);
+  EXPECT_TRUE(runner.sent[1].group);
+  s.on_exit(W_EXITCODE(0, SIGKILL));
+  auto out = s.finish();
+  EXPECT_EQ(out.exit_code, kExitGuardStop);
+  EXPECT_EQ(out.report.run.status, "stopped");
+  EXPECT_EQ(*out.report.run.stopped_by, "budget");
+  // The stop's message quotes exactly what the ledger records for it.
+  ASSERT_GE(out.report.actions.size(), 2u);
+  for (const auto& a : out.report.actions)
+    if (a.kind == "stop_budget") {
+      EXPECT_NE(a.message.find(format_usd(micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
+    }
+  EXPECT_EQ(out.report.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
+}
+
+TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto backend = one_gpu(90);
+  auto cfg = config();
+  cfg.guard.budget_usd = 2.0;
+  cfg.stop_to = StopTarget::group;
+  cfg.stop_signal = SIGUSR1;
+  cfg.grace_ms = 10'000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 2.0);
+  ASSERT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(runner.sent[0].sig, SIGUSR1);
+  EXPECT_TRUE(runner.sent[0].group);
+  run_until(s, clock, 4.0);
+  s.on_exit(W_EXITCODE(0, 0));
+  run_until(s, clock, 20.0);
+  EXPECT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(s.finish().exit_code, kExitGuardStop);
+}
+
+TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto backend = one_gpu(90);
+  auto cfg = config();
+  cfg.guard.budget_usd = 100.0;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
+  cfg.guard.forecast_stop = true;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  s.on_output(JobStream::err, "epoch:   0%|          | 0/3 [00:00<?, ?it/s]\n");
+  for (int step = 0; step <= 60 && runner.sent.empty(); ++step) {
+    s.on_output(JobStream::err,
+                fmt::format("\r  {}%|          | {}/100 [00:01<00:02, 2.0it/s]\x1b[A", step, step));
+    run_until(s, clock, (step + 1) * 0.5);
+  }
+  ASSERT_EQ(runner.sent.size(), 1u);
+  const auto snap = s.snapshot();
+  ASSERT_TRUE(snap.forecast);
+  EXPECT_EQ(snap.total_steps, 300) << "epochs × steps";
+  EXPECT_NEAR(snap.forecast->total_usd, 150.0, 15.0);
+  s.on_exit(W_EXITCODE(0, SIGTERM));
+  auto out = s.finish();
+  EXPECT_EQ(*out.report.run.stopped_by, "forecast");
+}
+
+TEST(SupervisorTest, IdleGpusStopTheJob) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto backend = one_gpu(0);
+  auto cfg = config();
+  cfg.guard.max_idle_ms = 3000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 2.5);
+  EXPECT_TRUE(runner.sent.empty());
+  run_until(s, clock, 3.0);
+  ASSERT_EQ(runner.sent.size(), 1u) << "idle from the start for --max-idle 3s";
+  s.on_exit(W_EXITCODE(0, SIGTERM));
+  EXPECT_EQ(*s.finish().report.run.stopped_by, "idle");
+}
+
+TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
+  struct Case {
+    int wait_status;
+    const char* status;
+  };
+  for (const Case& c :
+       {Case{W_EXITCODE(0, 0), "succeeded"}, Case{W_EXITCODE(1, 0), "failed"},
+        Case{W_EXITCODE(0, SIGINT), "interrupted"}, Case{W_EXITCODE(130, 0), "interrupted"}}) {
+    FakeClock clock;
+    FakeProcessRunner runner;
+    RecordingSink sink;
+    auto backend = one_gpu(90);
+    Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
+    s.begin();
+    s.started(kPid);
+    run_until(s, clock, 2.0);
+    s.on_signal(SIGINT);
+    ASSERT_EQ(runner.sent.size(), 1u);
+    EXPECT_EQ(runner.sent[0].sig, SIGINT);
+    EXPECT_FALSE(runner.sent[0].group);
+    s.on_exit(c.wait_status);
+    auto out = s.finish();
+    EXPECT_EQ(out.report.run.status, c.status);
+    EXPECT_FALSE(out.report.run.stopped_by);
+    EXPECT_EQ(out.exit_code, exit_code_of_wait_status(c.wait_status));
+  }
+}
+
+TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto backend = one_gpu(90);
+  auto cfg = config();
+  cfg.status_every_ms = 5000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  // Ticks arrive late by a varying amount, as on a loaded machine.
+  for (int i = 1; i <= 20; ++i) {
+    clock.advance_ns(kSecond + (i % 3) * 90'000'000);
+    s.on_time();
+  }
+  ASSERT_GE(sink.periodic_at_s.size(), 3u);
+  for (std::size_t i = 0; i < sink.periodic_at_s.size(); ++i)
+    EXPECT_NEAR(sink.periodic_at_s[i], 5.0 * static_cast<double>(i + 1), 1.2) << i;
+}
+
+TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
+  FakeClock clock;
+  FakeProcessRunner runner;
+  RecordingSink sink;
+  auto cfg = config();
+  cfg.telemetry = false;
+  cfg.allocated = {};
+  Supervisor s(cfg, nullptr, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  ASSERT_EQ(sink.warnings.size(), 1u);
+  EXPECT_NE(sink.warnings[0].find("no GPU telemetry"), std::string::npos);
+  run_until(s, clock, 3.2);
+  EXPECT_NEAR(*s.snapshot().spent_usd, 3.2, 1e-6);
+  s.on_exit(W_EXITCODE(0, 0));
+  auto out = s.finish();
+  EXPECT_EQ(out.report.run.billed_s, 4);
+  EXPECT_EQ(out.report.run.cost_micros, 4'000'000);
+  EXPECT_TRUE(out.report.run.gpus_allocated.empty());
+
+  auto no_price = config();
+  no_price.telemetry = false;
+  no_price.allocated = {};
+  no_price.price.reset();
+  RecordingSink sink2;
+  Supervisor t(no_price, nullptr, nullptr, nullptr, clock, runner, sink2);
+  t.begin();
+  t.started(kPid);
+  run_until(t, clock, 6.0);
+  EXPECT_FALSE(t.snapshot().spent_usd);
+  t.on_exit(W_EXITCODE(0, 0));
+  auto out2 = t.finish();
+  EXPECT_EQ(out2.report.run.price_source, "none");
+  EXPECT_GT(out2.report.run.wall_ms, 2000);
+}
+
+}  // namespace
+}  // namespace gm
