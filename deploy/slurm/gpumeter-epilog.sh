@@ -101,9 +101,10 @@ if [ "${GPUMETER_SLURM_LEDGER:-1}" != 0 ]; then
     command -v scontrol >/dev/null 2>&1 && info=$(timeout "$timeout_s" scontrol -o show job "$job" 2>/dev/null)
     field() { printf '%s\n' "$info" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -n 1; }
     name=$(field JobName) state=$(field JobState)
-    status=finished stopped=""
+    status=succeeded stopped=""
     case "$state" in
       CANCELLED* | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL | PREEMPTED | DEADLINE) status=interrupted stopped="slurm:$state" ;;
+      FAILED | BOOT_FAIL) status=failed ;;
     esac
     ec="${SLURM_JOB_EXIT_CODE2:-}"
     ec="${ec%%:*}"

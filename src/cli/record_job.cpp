@@ -34,7 +34,8 @@ int cmd_record_job(int argc, char** argv) {
   CLI::App app{"Record a job metered elsewhere (e.g. by the Slurm epilog from the agent) as a run in the ledger",
                "record-job"};
   std::optional<std::string> ledger_path;
-  std::string name, user, status = "finished", gpus_allocated, gpus_used;
+  std::string name, user, gpus_allocated, gpus_used;
+  std::optional<std::string> status;
   std::optional<std::string> stopped_by;
   std::vector<std::string> labels;
   std::int64_t start_unix = 0, end_unix = 0;
@@ -46,8 +47,8 @@ int cmd_record_job(int argc, char** argv) {
   app.add_option("--user", user, "who ran it")->required();
   app.add_option("--start-unix", start_unix, "start, unix seconds")->required()->check(positive_number());
   app.add_option("--end-unix", end_unix, "end, unix seconds")->required()->check(positive_number());
-  app.add_option("--status", status, "finished | interrupted | failed (default finished)")
-      ->check(CLI::IsMember({"finished", "interrupted", "failed"}));
+  app.add_option("--status", status, "succeeded | failed | interrupted (default: from --exit-code, 0 or none = succeeded)")
+      ->check(CLI::IsMember({"succeeded", "failed", "interrupted"}));
   app.add_option("--stopped-by", stopped_by, "who stopped it (e.g. slurm:CANCELLED, slurm:TIMEOUT)");
   app.add_option("--exit-code", exit_code, "the job's exit status");
   app.add_option("--gpus-allocated", gpus_allocated, "allocated GPU UUIDs, comma-separated");
@@ -77,7 +78,7 @@ int cmd_record_job(int argc, char** argv) {
   }
   r.start_unix_ms = start_unix * 1000;
   r.end_unix_ms = end_unix * 1000;
-  r.status = status;
+  r.status = status.value_or(exit_code.value_or(0) == 0 ? "succeeded" : "failed");
   r.exit_code = exit_code;
   r.stopped_by = stopped_by;
   r.gpus_allocated = split_list(gpus_allocated);
