@@ -12,7 +12,7 @@ packages=(
   prometheus wrk tmux curl chromium procps openssl python3-yaml
   python3-torch python3-tqdm python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  python3-torch
+  slurmctld slurmd slurm-client munge slurmdbd mariadb-server
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
@@ -31,7 +31,18 @@ if ((${#missing[@]})); then
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The tests start their own munged, slurmctld, slurmd and MariaDB on private sockets and ports: keep the
+  # packages' init scripts from starting system-wide daemons during the install.
+  policy=/usr/sbin/policy-rc.d
+  added_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null && $SUDO chmod 755 "$policy" && added_policy=1
+  fi
+  status=0
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+  if [ -n "$added_policy" ]; then $SUDO rm -f "$policy"; fi
+  exit_if_failed() { [ "$1" -eq 0 ] || exit "$1"; }
+  exit_if_failed "$status"
 fi
 
 # Front-end packages (the charting library inlined into HTML reports) come from the npm registry.

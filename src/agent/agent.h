@@ -32,11 +32,15 @@ struct AgentOptions {
   std::string state_path;                  ///< --state: counters continue across restarts ("" = none)
   std::int64_t state_every_ms = 15000;     ///< how often the state file is rewritten
   std::int64_t owner_expiry_ms = 600000;   ///< an absent owner may be dropped (when slots run out) after this
+  /// --slurm-job-expiry: a Slurm job absent this long leaves the exposition; its counters fold into the
+  /// "slurm_finished" owner of its user and account on each GPU (0 = never).
+  std::int64_t slurm_job_expiry_ms = 300000;
 };
 
 /// Counters of one owner on one device.
 struct OwnerCounters {
   MicroUsd cost = 0;
+  MicroUsd idle_cost = 0;                  ///< Σ idle part of the owner's cost: cost × (1 − device utilization)
   double energy_j = 0;
   double gpu_seconds = 0;                  ///< Σ weight × interval: device-seconds attributed to the owner
   MicroUsd last_cost = 0;                  ///< cost of the last interval
@@ -173,6 +177,8 @@ class Collector {
 
  private:
   std::string owner_slot(const Owner& owner, std::int64_t now_ns);
+  void fold_finished_slurm_jobs(std::int64_t now_ns);
+  void move_counters(const std::string& from_key, const std::string& to_key);
   Owner holder_owner(const PodContainerRef& ref) const;
 
   GpuBackend& backend_;

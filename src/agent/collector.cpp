@@ -86,22 +86,48 @@ std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
         victim = k;
       }
     if (victim.empty()) return other_key();
-    const std::string other = other_key();
     owners_.erase(victim);
     owner_seen_ns_.erase(victim);
-    for (auto& d : devices_) {
-      auto it = d.owners.find(victim);
-      if (it == d.owners.end()) continue;
-      OwnerCounters& o = d.owners[other];
-      o.cost += it->second.cost;
-      o.energy_j += it->second.energy_j;
-      o.gpu_seconds += it->second.gpu_seconds;
-      d.owners.erase(it);
-    }
+    move_counters(victim, other_key());
   }
   owners_[key] = owner;
   owner_seen_ns_[key] = now_ns;
   return key;
+}
+
+void Collector::move_counters(const std::string& from_key, const std::string& to_key) {
+  for (auto& d : devices_) {
+    auto it = d.owners.find(from_key);
+    if (it == d.owners.end()) continue;
+    OwnerCounters& o = d.owners[to_key];
+    o.cost += it->second.cost;
+    o.idle_cost += it->second.idle_cost;
+    o.energy_j += it->second.energy_j;
+    o.gpu_seconds += it->second.gpu_seconds;
+    d.owners.erase(it);
+  }
+}
+
+void Collector::fold_finished_slurm_jobs(std::int64_t now_ns) {
+  if (options_.slurm_job_expiry_ms <= 0) return;
+  const std::int64_t cutoff = now_ns - options_.slurm_job_expiry_ms * 1'000'000;
+  std::vector<std::string> finished;
+  for (const auto& [key, owner] : owners_)
+    if (owner.kind == OwnerKind::slurm_job && owner_seen_ns_[key] <= cutoff) finished.push_back(key);
+  for (const std::string& key : finished) {
+    const Owner job = owners_[key];
+    owners_.erase(key);
+    owner_seen_ns_.erase(key);
+    // One series per user and account instead of one per job; the moved totals keep every device's
+    // Σ owners + unallocated equal to its cost.
+    Owner total;
+    total.kind = OwnerKind::slurm_finished;
+    total.user = job.user;
+    total.slurm_account = job.slurm_account;
+    total.name = job.slurm_account.empty() ? job.user : job.slurm_account + "/" + job.user;
+    const std::string to = owner_slot(total, now_ns);
+    move_counters(key, to);
+  }
 }
 
 void Collector::collect_once() {
@@ -146,6 +172,7 @@ void Collector::collect_once() {
   }
 
   std::lock_guard lock(mu_);
+  fold_finished_slurm_jobs(t0);
   if (pod_resources_) {
     self_.pod_resources_up = pod_resources_->up();
     self_.pod_resources_errors = pod_resources_->errors();
@@ -169,6 +196,7 @@ void Collector::collect_once() {
           const std::string key = owner_slot(owner_of[sh.pid], t0);
           OwnerCounters& oc = d.owners[key];
           oc.cost += sh.cost;
+          oc.idle_cost += sh.idle_cost;
           oc.last_cost += sh.cost;
           oc.last_interval_s = dt_s;
           oc.energy_j += sh.energy_j;
@@ -189,7 +217,9 @@ void Collector::collect_once() {
             // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
             // reading here means NVML cannot list its processes.
             const std::uint32_t util = std::min<std::uint32_t>(s.utilization_pct.value_or(0), 100);
-            d.idle_cost += h.cost * (100 - util) / 100;
+            const MicroUsd idle = h.cost * (100 - util) / 100;
+            d.idle_cost += idle;
+            oc.idle_cost += idle;
             unallocated -= h.cost;
           }
         }

@@ -76,6 +76,7 @@ std::string owner_labels(const Owner& o) {
                                                               {"pod", &o.pod},
                                                               {"container", &o.container},
                                                               {"slurm_job", &o.slurm_job},
+                                                              {"account", &o.slurm_account},
                                                               {"user", &o.user}};
   for (const auto& [name, value] : extra)
     if (!value->empty()) s += fmt::format(",{}=\"{}\"", name, escape_label_value(*value));
@@ -169,10 +170,11 @@ std::string render_metrics(const Snapshot& s) {
                            usd(m.cost)));
   }
 
-  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy) {
+  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy,
+                          bool needs_util = false) {
     f.head(name, "counter", help);
     for (const auto& d : s.devices) {
-      if ((needs_price && !d.price) || (needs_energy && !d.energy_known)) continue;
+      if ((needs_price && !d.price) || (needs_energy && !d.energy_known) || (needs_util && !d.caps.utilization)) continue;
       for (const auto& [key, oc] : d.owners) {
         auto it = s.owners.find(key);
         if (it == s.owners.end()) continue;
@@ -182,6 +184,9 @@ std::string render_metrics(const Snapshot& s) {
   };
   owner_family("gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
                [](const OwnerCounters& c) { return usd(c.cost); }, true, false);
+  owner_family("gpumeter_owner_idle_cost_usd_total",
+               "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
+               [](const OwnerCounters& c) { return usd(c.idle_cost); }, true, false, true);
   owner_family("gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
                [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
   owner_family("gpumeter_owner_gpu_seconds_total",
@@ -250,7 +255,7 @@ std::string render_owners_json(const Snapshot& s) {
               {"energy_j", 0.0}, {"gpu_seconds", 0.0}, {"gpus", json::array()}};
         const std::pair<const char*, const std::string*> extra[] = {
             {"namespace", &o.pod_namespace}, {"pod", &o.pod}, {"container", &o.container},
-            {"slurm_job", &o.slurm_job}, {"user", &o.user}};
+            {"slurm_job", &o.slurm_job}, {"account", &o.slurm_account}, {"user", &o.user}};
         for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
       }
       if (d.price) oj["cost_usd"] = oj["cost_usd"].get<double>() + micros_to_usd(oc.cost);

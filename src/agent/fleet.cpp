@@ -58,8 +58,9 @@ Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t rang
   if (by == "namespace") group = "namespace";
   else if (by == "job") group = "slurm_job";
   else if (by == "user") group = "user";
+  else if (by == "account" || by == "slurm-account") group = "account";
   else if (by == "gpu") group = "instance, gpu, model";
-  else return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, user or gpu");
+  else return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, account, user or gpu");
   if (range_ms < 1000) return make_error(ErrorKind::usage, "--since: the range must be at least 1s");
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return make_error(ErrorKind::usage, "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");

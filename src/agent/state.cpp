@@ -16,13 +16,14 @@ using nlohmann::json;
 json owner_to_json(const Owner& o) {
   return {{"kind", to_string(o.kind)}, {"name", o.name},          {"namespace", o.pod_namespace},
           {"pod", o.pod},              {"pod_uid", o.pod_uid},    {"container", o.container},
-          {"container_id", o.container_id}, {"slurm_job", o.slurm_job}, {"user", o.user}};
+          {"container_id", o.container_id}, {"slurm_job", o.slurm_job}, {"account", o.slurm_account}, {"user", o.user}};
 }
 
 Owner owner_from_json(const json& j) {
   Owner o;
   const std::string kind = j.at("kind").get<std::string>();
-  for (OwnerKind k : {OwnerKind::pod, OwnerKind::container, OwnerKind::slurm_job, OwnerKind::user, OwnerKind::process,
+  for (OwnerKind k : {OwnerKind::pod, OwnerKind::container, OwnerKind::slurm_job, OwnerKind::slurm_finished,
+                      OwnerKind::user, OwnerKind::process,
                       OwnerKind::unresolved, OwnerKind::other})
     if (kind == to_string(k)) o.kind = k;
   o.name = j.at("name").get<std::string>();
@@ -32,6 +33,7 @@ Owner owner_from_json(const json& j) {
   o.container = j.value("container", "");
   o.container_id = j.value("container_id", "");
   o.slurm_job = j.value("slurm_job", "");
+  o.slurm_account = j.value("account", "");
   o.user = j.value("user", "");
   return o;
 }
@@ -48,6 +50,7 @@ Result<void> Collector::save_state() const {
         const Owner o = it != owners_.end() ? it->second : other_owner();
         owners.push_back({{"owner", owner_to_json(o)},
                           {"cost_micros", oc.cost},
+                          {"idle_cost_micros", oc.idle_cost},
                           {"energy_j", oc.energy_j},
                           {"gpu_seconds", oc.gpu_seconds}});
       }
@@ -119,6 +122,7 @@ Result<void> Collector::load_state() {
         }
         OwnerCounters& oc = d.owners[key];
         oc.cost += oj.at("cost_micros").get<MicroUsd>();
+        oc.idle_cost += oj.value("idle_cost_micros", MicroUsd{0});
         oc.energy_j += oj.at("energy_j").get<double>();
         oc.gpu_seconds += oj.at("gpu_seconds").get<double>();
       }

@@ -65,7 +65,7 @@ int cmd_agent(int argc, char** argv) {
   CLI::App app("per-owner GPU cost on this node as Prometheus metrics", "agent");
   PricingOptions pricing;
   add_pricing_flags(app, pricing);
-  std::string interval = "1s", listen = "127.0.0.1:9835", web_config, state;
+  std::string interval = "1s", listen = "127.0.0.1:9835", web_config, state, slurm_job_expiry = "5m";
   std::size_t max_owners = 50;
   OwnerFlags owner_flags;
   bool once = false;
@@ -75,12 +75,17 @@ int cmd_agent(int argc, char** argv) {
   app.add_option("--state", state, "state file: counters continue across restarts");
   app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
+  app.add_option("--slurm-job-expiry", slurm_job_expiry,
+                 "a Slurm job absent this long folds into its user's and account's slurm_finished series "
+                 "(default 5m, 0 = never)");
   add_owner_flags(app, owner_flags);
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto interval_ms = parse_interval_flag(interval);
   if (!interval_ms) return fail("agent", interval_ms.error());
+  auto slurm_expiry_ms = parse_duration_ms(slurm_job_expiry);
+  if (!slurm_expiry_ms) return fail("agent", make_error(ErrorKind::usage, "--slurm-job-expiry: " + slurm_expiry_ms.error().message));
   auto serve = agent::parse_listen(listen);
   if (!serve) return fail("agent", serve.error());
   if (!web_config.empty()) {
@@ -104,6 +109,7 @@ int cmd_agent(int argc, char** argv) {
   opts.interval_ms = *interval_ms;
   opts.max_owners = max_owners;
   opts.state_path = state;
+  opts.slurm_job_expiry_ms = *slurm_expiry_ms;
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());

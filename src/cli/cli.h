@@ -29,5 +29,6 @@ int cmd_plan(int argc, char** argv);
 int cmd_agent(int argc, char** argv);
 int cmd_top(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
+int cmd_record_job(int argc, char** argv);
 
 }  // namespace gm::cli

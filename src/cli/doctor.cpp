@@ -2,8 +2,11 @@
 // permissions, catalog age).
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/cli.h"
@@ -11,6 +14,7 @@
 #include "catalog/catalog.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
+#include "sys/owner.h"
 
 namespace gm::cli {
 namespace {
@@ -97,12 +101,21 @@ void print_pod_resources(const std::string& socket_path) {
   }
 }
 
+/// Which method attributes GPU processes to Slurm jobs on this node.
+void print_slurm(const std::string& conf_path) {
+  const SlurmAttribution a = slurm_attribution(conf_path, ::geteuid() == 0);
+  std::printf("Slurm jobs       %s: %s\n", to_string(a.method), a.detail.c_str());
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
   CLI::App app{"What works here: NVML, driver, energy counter, MIG, permissions, catalog age", "doctor"};
   std::string pod_resources_socket = kDefaultPodResourcesSocket;
   app.add_option("--pod-resources-socket", pod_resources_socket, "kubelet pod-resources socket to check (\"\" skips)");
+  const char* env_conf = std::getenv("SLURM_CONF");
+  std::string slurm_conf = env_conf && *env_conf ? env_conf : "/etc/slurm/slurm.conf";
+  app.add_option("--slurm-conf", slurm_conf, "slurm.conf to read (default $SLURM_CONF, else /etc/slurm/slurm.conf)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   int exit_code = kExitOk;
@@ -123,6 +136,7 @@ int cmd_doctor(int argc, char** argv) {
   }
   print_catalog();
   print_pod_resources(pod_resources_socket);
+  print_slurm(slurm_conf);
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

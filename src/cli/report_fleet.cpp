@@ -25,12 +25,12 @@ bool wants_fleet_report(int argc, char** argv) {
 }
 
 int fleet_report(int argc, char** argv) {
-  CLI::App app("fleet report from Prometheus: cost by namespace, Slurm job, user or GPU", "report");
+  CLI::App app("fleet report from Prometheus: cost by namespace, Slurm job or account, user or GPU", "report");
   std::string url, since = "7d", by = "namespace";
   bool json_out = false;
   app.add_option("--prometheus", url, "Prometheus base URL, e.g. http://prometheus:9090")->required();
   app.add_option("--since", since, "range to report on, ending now (e.g. 24h, 7d)");
-  app.add_option("--by", by, "group by namespace, job (Slurm), user or gpu")
+  app.add_option("--by", by, "group by namespace, job (Slurm), account (Slurm), user or gpu")
       ->check(CLI::IsMember({"namespace", "job", "user", "gpu"}));
   app.add_flag("--json", json_out, "JSON output");
   if (auto rc = parse_args(app, argc, argv)) return *rc;

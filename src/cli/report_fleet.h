@@ -1,5 +1,5 @@
 #pragma once
-// `gpumeter report --prometheus URL --since 7d --by namespace|job|user|gpu`: the fleet report.
+// `gpumeter report --prometheus URL --since 7d --by namespace|job|account|user|gpu`: the fleet report.
 
 namespace gm::cli {
 

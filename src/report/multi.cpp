@@ -25,12 +25,16 @@ Result<GroupBy> parse_group_by(std::string_view text) {
     by.kind = GroupBy::Kind::day;
   } else if (text == "command") {
     by.kind = GroupBy::Kind::command;
+  } else if (text == "slurm-account" || text == "partition" || text == "slurm-partition") {
+    // Runs the Slurm epilog recorded (record-job) carry these labels.
+    by.kind = GroupBy::Kind::label;
+    by.label_key = text == "slurm-account" ? "slurm.account" : "slurm.partition";
   } else if (text.starts_with("label:") && text.size() > 6) {
     by.kind = GroupBy::Kind::label;
     by.label_key = std::string(text.substr(6));
   } else {
     return make_error(ErrorKind::usage,
-                      "--by '" + std::string(text) + "': expected user, label:KEY, gpu, day or command");
+                      "--by '" + std::string(text) + "': expected user, label:KEY, gpu, day, command, slurm-account or partition");
   }
   return by;
 }

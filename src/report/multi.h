@@ -22,7 +22,8 @@ struct GroupBy {
   std::string label_key;  ///< for Kind::label
 };
 
-/// Parses `--by` text: user | label:KEY | gpu | day | command; usage error otherwise.
+/// Parses `--by` text: user | label:KEY | gpu | day | command | slurm-account (label:slurm.account) |
+/// partition (label:slurm.partition); usage error otherwise.
 Result<GroupBy> parse_group_by(std::string_view text);
 /// "user", "label:team", ...
 std::string group_by_name(const GroupBy& by);

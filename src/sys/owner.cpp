@@ -18,6 +18,7 @@ const char* to_string(OwnerKind kind) {
     case OwnerKind::pod: return "pod";
     case OwnerKind::container: return "container";
     case OwnerKind::slurm_job: return "slurm_job";
+    case OwnerKind::slurm_finished: return "slurm_finished";
     case OwnerKind::user: return "user";
     case OwnerKind::process: return "process";
     case OwnerKind::other: return "other";
@@ -28,7 +29,7 @@ const char* to_string(OwnerKind kind) {
 
 std::string Owner::key() const {
   std::string k = to_string(kind);
-  for (const std::string* s : {&name, &pod_namespace, &pod, &container, &slurm_job, &user}) {
+  for (const std::string* s : {&name, &pod_namespace, &pod, &container, &slurm_job, &slurm_account, &user}) {
     k += '\x1f';
     k += *s;
   }
@@ -274,6 +275,9 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
       o.kind = OwnerKind::slurm_job;
       o.slurm_job = *job;
       o.name = *job;
+      // The account is only in the job's environment (readable by root, or by the job's own user).
+      if (auto account = proc_.environ_var(pid, "SLURM_JOB_ACCOUNT"); account && account->size() <= 64)
+        o.slurm_account = *account;
       if (f.slurm_uid) uid = f.slurm_uid;
     } else if (f.session_uid) {
       o.kind = OwnerKind::user;
@@ -301,6 +305,57 @@ void OwnerResolver::end_interval() {
       ++it;
     }
   }
+}
+
+const char* to_string(SlurmAttribution::Method method) {
+  switch (method) {
+    case SlurmAttribution::Method::cgroup: return "cgroup";
+    case SlurmAttribution::Method::environment: return "environment";
+    case SlurmAttribution::Method::unavailable: return "unavailable";
+    case SlurmAttribution::Method::none: break;
+  }
+  return "none";
+}
+
+std::optional<std::string> slurm_conf_value(std::string_view text, std::string_view key) {
+  std::optional<std::string> found;
+  for (std::string_view line : split(text, '\n')) {
+    if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.remove_prefix(1);
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.remove_suffix(1);
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos || eq != key.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < key.size(); ++i)
+      same = same && std::tolower(static_cast<unsigned char>(line[i])) == std::tolower(static_cast<unsigned char>(key[i]));
+    if (same) found = std::string(line.substr(eq + 1));  // the last setting wins, as in Slurm
+  }
+  return found;
+}
+
+SlurmAttribution slurm_attribution(const std::string& conf_path, bool is_root) {
+  SlurmAttribution a;
+  const auto text = read_small_file(conf_path);
+  if (!text) {
+    a.method = SlurmAttribution::Method::none;
+    a.detail = "no " + conf_path + " (not a Slurm node); Slurm cgroup paths are still recognised" +
+               (is_root ? ", and SLURM_JOB_ID in a process's environment" : "");
+    return a;
+  }
+  a.conf_path = conf_path;
+  a.proctrack = slurm_conf_value(*text, "ProctrackType");
+  const std::string proctrack = a.proctrack.value_or("proctrack/cgroup");
+  if (proctrack == "proctrack/cgroup") {
+    a.method = SlurmAttribution::Method::cgroup;
+    a.detail = "cgroup paths (" + proctrack + "): /slurm/uid_U/job_J/step_S (cgroup v1), slurmstepd.scope/job_J (v2)";
+  } else if (is_root) {
+    a.method = SlurmAttribution::Method::environment;
+    a.detail = "SLURM_JOB_ID from /proc/PID/environ (" + proctrack + " puts jobs in no cgroup; readable as root)";
+  } else {
+    a.method = SlurmAttribution::Method::unavailable;
+    a.detail = proctrack + " puts jobs in no cgroup and only root can read their environment: run the agent as root";
+  }
+  return a;
 }
 
 }  // namespace gm

@@ -14,8 +14,9 @@
 namespace gm {
 
 /// What kind of owner a process has.
-enum class OwnerKind { pod, container, slurm_job, user, process, unresolved, other };
-/// "pod", "container", "slurm_job", "user", "process", "unresolved", "other" (owners beyond the exposed set).
+enum class OwnerKind { pod, container, slurm_job, slurm_finished, user, process, unresolved, other };
+/// "pod", "container", "slurm_job", "slurm_finished" (the agent's totals of a user's finished Slurm jobs),
+/// "user", "process", "unresolved", "other" (owners beyond the exposed set).
 const char* to_string(OwnerKind kind);
 
 /// The owner of a process. Empty strings mean "not known".
@@ -28,6 +29,7 @@ struct Owner {
   std::string container;       ///< container name (Kubernetes) or short container id
   std::string container_id;    ///< full container id
   std::string slurm_job;
+  std::string slurm_account;   ///< the job's account (SLURM_JOB_ACCOUNT, readable by root); label `account`
   std::string user;            ///< user name (or numeric uid when unknown to this machine)
   /// A stable key for maps: kind and every label.
   std::string key() const;
@@ -85,6 +87,23 @@ class OwnerResolver {
   std::map<std::uint32_t, Cached> cache_;
   std::map<std::uint32_t, std::string> users_;
 };
+
+/// How this node's Slurm jobs are recognised (`doctor`).
+struct SlurmAttribution {
+  enum class Method { cgroup, environment, unavailable, none };
+  Method method = Method::none;
+  std::string conf_path;                  ///< the slurm.conf read ("" when none was found)
+  std::optional<std::string> proctrack;   ///< its ProctrackType (nullopt: not set, Slurm's default proctrack/cgroup)
+  std::string detail;                     ///< one sentence for people
+};
+/// "cgroup", "environment", "unavailable", "none".
+const char* to_string(SlurmAttribution::Method method);
+/// The value of `key` (case-insensitive) in slurm.conf text, comments stripped; nullopt when absent.
+std::optional<std::string> slurm_conf_value(std::string_view conf_text, std::string_view key);
+/// Decides the method from slurm.conf at `conf_path` (unreadable or missing: not a Slurm node) and whether
+/// the reader runs as root: proctrack/cgroup puts jobs in cgroups gpumeter parses; any other proctrack
+/// leaves only SLURM_JOB_ID in each job's environment, readable by root alone.
+SlurmAttribution slurm_attribution(const std::string& conf_path, bool is_root);
 
 /// Start time (clock ticks since boot, field 22 of /proc/PID/stat) from the stat text; nullopt if malformed.
 std::optional<std::uint64_t> stat_start_ticks(std::string_view stat_text);

@@ -119,7 +119,8 @@ TEST_F(AgentCliIntegrationTest, DefaultBindIsLoopback) {
   for (const auto& [flag, value, says] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"--max-owners", "0", "--max-owners: must be greater than 0, got '0'"},
            {"--price", "-1", "--price: must be greater than 0, got '-1'"},
-           {"--price", "3usd", "--price: expected a number, got '3usd'"}}) {
+           {"--price", "3usd", "--price: expected a number, got '3usd'"},
+           {"--slurm-job-expiry", "soon", "--slurm-job-expiry: "}}) {
     const CmdResult r = run_gpumeter({"agent", "--once", flag, value});
     EXPECT_EQ(r.exit_code, 2) << flag;
     EXPECT_NE(r.err.find(says), std::string::npos) << r.err;

@@ -125,7 +125,9 @@ TEST(AgentDeployIntegrationTest, SlurmEpilogRecordsTheJobCost) {
                                                {"SLURM_JOB_USER", "alice"},
                                                {"GPUMETER_URL", "http://127.0.0.1:" + std::to_string(port)},
                                                {"GPUMETER_SLURM_DIR", dir.path() + "/slurm"},
-                                               {"GPUMETER_SLURM_LOG", dir.path() + "/log/jobs.log"}};
+                                               {"GPUMETER_SLURM_LOG", dir.path() + "/log/jobs.log"},
+                                               {"GPUMETER_SLURM_ADMIN_COMMENT", "0"},
+                                               {"GPUMETER_SLURM_LEDGER", "0"}};
   const CmdResult pro = run_command({source_dir() + "/deploy/slurm/gpumeter-prolog.sh"}, env);
   EXPECT_EQ(pro.exit_code, 0) << pro.err;
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
@@ -133,12 +135,14 @@ TEST(AgentDeployIntegrationTest, SlurmEpilogRecordsTheJobCost) {
   EXPECT_EQ(epi.exit_code, 0) << epi.err;
   const std::string log = read_file(dir.path() + "/log/jobs.log");
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(job=4242 user=alice node=\S+ cost_usd=([0-9.]+) energy_j=([0-9.]+))")))
+  ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(job=4242 user=alice account=\S* partition=\S* node=\S+ gpus=\S* cost_usd=([0-9.]+) idle_cost_usd=([0-9.]+) unused_gpu_cost_usd=\S+ energy_j=([0-9.]+))")))
       << log;
   // 36 $/h = 0.01 $/s; half of the GPU for about a second.
   EXPECT_GT(std::stod(m[1]), 0.002);
   EXPECT_LT(std::stod(m[1]), 0.02);
-  EXPECT_GT(std::stod(m[2]), 0);
+  EXPECT_GT(std::stod(m[2]), 0);  // 50 % utilization: half of the cost is idle
+  EXPECT_LT(std::stod(m[2]), std::stod(m[1]));
+  EXPECT_GT(std::stod(m[3]), 0);
   EXPECT_EQ(agent->terminate(), 0);
   // With the agent gone, the epilog does not fail the job.
   const CmdResult down = run_command({source_dir() + "/deploy/slurm/gpumeter-epilog.sh"}, env);

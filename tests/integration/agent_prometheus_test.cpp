@@ -62,6 +62,8 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   const std::string n1 = dir.path() + "/node1", n2 = dir.path() + "/node2";
   fake_node(n1, 1000, "ml-team", "trainer-0", "4242");
   fake_node(n2, 2000, "inference", "server-0", "5151");
+  // Node 1's Slurm job has an account in its environment (label `account`, for --by account).
+  write_text(n1 + "/proc/1003/environ", std::string("SLURM_JOB_ACCOUNT=physics\0", 26));
   const std::string s1 = dir.write("node1.json", node_scenario(1000, "NVIDIA H100 80GB HBM3"));
   const std::string s2 = dir.write("node2.json", node_scenario(2000, "NVIDIA A100-SXM4-80GB"));
   const double price = 3.6, interval_s = 0.5;
@@ -116,7 +118,7 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   // increase() extrapolates each series by at most half a scrape: within one interval's price per GPU.
   EXPECT_NEAR(split_range, dev_range, 4 * one_interval * 2);
 
-  for (const std::string by : {"namespace", "job", "user", "gpu"}) {
+  for (const std::string by : {"namespace", "job", "account", "user", "gpu"}) {
     const auto rep = agent::query_fleet_report(url, 3600'000, by);
     ASSERT_TRUE(rep) << rep.error().message;
     EXPECT_NEAR(rep->device_cost_usd, dev_range, 1e-9) << by;
@@ -133,6 +135,11 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
       std::set<std::string> keys;
       for (const auto& r : rep->rows) keys.insert(r.key);
       EXPECT_TRUE(keys.count("4242") && keys.count("5151"));
+    }
+    if (by == "account") {
+      std::set<std::string> keys;
+      for (const auto& r : rep->rows) keys.insert(r.key);
+      EXPECT_EQ(keys, (std::set<std::string>{"physics", ""}));
     }
     if (by == "gpu") {
       EXPECT_EQ(rep->rows.size(), 4u);

@@ -233,6 +233,63 @@ TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
   }
 }
 
+// 2000 short Slurm jobs (2 s each, one after another, 4 users × 3 accounts): finished jobs leave the
+// exposition after --slurm-job-expiry and fold into one slurm_finished series per user and account, so the
+// number of owner series stays flat however many jobs ran; every device's sum stays exact throughout.
+TEST(AgentCollector, FinishedSlurmJobsFoldIntoUserAndAccountTotals) {
+  Fixture fx;
+  AgentOptions o;
+  o.max_owners = 100000;  // the fold alone bounds the series here, not the slot limit
+  o.slurm_job_expiry_ms = 30000;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  auto& procs = fx.backend.samples[0].processes;
+  const int jobs = 2000;
+  std::size_t most_series = 0;
+  for (int j = 0; j < jobs; ++j) {
+    const std::uint32_t pid = 10000 + static_cast<std::uint32_t>(j);
+    add_proc(fx.proc, pid, "python3", "4:memory:/slurm/uid_" + std::to_string(j % 4) + "/job_" + std::to_string(j + 1) + "/step_0\n");
+    write_file(fx.proc + "/" + std::to_string(pid) + "/environ",
+               std::string("SLURM_JOB_ACCOUNT=acct") + std::to_string(j % 3) + '\0' + "SLURM_JOB_ID=" + std::to_string(j + 1) + '\0');
+    procs = {{pid, 10ull << 30, 50}};
+    for (int t = 0; t < 2; ++t) {
+      fx.clock.advance_ns(1'000'000'000);
+      c.collect_once();
+    }
+    if (j % 100 == 99) {
+      const Snapshot s = c.snapshot();
+      const DeviceView& d = s.devices[0];
+      MicroUsd sum = 0;
+      for (const auto& [k, oc] : d.owners) sum += oc.cost;
+      ASSERT_EQ(sum + d.unallocated_cost, d.cost) << "after job " << j + 1;
+      most_series = std::max(most_series, d.owners.size());
+    }
+  }
+  const Snapshot s = c.snapshot();
+  std::size_t live = 0, finished = 0;
+  MicroUsd finished_cost = 0;
+  for (const auto& [key, owner] : s.owners) {
+    if (owner.kind == OwnerKind::slurm_job) ++live;
+    if (owner.kind == OwnerKind::slurm_finished) {
+      ++finished;
+      finished_cost += s.devices[0].owners.at(key).cost;
+      EXPECT_EQ(owner.name, owner.slurm_account + "/" + owner.user);
+      EXPECT_EQ(owner.slurm_account.rfind("acct", 0), 0u);
+    }
+  }
+  // Live: jobs seen in the last 30 s (2 s each): at most 16. Finished: 4 users × 3 accounts = 12 pairs
+  // (j % 4, j % 3), all of them seen.
+  EXPECT_LE(live, 16u);
+  EXPECT_EQ(finished, 12u);
+  EXPECT_LE(most_series, 16u + 12u + 3u);  // + the fixture's three non-Slurm owners (never sampled here)
+  // 3.6 $/h = 1000 micro-dollars a second; every job had the whole GPU for 2 s.
+  EXPECT_GE(finished_cost, static_cast<MicroUsd>(jobs - 16) * 2000);
+  const std::string text = render_metrics(s);
+  std::size_t series = 0;
+  for (std::size_t p = 0; (p = text.find("\ngpumeter_owner_cost_usd_total{", p)) != std::string::npos; ++p) ++series;
+  EXPECT_EQ(series, live + finished);
+  EXPECT_NE(text.find(R"(kind="slurm_finished",owner="acct0/root",account="acct0",user="root"})"), std::string::npos) << text.substr(0, 2000);
+}
+
 TEST(AgentCollector, StateFileContinuesCounters) {
   Fixture fx;
   AgentOptions o;

@@ -203,5 +203,36 @@ TEST_F(OwnerResolverTest, VanishedAndReusedPids) {
   EXPECT_TRUE(noticed);
 }
 
+TEST_F(OwnerResolverTest, MalformedSlurmJobIdInEnvironmentIsIgnored) {
+  add_proc(proc_, 600, "python3", 0, "0::/system.slice/slurmd.service\n", 100,
+           std::string("SLURM_JOB_ID=12;rm -rf\0", 23));
+  auto r = resolver();
+  const Owner o = r.resolve(600);
+  EXPECT_EQ(o.kind, OwnerKind::process);
+  EXPECT_EQ(o.slurm_job, "");
+}
+
+TEST(SlurmConf, ValuesAreCaseInsensitiveAndCommentsIgnored) {
+  const std::string conf = "# ProctrackType=proctrack/pgid\nproctracktype = x\n  ProcTrackType=proctrack/linuxproc # here\n"
+                           "TaskPlugin=task/none\n";
+  EXPECT_EQ(slurm_conf_value(conf, "ProctrackType").value_or(""), "proctrack/linuxproc");
+  EXPECT_EQ(slurm_conf_value(conf, "TaskPlugin").value_or(""), "task/none");
+  EXPECT_FALSE(slurm_conf_value(conf, "Epilog"));
+}
+
+TEST(SlurmConf, AttributionMethodFromProctrackAndPrivileges) {
+  test::TempDir dir;
+  const std::string cg = dir.write("cg.conf", "ProctrackType=proctrack/cgroup\n");
+  const std::string lp = dir.write("lp.conf", "ProctrackType=proctrack/linuxproc\n");
+  const std::string dflt = dir.write("default.conf", "ClusterName=x\n");
+  EXPECT_EQ(slurm_attribution(cg, false).method, SlurmAttribution::Method::cgroup);
+  EXPECT_EQ(slurm_attribution(dflt, false).method, SlurmAttribution::Method::cgroup);  // Slurm's default
+  EXPECT_EQ(slurm_attribution(lp, true).method, SlurmAttribution::Method::environment);
+  EXPECT_EQ(slurm_attribution(lp, false).method, SlurmAttribution::Method::unavailable);
+  EXPECT_NE(slurm_attribution(lp, false).detail.find("run the agent as root"), std::string::npos);
+  EXPECT_EQ(slurm_attribution(dir.path() + "/missing.conf", true).method, SlurmAttribution::Method::none);
+  EXPECT_STREQ(to_string(SlurmAttribution::Method::environment), "environment");
+}
+
 }  // namespace
 }  // namespace gm

@@ -260,6 +260,10 @@ TEST(ReportMulti, GroupsByLabelGpuDayAndCommand) {
                                  {"python train.py", 100'000'000}, {"bash run.sh", 40'000'000}, {"bench", 7'000'000}}));
   EXPECT_FALSE(parse_group_by("team").ok());
   EXPECT_FALSE(parse_group_by("label:").ok());
+  // Slurm jobs recorded by the epilog (record-job) carry slurm.account and slurm.partition labels.
+  EXPECT_EQ(parse_group_by("slurm-account")->label_key, "slurm.account");
+  EXPECT_EQ(parse_group_by("partition")->label_key, "slurm.partition");
+  EXPECT_EQ(parse_group_by("slurm-partition")->kind, GroupBy::Kind::label);
 }
 
 TEST(ReportMulti, PeriodsAndDailyReport) {

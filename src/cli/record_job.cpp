@@ -1,0 +1,106 @@
+// gpumeter record-job: a job metered elsewhere (the Slurm epilog, from the node agent's counters) recorded
+// as a run in the ledger, so `gpumeter report --by slurm-account|user|partition` covers batch jobs too.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "store/store.h"
+#include "util/money.h"
+
+namespace gm::cli {
+
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const auto end = std::min(text.find(',', pos), text.size());
+    if (end > pos) out.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+MicroUsd to_micros(double usd) { return static_cast<MicroUsd>(std::llround(usd * 1e6)); }
+
+}  // namespace
+
+int cmd_record_job(int argc, char** argv) {
+  CLI::App app{"Record a job metered elsewhere (e.g. by the Slurm epilog from the agent) as a run in the ledger",
+               "record-job"};
+  std::optional<std::string> ledger_path;
+  std::string name, user, gpus_allocated, gpus_used;
+  std::optional<std::string> status;
+  std::optional<std::string> stopped_by;
+  std::vector<std::string> labels;
+  std::int64_t start_unix = 0, end_unix = 0;
+  double cost_usd = 0, idle_cost_usd = 0, unused_gpu_cost_usd = 0;
+  std::optional<double> energy_j;
+  std::optional<int> exit_code;
+  app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--name", name, "what ran (shown as the run's command)")->required();
+  app.add_option("--user", user, "who ran it")->required();
+  app.add_option("--start-unix", start_unix, "start, unix seconds")->required()->check(positive_number());
+  app.add_option("--end-unix", end_unix, "end, unix seconds")->required()->check(positive_number());
+  app.add_option("--status", status, "succeeded | failed | interrupted (default: from --exit-code, 0 or none = succeeded)")
+      ->check(CLI::IsMember({"succeeded", "failed", "interrupted"}));
+  app.add_option("--stopped-by", stopped_by, "who stopped it (e.g. slurm:CANCELLED, slurm:TIMEOUT)");
+  app.add_option("--exit-code", exit_code, "the job's exit status");
+  app.add_option("--gpus-allocated", gpus_allocated, "allocated GPU UUIDs, comma-separated");
+  app.add_option("--gpus-used", gpus_used, "GPU UUIDs where the job ran a process, comma-separated");
+  app.add_option("--cost-usd", cost_usd, "cost on the GPUs it used")->check(non_negative_number());
+  app.add_option("--idle-cost-usd", idle_cost_usd, "idle part of --cost-usd")->check(non_negative_number());
+  app.add_option("--unused-gpu-cost-usd", unused_gpu_cost_usd, "allocated GPUs it never used")
+      ->check(non_negative_number());
+  app.add_option("--energy-j", energy_j, "energy, joules")->check(non_negative_number());
+  app.add_option("--label", labels, "label KEY=VALUE (repeatable)");
+  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (end_unix < start_unix)
+    return fail("record-job", make_error(ErrorKind::usage, "--end-unix is before --start-unix"));
+  if (idle_cost_usd > cost_usd + 1e-9)
+    return fail("record-job", make_error(ErrorKind::usage, "--idle-cost-usd is more than --cost-usd"));
+
+  RunRecord r;
+  r.command = name;
+  r.user = user;
+  char host[256] = {};
+  r.host = gethostname(host, sizeof host - 1) == 0 ? host : "unknown";
+  for (const auto& l : labels) {
+    const auto eq = l.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail("record-job", make_error(ErrorKind::usage, "--label '" + l + "': expected KEY=VALUE"));
+    r.labels[l.substr(0, eq)] = l.substr(eq + 1);
+  }
+  r.start_unix_ms = start_unix * 1000;
+  r.end_unix_ms = end_unix * 1000;
+  r.status = status.value_or(exit_code.value_or(0) == 0 ? "succeeded" : "failed");
+  r.exit_code = exit_code;
+  r.stopped_by = stopped_by;
+  r.gpus_allocated = split_list(gpus_allocated);
+  r.gpus_used = split_list(gpus_used);
+  r.wall_ms = (end_unix - start_unix) * 1000;
+  r.billed_s = end_unix - start_unix;
+  r.cost_micros = to_micros(cost_usd) + to_micros(unused_gpu_cost_usd);
+  r.idle_cost_micros = to_micros(idle_cost_usd);
+  r.unused_gpu_cost_micros = to_micros(unused_gpu_cost_usd);
+  r.energy_j = energy_j.value_or(0);
+  r.energy_method = energy_j ? "agent" : "";
+  r.price_source = "gpumeter agent";
+  r.heartbeat_unix_ms = r.end_unix_ms.value_or(0);
+
+  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  if (!ledger) return fail("record-job", ledger.error());
+  auto id = (*ledger)->begin_run(r);
+  if (!id) return fail("record-job", id.error());
+  r.id = *id;
+  if (auto u = (*ledger)->update_run(r); !u) return fail("record-job", u.error());
+  std::printf("%lld\n", static_cast<long long>(*id));
+  return kExitOk;
+}
+
+}  // namespace gm::cli
