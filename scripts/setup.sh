@@ -41,8 +41,7 @@ if ((${#missing[@]})); then
   status=0
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
   if [ -n "$added_policy" ]; then $SUDO rm -f "$policy"; fi
-  exit_if_failed() { [ "$1" -eq 0 ] || exit "$1"; }
-  exit_if_failed "$status"
+  [ "$status" -eq 0 ] || exit "$status"
 fi
 
 # Front-end packages (the charting library inlined into HTML reports) come from the npm registry.
