@@ -214,6 +214,9 @@ std::optional<Scenario> parse_scenario(const std::string& input, const std::stri
   } catch (const json::parse_error& e) {
     error = "scenario " + path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what();
     return std::nullopt;
+  } catch (const json::exception& e) {  // a number too large for a double (out_of_range 406)
+    error = "scenario " + path + ": invalid JSON: " + e.what();
+    return std::nullopt;
   }
   try {
     check_keys(root, "scenario " + path, {"driver_version", "missing_symbols", "devices"});

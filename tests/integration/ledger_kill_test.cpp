@@ -177,9 +177,10 @@ void kill_lane(int lane, int kills, std::atomic<int>& done_kills, std::vector<st
 
   std::int64_t runs_seen = 0;
   for (int i = 0; i < kills; ++i) {
-    // The job ends by itself once its gpumeter is gone (no orphan outlives the test).
+    // The job ends by itself once its gpumeter is gone (or after 30 s): no orphan outlives the test.
     Exec run({test::gpumeter_binary(), "run", "--price", "3600", "--quiet", "--", "sh", "-c",
-              "p=$PPID; while kill -0 $p 2>/dev/null; do sleep 0.2; done"},
+              "p=$PPID; i=0; while [ $p != 1 ] && [ $i -lt 150 ] && kill -0 $p 2>/dev/null; do i=$((i+1)); "
+              "sleep 0.2; done"},
              env);
     const auto before_start = read_committed(ledger);
     const pid_t pid = run.start(dir.path() + "/run.out");
