@@ -1,4 +1,5 @@
 // gpumeter: thin entry point. Looks the subcommand up in the table and dispatches.
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -16,6 +17,9 @@ void print_usage(std::FILE* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file over the size limit (RLIMIT_FSIZE, a full quota) is a write error gpumeter reports, not a signal that
+  // kills it in the middle of metering a job. Jobs get the default disposition back (sys/spawn).
+  std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     print_usage(stderr);
     return gm::kExitUsage;

@@ -7,6 +7,7 @@
 #include <compare>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -284,5 +285,17 @@ struct FleetReport {
 /// Queries Prometheus at `prometheus_url` (http://host:port) for the last `range_ms`, grouped `by`.
 /// Errors: usage for a bad `by`/URL, unavailable when Prometheus cannot be reached or answers an error.
 Result<FleetReport> query_fleet_report(const std::string& prometheus_url, std::int64_t range_ms, const std::string& by);
+
+/// One answer of the Prometheus HTTP API to an instant query: its HTTP status and body.
+struct PrometheusAnswer {
+  int http_status = 0;
+  std::string body;
+};
+/// Asks one PromQL instant query; error (unavailable) when Prometheus cannot be reached.
+using PrometheusQuery = std::function<Result<PrometheusAnswer>(const std::string& promql)>;
+/// query_fleet_report over any source of answers (tests, fuzzing); `prometheus_url` is only used in messages.
+/// Answers that are not a Prometheus vector of finite numbers are errors (unavailable), never numbers.
+Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::string& prometheus_url,
+                                      std::int64_t range_ms, const std::string& by);
 
 }  // namespace gm::agent

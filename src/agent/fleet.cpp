@@ -2,6 +2,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -19,28 +21,38 @@ struct Sample {
   double value = 0;
 };
 
-Result<std::vector<Sample>> instant_query(httplib::Client& client, const std::string& url, const std::string& promql) {
-  const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
-  if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
-  json j;
-  try {
-    j = json::parse(res->body);
-  } catch (const json::exception&) {
+/// The samples of one instant-query answer; an error for anything but a vector of finite numbers.
+Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const std::string& url,
+                                         const std::string& promql) {
+  const std::string where = "--prometheus " + url;
+  const json j = json::parse(answer.body, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
     return make_error(ErrorKind::unavailable,
-                      "--prometheus " + url + ": HTTP " + std::to_string(res->status) + ", not a Prometheus API answer");
+                      where + ": HTTP " + std::to_string(answer.http_status) + ", not a Prometheus API answer");
+  const auto status = j.find("status");
+  if (status == j.end() || !status->is_string() || *status != "success") {
+    const auto e = j.find("error");
+    return make_error(ErrorKind::unavailable, where + ": query '" + promql + "' failed: " +
+                                                  (e != j.end() && e->is_string() ? e->get<std::string>() : "?"));
   }
-  if (j.value("status", "") != "success")
-    return make_error(ErrorKind::unavailable, "--prometheus " + url + ": query '" + promql + "' failed: " + j.value("error", "?"));
   std::vector<Sample> out;
   try {
-    for (const auto& r : j.at("data").at("result")) {
+    const json& data = j.at("data");
+    if (data.at("resultType") != "vector")
+      return make_error(ErrorKind::unavailable, where + ": unexpected answer: resultType is not \"vector\"");
+    for (const auto& r : data.at("result")) {
       Sample s;
       for (const auto& [k, v] : r.at("metric").items()) s.labels[k] = v.get<std::string>();
-      s.value = std::stod(r.at("value").at(1).get<std::string>());
+      const std::string text = r.at("value").at(1).get<std::string>();
+      const char* end = text.data() + text.size();
+      const auto [p, ec] = std::from_chars(text.data(), end, s.value);
+      if (ec != std::errc() || p != end || !std::isfinite(s.value))
+        return make_error(ErrorKind::unavailable, where + ": unexpected answer: value '" + text.substr(0, 40) +
+                                                      "' is not a finite number");
       out.push_back(std::move(s));
     }
   } catch (const std::exception& e) {
-    return make_error(ErrorKind::unavailable, "--prometheus " + url + ": unexpected answer: " + e.what());
+    return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + e.what());
   }
   return out;
 }
@@ -54,6 +66,21 @@ double sum(const std::vector<Sample>& v) {
 }  // namespace
 
 Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t range_ms, const std::string& by) {
+  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
+    return make_error(ErrorKind::usage, "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
+  httplib::Client client(url);
+  client.set_connection_timeout(5);
+  client.set_read_timeout(60);
+  const PrometheusQuery query = [&](const std::string& promql) -> Result<PrometheusAnswer> {
+    const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
+    if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
+    return PrometheusAnswer{res->status, res->body};
+  };
+  return fleet_report_from(query, url, range_ms, by);
+}
+
+Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::string& url, std::int64_t range_ms,
+                                      const std::string& by) {
   std::string group;
   if (by == "namespace") group = "namespace";
   else if (by == "job") group = "slurm_job";
@@ -62,21 +89,20 @@ Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t rang
   else if (by == "gpu") group = "instance, gpu, model";
   else return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, account, user or gpu");
   if (range_ms < 1000) return make_error(ErrorKind::usage, "--since: the range must be at least 1s");
-  if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    return make_error(ErrorKind::usage, "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
-  httplib::Client client(url);
-  client.set_connection_timeout(5);
-  client.set_read_timeout(60);
   const std::string range = "[" + std::to_string(range_ms / 1000) + "s]";
   auto inc = [&](const char* metric) { return "increase(" + std::string(metric) + range + ")"; };
+  auto instant_query = [&](const std::string& promql) -> Result<std::vector<Sample>> {
+    GM_TRY(auto answer, query(promql));
+    return parse_answer(answer, url, promql);
+  };
 
   FleetReport rep;
   rep.by = by;
   rep.range_ms = range_ms;
-  GM_TRY(auto device, instant_query(client, url, "sum(" + inc("gpumeter_gpu_cost_usd_total") + ")"));
-  GM_TRY(auto owners, instant_query(client, url, "sum(" + inc("gpumeter_owner_cost_usd_total") + ")"));
-  GM_TRY(auto unalloc, instant_query(client, url, "sum(" + inc("gpumeter_gpu_unallocated_cost_usd_total") + ")"));
-  GM_TRY(auto idle, instant_query(client, url, "sum(" + inc("gpumeter_gpu_idle_cost_usd_total") + ")"));
+  GM_TRY(auto device, instant_query("sum(" + inc("gpumeter_gpu_cost_usd_total") + ")"));
+  GM_TRY(auto owners, instant_query("sum(" + inc("gpumeter_owner_cost_usd_total") + ")"));
+  GM_TRY(auto unalloc, instant_query("sum(" + inc("gpumeter_gpu_unallocated_cost_usd_total") + ")"));
+  GM_TRY(auto idle, instant_query("sum(" + inc("gpumeter_gpu_idle_cost_usd_total") + ")"));
   rep.device_cost_usd = sum(device);
   rep.owner_cost_usd = sum(owners);
   rep.unallocated_cost_usd = sum(unalloc);
@@ -86,11 +112,11 @@ Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t rang
   const char* cost_metric = per_gpu ? "gpumeter_gpu_cost_usd_total" : "gpumeter_owner_cost_usd_total";
   const char* energy_metric = per_gpu ? "gpumeter_gpu_energy_joules_total" : "gpumeter_owner_energy_joules_total";
   auto grouped = [&](const char* metric) { return "sum by (" + group + ") (" + inc(metric) + ")"; };
-  GM_TRY(auto costs, instant_query(client, url, grouped(cost_metric)));
-  GM_TRY(auto energy, instant_query(client, url, grouped(energy_metric)));
+  GM_TRY(auto costs, instant_query(grouped(cost_metric)));
+  GM_TRY(auto energy, instant_query(grouped(energy_metric)));
   std::vector<Sample> seconds;
   if (!per_gpu) {
-    GM_TRY(auto s, instant_query(client, url, grouped("gpumeter_owner_gpu_seconds_total")));
+    GM_TRY(auto s, instant_query(grouped("gpumeter_owner_gpu_seconds_total")));
     seconds = std::move(s);
   }
   auto key_of = [&](const Sample& s) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/http_connection.h"
 #include "sys/proc.h"
 #include "util/embedded.h"
 #include "util/units.h"
@@ -93,6 +94,8 @@ Result<WebConfig> load_web_config(const std::string& path) {
 }
 
 bool verify_password(const std::string& password, const std::string& hash) {
+  // crypt(3) reads C strings: "s3cret\0anything" would pass for "s3cret".
+  if (password.find('\0') != std::string::npos) return false;
   crypt_data data;
   std::memset(&data, 0, sizeof data);
   const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
@@ -183,10 +186,9 @@ struct Server::Impl {
 };
 
 Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
-  if (options_.web && !options_.web->cert_file.empty())
-    impl_->server = std::make_unique<httplib::SSLServer>(options_.web->cert_file.c_str(), options_.web->key_file.c_str());
-  else
-    impl_->server = std::make_unique<httplib::Server>();
+  // Each connection gets a read deadline and byte budget per request (slow or endless clients are cut off).
+  impl_->server = options_.web ? detail::make_guarded_server(options_.web->cert_file, options_.web->key_file)
+                               : detail::make_guarded_server("", "");
   auto& srv = *impl_->server;
   srv.set_keep_alive_max_count(1000);
   srv.set_tcp_nodelay(true);  // headers and body are separate writes: avoid the 40 ms delayed-ACK stall

@@ -12,6 +12,10 @@
 
 namespace gm {
 
+/// The highest price per GPU-hour gpumeter accepts from any input (flags, config, catalog files): far above any
+/// real offer, and low enough that a year of micro-dollar sums cannot overflow.
+inline constexpr double kMaxUsdPerGpuHour = 1'000'000;
+
 /// Datasheet figures of one GPU model. Dense tensor figures are used for time estimates.
 struct GpuSpec {
   std::string id;                          ///< catalog name, e.g. "H100 SXM 80GB", "A100 SXM 40GB", "L4 24GB"

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstring>
 
@@ -14,6 +15,28 @@ namespace gm {
 std::string device_uuid_of(std::string_view device_id) {
   const auto sep = device_id.find("::");
   return std::string(sep == std::string_view::npos ? device_id : device_id.substr(0, sep));
+}
+
+namespace {
+
+std::vector<PodDeviceAssignment> assignments_of(const v1::ListPodResourcesResponse& response) {
+  std::vector<PodDeviceAssignment> out;
+  for (const auto& pod : response.pod_resources())
+    for (const auto& c : pod.containers())
+      for (const auto& d : c.devices())
+        for (const auto& id : d.device_ids())
+          out.push_back(PodDeviceAssignment{pod.namespace_(), pod.name(), c.name(), d.resource_name(), id});
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<PodDeviceAssignment>> parse_pod_resources_response(std::string_view wire) {
+  v1::ListPodResourcesResponse response;
+  if (wire.size() > static_cast<std::size_t>(INT32_MAX) ||
+      !response.ParseFromArray(wire.data(), static_cast<int>(wire.size())))
+    return make_error(ErrorKind::unavailable, "kubelet pod-resources: the answer is not a ListPodResourcesResponse");
+  return assignments_of(response);
 }
 
 struct KubeletPodResources::Impl {
@@ -54,13 +77,7 @@ Result<std::vector<PodDeviceAssignment>> KubeletPodResources::list() {
                                                   status.error_message() + " (gRPC status " +
                                                   std::to_string(static_cast<int>(status.error_code())) + ")");
   }
-  std::vector<PodDeviceAssignment> out;
-  for (const auto& pod : response.pod_resources())
-    for (const auto& c : pod.containers())
-      for (const auto& d : c.devices())
-        for (const auto& id : d.device_ids())
-          out.push_back(PodDeviceAssignment{pod.namespace_(), pod.name(), c.name(), d.resource_name(), id});
-  return out;
+  return assignments_of(response);
 }
 
 PodResourcesCache::PodResourcesCache(PodResourcesSource& source, Clock& clock, PodResourcesCacheOptions options)

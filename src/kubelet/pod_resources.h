@@ -30,6 +30,10 @@ struct PodDeviceAssignment {
 /// The device UUID a device-plugin id stands for: a time-slicing replica suffix "::N" is dropped.
 std::string device_uuid_of(std::string_view device_id);
 
+/// The assignments in a serialized v1.ListPodResourcesResponse (protobuf wire format, as the kubelet sends it):
+/// one entry per device id of each container; error (unavailable) when the bytes are not such a message.
+Result<std::vector<PodDeviceAssignment>> parse_pod_resources_response(std::string_view wire);
+
 /// Where pod-resources answers come from (the kubelet's socket, or a fake in tests).
 class PodResourcesSource {
  public:

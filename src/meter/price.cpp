@@ -106,8 +106,9 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
                                  const std::optional<std::string>& nvml_gpu_name,
                                  const InstanceDetector* detector) {
   if (options.price_usd_per_gpu_hour) {
-    if (*options.price_usd_per_gpu_hour <= 0)
-      return make_error(ErrorKind::usage, "--price must be a positive number of USD per GPU-hour");
+    if (!(*options.price_usd_per_gpu_hour > 0) || *options.price_usd_per_gpu_hour > kMaxUsdPerGpuHour)
+      return make_error(ErrorKind::usage, fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
+                                                      kMaxUsdPerGpuHour));
     PriceQuote q;
     q.micros_per_gpu_hour = usd_to_micros(*options.price_usd_per_gpu_hour);
     q.origin = PriceOrigin::flag_price;
@@ -136,8 +137,10 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     const auto* pricing = tbl["pricing"].as_table();
     if (pricing) {
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {
-        if (*p <= 0)
-          return make_error(ErrorKind::usage, fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive", *config));
+        if (!(*p > 0) || *p > kMaxUsdPerGpuHour)
+          return make_error(ErrorKind::usage,
+                            fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})", *config,
+                                        kMaxUsdPerGpuHour));
         PriceQuote q;
         q.micros_per_gpu_hour = usd_to_micros(*p);
         q.origin = PriceOrigin::config_file;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -230,10 +231,13 @@ bool meter_is_dead(const RunRecord& r) {
 
 class SqliteLedger final : public Ledger {
  public:
-  SqliteLedger(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  /// `read_only`: why the ledger can only be read ("" when it can be written); writes fail with it.
+  SqliteLedger(sqlite3* db, std::string path, std::string read_only = {})
+      : db_(db), path_(std::move(path)), read_only_(std::move(read_only)) {}
   ~SqliteLedger() override { sqlite3_close_v2(db_); }
 
   Result<std::int64_t> begin_run(const RunRecord& run) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     RunRecord r = run;
     if (r.meter_pid == 0) r.meter_pid = getpid();
     if (r.meter_host.empty()) r.meter_host = this_host();
@@ -248,6 +252,7 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<void> update_run(const RunRecord& run) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     RunRecord r = run;
     if (r.meter_pid == 0) r.meter_pid = getpid();
     if (r.meter_host.empty()) r.meter_host = this_host();
@@ -277,6 +282,7 @@ class SqliteLedger final : public Ledger {
 
   Result<void> append(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
                       const std::vector<ActionRecord>& actions) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     if (samples.empty() && progress.empty() && actions.empty()) return ok_result();
     if (!exec("BEGIN IMMEDIATE")) return err("begin");
     {
@@ -333,6 +339,7 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<void> append_rollups(const std::vector<RollupRecord>& rollups) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     if (rollups.empty()) return ok_result();
     if (!exec("BEGIN IMMEDIATE")) return err("begin");
     {
@@ -490,13 +497,34 @@ class SqliteLedger final : public Ledger {
     exec("ROLLBACK");
     return e;
   }
-  static RunRecord fix_status(RunRecord r) {
-    if (r.status == "running" && meter_is_dead(r)) r.status = "interrupted";
+  RunRecord fix_status(RunRecord r) const {
+    if (r.status == "running" && meter_is_dead(r)) {
+      r.status = "interrupted";
+      include_committed_samples(r);
+    }
     return r;
+  }
+  /// A meter killed between committing a second's samples and refreshing the run's totals leaves totals one
+  /// flush behind: an interrupted run counts at least every committed sample.
+  void include_committed_samples(RunRecord& r) const {
+    Stmt s(db_, "SELECT max(t_ms), sum(cost_micros), sum(energy_j) FROM samples WHERE run_id=?");
+    if (!s.ok()) return;
+    s.bind(1, r.id);
+    if (s.step() != SQLITE_ROW || s.is_null(0)) return;
+    const std::int64_t last_t_ms = s.i64(0);
+    if (last_t_ms > r.wall_ms) {
+      r.wall_ms = last_t_ms;
+      const std::int64_t g = std::max<std::int64_t>(1, r.billing_granularity_s);
+      const std::int64_t billed = (r.wall_ms + g * 1000 - 1) / (g * 1000) * g;
+      r.billed_s = std::max({r.billed_s, billed, r.billing_minimum_s});
+    }
+    r.cost_micros = std::max(r.cost_micros, s.i64(1));
+    r.energy_j = std::max(r.energy_j, s.f64(2));
   }
 
   sqlite3* db_;
   std::string path_;
+  std::string read_only_;
 };
 
 Error open_error(const std::string& path, const std::string& what, int code) {
@@ -516,6 +544,45 @@ std::string Ledger::default_path() {
   return std::string(home && *home ? home : ".") + "/.local/share/gpumeter/ledger.db";
 }
 
+namespace {
+
+bool cannot_write(int sqlite_code) {
+  return sqlite_code == SQLITE_READONLY || sqlite_code == SQLITE_CANTOPEN || sqlite_code == SQLITE_PERM ||
+         sqlite_code == SQLITE_FULL || sqlite_code == SQLITE_IOERR || sqlite_code == SQLITE_AUTH;
+}
+
+std::string uri_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') out += (c == '%' ? "%25" : c == '?' ? "%3f" : "%23");
+    else out += c;
+  }
+  return out;
+}
+
+/// The ledger for reading only, when it exists but cannot be written (read-only directory or file, a full disk):
+/// runs and reports keep working, writes fail with `why`. SQLite needs the -shm file for a WAL database; in a
+/// read-only directory without one the file is read as immutable.
+Result<std::unique_ptr<Ledger>> open_read_only(const std::string& path, const Error& why) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return why;
+  for (const char* params : {"mode=ro", "mode=ro&immutable=1"}) {
+    const std::string uri = "file:" + uri_path(path) + "?" + params;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_FULLMUTEX, nullptr) ==
+            SQLITE_OK &&
+        sqlite3_exec(db, "SELECT count(*) FROM runs", nullptr, nullptr, nullptr) == SQLITE_OK) {
+      sqlite3_busy_timeout(db, 1500);
+      return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(
+          db, path, why.message + " (the ledger is read-only here: runs are not recorded)"));
+    }
+    sqlite3_close_v2(db);
+  }
+  return why;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -527,20 +594,27 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
   }
   // Create the file with mode 0600 before SQLite does (SQLite would use the umask); WAL and SHM files copy it.
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return make_error(ErrorKind::unavailable, "ledger " + path + ": " + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;
+    const Error e = make_error(ErrorKind::unavailable, "ledger " + path + ": " + std::strerror(err));
+    if (err == EACCES || err == EROFS || err == EPERM) return open_read_only(path, e);
+    return e;
+  }
   ::close(fd);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     Error e = open_error(path, db ? sqlite3_errmsg(db) : "cannot open", rc);
     sqlite3_close_v2(db);
+    if (cannot_write(rc & 0xff)) return open_read_only(path, e);
     return e;
   }
   sqlite3_busy_timeout(db, 1500);
-  auto fail = [&](const char* what) {
+  auto fail = [&](const char* what) -> Result<std::unique_ptr<Ledger>> {
     const int code = sqlite3_extended_errcode(db) & 0xff;
     Error e = open_error(path, std::string(what) + ": " + sqlite3_errmsg(db), code);
     sqlite3_close_v2(db);
+    if (cannot_write(code)) return open_read_only(path, e);
     return e;
   };
   // Reading the schema first detects a file that is not a database.

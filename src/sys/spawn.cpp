@@ -19,7 +19,7 @@ namespace {
 
 [[noreturn]] void exec_child(const SpawnOptions& o, int err_fd) {
   // Restore default dispositions and an empty mask: the job must see signals normally.
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGWINCH, SIGTTOU, SIGTTIN, SIGTSTP})
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGWINCH, SIGTTOU, SIGTTIN, SIGTSTP, SIGXFSZ})
     signal(s, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);

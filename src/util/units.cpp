@@ -61,7 +61,11 @@ Result<std::int64_t> parse_duration_ms(std::string_view text) {
     std::size_t j = i;
     while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
     if (j == i) return make_error(ErrorKind::usage, fmt::format("'{}' is not a duration (try 90s, 15m, 2h)", text));
-    const double v = std::strtod(std::string(text.substr(i, j - i)).c_str(), nullptr);
+    const std::string number(text.substr(i, j - i));
+    char* number_end = nullptr;
+    const double v = std::strtod(number.c_str(), &number_end);
+    if (number_end != number.c_str() + number.size())
+      return make_error(ErrorKind::usage, fmt::format("'{}' is not a duration (try 90s, 15m, 2h)", text));
     std::size_t k = j;
     while (k < text.size() && std::isalpha(static_cast<unsigned char>(text[k]))) ++k;
     const std::string unit = to_lower(text.substr(j, k - j));
@@ -79,6 +83,9 @@ Result<std::int64_t> parse_duration_ms(std::string_view text) {
     i = k;
   }
   if (!any) return make_error(ErrorKind::usage, fmt::format("'{}' is not a duration", text));
+  // A century is longer than anything gpumeter meters; beyond it the milliseconds would overflow.
+  if (!(total_ms <= 100.0 * 365 * 86'400'000))
+    return make_error(ErrorKind::usage, fmt::format("'{}' is too long a duration (at most 100 years)", text));
   return static_cast<std::int64_t>(std::llround(total_ms));
 }
 

@@ -2,6 +2,7 @@
 // answering from the scenario file named by $FAKE_NVML_SCENARIO (format: docs/fake-nvml.md).
 #include <dirent.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -435,7 +436,8 @@ FAKE_EXPORT int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long 
   for (const auto& seg : dev->timeline) has_power = has_power || seg.power_w.has_value();
   if (!has_power) return kNotSupported;
   if (energy_mj == nullptr) return kInvalidArgument;
-  *energy_mj = static_cast<unsigned long long>(std::floor(fake_nvml::energy_mj_at(*dev, t)));
+  // The counter wraps nowhere in practice; a scenario of absurd power for years saturates instead of overflowing.
+  *energy_mj = static_cast<unsigned long long>(std::min(std::floor(fake_nvml::energy_mj_at(*dev, t)), 1.8e19));
   return kSuccess;
 }
 

@@ -15,6 +15,8 @@ struct Bad : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+constexpr double kMaxNumber = 1e9;
+
 [[noreturn]] void bad(const std::string& where, const std::string& what) { throw Bad(where + ": " + what); }
 
 std::optional<double> number(const json& obj, const char* key, const std::string& where, bool non_negative = true) {
@@ -23,6 +25,8 @@ std::optional<double> number(const json& obj, const char* key, const std::string
   if (!it->is_number()) bad(where, std::string("\"") + key + "\" must be a number");
   double v = it->get<double>();
   if (!std::isfinite(v) || (non_negative && v < 0)) bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
+  // Every quantity of the format (seconds, MiB, W, %, MHz, ms, ids) fits; the library converts them to integers.
+  if (std::fabs(v) > kMaxNumber) bad(where, std::string("\"") + key + "\" must be at most 1e9");
   return v;
 }
 
@@ -100,7 +104,10 @@ Fault parse_fault(const json& j, const std::string& where) {
   if (f.function == "nvmlDeviceGetHandleByIndex_v2") f.function = "nvmlDeviceGetHandleByIndex";  // one entry point
   if (auto it = j.find("return"); it != j.end() && !it->is_null()) {
     if (it->is_number_integer()) {
-      f.ret = it->get<int>();
+      if (it->is_number_unsigned() ? it->get<std::uint64_t>() > 2147483647u
+                                   : it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > 2147483647)
+        bad(where, "\"return\" must be an NVML return code from 0 to 2147483647");
+      f.ret = static_cast<int>(it->get<std::int64_t>());
     } else if (it->is_string()) {
       int code = return_code_for(it->get<std::string>());
       if (code < 0) bad(where, "unknown NVML return \"" + it->get<std::string>() + "\"");
@@ -206,6 +213,9 @@ std::optional<Scenario> parse_scenario(const std::string& input, const std::stri
     root = json::parse(input);
   } catch (const json::parse_error& e) {
     error = "scenario " + path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what();
+    return std::nullopt;
+  } catch (const json::exception& e) {  // a number too large for a double (out_of_range 406)
+    error = "scenario " + path + ": invalid JSON: " + e.what();
     return std::nullopt;
   }
   try {
