@@ -13,10 +13,14 @@ std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -25,12 +29,18 @@ namespace {
 
 const char* price_source(PriceOrigin o) {
   switch (o) {
-    case PriceOrigin::flag_price: return "price_flag";
-    case PriceOrigin::flag_offer: return "offer";
-    case PriceOrigin::config_file: return "config_file";
-    case PriceOrigin::detected_instance: return "detected_instance";
-    case PriceOrigin::catalog_reference: return "catalog_reference";
-    case PriceOrigin::none: break;
+    case PriceOrigin::flag_price:
+      return "price_flag";
+    case PriceOrigin::flag_offer:
+      return "offer";
+    case PriceOrigin::config_file:
+      return "config_file";
+    case PriceOrigin::detected_instance:
+      return "detected_instance";
+    case PriceOrigin::catalog_reference:
+      return "catalog_reference";
+    case PriceOrigin::none:
+      break;
   }
   return "none";
 }
@@ -82,6 +92,131 @@ std::string owner_labels(const Owner& o) {
   return s;
 }
 
+// Owner labels of inference series: `owner_kind` instead of `kind`, which names the token kind there.
+std::string inference_labels(const InferenceModelCounters& m) {
+  return "owner_" + owner_labels(m.owner) + fmt::format(",model=\"{}\"", escape_label_value(m.model));
+}
+
+// Live ratios over the window: Σ cost ÷ Σ count, and the cost at the window's peak generation rate.
+struct WindowSums {
+  MicroUsd cost = 0;
+  double seconds = 0, prompt = 0, generated = 0, requests = 0, peak_generated_per_s = 0;
+};
+
+WindowSums window_sums(const InferenceModelCounters& m, std::int64_t now_ns, std::int64_t window_ms) {
+  WindowSums w;
+  for (const auto& sl : m.window) {
+    if (sl.t_ns <= now_ns - window_ms * 1'000'000) continue;
+    w.cost += sl.cost;
+    w.seconds += sl.seconds;
+    w.prompt += sl.prompt;
+    w.generated += sl.generated;
+    w.requests += sl.requests;
+    if (sl.seconds > 0) w.peak_generated_per_s = std::max(w.peak_generated_per_s, sl.generated / sl.seconds);
+  }
+  return w;
+}
+
+void render_inference(Family& f, const Snapshot& s) {
+  const auto& models = s.inference;
+  f.head("gpumeter_inference_tokens_total", "counter",
+         "Tokens a serving engine processed for a model since metering began, by kind (prompt, generated, "
+         "cached "
+         "prompt tokens).");
+  for (const auto& m : models) {
+    const std::string l = inference_labels(m);
+    if (m.has_prompt)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"prompt\"}} {}\n", l,
+                        number(m.prompt_tokens)));
+    if (m.has_generated)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"generated\"}} {}\n", l,
+                        number(m.generated_tokens)));
+    if (m.has_cached)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"cached\"}} {}\n", l,
+                        number(m.cached_tokens)));
+  }
+  f.head("gpumeter_inference_requests_total", "counter",
+         "Requests a serving engine completed for a model since metering began.");
+  for (const auto& m : models)
+    if (m.has_requests)
+      f.add(fmt::format("gpumeter_inference_requests_total{{{}}} {}\n", inference_labels(m),
+                        number(m.requests)));
+  if (s.inference_priced) {
+    f.head("gpumeter_inference_cost_usd_total", "counter",
+           "Measured GPU cost of the owner serving a model, split across its models by generated tokens, in "
+           "USD.");
+    for (const auto& m : models)
+      f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m), usd(m.cost)));
+    f.head("gpumeter_inference_usd_per_1m_tokens", "gauge",
+           "Live cost of one million tokens over the agent's window: cost / tokens x 1e6, for generated "
+           "tokens and "
+           "for all (prompt + generated) tokens, in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      const double c = micros_to_usd(w.cost);
+      if (m.has_generated && w.generated > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"generated\"}} {}\n",
+                          inference_labels(m), number(c / w.generated * 1e6)));
+      if (m.has_generated && m.has_prompt && w.generated + w.prompt > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"total\"}} {}\n",
+                          inference_labels(m), number(c / (w.generated + w.prompt) * 1e6)));
+    }
+    f.head("gpumeter_inference_usd_per_1k_requests", "gauge",
+           "Live cost of one thousand requests over the agent's window: cost / requests x 1e3, in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      if (m.has_requests && w.requests > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1k_requests{{{}}} {}\n", inference_labels(m),
+                          number(micros_to_usd(w.cost) / w.requests * 1e3)));
+    }
+    f.head(
+        "gpumeter_inference_usd_per_1m_tokens_at_peak", "gauge",
+        "Cost of one million generated tokens if the same GPU cost ran at the window's peak generation rate "
+        "(cost per second / peak tokens per second x 1e6), in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens_at_peak{{{}}} {}\n", inference_labels(m),
+                          number(micros_to_usd(w.cost) / w.seconds / w.peak_generated_per_s * 1e6)));
+    }
+  }
+  f.head("gpumeter_inference_load_ratio", "gauge",
+         "Mean generation rate over the window divided by its peak interval rate (0-1).");
+  for (const auto& m : models) {
+    const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+    if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
+      f.add(fmt::format("gpumeter_inference_load_ratio{{{}}} {}\n", inference_labels(m),
+                        number(w.generated / w.seconds / w.peak_generated_per_s)));
+  }
+  if (s.endpoints.empty()) return;
+  f.head("gpumeter_inference_endpoint_up", "gauge",
+         "1 when the last scrape of a serving engine's metrics succeeded, else 0.");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_endpoint_up{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.up ? 1 : 0));
+  f.head("gpumeter_inference_endpoint_linked", "gauge",
+         "1 when the owner serving from an endpoint was found on a GPU (its cost can be joined), else 0.");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_endpoint_linked{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.linked ? 1 : 0));
+  f.head("gpumeter_inference_scrape_errors_total", "counter",
+         "Failed scrapes of a serving engine's metrics, by reason (connect, timeout, deadline, http, "
+         "too_large, parse, "
+         "no_engine_metrics).");
+  for (const auto& e : s.endpoints)
+    for (const char* reason :
+         {"connect", "timeout", "deadline", "http", "too_large", "parse", "no_engine_metrics"}) {
+      auto it = e.errors.find(reason);
+      f.add(fmt::format("gpumeter_inference_scrape_errors_total{{endpoint=\"{}\",reason=\"{}\"}} {}\n",
+                        escape_label_value(e.endpoint), reason, it == e.errors.end() ? 0 : it->second));
+    }
+  f.head("gpumeter_inference_engine_restarts_total", "counter",
+         "Restarts of a serving engine detected from its counters going back (or a new process start time).");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_engine_restarts_total{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.resets));
+}
+
 template <class Fn>
 void per_device(Family& f, const Snapshot& s, const char* name, Fn value) {
   for (const auto& d : s.devices)
@@ -95,34 +230,38 @@ std::string render_metrics(const Snapshot& s) {
   using Opt = std::optional<std::string>;
   auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == DeviceState::ok; };
 
-  f.head("gpumeter_gpu_up", "gauge", "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
+  f.head("gpumeter_gpu_up", "gauge",
+         "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
   per_device(f, s, "gpumeter_gpu_up", [&](const DeviceView& d) -> Opt {
     if (!d.last) return std::nullopt;
     return d.last->state == DeviceState::ok ? "1" : "0";
   });
-  f.head("gpumeter_gpu_price_usd_per_hour", "gauge", "Price of one GPU-hour of this device, labelled with where it came from.");
+  f.head("gpumeter_gpu_price_usd_per_hour", "gauge",
+         "Price of one GPU-hour of this device, labelled with where it came from.");
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
-                         price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
+                        price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
-  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(usd(d.cost)) : std::nullopt;
-  });
+  per_device(f, s, "gpumeter_gpu_cost_usd_total",
+             [](const DeviceView& d) -> Opt { return d.price ? Opt(usd(d.cost)) : std::nullopt; });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price && d.caps.utilization ? Opt(usd(d.idle_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter", "Cost of intervals with no process on the GPU, in USD.");
+  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter",
+         "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price ? Opt(usd(d.unallocated_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_energy_joules_total", "counter", "Energy used by the GPU since metering began, in joules.");
+  f.head("gpumeter_gpu_energy_joules_total", "counter",
+         "Energy used by the GPU since metering began, in joules.");
   per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
     return d.energy_known ? Opt(number(d.energy_j)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_utilization_ratio", "gauge", "Fraction of the last sample period in which a kernel ran (0-1).");
+  f.head("gpumeter_gpu_utilization_ratio", "gauge",
+         "Fraction of the last sample period in which a kernel ran (0-1).");
   per_device(f, s, "gpumeter_gpu_utilization_ratio", [&](const DeviceView& d) -> Opt {
     if (!sample_ok(d) || !d.last->utilization_pct) return std::nullopt;
     return number(*d.last->utilization_pct / 100.0);
@@ -155,21 +294,23 @@ std::string render_metrics(const Snapshot& s) {
   bool any_mig = false;
   for (const auto& d : s.devices) any_mig = any_mig || !d.mig.empty();
   if (any_mig) {
-    f.head("gpumeter_mig_price_usd_per_hour", "gauge", "Price of a MIG instance per hour: the board price times its slice fraction.");
+    f.head("gpumeter_mig_price_usd_per_hour", "gauge",
+           "Price of a MIG instance per hour: the board price times its slice fraction.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                           usd(m.micros_per_hour)));
+                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                          usd(m.micros_per_hour)));
     f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                           usd(m.cost)));
+                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                          usd(m.cost)));
   }
 
-  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy) {
+  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price,
+                          bool needs_energy) {
     f.head(name, "counter", help);
     for (const auto& d : s.devices) {
       if ((needs_price && !d.price) || (needs_energy && !d.energy_known)) continue;
@@ -180,13 +321,17 @@ std::string render_metrics(const Snapshot& s) {
       }
     }
   };
-  owner_family("gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
-               [](const OwnerCounters& c) { return usd(c.cost); }, true, false);
-  owner_family("gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
-               [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
-  owner_family("gpumeter_owner_gpu_seconds_total",
-               "Device-seconds attributed to an owner on a GPU (its share of each interval).",
-               [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
+  owner_family(
+      "gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
+      [](const OwnerCounters& c) { return usd(c.cost); }, true, false);
+  owner_family(
+      "gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
+      [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
+  owner_family(
+      "gpumeter_owner_gpu_seconds_total",
+      "Device-seconds attributed to an owner on a GPU (its share of each interval).",
+      [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
+  render_inference(f, s);
   return f.out;
 }
 
@@ -208,7 +353,8 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
   head("gpumeter_agent_state_write_errors_total", "counter", "Failed writes of the state file.");
   f.out += fmt::format("gpumeter_agent_state_write_errors_total {}\n", self.state_write_errors);
   head("gpumeter_agent_start_time_seconds", "gauge", "Unix time the agent started, in seconds.");
-  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n", number(static_cast<double>(self.started_unix_ms) / 1000.0));
+  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n",
+                       number(static_cast<double>(self.started_unix_ms) / 1000.0));
   if (self.pod_resources_up) {
     head("gpumeter_agent_pod_resources_up", "gauge",
          "1 when the last ask of the kubelet pod-resources socket succeeded, else 0.");
@@ -235,7 +381,8 @@ std::string render_owners_json(const Snapshot& s) {
     dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == DeviceState::ok;
-    dj["utilization_ratio"] = ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
+    dj["utilization_ratio"] =
+        ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
     dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
@@ -246,16 +393,20 @@ std::string render_owners_json(const Snapshot& s) {
       json& oj = owners[key];
       if (oj.is_null()) {
         const Owner& o = it->second;
-        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0}, {"usd_per_hour", 0.0},
-              {"energy_j", 0.0}, {"gpu_seconds", 0.0}, {"gpus", json::array()}};
-        const std::pair<const char*, const std::string*> extra[] = {
-            {"namespace", &o.pod_namespace}, {"pod", &o.pod}, {"container", &o.container},
-            {"slurm_job", &o.slurm_job}, {"user", &o.user}};
+        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0},
+              {"usd_per_hour", 0.0},       {"energy_j", 0.0}, {"gpu_seconds", 0.0},
+              {"gpus", json::array()}};
+        const std::pair<const char*, const std::string*> extra[] = {{"namespace", &o.pod_namespace},
+                                                                    {"pod", &o.pod},
+                                                                    {"container", &o.container},
+                                                                    {"slurm_job", &o.slurm_job},
+                                                                    {"user", &o.user}};
         for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
       }
       if (d.price) oj["cost_usd"] = oj["cost_usd"].get<double>() + micros_to_usd(oc.cost);
       if (d.price && oc.last_interval_s > 0)
-        oj["usd_per_hour"] = oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
+        oj["usd_per_hour"] =
+            oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
       oj["energy_j"] = oj["energy_j"].get<double>() + oc.energy_j;
       oj["gpu_seconds"] = oj["gpu_seconds"].get<double>() + oc.gpu_seconds;
       oj["gpus"].push_back(d.info.index);

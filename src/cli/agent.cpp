@@ -1,4 +1,6 @@
 // gpumeter agent: per-owner GPU cost on this node as Prometheus metrics.
+#include "agent/agent.h"
+
 #include <pthread.h>
 
 #include <atomic>
@@ -6,7 +8,6 @@
 #include <cstdio>
 #include <thread>
 
-#include "agent/agent.h"
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -14,7 +15,8 @@
 
 namespace gm::cli {
 
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
+Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
+                                                            const GpuBackend& backend) {
   auto catalog = load_catalog(pricing.catalog_override);
   if (!catalog) return catalog.error();
   DmiInstanceDetector dmi;
@@ -71,11 +73,21 @@ int cmd_agent(int argc, char** argv) {
   bool once = false;
   app.add_option("--interval", interval, "sampling interval (default 1s)");
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
-  app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
+  app.add_option("--web-config", web_config,
+                 "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
-  app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
+  app.add_option("--max-owners", max_owners,
+                 "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
   add_owner_flags(app, owner_flags);
+  std::vector<std::string> inference_endpoints;
+  std::string inference_window = "60s";
+  app.add_option(
+      "--inference-endpoint", inference_endpoints,
+      "a serving engine's Prometheus endpoint, URL[,owner=NAME][,model=NAME] (vLLM, SGLang, TGI, Triton); "
+      "repeatable. Without owner=, the process listening on the URL's port is found in /proc");
+  app.add_option("--inference-window", inference_window,
+                 "window of the live $ per 1M tokens and $ per 1k requests (default 60s)");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
@@ -88,6 +100,16 @@ int cmd_agent(int argc, char** argv) {
     if (!wc) return fail("agent", wc.error());
     serve->web = *wc;
   }
+  std::vector<agent::InferenceEndpointSpec> endpoint_specs;
+  for (const auto& text : inference_endpoints) {
+    auto spec = agent::parse_inference_endpoint(text);
+    if (!spec) return fail("agent", spec.error());
+    endpoint_specs.push_back(*spec);
+  }
+  auto window_ms = parse_duration_ms(inference_window);
+  if (!window_ms || *window_ms < 1000)
+    return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +
+                                                          "': expected a duration of at least 1s"));
   // SIGTERM and SIGINT are taken by one thread in sigwait(), so no thread polls for them. They are blocked
   // before NVML starts its call-guard thread, which inherits the mask.
   sigset_t stop_signals;
@@ -104,6 +126,9 @@ int cmd_agent(int argc, char** argv) {
   opts.interval_ms = *interval_ms;
   opts.max_owners = max_owners;
   opts.state_path = state;
+  opts.inference_endpoints = endpoint_specs;
+  opts.inference_window_ms = *window_ms;
+  opts.proc_root = owner_flags.owners.proc_root;
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
@@ -124,8 +149,8 @@ int cmd_agent(int argc, char** argv) {
   if (auto r = server.bind(); !r) return fail("agent", r.error());
   std::fprintf(stderr, "gpumeter agent: %zu GPU(s) via %s, serving %s://%s:%d/metrics every %s\n",
                (*backend)->devices().size(), (*backend)->origin().c_str(),
-               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(), server.port(),
-               interval.c_str());
+               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(),
+               server.port(), interval.c_str());
   std::signal(SIGPIPE, SIG_IGN);
   agent::StopSignal stop;
   std::atomic<bool> signalled{false};
@@ -139,7 +164,8 @@ int cmd_agent(int argc, char** argv) {
   });
   server.listen();
   stop.request();
-  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
+  if (!signalled.load())
+    pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
   watch.join();
   collect.join();
   return kExitOk;
