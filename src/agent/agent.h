@@ -194,8 +194,8 @@ struct AgentOptions {
 struct OwnerCounters {
   MicroUsd cost = 0;
   double energy_j = 0;
-  double gpu_seconds = 0;  ///< Σ weight × interval: device-seconds attributed to the owner
-  MicroUsd last_cost = 0;  ///< cost of the last interval
+  double gpu_seconds = 0;                  ///< Σ weight × interval: device-seconds attributed to the owner
+  MicroUsd last_cost = 0;                  ///< cost of the last interval
   double last_interval_s = 0;
 };
 
@@ -211,14 +211,14 @@ struct MigCounters {
 struct DeviceView {
   DeviceInfo info;
   Capabilities caps;
-  std::optional<PriceQuote> price;   ///< nullopt: no price known, cost series omitted
-  std::optional<DeviceSample> last;  ///< nullopt before the first sample
-  MicroUsd cost = 0;                 ///< Σ device cost
-  MicroUsd idle_cost = 0;            ///< Σ idle part of process costs
-  MicroUsd unallocated_cost = 0;     ///< Σ cost with no process present
+  std::optional<PriceQuote> price;         ///< nullopt: no price known, cost series omitted
+  std::optional<DeviceSample> last;        ///< nullopt before the first sample
+  MicroUsd cost = 0;                       ///< Σ device cost
+  MicroUsd idle_cost = 0;                  ///< Σ idle part of process costs
+  MicroUsd unallocated_cost = 0;           ///< Σ cost with no process present
   double energy_j = 0;
-  bool energy_known = false;                    ///< power or energy counter readable
-  double seconds = 0;                           ///< metered seconds
+  bool energy_known = false;               ///< power or energy counter readable
+  double seconds = 0;                      ///< metered seconds
   std::map<std::string, OwnerCounters> owners;  ///< by Owner::key() (exposed owners and "other")
   std::vector<MigCounters> mig;
 };
@@ -238,7 +238,7 @@ struct SelfStats {
 /// A consistent copy of everything the collector knows.
 struct Snapshot {
   std::vector<DeviceView> devices;
-  std::map<std::string, Owner> owners;  ///< key → owner labels (includes "other" when used)
+  std::map<std::string, Owner> owners;     ///< key → owner labels (includes "other" when used)
   SelfStats self;
   std::vector<InferenceModelCounters> inference;  ///< per (owner, model)
   std::vector<EndpointView> endpoints;            ///< per --inference-endpoint
@@ -278,8 +278,8 @@ struct PodContainerRef {
 
 /// The containers the kubelet assigned (parts of) one device to.
 struct DeviceHolders {
-  std::vector<PodContainerRef> board;             ///< assigned the whole GPU (by GPU UUID or replica)
-  std::vector<std::vector<PodContainerRef>> mig;  ///< per DeviceInfo::mig_instances entry (by MIG UUID)
+  std::vector<PodContainerRef> board;                  ///< assigned the whole GPU (by GPU UUID or replica)
+  std::vector<std::vector<PodContainerRef>> mig;       ///< per DeviceInfo::mig_instances entry (by MIG UUID)
   /// True when nobody holds any part of the device.
   bool empty() const;
 };
@@ -300,15 +300,14 @@ void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
 struct HeldShare {
   PodContainerRef holder;
   MicroUsd cost = 0;
-  double weight = 0;  ///< fraction of the device (energy, GPU-seconds)
+  double weight = 0;                                   ///< fraction of the device (energy, GPU-seconds)
 };
 
 /// Charges an interval of `device_cost` on a device with no process to its holders: the whole board split
 /// equally among board holders; else each held MIG instance its slice fraction (memory fraction when slice
 /// counts are unknown), split equally among that instance's holders. Σ cost ≤ device_cost; the rest is
 /// unallocated.
-std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
-                                         const DeviceHolders& holders);
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info, const DeviceHolders& holders);
 
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
@@ -349,10 +348,10 @@ class Collector {
   std::vector<DeviceView> devices_;
   std::vector<CostIntegrator> integrators_;
   std::vector<EnergyMeter> energy_;
-  std::map<std::string, Owner> owners_;                // exposed owner identities
-  std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
+  std::map<std::string, Owner> owners_;                 // exposed owner identities
+  std::map<std::string, std::int64_t> owner_seen_ns_;   // last interval each exposed owner was present
   SelfStats self_;
-  std::string body_;  // exposition without self metrics, rebuilt per interval
+  std::string body_;                                    // exposition without self metrics, rebuilt per interval
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;
@@ -413,14 +412,13 @@ std::string render_owners_json(const Snapshot& snapshot);
 
 /// An exporter-toolkit web configuration (the subset gpumeter supports).
 struct WebConfig {
-  std::string cert_file;                                ///< tls_server_config.cert_file (absolute)
-  std::string key_file;                                 ///< tls_server_config.key_file (absolute)
-  std::map<std::string, std::string> basic_auth_users;  ///< user → bcrypt hash
+  std::string cert_file;                               ///< tls_server_config.cert_file (absolute)
+  std::string key_file;                                ///< tls_server_config.key_file (absolute)
+  std::map<std::string, std::string> basic_auth_users; ///< user → bcrypt hash
 };
 
 /// Parses a web-config YAML text; relative paths are taken relative to `base_dir`. Errors name line numbers.
-Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name,
-                                   const std::string& base_dir);
+Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name, const std::string& base_dir);
 /// Loads and parses a web-config file.
 Result<WebConfig> load_web_config(const std::string& path);
 /// True when `password` matches the crypt(3) `hash` (bcrypt $2y$/$2b$/$2a$ and others libcrypt knows).
@@ -463,26 +461,25 @@ class Server {
 
 /// One group of a fleet report.
 struct FleetRow {
-  std::string key;  ///< namespace / slurm job / user / "instance gpu model"; "" = none
+  std::string key;                                     ///< namespace / slurm job / user / "instance gpu model"; "" = none
   double cost_usd = 0;
-  std::optional<double> energy_j;  ///< nullopt when no series had energy
+  std::optional<double> energy_j;                      ///< nullopt when no series had energy
   std::optional<double> gpu_seconds;
 };
 
 /// Fleet totals and groups over a time range, from PromQL increase() over the agents' counters.
 struct FleetReport {
-  std::string by;  ///< namespace | job | user | gpu
+  std::string by;                                      ///< namespace | job | user | gpu
   std::int64_t range_ms = 0;
-  double device_cost_usd = 0;  ///< Σ increase(gpumeter_gpu_cost_usd_total)
-  double owner_cost_usd = 0;   ///< Σ increase(gpumeter_owner_cost_usd_total)
+  double device_cost_usd = 0;                          ///< Σ increase(gpumeter_gpu_cost_usd_total)
+  double owner_cost_usd = 0;                           ///< Σ increase(gpumeter_owner_cost_usd_total)
   double unallocated_cost_usd = 0;
   double idle_cost_usd = 0;
-  std::vector<FleetRow> rows;  ///< most expensive first
+  std::vector<FleetRow> rows;                          ///< most expensive first
 };
 
 /// Queries Prometheus at `prometheus_url` (http://host:port) for the last `range_ms`, grouped `by`.
 /// Errors: usage for a bad `by`/URL, unavailable when Prometheus cannot be reached or answers an error.
-Result<FleetReport> query_fleet_report(const std::string& prometheus_url, std::int64_t range_ms,
-                                       const std::string& by);
+Result<FleetReport> query_fleet_report(const std::string& prometheus_url, std::int64_t range_ms, const std::string& by);
 
 }  // namespace gm::agent

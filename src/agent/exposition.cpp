@@ -13,14 +13,10 @@ std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
   }
   return out;
 }
@@ -29,18 +25,12 @@ namespace {
 
 const char* price_source(PriceOrigin o) {
   switch (o) {
-    case PriceOrigin::flag_price:
-      return "price_flag";
-    case PriceOrigin::flag_offer:
-      return "offer";
-    case PriceOrigin::config_file:
-      return "config_file";
-    case PriceOrigin::detected_instance:
-      return "detected_instance";
-    case PriceOrigin::catalog_reference:
-      return "catalog_reference";
-    case PriceOrigin::none:
-      break;
+    case PriceOrigin::flag_price: return "price_flag";
+    case PriceOrigin::flag_offer: return "offer";
+    case PriceOrigin::config_file: return "config_file";
+    case PriceOrigin::detected_instance: return "detected_instance";
+    case PriceOrigin::catalog_reference: return "catalog_reference";
+    case PriceOrigin::none: break;
   }
   return "none";
 }
@@ -121,8 +111,7 @@ void render_inference(Family& f, const Snapshot& s) {
   const auto& models = s.inference;
   f.head("gpumeter_inference_tokens_total", "counter",
          "Tokens a serving engine processed for a model since metering began, by kind (prompt, generated, "
-         "cached "
-         "prompt tokens).");
+         "cached prompt tokens).");
   for (const auto& m : models) {
     const std::string l = inference_labels(m);
     if (m.has_prompt)
@@ -230,38 +219,34 @@ std::string render_metrics(const Snapshot& s) {
   using Opt = std::optional<std::string>;
   auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == DeviceState::ok; };
 
-  f.head("gpumeter_gpu_up", "gauge",
-         "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
+  f.head("gpumeter_gpu_up", "gauge", "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
   per_device(f, s, "gpumeter_gpu_up", [&](const DeviceView& d) -> Opt {
     if (!d.last) return std::nullopt;
     return d.last->state == DeviceState::ok ? "1" : "0";
   });
-  f.head("gpumeter_gpu_price_usd_per_hour", "gauge",
-         "Price of one GPU-hour of this device, labelled with where it came from.");
+  f.head("gpumeter_gpu_price_usd_per_hour", "gauge", "Price of one GPU-hour of this device, labelled with where it came from.");
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
-                        price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
+                         price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
-  per_device(f, s, "gpumeter_gpu_cost_usd_total",
-             [](const DeviceView& d) -> Opt { return d.price ? Opt(usd(d.cost)) : std::nullopt; });
+  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price ? Opt(usd(d.cost)) : std::nullopt;
+  });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price && d.caps.utilization ? Opt(usd(d.idle_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter",
-         "Cost of intervals with no process on the GPU, in USD.");
+  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter", "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price ? Opt(usd(d.unallocated_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_energy_joules_total", "counter",
-         "Energy used by the GPU since metering began, in joules.");
+  f.head("gpumeter_gpu_energy_joules_total", "counter", "Energy used by the GPU since metering began, in joules.");
   per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
     return d.energy_known ? Opt(number(d.energy_j)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_utilization_ratio", "gauge",
-         "Fraction of the last sample period in which a kernel ran (0-1).");
+  f.head("gpumeter_gpu_utilization_ratio", "gauge", "Fraction of the last sample period in which a kernel ran (0-1).");
   per_device(f, s, "gpumeter_gpu_utilization_ratio", [&](const DeviceView& d) -> Opt {
     if (!sample_ok(d) || !d.last->utilization_pct) return std::nullopt;
     return number(*d.last->utilization_pct / 100.0);
@@ -294,23 +279,21 @@ std::string render_metrics(const Snapshot& s) {
   bool any_mig = false;
   for (const auto& d : s.devices) any_mig = any_mig || !d.mig.empty();
   if (any_mig) {
-    f.head("gpumeter_mig_price_usd_per_hour", "gauge",
-           "Price of a MIG instance per hour: the board price times its slice fraction.");
+    f.head("gpumeter_mig_price_usd_per_hour", "gauge", "Price of a MIG instance per hour: the board price times its slice fraction.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          usd(m.micros_per_hour)));
+                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                           usd(m.micros_per_hour)));
     f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          usd(m.cost)));
+                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                           usd(m.cost)));
   }
 
-  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price,
-                          bool needs_energy) {
+  auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy) {
     f.head(name, "counter", help);
     for (const auto& d : s.devices) {
       if ((needs_price && !d.price) || (needs_energy && !d.energy_known)) continue;
@@ -353,8 +336,7 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
   head("gpumeter_agent_state_write_errors_total", "counter", "Failed writes of the state file.");
   f.out += fmt::format("gpumeter_agent_state_write_errors_total {}\n", self.state_write_errors);
   head("gpumeter_agent_start_time_seconds", "gauge", "Unix time the agent started, in seconds.");
-  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n",
-                       number(static_cast<double>(self.started_unix_ms) / 1000.0));
+  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n", number(static_cast<double>(self.started_unix_ms) / 1000.0));
   if (self.pod_resources_up) {
     head("gpumeter_agent_pod_resources_up", "gauge",
          "1 when the last ask of the kubelet pod-resources socket succeeded, else 0.");
@@ -381,8 +363,7 @@ std::string render_owners_json(const Snapshot& s) {
     dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == DeviceState::ok;
-    dj["utilization_ratio"] =
-        ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
+    dj["utilization_ratio"] = ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
     dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
@@ -393,20 +374,16 @@ std::string render_owners_json(const Snapshot& s) {
       json& oj = owners[key];
       if (oj.is_null()) {
         const Owner& o = it->second;
-        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0},
-              {"usd_per_hour", 0.0},       {"energy_j", 0.0}, {"gpu_seconds", 0.0},
-              {"gpus", json::array()}};
-        const std::pair<const char*, const std::string*> extra[] = {{"namespace", &o.pod_namespace},
-                                                                    {"pod", &o.pod},
-                                                                    {"container", &o.container},
-                                                                    {"slurm_job", &o.slurm_job},
-                                                                    {"user", &o.user}};
+        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0}, {"usd_per_hour", 0.0},
+              {"energy_j", 0.0}, {"gpu_seconds", 0.0}, {"gpus", json::array()}};
+        const std::pair<const char*, const std::string*> extra[] = {
+            {"namespace", &o.pod_namespace}, {"pod", &o.pod}, {"container", &o.container},
+            {"slurm_job", &o.slurm_job}, {"user", &o.user}};
         for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
       }
       if (d.price) oj["cost_usd"] = oj["cost_usd"].get<double>() + micros_to_usd(oc.cost);
       if (d.price && oc.last_interval_s > 0)
-        oj["usd_per_hour"] =
-            oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
+        oj["usd_per_hour"] = oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
       oj["energy_j"] = oj["energy_j"].get<double>() + oc.energy_j;
       oj["gpu_seconds"] = oj["gpu_seconds"].get<double>() + oc.gpu_seconds;
       oj["gpus"].push_back(d.info.index);

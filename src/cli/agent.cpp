@@ -15,8 +15,7 @@
 
 namespace gm::cli {
 
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
-                                                            const GpuBackend& backend) {
+Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
   auto catalog = load_catalog(pricing.catalog_override);
   if (!catalog) return catalog.error();
   DmiInstanceDetector dmi;
@@ -73,11 +72,9 @@ int cmd_agent(int argc, char** argv) {
   bool once = false;
   app.add_option("--interval", interval, "sampling interval (default 1s)");
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
-  app.add_option("--web-config", web_config,
-                 "exporter-toolkit web config (TLS certificate, basic-auth users)");
+  app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
-  app.add_option("--max-owners", max_owners,
-                 "owners exposed as their own series; the rest are summed as \"other\"")
+  app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
   add_owner_flags(app, owner_flags);
   std::vector<std::string> inference_endpoints;
@@ -149,8 +146,8 @@ int cmd_agent(int argc, char** argv) {
   if (auto r = server.bind(); !r) return fail("agent", r.error());
   std::fprintf(stderr, "gpumeter agent: %zu GPU(s) via %s, serving %s://%s:%d/metrics every %s\n",
                (*backend)->devices().size(), (*backend)->origin().c_str(),
-               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(),
-               server.port(), interval.c_str());
+               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(), server.port(),
+               interval.c_str());
   std::signal(SIGPIPE, SIG_IGN);
   agent::StopSignal stop;
   std::atomic<bool> signalled{false};
@@ -164,8 +161,7 @@ int cmd_agent(int argc, char** argv) {
   });
   server.listen();
   stop.request();
-  if (!signalled.load())
-    pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
+  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
   watch.join();
   collect.join();
   return kExitOk;
