@@ -91,6 +91,10 @@ struct InferenceEndpointSpec {
 Result<InferenceEndpointSpec> parse_inference_endpoint(std::string_view text,
                                                        std::string_view flag = "--inference-endpoint");
 
+/// Endpoints from a config file's `[agent] inference_endpoints = ["URL[,owner=NAME][,model=NAME]", ...]`; none when
+/// the key is absent. Errors (usage) name the file, and line and column for TOML syntax.
+Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::string& config_path);
+
 /// Counter deltas with reset detection: a value below the previous one, or a changed process start time,
 /// is an engine restart and the new value counts from zero (never a negative delta, never counted twice).
 class CounterDelta {

@@ -1,10 +1,12 @@
 // Serving engines' own metrics: endpoint specs, reading vLLM / SGLang / TGI / Triton counters from a parsed
 // exposition, counter resets, bounded scrapes on background threads, and the cost split across models.
 #include <httplib.h>
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
@@ -70,6 +72,37 @@ Result<InferenceEndpointSpec> parse_inference_endpoint(std::string_view text, st
   const std::string_view path_only = std::string_view(spec.path).substr(0, spec.path.find('?'));
   spec.display = spec.scheme_host_port + std::string(path_only);
   return spec;
+}
+
+Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::string& config_path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(config_path, ec))
+    return make_error(ErrorKind::usage, config_path + ": no such file");
+  toml::table tbl;
+  try {
+    tbl = toml::parse_file(config_path);
+  } catch (const toml::parse_error& e) {
+    return make_error(ErrorKind::usage, config_path + ":" + std::to_string(e.source().begin.line) + ":" +
+                                            std::to_string(e.source().begin.column) + ": " +
+                                            std::string(e.description()));
+  }
+  std::vector<InferenceEndpointSpec> out;
+  const toml::node_view<toml::node> node = tbl["agent"]["inference_endpoints"];
+  if (!node) return out;
+  const toml::array* list = node.as_array();
+  if (!list)
+    return make_error(ErrorKind::usage,
+                      config_path + ": agent.inference_endpoints must be an array of strings");
+  for (const toml::node& item : *list) {
+    const auto text = item.value<std::string>();
+    if (!text)
+      return make_error(ErrorKind::usage,
+                        config_path + ": agent.inference_endpoints must be an array of strings");
+    auto spec = parse_inference_endpoint(*text, config_path + ": agent.inference_endpoints");
+    if (!spec) return spec.error();
+    out.push_back(std::move(*spec));
+  }
+  return out;
 }
 
 // ---- engines -------------------------------------------------------------------------------------

@@ -103,6 +103,12 @@ int cmd_agent(int argc, char** argv) {
     if (!spec) return fail("agent", spec.error());
     endpoint_specs.push_back(*spec);
   }
+  // The config file's endpoints come after the flags' (same file as the pricing section).
+  const std::optional<std::string> config = pricing.config_path ? pricing.config_path : default_config_path();
+  if (config) {
+    if (auto more = agent::load_inference_endpoints(*config); !more) return fail("agent", more.error());
+    else endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
+  }
   auto window_ms = parse_duration_ms(inference_window);
   if (!window_ms || *window_ms < 1000)
     return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +

@@ -339,6 +339,27 @@ TEST(InferenceEndpointSpecs, ParseOptionsAndHideCredentials) {
   }
 }
 
+TEST(InferenceEndpointSpecs, ConfigFileKey) {
+  test::TempDir dir;
+  const std::string ok = dir.write("ok.toml",
+                                   "[pricing]\nprice_usd_per_gpu_hour = 2\n[agent]\ninference_endpoints = "
+                                   "[\"http://127.0.0.1:8000/metrics\", \"http://h:9/m,model=tgi-7b\"]\n");
+  auto specs = load_inference_endpoints(ok);
+  ASSERT_TRUE(specs) << specs.error().message;
+  ASSERT_EQ(specs->size(), 2u);
+  EXPECT_EQ(specs->at(1).model, "tgi-7b");
+  EXPECT_TRUE(load_inference_endpoints(dir.write("none.toml", "[pricing]\n"))->empty());
+  auto bad =
+      load_inference_endpoints(dir.write("bad.toml", "[agent]\ninference_endpoints = [\"vllm:8000\"]\n"));
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("bad.toml: agent.inference_endpoints 'vllm:8000'"), std::string::npos)
+      << bad.error().message;
+  auto syntax = load_inference_endpoints(dir.write("syntax.toml", "[agent\n"));
+  ASSERT_FALSE(syntax);
+  EXPECT_NE(syntax.error().message.find("syntax.toml:1:"), std::string::npos) << syntax.error().message;
+  EXPECT_FALSE(load_inference_endpoints(dir.path() + "/missing.toml"));
+}
+
 TEST(InferenceListeners, FindsTheProcessListeningOnAPortInAProcTree) {
   test::TempDir dir;
   const std::string proc = dir.path() + "/proc";
