@@ -99,6 +99,8 @@ void Collector::book_inference(std::vector<ScrapeOutcome> outcomes,
     e.baselined = true;
     for (const auto& [model, totals] : r.models) {
       const bool new_model = !e.deltas.count(model);
+      // An engine's labels are not ours to trust: at most 64 models per endpoint get series.
+      if (new_model && e.deltas.size() >= 64) continue;
       auto& d = e.deltas[model];
       // A model that appears after the baseline (a LoRA adapter loaded later) served all it shows since then.
       if (new_model && had_baseline)
