@@ -128,6 +128,12 @@ TEST_F(AgentInferenceIntegrationTest, VllmStandInOnFakeGpuCostPerMillionTokensIs
   const CmdResult pt = run_command({"sh", "-c", "promtool check metrics < " + expo});
   EXPECT_EQ(pt.exit_code, 0) << pt.out << pt.err;
   EXPECT_EQ(agent->terminate(), 0);
+  // doctor checks the endpoint with one scrape.
+  const CmdResult doc = run_gpumeter({"doctor", "--inference-endpoint", endpoint},
+                                     fake_env(dir_.path() + "/scenario.json", dir_.path()));
+  EXPECT_NE(doc.out.find("inference endpoint  " + endpoint + ": vllm, 1 model(s): standin/llama-3-8b"),
+            std::string::npos)
+      << doc.out << doc.err;
 }
 
 TEST_F(AgentInferenceIntegrationTest, DownEndpointIsCountedAndTheAgentKeepsItsInterval) {
@@ -146,6 +152,11 @@ TEST_F(AgentInferenceIntegrationTest, DownEndpointIsCountedAndTheAgentKeepsItsIn
   const CmdResult bad = run_gpumeter({"agent", "--inference-endpoint", "localhost:8000"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--inference-endpoint 'localhost:8000'"), std::string::npos) << bad.err;
+  const CmdResult doc = run_gpumeter({"doctor", "--inference-endpoint", "http://127.0.0.1:1/metrics"},
+                                     fake_env(dir_.path() + "/scenario.json", dir_.path()));
+  EXPECT_NE(doc.out.find("inference endpoint  http://127.0.0.1:1/metrics: NOT USABLE: connect"),
+            std::string::npos)
+      << doc.out << doc.err;
   EXPECT_EQ(agent->terminate(), 0);
 }
 
