@@ -3,6 +3,7 @@
 // splits it over processes and their owners (DESIGN §3), keeps counters (optionally continued across
 // restarts through a state file), renders them in the Prometheus text format and JSON, and serves them
 // over HTTP (optionally TLS and basic auth from an exporter-toolkit web-config file).
+#include <array>
 #include <atomic>
 #include <compare>
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu.h"
@@ -26,6 +28,160 @@
 
 namespace gm::agent {
 
+// ---- engine metrics intake (inference serving) -----------------------------------------------
+
+/// One sample line of a text exposition.
+struct ExpositionSample {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> labels;  ///< in the order written, unescaped
+  double value = 0;
+  std::optional<std::int64_t> timestamp_ms;
+  /// The value of label `label_name`, or nullptr when the sample has no such label.
+  const std::string* label(std::string_view label_name) const;
+};
+
+/// A parsed Prometheus text exposition (format 0.0.4; OpenMetrics 1.0 text is accepted too).
+struct Exposition {
+  std::vector<ExpositionSample> samples;     ///< in document order
+  std::map<std::string, std::string> types;  ///< family name → counter|gauge|histogram|summary|untyped|...
+  std::map<std::string, std::string> help;   ///< family name → docstring, unescaped
+};
+
+/// Parses exposition text per the Prometheus text format: comments, HELP and TYPE lines, label values with
+/// \\, \" and \n escapes, NaN/±Inf values, optional millisecond timestamps, OpenMetrics `# EOF` and
+/// exemplars. One malformed line fails the whole text (as Prometheus rejects a scrape); the error names line
+/// and column.
+Result<Exposition> parse_exposition(std::string_view text);
+
+/// A serving engine whose metrics gpumeter understands.
+enum class InferenceEngine { vllm, sglang, tgi, triton };
+/// "vllm", "sglang", "tgi", "triton".
+const char* to_string(InferenceEngine engine);
+
+/// Cumulative counters of one model as an engine reports them; nullopt where the engine has no such metric.
+struct ModelTotals {
+  std::optional<double> prompt_tokens;
+  std::optional<double> generated_tokens;
+  std::optional<double> cached_tokens;  ///< prompt tokens served from the prefix cache
+  std::optional<double> requests;
+};
+
+/// What one scrape of an engine said.
+struct EngineReading {
+  InferenceEngine engine = InferenceEngine::vllm;
+  std::map<std::string, ModelTotals> models;  ///< by model name
+  std::optional<double> start_time_s;         ///< process_start_time_seconds, when exported (restarts)
+};
+
+/// Reads token and request counters from an engine's exposition, summing over every label but the model
+/// (engine index, finish reason, cache source, version...). `default_model` names the model of engines that
+/// label none (TGI). Error when no known engine's counters are present.
+Result<EngineReading> read_engine(const Exposition& exposition, const std::string& default_model);
+
+/// An engine endpoint to scrape (`--inference-endpoint URL[,owner=NAME][,model=NAME]`).
+struct InferenceEndpointSpec {
+  std::string url;                ///< as given
+  std::string scheme_host_port;   ///< "http://127.0.0.1:8000"
+  std::string path = "/metrics";  ///< path and query
+  std::string display;            ///< the `endpoint` label: URL without user info or query
+  std::string owner;              ///< the owner label to charge; "" = the process listening on the port
+  std::string model = "default";  ///< model name for engines that label none (TGI)
+};
+
+/// Parses "URL[,owner=NAME][,model=NAME]"; usage error naming `flag` on anything else.
+Result<InferenceEndpointSpec> parse_inference_endpoint(std::string_view text,
+                                                       std::string_view flag = "--inference-endpoint");
+
+/// Endpoints from a config file's `[agent] inference_endpoints = ["URL[,owner=NAME][,model=NAME]", ...]`; none when
+/// the key is absent. Errors (usage) name the file, and line and column for TOML syntax.
+Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::string& config_path);
+
+/// Counter deltas with reset detection: a value below the previous one, or a changed process start time,
+/// is an engine restart and the new value counts from zero (never a negative delta, never counted twice).
+class CounterDelta {
+ public:
+  /// The increase since the previous value (0 for the first value seen: it is the baseline).
+  double add(double value, bool restarted);
+  /// Makes zero the previous value (a counter that appeared after the baseline counts from zero).
+  void start_from_zero() { prev_ = 0; }
+  /// Resets seen.
+  unsigned resets() const { return resets_; }
+
+ private:
+  std::optional<double> prev_;
+  unsigned resets_ = 0;
+};
+
+/// Outcome of one scrape.
+struct ScrapeOutcome {
+  std::optional<EngineReading> reading;  ///< nullopt: failed (see error)
+  std::string error;   ///< connect | timeout | http | too_large | parse | no_engine_metrics | deadline
+  std::string detail;  ///< human-readable cause
+};
+
+/// Scrapes one endpoint once: bounded by `timeout_ms` overall (a server that trickles bytes is cut off) and
+/// by a 16 MiB body limit.
+ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms);
+
+/// Background scrapers, one thread per endpoint, so a slow endpoint never stalls the collector: a round is
+/// started before the GPUs are sampled and collected after, waiting at most until a deadline.
+class InferenceScrapers {
+ public:
+  InferenceScrapers(std::vector<InferenceEndpointSpec> specs, std::int64_t timeout_ms);
+  ~InferenceScrapers();
+  InferenceScrapers(const InferenceScrapers&) = delete;
+  InferenceScrapers& operator=(const InferenceScrapers&) = delete;
+  /// Asks every idle endpoint for a fresh scrape.
+  void start_round();
+  /// Outcomes of the round (same order as the specs), waiting until `deadline_ns` of real time (steady clock,
+  /// nanoseconds since its epoch); an endpoint not done by then has error "deadline".
+  std::vector<ScrapeOutcome> finish_round(std::int64_t deadline_ns);
+  const std::vector<InferenceEndpointSpec>& specs() const { return specs_; }
+
+ private:
+  struct Worker;
+  std::vector<InferenceEndpointSpec> specs_;
+  std::int64_t timeout_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::uint64_t round_ = 0;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+/// Splits `cost` over `weights` in proportion (largest remainder, Σ = cost exactly); all-zero weights split
+/// equally. Empty weights give an empty split.
+std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weights);
+
+/// Live counters of one model served by one owner.
+struct InferenceModelCounters {
+  Owner owner;
+  std::string model;
+  InferenceEngine engine = InferenceEngine::vllm;
+  double prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, requests = 0;
+  bool has_prompt = false, has_generated = false, has_cached = false, has_requests = false;
+  MicroUsd cost = 0;  ///< this model's share of the owner's measured GPU cost
+  /// Per booked interval over the live window: time, seconds, cost and counts (for the live ratios).
+  struct Slice {
+    std::int64_t t_ns = 0;
+    double seconds = 0;
+    MicroUsd cost = 0;
+    double prompt = 0, generated = 0, requests = 0;
+  };
+  std::vector<Slice> window;
+};
+
+/// Scrape state of one endpoint.
+struct EndpointView {
+  std::string endpoint;                         ///< display URL
+  std::optional<InferenceEngine> engine;        ///< from the last good scrape
+  bool up = false;                              ///< last scrape succeeded
+  bool linked = false;                          ///< its owner was found on a GPU
+  std::map<std::string, std::uint64_t> errors;  ///< by reason
+  std::string last_error;                       ///< detail of the last failure ("" after a success)
+  unsigned resets = 0;                          ///< engine restarts detected
+};
+
 /// Collector settings.
 struct AgentOptions {
   std::int64_t interval_ms = 1000;         ///< --interval
@@ -36,6 +192,10 @@ struct AgentOptions {
   /// --slurm-job-expiry: a Slurm job absent this long leaves the exposition; its counters fold into the
   /// "slurm_finished" owner of its user and account on each GPU (0 = never).
   std::int64_t slurm_job_expiry_ms = 300000;
+  std::vector<InferenceEndpointSpec> inference_endpoints;  ///< --inference-endpoint
+  std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
+  std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
+  std::string proc_root = "/proc";           ///< where listening sockets of engines are found
 };
 
 /// Counters of one owner on one device.
@@ -89,6 +249,11 @@ struct Snapshot {
   std::vector<DeviceView> devices;
   std::map<std::string, Owner> owners;     ///< key → owner labels (includes "other" when used)
   SelfStats self;
+  std::vector<InferenceModelCounters> inference;  ///< per (owner, model)
+  std::vector<EndpointView> endpoints;            ///< per --inference-endpoint
+  bool inference_priced = true;                   ///< every GPU has a price (else cost series are omitted)
+  std::int64_t now_ns = 0;                        ///< clock at the last collection (live window end)
+  std::int64_t inference_window_ms = 60000;
 };
 
 /// The "other" owner that collects owners beyond --max-owners.
@@ -156,10 +321,14 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo&
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
-  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources` (nullptr:
-  /// not read) must outlive it.
-  Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock, std::vector<std::optional<PriceQuote>> prices,
-            AgentOptions options, PodResourcesCache* pod_resources = nullptr);
+  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources`
+  /// (nullptr: not read) must outlive it.
+  Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
+            std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
+            PodResourcesCache* pod_resources = nullptr);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
   /// Loads counters from options.state_path when it exists (a missing file is not an error).
   Result<void> load_state();
   /// Writes counters to options.state_path atomically (temp file + rename).
@@ -197,9 +366,47 @@ class Collector {
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;
-  std::vector<DeviceHolders> holders_;                  // per device, from pod_resources_
-  std::map<PodContainerRef, std::pair<Owner, std::int64_t>> pod_owner_seen_;  // owner last seen with processes
+  std::vector<DeviceHolders> holders_;  // per device, from pod_resources_
+  std::map<PodContainerRef, std::pair<Owner, std::int64_t>>
+      pod_owner_seen_;  // owner last seen with processes
+
+  // Serving engines (inference.cpp, inference_join.cpp).
+  struct EndpointState;
+  void init_endpoints();
+  void link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
+                      const std::map<std::string, Owner>& present, std::int64_t now_ns);
+  void book_inference(std::vector<ScrapeOutcome> outcomes, const std::map<std::string, MicroUsd>& owner_cost,
+                      std::int64_t now_ns);
+  void fill_inference(Snapshot& snap) const;
+  std::unique_ptr<InferenceScrapers> scrapers_;
+  std::int64_t scrape_timeout_ms_ = 0;
+  std::vector<std::unique_ptr<EndpointState>> endpoints_;
+  std::map<std::string, MicroUsd> pending_cost_;        // linked owner key → cost not yet charged to models
+  std::map<std::string, std::int64_t> last_booked_ns_;  // linked owner key → when its cost was last charged
+  std::map<std::pair<std::string, std::string>, InferenceModelCounters> inference_;  // (owner key, model)
+  bool inference_priced_ = true;
+  std::int64_t last_collect_ns_ = 0;
 };
+
+/// Scrape, link and counter state of one endpoint (collector internals).
+struct Collector::EndpointState {
+  InferenceEndpointSpec spec;
+  EndpointView view;
+  std::optional<Owner> owner;                 // linked owner (labels of its series)
+  std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
+  std::int64_t listener_checked_ns = -1;
+  bool baselined = false;  // a reading was taken while linked
+  std::optional<double> start_time_s;
+  unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
+  std::map<std::string, std::array<CounterDelta, 4>>
+      deltas;  // per model: prompt, generated, cached, requests
+};
+
+/// PID of a process with a TCP socket listening on `port` (IPv4 or IPv6), from `proc_root`/net/tcp{,6} and
+/// the processes' fd links; nullopt when none is visible (another network namespace, no permission).
+std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port);
+/// The TCP port of an endpoint (from its URL; 80 / 443 by default).
+std::uint16_t endpoint_port(const InferenceEndpointSpec& spec);
 
 // ---- exposition ---------------------------------------------------------------------------------
 

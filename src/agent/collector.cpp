@@ -54,6 +54,13 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
   }
   self_.started_unix_ms = clock_.unix_ms();
   if (pod_resources_) self_.pod_resources_up = false;
+  if (!options_.inference_endpoints.empty()) {
+    // A scrape may take at most half an interval, so a slow engine never stalls the collection.
+    scrape_timeout_ms_ =
+        std::max<std::int64_t>(10, std::min(options_.inference_timeout_ms, options_.interval_ms / 2));
+    scrapers_ = std::make_unique<InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
+    init_endpoints();
+  }
 }
 
 Owner Collector::holder_owner(const PodContainerRef& ref) const {
@@ -133,6 +140,7 @@ void Collector::fold_finished_slurm_jobs(std::int64_t now_ns) {
 void Collector::collect_once() {
   const std::int64_t t0 = clock_.monotonic_ns();
   const auto wall0 = std::chrono::steady_clock::now();
+  if (scrapers_) scrapers_->start_round();  // engines are scraped while the GPUs are sampled
   // Sample outside the lock: a hung driver call must not block scrapes.
   std::vector<DeviceSample> samples;
   std::vector<std::int64_t> times;
@@ -171,6 +179,15 @@ void Collector::collect_once() {
     });
   }
 
+  std::vector<ScrapeOutcome> outcomes;
+  if (scrapers_) {
+    const auto deadline = wall0 + std::chrono::milliseconds(scrape_timeout_ms_);
+    outcomes = scrapers_->finish_round(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+  }
+  std::map<std::string, MicroUsd> owner_cost;  // this interval's cost of every owner present (by Owner::key())
+  std::map<std::string, Owner> present;
+
   std::lock_guard lock(mu_);
   fold_finished_slurm_jobs(t0);
   if (pod_resources_) {
@@ -193,7 +210,10 @@ void Collector::collect_once() {
         for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
         for (const auto& sh : a.shares) {
           d.idle_cost += sh.idle_cost;
-          const std::string key = owner_slot(owner_of[sh.pid], t0);
+          const Owner& owner = owner_of[sh.pid];
+          owner_cost[owner.key()] += sh.cost;
+          present.emplace(owner.key(), owner);
+          const std::string key = owner_slot(owner, t0);
           OwnerCounters& oc = d.owners[key];
           oc.cost += sh.cost;
           oc.idle_cost += sh.idle_cost;
@@ -207,7 +227,10 @@ void Collector::collect_once() {
         MicroUsd unallocated = a.unallocated;
         if (held && a.shares.empty() && i < holders_.size() && !holders_[i].empty()) {
           for (const HeldShare& h : split_held_device(c, d.info, holders_[i])) {
-            const std::string key = owner_slot(holder_owner(h.holder), t0);
+            const Owner holder = holder_owner(h.holder);
+            owner_cost[holder.key()] += h.cost;
+            present.emplace(holder.key(), holder);
+            const std::string key = owner_slot(holder, t0);
             OwnerCounters& oc = d.owners[key];
             oc.cost += h.cost;
             oc.last_cost += h.cost;
@@ -233,6 +256,10 @@ void Collector::collect_once() {
     }
     d.last = std::move(s);
   }
+  if (scrapers_) {
+    link_endpoints(owner_of, present, t0);
+    book_inference(std::move(outcomes), owner_cost, t0);
+  }
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ++self_.collections;
   self_.last_collection_s = took_s;
@@ -244,6 +271,7 @@ void Collector::collect_once() {
   const bool other = std::any_of(snap.devices.begin(), snap.devices.end(),
                                  [](const DeviceView& d) { return d.owners.count(other_key()) > 0; });
   if (other) snap.owners[other_key()] = other_owner();
+  fill_inference(snap);
   body_ = render_metrics(snap);
   if (other) snap.owners.erase(other_key());
   devices_.swap(snap.devices);
@@ -293,6 +321,7 @@ Snapshot Collector::snapshot() const {
   for (const auto& d : devices_) other = other || d.owners.count(other_key());
   if (other) s.owners[other_key()] = other_owner();
   s.self = self_;
+  fill_inference(s);
   return s;
 }
 

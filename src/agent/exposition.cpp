@@ -83,6 +83,130 @@ std::string owner_labels(const Owner& o) {
   return s;
 }
 
+// Owner labels of inference series: `owner_kind` instead of `kind`, which names the token kind there.
+std::string inference_labels(const InferenceModelCounters& m) {
+  return "owner_" + owner_labels(m.owner) + fmt::format(",model=\"{}\"", escape_label_value(m.model));
+}
+
+// Live ratios over the window: Σ cost ÷ Σ count, and the cost at the window's peak generation rate.
+struct WindowSums {
+  MicroUsd cost = 0;
+  double seconds = 0, prompt = 0, generated = 0, requests = 0, peak_generated_per_s = 0;
+};
+
+WindowSums window_sums(const InferenceModelCounters& m, std::int64_t now_ns, std::int64_t window_ms) {
+  WindowSums w;
+  for (const auto& sl : m.window) {
+    if (sl.t_ns <= now_ns - window_ms * 1'000'000) continue;
+    w.cost += sl.cost;
+    w.seconds += sl.seconds;
+    w.prompt += sl.prompt;
+    w.generated += sl.generated;
+    w.requests += sl.requests;
+    if (sl.seconds > 0) w.peak_generated_per_s = std::max(w.peak_generated_per_s, sl.generated / sl.seconds);
+  }
+  return w;
+}
+
+void render_inference(Family& f, const Snapshot& s) {
+  const auto& models = s.inference;
+  f.head("gpumeter_inference_tokens_total", "counter",
+         "Tokens a serving engine processed for a model since metering began, by kind (prompt, generated, "
+         "cached prompt tokens).");
+  for (const auto& m : models) {
+    const std::string l = inference_labels(m);
+    if (m.has_prompt)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"prompt\"}} {}\n", l,
+                        number(m.prompt_tokens)));
+    if (m.has_generated)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"generated\"}} {}\n", l,
+                        number(m.generated_tokens)));
+    if (m.has_cached)
+      f.add(fmt::format("gpumeter_inference_tokens_total{{{},kind=\"cached\"}} {}\n", l,
+                        number(m.cached_tokens)));
+  }
+  f.head("gpumeter_inference_requests_total", "counter",
+         "Requests a serving engine completed for a model since metering began.");
+  for (const auto& m : models)
+    if (m.has_requests)
+      f.add(fmt::format("gpumeter_inference_requests_total{{{}}} {}\n", inference_labels(m),
+                        number(m.requests)));
+  if (s.inference_priced) {
+    f.head("gpumeter_inference_cost_usd_total", "counter",
+           "Measured GPU cost of the owner serving a model, split across its models by generated tokens, in "
+           "USD.");
+    for (const auto& m : models)
+      f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m), usd(m.cost)));
+    f.head("gpumeter_inference_usd_per_1m_tokens", "gauge",
+           "Live cost of one million tokens over the agent's window: cost / tokens x 1e6, for generated "
+           "tokens and "
+           "for all (prompt + generated) tokens, in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      const double c = micros_to_usd(w.cost);
+      if (m.has_generated && w.generated > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"generated\"}} {}\n",
+                          inference_labels(m), number(c / w.generated * 1e6)));
+      if (m.has_generated && m.has_prompt && w.generated + w.prompt > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"total\"}} {}\n",
+                          inference_labels(m), number(c / (w.generated + w.prompt) * 1e6)));
+    }
+    f.head("gpumeter_inference_usd_per_1k_requests", "gauge",
+           "Live cost of one thousand requests over the agent's window: cost / requests x 1e3, in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      if (m.has_requests && w.requests > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1k_requests{{{}}} {}\n", inference_labels(m),
+                          number(micros_to_usd(w.cost) / w.requests * 1e3)));
+    }
+    f.head(
+        "gpumeter_inference_usd_per_1m_tokens_at_peak", "gauge",
+        "Cost of one million generated tokens if the same GPU cost ran at the window's peak generation rate "
+        "(cost per second / peak tokens per second x 1e6), in USD.");
+    for (const auto& m : models) {
+      const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+      if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
+        f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens_at_peak{{{}}} {}\n", inference_labels(m),
+                          number(micros_to_usd(w.cost) / w.seconds / w.peak_generated_per_s * 1e6)));
+    }
+  }
+  f.head("gpumeter_inference_load_ratio", "gauge",
+         "Mean generation rate over the window divided by its peak interval rate (0-1).");
+  for (const auto& m : models) {
+    const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
+    if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
+      f.add(fmt::format("gpumeter_inference_load_ratio{{{}}} {}\n", inference_labels(m),
+                        number(w.generated / w.seconds / w.peak_generated_per_s)));
+  }
+  if (s.endpoints.empty()) return;
+  f.head("gpumeter_inference_endpoint_up", "gauge",
+         "1 when the last scrape of a serving engine's metrics succeeded, else 0.");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_endpoint_up{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.up ? 1 : 0));
+  f.head("gpumeter_inference_endpoint_linked", "gauge",
+         "1 when the owner serving from an endpoint was found on a GPU (its cost can be joined), else 0.");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_endpoint_linked{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.linked ? 1 : 0));
+  f.head("gpumeter_inference_scrape_errors_total", "counter",
+         "Failed scrapes of a serving engine's metrics, by reason (connect, timeout, deadline, http, "
+         "too_large, parse, "
+         "no_engine_metrics).");
+  for (const auto& e : s.endpoints)
+    for (const char* reason :
+         {"connect", "timeout", "deadline", "http", "too_large", "parse", "no_engine_metrics"}) {
+      auto it = e.errors.find(reason);
+      f.add(fmt::format("gpumeter_inference_scrape_errors_total{{endpoint=\"{}\",reason=\"{}\"}} {}\n",
+                        escape_label_value(e.endpoint), reason, it == e.errors.end() ? 0 : it->second));
+    }
+  f.head("gpumeter_inference_engine_restarts_total", "counter",
+         "Restarts of a serving engine detected from its counters going back (or a new process start time).");
+  for (const auto& e : s.endpoints)
+    f.add(fmt::format("gpumeter_inference_engine_restarts_total{{endpoint=\"{}\"}} {}\n",
+                      escape_label_value(e.endpoint), e.resets));
+}
+
 template <class Fn>
 void per_device(Family& f, const Snapshot& s, const char* name, Fn value) {
   for (const auto& d : s.devices)
@@ -192,6 +316,7 @@ std::string render_metrics(const Snapshot& s) {
   owner_family("gpumeter_owner_gpu_seconds_total",
                "Device-seconds attributed to an owner on a GPU (its share of each interval).",
                [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
+  render_inference(f, s);
   return f.out;
 }
 

@@ -1,4 +1,6 @@
 // gpumeter agent: per-owner GPU cost on this node as Prometheus metrics.
+#include "agent/agent.h"
+
 #include <pthread.h>
 
 #include <atomic>
@@ -6,7 +8,6 @@
 #include <cstdio>
 #include <thread>
 
-#include "agent/agent.h"
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -79,6 +80,14 @@ int cmd_agent(int argc, char** argv) {
                  "a Slurm job absent this long folds into its user's and account's slurm_finished series "
                  "(default 5m, 0 = never)");
   add_owner_flags(app, owner_flags);
+  std::vector<std::string> inference_endpoints;
+  std::string inference_window = "60s";
+  app.add_option(
+      "--inference-endpoint", inference_endpoints,
+      "a serving engine's Prometheus endpoint, URL[,owner=NAME][,model=NAME] (vLLM, SGLang, TGI, Triton); "
+      "repeatable. Without owner=, the process listening on the URL's port is found in /proc");
+  app.add_option("--inference-window", inference_window,
+                 "window of the live $ per 1M tokens and $ per 1k requests (default 60s)");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
@@ -93,6 +102,22 @@ int cmd_agent(int argc, char** argv) {
     if (!wc) return fail("agent", wc.error());
     serve->web = *wc;
   }
+  std::vector<agent::InferenceEndpointSpec> endpoint_specs;
+  for (const auto& text : inference_endpoints) {
+    auto spec = agent::parse_inference_endpoint(text);
+    if (!spec) return fail("agent", spec.error());
+    endpoint_specs.push_back(*spec);
+  }
+  // The config file's endpoints come after the flags' (same file as the pricing section).
+  const std::optional<std::string> config = pricing.config_path ? pricing.config_path : default_config_path();
+  if (config) {
+    if (auto more = agent::load_inference_endpoints(*config); !more) return fail("agent", more.error());
+    else endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
+  }
+  auto window_ms = parse_duration_ms(inference_window);
+  if (!window_ms || *window_ms < 1000)
+    return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +
+                                                          "': expected a duration of at least 1s"));
   // SIGTERM and SIGINT are taken by one thread in sigwait(), so no thread polls for them. They are blocked
   // before NVML starts its call-guard thread, which inherits the mask.
   sigset_t stop_signals;
@@ -110,6 +135,9 @@ int cmd_agent(int argc, char** argv) {
   opts.max_owners = max_owners;
   opts.state_path = state;
   opts.slurm_job_expiry_ms = *slurm_expiry_ms;
+  opts.inference_endpoints = endpoint_specs;
+  opts.inference_window_ms = *window_ms;
+  opts.proc_root = owner_flags.owners.proc_root;
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());

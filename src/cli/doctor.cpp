@@ -9,9 +9,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "agent/agent.h"
+#include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "catalog/catalog.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "sys/owner.h"
@@ -107,6 +108,23 @@ void print_slurm(const std::string& conf_path) {
   std::printf("Slurm jobs       %s: %s\n", to_string(a.method), a.detail.c_str());
 }
 
+/// Whether each serving engine's metrics endpoint answers with counters gpumeter can read (one bounded
+/// scrape).
+void print_inference_endpoints(const std::vector<agent::InferenceEndpointSpec>& specs) {
+  for (const auto& spec : specs) {
+    const agent::ScrapeOutcome out = agent::scrape_endpoint(spec, 2000);
+    if (!out.reading) {
+      std::printf("inference endpoint  %s: NOT USABLE: %s: %s\n", spec.display.c_str(), out.error.c_str(),
+                  out.detail.c_str());
+      continue;
+    }
+    std::string models;
+    for (const auto& [name, m] : out.reading->models) models += (models.empty() ? "" : ", ") + name;
+    std::printf("inference endpoint  %s: %s, %zu model(s): %s\n", spec.display.c_str(),
+                agent::to_string(out.reading->engine), out.reading->models.size(), models.c_str());
+  }
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
@@ -116,7 +134,16 @@ int cmd_doctor(int argc, char** argv) {
   const char* env_conf = std::getenv("SLURM_CONF");
   std::string slurm_conf = env_conf && *env_conf ? env_conf : "/etc/slurm/slurm.conf";
   app.add_option("--slurm-conf", slurm_conf, "slurm.conf to read (default $SLURM_CONF, else /etc/slurm/slurm.conf)");
+  std::vector<std::string> inference_endpoints;
+  app.add_option("--inference-endpoint", inference_endpoints,
+                 "a serving engine's metrics endpoint to check, URL[,owner=NAME][,model=NAME] (repeatable)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
+  std::vector<agent::InferenceEndpointSpec> specs;
+  for (const auto& text : inference_endpoints) {
+    auto spec = agent::parse_inference_endpoint(text);
+    if (!spec) return fail("doctor", spec.error());
+    specs.push_back(*spec);
+  }
 
   int exit_code = kExitOk;
   std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
@@ -137,6 +164,7 @@ int cmd_doctor(int argc, char** argv) {
   print_catalog();
   print_pod_resources(pod_resources_socket);
   print_slurm(slurm_conf);
+  print_inference_endpoints(specs);
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

@@ -57,6 +57,9 @@ class DmiInstanceDetector final : public InstanceDetector {
   std::string sys_root_;
 };
 
+/// $XDG_CONFIG_HOME/gpumeter/config.toml (or ~/.config/...) when that file exists.
+std::optional<std::string> default_config_path();
+
 /// Resolves the price per GPU-hour in the order: --price > --offer > config file > detected instance >
 /// catalog reference price of `nvml_gpu_name`. Error (usage / not_found) for a bad --offer or config.
 Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,

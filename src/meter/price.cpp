@@ -78,6 +78,8 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
   return quote_from_offer(*o, spot, origin, catalog, how);
 }
 
+}  // namespace
+
 std::optional<std::string> default_config_path() {
   std::string base;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) base = x;
@@ -88,8 +90,6 @@ std::optional<std::string> default_config_path() {
   if (std::filesystem::exists(p, ec)) return p;
   return std::nullopt;
 }
-
-}  // namespace
 
 std::optional<std::string> DmiInstanceDetector::instance_type() const {
   const std::string dir = sys_root_ + "/class/dmi/id/";

@@ -22,7 +22,8 @@ TEST(AgentDeployIntegrationTest, PrometheusRulesPassPromtool) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("SUCCESS"), std::string::npos);
   const std::string rules = read_file(source_dir() + "/deploy/prometheus/gpumeter-rules.yml");
-  for (const char* alert : {"GpumeterGpuHeldIdle", "GpumeterGpuLost", "GpumeterNamespaceOverDailyBudget", "GpumeterGpuMemoryHigh"})
+  for (const char* alert : {"GpumeterGpuHeldIdle", "GpumeterGpuLost", "GpumeterNamespaceOverDailyBudget", "GpumeterGpuMemoryHigh",
+                            "GpumeterInferenceCostPerMillionTokensHigh"})
     EXPECT_NE(rules.find("alert: " + std::string(alert)), std::string::npos) << alert;
 }
 
@@ -36,7 +37,8 @@ TEST(AgentDeployIntegrationTest, AlertRulesUnitTestsPass) {
   // Each alert of the rules file has tests.
   const std::string text = read_file(tests);
   for (const char* alert : {"GpumeterGpuHeldIdle", "GpumeterGpuLost", "GpumeterAgentDown", "GpumeterNamespaceOverDailyBudget",
-                            "GpumeterGpuMemoryHigh"})
+                            "GpumeterGpuMemoryHigh",
+                            "GpumeterInferenceCostPerMillionTokensHigh"})
     EXPECT_NE(text.find("alertname: " + std::string(alert)), std::string::npos) << alert;
 }
 

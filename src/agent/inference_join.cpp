@@ -1,0 +1,192 @@
+// The cost join: tokens and requests an engine served, tied to the owner whose GPU cost the collector
+// measures. Each interval, an owner's measured cost is charged to the models its engines served in that
+// interval, split by generated tokens (equally when none were generated); cost from intervals whose scrape
+// failed waits and is charged with the tokens of the next good scrape, so Σ model cost = the owner's cost
+// since the first scrape.
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "agent/agent.h"
+#include "sys/proc.h"
+
+namespace gm::agent {
+
+Collector::~Collector() = default;
+
+void Collector::init_endpoints() {
+  for (const auto& spec : options_.inference_endpoints) {
+    auto e = std::make_unique<EndpointState>();
+    e->spec = spec;
+    e->view.endpoint = spec.display;
+    endpoints_.push_back(std::move(e));
+  }
+  for (const auto& d : devices_) inference_priced_ = inference_priced_ && d.price.has_value();
+}
+
+void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
+                               const std::map<std::string, Owner>& present, std::int64_t now_ns) {
+  for (auto& e : endpoints_) {
+    std::optional<Owner> found;
+    if (!e->spec.owner.empty()) {
+      // By the owner label: an owner of a GPU process in this sample, or a pod holding a GPU.
+      for (const auto& [pid, o] : owner_of)
+        if (!found && o.name == e->spec.owner) found = o;
+      for (const auto& [key, o] : present)
+        if (!found && o.name == e->spec.owner) found = o;
+    } else {
+      // By the process listening on the endpoint's port: the GPU process that is it or one of its descendants
+      // (vLLM's API server starts the engine process that holds the GPU).
+      const bool alive =
+          e->listener_pid &&
+          ::access((options_.proc_root + "/" + std::to_string(*e->listener_pid)).c_str(), F_OK) == 0;
+      if (!alive && (e->listener_checked_ns < 0 || now_ns - e->listener_checked_ns >= 10'000'000'000)) {
+        e->listener_pid = find_listening_pid(options_.proc_root, endpoint_port(e->spec));
+        e->listener_checked_ns = now_ns;
+      }
+      if (e->listener_pid) {
+        if (auto it = owner_of.find(*e->listener_pid); it != owner_of.end())
+          found = it->second;
+        else {
+          const ProcReader proc(options_.proc_root);
+          for (std::uint32_t pid : proc.descendants(*e->listener_pid))
+            if (auto d = owner_of.find(pid); d != owner_of.end()) {
+              found = d->second;
+              break;
+            }
+        }
+      }
+    }
+    if (found && (!e->owner || e->owner->key() != found->key())) {
+      e->owner = std::move(found);
+      e->baselined = false;  // a new owner starts from a fresh baseline
+      e->deltas.clear();
+      e->resets_seen = 0;
+      e->start_time_s.reset();
+    }
+    e->view.linked = e->owner.has_value();
+  }
+}
+
+void Collector::book_inference(std::vector<ScrapeOutcome> outcomes,
+                               const std::map<std::string, MicroUsd>& owner_cost, std::int64_t now_ns) {
+  using Counts = std::array<double, 4>;  // prompt, generated, cached, requests
+  struct Booking {
+    std::map<std::string, Counts> models;
+    std::map<std::string, std::array<bool, 4>> has;
+    std::map<std::string, InferenceEngine> engine;
+  };
+  std::map<std::string, Booking> by_owner;
+  for (std::size_t i = 0; i < endpoints_.size() && i < outcomes.size(); ++i) {
+    EndpointState& e = *endpoints_[i];
+    ScrapeOutcome& out = outcomes[i];
+    if (!out.reading) {
+      e.view.up = false;
+      ++e.view.errors[out.error];
+      e.view.last_error = out.error + ": " + out.detail;
+      if (e.owner) by_owner[e.owner->key()];
+      continue;
+    }
+    const EngineReading& r = *out.reading;
+    e.view.up = true;
+    e.view.engine = r.engine;
+    e.view.last_error.clear();
+    if (!e.owner) continue;  // no owner on a GPU yet: nothing to charge, and no baseline either
+    const bool restarted = r.start_time_s && e.start_time_s && *r.start_time_s != *e.start_time_s;
+    if (r.start_time_s) e.start_time_s = r.start_time_s;
+    Booking& b = by_owner[e.owner->key()];
+    const bool had_baseline = e.baselined;
+    e.baselined = true;
+    for (const auto& [model, totals] : r.models) {
+      const bool new_model = !e.deltas.count(model);
+      // An engine's labels are not ours to trust: at most 64 models per endpoint get series.
+      if (new_model && e.deltas.size() >= 64) continue;
+      auto& d = e.deltas[model];
+      // A model that appears after the baseline (a LoRA adapter loaded later) served all it shows since then.
+      if (new_model && had_baseline)
+        for (auto& x : d) x.start_from_zero();
+      const std::optional<double> fields[4] = {totals.prompt_tokens, totals.generated_tokens,
+                                               totals.cached_tokens, totals.requests};
+      Counts& c = b.models[model];
+      auto& has = b.has[model];
+      b.engine[model] = r.engine;
+      for (std::size_t f = 0; f < 4; ++f) {
+        if (!fields[f]) continue;
+        c[f] += d[f].add(*fields[f], restarted);
+        has[f] = true;
+      }
+    }
+    unsigned resets = 0;
+    for (const auto& [model, d] : e.deltas)
+      for (const auto& x : d) resets += x.resets();
+    if (resets > e.resets_seen) ++e.view.resets;  // one restart, however many counters showed it
+    e.resets_seen = resets;
+  }
+  // Owners with a linked endpoint accrue their measured cost; it is charged to models once tokens can be
+  // counted.
+  std::set<std::string> linked;
+  for (const auto& e : endpoints_)
+    if (e->owner) linked.insert(e->owner->key());
+  for (const std::string& key : linked) {
+    auto cost_it = owner_cost.find(key);
+    const MicroUsd c = cost_it == owner_cost.end() ? 0 : cost_it->second;
+    auto b = by_owner.find(key);
+    const bool read_now = b != by_owner.end() && !b->second.models.empty();
+    if (!pending_cost_.count(key)) {
+      // Not started: the first good scrape is the baseline; cost is charged from the next interval on.
+      if (read_now) {
+        pending_cost_[key] = 0;
+        last_booked_ns_[key] = now_ns;
+      }
+      continue;
+    }
+    pending_cost_[key] += c;
+    if (!read_now) continue;  // every endpoint of the owner failed: the cost waits for the next good scrape
+    Booking& bk = b->second;
+    std::vector<std::string> names;
+    std::vector<double> weights;
+    for (const auto& [model, counts] : bk.models) {
+      names.push_back(model);
+      weights.push_back(counts[1]);
+    }
+    const std::vector<MicroUsd> shares = split_cost(pending_cost_[key], weights);
+    const std::int64_t since = last_booked_ns_.count(key) ? last_booked_ns_[key] : now_ns;
+    const double seconds = static_cast<double>(now_ns - since) / 1e9;
+    const Owner* owner = nullptr;
+    for (const auto& e : endpoints_)
+      if (e->owner && e->owner->key() == key) owner = &*e->owner;
+    for (std::size_t m = 0; m < names.size(); ++m) {
+      const Counts& cnt = bk.models[names[m]];
+      const auto& has = bk.has[names[m]];
+      InferenceModelCounters& ic = inference_[{key, names[m]}];
+      ic.owner = *owner;
+      ic.model = names[m];
+      ic.engine = bk.engine[names[m]];
+      ic.prompt_tokens += cnt[0], ic.generated_tokens += cnt[1], ic.cached_tokens += cnt[2],
+          ic.requests += cnt[3];
+      ic.has_prompt = ic.has_prompt || has[0];
+      ic.has_generated = ic.has_generated || has[1];
+      ic.has_cached = ic.has_cached || has[2];
+      ic.has_requests = ic.has_requests || has[3];
+      ic.cost += shares[m];
+      ic.window.push_back({now_ns, seconds, shares[m], cnt[0], cnt[1], cnt[3]});
+      const std::int64_t keep_after = now_ns - options_.inference_window_ms * 1'000'000;
+      std::erase_if(ic.window, [&](const InferenceModelCounters::Slice& s) { return s.t_ns <= keep_after; });
+    }
+    pending_cost_[key] = 0;
+    last_booked_ns_[key] = now_ns;
+  }
+  last_collect_ns_ = now_ns;
+}
+
+void Collector::fill_inference(Snapshot& snap) const {
+  snap.inference.clear();
+  for (const auto& [k, ic] : inference_) snap.inference.push_back(ic);
+  snap.endpoints.clear();
+  for (const auto& e : endpoints_) snap.endpoints.push_back(e->view);
+  snap.inference_priced = inference_priced_;
+  snap.now_ns = last_collect_ns_;
+  snap.inference_window_ms = options_.inference_window_ms;
+}
+
+}  // namespace gm::agent

@@ -1,0 +1,79 @@
+// Which process listens on a TCP port: /proc/net/tcp{,6} give the socket inode of a LISTEN entry, the
+// processes' fd links (socket:[INODE]) give its owner.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <sstream>
+
+#include "agent/agent.h"
+#include "sys/proc.h"
+
+namespace gm::agent {
+
+std::uint16_t endpoint_port(const InferenceEndpointSpec& spec) {
+  const std::string& s = spec.scheme_host_port;
+  const bool https = s.rfind("https://", 0) == 0;
+  const std::size_t colon = s.rfind(':');
+  const std::size_t bracket = s.rfind(']');
+  if (colon == std::string::npos || colon < s.find("//") + 2 ||
+      (bracket != std::string::npos && colon < bracket))
+    return https ? 443 : 80;
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(s.data() + colon + 1, s.data() + s.size(), port);
+  if (ec != std::errc() || end != s.data() + s.size() || port == 0 || port > 65535) return https ? 443 : 80;
+  return static_cast<std::uint16_t>(port);
+}
+
+namespace {
+
+// Socket inodes of LISTEN (state 0A) entries on `port` in a /proc/net/tcp-format table.
+void listening_inodes(const std::string& table, std::uint16_t port, std::vector<std::string>& out) {
+  std::istringstream in(table);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode))
+      continue;
+    if (state != "0A") continue;
+    const std::size_t colon = local.rfind(':');
+    if (colon == std::string::npos) continue;
+    unsigned p = 0;
+    const auto [end, ec] = std::from_chars(local.data() + colon + 1, local.data() + local.size(), p, 16);
+    if (ec == std::errc() && p == port && inode != "0") out.push_back(inode);
+  }
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port) {
+  std::vector<std::string> inodes;
+  for (const char* table : {"/net/tcp", "/net/tcp6"})
+    if (auto text = read_small_file(proc_root + table)) listening_inodes(*text, port, inodes);
+  if (inodes.empty()) return std::nullopt;
+  std::vector<std::string> targets;
+  for (const auto& i : inodes) targets.push_back("socket:[" + i + "]");
+  const ProcReader proc(proc_root);
+  for (std::uint32_t pid : proc.pids()) {
+    const std::string dir = proc_root + "/" + std::to_string(pid) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    bool hit = false;
+    while (dirent* ent = ::readdir(d)) {
+      if (ent->d_name[0] == '.') continue;
+      char buf[64];
+      const ssize_t n = ::readlink((dir + "/" + ent->d_name).c_str(), buf, sizeof buf);
+      if (n <= 0 || n >= static_cast<ssize_t>(sizeof buf)) continue;
+      const std::string_view link(buf, static_cast<std::size_t>(n));
+      for (const auto& t : targets) hit = hit || link == t;
+      if (hit) break;
+    }
+    ::closedir(d);
+    if (hit) return pid;
+  }
+  return std::nullopt;
+}
+
+}  // namespace gm::agent
