@@ -235,6 +235,10 @@ struct Supervisor::Impl {
     const MicroUsd spent_now = spent(now_ns, false);
     forecast = forecaster.forecast(static_cast<double>(now_ns - start_ns) / 1e9, micros_to_usd(spent_now),
                                    burn_usd_per_s());
+    // The end is seen at the next sample and the bill rounds up to its billing unit: the upper end of the
+    // interval carries one sampling interval for it.
+    if (forecast)
+      forecast->high_usd += burn_usd_per_s() * static_cast<double>(cfg.sample_interval_ms) / 1000.0;
     GuardInput in;
     in.elapsed_ms = elapsed_ms(now_ns);
     in.spent_micros = spent_now;
@@ -304,7 +308,8 @@ std::int64_t Supervisor::begin() {
       m.run.id = *id;
       m.outcome.recorded = true;
     } else {
-      m.ledger_failed(id.error());
+      m.warn("this run is not recorded in the ledger (the report is still printed): " + id.error().message);
+      m.ledger = nullptr;
     }
   }
   m.start_ns = m.clock.monotonic_ns();

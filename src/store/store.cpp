@@ -14,6 +14,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "sys/proc.h"
 
 namespace gm {
@@ -620,8 +623,15 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
   // Reading the schema first detects a file that is not a database.
   if (sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr) != SQLITE_OK)
     return fail("cannot read");
-  if (sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr) != SQLITE_OK)
-    return fail("cannot switch to WAL");
+  // Switching a new file to WAL takes an exclusive lock without consulting the busy handler, so two
+  // gpumeters opening one new ledger at once (two Slurm epilogs) retry here for up to 3 s.
+  for (int attempt = 0;; ++attempt) {
+    const int wal = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (wal == SQLITE_OK) break;
+    if ((wal & 0xff) != SQLITE_BUSY && (wal & 0xff) != SQLITE_LOCKED) return fail("cannot switch to WAL");
+    if (attempt >= 60) return fail("cannot switch to WAL");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   sqlite3_exec(db, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   if (sqlite3_exec(db, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot create tables");
   {

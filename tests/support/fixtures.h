@@ -18,6 +18,18 @@ inline DeviceInfo h100_info(unsigned index) {
   return info;
 }
 
+/// A one-GPU in-memory backend whose every sample reads `util_pct` and 1 GiB used.
+inline StaticGpuBackend one_static_gpu(std::uint32_t util_pct) {
+  StaticGpuBackend b;
+  b.infos.push_back(h100_info(0));
+  b.caps.emplace_back();
+  DeviceSample s;
+  s.utilization_pct = util_pct;
+  s.memory_used_bytes = 1ull << 30;
+  b.samples.push_back(s);
+  return b;
+}
+
 /// A price as `--price usd_per_hour` gives it.
 inline PriceQuote flag_price(double usd_per_hour) {
   PriceQuote q;

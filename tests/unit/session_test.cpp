@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/fixtures.h"
 #include "support/support.h"
 #include "util/exit_codes.h"
 
@@ -10,18 +11,7 @@ namespace gm {
 namespace {
 
 StaticGpuBackend one_gpu(std::uint32_t util_pct) {
-  StaticGpuBackend b;
-  DeviceInfo d;
-  d.index = 0;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.uuid = "GPU-static-0";
-  b.infos.push_back(d);
-  b.caps.emplace_back();
-  DeviceSample s;
-  s.utilization_pct = util_pct;
-  s.memory_used_bytes = 1ull << 30;
-  b.samples.push_back(s);
-  return b;
+  return test::one_static_gpu(util_pct);
 }
 
 /// Collects what a run shows.
@@ -67,7 +57,7 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   EXPECT_EQ(stored->status, "failed");
   EXPECT_EQ(*stored->exit_code, 3);
   EXPECT_EQ(stored->cost_micros, r.cost_micros);
-  EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-static-0"}));
+  EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-0"}));
   auto samples = (*ledger)->samples(stored->id);
   ASSERT_TRUE(samples.ok());
   EXPECT_GE(samples->size(), 2u);

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include "guard/session.h"
+#include "support/fixtures.h"
 #include "util/exit_codes.h"
 #include "util/units.h"
 
@@ -45,18 +46,7 @@ struct RecordingSink final : SessionSink {
 };
 
 StaticGpuBackend one_gpu(std::uint32_t util_pct) {
-  StaticGpuBackend b;
-  DeviceInfo d;
-  d.index = 0;
-  d.name = "NVIDIA H100 80GB HBM3";
-  d.uuid = "GPU-static-0";
-  b.infos.push_back(d);
-  b.caps.emplace_back();
-  DeviceSample s;
-  s.utilization_pct = util_pct;
-  s.memory_used_bytes = 1ull << 30;
-  b.samples.push_back(s);
-  return b;
+  return test::one_static_gpu(util_pct);
 }
 
 SessionConfig config() {
