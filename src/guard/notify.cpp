@@ -1,4 +1,5 @@
 // Action notification: --notify CMD (environment variables) and --webhook URL (JSON POST).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
@@ -62,13 +63,24 @@ Result<void> run_notify_command(const std::string& command, const GuardEvent& ev
   for (auto& kv : entries) envp.push_back(kv.data());
   envp.push_back(nullptr);
   const char* argv[] = {"sh", "-c", command.c_str(), nullptr};
+  // The command's output must not mix into the job's, nor hold gpumeter's pipes open after it exits.
+  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   const pid_t pid = fork();
-  if (pid < 0) return make_error(std::string("--notify: fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    if (null_fd >= 0) close(null_fd);
+    return make_error(std::string("--notify: fork: ") + std::strerror(errno));
+  }
   if (pid == 0) {
     setpgid(0, 0);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDIN_FILENO);
+      dup2(null_fd, STDOUT_FILENO);
+      dup2(null_fd, STDERR_FILENO);
+    }
     execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
+  if (null_fd >= 0) close(null_fd);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int status = 0;
   while (true) {

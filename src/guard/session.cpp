@@ -168,7 +168,8 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
         }
       } else if (p.fd == sock.fd) {
         char buf[65536];
-        while (true) {
+        // A bounded batch per wake-up: a job flooding the socket must not starve its own output.
+        for (int batch = 0; batch < 256; ++batch) {
           const ssize_t n = recv(sock.fd, buf, sizeof buf, 0);
           if (n < 0) break;
           sup.on_datagram(std::string_view(buf, static_cast<std::size_t>(n)));

@@ -10,7 +10,6 @@
 #include <set>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "catalog/catalog.h"

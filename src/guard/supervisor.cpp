@@ -5,9 +5,13 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "guard/session.h"
 #include "util/exit_codes.h"
@@ -25,6 +29,9 @@ std::string final_status(bool stopped, int wait_status) {
   if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return "interrupted";
   return code == 0 ? "succeeded" : "failed";
 }
+
+/// How long a finished run waits for its notifications (a --notify command or webhook still running).
+constexpr std::int64_t kNotifySettleMs = 2000;
 
 }  // namespace
 
@@ -68,9 +75,14 @@ struct Supervisor::Impl {
   std::optional<ProgressRecord> latest_progress;
   std::optional<Forecast> forecast;
   std::int64_t malformed = 0;
-  std::vector<std::thread> notifiers;
-  std::mutex notifier_mutex;
-  std::vector<std::string> notifier_errors;
+  /// Notifications in flight: detached threads share this, so a hanging webhook never holds the run.
+  struct Notifications {
+    std::mutex mutex;
+    std::condition_variable done;
+    int pending = 0;
+    std::vector<std::string> errors;
+  };
+  std::shared_ptr<Notifications> notifications = std::make_shared<Notifications>();
   bool stopping = false;
   bool killed = false;
   std::int64_t kill_deadline_ns = 0;
@@ -123,18 +135,35 @@ struct Supervisor::Impl {
   }
 
   void notify(const GuardEvent& e) {
-    auto report = [this](const Error& err) {
-      std::lock_guard<std::mutex> lock(notifier_mutex);
-      notifier_errors.push_back(err.message);
+    auto start = [this](std::function<Result<void>()> send) {
+      auto state = notifications;
+      {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        ++state->pending;
+      }
+      std::thread([state, send = std::move(send)] {
+        auto r = send();
+        std::lock_guard<std::mutex> lock(state->mutex);
+        if (!r) state->errors.push_back(r.error().message);
+        --state->pending;
+        state->done.notify_all();
+      }).detach();
     };
-    if (cfg.notify_command)
-      notifiers.emplace_back([cmd = *cfg.notify_command, e, report] {
-        if (auto r = run_notify_command(cmd, e); !r) report(r.error());
-      });
-    if (cfg.webhook_url)
-      notifiers.emplace_back([url = *cfg.webhook_url, e, report] {
-        if (auto r = post_webhook(url, e); !r) report(r.error());
-      });
+    if (cfg.notify_command) start([cmd = *cfg.notify_command, e] { return run_notify_command(cmd, e); });
+    if (cfg.webhook_url) start([url = *cfg.webhook_url, e] { return post_webhook(url, e); });
+  }
+
+  /// Waits for notifications still in flight, at most `wait_ms` after the job ended; returns the problems.
+  std::vector<std::string> settle_notifications(std::int64_t wait_ms) {
+    std::unique_lock<std::mutex> lock(notifications->mutex);
+    notifications->done.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                                 [&] { return notifications->pending == 0; });
+    std::vector<std::string> problems = std::move(notifications->errors);
+    notifications->errors.clear();
+    if (notifications->pending > 0)
+      problems.push_back(fmt::format("{} notification(s) still in flight when the job ended were abandoned",
+                                     notifications->pending));
+    return problems;
   }
 
   /// Records, shows and notifies an action; `spent_micros` is the figure its message quotes.
@@ -278,10 +307,7 @@ Supervisor::Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger*
                        const Catalog* catalog, Clock& clock, ProcessRunner& runner, SessionSink& sink)
     : impl_(std::make_unique<Impl>(config, backend, ledger, catalog, clock, runner, sink)) {}
 
-Supervisor::~Supervisor() {
-  for (auto& t : impl_->notifiers)
-    if (t.joinable()) t.join();
-}
+Supervisor::~Supervisor() = default;
 
 std::int64_t Supervisor::begin() {
   Impl& m = *impl_;
@@ -432,9 +458,7 @@ SessionOutcome Supervisor::finish() {
   }
   if (m.malformed > 0) m.warn(fmt::format("{} malformed progress message(s) ignored", m.malformed));
   m.flush(true);
-  for (auto& t : m.notifiers) t.join();
-  m.notifiers.clear();
-  for (const auto& e : m.notifier_errors) m.warn(e);
+  for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);
   std::vector<ProgressRecord> progress;
   if (m.latest_progress) progress.push_back(*m.latest_progress);
   m.outcome.report = build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog);
