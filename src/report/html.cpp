@@ -364,8 +364,8 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   json rows = json::array();
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
-                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros), r.status,
-                    r.command});
+                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros),
+                    r.status_text.empty() ? r.status : r.status_text, r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},
         {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},

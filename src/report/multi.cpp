@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "report/run_report.h"
 #include "util/csv.h"
 #include "util/json.h"
 #include "util/table.h"
@@ -34,19 +35,26 @@ Result<GroupBy> parse_group_by(std::string_view text) {
     by.label_key = std::string(text.substr(6));
   } else {
     return make_error(ErrorKind::usage,
-                      "--by '" + std::string(text) + "': expected user, label:KEY, gpu, day, command, slurm-account or partition");
+                      "--by '" + std::string(text) +
+                          "': expected user, label:KEY, gpu, day, command, slurm-account or partition");
   }
   return by;
 }
 
 std::string group_by_name(const GroupBy& by) {
   switch (by.kind) {
-    case GroupBy::Kind::none: return "none";
-    case GroupBy::Kind::user: return "user";
-    case GroupBy::Kind::label: return "label:" + by.label_key;
-    case GroupBy::Kind::gpu: return "gpu";
-    case GroupBy::Kind::day: return "day";
-    case GroupBy::Kind::command: return "command";
+    case GroupBy::Kind::none:
+      return "none";
+    case GroupBy::Kind::user:
+      return "user";
+    case GroupBy::Kind::label:
+      return "label:" + by.label_key;
+    case GroupBy::Kind::gpu:
+      return "gpu";
+    case GroupBy::Kind::day:
+      return "day";
+    case GroupBy::Kind::command:
+      return "command";
   }
   return "none";
 }
@@ -64,7 +72,8 @@ int to_int(std::string_view s) {
 
 Result<std::int64_t> parse_date_utc(std::string_view text, std::string_view flag) {
   auto bad = [&] {
-    return make_error(ErrorKind::usage, std::string(flag) + " '" + std::string(text) + "': expected a date YYYY-MM-DD");
+    return make_error(ErrorKind::usage,
+                      std::string(flag) + " '" + std::string(text) + "': expected a date YYYY-MM-DD");
   };
   if (text.size() != 10 || text[4] != '-' || text[7] != '-') return bad();
   auto ys = text.substr(0, 4), ms = text.substr(5, 2), ds = text.substr(8, 2);
@@ -76,7 +85,8 @@ Result<std::int64_t> parse_date_utc(std::string_view text, std::string_view flag
   return static_cast<std::int64_t>(sys_days{ymd}.time_since_epoch().count()) * 86'400'000;
 }
 
-Result<std::int64_t> parse_time_point(std::string_view text, std::int64_t now_unix_ms, std::string_view flag) {
+Result<std::int64_t> parse_time_point(std::string_view text, std::int64_t now_unix_ms,
+                                      std::string_view flag) {
   text = trim(text);
   if (text.size() >= 10 && text[4] == '-') {
     GM_TRY(std::int64_t day_ms, parse_date_utc(text.substr(0, 10), flag));
@@ -89,27 +99,30 @@ Result<std::int64_t> parse_time_point(std::string_view text, std::int64_t now_un
           all_digits(ss) && to_int(hh) < 24 && to_int(mm) < 60 && to_int(ss) < 60)
         return day_ms + (to_int(hh) * 3600 + to_int(mm) * 60 + to_int(ss)) * 1000LL;
     }
-    return make_error(ErrorKind::usage, std::string(flag) + " '" + std::string(text) +
-                                            "': expected a duration (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
+    return make_error(ErrorKind::usage,
+                      std::string(flag) + " '" + std::string(text) +
+                          "': expected a duration (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
   }
   auto d = parse_duration_ms(text);
   if (!d)
-    return make_error(ErrorKind::usage, std::string(flag) + " '" + std::string(text) +
-                                            "': expected a duration (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
+    return make_error(ErrorKind::usage,
+                      std::string(flag) + " '" + std::string(text) +
+                          "': expected a duration (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
   return now_unix_ms - *d;
 }
 
 std::string format_date_utc(std::int64_t unix_ms) {
   using namespace std::chrono;
-  auto days = sys_days{std::chrono::days{unix_ms >= 0 ? unix_ms / 86'400'000 : (unix_ms - 86'399'999) / 86'400'000}};
+  auto days =
+      sys_days{std::chrono::days{unix_ms >= 0 ? unix_ms / 86'400'000 : (unix_ms - 86'399'999) / 86'400'000}};
   year_month_day ymd{days};
   return fmt::format("{:04}-{:02}-{:02}", static_cast<int>(ymd.year()), static_cast<unsigned>(ymd.month()),
                      static_cast<unsigned>(ymd.day()));
 }
 
 std::string format_time_utc(std::int64_t unix_ms) {
-  std::int64_t day_ms = unix_ms >= 0 ? unix_ms / 86'400'000 * 86'400'000
-                                     : (unix_ms - 86'399'999) / 86'400'000 * 86'400'000;
+  std::int64_t day_ms =
+      unix_ms >= 0 ? unix_ms / 86'400'000 * 86'400'000 : (unix_ms - 86'399'999) / 86'400'000 * 86'400'000;
   std::int64_t s = (unix_ms - day_ms) / 1000;
   return fmt::format("{} {:02}:{:02}:{:02}", format_date_utc(unix_ms), s / 3600, (s % 3600) / 60, s % 60);
 }
@@ -120,7 +133,7 @@ std::optional<double> GroupTotals::mean_util_pct() const {
 }
 
 Result<std::pair<std::int64_t, std::int64_t>> daily_period(const std::optional<std::string>& date,
-                                                            std::int64_t now_unix_ms) {
+                                                           std::int64_t now_unix_ms) {
   std::int64_t start = 0;
   if (date) {
     GM_TRY(start, parse_date_utc(*date, "--date"));
@@ -135,14 +148,18 @@ namespace {
 
 std::string group_key(const RunRecord& r, const GroupBy& by) {
   switch (by.kind) {
-    case GroupBy::Kind::none: return "";
-    case GroupBy::Kind::user: return r.user.empty() ? "(unknown)" : r.user;
+    case GroupBy::Kind::none:
+      return "";
+    case GroupBy::Kind::user:
+      return r.user.empty() ? "(unknown)" : r.user;
     case GroupBy::Kind::label: {
       auto it = r.labels.find(by.label_key);
       return it == r.labels.end() ? "(no " + by.label_key + ")" : it->second;
     }
-    case GroupBy::Kind::gpu: return r.gpu_model.empty() ? "(unknown)" : r.gpu_model;
-    case GroupBy::Kind::day: return format_date_utc(r.start_unix_ms);
+    case GroupBy::Kind::gpu:
+      return r.gpu_model.empty() ? "(unknown)" : r.gpu_model;
+    case GroupBy::Kind::day:
+      return format_date_utc(r.start_unix_ms);
     case GroupBy::Kind::command: {
       // The program, without its arguments: "python train.py --lr 3" groups as "python train.py".
       std::string_view c = r.command;
@@ -151,8 +168,9 @@ std::string group_key(const RunRecord& r, const GroupBy& by) {
       std::size_t slash = prog.rfind('/');
       if (slash != std::string_view::npos) prog = prog.substr(slash + 1);
       std::string key(prog);
-      if (sp != std::string_view::npos && (prog.starts_with("python") || prog == "torchrun" || prog == "bash" ||
-                                           prog == "sh" || prog == "accelerate" || prog == "deepspeed")) {
+      if (sp != std::string_view::npos &&
+          (prog.starts_with("python") || prog == "torchrun" || prog == "bash" || prog == "sh" ||
+           prog == "accelerate" || prog == "deepspeed")) {
         std::string_view rest = c.substr(sp + 1);
         std::string_view script = rest.substr(0, rest.find(' '));
         if (!script.empty() && script.front() != '-') key += " " + std::string(script);
@@ -185,7 +203,8 @@ void add_run(GroupTotals& g, const RunRecord& r) {
 Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions& options) {
   if (options.since_unix_ms && options.until_unix_ms && *options.since_unix_ms >= *options.until_unix_ms)
     return make_error(ErrorKind::usage, "--since " + format_time_utc(*options.since_unix_ms) +
-                                            " is not before --until " + format_time_utc(*options.until_unix_ms));
+                                            " is not before --until " +
+                                            format_time_utc(*options.until_unix_ms));
   MultiReport rep;
   rep.since_unix_ms = options.since_unix_ms;
   rep.until_unix_ms = options.until_unix_ms;
@@ -248,8 +267,9 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
   if (options.by.kind != GroupBy::Kind::none) {
     for (auto& [k, g] : groups) rep.groups.push_back(g);
     if (options.by.kind != GroupBy::Kind::day)
-      std::stable_sort(rep.groups.begin(), rep.groups.end(),
-                       [](const GroupTotals& a, const GroupTotals& b) { return a.cost_micros > b.cost_micros; });
+      std::stable_sort(rep.groups.begin(), rep.groups.end(), [](const GroupTotals& a, const GroupTotals& b) {
+        return a.cost_micros > b.cost_micros;
+      });
   }
   std::vector<const RunRecord*> by_cost;
   for (const auto& r : runs) by_cost.push_back(&r);
@@ -258,9 +278,10 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
   });
   for (std::size_t i = 0; i < by_cost.size() && i < options.top; ++i) {
     const RunRecord& r = *by_cost[i];
-    rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated.size(), r.start_unix_ms,
-                                  static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
-                                  r.idle_cost_micros + r.unused_gpu_cost_micros, r.status, std::nullopt});
+    rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated.size(),
+                                  r.start_unix_ms, static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
+                                  r.idle_cost_micros + r.unused_gpu_cost_micros, r.status, std::nullopt,
+                                  describe_status(r)});
     if (options.target) {
       GM_TRY(std::vector<ProgressRecord> progress, ledger.progress(r.id));
       rep.top_runs.back().target_hit = cost_to_target(progress, *options.target);
@@ -284,7 +305,9 @@ std::string pct_text(MicroUsd part, MicroUsd whole) {
   return fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
-std::string opt_pct(std::optional<double> v) { return v ? fmt::format("{:.1f}%", *v) : "-"; }
+std::string opt_pct(std::optional<double> v) {
+  return v ? fmt::format("{:.1f}%", *v) : "-";
+}
 
 nlohmann::json totals_json(const GroupTotals& g) {
   nlohmann::json j;
@@ -314,19 +337,22 @@ std::string render_multi_text(const MultiReport& rep) {
                      t.gpu_hours, format_duration_s(t.wall_s));
   out += fmt::format("  waste       {}   ({} of cost: idle {} + unused GPUs {})\n",
                      format_usd(micros_to_usd(t.waste_micros())), pct_text(t.waste_micros(), t.cost_micros),
-                     format_usd(micros_to_usd(t.idle_cost_micros)), format_usd(micros_to_usd(t.unused_gpu_cost_micros)));
+                     format_usd(micros_to_usd(t.idle_cost_micros)),
+                     format_usd(micros_to_usd(t.unused_gpu_cost_micros)));
   out += fmt::format("  utilization {}   (mean over rolled-up GPU-seconds)\n", opt_pct(t.mean_util_pct()));
   out += fmt::format("  energy      {:.3f} kWh", t.energy_kwh);
   if (t.co2_kg) out += fmt::format(", CO2 {:.3f} kg", *t.co2_kg);
   if (t.runs_without_co2 > 0) out += fmt::format(" ({} run(s) without a carbon figure)", t.runs_without_co2);
   out += "\n";
-  out += fmt::format("  runs        {} stopped by gpumeter, {} failed or interrupted\n", t.stopped_runs, t.failed_runs);
+  out += fmt::format("  runs        {} stopped by gpumeter, {} failed or interrupted\n", t.stopped_runs,
+                     t.failed_runs);
   if (!rep.groups.empty()) {
     out += fmt::format("\nby {}\n", group_by_name(rep.by));
     TextTable tab;
     using A = TextTable::Align;
-    tab.header({group_by_name(rep.by), "runs", "GPU-h", "cost", "share", "waste", "util", "energy kWh", "CO2 kg"},
-               {A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
+    tab.header(
+        {group_by_name(rep.by), "runs", "GPU-h", "cost", "share", "waste", "util", "energy kWh", "CO2 kg"},
+        {A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
     for (const auto& g : rep.groups)
       tab.row({shorten_middle(g.key, 40), std::to_string(g.runs), fmt::format("{:.2f}", g.gpu_hours),
                format_usd(micros_to_usd(g.cost_micros)), pct_text(g.cost_micros, t.cost_micros),
@@ -338,8 +364,10 @@ std::string render_multi_text(const MultiReport& rep) {
     out += "\ntop runs by cost\n";
     TextTable tab;
     using A = TextTable::Align;
-    std::vector<std::string> head = {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"};
-    std::vector<A> align = {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::left, A::left};
+    std::vector<std::string> head = {"run",  "started (UTC)", "user",   "GPUs",   "wall",
+                                     "cost", "waste",         "status", "command"};
+    std::vector<A> align = {A::right, A::left,  A::left, A::right, A::right,
+                            A::right, A::right, A::left, A::left};
     if (rep.target) {
       head.insert(head.begin() + 7, "$ to " + rep.target->metric + (rep.target->at_most ? "<=" : ">=") +
                                         fmt::format("{:g}", rep.target->threshold));
@@ -347,12 +375,19 @@ std::string render_multi_text(const MultiReport& rep) {
     }
     tab.header(head, align);
     for (const auto& r : rep.top_runs) {
-      std::vector<std::string> cells = {std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user,
-               std::to_string(r.gpus) + (r.gpu_model.empty() ? "" : " x " + r.gpu_model),
-               format_duration_s(r.wall_s), format_usd(micros_to_usd(r.cost_micros)),
-               format_usd(micros_to_usd(r.waste_micros)), r.status, shorten_middle(r.command, 48)};
+      std::vector<std::string> cells = {
+          std::to_string(r.id),
+          format_time_utc(r.start_unix_ms),
+          r.user,
+          std::to_string(r.gpus) + (r.gpu_model.empty() ? "" : " x " + r.gpu_model),
+          format_duration_s(r.wall_s),
+          format_usd(micros_to_usd(r.cost_micros)),
+          format_usd(micros_to_usd(r.waste_micros)),
+          r.status_text.empty() ? r.status : r.status_text,
+          shorten_middle(r.command, 48)};
       if (rep.target)
-        cells.insert(cells.begin() + 7, r.target_hit ? format_usd(micros_to_usd(r.target_hit->cost_micros)) : "not reached");
+        cells.insert(cells.begin() + 7,
+                     r.target_hit ? format_usd(micros_to_usd(r.target_hit->cost_micros)) : "not reached");
       tab.row(cells);
     }
     out += tab.render();
@@ -364,7 +399,8 @@ std::string render_multi_json(const MultiReport& rep) {
   nlohmann::json j;
   j["since_unix_ms"] = json_or_null(rep.since_unix_ms);
   j["until_unix_ms"] = json_or_null(rep.until_unix_ms);
-  j["by"] = rep.by.kind == GroupBy::Kind::none ? nlohmann::json(nullptr) : nlohmann::json(group_by_name(rep.by));
+  j["by"] =
+      rep.by.kind == GroupBy::Kind::none ? nlohmann::json(nullptr) : nlohmann::json(group_by_name(rep.by));
   j["total"] = totals_json(rep.total);
   j["groups"] = nlohmann::json::array();
   for (const auto& g : rep.groups) {
@@ -378,38 +414,43 @@ std::string render_multi_json(const MultiReport& rep) {
   j["bucket_s"] = rep.bucket_ms / 1000;
   j["timeline"] = nlohmann::json::array();
   for (const auto& b : rep.timeline)
-    j["timeline"].push_back({{"start_unix_ms", b.start_unix_ms},
-                             {"cost_usd", micros_to_usd(b.cost_micros)},
-                             {"mean_util_pct", b.util_samples > 0 ? nlohmann::json(b.util_sum_pct / static_cast<double>(b.util_samples))
-                                                                  : nlohmann::json(nullptr)},
-                             {"energy_kwh", b.energy_j / 3.6e6}});
+    j["timeline"].push_back(
+        {{"start_unix_ms", b.start_unix_ms},
+         {"cost_usd", micros_to_usd(b.cost_micros)},
+         {"mean_util_pct", b.util_samples > 0
+                               ? nlohmann::json(b.util_sum_pct / static_cast<double>(b.util_samples))
+                               : nlohmann::json(nullptr)},
+         {"energy_kwh", b.energy_j / 3.6e6}});
   j["top_runs"] = nlohmann::json::array();
   for (const auto& r : rep.top_runs)
-    j["top_runs"].push_back({{"run_id", r.id},
-                             {"command", r.command},
-                             {"user", r.user},
-                             {"gpu_model", r.gpu_model},
-                             {"gpus_allocated", r.gpus},
-                             {"start_unix_ms", r.start_unix_ms},
-                             {"wall_s", r.wall_s},
-                             {"cost_usd", micros_to_usd(r.cost_micros)},
-                             {"waste_usd", micros_to_usd(r.waste_micros)},
-                             {"status", r.status},
-                             {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
-                                                                 : nlohmann::json(nullptr)}});
+    j["top_runs"].push_back(
+        {{"run_id", r.id},
+         {"command", r.command},
+         {"user", r.user},
+         {"gpu_model", r.gpu_model},
+         {"gpus_allocated", r.gpus},
+         {"start_unix_ms", r.start_unix_ms},
+         {"wall_s", r.wall_s},
+         {"cost_usd", micros_to_usd(r.cost_micros)},
+         {"waste_usd", micros_to_usd(r.waste_micros)},
+         {"status", r.status},
+         {"status_text", r.status_text.empty() ? r.status : r.status_text},
+         {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
+                                             : nlohmann::json(nullptr)}});
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string render_multi_csv(const MultiReport& rep) {
-  std::string out = "group,runs,stopped_runs,failed_runs,wall_s,gpu_hours,cost_usd,idle_cost_usd,"
-                    "unused_gpu_cost_usd,waste_usd,energy_kwh,co2_kg,mean_util_pct\r\n";
+  std::string out =
+      "group,runs,stopped_runs,failed_runs,wall_s,gpu_hours,cost_usd,idle_cost_usd,"
+      "unused_gpu_cost_usd,waste_usd,energy_kwh,co2_kg,mean_util_pct\r\n";
   auto row = [&](const std::string& key, const GroupTotals& g) {
     auto u = g.mean_util_pct();
-    out += fmt::format("{},{},{},{},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\r\n", csv_escape(key),
-                       g.runs, g.stopped_runs, g.failed_runs, g.wall_s, g.gpu_hours, micros_to_usd(g.cost_micros),
-                       micros_to_usd(g.idle_cost_micros), micros_to_usd(g.unused_gpu_cost_micros),
-                       micros_to_usd(g.waste_micros()), g.energy_kwh, g.co2_kg ? fmt::format("{:.6f}", *g.co2_kg) : "",
-                       u ? fmt::format("{:.3f}", *u) : "");
+    out += fmt::format("{},{},{},{},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\r\n",
+                       csv_escape(key), g.runs, g.stopped_runs, g.failed_runs, g.wall_s, g.gpu_hours,
+                       micros_to_usd(g.cost_micros), micros_to_usd(g.idle_cost_micros),
+                       micros_to_usd(g.unused_gpu_cost_micros), micros_to_usd(g.waste_micros()), g.energy_kwh,
+                       g.co2_kg ? fmt::format("{:.6f}", *g.co2_kg) : "", u ? fmt::format("{:.3f}", *u) : "");
   };
   for (const auto& g : rep.groups) row(g.key, g);
   row("TOTAL", rep.total);

@@ -40,19 +40,19 @@ std::string format_time_utc(std::int64_t unix_ms);
 
 /// Totals of a set of runs.
 struct GroupTotals {
-  std::string key;                         ///< group value ("" for the grand total)
+  std::string key;  ///< group value ("" for the grand total)
   std::int64_t runs = 0;
-  std::int64_t stopped_runs = 0;           ///< stopped by gpumeter (budget, forecast, idle)
-  std::int64_t failed_runs = 0;            ///< finished with a non-zero exit code, or interrupted
+  std::int64_t stopped_runs = 0;  ///< stopped by gpumeter (budget, forecast, idle)
+  std::int64_t failed_runs = 0;   ///< finished with a non-zero exit code, or interrupted
   double wall_s = 0;
-  double gpu_hours = 0;                    ///< billed seconds × allocated GPUs ÷ 3600
+  double gpu_hours = 0;  ///< billed seconds × allocated GPUs ÷ 3600
   MicroUsd cost_micros = 0;
-  MicroUsd idle_cost_micros = 0;           ///< idle share of used GPUs' cost
-  MicroUsd unused_gpu_cost_micros = 0;     ///< allocated GPUs the job never used
+  MicroUsd idle_cost_micros = 0;        ///< idle share of used GPUs' cost
+  MicroUsd unused_gpu_cost_micros = 0;  ///< allocated GPUs the job never used
   double energy_kwh = 0;
-  std::optional<double> co2_kg;            ///< sum over runs that have it
+  std::optional<double> co2_kg;  ///< sum over runs that have it
   std::int64_t runs_without_co2 = 0;
-  std::int64_t util_samples = 0;           ///< GPU-seconds in the rollups
+  std::int64_t util_samples = 0;  ///< GPU-seconds in the rollups
   double util_sum_pct = 0;
   /// Waste = idle cost + unused allocated GPUs.
   MicroUsd waste_micros() const { return idle_cost_micros + unused_gpu_cost_micros; }
@@ -72,13 +72,14 @@ struct TopRun {
   MicroUsd cost_micros = 0;
   MicroUsd waste_micros = 0;
   std::string status;
-  std::optional<TargetHit> target_hit;       ///< when MultiOptions::target is set and the run reached it
+  std::optional<TargetHit> target_hit;  ///< when MultiOptions::target is set and the run reached it
+  std::string status_text;              ///< describe_status(): "failed (exit 1)", "stopped by budget"
 };
 
 /// One bucket of the period's timeline, from the per-minute rollups of the runs in the period.
 struct TimelineBucket {
   std::int64_t start_unix_ms = 0;
-  MicroUsd cost_micros = 0;                ///< Σ rollup cost (metered seconds, before billing rounding)
+  MicroUsd cost_micros = 0;  ///< Σ rollup cost (metered seconds, before billing rounding)
   std::int64_t util_samples = 0;
   double util_sum_pct = 0;
   double energy_j = 0;
@@ -90,7 +91,7 @@ struct MultiOptions {
   std::optional<std::int64_t> until_unix_ms;  ///< runs starting before
   GroupBy by;
   std::size_t top = 5;
-  std::optional<MetricTarget> target;         ///< adds "$ to reach the target" to the top runs
+  std::optional<MetricTarget> target;  ///< adds "$ to reach the target" to the top runs
 };
 
 /// The multi-run report. Runs belong to the period and to a day by their start time (UTC).
@@ -98,12 +99,12 @@ struct MultiReport {
   std::optional<std::int64_t> since_unix_ms;
   std::optional<std::int64_t> until_unix_ms;
   GroupBy by;
-  std::vector<GroupTotals> groups;         ///< by cost, highest first (by day: in date order)
+  std::vector<GroupTotals> groups;  ///< by cost, highest first (by day: in date order)
   GroupTotals total;
-  std::vector<TopRun> top_runs;            ///< by cost, highest first
+  std::vector<TopRun> top_runs;  ///< by cost, highest first
   std::optional<MetricTarget> target;
-  std::int64_t bucket_ms = 3'600'000;      ///< timeline bucket: an hour for periods up to 3 days, else a day
-  std::vector<TimelineBucket> timeline;    ///< in time order, buckets with rollups only
+  std::int64_t bucket_ms = 3'600'000;    ///< timeline bucket: an hour for periods up to 3 days, else a day
+  std::vector<TimelineBucket> timeline;  ///< in time order, buckets with rollups only
 };
 
 /// Builds the report from the ledger. Usage error when since >= until; an empty period is not an error
@@ -119,6 +120,6 @@ std::string render_multi_csv(const MultiReport& report);
 
 /// Start and end (unix ms, UTC midnight) of the daily report's day: `date` if given, else yesterday.
 Result<std::pair<std::int64_t, std::int64_t>> daily_period(const std::optional<std::string>& date,
-                                                            std::int64_t now_unix_ms);
+                                                           std::int64_t now_unix_ms);
 
 }  // namespace gm

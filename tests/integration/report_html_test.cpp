@@ -276,7 +276,7 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
     b.util_sum_pct = 3600.0 * (30 + h % 50);
     rep.timeline.push_back(b);
   }
-  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "finished", std::nullopt});
+  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "succeeded", std::nullopt, "succeeded"});
   auto html = render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;
