@@ -1,7 +1,6 @@
 #include "cli/run_terminal.h"
 
 #include <fmt/format.h>
-#include <poll.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -12,25 +11,6 @@
 
 namespace gm::cli {
 namespace {
-
-void write_all(int fd, std::string_view s) {
-  const char* data = s.data();
-  std::size_t n = s.size();
-  while (n > 0) {
-    const ssize_t w = write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        poll(&p, 1, 100);
-        continue;
-      }
-      return;  // closed: drop (the job's own view is unaffected)
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
 
 /// Display width of UTF-8 text (code points; the status line uses no wide characters).
 std::size_t columns(std::string_view s) {

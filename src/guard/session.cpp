@@ -51,23 +51,6 @@ struct SignalPipe {
   }
 };
 
-void write_all(int fd, const char* data, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        pollfd p{fd, POLLOUT, 0};
-        poll(&p, 1, 100);
-        continue;
-      }
-      return;
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 /// The private progress socket: a 0700 directory holding a datagram socket.
 struct ProgressSocket {
   std::string dir, path;
@@ -180,9 +163,9 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
         if (n <= 0) {
           stdin_open = false;
           // End of gpumeter's input: the job reading its terminal sees end-of-file (^D at a line start).
-          if (!isatty(STDIN_FILENO) && child.pty_fd >= 0) write_all(child.pty_fd, "\x04", 1);
+          if (!isatty(STDIN_FILENO) && child.pty_fd >= 0) write_all(child.pty_fd, "\x04");
         } else {
-          write_all(child.pty_fd, buf, static_cast<std::size_t>(n));
+          write_all(child.pty_fd, std::string_view(buf, static_cast<std::size_t>(n)));
         }
       } else {
         char chunk[65536];

@@ -1,6 +1,7 @@
 #include "sys/spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pty.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -19,7 +20,8 @@ namespace {
 
 [[noreturn]] void exec_child(const SpawnOptions& o, int err_fd) {
   // Restore default dispositions and an empty mask: the job must see signals normally.
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGWINCH, SIGTTOU, SIGTTIN, SIGTSTP, SIGXFSZ})
+  for (int s :
+       {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGCHLD, SIGWINCH, SIGTTOU, SIGTTIN, SIGTSTP, SIGXFSZ})
     signal(s, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
@@ -139,6 +141,25 @@ std::set<std::uint32_t> PosixProcessRunner::job_pids(pid_t pid) {
   ProcReader proc;
   for (auto p : proc.descendants(static_cast<std::uint32_t>(pid))) pids.insert(p);
   return pids;
+}
+
+void write_all(int fd, std::string_view bytes) {
+  const char* data = bytes.data();
+  std::size_t n = bytes.size();
+  while (n > 0) {
+    const ssize_t w = write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        poll(&p, 1, 100);
+        continue;
+      }
+      return;
+    }
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
 }
 
 void restore_terminal_foreground() {

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/result.h"
@@ -55,6 +56,10 @@ class PosixProcessRunner final : public ProcessRunner {
   std::optional<int> try_wait(pid_t pid) override;
   std::set<std::uint32_t> job_pids(pid_t pid) override;
 };
+
+/// Writes all of `bytes` to `fd`, retrying on EINTR and waiting out EAGAIN; drops the rest once `fd` is
+/// closed (a reader gone must not stop the copying of a job's output).
+void write_all(int fd, std::string_view bytes);
 
 /// Makes gpumeter's process group the foreground of its terminal again (after a job that owned it).
 void restore_terminal_foreground();
