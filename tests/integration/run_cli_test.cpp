@@ -25,28 +25,6 @@ namespace {
 using test::run_gpumeter;
 using test::TempDir;
 
-/// One H100 whose processes are every live process named `comm`; utilization `util` throughout.
-std::string scenario(const std::string& comm, int util) {
-  nlohmann::json proc = {{"comm", comm}, {"mem_mib", 60500}, {"sm_util", util}};
-  nlohmann::json j = {{"driver_version", "580.95.05"},
-                      {"devices",
-                       {{{"name", "NVIDIA H100 80GB HBM3"},
-                         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
-                         {"pci_bus_id", "00000000:18:00.0"},
-                         {"memory_total_mib", 81559},
-                         {"power_limit_w", 700},
-                         {"energy_counter", true},
-                         {"mig", false},
-                         {"timeline",
-                          {{{"t", 0},
-                            {"util", util},
-                            {"mem_used_mib", 61000},
-                            {"power_w", util > 5 ? 650 : 70},
-                            {"temp_c", 60},
-                            {"processes", {proc}}}}}}}}};
-  return j.dump();
-}
-
 class RunCliIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -54,7 +32,7 @@ class RunCliIntegrationTest : public ::testing::Test {
     if (lib.empty() || !std::filesystem::exists(lib)) GTEST_SKIP() << "fake NVML library not built";
   }
   std::map<std::string, std::string> env(const std::string& comm, int util = 97) {
-    auto e = test::fake_env(dir_.write("scenario.json", scenario(comm, util)), dir_.path());
+    auto e = test::fake_env(dir_.write("scenario.json", test::one_gpu_scenario(comm, util)), dir_.path());
     e["PYTHONPATH"] = test::source_dir() + "/python";
     e["CUDA_VISIBLE_DEVICES"] = "\x01unset";
     return e;

@@ -18,27 +18,6 @@ using test::TempDir;
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-std::string scenario(const std::string& comm) {
-  nlohmann::json proc = {{"comm", comm}, {"mem_mib", 20500}, {"sm_util", 90}};
-  nlohmann::json j = {{"driver_version", "580.95.05"},
-                      {"devices",
-                       {{{"name", "NVIDIA H100 80GB HBM3"},
-                         {"uuid", "GPU-77777777-2222-3333-4444-555555555555"},
-                         {"pci_bus_id", "00000000:18:00.0"},
-                         {"memory_total_mib", 81559},
-                         {"power_limit_w", 700},
-                         {"energy_counter", true},
-                         {"mig", false},
-                         {"timeline",
-                          {{{"t", 0},
-                            {"util", 90},
-                            {"mem_used_mib", 21000},
-                            {"power_w", 600},
-                            {"temp_c", 60},
-                            {"processes", {proc}}}}}}}}};
-  return j.dump();
-}
-
 class RunTorchIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,7 +28,7 @@ class RunTorchIntegrationTest : public ::testing::Test {
                                   << probe.err;
   }
   std::map<std::string, std::string> env() {
-    auto e = test::fake_env(dir_.write("scenario.json", scenario("python3")), dir_.path());
+    auto e = test::fake_env(dir_.write("scenario.json", test::one_gpu_scenario("python3", 90)), dir_.path());
     e["PYTHONPATH"] = test::source_dir() + "/python";
     e["CUDA_VISIBLE_DEVICES"] = "\x01unset";
     e["OMP_NUM_THREADS"] = "1";

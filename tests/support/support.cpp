@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -33,8 +34,10 @@ CmdResult run_command(const std::vector<std::string>& argv, const std::map<std::
     dup2(err_pipe[1], 2);
     setpgid(0, 0);
     for (const auto& [k, v] : env) {
-      if (v == "\x01unset") unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
+      if (v == "\x01unset")
+        unsetenv(k.c_str());
+      else
+        setenv(k.c_str(), v.c_str(), 1);
     }
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -78,8 +81,10 @@ CmdResult run_command(const std::vector<std::string>& argv, const std::map<std::
   int status = 0;
   waitpid(pid, &status, 0);
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    r.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    r.exit_code = 128 + WTERMSIG(status);
   return r;
 }
 
@@ -91,12 +96,9 @@ CmdResult run_gpumeter(const std::vector<std::string>& args, const std::map<std:
 }
 
 std::map<std::string, std::string> fake_env(const std::string& scenario_path, const std::string& home_dir) {
-  return {{"GPUMETER_NVML_LIBRARY", fake_nvml_library()},
-          {"FAKE_NVML_SCENARIO", scenario_path},
-          {"GPUMETER_LEDGER", home_dir + "/ledger.db"},
-          {"XDG_CONFIG_HOME", home_dir + "/config"},
-          {"XDG_DATA_HOME", home_dir + "/data"},
-          {"HOME", home_dir}};
+  return {{"GPUMETER_NVML_LIBRARY", fake_nvml_library()}, {"FAKE_NVML_SCENARIO", scenario_path},
+          {"GPUMETER_LEDGER", home_dir + "/ledger.db"},   {"XDG_CONFIG_HOME", home_dir + "/config"},
+          {"XDG_DATA_HOME", home_dir + "/data"},          {"HOME", home_dir}};
 }
 
 TempDir::TempDir() {
@@ -118,16 +120,45 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   return full;
 }
 
-std::string gpumeter_binary() { return GPUMETER_BINARY; }
-std::string fake_nvml_library() { return GPUMETER_FAKE_NVML; }
-std::string source_dir() { return GPUMETER_SOURCE_DIR; }
-std::string shared_dir() { return GPUMETER_SHARED_DIR; }
+std::string gpumeter_binary() {
+  return GPUMETER_BINARY;
+}
+std::string fake_nvml_library() {
+  return GPUMETER_FAKE_NVML;
+}
+std::string source_dir() {
+  return GPUMETER_SOURCE_DIR;
+}
+std::string shared_dir() {
+  return GPUMETER_SHARED_DIR;
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::string one_gpu_scenario(const std::string& comm, int util) {
+  nlohmann::json proc = {{"comm", comm}, {"mem_mib", 60500}, {"sm_util", util}};
+  nlohmann::json j = {{"driver_version", "580.95.05"},
+                      {"devices",
+                       {{{"name", "NVIDIA H100 80GB HBM3"},
+                         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
+                         {"pci_bus_id", "00000000:18:00.0"},
+                         {"memory_total_mib", 81559},
+                         {"power_limit_w", 700},
+                         {"energy_counter", true},
+                         {"mig", false},
+                         {"timeline",
+                          {{{"t", 0},
+                            {"util", util},
+                            {"mem_used_mib", 61000},
+                            {"power_w", util > 5 ? 650 : 70},
+                            {"temp_c", 60},
+                            {"processes", {proc}}}}}}}}};
+  return j.dump();
 }
 
 }  // namespace gm::test

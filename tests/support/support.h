@@ -9,24 +9,31 @@ namespace gm::test {
 
 /// Outcome of running a command.
 struct CmdResult {
-  int exit_code = -1;        ///< exit status, or 128+signal
-  std::string out;           ///< stdout bytes
-  std::string err;           ///< stderr bytes
+  int exit_code = -1;  ///< exit status, or 128+signal
+  std::string out;     ///< stdout bytes
+  std::string err;     ///< stderr bytes
   double wall_s = 0;
   bool timed_out = false;
 };
 
 /// Runs `argv` (argv[0] is a path) with extra environment `env` (a value of "\x01unset" removes a variable),
 /// optional stdin text, killing it after `timeout_s`.
-CmdResult run_command(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {},
+CmdResult run_command(const std::vector<std::string>& argv,
+                      const std::map<std::string, std::string>& env = {},
                       const std::optional<std::string>& stdin_text = std::nullopt, double timeout_s = 120);
 
 /// Runs the built gpumeter binary with `args`.
-CmdResult run_gpumeter(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {},
+CmdResult run_gpumeter(const std::vector<std::string>& args,
+                       const std::map<std::string, std::string>& env = {},
                        const std::optional<std::string>& stdin_text = std::nullopt, double timeout_s = 120);
 
-/// Environment that points gpumeter at the fake NVML with this scenario file, a private ledger and config dir.
+/// Environment that points gpumeter at the fake NVML with this scenario file, a private ledger and config
+/// dir.
 std::map<std::string, std::string> fake_env(const std::string& scenario_path, const std::string& home_dir);
+
+/// A fake-NVML scenario (DESIGN §6): one H100 whose processes are every live process named `comm`, at
+/// utilization `util` throughout.
+std::string one_gpu_scenario(const std::string& comm, int util);
 
 /// A fresh directory under /tmp, removed at destruction.
 class TempDir {
