@@ -3,6 +3,7 @@
 // the call returns; GPU_IS_LOST / RESET_REQUIRED mark the device lost.
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,90 +52,91 @@ struct Call {
   bool lost() const { return kind == done && (rc == kErrorGpuIsLost || rc == kErrorResetRequired); }
 };
 
+// Every NVML entry point gpumeter calls, declared once: X(member, function type, exported names...). When a
+// member lists several names, the first one the library exports is used (newest version first).
+#define GM_NVML_SYMBOLS(X)                                                                          \
+  X(init, InitFn, "nvmlInit_v2", "nvmlInit")                                                        \
+  X(shutdown, InitFn, "nvmlShutdown")                                                               \
+  X(error_string, ErrorStringFn, "nvmlErrorString")                                                 \
+  X(driver_version, SysStrFn, "nvmlSystemGetDriverVersion")                                         \
+  X(nvml_version, SysStrFn, "nvmlSystemGetNVMLVersion")                                             \
+  X(count, CountFn, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount")                                  \
+  X(handle, HandleFn, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex")                \
+  X(name, DevStrFn, "nvmlDeviceGetName")                                                            \
+  X(uuid, DevStrFn, "nvmlDeviceGetUUID")                                                            \
+  X(pci, PciFn, "nvmlDeviceGetPciInfo_v3")                                                          \
+  X(mem_v2, MemV2Fn, "nvmlDeviceGetMemoryInfo_v2")                                                  \
+  X(mem_v1, MemV1Fn, "nvmlDeviceGetMemoryInfo")                                                     \
+  X(power_limit, UIntFn, "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit")    \
+  X(power, UIntFn, "nvmlDeviceGetPowerUsage")                                                       \
+  X(architecture, UIntFn, "nvmlDeviceGetArchitecture")                                              \
+  X(max_mig, UIntFn, "nvmlDeviceGetMaxMigDeviceCount")                                              \
+  X(gi_id, UIntFn, "nvmlDeviceGetGpuInstanceId")                                                    \
+  X(energy, ULLFn, "nvmlDeviceGetTotalEnergyConsumption")                                           \
+  X(temperature, UIntArgFn, "nvmlDeviceGetTemperature")                                             \
+  X(clock, UIntArgFn, "nvmlDeviceGetClockInfo")                                                     \
+  X(utilization, UtilFn, "nvmlDeviceGetUtilizationRates")                                           \
+  X(mig_mode, MigModeFn, "nvmlDeviceGetMigMode")                                                    \
+  X(mig_handle, MigHandleFn, "nvmlDeviceGetMigDeviceHandleByIndex")                                 \
+  /* only the _v2 entry point fills the slice counts (the deprecated v1 struct ends before them) */ \
+  X(attributes, AttributesFn, "nvmlDeviceGetAttributes_v2")                                         \
+  X(gi_profile, GiProfileFn, "nvmlDeviceGetGpuInstanceProfileInfo")                                 \
+  X(proc_util, ProcUtilFn, "nvmlDeviceGetProcessUtilization")
+
 struct Symbols {
-  InitFn init = nullptr, shutdown = nullptr;
-  ErrorStringFn error_string = nullptr;
-  SysStrFn driver_version = nullptr, nvml_version = nullptr;
-  CountFn count = nullptr;
-  HandleFn handle = nullptr;
-  DevStrFn name = nullptr, uuid = nullptr;
-  PciFn pci = nullptr;
-  MemV1Fn mem_v1 = nullptr;
-  MemV2Fn mem_v2 = nullptr;
-  UIntFn power_limit = nullptr, power = nullptr, architecture = nullptr, max_mig = nullptr, gi_id = nullptr;
-  ULLFn energy = nullptr;
-  UIntArgFn temperature = nullptr, clock = nullptr;
-  UtilFn utilization = nullptr;
-  MigModeFn mig_mode = nullptr;
-  MigHandleFn mig_handle = nullptr;
-  AttributesFn attributes = nullptr;
-  GiProfileFn gi_profile = nullptr;
+#define GM_NVML_MEMBER(member, type, ...) type member = nullptr;
+  GM_NVML_SYMBOLS(GM_NVML_MEMBER)
+#undef GM_NVML_MEMBER
   ProcessApi proc_api = ProcessApi::none;
-  ProcFn proc = nullptr, mps_proc = nullptr;
-  DetailFn detail = nullptr;
-  ProcUtilFn proc_util = nullptr;
+  ProcFn proc = nullptr, mps_proc = nullptr;  ///< the _v3/_v2/v1 list functions of the chosen API
+  DetailFn detail = nullptr;                  ///< the detail-list function when chosen
 };
 
+/// The first of `names` the library exports, typed; null when none is.
+template <class F>
+F first_exported(const Library& lib, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (void* symbol = lib.resolve(name)) return reinterpret_cast<F>(symbol);
+  }
+  return nullptr;
+}
+
+/// The MPS twin of each list-style process API (the detail list covers both modes itself).
+const char* mps_process_api_name(ProcessApi api) {
+  switch (api) {
+    case ProcessApi::v3:
+      return "nvmlDeviceGetMPSComputeRunningProcesses_v3";
+    case ProcessApi::v2:
+      return "nvmlDeviceGetMPSComputeRunningProcesses_v2";
+    case ProcessApi::v1:
+      return "nvmlDeviceGetMPSComputeRunningProcesses";
+    case ProcessApi::detail_list:
+    case ProcessApi::none:
+      break;
+  }
+  return "";
+}
 
 Symbols resolve_all(const Library& lib) {
   Symbols s;
-  s.init = lib.get<InitFn>("nvmlInit_v2");
-  if (s.init == nullptr) s.init = lib.get<InitFn>("nvmlInit");
-  s.shutdown = lib.get<InitFn>("nvmlShutdown");
-  s.error_string = lib.get<ErrorStringFn>("nvmlErrorString");
-  s.driver_version = lib.get<SysStrFn>("nvmlSystemGetDriverVersion");
-  s.nvml_version = lib.get<SysStrFn>("nvmlSystemGetNVMLVersion");
-  s.count = lib.get<CountFn>("nvmlDeviceGetCount_v2");
-  if (s.count == nullptr) s.count = lib.get<CountFn>("nvmlDeviceGetCount");
-  s.handle = lib.get<HandleFn>("nvmlDeviceGetHandleByIndex_v2");
-  if (s.handle == nullptr) s.handle = lib.get<HandleFn>("nvmlDeviceGetHandleByIndex");
-  s.name = lib.get<DevStrFn>("nvmlDeviceGetName");
-  s.uuid = lib.get<DevStrFn>("nvmlDeviceGetUUID");
-  s.pci = lib.get<PciFn>("nvmlDeviceGetPciInfo_v3");
-  s.mem_v2 = lib.get<MemV2Fn>("nvmlDeviceGetMemoryInfo_v2");
-  s.mem_v1 = lib.get<MemV1Fn>("nvmlDeviceGetMemoryInfo");
-  s.power_limit = lib.get<UIntFn>("nvmlDeviceGetEnforcedPowerLimit");
-  if (s.power_limit == nullptr) s.power_limit = lib.get<UIntFn>("nvmlDeviceGetPowerManagementLimit");
-  s.power = lib.get<UIntFn>("nvmlDeviceGetPowerUsage");
-  s.architecture = lib.get<UIntFn>("nvmlDeviceGetArchitecture");
-  s.max_mig = lib.get<UIntFn>("nvmlDeviceGetMaxMigDeviceCount");
-  s.gi_id = lib.get<UIntFn>("nvmlDeviceGetGpuInstanceId");
-  s.energy = lib.get<ULLFn>("nvmlDeviceGetTotalEnergyConsumption");
-  s.temperature = lib.get<UIntArgFn>("nvmlDeviceGetTemperature");
-  s.clock = lib.get<UIntArgFn>("nvmlDeviceGetClockInfo");
-  s.utilization = lib.get<UtilFn>("nvmlDeviceGetUtilizationRates");
-  s.mig_mode = lib.get<MigModeFn>("nvmlDeviceGetMigMode");
-  s.mig_handle = lib.get<MigHandleFn>("nvmlDeviceGetMigDeviceHandleByIndex");
-  // Only the _v2 entry point fills the slice counts (the deprecated v1 struct ends before them).
-  s.attributes = lib.get<AttributesFn>("nvmlDeviceGetAttributes_v2");
-  s.gi_profile = lib.get<GiProfileFn>("nvmlDeviceGetGpuInstanceProfileInfo");
-  s.proc_util = lib.get<ProcUtilFn>("nvmlDeviceGetProcessUtilization");
+#define GM_NVML_RESOLVE(member, type, ...) s.member = first_exported<type>(lib, {__VA_ARGS__});
+  GM_NVML_SYMBOLS(GM_NVML_RESOLVE)
+#undef GM_NVML_RESOLVE
   ProcessSymbols present;
-  present.detail_list = lib.resolve("nvmlDeviceGetRunningProcessDetailList") != nullptr;
-  present.v3 = lib.resolve("nvmlDeviceGetComputeRunningProcesses_v3") != nullptr;
-  present.v2 = lib.resolve("nvmlDeviceGetComputeRunningProcesses_v2") != nullptr;
-  present.v1 = lib.resolve("nvmlDeviceGetComputeRunningProcesses") != nullptr;
+  present.detail_list = lib.resolve(process_api_name(ProcessApi::detail_list)) != nullptr;
+  present.v3 = lib.resolve(process_api_name(ProcessApi::v3)) != nullptr;
+  present.v2 = lib.resolve(process_api_name(ProcessApi::v2)) != nullptr;
+  present.v1 = lib.resolve(process_api_name(ProcessApi::v1)) != nullptr;
   s.proc_api = choose_process_api(present);
-  switch (s.proc_api) {
-    case ProcessApi::detail_list:
-      s.detail = lib.get<DetailFn>("nvmlDeviceGetRunningProcessDetailList");
-      break;
-    case ProcessApi::v3:
-      s.proc = lib.get<ProcFn>("nvmlDeviceGetComputeRunningProcesses_v3");
-      s.mps_proc = lib.get<ProcFn>("nvmlDeviceGetMPSComputeRunningProcesses_v3");
-      break;
-    case ProcessApi::v2:
-      s.proc = lib.get<ProcFn>("nvmlDeviceGetComputeRunningProcesses_v2");
-      s.mps_proc = lib.get<ProcFn>("nvmlDeviceGetMPSComputeRunningProcesses_v2");
-      break;
-    case ProcessApi::v1:
-      s.proc = lib.get<ProcFn>("nvmlDeviceGetComputeRunningProcesses");
-      s.mps_proc = lib.get<ProcFn>("nvmlDeviceGetMPSComputeRunningProcesses");
-      break;
-    case ProcessApi::none: break;
+  if (s.proc_api == ProcessApi::detail_list) {
+    s.detail = lib.get<DetailFn>(process_api_name(s.proc_api));
+  } else if (s.proc_api != ProcessApi::none) {
+    s.proc = lib.get<ProcFn>(process_api_name(s.proc_api));
+    s.mps_proc = lib.get<ProcFn>(mps_process_api_name(s.proc_api));
   }
   return s;
 }
+#undef GM_NVML_SYMBOLS
 
 /// Reads one process entry at `stride` bytes per element.
 ProcessSample read_process_entry(const unsigned char* base, std::size_t stride, std::size_t i) {
@@ -160,7 +162,9 @@ class NvmlBackend final : public GpuBackend {
   Result<void> init() {
     auto init = s_.init;
     auto r = guard_.run(kGlobalKey, [init] { return init(); });
-    if (!r) return make_error(ErrorKind::no_gpu_library, "nvmlInit did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
+    if (!r)
+      return make_error(ErrorKind::no_gpu_library,
+                        "nvmlInit did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
     if (*r != kSuccess) {
       std::string why = error_text(*r);
       std::string fake = lib_.fake_last_error();
@@ -172,8 +176,11 @@ class NvmlBackend final : public GpuBackend {
     auto count_fn = s_.count;
     auto count = std::make_shared<unsigned>(0);
     auto rc = guard_.run(kGlobalKey, [count_fn, count] { return count_fn(count.get()); });
-    if (!rc) return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount did not return within " + std::to_string(guard_.timeout_ms()) + " ms");
-    if (*rc != kSuccess) return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount failed: " + error_text(*rc));
+    if (!rc)
+      return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount did not return within " +
+                                                       std::to_string(guard_.timeout_ms()) + " ms");
+    if (*rc != kSuccess)
+      return make_error(ErrorKind::no_gpu_library, "nvmlDeviceGetCount failed: " + error_text(*rc));
     for (unsigned i = 0; i < *count; ++i) open_device(i);
     return ok_result();
   }
@@ -202,13 +209,15 @@ class NvmlBackend final : public GpuBackend {
       // probe() stopped at a lost or hung device: report why
       out.state = guard_.hung(static_cast<int>(index)) ? DeviceState::unresponsive : DeviceState::lost;
       out.error = caps.notes.empty() ? "device did not answer" : caps.notes.back();
-      if (out.state == DeviceState::unresponsive) out.error = "an earlier NVML call on this device has not returned yet";
+      if (out.state == DeviceState::unresponsive)
+        out.error = "an earlier NVML call on this device has not returned yet";
       return out;
     }
     Device h = d.handle;
     if (caps.utilization) {
       Utilization u{};
-      if (!ctx.check(call_out(index, s_.utilization, h, u), "nvmlDeviceGetUtilizationRates", this)) return out;
+      if (!ctx.check(call_out(index, s_.utilization, h, u), "nvmlDeviceGetUtilizationRates", this))
+        return out;
       if (ctx.last_ok) {
         out.utilization_pct = u.gpu;
         out.memory_util_pct = u.memory;
@@ -226,19 +235,23 @@ class NvmlBackend final : public GpuBackend {
     }
     if (caps.energy_counter) {
       unsigned long long mj = 0;
-      if (!ctx.check(call_out(index, s_.energy, h, mj), "nvmlDeviceGetTotalEnergyConsumption", this)) return out;
+      if (!ctx.check(call_out(index, s_.energy, h, mj), "nvmlDeviceGetTotalEnergyConsumption", this))
+        return out;
       if (ctx.last_ok) out.energy_mj = mj;
     }
     if (caps.temperature) {
       unsigned c = 0;
-      if (!ctx.check(call_arg(index, s_.temperature, h, kTemperatureGpu, c), "nvmlDeviceGetTemperature", this)) return out;
+      if (!ctx.check(call_arg(index, s_.temperature, h, kTemperatureGpu, c), "nvmlDeviceGetTemperature",
+                     this))
+        return out;
       if (ctx.last_ok) out.temperature_c = c;
     }
     if (caps.clocks) {
       unsigned sm = 0, mem = 0;
       if (!ctx.check(call_arg(index, s_.clock, h, kClockSm, sm), "nvmlDeviceGetClockInfo", this)) return out;
       if (ctx.last_ok) out.sm_clock_mhz = sm;
-      if (!ctx.check(call_arg(index, s_.clock, h, kClockMem, mem), "nvmlDeviceGetClockInfo", this)) return out;
+      if (!ctx.check(call_arg(index, s_.clock, h, kClockMem, mem), "nvmlDeviceGetClockInfo", this))
+        return out;
       if (ctx.last_ok) out.mem_clock_mhz = mem;
     }
     if (caps.processes) {
@@ -277,9 +290,9 @@ class NvmlBackend final : public GpuBackend {
       last_ok = c.ok();
       if (c.kind == Call::timed_out || c.kind == Call::skipped) {
         out->state = DeviceState::unresponsive;
-        out->error = c.kind == Call::timed_out
-                         ? std::string(fn) + " did not return within " + std::to_string(self->guard_.timeout_ms()) + " ms"
-                         : "an earlier NVML call on this device has not returned yet";
+        out->error = c.kind == Call::timed_out ? std::string(fn) + " did not return within " +
+                                                     std::to_string(self->guard_.timeout_ms()) + " ms"
+                                               : "an earlier NVML call on this device has not returned yet";
         return false;
       }
       if (c.lost()) {
@@ -288,8 +301,8 @@ class NvmlBackend final : public GpuBackend {
         return false;
       }
       // Sizing answers and "nothing newer" are part of normal use, not failures.
-      if (c.kind == Call::done && c.rc != kSuccess && c.rc != kErrorInsufficientSize && c.rc != kErrorNotFound &&
-          out->error.empty()) {
+      if (c.kind == Call::done && c.rc != kSuccess && c.rc != kErrorInsufficientSize &&
+          c.rc != kErrorNotFound && out->error.empty()) {
         out->error = std::string(fn) + ": " + self->error_text(c.rc);
       }
       return true;
@@ -315,38 +328,45 @@ class NvmlBackend final : public GpuBackend {
   template <class Fn, class T>
   Call call_out(unsigned index, Fn fn, Device h, T& out) {
     if (fn == nullptr) return Call{};
-    return guarded(static_cast<int>(index), [fn, h](T& v) { return fn(h, &v); }, out);
+    return guarded(
+        static_cast<int>(index), [fn, h](T& v) { return fn(h, &v); }, out);
   }
 
   template <class Fn, class T>
   Call call_arg(unsigned index, Fn fn, Device h, unsigned arg, T& out) {
     if (fn == nullptr) return Call{};
-    return guarded(static_cast<int>(index), [fn, h, arg](T& v) { return fn(h, arg, &v); }, out);
+    return guarded(
+        static_cast<int>(index), [fn, h, arg](T& v) { return fn(h, arg, &v); }, out);
   }
 
   Call call_str(unsigned index, DevStrFn fn, Device h, std::string& out) {
     if (fn == nullptr) return Call{};
     std::array<char, kNameLen> buf{};
-    Call c = guarded(static_cast<int>(index), [fn, h](std::array<char, kNameLen>& b) { return fn(h, b.data(), kNameLen); }, buf);
+    Call c = guarded(
+        static_cast<int>(index), [fn, h](std::array<char, kNameLen>& b) { return fn(h, b.data(), kNameLen); },
+        buf);
     if (c.ok()) out.assign(buf.data(), strnlen(buf.data(), buf.size()));
     return c;
   }
 
   Call get_handle(unsigned index, Device& out) {
     auto fn = s_.handle;
-    return guarded(static_cast<int>(index), [fn, index](Device& h) { return fn(index, &h); }, out);
+    return guarded(
+        static_cast<int>(index), [fn, index](Device& h) { return fn(index, &h); }, out);
   }
 
   std::optional<std::string> read_system_string(SysStrFn fn) {
     if (fn == nullptr) return std::nullopt;
     std::array<char, kNameLen> buf{};
-    Call c = guarded(kGlobalKey, [fn](std::array<char, kNameLen>& b) { return fn(b.data(), kNameLen); }, buf);
+    Call c = guarded(
+        kGlobalKey, [fn](std::array<char, kNameLen>& b) { return fn(b.data(), kNameLen); }, buf);
     if (!c.ok()) return std::nullopt;
     return std::string(buf.data(), strnlen(buf.data(), buf.size()));
   }
 
   /// Memory through nvmlDeviceGetMemoryInfo_v2 (version-stamped struct), else v1.
-  bool read_memory(Ctx& ctx, Device h, std::optional<std::uint64_t>* total, std::optional<std::uint64_t>* used) {
+  bool read_memory(Ctx& ctx, Device h, std::optional<std::uint64_t>* total,
+                   std::optional<std::uint64_t>* used) {
     if (s_.mem_v2 != nullptr) {
       MemoryV2 m{};
       m.version = kMemoryV2Version;
@@ -376,9 +396,9 @@ class NvmlBackend final : public GpuBackend {
     const std::size_t stride = process_stride(s_.proc_api);
     ProcBuf buf;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      Call c = guarded(static_cast<int>(ctx.index), [fn, h](ProcBuf& b) {
-        return fn(h, &b.count, b.bytes.empty() ? nullptr : b.bytes.data());
-      }, buf);
+      Call c = guarded(
+          static_cast<int>(ctx.index),
+          [fn, h](ProcBuf& b) { return fn(h, &b.count, b.bytes.empty() ? nullptr : b.bytes.data()); }, buf);
       if (!ctx.check(c, name, this)) return false;
       if (c.kind == Call::done && c.rc == kErrorInsufficientSize) {
         buf.count = buf.count * 2 + 5;  // processes come and go between the two calls
@@ -386,7 +406,8 @@ class NvmlBackend final : public GpuBackend {
         continue;
       }
       if (!c.ok()) return true;
-      for (std::size_t i = 0; i < buf.count; ++i) out.push_back(read_process_entry(buf.bytes.data(), stride, i));
+      for (std::size_t i = 0; i < buf.count; ++i)
+        out.push_back(read_process_entry(buf.bytes.data(), stride, i));
       return true;
     }
     return true;
@@ -401,13 +422,16 @@ class NvmlBackend final : public GpuBackend {
     DetailBuf buf;
     for (int attempt = 0; attempt < 3; ++attempt) {
       auto fn = s_.detail;
-      Call c = guarded(static_cast<int>(ctx.index), [fn, h, mode](DetailBuf& b) {
-        b.list.version = kProcessDetailListV1Version;
-        b.list.mode = mode;
-        b.list.num_proc_array_entries = static_cast<unsigned>(b.entries.size());
-        b.list.proc_array = b.entries.empty() ? nullptr : b.entries.data();
-        return fn(h, &b.list);
-      }, buf);
+      Call c = guarded(
+          static_cast<int>(ctx.index),
+          [fn, h, mode](DetailBuf& b) {
+            b.list.version = kProcessDetailListV1Version;
+            b.list.mode = mode;
+            b.list.num_proc_array_entries = static_cast<unsigned>(b.entries.size());
+            b.list.proc_array = b.entries.empty() ? nullptr : b.entries.data();
+            return fn(h, &b.list);
+          },
+          buf);
       if (!ctx.check(c, "nvmlDeviceGetRunningProcessDetailList", this)) return false;
       if (c.kind == Call::done && c.rc == kErrorInsufficientSize) {
         buf.entries.assign(buf.list.num_proc_array_entries * 2 + 5, ProcessDetailV1{});
@@ -456,12 +480,16 @@ class NvmlBackend final : public GpuBackend {
     const unsigned long long since = d.last_seen_us;
     UtilBuf buf;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      Call c = guarded(static_cast<int>(ctx.index), [fn, h, since](UtilBuf& b) {
-        return fn(h, b.samples.empty() ? nullptr : b.samples.data(), &b.count, since);
-      }, buf);
+      Call c = guarded(
+          static_cast<int>(ctx.index),
+          [fn, h, since](UtilBuf& b) {
+            return fn(h, b.samples.empty() ? nullptr : b.samples.data(), &b.count, since);
+          },
+          buf);
       if (!ctx.check(c, "nvmlDeviceGetProcessUtilization", this)) return false;
       // Sizing call: some drivers answer INSUFFICIENT_SIZE, others SUCCESS with the count.
-      if (c.kind == Call::done && (c.rc == kErrorInsufficientSize || (c.rc == kSuccess && buf.samples.empty() && buf.count > 0))) {
+      if (c.kind == Call::done &&
+          (c.rc == kErrorInsufficientSize || (c.rc == kSuccess && buf.samples.empty() && buf.count > 0))) {
         buf.count = buf.count * 2 + 5;
         buf.samples.assign(buf.count, ProcessUtilizationSample{});
         continue;
@@ -518,7 +546,8 @@ class NvmlBackend final : public GpuBackend {
 
     Device h = nullptr;
     if (!ctx.check(get_handle(index, h), "nvmlDeviceGetHandleByIndex", this) || !ctx.last_ok) {
-      cap.notes.push_back("device handle: " + (scratch.error.empty() ? std::string("unavailable") : scratch.error));
+      cap.notes.push_back("device handle: " +
+                          (scratch.error.empty() ? std::string("unavailable") : scratch.error));
       return;
     }
     dev.handle = h;
@@ -538,7 +567,10 @@ class NvmlBackend final : public GpuBackend {
     if (stop(c, "nvmlDeviceGetPciInfo_v3")) return;
     if (c.ok()) inf.pci_bus_id.assign(pci.bus_id, strnlen(pci.bus_id, sizeof(pci.bus_id)));
     std::optional<std::uint64_t> total, used;
-    if (!read_memory(ctx, h, &total, &used)) { cap.notes.push_back(scratch.error); return; }
+    if (!read_memory(ctx, h, &total, &used)) {
+      cap.notes.push_back(scratch.error);
+      return;
+    }
     inf.memory_total_bytes = total;
     cap.memory = used.has_value();
     unsigned limit = 0;
@@ -580,7 +612,9 @@ class NvmlBackend final : public GpuBackend {
     if (s_.mig_mode != nullptr) {
       auto fn = s_.mig_mode;
       std::pair<unsigned, unsigned> modes{0, 0};
-      c = guarded(static_cast<int>(index), [fn, h](std::pair<unsigned, unsigned>& m) { return fn(h, &m.first, &m.second); }, modes);
+      c = guarded(
+          static_cast<int>(index),
+          [fn, h](std::pair<unsigned, unsigned>& m) { return fn(h, &m.first, &m.second); }, modes);
       if (stop(c, "nvmlDeviceGetMigMode")) return;
       if (c.ok()) {
         current = modes.first;
@@ -594,7 +628,10 @@ class NvmlBackend final : public GpuBackend {
     if (s_.proc_api != ProcessApi::none) {
       std::vector<ProcessSample> procs;
       std::string before = scratch.error;
-      if (!read_processes(ctx, h, procs)) { cap.notes.push_back(scratch.error); return; }
+      if (!read_processes(ctx, h, procs)) {
+        cap.notes.push_back(scratch.error);
+        return;
+      }
       cap.processes = scratch.error == before;
       if (!cap.processes) cap.notes.push_back("processes: " + scratch.error);
     } else {
@@ -606,10 +643,12 @@ class NvmlBackend final : public GpuBackend {
       } else {
         auto fn = s_.proc_util;
         UtilBuf buf;
-        c = guarded(static_cast<int>(index), [fn, h](UtilBuf& b) { return fn(h, nullptr, &b.count, 0); }, buf);
+        c = guarded(
+            static_cast<int>(index), [fn, h](UtilBuf& b) { return fn(h, nullptr, &b.count, 0); }, buf);
         if (stop(c, "nvmlDeviceGetProcessUtilization")) return;
-        cap.process_utilization = c.kind == Call::done &&
-                                  (c.rc == kSuccess || c.rc == kErrorInsufficientSize || c.rc == kErrorNotFound);
+        cap.process_utilization =
+            c.kind == Call::done &&
+            (c.rc == kSuccess || c.rc == kErrorInsufficientSize || c.rc == kErrorNotFound);
         note_failure(cap, "process utilization (nvmlDeviceGetProcessUtilization)", c);
       }
     } else {
@@ -633,16 +672,21 @@ class NvmlBackend final : public GpuBackend {
         GpuInstanceProfileInfo pi{};
         c = call_arg(ctx.index, s_.gi_profile, dev.handle, p, pi);
         // Profiles the board lacks answer NOT_SUPPORTED or INVALID_ARGUMENT: expected, not an error.
-        if ((c.kind != Call::done || c.lost()) && !ctx.check(c, "nvmlDeviceGetGpuInstanceProfileInfo", this)) return;
-        if (c.ok() && pi.slice_count > 0 && pi.slice_count > board_slices.value_or(0)) board_slices = pi.slice_count;
+        if ((c.kind != Call::done || c.lost()) && !ctx.check(c, "nvmlDeviceGetGpuInstanceProfileInfo", this))
+          return;
+        if (c.ok() && pi.slice_count > 0 && pi.slice_count > board_slices.value_or(0))
+          board_slices = pi.slice_count;
       }
     }
-    if (!board_slices) cap.notes.push_back("MIG: board slice count unknown (nvmlDeviceGetGpuInstanceProfileInfo); instances priced by memory");
+    if (!board_slices)
+      cap.notes.push_back(
+          "MIG: board slice count unknown (nvmlDeviceGetGpuInstanceProfileInfo); instances priced by memory");
     for (unsigned i = 0; i < max; ++i) {
       auto fn = s_.mig_handle;
       Device parent = dev.handle;
       Device mh = nullptr;
-      c = guarded(static_cast<int>(ctx.index), [fn, parent, i](Device& out) { return fn(parent, i, &out); }, mh);
+      c = guarded(
+          static_cast<int>(ctx.index), [fn, parent, i](Device& out) { return fn(parent, i, &out); }, mh);
       if (!ctx.check(c, "nvmlDeviceGetMigDeviceHandleByIndex", this)) return;
       if (!c.ok()) continue;  // NOT_FOUND: no instance in this slot
       if (dev.mig_handles.size() <= i) dev.mig_handles.resize(i + 1, nullptr);
@@ -689,7 +733,8 @@ Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options) 
   std::vector<std::string> missing;
   if (syms.init == nullptr) missing.emplace_back("nvmlInit_v2/nvmlInit");
   if (syms.count == nullptr) missing.emplace_back("nvmlDeviceGetCount_v2/nvmlDeviceGetCount");
-  if (syms.handle == nullptr) missing.emplace_back("nvmlDeviceGetHandleByIndex_v2/nvmlDeviceGetHandleByIndex");
+  if (syms.handle == nullptr)
+    missing.emplace_back("nvmlDeviceGetHandleByIndex_v2/nvmlDeviceGetHandleByIndex");
   if (!missing.empty()) {
     std::string names;
     for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
