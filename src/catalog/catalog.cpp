@@ -179,19 +179,20 @@ Result<std::vector<Pue>> load_pue(std::string_view text, std::string_view origin
   return out;
 }
 
-struct NvmlName {
+struct DeviceName {
+  std::string vendor;
   std::string pattern;
   std::string gpu;
 };
 
-const std::vector<NvmlName>& nvml_names() {
-  static const std::vector<NvmlName> names = [] {
-    std::vector<NvmlName> out;
-    auto text = embedded_file("nvml_names.csv");
+const std::vector<DeviceName>& device_names() {
+  static const std::vector<DeviceName> names = [] {
+    std::vector<DeviceName> out;
+    auto text = embedded_file("device_names.csv");
     if (!text) return out;
-    auto t = parse_csv(*text, "nvml_names.csv");
+    auto t = parse_csv(*text, "device_names.csv");
     if (!t) return out;
-    for (const auto& r : t->rows) out.push_back({to_lower(r.fields[0]), r.fields[1]});
+    for (const auto& r : t->rows) out.push_back({to_lower(r.fields[0]), to_lower(r.fields[1]), r.fields[2]});
     return out;
   }();
   return names;
@@ -339,10 +340,11 @@ const GpuSpec* Catalog::find_gpu(std::string_view name) const {
   return nullptr;
 }
 
-const GpuSpec* Catalog::gpu_for_nvml_name(std::string_view nvml_name) const {
-  const std::string lname = to_lower(nvml_name);
-  for (const auto& n : nvml_names())
-    if (lname.find(n.pattern) != std::string::npos) {
+const GpuSpec* Catalog::gpu_for_device_name(std::string_view device_name, std::string_view vendor) const {
+  const std::string lname = to_lower(device_name);
+  const std::string lvendor = to_lower(vendor);
+  for (const auto& n : device_names())
+    if ((lvendor.empty() || n.vendor == lvendor) && lname.find(n.pattern) != std::string::npos) {
       for (const auto& g : gpus_)
         if (g.id == n.gpu) return &g;
       return nullptr;

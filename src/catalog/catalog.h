@@ -111,8 +111,9 @@ class Catalog {
 
   /// GPU by catalog id or a loose user spelling ("h100", "H100-SXM", "a100-80gb"); nullptr if unknown.
   const GpuSpec* find_gpu(std::string_view name) const;
-  /// Maps an NVML device name ("NVIDIA H100 80GB HBM3") to a catalog GPU; nullptr if unknown.
-  const GpuSpec* gpu_for_nvml_name(std::string_view nvml_name) const;
+  /// Maps a device name as the vendor's library reports it ("NVIDIA H100 80GB HBM3") to a catalog GPU through
+  /// the per-vendor table (data/device_names.csv); `vendor` "" searches every vendor; nullptr if unknown.
+  const GpuSpec* gpu_for_device_name(std::string_view device_name, std::string_view vendor = {}) const;
   /// Close catalog GPU names for an unknown one (for "did you mean").
   std::string suggest_gpu(std::string_view name) const;
   /// Offer by "provider:instance" (region optional: "provider:instance@region"); cheapest region if none.

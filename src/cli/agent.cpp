@@ -16,25 +16,16 @@
 namespace gm::cli {
 
 Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
-  auto catalog = load_catalog(pricing.catalog_override);
-  if (!catalog) return catalog.error();
-  DmiInstanceDetector dmi;
+  auto context = PricingContext::open(pricing, std::make_unique<DmiInstanceDetector>());
+  if (!context) return context.error();
   std::vector<std::optional<PriceQuote>> prices;
   for (const auto& d : backend.devices()) {
-    auto q = resolve_price(pricing, *catalog, d.name, &dmi);
-    if (!q) {
-      // An explicit price that does not resolve is an error; an unknown GPU model just has no price.
-      if (pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path) {
-        Error e = q.error();
-        e.kind = ErrorKind::usage;
-        return e;
-      }
+    auto price = context->price_for(d.name);
+    if (!price) return price.error();
+    if (!price->quote)
       std::fprintf(stderr, "gpumeter agent: GPU %u (%s): no price known (%s); cost series omitted\n", d.index,
-                   d.name.c_str(), q.error().message.c_str());
-      prices.emplace_back(std::nullopt);
-    } else {
-      prices.emplace_back(*q);
-    }
+                   d.name.c_str(), price->unpriced_reason.c_str());
+    prices.push_back(price->quote);
   }
   return prices;
 }

@@ -211,8 +211,8 @@ int cmd_demo(int argc, char** argv) {
                        : "no GPU here, so this is a SIMULATED H100 (fake NVML library + bundled scenario)");
 
   // The budget is set to about 20 s of this GPU at its price, so the long workload trips the forecast stop.
-  auto catalog = Catalog::builtin();
-  if (!catalog) return fail("demo", catalog.error());
+  auto prices = PricingContext::open({}, std::make_unique<DmiInstanceDetector>());
+  if (!prices) return fail("demo", prices.error());
   auto backend = open_gpu_backend();
   if (!backend) return fail("demo", backend.error());
   std::optional<std::string> gpu_name;
@@ -220,13 +220,14 @@ int cmd_demo(int argc, char** argv) {
   const auto n_gpus = std::max<std::size_t>(1, (*backend)->devices().size());
   backend->reset();
   RunFlags f;
-  DmiInstanceDetector dmi;
-  auto price = resolve_price(f.pricing, *catalog, gpu_name, &dmi);
-  if (!price) {
+  auto price = prices->price_for(gpu_name);
+  if (!price) return fail("demo", price.error());
+  if (!price->quote) {
     f.pricing.price_usd_per_gpu_hour = 4.0;  // no catalog price for this GPU: say so and use a round figure
     std::printf("%sno catalog price for this GPU; the demo uses --price 4\n", tag);
   }
-  const double usd_per_s = (price ? price->usd_per_gpu_hour() : 4.0) * static_cast<double>(n_gpus) / 3600.0;
+  const double usd_per_s =
+      (price->quote ? price->quote->usd_per_gpu_hour() : 4.0) * static_cast<double>(n_gpus) / 3600.0;
   f.budget_usd = usd_per_s * 20.0;
   f.forecast_stop = true;
   f.grace = "5s";
@@ -248,14 +249,16 @@ int cmd_demo(int argc, char** argv) {
       "\n== Where the money goes in a PyTorch profiler trace (bundled H100 sample: `gpumeter trace`) ==\n");
   std::fflush(stdout);
   {
+    // The bundled trace was recorded on an H100: price it as `gpumeter trace` would (no instance detection).
     std::optional<double> trace_price;
     std::string trace_source;
-    if (auto builtin = Catalog::builtin())
-      if (auto ref = builtin->reference_price("H100 SXM 80GB")) {
-        trace_price = ref->usd_per_gpu_hour;
-        trace_source = fmt::format("catalog reference: median on-demand $/GPU-h of {} H100 SXM 80GB offers",
-                                   ref->offers);
-      }
+    auto trace_prices = PricingContext::open({}, nullptr);
+    if (!trace_prices) return fail("demo", trace_prices.error());
+    auto h100 = trace_prices->price_for(std::string("NVIDIA H100 80GB HBM3"));
+    if (h100 && h100->quote) {
+      trace_price = h100->quote->usd_per_gpu_hour();
+      trace_source = h100->quote->source;
+    }
     trace_demo_section(trace_price, trace_source);
   }
   std::printf("\n== Before renting: will it fit, where, how long, how much (`gpumeter plan`) ==\n");

@@ -5,16 +5,8 @@
 
 namespace gm::cli {
 
-Result<GpuView> build_gpu_view(GpuBackend& backend, const PricingOptions& pricing) {
+Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices) {
   GpuView view;
-  auto catalog = Catalog::builtin();
-  if (!catalog) {
-    view.pricing_error = catalog.error().message;
-  } else if (pricing.catalog_override) {
-    auto merged = catalog->merge_offers_file(*pricing.catalog_override);
-    if (!merged) return merged.error();
-  }
-  DmiInstanceDetector detector;
   ProcReader procs;
   for (const DeviceInfo& info : backend.devices()) {
     DeviceView v;
@@ -28,21 +20,20 @@ Result<GpuView> build_gpu_view(GpuBackend& backend, const PricingOptions& pricin
       if (auto pi = procs.read(p.pid)) pv.name = pi->comm;
       v.processes.push_back(std::move(pv));
     }
-    if (catalog) {
-      std::optional<std::string> nvml_name;
-      if (!info.name.empty()) nvml_name = info.name;
-      if (nvml_name) {
-        if (const GpuSpec* spec = catalog->gpu_for_nvml_name(*nvml_name)) v.catalog_gpu = spec->id;
-      }
-      auto quote = resolve_price(pricing, *catalog, nvml_name, &detector);
-      if (!quote) {
-        // A bad --offer or --config is the user's error; a GPU without a catalog price is just unpriced.
-        if (quote.error().kind == ErrorKind::usage || pricing.offer || pricing.config_path) return quote.error();
-        if (view.pricing_error.empty()) view.pricing_error = quote.error().message;
-      } else if (quote->origin != PriceOrigin::none) {
-        v.price_usd_per_hour = quote->usd_per_gpu_hour();
-        v.price_source = quote->source;
-      }
+    std::optional<std::string> device_name;
+    if (!info.name.empty()) device_name = info.name;
+    if (device_name) {
+      if (const GpuSpec* spec = prices.catalog().gpu_for_device_name(*device_name, backend.vendor()))
+        v.catalog_gpu = spec->id;
+    }
+    // A bad --offer or --config is the user's error; a GPU without a catalog price is just unpriced.
+    auto price = prices.price_for(device_name);
+    if (!price) return price.error();
+    if (!price->quote) {
+      if (view.pricing_error.empty()) view.pricing_error = price->unpriced_reason;
+    } else if (price->quote->origin != PriceOrigin::none) {
+      v.price_usd_per_hour = price->quote->usd_per_gpu_hour();
+      v.price_source = price->quote->source;
     }
     view.devices.push_back(std::move(v));
   }

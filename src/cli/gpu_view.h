@@ -35,6 +35,6 @@ struct GpuView {
 
 /// Samples every device of `backend` once and resolves catalog GPU and price. Errors only for bad
 /// pricing flags (usage / not_found).
-Result<GpuView> build_gpu_view(GpuBackend& backend, const PricingOptions& pricing);
+Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices);
 
 }  // namespace gm::cli

@@ -121,7 +121,9 @@ int cmd_gpus(int argc, char** argv) {
 
   auto backend = open_gpu_backend();
   if (!backend) return fail("gpus", backend.error());
-  auto view = build_gpu_view(**backend, pricing);
+  auto prices = PricingContext::open(pricing, std::make_unique<DmiInstanceDetector>());
+  if (!prices) return fail("gpus", prices.error());
+  auto view = build_gpu_view(**backend, *prices);
   if (!view) return fail("gpus", view.error());
   if (as_json) {
     json root;

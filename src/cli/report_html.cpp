@@ -55,7 +55,7 @@ int run_html_report(int argc, char** argv) {
   const GpuSpec* gpu = nullptr;
   if (catalog) {
     gpu = catalog->find_gpu(run->gpu_model);
-    if (!gpu) gpu = catalog->gpu_for_nvml_name(run->gpu_model);
+    if (!gpu) gpu = catalog->gpu_for_device_name(run->gpu_model);
   }
   auto input = load_run_html_input(**ledger, *run, options, gpu);
   if (!input) return fail("report", input.error());

@@ -158,8 +158,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   else
     return usage("--stop-to '" + f.stop_to + "': expected main or group");
 
-  auto catalog = load_catalog(f.pricing.catalog_override);
-  if (!catalog) return fail("run", catalog.error());
+  auto prices = PricingContext::open(f.pricing, std::make_unique<DmiInstanceDetector>());
+  if (!prices) return fail("run", prices.error());
   // Without a GPU library (a laptop, a CI runner) the job still runs: wall time × price, or time only.
   auto backend = open_gpu_backend();
   if (!backend && backend.error().kind != ErrorKind::no_gpu_library) return fail("run", backend.error());
@@ -174,14 +174,12 @@ int execute_run(const RunFlags& f, bool simulated) {
     for (const auto& d : (*backend)->devices())
       if (!cfg.allocated.empty() && d.index == cfg.allocated.front()) gpu_name = d.name;
   }
-  DmiInstanceDetector dmi;
-  auto price = resolve_price(f.pricing, *catalog, gpu_name, &dmi);
-  if (price) {
-    cfg.price = *price;
-  } else if (f.pricing.offer || f.pricing.price_usd_per_gpu_hour || cfg.telemetry) {
-    Error e = price.error();
-    if (f.pricing.offer || f.pricing.price_usd_per_gpu_hour) e.kind = ErrorKind::usage;
-    return fail("run", e);
+  auto price = prices->price_for(gpu_name);
+  if (!price) return fail("run", price.error());
+  if (price->quote) {
+    cfg.price = *price->quote;
+  } else if (cfg.telemetry) {
+    return fail("run", make_error(ErrorKind::not_found, price->unpriced_reason));
   }
 
   std::string command;
@@ -190,7 +188,7 @@ int execute_run(const RunFlags& f, bool simulated) {
   cfg.run.user = user_name(static_cast<std::uint32_t>(getuid()));
   cfg.run.host = host_name();
   if (gpu_name) {
-    const GpuSpec* spec = catalog->gpu_for_nvml_name(*gpu_name);
+    const GpuSpec* spec = prices->gpu_for(*gpu_name, (*backend)->vendor());
     cfg.run.gpu_model = spec ? spec->id : *gpu_name;
   }
   cfg.run.total_steps = f.total_steps;
@@ -212,8 +210,8 @@ int execute_run(const RunFlags& f, bool simulated) {
   }
 
   PosixProcessRunner runner;
-  auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.get(), &*catalog, system_clock(),
-                             runner, sink);
+  auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.get(), &prices->catalog(),
+                             system_clock(), runner, sink);
   sink.stop();
   if (!outcome) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());

@@ -75,17 +75,15 @@ int cmd_trace(int argc, char** argv) {
   for (const auto& f : *result)
     for (const auto& d : f.devices)
       if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
-  const bool explicit_price = pricing.price_usd_per_gpu_hour || pricing.offer || pricing.config_path;
-  auto catalog = load_catalog(pricing.catalog_override);
-  if (!catalog) return fail("trace", catalog.error());
-  auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
-  if (quote) {
-    ro.price_usd_per_gpu_hour = quote->usd_per_gpu_hour();
-    ro.price_source = quote->source;
-  } else if (explicit_price || quote.error().kind == ErrorKind::usage) {
-    return fail("trace", quote.error());
+  auto prices = PricingContext::open(pricing, nullptr);
+  if (!prices) return fail("trace", prices.error());
+  auto price = prices->price_for(gpu_name);
+  if (!price) return fail("trace", price.error());
+  if (price->quote) {
+    ro.price_usd_per_gpu_hour = price->quote->usd_per_gpu_hour();
+    ro.price_source = price->quote->source;
   } else if (!json && !csv) {
-    std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", quote.error().message.c_str());
+    std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", price->unpriced_reason.c_str());
   }
 
   if (html) {

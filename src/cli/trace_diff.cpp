@@ -131,14 +131,13 @@ int cmd_trace_diff(int argc, char** argv) {
       if (!gpu_name && dev.gpu_name) gpu_name = dev.gpu_name;
   std::optional<double> price;
   std::string price_source;
-  auto catalog = load_catalog(pricing.catalog_override);
-  if (!catalog) return fail("trace diff", catalog.error());
-  auto quote = resolve_price(pricing, *catalog, gpu_name, nullptr);
-  if (quote) {
-    price = quote->usd_per_gpu_hour();
-    price_source = quote->source;
-  } else if (pricing.price_usd_per_gpu_hour || pricing.offer || quote.error().kind == ErrorKind::usage) {
-    return fail("trace diff", quote.error());
+  auto prices = PricingContext::open(pricing, nullptr);
+  if (!prices) return fail("trace diff", prices.error());
+  auto device_price = prices->price_for(gpu_name);
+  if (!device_price) return fail("trace diff", device_price.error());
+  if (device_price->quote) {
+    price = device_price->quote->usd_per_gpu_hour();
+    price_source = device_price->quote->source;
   }
   const bool show_kernels = by.empty() || std::find(by.begin(), by.end(), "kernel") != by.end();
   const bool show_ops = by.empty() || std::find(by.begin(), by.end(), "op") != by.end();

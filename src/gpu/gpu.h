@@ -95,6 +95,8 @@ struct DeviceSample {
 class GpuBackend {
  public:
   virtual ~GpuBackend() = default;
+  /// The vendor whose library this backend reads ("nvidia"), the key of the catalog's device-name table.
+  virtual std::string vendor() const = 0;
   /// Driver version string ("580.95.05"), if known.
   virtual std::optional<std::string> driver_version() const = 0;
   /// Version of the vendor's management library (NVML for NVIDIA), if known.
@@ -133,6 +135,7 @@ Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options =
 /// An in-memory backend for unit tests: devices and samples are set directly.
 class StaticGpuBackend final : public GpuBackend {
  public:
+  std::string vendor() const override { return vendor_name; }
   std::optional<std::string> driver_version() const override { return driver; }
   std::optional<std::string> library_version() const override { return std::nullopt; }
   const std::vector<DeviceInfo>& devices() const override { return infos; }
@@ -140,6 +143,7 @@ class StaticGpuBackend final : public GpuBackend {
   DeviceSample sample(unsigned index) override { return samples.at(index); }
   std::string origin() const override { return "static (test)"; }
 
+  std::string vendor_name = "nvidia";
   std::optional<std::string> driver = "test";
   std::vector<DeviceInfo> infos;
   std::vector<Capabilities> caps;

@@ -185,6 +185,7 @@ class NvmlBackend final : public GpuBackend {
     return ok_result();
   }
 
+  std::string vendor() const override { return "nvidia"; }
   std::optional<std::string> driver_version() const override { return driver_; }
   std::optional<std::string> library_version() const override { return nvml_version_; }
   const std::vector<DeviceInfo>& devices() const override { return infos_; }

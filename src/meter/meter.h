@@ -2,6 +2,8 @@
 // The meter: price resolution (DESIGN §3 order, source kept), billing rules, exact per-interval cost
 // integration in micro-dollars, shared-device attribution, energy and carbon.
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +67,37 @@ std::optional<std::string> default_config_path();
 Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,
                                  const std::optional<std::string>& nvml_gpu_name,
                                  const InstanceDetector* detector);
+
+/// A device's price, or why it has none.
+struct DevicePrice {
+  std::optional<PriceQuote> quote;  ///< nullopt: the GPU has no known price
+  std::string unpriced_reason;      ///< why, when quote is nullopt
+};
+
+/// The pricing of one command (run, agent, gpus, top, trace, demo): the catalog with the --catalog override
+/// merged, the instance detector and the user's pricing options; each device name is resolved once.
+class PricingContext {
+ public:
+  /// Loads the catalog; `detector` null = no instance detection (trace files come from elsewhere).
+  static Result<PricingContext> open(PricingOptions options, std::unique_ptr<InstanceDetector> detector);
+  /// The price for a device named `device_name` (nullopt: no device). An error (usage) only when an explicit
+  /// price (--price, --offer, --config) or a config file cannot be resolved: that is the user's mistake; a
+  /// GPU the catalog cannot price is data (DevicePrice::unpriced_reason).
+  Result<DevicePrice> price_for(const std::optional<std::string>& device_name);
+  /// The catalog GPU of a device name (per-vendor table, then loose spelling); nullptr if unknown.
+  const GpuSpec* gpu_for(std::string_view device_name, std::string_view vendor = {}) const;
+  /// True when the user named a price (--price, --offer or --config).
+  bool explicit_price() const;
+  /// The catalog, with the --catalog override merged.
+  const Catalog& catalog() const { return catalog_; }
+
+ private:
+  PricingContext(Catalog catalog, PricingOptions options, std::unique_ptr<InstanceDetector> detector);
+  Catalog catalog_;
+  PricingOptions options_;
+  std::unique_ptr<InstanceDetector> detector_;
+  std::map<std::string, DevicePrice> cache_;  ///< by device name ("" for none)
+};
 
 // ---- billing and cost integration ------------------------------------------------------------
 

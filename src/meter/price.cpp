@@ -163,7 +163,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
   }
 
   if (nvml_gpu_name) {
-    const GpuSpec* g = catalog.gpu_for_nvml_name(*nvml_gpu_name);
+    const GpuSpec* g = catalog.gpu_for_device_name(*nvml_gpu_name);
     if (!g) g = catalog.find_gpu(*nvml_gpu_name);
     if (g) {
       if (auto ref = catalog.reference_price(g->id)) {

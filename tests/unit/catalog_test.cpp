@@ -42,11 +42,11 @@ TEST(CatalogTest, NvmlNamesMapToCatalogGpus) {
       {"NVIDIA L40S", "L40S 48GB"},                {"NVIDIA GeForce RTX 4090", "RTX 4090 24GB"},
   };
   for (auto [nvml, id] : cases) {
-    const GpuSpec* g = cat().gpu_for_nvml_name(nvml);
+    const GpuSpec* g = cat().gpu_for_device_name(nvml);
     ASSERT_NE(g, nullptr) << nvml;
     EXPECT_EQ(g->id, id) << nvml;
   }
-  EXPECT_EQ(cat().gpu_for_nvml_name("Some Future GPU"), nullptr);
+  EXPECT_EQ(cat().gpu_for_device_name("Some Future GPU"), nullptr);
 }
 
 TEST(CatalogTest, LooseGpuSpellings) {
@@ -139,6 +139,16 @@ TEST(CatalogTest, OverrideFileMergesAndReportsBadLines) {
   auto r = c.merge_offers_file(bad);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("bad.csv:3"), std::string::npos) << r.error().message;
+}
+
+TEST(CatalogDeviceNames, VendorTableIsConsulted) {
+  const GpuSpec* h100 = cat().gpu_for_device_name("NVIDIA H100 80GB HBM3", "nvidia");
+  ASSERT_NE(h100, nullptr);
+  EXPECT_EQ(h100->id, "H100 SXM 80GB");
+  // A name is only matched within its vendor's table; "" searches all of them.
+  EXPECT_EQ(cat().gpu_for_device_name("AMD Instinct MI300X", "nvidia"), nullptr);
+  ASSERT_NE(cat().gpu_for_device_name("AMD Instinct MI300X", "amd"), nullptr);
+  EXPECT_EQ(cat().gpu_for_device_name("AMD Instinct MI300X")->id, "MI300X 192GB");
 }
 
 }  // namespace

@@ -117,6 +117,45 @@ TEST(MeterTest, DetectedInstanceFromDmi) {
   EXPECT_FALSE(DmiInstanceDetector(gcp.path()).instance_type().has_value());
 }
 
+TEST(MeterTest, PricingContextSeparatesUserMistakesFromUnpricedGpus) {
+  test::TempDir dir;
+  dir.write("class/dmi/id/sys_vendor", "Amazon EC2\n");
+  dir.write("class/dmi/id/product_name", "p4d.24xlarge\n");
+  PricingOptions none;
+  none.config_path = dir.write("empty.toml", "");
+  auto ctx = PricingContext::open(none, std::make_unique<DmiInstanceDetector>(dir.path()));
+  ASSERT_TRUE(ctx.ok()) << ctx.error().message;
+  auto a100 = ctx->price_for(std::string("NVIDIA A100-SXM4-40GB"));
+  ASSERT_TRUE(a100.ok());
+  ASSERT_TRUE(a100->quote.has_value());
+  EXPECT_EQ(a100->quote->origin, PriceOrigin::detected_instance);
+  EXPECT_EQ(ctx->gpu_for("NVIDIA A100-SXM4-40GB", "nvidia")->id, "A100 SXM 40GB");
+
+  // Without a detector and without a catalog price: data, not an error.
+  auto bare = PricingContext::open({}, nullptr);
+  ASSERT_TRUE(bare.ok());
+  auto unknown = bare->price_for(std::string("Some Future GPU"));
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_FALSE(unknown->quote.has_value());
+  EXPECT_FALSE(unknown->unpriced_reason.empty());
+
+  // An explicit offer that does not resolve is the user's mistake.
+  PricingOptions bad;
+  bad.offer = "nosuchcloud:nosuchinstance";
+  auto wrong = PricingContext::open(bad, nullptr);
+  ASSERT_TRUE(wrong.ok());
+  auto e = wrong->price_for(std::string("NVIDIA A100-SXM4-40GB"));
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().kind, ErrorKind::usage);
+
+  // A --catalog file that does not exist fails at open, naming the file.
+  PricingOptions missing;
+  missing.catalog_override = dir.path() + "/nope.csv";
+  auto m = PricingContext::open(missing, nullptr);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message.find("nope.csv"), std::string::npos) << m.error().message;
+}
+
 TEST(MeterTest, AttributionInvariantHoldsOnRandomScenarios) {
   std::mt19937_64 rng(12345);
   for (int iter = 0; iter < 5000; ++iter) {
