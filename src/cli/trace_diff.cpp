@@ -2,12 +2,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "meter/meter.h"
+#include "report/html.h"
 #include "trace/trace.h"
 #include "util/exit_codes.h"
 #include "util/json.h"
@@ -86,6 +90,7 @@ int cmd_trace_diff(int argc, char** argv) {
   std::vector<std::string> by;
   std::size_t top = 10;
   bool json = false;
+  std::optional<std::string> html;
   app.add_option("BASE", base_path, "the baseline: a trace file or a run folder")->required();
   app.add_option("NEW", new_path, "the candidate: a trace file or a run folder")->required();
   add_pricing_flags(app, pricing);
@@ -101,6 +106,7 @@ int cmd_trace_diff(int argc, char** argv) {
   app.add_option("--top", top, "rows per breakdown in the terminal report (default 10)")
       ->check(positive_number());
   app.add_flag("--json", json, "JSON verdict for CI");
+  app.add_option("--html", html, "also write the comparison as a self-contained HTML page to FILE");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   trace::DiffOptions options;
   {
@@ -138,6 +144,17 @@ int cmd_trace_diff(int argc, char** argv) {
   if (device_price->quote) {
     price = device_price->quote->usd_per_gpu_hour();
     price_source = device_price->quote->source;
+  }
+  if (html) {
+    TraceDiffHtmlInput page_input{
+        *d, base_path, new_path, price, price_source, options.max_increase, options.min_share};
+    auto page = render_trace_diff_html(page_input);
+    if (!page) return fail("trace diff", page.error());
+    std::ofstream out(*html, std::ios::binary | std::ios::trunc);
+    if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())
+      return fail("trace diff", make_error(ErrorKind::usage,
+                                           "--html: cannot write " + *html + ": " + std::strerror(errno)));
+    std::fprintf(stderr, "gpumeter trace diff: wrote %s\n", html->c_str());
   }
   const bool show_kernels = by.empty() || std::find(by.begin(), by.end(), "kernel") != by.end();
   const bool show_ops = by.empty() || std::find(by.begin(), by.end(), "op") != by.end();

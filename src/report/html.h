@@ -10,6 +10,7 @@
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "store/store.h"
+#include "trace/trace.h"
 #include "util/result.h"
 
 namespace gm {
@@ -36,5 +37,19 @@ Result<std::string> render_multi_html(const MultiReport& report);
 /// communication / memory / idle) and the top kernels and operators by cost. Error (naming the key or
 /// offset) when the text is not that JSON.
 Result<std::string> render_trace_html(std::string_view trace_json);
+
+/// What the trace diff page shows: the comparison and how it was priced and gated.
+struct TraceDiffHtmlInput {
+  trace::TraceDiff diff;
+  std::string base_path, new_path;
+  std::optional<double> price_usd_per_gpu_hour;  ///< nullopt: figures in time only
+  std::string price_source;
+  double max_increase = 0.05;  ///< the gate's threshold (fraction)
+  double min_share = 0.01;     ///< items under this share of busy time are not gated
+};
+
+/// The trace diff page (`gpumeter trace diff --html`): verdict and what failed the gate first, the per-step
+/// split by class of both runs, then sortable-by-eye tables of classes, kernels, operators and annotations.
+Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& input);
 
 }  // namespace gm

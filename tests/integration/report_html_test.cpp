@@ -325,6 +325,33 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
                       {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
 }
 
+TEST_F(ReportHtmlIntegrationTest, TraceDiffPageFromTheBinaryShowsTheVerdictAndWhatFailed) {
+  const std::string root = test::shared_dir() + "/traces/kineto_tb_plugin_samples/";
+  const std::string base = root + "resnet50_num_workers_0", now = root + "resnet50_num_workers_4";
+  test::TempDir dir;
+  const std::string pass_page = dir.path() + "/diff-pass.html";
+  auto pass = test::run_gpumeter({"trace", "diff", base, now, "--price", "3", "--html", pass_page});
+  ASSERT_EQ(pass.exit_code, 0) << pass.err;
+  const std::string page = test::read_file(pass_page);
+  EXPECT_NE(page.find("gpumeter trace diff: PASS"), std::string::npos);
+  expect_clean_render(dir, page, "trace-diff-pass.html",
+                      {{"classes-base", {"base"}}, {"classes-new", {"new"}}});
+
+  // A 1 % gate fails on the split-K GEMM whose time per step grew by 3.6 ms: the page says FAIL and names it.
+  const std::string fail_page = dir.path() + "/diff-fail.html";
+  auto fail = test::run_gpumeter(
+      {"trace", "diff", base, now, "--price", "3", "--max-cost-increase", "1%", "--html", fail_page});
+  ASSERT_EQ(fail.exit_code, 1) << fail.err << fail.out;
+  const std::string failed = test::read_file(fail_page);
+  EXPECT_NE(failed.find("gpumeter trace diff: FAIL"), std::string::npos);
+  EXPECT_NE(failed.find("FAIL: "), std::string::npos);
+  EXPECT_NE(failed.find("volta_scudnn_128x128_stridedB_splitK_medium_nn_v1"), std::string::npos);
+
+  auto bad = test::run_gpumeter({"trace", "diff", base, now, "--html", dir.path() + "/no/such/dir/x.html"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("x.html"), std::string::npos) << bad.err;
+}
+
 TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) {
   auto html = render_run_html(sample_run());
   ASSERT_TRUE(html.ok());
