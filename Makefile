@@ -4,7 +4,7 @@ SAN_BUILD  ?= build-san
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build san asan test test-unit test-asan fuzz bench accuracy demo format tidy clean
+.PHONY: all setup build san asan test test-unit test-asan fuzz soak bench accuracy demo format tidy clean
 
 all: build
 
@@ -52,6 +52,11 @@ test-asan: san
 FUZZ_SECONDS ?= 30
 fuzz: san
 	@scripts/fuzz.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(JOBS)
+
+# The agent soak for longer than the 60 s `make test` runs (AgentSoakIntegrationTest, docs/reliability.md).
+SOAK_SECONDS ?= 600
+soak: build
+	@cd $(BUILD) && GPUMETER_SOAK_SECONDS=$(SOAK_SECONDS) ./gpumeter_tests --gtest_filter='AgentSoakIntegrationTest.*'
 
 bench: build
 	@for b in $(BUILD)/bench_*; do [ -x $$b ] && $$b; done
