@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -407,6 +408,17 @@ struct Collector::EndpointState {
 std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port);
 /// The TCP port of an endpoint (from its URL; 80 / 443 by default).
 std::uint16_t endpoint_port(const InferenceEndpointSpec& spec);
+
+// ---- endpoint discovery (discovery.cpp) -----------------------------------------------------------
+
+/// TCP ports that processes in `pids` listen on (IPv4 and IPv6, from `proc_root`/net/tcp{,6} and their fd
+/// links), ascending.
+std::vector<std::uint16_t> listening_ports(const std::string& proc_root, const std::set<std::uint32_t>& pids);
+/// Probes http://HOST:PORT/metrics on each port in order, once, and returns the first endpoint whose answer
+/// parses as one of the known engines' expositions; nullopt when none does.
+std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
+                                                        const std::vector<std::uint16_t>& ports,
+                                                        std::int64_t timeout_ms);
 
 // ---- exposition ---------------------------------------------------------------------------------
 
