@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
@@ -105,6 +107,10 @@ class CounterDelta {
   double add(double value, bool restarted);
   /// Makes zero the previous value (a counter that appeared after the baseline counts from zero).
   void start_from_zero() { prev_ = 0; }
+  /// The previous value (nullopt before the first); kept in the state file.
+  std::optional<double> previous() const { return prev_; }
+  /// Continues from a previous value read before an agent restart (the state file).
+  void resume_from(double prev) { prev_ = prev; }
   /// Resets seen.
   unsigned resets() const { return resets_; }
 
@@ -379,6 +385,8 @@ class Collector {
   void book_inference(std::vector<ScrapeOutcome> outcomes, const std::map<std::string, MicroUsd>& owner_cost,
                       std::int64_t now_ns);
   void fill_inference(Snapshot& snap) const;
+  nlohmann::json inference_state_json() const;          // state.cpp
+  void load_inference_state(const nlohmann::json& j);  // state.cpp
   std::unique_ptr<InferenceScrapers> scrapers_;
   std::int64_t scrape_timeout_ms_ = 0;
   std::vector<std::unique_ptr<EndpointState>> endpoints_;
@@ -401,6 +409,11 @@ struct Collector::EndpointState {
   unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
   std::map<std::string, std::array<CounterDelta, 4>>
       deltas;  // per model: prompt, generated, cached, requests
+  // From the state file (state.cpp): the owner and counter values of the last run of the agent, resumed when
+  // the endpoint links to the same owner again, so tokens served across an agent restart count once.
+  std::optional<std::string> resume_owner_key;
+  std::optional<double> resume_start_time_s;
+  std::map<std::string, std::array<std::optional<double>, 4>> resume_prev;
 };
 
 /// PID of a process with a TCP socket listening on `port` (IPv4 or IPv6), from `proc_root`/net/tcp{,6} and

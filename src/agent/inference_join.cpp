@@ -63,6 +63,20 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
       e->deltas.clear();
       e->resets_seen = 0;
       e->start_time_s.reset();
+      if (e->resume_owner_key == e->owner->key()) {
+        // The same owner as before the agent restarted: continue from the counters saved then.
+        e->baselined = true;
+        e->start_time_s = e->resume_start_time_s;
+        for (const auto& [model, prev] : e->resume_prev)
+          for (std::size_t f = 0; f < 4; ++f)
+            if (prev[f]) e->deltas[model][f].resume_from(*prev[f]);
+        if (!pending_cost_.count(e->owner->key())) {
+          pending_cost_[e->owner->key()] = 0;
+          last_booked_ns_[e->owner->key()] = now_ns;
+        }
+      }
+      e->resume_owner_key.reset();
+      e->resume_prev.clear();
     }
     e->view.linked = e->owner.has_value();
   }

@@ -577,6 +577,52 @@ TEST(InferenceJoin, EngineRestartNeverYieldsNegativeOrDoubledTokens) {
       std::string::npos);
 }
 
+// The state file carries the serving counters and each endpoint's last engine counters across an agent
+// restart: what the engine served while the agent was down counts once (not lost as a new baseline, not
+// counted twice).
+TEST(InferenceJoin, AgentRestartWithStateFileNeitherLosesNorDoublesTokens) {
+  JoinFixture fx;
+  StandInEngine eng;
+  AgentOptions o = fx.options({eng.url() + ",owner=" + fx.a});
+  o.state_path = fx.dir.path() + "/state.json";
+  eng.set(vllm_text("llama", 1000, 500, 10, 0));
+  {
+    Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+    ASSERT_TRUE(c.load_state());
+    c.collect_once();  // baseline at 500 generated
+    eng.set(vllm_text("llama", 1100, 600, 11, 0));
+    fx.clock.advance_ns(1'000'000'000);
+    c.collect_once();  // +100, 750 µ$ (75 % of 1000 µ$/s)
+    ASSERT_TRUE(c.save_state());
+  }
+  eng.set(vllm_text("llama", 1300, 700, 14, 0));  // served while the agent was down
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+  ASSERT_TRUE(c.load_state());
+  {
+    const auto* m = find_model(c.snapshot(), fx.a, "llama");
+    ASSERT_TRUE(m) << "restored before the first scrape";
+    EXPECT_EQ(m->generated_tokens, 100);
+    EXPECT_EQ(m->cost, 750);
+  }
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();  // +100 since the save (first sample of this agent: no interval to charge yet)
+  eng.set(vllm_text("llama", 1400, 750, 15, 0));
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();  // +50
+  const Snapshot s = c.snapshot();
+  const auto* m = find_model(s, fx.a, "llama");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->generated_tokens, 250);
+  EXPECT_EQ(m->prompt_tokens, 400);
+  EXPECT_EQ(m->requests, 5);
+  EXPECT_EQ(m->cost, 1500);
+  EXPECT_EQ(s.endpoints.at(0).resets, 0u);
+  // A state file of an older agent (no "inference" key) still loads.
+  std::ofstream(o.state_path) << R"({"format": "gpumeter-agent-state", "version": 1, "devices": {}})";
+  Collector old(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+  EXPECT_TRUE(old.load_state());
+}
+
 // Down, slow and garbage endpoints are counted by reason, and never hold a collection past half an interval;
 // the cost of intervals without a good scrape is charged with the tokens of the next good one.
 TEST(InferenceJoin, DownSlowAndGarbageEndpointsAreCountedAndNeverStallTheInterval) {
