@@ -10,16 +10,16 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
@@ -144,9 +144,12 @@ class InferenceScrapers {
   /// nanoseconds since its epoch); an endpoint not done by then has error "deadline".
   std::vector<ScrapeOutcome> finish_round(std::int64_t deadline_ns);
   const std::vector<InferenceEndpointSpec>& specs() const { return specs_; }
+  /// Adds an endpoint (a discovered one), scraped from the next round on. Call between rounds.
+  void add(InferenceEndpointSpec spec);
 
  private:
   struct Worker;
+  void start_worker(Worker* w, InferenceEndpointSpec spec);
   std::vector<InferenceEndpointSpec> specs_;
   std::int64_t timeout_ms_;
   std::mutex mu_;
@@ -203,6 +206,9 @@ struct AgentOptions {
   std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
   std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
   std::string proc_root = "/proc";           ///< where listening sockets of engines are found
+  bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
+  std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
+  std::string kubelet_token_file;            ///< --kubelet-token-file
 };
 
 /// Counters of one owner on one device.
@@ -325,6 +331,8 @@ struct HeldShare {
 /// unallocated.
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info, const DeviceHolders& holders);
 
+class EndpointDiscovery;
+
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
@@ -388,6 +396,8 @@ class Collector {
   nlohmann::json inference_state_json() const;          // state.cpp
   void load_inference_state(const nlohmann::json& j);  // state.cpp
   std::unique_ptr<InferenceScrapers> scrapers_;
+  std::unique_ptr<EndpointDiscovery> discovery_;  // --inference-discover
+  void add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of);
   std::int64_t scrape_timeout_ms_ = 0;
   std::vector<std::unique_ptr<EndpointState>> endpoints_;
   std::map<std::string, MicroUsd> pending_cost_;        // linked owner key → cost not yet charged to models
@@ -432,6 +442,54 @@ std::vector<std::uint16_t> listening_ports(const std::string& proc_root, const s
 std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
                                                         const std::vector<std::uint16_t>& ports,
                                                         std::int64_t timeout_ms);
+
+/// A pod that announces a metrics endpoint with its annotations.
+struct PodScrapeTarget {
+  std::string owner;  ///< "namespace/name", the owner label of a pod
+  std::string url;    ///< scheme://podIP:port/path
+};
+
+/// Running pods with an IP and a `prometheus.io/port` annotation in a kubelet `/pods` PodList (JSON):
+/// `prometheus.io/path` (default /metrics) and `prometheus.io/scheme` (default http) complete the URL,
+/// `prometheus.io/scrape: "false"` skips the pod. Error (usage) naming `source` for text that is no PodList.
+Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
+                                                        const std::string& source);
+
+/// Discovery settings (`--inference-discover`).
+struct DiscoveryOptions {
+  std::string proc_root = "/proc";
+  std::string kubelet_pods_url;    ///< the kubelet's /pods endpoint; "" = no pod annotations
+  std::string kubelet_token_file;  ///< bearer token for the kubelet ("" = none)
+  std::int64_t timeout_ms = 2000;  ///< one probe's limit
+  std::int64_t kubelet_every_ms = 30'000;
+};
+
+/// Finds engine endpoints on a background thread (the collector never waits for a probe): the TCP ports the
+/// offered GPU processes listen on (in the agent's network namespace), each probed once at 127.0.0.1, and
+/// the pods the kubelet announces with prometheus.io annotations, each URL probed once. Endpoints whose
+/// /metrics parses as a known engine are handed out once by take_found().
+class EndpointDiscovery {
+ public:
+  explicit EndpointDiscovery(DiscoveryOptions options);
+  ~EndpointDiscovery();
+  EndpointDiscovery(const EndpointDiscovery&) = delete;
+  EndpointDiscovery& operator=(const EndpointDiscovery&) = delete;
+  /// The GPU processes of this interval.
+  void offer(std::set<std::uint32_t> gpu_pids);
+  /// Endpoints found since the last call.
+  std::vector<InferenceEndpointSpec> take_found();
+
+ private:
+  void loop();
+  DiscoveryOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool offered_ = false;
+  std::set<std::uint32_t> pids_;
+  std::vector<InferenceEndpointSpec> found_;
+  std::thread thread_;
+};
 
 // ---- exposition ---------------------------------------------------------------------------------
 

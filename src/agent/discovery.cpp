@@ -2,10 +2,13 @@
 // /proc/net/tcp{,6} and the processes' socket fds), probed once each for a /metrics that parses as one of
 // the known engines.
 #include <dirent.h>
+#include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "agent/agent.h"
@@ -71,6 +74,133 @@ std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
     if (scrape_endpoint(*spec, timeout_ms).reading) return *spec;
   }
   return std::nullopt;
+}
+
+Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
+                                                        const std::string& source) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array())
+    return make_error(ErrorKind::usage, source + ": not a kubelet PodList (JSON object with \"items\")");
+  std::vector<PodScrapeTarget> out;
+  auto text = [](const nlohmann::json& o, const char* key) -> std::string {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  for (const auto& pod : j["items"]) {
+    if (!pod.is_object()) continue;
+    const nlohmann::json meta = pod.value("metadata", nlohmann::json::object());
+    const nlohmann::json status = pod.value("status", nlohmann::json::object());
+    const nlohmann::json ann = meta.value("annotations", nlohmann::json::object());
+    const std::string port = text(ann, "prometheus.io/port"), ip = text(status, "podIP");
+    if (port.empty() || ip.empty() || text(status, "phase") != "Running") continue;
+    if (text(ann, "prometheus.io/scrape") == "false") continue;
+    unsigned p = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) continue;
+    std::string path = text(ann, "prometheus.io/path");
+    if (path.empty()) path = "/metrics";
+    if (path.front() != '/') path.insert(0, "/");
+    const std::string scheme = text(ann, "prometheus.io/scheme") == "https" ? "https" : "http";
+    const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+    const std::string ns = text(meta, "namespace"), name = text(meta, "name");
+    if (name.empty()) continue;
+    out.push_back(
+        {ns.empty() ? name : ns + "/" + name, scheme + "://" + host + ":" + std::to_string(p) + path});
+  }
+  return out;
+}
+
+namespace {
+
+/// GETs the kubelet's /pods (bounded by `timeout_ms`), with a bearer token when a token file is given.
+Result<std::string> fetch_pods(const DiscoveryOptions& o) {
+  auto spec = parse_inference_endpoint(o.kubelet_pods_url, "--kubelet-pods-url");
+  if (!spec) return spec.error();
+  httplib::Client client(spec->scheme_host_port);
+  const auto t = std::chrono::milliseconds(o.timeout_ms);
+  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  httplib::Headers headers{{"Accept", "application/json"}};
+  if (!o.kubelet_token_file.empty()) {
+    auto token = read_small_file(o.kubelet_token_file);
+    if (!token)
+      return make_error(ErrorKind::unavailable,
+                        "--kubelet-token-file " + o.kubelet_token_file + ": cannot read");
+    while (!token->empty() && (token->back() == '\n' || token->back() == ' ')) token->pop_back();
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  auto res = client.Get(spec->path, headers);
+  if (!res)
+    return make_error(ErrorKind::unavailable, o.kubelet_pods_url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200)
+    return make_error(ErrorKind::unavailable,
+                      o.kubelet_pods_url + ": HTTP status " + std::to_string(res->status));
+  return res->body;
+}
+
+}  // namespace
+
+EndpointDiscovery::EndpointDiscovery(DiscoveryOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EndpointDiscovery::~EndpointDiscovery() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void EndpointDiscovery::offer(std::set<std::uint32_t> gpu_pids) {
+  {
+    std::lock_guard lock(mu_);
+    pids_ = std::move(gpu_pids);
+    offered_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::vector<InferenceEndpointSpec> EndpointDiscovery::take_found() {
+  std::lock_guard lock(mu_);
+  return std::exchange(found_, {});
+}
+
+void EndpointDiscovery::loop() {
+  std::set<std::uint16_t> probed_ports;  // each listening port is probed once
+  std::set<std::string> probed_urls;     // each announced pod URL is probed once
+  std::int64_t next_kubelet_ms = 0;
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_ || offered_; });
+    if (stop_) return;
+    const std::set<std::uint32_t> pids = pids_;
+    offered_ = false;
+    lock.unlock();
+    std::vector<InferenceEndpointSpec> found;
+    std::vector<std::uint16_t> fresh;
+    for (std::uint16_t port : listening_ports(options_.proc_root, pids))
+      if (probed_ports.insert(port).second) fresh.push_back(port);
+    for (std::uint16_t port : fresh)
+      if (auto spec = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms)) found.push_back(*spec);
+    if (!options_.kubelet_pods_url.empty() && now_ms() >= next_kubelet_ms) {
+      next_kubelet_ms = now_ms() + options_.kubelet_every_ms;
+      if (auto body = fetch_pods(options_))
+        if (auto targets = parse_kubelet_pods(*body, options_.kubelet_pods_url))
+          for (const auto& t : *targets) {
+            if (!probed_urls.insert(t.url).second) continue;
+            auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
+            if (spec && scrape_endpoint(*spec, options_.timeout_ms).reading) found.push_back(*spec);
+          }
+    }
+    lock.lock();
+    for (auto& f : found) found_.push_back(std::move(f));
+  }
 }
 
 }  // namespace gm::agent

@@ -24,6 +24,22 @@ void Collector::init_endpoints() {
   for (const auto& d : devices_) inference_priced_ = inference_priced_ && d.price.has_value();
 }
 
+void Collector::add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of) {
+  std::set<std::uint32_t> pids;
+  for (const auto& [pid, o] : owner_of) pids.insert(pid);
+  discovery_->offer(std::move(pids));
+  for (auto& spec : discovery_->take_found()) {
+    const bool known = std::any_of(endpoints_.begin(), endpoints_.end(),
+                                   [&](const auto& e) { return e->spec.display == spec.display; });
+    if (known) continue;
+    auto e = std::make_unique<EndpointState>();
+    e->spec = spec;
+    e->view.endpoint = spec.display;
+    endpoints_.push_back(std::move(e));
+    scrapers_->add(std::move(spec));  // same order as endpoints_: outcomes are matched by index
+  }
+}
+
 void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
                                const std::map<std::string, Owner>& present, std::int64_t now_ns) {
   for (auto& e : endpoints_) {

@@ -380,6 +380,70 @@ TEST(InferenceListeners, FindsTheProcessListeningOnAPortInAProcTree) {
   EXPECT_EQ(find_listening_pid(proc, 8001), std::nullopt);
 }
 
+TEST(InferenceDiscovery, ListeningPortsOfTheGivenProcessesOnly) {
+  test::TempDir dir;
+  const std::string proc = dir.path() + "/proc";
+  fs::create_directories(proc + "/net");
+  for (const char* pid : {"10", "20", "30"}) fs::create_directories(proc + "/" + std::string(pid) + "/fd");
+  std::ofstream(proc + "/net/tcp")
+      << "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 501 1\n"
+         "   1: 0100007F:1F41 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 502 1\n"
+         "   2: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 503 1\n";
+  std::ofstream(proc + "/net/tcp6")
+      << "  sl  local_address                         remote_address                        st tx_queue "
+         "rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 00000000000000000000000000000000:7530 00000000000000000000000000000000:0000 0A "
+         "00000000:00000000 "
+         "00:00000000 00000000     0        0 601 1\n";
+  fs::create_symlink("socket:[501]", proc + "/10/fd/5");  // 8000, listening
+  fs::create_symlink("socket:[502]", proc + "/10/fd/6");  // 8001, a connection: not a port it serves
+  fs::create_symlink("socket:[601]", proc + "/20/fd/3");  // 30000 over IPv6
+  fs::create_symlink("socket:[503]", proc + "/30/fd/3");  // 80, not offered
+  fs::create_symlink("/dev/null", proc + "/10/fd/0");
+  EXPECT_EQ(listening_ports(proc, {10, 20}), (std::vector<std::uint16_t>{8000, 30000}));
+  EXPECT_EQ(listening_ports(proc, {30}), (std::vector<std::uint16_t>{80}));
+  EXPECT_TRUE(listening_ports(proc, {99}).empty());
+}
+
+// A kubelet /pods answer in the PodList format of the Kubernetes API (core/v1), written here as a stand-in
+// for a kubelet: a running vLLM pod with prometheus.io annotations, a pod that opts out, a pending one, one
+// without the port annotation and one with a bad port.
+std::string kubelet_pod_list(const std::string& ip, int port) {
+  return R"({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
+    {"metadata": {"name": "vllm-0", "namespace": "ml", "uid": "1b4e-1",
+                  "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": ")" +
+         std::to_string(port) + R"(", "prometheus.io/path": "/metrics"}},
+     "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.10.0"}]},
+     "status": {"phase": "Running", "podIP": ")" +
+         ip + R"(", "podIPs": [{"ip": ")" + ip + R"("}]}},
+    {"metadata": {"name": "exporter", "namespace": "mon",
+                  "annotations": {"prometheus.io/scrape": "false", "prometheus.io/port": "9100"}},
+     "status": {"phase": "Running", "podIP": "10.1.0.9"}},
+    {"metadata": {"name": "tgi-1", "namespace": "ml", "annotations": {"prometheus.io/port": "80"}},
+     "status": {"phase": "Pending"}},
+    {"metadata": {"name": "plain", "namespace": "default"}, "status": {"phase": "Running", "podIP": "10.1.0.7"}},
+    {"metadata": {"name": "odd", "namespace": "ml", "annotations": {"prometheus.io/port": "http"}},
+     "status": {"phase": "Running", "podIP": "10.1.0.8"}},
+    {"metadata": {"name": "v6", "namespace": "ml",
+                  "annotations": {"prometheus.io/port": "8080", "prometheus.io/path": "stats",
+                                  "prometheus.io/scheme": "https"}},
+     "status": {"phase": "Running", "podIP": "fd00::7"}}]})";
+}
+
+TEST(InferenceDiscovery, KubeletPodListStandInAnnotationsGiveUrlsAndOwners) {
+  auto t = parse_kubelet_pods(kubelet_pod_list("10.1.0.5", 8000), "kubelet");
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].owner, "ml/vllm-0");
+  EXPECT_EQ((*t)[0].url, "http://10.1.0.5:8000/metrics");
+  EXPECT_EQ((*t)[1].owner, "ml/v6");
+  EXPECT_EQ((*t)[1].url, "https://[fd00::7]:8080/stats");
+  auto bad = parse_kubelet_pods("<html>", "http://127.0.0.1:10255/pods");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("http://127.0.0.1:10255/pods"), std::string::npos);
+}
+
 // ---- the cost join, against a loopback HTTP server -----------------------------------------------------
 
 // A stand-in engine: serves whatever text the test sets, on 127.0.0.1.
@@ -621,6 +685,47 @@ TEST(InferenceJoin, AgentRestartWithStateFileNeitherLosesNorDoublesTokens) {
   std::ofstream(o.state_path) << R"({"format": "gpumeter-agent-state", "version": 1, "devices": {}})";
   Collector old(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
   EXPECT_TRUE(old.load_state());
+}
+
+// --inference-discover with a stand-in kubelet (an HTTP server answering /pods with a PodList): the annotated
+// pod's endpoint is probed, found to be a vLLM engine and scraped every interval from then on; it links to
+// its pod once that pod is on a GPU (here it is not: linked 0, nothing charged).
+TEST(InferenceDiscovery, KubeletStandInAnnotatedPodBecomesAnEndpointWithoutTheFlag) {
+  JoinFixture fx;
+  StandInEngine eng;
+  eng.set(vllm_text("llama", 100, 50, 1, 0));
+  httplib::Server kubelet;
+  const int engine_port = std::stoi(eng.url().substr(eng.url().rfind(':') + 1));
+  kubelet.Get("/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    EXPECT_EQ(req.get_header_value("Authorization"), "Bearer s3cret");
+    res.set_content(kubelet_pod_list("127.0.0.1", engine_port), "application/json");
+  });
+  const int kport = kubelet.bind_to_any_port("127.0.0.1");
+  std::thread kt([&] { kubelet.listen_after_bind(); });
+  AgentOptions o = fx.options({});
+  o.inference_discover = true;
+  o.kubelet_pods_url = "http://127.0.0.1:" + std::to_string(kport) + "/pods";
+  o.kubelet_token_file = fx.dir.path() + "/token";
+  std::ofstream(o.kubelet_token_file) << "s3cret\n";
+  {
+    Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+    bool found = false;
+    for (int i = 0; i < 100 && !found; ++i) {
+      c.collect_once();
+      fx.clock.advance_ns(100'000'000);
+      const Snapshot s = c.snapshot();
+      found = !s.endpoints.empty() && s.endpoints[0].up;
+      if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(found);
+    const Snapshot s = c.snapshot();
+    ASSERT_EQ(s.endpoints.size(), 1u);
+    EXPECT_EQ(s.endpoints[0].endpoint, eng.url());
+    EXPECT_EQ(s.endpoints[0].engine, InferenceEngine::vllm);
+    EXPECT_FALSE(s.endpoints[0].linked);
+  }
+  kubelet.stop();
+  kt.join();
 }
 
 // Down, slow and garbage endpoints are counted by reason, and never hold a collection past half an interval;
