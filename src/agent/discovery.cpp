@@ -186,13 +186,20 @@ void EndpointDiscovery::loop() {
     std::vector<std::uint16_t> fresh;
     for (std::uint16_t port : listening_ports(options_.proc_root, pids))
       if (probed_ports.insert(port).second) fresh.push_back(port);
-    for (std::uint16_t port : fresh)
+    const auto stopping = [this] {
+      std::lock_guard guard(mu_);
+      return stop_;
+    };
+    for (std::uint16_t port : fresh) {
+      if (stopping()) return;  // shutting down: the remaining probes are not needed
       if (auto spec = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms)) found.push_back(*spec);
+    }
     if (!options_.kubelet_pods_url.empty() && now_ms() >= next_kubelet_ms) {
       next_kubelet_ms = now_ms() + options_.kubelet_every_ms;
       if (auto body = fetch_pods(options_))
         if (auto targets = parse_kubelet_pods(*body, options_.kubelet_pods_url))
           for (const auto& t : *targets) {
+            if (stopping()) return;
             if (!probed_urls.insert(t.url).second) continue;
             auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
             if (spec && scrape_endpoint(*spec, options_.timeout_ms).reading) found.push_back(*spec);

@@ -43,8 +43,15 @@ class EngineInferenceSource final : public InferenceSource {
  private:
   void loop() {
     std::set<std::uint16_t> probed;
+    auto forget_at = std::chrono::steady_clock::now() + kReprobe;
     std::unique_lock lock(mu_);
     while (!stop_) {
+      // A server may listen before it serves its metrics: until one is found, ports are asked again now and
+      // then.
+      if (!spec_ && std::chrono::steady_clock::now() >= forget_at) {
+        probed.clear();
+        forget_at = std::chrono::steady_clock::now() + kReprobe;
+      }
       std::optional<agent::InferenceEndpointSpec> spec = spec_;
       const std::set<std::uint32_t> pids = pids_;
       lock.unlock();
@@ -77,6 +84,7 @@ class EngineInferenceSource final : public InferenceSource {
     }
   }
 
+  static constexpr std::chrono::seconds kReprobe{10};
   std::optional<agent::InferenceEndpointSpec> spec_;
   const std::int64_t interval_ms_;
   const std::int64_t timeout_ms_;

@@ -59,8 +59,9 @@ class InferenceSource {
 
 /// The InferenceSource of `gpumeter run --inference-endpoint`: a background thread scrapes the engine's
 /// /metrics every `interval_ms` (each scrape bounded by min(2 s, interval)). `url` "auto" finds the
-/// endpoint: the TCP ports the job's processes listen on are probed once each for a /metrics that parses as
-/// a known engine (src/agent discovery). Usage error naming the flag for a bad URL.
+/// endpoint: the TCP ports the job's processes listen on are probed (each once per 10 s until one answers)
+/// for a /metrics that parses as a known engine (src/agent discovery). Usage error naming the flag for a bad
+/// URL.
 Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
                                                                       std::int64_t interval_ms);
 
