@@ -465,7 +465,8 @@ struct DiscoveryOptions {
 };
 
 /// Finds engine endpoints on a background thread (the collector never waits for a probe): the TCP ports the
-/// offered GPU processes listen on (in the agent's network namespace), each probed once at 127.0.0.1, and
+/// offered GPU processes, and their parents in the same cgroup (up to 4 levels), listen on (in the agent's
+/// network namespace), each probed once at 127.0.0.1, and
 /// the pods the kubelet announces with prometheus.io annotations, each URL probed once. Endpoints whose
 /// /metrics parses as a known engine are handed out once by take_found().
 class EndpointDiscovery {

@@ -179,9 +179,21 @@ void EndpointDiscovery::loop() {
   while (true) {
     cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_ || offered_; });
     if (stop_) return;
-    const std::set<std::uint32_t> pids = pids_;
+    std::set<std::uint32_t> pids = pids_;
     offered_ = false;
     lock.unlock();
+    // The process that serves HTTP may be the parent of the one on the GPU (vLLM's API server starts its
+    // engine core): parents in the same cgroup, a few levels up, are asked too.
+    const ProcReader proc(options_.proc_root);
+    for (std::uint32_t pid : std::set<std::uint32_t>(pids)) {
+      auto info = proc.read(pid);
+      for (int up = 0; up < 4 && info && info->ppid > 1; ++up) {
+        auto parent = proc.read(info->ppid);
+        if (!parent || parent->cgroup != info->cgroup) break;
+        pids.insert(info->ppid);
+        info = std::move(parent);
+      }
+    }
     std::vector<InferenceEndpointSpec> found;
     std::vector<std::uint16_t> fresh;
     for (std::uint16_t port : listening_ports(options_.proc_root, pids))

@@ -687,6 +687,52 @@ TEST(InferenceJoin, AgentRestartWithStateFileNeitherLosesNorDoublesTokens) {
   EXPECT_TRUE(old.load_state());
 }
 
+// Port discovery on a proc tree: the GPU process (PID 300) does not listen, its parent in the same cgroup
+// (the API server, PID 200) listens on the stand-in engine's port; a parent in another cgroup (PID 100) is
+// not asked.
+TEST(InferenceDiscovery, ParentOfTheGpuProcessListeningOnAnEnginePortIsFound) {
+  test::TempDir dir;
+  StandInEngine eng;
+  eng.set(vllm_text("llama", 10, 5, 1, 0));
+  const int port = std::stoi(eng.url().substr(eng.url().rfind(':') + 1));
+  const std::string proc = dir.path() + "/proc";
+  fs::create_directories(proc + "/net");
+  auto add = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cgroup) {
+    const std::string d = proc + "/" + std::to_string(pid);
+    fs::create_directories(d + "/fd");
+    std::ofstream(d + "/stat") << pid << " (p) S " << ppid << " 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n";
+    std::ofstream(d + "/comm") << "p\n";
+    std::ofstream(d + "/status") << "Name:\tp\nUid:\t0\t0\t0\t0\n";
+    std::ofstream(d + "/cgroup") << cgroup;
+  };
+  add(100, 1, "0::/system.slice/other.service\n");
+  add(200, 100, "0::/system.slice/docker-x.scope\n");
+  add(300, 200, "0::/system.slice/docker-x.scope\n");
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%04X", port);
+  std::ofstream(proc + "/net/tcp")
+      << "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 0100007F:"
+      << hex << " 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 7001 1\n";
+  fs::create_symlink("socket:[7001]", proc + "/200/fd/4");
+  DiscoveryOptions o;
+  o.proc_root = proc;
+  o.timeout_ms = 1000;
+  EndpointDiscovery d(o);
+  std::vector<InferenceEndpointSpec> found;
+  for (int i = 0; i < 100 && found.empty(); ++i) {
+    d.offer({300});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    found = d.take_found();
+  }
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].display, eng.url());
+  EXPECT_TRUE(found[0].owner.empty()) << "linked through the listening process, like a URL without owner=";
+  d.offer({300});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(d.take_found().empty()) << "each port is probed once";
+}
+
 // --inference-discover with a stand-in kubelet (an HTTP server answering /pods with a PodList): the annotated
 // pod's endpoint is probed, found to be a vLLM engine and scraped every interval from then on; it links to
 // its pod once that pod is on a GPU (here it is not: linked 0, nothing charged).
