@@ -663,7 +663,8 @@ TEST(InferenceJoin, AgentRestartWithStateFileNeitherLosesNorDoublesTokens) {
   Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
   ASSERT_TRUE(c.load_state());
   {
-    const auto* m = find_model(c.snapshot(), fx.a, "llama");
+    const Snapshot restored = c.snapshot();
+    const auto* m = find_model(restored, fx.a, "llama");
     ASSERT_TRUE(m) << "restored before the first scrape";
     EXPECT_EQ(m->generated_tokens, 100);
     EXPECT_EQ(m->cost, 750);
