@@ -12,9 +12,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -104,6 +107,10 @@ class CounterDelta {
   double add(double value, bool restarted);
   /// Makes zero the previous value (a counter that appeared after the baseline counts from zero).
   void start_from_zero() { prev_ = 0; }
+  /// The previous value (nullopt before the first); kept in the state file.
+  std::optional<double> previous() const { return prev_; }
+  /// Continues from a previous value read before an agent restart (the state file).
+  void resume_from(double prev) { prev_ = prev; }
   /// Resets seen.
   unsigned resets() const { return resets_; }
 
@@ -137,9 +144,12 @@ class InferenceScrapers {
   /// nanoseconds since its epoch); an endpoint not done by then has error "deadline".
   std::vector<ScrapeOutcome> finish_round(std::int64_t deadline_ns);
   const std::vector<InferenceEndpointSpec>& specs() const { return specs_; }
+  /// Adds an endpoint (a discovered one), scraped from the next round on. Call between rounds.
+  void add(InferenceEndpointSpec spec);
 
  private:
   struct Worker;
+  void start_worker(Worker* w, InferenceEndpointSpec spec);
   std::vector<InferenceEndpointSpec> specs_;
   std::int64_t timeout_ms_;
   std::mutex mu_;
@@ -196,6 +206,9 @@ struct AgentOptions {
   std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
   std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
   std::string proc_root = "/proc";           ///< where listening sockets of engines are found
+  bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
+  std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
+  std::string kubelet_token_file;            ///< --kubelet-token-file
 };
 
 /// Counters of one owner on one device.
@@ -318,6 +331,8 @@ struct HeldShare {
 /// unallocated.
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info, const DeviceHolders& holders);
 
+class EndpointDiscovery;
+
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
@@ -378,7 +393,11 @@ class Collector {
   void book_inference(std::vector<ScrapeOutcome> outcomes, const std::map<std::string, MicroUsd>& owner_cost,
                       std::int64_t now_ns);
   void fill_inference(Snapshot& snap) const;
+  nlohmann::json inference_state_json() const;          // state.cpp
+  void load_inference_state(const nlohmann::json& j);  // state.cpp
   std::unique_ptr<InferenceScrapers> scrapers_;
+  std::unique_ptr<EndpointDiscovery> discovery_;  // --inference-discover
+  void add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of);
   std::int64_t scrape_timeout_ms_ = 0;
   std::vector<std::unique_ptr<EndpointState>> endpoints_;
   std::map<std::string, MicroUsd> pending_cost_;        // linked owner key → cost not yet charged to models
@@ -400,6 +419,11 @@ struct Collector::EndpointState {
   unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
   std::map<std::string, std::array<CounterDelta, 4>>
       deltas;  // per model: prompt, generated, cached, requests
+  // From the state file (state.cpp): the owner and counter values of the last run of the agent, resumed when
+  // the endpoint links to the same owner again, so tokens served across an agent restart count once.
+  std::optional<std::string> resume_owner_key;
+  std::optional<double> resume_start_time_s;
+  std::map<std::string, std::array<std::optional<double>, 4>> resume_prev;
 };
 
 /// PID of a process with a TCP socket listening on `port` (IPv4 or IPv6), from `proc_root`/net/tcp{,6} and
@@ -407,6 +431,66 @@ struct Collector::EndpointState {
 std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port);
 /// The TCP port of an endpoint (from its URL; 80 / 443 by default).
 std::uint16_t endpoint_port(const InferenceEndpointSpec& spec);
+
+// ---- endpoint discovery (discovery.cpp) -----------------------------------------------------------
+
+/// TCP ports that processes in `pids` listen on (IPv4 and IPv6, from `proc_root`/net/tcp{,6} and their fd
+/// links), ascending.
+std::vector<std::uint16_t> listening_ports(const std::string& proc_root, const std::set<std::uint32_t>& pids);
+/// Probes http://HOST:PORT/metrics on each port in order, once, and returns the first endpoint whose answer
+/// parses as one of the known engines' expositions; nullopt when none does.
+std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
+                                                        const std::vector<std::uint16_t>& ports,
+                                                        std::int64_t timeout_ms);
+
+/// A pod that announces a metrics endpoint with its annotations.
+struct PodScrapeTarget {
+  std::string owner;  ///< "namespace/name", the owner label of a pod
+  std::string url;    ///< scheme://podIP:port/path
+};
+
+/// Running pods with an IP and a `prometheus.io/port` annotation in a kubelet `/pods` PodList (JSON):
+/// `prometheus.io/path` (default /metrics) and `prometheus.io/scheme` (default http) complete the URL,
+/// `prometheus.io/scrape: "false"` skips the pod. Error (usage) naming `source` for text that is no PodList.
+Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
+                                                        const std::string& source);
+
+/// Discovery settings (`--inference-discover`).
+struct DiscoveryOptions {
+  std::string proc_root = "/proc";
+  std::string kubelet_pods_url;    ///< the kubelet's /pods endpoint; "" = no pod annotations
+  std::string kubelet_token_file;  ///< bearer token for the kubelet ("" = none)
+  std::int64_t timeout_ms = 2000;  ///< one probe's limit
+  std::int64_t kubelet_every_ms = 30'000;
+};
+
+/// Finds engine endpoints on a background thread (the collector never waits for a probe): the TCP ports the
+/// offered GPU processes, and their parents in the same cgroup (up to 4 levels), listen on (in the agent's
+/// network namespace), each probed once at 127.0.0.1, and
+/// the pods the kubelet announces with prometheus.io annotations, each URL probed once. Endpoints whose
+/// /metrics parses as a known engine are handed out once by take_found().
+class EndpointDiscovery {
+ public:
+  explicit EndpointDiscovery(DiscoveryOptions options);
+  ~EndpointDiscovery();
+  EndpointDiscovery(const EndpointDiscovery&) = delete;
+  EndpointDiscovery& operator=(const EndpointDiscovery&) = delete;
+  /// The GPU processes of this interval.
+  void offer(std::set<std::uint32_t> gpu_pids);
+  /// Endpoints found since the last call.
+  std::vector<InferenceEndpointSpec> take_found();
+
+ private:
+  void loop();
+  DiscoveryOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool offered_ = false;
+  std::set<std::uint32_t> pids_;
+  std::vector<InferenceEndpointSpec> found_;
+  std::thread thread_;
+};
 
 // ---- exposition ---------------------------------------------------------------------------------
 

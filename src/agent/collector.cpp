@@ -54,12 +54,20 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
   }
   self_.started_unix_ms = clock_.unix_ms();
   if (pod_resources_) self_.pod_resources_up = false;
-  if (!options_.inference_endpoints.empty()) {
+  if (!options_.inference_endpoints.empty() || options_.inference_discover) {
     // A scrape may take at most half an interval, so a slow engine never stalls the collection.
     scrape_timeout_ms_ =
         std::max<std::int64_t>(10, std::min(options_.inference_timeout_ms, options_.interval_ms / 2));
     scrapers_ = std::make_unique<InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
     init_endpoints();
+  }
+  if (options_.inference_discover) {
+    DiscoveryOptions d;
+    d.proc_root = options_.proc_root;
+    d.kubelet_pods_url = options_.kubelet_pods_url;
+    d.kubelet_token_file = options_.kubelet_token_file;
+    d.timeout_ms = scrape_timeout_ms_;
+    discovery_ = std::make_unique<EndpointDiscovery>(d);
   }
 }
 
@@ -259,6 +267,7 @@ void Collector::collect_once() {
   if (scrapers_) {
     link_endpoints(owner_of, present, t0);
     book_inference(std::move(outcomes), owner_cost, t0);
+    if (discovery_) add_discovered_endpoints(owner_of);
   }
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ++self_.collections;

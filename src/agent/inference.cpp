@@ -307,8 +307,21 @@ InferenceScrapers::InferenceScrapers(std::vector<InferenceEndpointSpec> specs, s
     : specs_(std::move(specs)), timeout_ms_(timeout_ms) {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     workers_.push_back(std::make_unique<Worker>());
-    Worker* w = workers_.back().get();
-    w->thread = std::thread([this, w, i] {
+    start_worker(workers_.back().get(), specs_[i]);
+  }
+}
+
+void InferenceScrapers::add(InferenceEndpointSpec spec) {
+  std::lock_guard lock(mu_);
+  specs_.push_back(spec);
+  workers_.push_back(std::make_unique<Worker>());
+  workers_.back()->done_round = round_;  // scraped from the next round on
+  start_worker(workers_.back().get(), std::move(spec));
+}
+
+void InferenceScrapers::start_worker(Worker* w, InferenceEndpointSpec spec) {
+  {
+    w->thread = std::thread([this, w, spec = std::move(spec)] {
       std::unique_lock lock(mu_);
       while (true) {
         cv_.wait(lock, [&] { return stop_ || round_ > w->done_round; });
@@ -316,7 +329,7 @@ InferenceScrapers::InferenceScrapers(std::vector<InferenceEndpointSpec> specs, s
         const std::uint64_t round = round_;
         w->busy = true;
         lock.unlock();
-        ScrapeOutcome r = scrape_endpoint(specs_[i], timeout_ms_);
+        ScrapeOutcome r = scrape_endpoint(spec, timeout_ms_);
         lock.lock();
         w->busy = false;
         w->result = std::move(r);

@@ -24,6 +24,22 @@ void Collector::init_endpoints() {
   for (const auto& d : devices_) inference_priced_ = inference_priced_ && d.price.has_value();
 }
 
+void Collector::add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of) {
+  std::set<std::uint32_t> pids;
+  for (const auto& [pid, o] : owner_of) pids.insert(pid);
+  discovery_->offer(std::move(pids));
+  for (auto& spec : discovery_->take_found()) {
+    const bool known = std::any_of(endpoints_.begin(), endpoints_.end(),
+                                   [&](const auto& e) { return e->spec.display == spec.display; });
+    if (known) continue;
+    auto e = std::make_unique<EndpointState>();
+    e->spec = spec;
+    e->view.endpoint = spec.display;
+    endpoints_.push_back(std::move(e));
+    scrapers_->add(std::move(spec));  // same order as endpoints_: outcomes are matched by index
+  }
+}
+
 void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
                                const std::map<std::string, Owner>& present, std::int64_t now_ns) {
   for (auto& e : endpoints_) {
@@ -63,6 +79,20 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
       e->deltas.clear();
       e->resets_seen = 0;
       e->start_time_s.reset();
+      if (e->resume_owner_key == e->owner->key()) {
+        // The same owner as before the agent restarted: continue from the counters saved then.
+        e->baselined = true;
+        e->start_time_s = e->resume_start_time_s;
+        for (const auto& [model, prev] : e->resume_prev)
+          for (std::size_t f = 0; f < 4; ++f)
+            if (prev[f]) e->deltas[model][f].resume_from(*prev[f]);
+        if (!pending_cost_.count(e->owner->key())) {
+          pending_cost_[e->owner->key()] = 0;
+          last_booked_ns_[e->owner->key()] = now_ns;
+        }
+      }
+      e->resume_owner_key.reset();
+      e->resume_prev.clear();
     }
     e->view.linked = e->owner.has_value();
   }

@@ -62,7 +62,16 @@ Result<void> Collector::save_state() const {
                            {"owners", owners},            {"mig_cost_micros", mig}};
     }
   }
-  const std::string text = json{{"format", "gpumeter-agent-state"}, {"version", 1}, {"devices", devs}}.dump(1);
+  json inference = json::object();
+  {
+    std::lock_guard lock(mu_);
+    inference = inference_state_json();
+  }
+  const std::string text = json{
+      {"format", "gpumeter-agent-state"},
+      {"version", 1},
+      {"devices", devs},
+      {"inference", inference}}.dump(1);
   const std::string& path = options_.state_path;
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -127,10 +136,81 @@ Result<void> Collector::load_state() {
         oc.gpu_seconds += oj.at("gpu_seconds").get<double>();
       }
     }
+    if (j.contains("inference")) load_inference_state(j["inference"]);
   } catch (const json::exception& e) {
     return make_error("--state " + path + ": " + e.what());
   }
   return ok_result();
+}
+
+// Serving counters: each (owner, model)'s totals and cost, and each endpoint's last raw counter values with
+// its owner, so that after a restart the first scrape counts what was served since the save (never twice,
+// none lost). Held under mu_.
+nlohmann::json Collector::inference_state_json() const {
+  json models = json::array();
+  for (const auto& [key, ic] : inference_) {
+    models.push_back({{"owner", owner_to_json(ic.owner)},
+                      {"model", ic.model},
+                      {"engine", to_string(ic.engine)},
+                      {"prompt_tokens", ic.prompt_tokens},
+                      {"generated_tokens", ic.generated_tokens},
+                      {"cached_tokens", ic.cached_tokens},
+                      {"requests", ic.requests},
+                      {"has", {ic.has_prompt, ic.has_generated, ic.has_cached, ic.has_requests}},
+                      {"cost_micros", ic.cost}});
+  }
+  json endpoints = json::array();
+  for (const auto& e : endpoints_) {
+    if (!e->owner || !e->baselined) continue;
+    json prev = json::object();
+    for (const auto& [model, d] : e->deltas) {
+      json v = json::array();
+      for (const auto& x : d) v.push_back(x.previous() ? json(*x.previous()) : json(nullptr));
+      prev[model] = v;
+    }
+    endpoints.push_back({{"endpoint", e->spec.display},
+                         {"owner", owner_to_json(*e->owner)},
+                         {"start_time_s", e->start_time_s ? json(*e->start_time_s) : json(nullptr)},
+                         {"counters", prev}});
+  }
+  return json{{"models", models}, {"endpoints", endpoints}};
+}
+
+void Collector::load_inference_state(const nlohmann::json& j) {
+  for (const json& mj : j.at("models")) {
+    InferenceModelCounters ic;
+    ic.owner = owner_from_json(mj.at("owner"));
+    ic.model = mj.at("model").get<std::string>();
+    const std::string engine = mj.value("engine", "vllm");
+    for (InferenceEngine e :
+         {InferenceEngine::vllm, InferenceEngine::sglang, InferenceEngine::tgi, InferenceEngine::triton})
+      if (engine == to_string(e)) ic.engine = e;
+    ic.prompt_tokens = mj.at("prompt_tokens").get<double>();
+    ic.generated_tokens = mj.at("generated_tokens").get<double>();
+    ic.cached_tokens = mj.at("cached_tokens").get<double>();
+    ic.requests = mj.at("requests").get<double>();
+    const json& has = mj.at("has");
+    ic.has_prompt = has.at(0).get<bool>();
+    ic.has_generated = has.at(1).get<bool>();
+    ic.has_cached = has.at(2).get<bool>();
+    ic.has_requests = has.at(3).get<bool>();
+    ic.cost = mj.at("cost_micros").get<MicroUsd>();
+    inference_[{ic.owner.key(), ic.model}] = std::move(ic);
+  }
+  for (const json& ej : j.at("endpoints")) {
+    const std::string display = ej.at("endpoint").get<std::string>();
+    for (auto& e : endpoints_) {
+      if (e->spec.display != display) continue;  // an endpoint no longer configured is dropped
+      e->resume_owner_key = owner_from_json(ej.at("owner")).key();
+      if (!ej.at("start_time_s").is_null()) e->resume_start_time_s = ej.at("start_time_s").get<double>();
+      for (const auto& [model, v] : ej.at("counters").items()) {
+        std::array<std::optional<double>, 4> prev;
+        for (std::size_t f = 0; f < 4 && f < v.size(); ++f)
+          if (!v.at(f).is_null()) prev[f] = v.at(f).get<double>();
+        e->resume_prev[model] = prev;
+      }
+    }
+  }
 }
 
 }  // namespace gm::agent

@@ -79,6 +79,16 @@ int cmd_agent(int argc, char** argv) {
       "repeatable. Without owner=, the process listening on the URL's port is found in /proc");
   app.add_option("--inference-window", inference_window,
                  "window of the live $ per 1M tokens and $ per 1k requests (default 60s)");
+  bool inference_discover = false;
+  std::string kubelet_pods_url, kubelet_token_file;
+  app.add_flag(
+      "--inference-discover", inference_discover,
+      "find serving engines without --inference-endpoint: the TCP ports GPU processes listen on are "
+      "probed once for a known engine's /metrics (and pods' prometheus.io/port with --kubelet-pods-url)");
+  app.add_option("--kubelet-pods-url", kubelet_pods_url,
+                 "the kubelet's /pods endpoint (e.g. http://127.0.0.1:10255/pods): pods announcing "
+                 "prometheus.io/port are probed (with --inference-discover)");
+  app.add_option("--kubelet-token-file", kubelet_token_file, "bearer token file for --kubelet-pods-url");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
@@ -109,6 +119,12 @@ int cmd_agent(int argc, char** argv) {
   if (!window_ms || *window_ms < 1000)
     return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +
                                                           "': expected a duration of at least 1s"));
+  if (!kubelet_pods_url.empty()) {
+    if (!inference_discover)
+      return fail("agent", make_error(ErrorKind::usage, "--kubelet-pods-url needs --inference-discover"));
+    if (auto u = agent::parse_inference_endpoint(kubelet_pods_url, "--kubelet-pods-url"); !u)
+      return fail("agent", u.error());
+  }
   // SIGTERM and SIGINT are taken by one thread in sigwait(), so no thread polls for them. They are blocked
   // before NVML starts its call-guard thread, which inherits the mask.
   sigset_t stop_signals;
@@ -129,6 +145,9 @@ int cmd_agent(int argc, char** argv) {
   opts.inference_endpoints = endpoint_specs;
   opts.inference_window_ms = *window_ms;
   opts.proc_root = owner_flags.owners.proc_root;
+  opts.inference_discover = inference_discover;
+  opts.kubelet_pods_url = kubelet_pods_url;
+  opts.kubelet_token_file = kubelet_token_file;
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());

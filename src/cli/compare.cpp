@@ -14,12 +14,14 @@ int cmd_compare(int argc, char** argv) {
                "Exit 0 pass, 1 fail, 2 usage error (e.g. a metric missing from a run), 4 unknown run.",
                "compare"};
   std::string ref_a, ref_b;
-  std::optional<std::string> max_cost, ledger_path;
+  std::optional<std::string> max_cost, max_token_cost, ledger_path;
   std::vector<std::string> min_gains;
   bool json = false;
   app.add_option("RUN_A", ref_a, "baseline run id (or 'last')")->required();
   app.add_option("RUN_B", ref_b, "candidate run id (or 'last')")->required();
   app.add_option("--max-cost-increase", max_cost, "fail when B costs more than A by over this, e.g. 20%");
+  app.add_option("--max-token-cost-increase", max_token_cost,
+                 "served runs: fail when B's $ per 1M generated tokens exceeds A's by over this, e.g. 10%");
   app.add_option("--min-gain", min_gains,
                  "fail unless METRIC changes by at least this from A to B: acc=2% (relative), acc=+0.02 "
                  "(absolute), loss=-5% (must fall); repeatable");
@@ -32,6 +34,11 @@ int cmd_compare(int argc, char** argv) {
     auto pct = parse_cost_increase_pct(*max_cost);
     if (!pct) return fail("compare", pct.error());
     gate.max_cost_increase_pct = *pct;
+  }
+  if (max_token_cost) {
+    auto pct = parse_cost_increase_pct(*max_token_cost);
+    if (!pct) return fail("compare", pct.error());
+    gate.max_token_cost_increase_pct = *pct;
   }
   for (const auto& g : min_gains) {
     auto parsed = parse_min_gain(g);
@@ -50,7 +57,9 @@ int cmd_compare(int argc, char** argv) {
     if (!run) return fail("compare", run.error());
     auto progress = (*ledger)->progress(run->id);
     if (!progress) return fail("compare", progress.error());
-    sides[i] = CompareSide{*run, *progress};
+    auto inference = (*ledger)->inference(run->id);
+    if (!inference) return fail("compare", inference.error());
+    sides[i] = CompareSide{*run, *progress, *inference};
   }
   auto result = compare_runs(sides[0], sides[1], gate);
   if (!result) return fail("compare", result.error());

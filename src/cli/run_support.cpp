@@ -11,8 +11,8 @@
 #include "catalog/catalog.h"
 #include "cli/common.h"
 #include "cli/run_terminal.h"
-#include "meter/run_meter.h"
 #include "guard/session.h"
+#include "meter/run_meter.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "sys/proc.h"
@@ -61,6 +61,10 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
   app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
   app.add_option("--status-every", f.status_every,
                  "without a terminal: a one-line summary on stderr this often");
+  app.add_option(
+      "--inference-endpoint", f.inference_endpoint,
+      "the job is an inference server: read its engine metrics (vLLM, SGLang, TGI, Triton) from this "
+      "URL, or 'auto' for the port the job listens on; $ per 1M tokens and per 1k requests");
   app.footer(
       "COMMAND: the job and its arguments. gpumeter's options end at the first word that is not one of them "
       "(as with env, nohup or timeout), or at --: everything after belongs to the job.");
@@ -196,6 +200,14 @@ int execute_run(const RunFlags& f, bool simulated) {
   cfg.simulated = simulated;
   TerminalSink sink(cfg.use_pty, !f.quiet, f.quiet, simulated);
   cfg.window = sink.job_window();
+
+  std::unique_ptr<InferenceSource> inference;
+  if (f.inference_endpoint) {
+    auto source = make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);
+    if (!source) return usage(source.error().message);
+    inference = std::move(*source);
+    cfg.inference = inference.get();
+  }
 
   const std::string ledger_path = f.ledger ? *f.ledger : Ledger::default_path();
   std::unique_ptr<Ledger> ledger;

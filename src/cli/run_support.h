@@ -27,6 +27,7 @@ struct RunFlags {
   std::optional<std::string> webhook;
   bool quiet = false;
   std::optional<std::string> status_every;
+  std::optional<std::string> inference_endpoint;  ///< URL of the served engine's /metrics, or "auto"
   std::vector<std::string> command;
 };
 

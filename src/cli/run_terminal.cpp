@@ -57,6 +57,11 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
   }
   if (s.budget_left_usd) f.push_back({1, fmt::format(" · budget left {}", format_usd(*s.budget_left_usd))});
   if (!s.telemetry) f.push_back({3, " · no GPU telemetry"});
+  if (s.usd_per_1m_generated_tokens)
+    f.push_back({2, fmt::format(" · {}/1M tok", format_usd(*s.usd_per_1m_generated_tokens))});
+  if (s.usd_per_1k_requests)
+    f.push_back({3, fmt::format(" · {}/1k req", format_usd(*s.usd_per_1k_requests))});
+  if (s.generated_tokens_per_s) f.push_back({6, fmt::format(" · {:.0f} tok/s", *s.generated_tokens_per_s)});
   int gpu_order = 7;
   for (const auto& d : s.gpus) {
     std::string g = fmt::format(" · GPU{} ", d.index);

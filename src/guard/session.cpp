@@ -121,7 +121,11 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
 
   while (true) {
     std::int64_t now = clock.monotonic_ns();
-    if (!sup.done() && now >= sup.next_wake_ns()) sup.on_time();
+    if (!sup.done() && now >= sup.next_wake_ns()) {
+      if (cfg.inference)
+        if (auto scrape = cfg.inference->take(runner.job_pids(child.pid))) sup.on_inference(*scrape);
+      sup.on_time();
+    }
     if (sup.done() && (outputs.empty() || now >= drain_deadline_ns)) break;
 
     std::vector<pollfd> fds;

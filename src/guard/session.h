@@ -5,6 +5,7 @@
 // starts the job and turns descriptors (job output, progress socket, signals, stdin) into those events.
 // Everything a person sees goes to a SessionSink (the CLI's terminal renderer); the library prints nothing.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -29,6 +30,41 @@ enum class StopTarget {
   group,  ///< the job's whole process group
 };
 
+/// Cumulative counters of one model as a serving engine reports them; nullopt where it has no such metric.
+struct ServedCounts {
+  std::optional<double> prompt_tokens;
+  std::optional<double> generated_tokens;
+  std::optional<double> cached_tokens;
+  std::optional<double> requests;
+};
+
+/// One scrape of the engine metrics of the server a run wraps.
+struct InferenceScrape {
+  std::string endpoint;                        ///< the URL scraped ("" while none is known yet)
+  std::string engine;                          ///< vllm | sglang | tgi | triton; "" when the scrape failed
+  std::map<std::string, ServedCounts> models;  ///< by model name
+  std::optional<double> start_time_s;          ///< process_start_time_seconds (restarts)
+  std::string error;                           ///< why it failed ("" on success)
+};
+
+/// Where `gpumeter run --inference-endpoint` reads the wrapped server's engine metrics. Implementations
+/// scrape in the background (the driver never waits on the network); the driver asks at every tick.
+class InferenceSource {
+ public:
+  virtual ~InferenceSource() = default;
+  /// The newest scrape finished since the last call (nullopt: none). `job_pids` are the job's processes
+  /// now (for discovering the port the job listens on).
+  virtual std::optional<InferenceScrape> take(const std::set<std::uint32_t>& job_pids) = 0;
+};
+
+/// The InferenceSource of `gpumeter run --inference-endpoint`: a background thread scrapes the engine's
+/// /metrics every `interval_ms` (each scrape bounded by min(2 s, interval)). `url` "auto" finds the
+/// endpoint: the TCP ports the job's processes listen on are probed (each once per 10 s until one answers)
+/// for a /metrics that parses as a known engine (src/agent discovery). Usage error naming the flag for a bad
+/// URL.
+Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
+                                                                      std::int64_t interval_ms);
+
 /// Everything a supervised run needs, decided by the CLI.
 struct SessionConfig {
   std::vector<std::string> argv;
@@ -49,6 +85,8 @@ struct SessionConfig {
   std::int64_t sample_interval_ms = 1000;
   /// Window of the job's pty (rows, cols), already less the status line; pty mode only.
   std::optional<std::pair<unsigned short, unsigned short>> window;
+  /// The engine metrics of the server the job runs (--inference-endpoint); null when it serves none.
+  InferenceSource* inference = nullptr;
 };
 
 /// What the live status shows, rendered by the sink.
@@ -64,7 +102,14 @@ struct StatusSnapshot {
   std::optional<double> budget_left_usd;
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
   bool stopping = false;
+  /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.
+  std::optional<double> usd_per_1m_generated_tokens;
+  std::optional<double> usd_per_1k_requests;
+  std::optional<double> generated_tokens_per_s;
 };
+
+/// Window of the live serving figures of the status line.
+inline constexpr std::int64_t kServingWindowMs = 60'000;
 
 /// Which output stream of the job bytes came from.
 enum class JobStream { out, err };
@@ -118,6 +163,8 @@ class Supervisor {
   void on_signal(int sig);
   /// Time passed: samples when a tick is due, SIGKILLs after the grace period. Call at next_wake_ns().
   void on_time();
+  /// A scrape of the wrapped server's engine metrics arrived (folded into the run's counters at the tick).
+  void on_inference(const InferenceScrape& scrape);
   /// The job's main process exited with this wait status.
   void on_exit(int wait_status);
   /// When on_time must run next (monotonic ns).

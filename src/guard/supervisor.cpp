@@ -5,8 +5,11 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -29,6 +32,9 @@ std::string final_status(bool stopped, int wait_status) {
   if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return "interrupted";
   return code == 0 ? "succeeded" : "failed";
 }
+
+/// Models of one engine that get counters (an engine's labels are input, not trusted).
+constexpr std::size_t kMaxServedModels = 64;
 
 /// How long a finished run waits for its notifications (a --notify command or webhook still running).
 constexpr std::int64_t kNotifySettleMs = 2000;
@@ -83,6 +89,24 @@ struct Supervisor::Impl {
     std::vector<std::string> errors;
   };
   std::shared_ptr<Notifications> notifications = std::make_shared<Notifications>();
+  // Serving counters (--inference-endpoint), per model: cumulative since the run's start, restarts folded in.
+  struct ModelServed {
+    std::array<std::optional<double>, 4> prev;  // prompt, generated, cached, requests as last read
+    std::array<double, 4> total{};
+    std::array<bool, 4> has{};
+  };
+  std::map<std::string, ModelServed> served;
+  std::string serving_engine, serving_endpoint, serving_error;
+  std::optional<double> serving_start_time_s;
+  std::int64_t serving_ok = 0, serving_failed = 0, serving_restarts = 0;
+  bool served_changed = false;
+  std::vector<InferenceRecord> pending_inference, all_inference;
+  struct ServingPoint {
+    std::int64_t t_ns = 0;
+    MicroUsd spent = 0;
+    double generated = 0, requests = 0;
+  };
+  std::deque<ServingPoint> serving_window;
   bool stopping = false;
   bool killed = false;
   std::int64_t kill_deadline_ns = 0;
@@ -204,8 +228,78 @@ struct Supervisor::Impl {
     }
   }
 
+  void on_inference(const InferenceScrape& scrape) {
+    if (!scrape.endpoint.empty()) serving_endpoint = scrape.endpoint;
+    if (!scrape.error.empty()) {
+      ++serving_failed;
+      serving_error = scrape.error;
+      return;
+    }
+    ++serving_ok;
+    serving_engine = scrape.engine;
+    // The server is the run's own: its counters count from zero. A counter below its last value, or a new
+    // process start time, is an engine restart: the new value counts from zero (never negative, never twice).
+    const bool restarted =
+        scrape.start_time_s && serving_start_time_s && *scrape.start_time_s != *serving_start_time_s;
+    if (scrape.start_time_s) serving_start_time_s = scrape.start_time_s;
+    bool dropped = false;
+    for (const auto& [name, counts] : scrape.models) {
+      if (!served.count(name) && served.size() >= kMaxServedModels) continue;
+      auto [it, added] = served.try_emplace(name);
+      ModelServed& m = it->second;
+      if (added) served_changed = true;
+      const std::array<std::optional<double>, 4> now{counts.prompt_tokens, counts.generated_tokens,
+                                                     counts.cached_tokens, counts.requests};
+      for (std::size_t k = 0; k < 4; ++k) {
+        if (!now[k] || !std::isfinite(*now[k])) continue;
+        const double v = std::max(0.0, *now[k]);
+        const bool reset = m.prev[k] && v < *m.prev[k];
+        dropped = dropped || reset;
+        const double delta = !m.prev[k] || restarted || reset ? v : v - *m.prev[k];
+        m.prev[k] = v;
+        if (!m.has[k]) served_changed = true;
+        m.has[k] = true;
+        if (delta > 0) {
+          m.total[k] += delta;
+          served_changed = true;
+        }
+      }
+    }
+    if (restarted || dropped) ++serving_restarts;
+  }
+
+  /// Live serving window and ledger rows at a tick.
+  void tick_serving(std::int64_t now_ns, MicroUsd spent_now) {
+    if (served.empty()) return;
+    ServingPoint p{now_ns, spent_now, 0, 0};
+    for (const auto& [name, m] : served) {
+      p.generated += m.total[1];
+      p.requests += m.total[3];
+    }
+    serving_window.push_back(p);
+    while (serving_window.size() > 2 && now_ns - serving_window[1].t_ns >= kServingWindowMs * 1'000'000)
+      serving_window.pop_front();
+    if (!served_changed) return;
+    served_changed = false;
+    for (const auto& [name, m] : served) {
+      InferenceRecord r;
+      r.run_id = run.id;
+      r.t_ms = elapsed_ms(now_ns);
+      r.model = name;
+      r.engine = serving_engine;
+      if (m.has[0]) r.prompt_tokens = m.total[0];
+      if (m.has[1]) r.generated_tokens = m.total[1];
+      if (m.has[2]) r.cached_tokens = m.total[2];
+      if (m.has[3]) r.requests = m.total[3];
+      r.cost_micros = spent_now;
+      pending_inference.push_back(r);
+      all_inference.push_back(r);
+    }
+  }
+
   void flush(bool final) {
     if (!ledger) {
+      pending_inference.clear();
       pending_samples.clear();
       pending_progress.clear();
       pending_actions.clear();
@@ -216,6 +310,8 @@ struct Supervisor::Impl {
     pending_samples.clear();
     pending_progress.clear();
     pending_actions.clear();
+    if (auto r = ledger->append_inference(pending_inference); !r) return ledger_failed(r.error());
+    pending_inference.clear();
     if (final || !dirty_rollups.empty()) {
       std::vector<RollupRecord> rs;
       for (const auto& k : dirty_rollups) rs.push_back(rollups[k]);
@@ -278,6 +374,7 @@ struct Supervisor::Impl {
       record_action(d.kind, d.message, now_ns, spent_now);
       if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
     }
+    tick_serving(now_ns, spent_now);
     update_totals(now_ns);
     flush(false);
   }
@@ -299,6 +396,16 @@ struct Supervisor::Impl {
     s.forecast = forecast;
     if (meter) s.gpus = meter->latest();
     s.stopping = stopping;
+    if (serving_window.size() >= 2) {
+      const ServingPoint& a = serving_window.front();
+      const ServingPoint& b = serving_window.back();
+      const double generated = b.generated - a.generated, requests = b.requests - a.requests;
+      const double usd = micros_to_usd(b.spent - a.spent);
+      if (cfg.price && generated > 0) s.usd_per_1m_generated_tokens = usd / generated * 1e6;
+      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd / requests * 1e3;
+      if (b.t_ns > a.t_ns)
+        s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);
+    }
     return s;
   }
 };
@@ -419,6 +526,10 @@ std::int64_t Supervisor::next_wake_ns() const {
   return wake;
 }
 
+void Supervisor::on_inference(const InferenceScrape& scrape) {
+  if (!exited_) impl_->on_inference(scrape);
+}
+
 void Supervisor::on_exit(int wait_status) {
   Impl& m = *impl_;
   if (exited_) return;
@@ -456,12 +567,21 @@ SessionOutcome Supervisor::finish() {
       m.run.carbon_source = c->intensity_source + (c->pue_source.empty() ? "" : ", PUE " + c->pue_source);
     }
   }
+  if (m.cfg.inference && m.serving_ok == 0)
+    m.warn("no engine metrics were read from the server" +
+           (m.serving_endpoint.empty() ? std::string(" (no listening port of the job answered /metrics)")
+                                       : " at " + m.serving_endpoint) +
+           (m.serving_error.empty() ? std::string() : ": " + m.serving_error));
+  if (m.serving_restarts > 0)
+    m.warn(fmt::format("the serving engine restarted {} time(s): its counters were continued from zero",
+                       m.serving_restarts));
   if (m.malformed > 0) m.warn(fmt::format("{} malformed progress message(s) ignored", m.malformed));
   m.flush(true);
   for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);
   std::vector<ProgressRecord> progress;
   if (m.latest_progress) progress.push_back(*m.latest_progress);
-  m.outcome.report = build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog);
+  m.outcome.report =
+      build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog, m.all_inference);
   m.outcome.exit_code = m.run.stopped_by ? kExitGuardStop : job_exit;
   return m.outcome;
 }

@@ -81,6 +81,7 @@ std::string display(const std::string& name, double v) {
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   if (ends("_usd") || name.rfind("usd_per", 0) == 0) return v < 0 ? "-" + format_usd(-v) : format_usd(v);
+  if (ends("_per_s")) return fmt::format("{:.1f}/s", v);
   if (ends("_s")) return v < 0 ? "-" + format_duration_s(-v) : format_duration_s(v);
   if (ends("_kwh")) return fmt::format("{:.4f} kWh", v);
   if (name.rfind("metric:", 0) == 0) return fmt::format("{:.4g}", v);
@@ -100,6 +101,14 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
                                                 std::to_string(side->run.id) + " has no metric '" + g.metric +
                                                 "' in its progress");
   }
+  const auto sa = serving_kpis(a.run, a.inference);
+  const auto sb = serving_kpis(b.run, b.inference);
+  if (gate.max_token_cost_increase_pct)
+    for (const auto& [side, k] : {std::pair{&a, &sa}, std::pair{&b, &sb}})
+      if (!*k || !(*k)->usd_per_1m_generated_tokens)
+        return make_error(ErrorKind::usage, "--max-token-cost-increase: run " + std::to_string(side->run.id) +
+                                                " has no $ per 1M generated tokens (it served no tokens "
+                                                "under gpumeter run --inference-endpoint, or has no price)");
   auto cost = make_row("cost_usd", micros_to_usd(a.run.cost_micros), micros_to_usd(b.run.cost_micros));
   if (gate.max_cost_increase_pct) {
     const double limit = *gate.max_cost_increase_pct;
@@ -125,6 +134,30 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
   const RunKpis kb = compute_kpis(b.run, b.progress, nullptr, {});
   if (ka.usd_per_1m_tokens || kb.usd_per_1m_tokens)
     res.rows.push_back(make_row("usd_per_1m_tokens", ka.usd_per_1m_tokens, kb.usd_per_1m_tokens));
+  if (sa || sb) {
+    using Field = std::optional<double> ServingKpis::*;
+    const std::pair<const char*, Field> fields[] = {
+        {"usd_per_1m_generated_tokens", &ServingKpis::usd_per_1m_generated_tokens},
+        {"usd_per_1m_prompt_tokens", &ServingKpis::usd_per_1m_prompt_tokens},
+        {"usd_per_1m_serving_tokens", &ServingKpis::usd_per_1m_tokens},
+        {"usd_per_1k_requests", &ServingKpis::usd_per_1k_requests},
+        {"generated_tokens_per_s", &ServingKpis::generated_tokens_per_s},
+        {"peak_generated_tokens_per_s", &ServingKpis::peak_generated_tokens_per_s},
+        {"usd_per_1m_generated_tokens_at_peak", &ServingKpis::usd_per_1m_generated_tokens_at_peak}};
+    for (const auto& [name, field] : fields) {
+      auto row = make_row(name, sa ? (*sa).*field : std::nullopt, sb ? (*sb).*field : std::nullopt);
+      if (!row.a && !row.b) continue;
+      if (gate.max_token_cost_increase_pct && std::string(name) == "usd_per_1m_generated_tokens") {
+        const double limit = *gate.max_token_cost_increase_pct;
+        row.limit = fmt::format("<= {:+g}%", limit);
+        row.pass = *row.b <= *row.a * (1.0 + limit / 100.0) + 1e-12;
+        if (!*row.pass)
+          res.failures.push_back(fmt::format("$ per 1M generated tokens rose {:+.1f}% (limit {:+g}%)",
+                                             row.delta_pct.value_or(INFINITY), limit));
+      }
+      res.rows.push_back(row);
+    }
+  }
   if (ka.usd_per_1k_samples || kb.usd_per_1k_samples)
     res.rows.push_back(make_row("usd_per_1k_samples", ka.usd_per_1k_samples, kb.usd_per_1k_samples));
   if (ka.usd_per_step || kb.usd_per_step)

@@ -31,11 +31,15 @@ Result<double> parse_cost_increase_pct(std::string_view text);
 struct CompareSide {
   RunRecord run;
   std::vector<ProgressRecord> progress;
+  std::vector<InferenceRecord> inference;  ///< serving counters (runs that wrapped an inference server)
 };
 
 /// Gate limits.
 struct GateOptions {
   std::optional<double> max_cost_increase_pct;
+  /// Served runs: fail when B's $ per 1M generated tokens exceeds A's by more than this percent (usage error
+  /// when either run has no such figure).
+  std::optional<double> max_token_cost_increase_pct;
   std::vector<MinGain> min_gains;
 };
 

@@ -89,6 +89,30 @@ struct KpiOptions {
 RunKpis compute_kpis(const RunRecord& run, const std::vector<ProgressRecord>& progress, const GpuSpec* gpu,
                      const KpiOptions& options);
 
+/// Serving KPIs of a run that wrapped an inference server (`gpumeter run --inference-endpoint`;
+/// docs/inference.md "Serving under gpumeter run"). Cost is the run's cost; tokens and requests are the
+/// engine's counters over the run (summed over models); a ratio with a zero denominator is nullopt.
+struct ServingKpis {
+  std::string engine;
+  std::vector<std::string> models;
+  std::optional<double> prompt_tokens, generated_tokens, cached_tokens, requests;
+  std::optional<double> usd_per_1m_prompt_tokens;
+  std::optional<double> usd_per_1m_generated_tokens;
+  std::optional<double> usd_per_1m_tokens;  ///< prompt + generated
+  std::optional<double> usd_per_1k_requests;
+  std::optional<double> generated_tokens_per_s;       ///< generated ÷ wall time
+  std::optional<double> peak_generated_tokens_per_s;  ///< saturation: the best kSaturationWindowMs of the run
+  std::optional<double> load_ratio;                   ///< mean ÷ peak generated tokens/s
+  /// Cost at saturation: the run's $/s ÷ peak generated tokens/s × 1e6 (= $/1M generated × load ratio).
+  std::optional<double> usd_per_1m_generated_tokens_at_peak;
+};
+
+/// Shortest window over which the peak (saturation) throughput of a served run is measured.
+inline constexpr std::int64_t kSaturationWindowMs = 5'000;
+
+/// Serving KPIs from a run and its InferenceRecords; nullopt when the run has none.
+std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<InferenceRecord>& records);
+
 /// One run's row in a scaling study.
 struct ScalingRow {
   std::int64_t run_id = 0;

@@ -56,7 +56,7 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
 
 RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                            const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
-                           const Catalog* catalog) {
+                           const Catalog* catalog, const std::vector<InferenceRecord>& inference) {
   RunReport r;
   r.run = run;
   r.gpus = std::move(gpus);
@@ -91,6 +91,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   if (r.samples && *r.samples > 0) r.usd_per_1k_samples = cost / static_cast<double>(*r.samples) * 1e3;
   if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
   if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
+  r.serving = serving_kpis(run, inference);
   if (run.status == "interrupted")
     r.notes.push_back(
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
@@ -104,6 +105,7 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
   GM_TRY(auto samples, ledger.samples(run_id));
   GM_TRY(auto progress, ledger.progress(run_id));
   GM_TRY(auto actions, ledger.actions(run_id));
+  GM_TRY(auto inference, ledger.inference(run_id));
   auto usage = gpu_usage_from_samples(samples);
   // Keep every allocated GPU in the list even before it had a sample.
   for (const auto& uuid : run.gpus_allocated)
@@ -113,7 +115,7 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
       usage.push_back(g);
     }
   if (run.status == "interrupted" && run.wall_ms == 0 && !samples.empty()) run.wall_ms = samples.back().t_ms;
-  return build_run_report(run, std::move(usage), progress, std::move(actions), catalog);
+  return build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
 }
 
 std::string describe_status(const RunRecord& run) {
@@ -203,6 +205,26 @@ std::string render_run_report_json(const RunReport& r) {
   } else {
     j["rightsizing"] = nullptr;
   }
+  if (r.serving) {
+    const ServingKpis& k = *r.serving;
+    j["serving"] = {
+        {"engine", k.engine},
+        {"models", k.models},
+        {"prompt_tokens", json_or_null(k.prompt_tokens)},
+        {"generated_tokens", json_or_null(k.generated_tokens)},
+        {"cached_tokens", json_or_null(k.cached_tokens)},
+        {"requests", json_or_null(k.requests)},
+        {"usd_per_1m_prompt_tokens", json_or_null(k.usd_per_1m_prompt_tokens)},
+        {"usd_per_1m_generated_tokens", json_or_null(k.usd_per_1m_generated_tokens)},
+        {"usd_per_1m_tokens", json_or_null(k.usd_per_1m_tokens)},
+        {"usd_per_1k_requests", json_or_null(k.usd_per_1k_requests)},
+        {"generated_tokens_per_s", json_or_null(k.generated_tokens_per_s)},
+        {"peak_generated_tokens_per_s", json_or_null(k.peak_generated_tokens_per_s)},
+        {"load_ratio", json_or_null(k.load_ratio)},
+        {"usd_per_1m_generated_tokens_at_peak", json_or_null(k.usd_per_1m_generated_tokens_at_peak)}};
+  } else {
+    j["serving"] = nullptr;
+  }
   j["notes"] = r.notes;
   return j.dump(2) + "\n";
 }
@@ -269,6 +291,35 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", format_usd(*r.usd_per_step));
   if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", format_usd(*r.usd_per_1k_samples));
   if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", format_usd(*r.usd_per_1m_tokens));
+  if (r.serving) {
+    const ServingKpis& k = *r.serving;
+    auto n = [](const std::optional<double>& v) {
+      return v ? fmt::format("{:.0f}", *v) : std::string("n/a");
+    };
+    std::string models;
+    for (const auto& m : k.models) models += (models.empty() ? "" : ", ") + m;
+    o += fmt::format("  serving         {} ({})  {} prompt + {} generated tokens, {} requests\n",
+                     k.engine.empty() ? "engine" : k.engine, models, n(k.prompt_tokens),
+                     n(k.generated_tokens), n(k.requests));
+    if (k.usd_per_1m_generated_tokens)
+      o += fmt::format("  $ / 1M gen tok  {}{}\n", format_usd(*k.usd_per_1m_generated_tokens),
+                       k.usd_per_1m_prompt_tokens
+                           ? fmt::format("  ($ / 1M prompt tok {})", format_usd(*k.usd_per_1m_prompt_tokens))
+                           : "");
+    if (k.usd_per_1m_tokens)
+      o += fmt::format("  $ / 1M tokens   {} (prompt + generated)\n", format_usd(*k.usd_per_1m_tokens));
+    if (k.usd_per_1k_requests) o += fmt::format("  $ / 1k requests {}\n", format_usd(*k.usd_per_1k_requests));
+    if (k.generated_tokens_per_s)
+      o += fmt::format("  gen tokens/s    {:.1f} mean{}\n", *k.generated_tokens_per_s,
+                       k.peak_generated_tokens_per_s
+                           ? fmt::format(", {:.1f} peak (load {:.0f}%)", *k.peak_generated_tokens_per_s,
+                                         k.load_ratio.value_or(0) * 100.0)
+                           : "");
+    if (k.usd_per_1m_generated_tokens && k.usd_per_1m_generated_tokens_at_peak)
+      o += fmt::format("  at saturation   {} per 1M generated tokens at the observed peak (now {})\n",
+                       format_usd(*k.usd_per_1m_generated_tokens_at_peak),
+                       format_usd(*k.usd_per_1m_generated_tokens));
+  }
   if (!r.metrics.empty()) {
     std::string m;
     for (const auto& [k, v] : r.metrics) m += fmt::format("{}{} {:.4g}", m.empty() ? "" : ", ", k, v);

@@ -9,6 +9,7 @@
 
 #include "catalog/catalog.h"
 #include "meter/run_meter.h"
+#include "report/kpi.h"
 #include "store/store.h"
 
 namespace gm {
@@ -37,6 +38,7 @@ struct RunReport {
   std::map<std::string, double> metrics;  ///< the last value of each metric the job reported (loss, acc)
   std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
+  std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
   std::vector<std::string> notes;
 };
 
@@ -47,10 +49,11 @@ std::string describe_status(const RunRecord& run);
 /// Headroom over the observed peak memory required of a rightsizing candidate (fraction).
 inline constexpr double kRightsizingHeadroom = 0.20;
 
-/// Builds the report. `catalog` may be null (no rightsizing hint then).
+/// Builds the report. `catalog` may be null (no rightsizing hint then); `inference`: the serving counters
+/// of a run that wrapped an inference server.
 RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                            const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
-                           const Catalog* catalog);
+                           const Catalog* catalog, const std::vector<InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
 

@@ -58,6 +58,10 @@ CREATE TABLE IF NOT EXISTS rollups (
   utilization_sum_pct REAL NOT NULL, memory_max_bytes REAL NOT NULL, energy_j REAL NOT NULL,
   cost_micros INTEGER NOT NULL, PRIMARY KEY (run_id, minute_unix, gpu_index));
 CREATE INDEX IF NOT EXISTS rollups_minute ON rollups(minute_unix);
+CREATE TABLE IF NOT EXISTS inference (
+  run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, model TEXT NOT NULL, engine TEXT NOT NULL,
+  prompt_tokens REAL, generated_tokens REAL, cached_tokens REAL, requests REAL, cost_micros INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS inference_run ON inference(run_id, t_ms);
 )sql";
 
 std::string this_host() {
@@ -450,6 +454,50 @@ class SqliteLedger final : public Ledger {
       out.push_back(std::move(x));
     }
     if (rc != SQLITE_DONE) return err("select progress");
+    return out;
+  }
+
+  Result<void> append_inference(const std::vector<InferenceRecord>& records) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
+    if (records.empty()) return ok_result();
+    if (!exec("BEGIN IMMEDIATE")) return err("begin");
+    {
+      Stmt s(db_,
+             "INSERT INTO inference (run_id, t_ms, model, engine, prompt_tokens, generated_tokens, "
+             "cached_tokens, "
+             "requests, cost_micros) VALUES (?,?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return rollback("prepare inference");
+      for (const auto& x : records) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.t_ms);
+        s.bind(3, x.model);
+        s.bind(4, x.engine);
+        s.bind(5, x.prompt_tokens);
+        s.bind(6, x.generated_tokens);
+        s.bind(7, x.cached_tokens);
+        s.bind(8, x.requests);
+        s.bind(9, x.cost_micros);
+        if (s.step() != SQLITE_DONE) return rollback("insert inference");
+        s.reset();
+      }
+    }
+    if (!exec("COMMIT")) return rollback("commit");
+    return ok_result();
+  }
+
+  Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const override {
+    std::vector<InferenceRecord> out;
+    // A ledger opened read-only that an older gpumeter created has no such table: no counters.
+    Stmt s(db_,
+           "SELECT run_id, t_ms, model, engine, prompt_tokens, generated_tokens, cached_tokens, requests, "
+           "cost_micros FROM inference WHERE run_id=? ORDER BY t_ms, rowid");
+    if (!s.ok()) return out;
+    s.bind(1, run_id);
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(InferenceRecord{s.i64(0), s.i64(1), s.text(2), s.text(3), s.of64(4), s.of64(5), s.of64(6),
+                                    s.of64(7), s.i64(8)});
+    if (rc != SQLITE_DONE) return err("select inference");
     return out;
   }
 

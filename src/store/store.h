@@ -106,6 +106,21 @@ struct RollupRecord {
   MicroUsd cost_micros = 0;
 };
 
+/// Serving counters of a run that wraps an inference server (`gpumeter run --inference-endpoint`), per model,
+/// at one sample: cumulative since the run's start (engine restarts already folded in, never decreasing).
+/// Stored when they changed; nullopt where the engine has no such counter.
+struct InferenceRecord {
+  std::int64_t run_id = 0;
+  std::int64_t t_ms = 0;  ///< ms since the run's start
+  std::string model;
+  std::string engine;  ///< vllm | sglang | tgi | triton
+  std::optional<double> prompt_tokens;
+  std::optional<double> generated_tokens;
+  std::optional<double> cached_tokens;
+  std::optional<double> requests;
+  MicroUsd cost_micros = 0;  ///< the run's spend at this sample
+};
+
 /// Filter for listing runs.
 struct RunFilter {
   std::optional<std::int64_t> since_unix_ms;
@@ -147,6 +162,16 @@ class Ledger {
   virtual Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const = 0;
   virtual Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const = 0;
   virtual Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const = 0;
+  /// Appends serving counters (committed before return). The default keeps none (ledgers without them).
+  virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
+    (void)records;
+    return ok_result();
+  }
+  /// A run's serving counters in time order; empty for runs (and ledgers) that have none.
+  virtual Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const {
+    (void)run_id;
+    return std::vector<InferenceRecord>{};
+  }
 };
 
 }  // namespace gm

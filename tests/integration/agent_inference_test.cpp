@@ -136,6 +136,30 @@ TEST_F(AgentInferenceIntegrationTest, VllmStandInOnFakeGpuCostPerMillionTokensIs
       << doc.out << doc.err;
 }
 
+// No --inference-endpoint: --inference-discover finds the port the GPU process listens on in /proc, probes it
+// once, recognises vLLM's exposition and charges the process's owner.
+TEST_F(AgentInferenceIntegrationTest, DiscoveredListeningPortOfGpuProcessIsScrapedWithoutTheFlag) {
+  int port = 0;
+  auto agent = start_agent(dir_.write("scenario.json", scenario()), dir_.path(),
+                           {"--price", "3.6", "--interval", "200ms", "--inference-discover"}, port);
+  ASSERT_GT(port, 0) << agent->stderr_text();
+  const std::string endpoint = "http://127.0.0.1:" + std::to_string(engine_port_) + "/metrics";
+  agent::Exposition e;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const CmdResult m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    e = *agent::parse_exposition(m.out);
+    if (sum_of(e, "gpumeter_inference_tokens_total", {{"kind", "generated"}}) > 0) break;
+  }
+  EXPECT_EQ(sum_of(e, "gpumeter_inference_endpoint_up", {{"endpoint", endpoint}}), 1) << agent->stderr_text();
+  EXPECT_EQ(sum_of(e, "gpumeter_inference_endpoint_linked", {{"endpoint", endpoint}}), 1);
+  EXPECT_GT(
+      sum_of(e, "gpumeter_inference_tokens_total", {{"model", "standin/llama-3-8b"}, {"kind", "generated"}}),
+      0);
+  EXPECT_EQ(agent->terminate(), 0);
+}
+
 TEST_F(AgentInferenceIntegrationTest, DownEndpointIsCountedAndTheAgentKeepsItsInterval) {
   int port = 0;
   auto agent = start_agent(dir_.write("scenario.json", scenario()), dir_.path(),

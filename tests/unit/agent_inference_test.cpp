@@ -380,6 +380,70 @@ TEST(InferenceListeners, FindsTheProcessListeningOnAPortInAProcTree) {
   EXPECT_EQ(find_listening_pid(proc, 8001), std::nullopt);
 }
 
+TEST(InferenceDiscovery, ListeningPortsOfTheGivenProcessesOnly) {
+  test::TempDir dir;
+  const std::string proc = dir.path() + "/proc";
+  fs::create_directories(proc + "/net");
+  for (const char* pid : {"10", "20", "30"}) fs::create_directories(proc + "/" + std::string(pid) + "/fd");
+  std::ofstream(proc + "/net/tcp")
+      << "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 501 1\n"
+         "   1: 0100007F:1F41 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 502 1\n"
+         "   2: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 503 1\n";
+  std::ofstream(proc + "/net/tcp6")
+      << "  sl  local_address                         remote_address                        st tx_queue "
+         "rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 00000000000000000000000000000000:7530 00000000000000000000000000000000:0000 0A "
+         "00000000:00000000 "
+         "00:00000000 00000000     0        0 601 1\n";
+  fs::create_symlink("socket:[501]", proc + "/10/fd/5");  // 8000, listening
+  fs::create_symlink("socket:[502]", proc + "/10/fd/6");  // 8001, a connection: not a port it serves
+  fs::create_symlink("socket:[601]", proc + "/20/fd/3");  // 30000 over IPv6
+  fs::create_symlink("socket:[503]", proc + "/30/fd/3");  // 80, not offered
+  fs::create_symlink("/dev/null", proc + "/10/fd/0");
+  EXPECT_EQ(listening_ports(proc, {10, 20}), (std::vector<std::uint16_t>{8000, 30000}));
+  EXPECT_EQ(listening_ports(proc, {30}), (std::vector<std::uint16_t>{80}));
+  EXPECT_TRUE(listening_ports(proc, {99}).empty());
+}
+
+// A kubelet /pods answer in the PodList format of the Kubernetes API (core/v1), written here as a stand-in
+// for a kubelet: a running vLLM pod with prometheus.io annotations, a pod that opts out, a pending one, one
+// without the port annotation and one with a bad port.
+std::string kubelet_pod_list(const std::string& ip, int port) {
+  return R"({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
+    {"metadata": {"name": "vllm-0", "namespace": "ml", "uid": "1b4e-1",
+                  "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": ")" +
+         std::to_string(port) + R"(", "prometheus.io/path": "/metrics"}},
+     "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.10.0"}]},
+     "status": {"phase": "Running", "podIP": ")" +
+         ip + R"(", "podIPs": [{"ip": ")" + ip + R"("}]}},
+    {"metadata": {"name": "exporter", "namespace": "mon",
+                  "annotations": {"prometheus.io/scrape": "false", "prometheus.io/port": "9100"}},
+     "status": {"phase": "Running", "podIP": "10.1.0.9"}},
+    {"metadata": {"name": "tgi-1", "namespace": "ml", "annotations": {"prometheus.io/port": "80"}},
+     "status": {"phase": "Pending"}},
+    {"metadata": {"name": "plain", "namespace": "default"}, "status": {"phase": "Running", "podIP": "10.1.0.7"}},
+    {"metadata": {"name": "odd", "namespace": "ml", "annotations": {"prometheus.io/port": "http"}},
+     "status": {"phase": "Running", "podIP": "10.1.0.8"}},
+    {"metadata": {"name": "v6", "namespace": "ml",
+                  "annotations": {"prometheus.io/port": "8080", "prometheus.io/path": "stats",
+                                  "prometheus.io/scheme": "https"}},
+     "status": {"phase": "Running", "podIP": "fd00::7"}}]})";
+}
+
+TEST(InferenceDiscovery, KubeletPodListStandInAnnotationsGiveUrlsAndOwners) {
+  auto t = parse_kubelet_pods(kubelet_pod_list("10.1.0.5", 8000), "kubelet");
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].owner, "ml/vllm-0");
+  EXPECT_EQ((*t)[0].url, "http://10.1.0.5:8000/metrics");
+  EXPECT_EQ((*t)[1].owner, "ml/v6");
+  EXPECT_EQ((*t)[1].url, "https://[fd00::7]:8080/stats");
+  auto bad = parse_kubelet_pods("<html>", "http://127.0.0.1:10255/pods");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("http://127.0.0.1:10255/pods"), std::string::npos);
+}
+
 // ---- the cost join, against a loopback HTTP server -----------------------------------------------------
 
 // A stand-in engine: serves whatever text the test sets, on 127.0.0.1.
@@ -575,6 +639,140 @@ TEST(InferenceJoin, EngineRestartNeverYieldsNegativeOrDoubledTokens) {
   EXPECT_NE(
       c.exposition().find("gpumeter_inference_engine_restarts_total{endpoint=\"" + eng.url() + "\"} 1\n"),
       std::string::npos);
+}
+
+// The state file carries the serving counters and each endpoint's last engine counters across an agent
+// restart: what the engine served while the agent was down counts once (not lost as a new baseline, not
+// counted twice).
+TEST(InferenceJoin, AgentRestartWithStateFileNeitherLosesNorDoublesTokens) {
+  JoinFixture fx;
+  StandInEngine eng;
+  AgentOptions o = fx.options({eng.url() + ",owner=" + fx.a});
+  o.state_path = fx.dir.path() + "/state.json";
+  eng.set(vllm_text("llama", 1000, 500, 10, 0));
+  {
+    Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+    ASSERT_TRUE(c.load_state());
+    c.collect_once();  // baseline at 500 generated
+    eng.set(vllm_text("llama", 1100, 600, 11, 0));
+    fx.clock.advance_ns(1'000'000'000);
+    c.collect_once();  // +100, 750 µ$ (75 % of 1000 µ$/s)
+    ASSERT_TRUE(c.save_state());
+  }
+  eng.set(vllm_text("llama", 1300, 700, 14, 0));  // served while the agent was down
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+  ASSERT_TRUE(c.load_state());
+  {
+    const Snapshot restored = c.snapshot();
+    const auto* m = find_model(restored, fx.a, "llama");
+    ASSERT_TRUE(m) << "restored before the first scrape";
+    EXPECT_EQ(m->generated_tokens, 100);
+    EXPECT_EQ(m->cost, 750);
+  }
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();  // +100 since the save (first sample of this agent: no interval to charge yet)
+  eng.set(vllm_text("llama", 1400, 750, 15, 0));
+  fx.clock.advance_ns(1'000'000'000);
+  c.collect_once();  // +50
+  const Snapshot s = c.snapshot();
+  const auto* m = find_model(s, fx.a, "llama");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->generated_tokens, 250);
+  EXPECT_EQ(m->prompt_tokens, 400);
+  EXPECT_EQ(m->requests, 5);
+  EXPECT_EQ(m->cost, 1500);
+  EXPECT_EQ(s.endpoints.at(0).resets, 0u);
+  // A state file of an older agent (no "inference" key) still loads.
+  std::ofstream(o.state_path) << R"({"format": "gpumeter-agent-state", "version": 1, "devices": {}})";
+  Collector old(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+  EXPECT_TRUE(old.load_state());
+}
+
+// Port discovery on a proc tree: the GPU process (PID 300) does not listen, its parent in the same cgroup
+// (the API server, PID 200) listens on the stand-in engine's port; a parent in another cgroup (PID 100) is
+// not asked.
+TEST(InferenceDiscovery, ParentOfTheGpuProcessListeningOnAnEnginePortIsFound) {
+  test::TempDir dir;
+  StandInEngine eng;
+  eng.set(vllm_text("llama", 10, 5, 1, 0));
+  const int port = std::stoi(eng.url().substr(eng.url().rfind(':') + 1));
+  const std::string proc = dir.path() + "/proc";
+  fs::create_directories(proc + "/net");
+  auto add = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cgroup) {
+    const std::string d = proc + "/" + std::to_string(pid);
+    fs::create_directories(d + "/fd");
+    std::ofstream(d + "/stat") << pid << " (p) S " << ppid << " 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n";
+    std::ofstream(d + "/comm") << "p\n";
+    std::ofstream(d + "/status") << "Name:\tp\nUid:\t0\t0\t0\t0\n";
+    std::ofstream(d + "/cgroup") << cgroup;
+  };
+  add(100, 1, "0::/system.slice/other.service\n");
+  add(200, 100, "0::/system.slice/docker-x.scope\n");
+  add(300, 200, "0::/system.slice/docker-x.scope\n");
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "%04X", port);
+  std::ofstream(proc + "/net/tcp")
+      << "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+         "   0: 0100007F:"
+      << hex << " 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 7001 1\n";
+  fs::create_symlink("socket:[7001]", proc + "/200/fd/4");
+  DiscoveryOptions o;
+  o.proc_root = proc;
+  o.timeout_ms = 1000;
+  EndpointDiscovery d(o);
+  std::vector<InferenceEndpointSpec> found;
+  for (int i = 0; i < 100 && found.empty(); ++i) {
+    d.offer({300});
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    found = d.take_found();
+  }
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].display, eng.url());
+  EXPECT_TRUE(found[0].owner.empty()) << "linked through the listening process, like a URL without owner=";
+  d.offer({300});
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(d.take_found().empty()) << "each port is probed once";
+}
+
+// --inference-discover with a stand-in kubelet (an HTTP server answering /pods with a PodList): the annotated
+// pod's endpoint is probed, found to be a vLLM engine and scraped every interval from then on; it links to
+// its pod once that pod is on a GPU (here it is not: linked 0, nothing charged).
+TEST(InferenceDiscovery, KubeletStandInAnnotatedPodBecomesAnEndpointWithoutTheFlag) {
+  JoinFixture fx;
+  StandInEngine eng;
+  eng.set(vllm_text("llama", 100, 50, 1, 0));
+  httplib::Server kubelet;
+  const int engine_port = std::stoi(eng.url().substr(eng.url().rfind(':') + 1));
+  kubelet.Get("/pods", [&](const httplib::Request& req, httplib::Response& res) {
+    EXPECT_EQ(req.get_header_value("Authorization"), "Bearer s3cret");
+    res.set_content(kubelet_pod_list("127.0.0.1", engine_port), "application/json");
+  });
+  const int kport = kubelet.bind_to_any_port("127.0.0.1");
+  std::thread kt([&] { kubelet.listen_after_bind(); });
+  AgentOptions o = fx.options({});
+  o.inference_discover = true;
+  o.kubelet_pods_url = "http://127.0.0.1:" + std::to_string(kport) + "/pods";
+  o.kubelet_token_file = fx.dir.path() + "/token";
+  std::ofstream(o.kubelet_token_file) << "s3cret\n";
+  {
+    Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(), o);
+    bool found = false;
+    for (int i = 0; i < 100 && !found; ++i) {
+      c.collect_once();
+      fx.clock.advance_ns(100'000'000);
+      const Snapshot s = c.snapshot();
+      found = !s.endpoints.empty() && s.endpoints[0].up;
+      if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(found);
+    const Snapshot s = c.snapshot();
+    ASSERT_EQ(s.endpoints.size(), 1u);
+    EXPECT_EQ(s.endpoints[0].endpoint, eng.url());
+    EXPECT_EQ(s.endpoints[0].engine, InferenceEngine::vllm);
+    EXPECT_FALSE(s.endpoints[0].linked);
+  }
+  kubelet.stop();
+  kt.join();
 }
 
 // Down, slow and garbage endpoints are counted by reason, and never hold a collection past half an interval;

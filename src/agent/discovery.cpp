@@ -1,0 +1,225 @@
+// Discovery of serving engines' metrics endpoints: the TCP ports a set of processes listens on (from
+// /proc/net/tcp{,6} and the processes' socket fds), probed once each for a /metrics that parses as one of
+// the known engines.
+#include <dirent.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "agent/agent.h"
+#include "sys/proc.h"
+
+namespace gm::agent {
+namespace {
+
+/// Socket inode → port of the LISTEN (state 0A) entries of a /proc/net/tcp-format table.
+void listen_table(const std::string& table, std::map<std::string, std::uint16_t>& out) {
+  std::istringstream in(table);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode))
+      continue;
+    if (state != "0A" || inode == "0") continue;
+    const std::size_t colon = local.rfind(':');
+    if (colon == std::string::npos) continue;
+    unsigned port = 0;
+    const auto [end, ec] = std::from_chars(local.data() + colon + 1, local.data() + local.size(), port, 16);
+    if (ec == std::errc() && end == local.data() + local.size() && port > 0 && port <= 65535)
+      out["socket:[" + inode + "]"] = static_cast<std::uint16_t>(port);
+  }
+}
+
+}  // namespace
+
+std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
+                                           const std::set<std::uint32_t>& pids) {
+  std::map<std::string, std::uint16_t> by_link;
+  for (const char* table : {"/net/tcp", "/net/tcp6"})
+    if (auto text = read_small_file(proc_root + table)) listen_table(*text, by_link);
+  std::set<std::uint16_t> ports;
+  if (by_link.empty()) return {};
+  for (std::uint32_t pid : pids) {
+    const std::string dir = proc_root + "/" + std::to_string(pid) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) continue;
+    while (dirent* ent = ::readdir(d)) {
+      if (ent->d_name[0] == '.') continue;
+      char buf[64];
+      const ssize_t n = ::readlink((dir + "/" + ent->d_name).c_str(), buf, sizeof buf);
+      if (n <= 0 || n >= static_cast<ssize_t>(sizeof buf)) continue;
+      if (auto it = by_link.find(std::string(buf, static_cast<std::size_t>(n))); it != by_link.end())
+        ports.insert(it->second);
+    }
+    ::closedir(d);
+  }
+  return {ports.begin(), ports.end()};
+}
+
+std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
+                                                        const std::vector<std::uint16_t>& ports,
+                                                        std::int64_t timeout_ms) {
+  for (std::uint16_t port : ports) {
+    const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                            ":" + std::to_string(port) + "/metrics";
+    auto spec = parse_inference_endpoint(url, "discovery");
+    if (!spec) continue;
+    if (scrape_endpoint(*spec, timeout_ms).reading) return *spec;
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
+                                                        const std::string& source) {
+  const auto j = nlohmann::json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array())
+    return make_error(ErrorKind::usage, source + ": not a kubelet PodList (JSON object with \"items\")");
+  std::vector<PodScrapeTarget> out;
+  auto text = [](const nlohmann::json& o, const char* key) -> std::string {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  for (const auto& pod : j["items"]) {
+    if (!pod.is_object()) continue;
+    const nlohmann::json meta = pod.value("metadata", nlohmann::json::object());
+    const nlohmann::json status = pod.value("status", nlohmann::json::object());
+    const nlohmann::json ann = meta.value("annotations", nlohmann::json::object());
+    const std::string port = text(ann, "prometheus.io/port"), ip = text(status, "podIP");
+    if (port.empty() || ip.empty() || text(status, "phase") != "Running") continue;
+    if (text(ann, "prometheus.io/scrape") == "false") continue;
+    unsigned p = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+    if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) continue;
+    std::string path = text(ann, "prometheus.io/path");
+    if (path.empty()) path = "/metrics";
+    if (path.front() != '/') path.insert(0, "/");
+    const std::string scheme = text(ann, "prometheus.io/scheme") == "https" ? "https" : "http";
+    const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
+    const std::string ns = text(meta, "namespace"), name = text(meta, "name");
+    if (name.empty()) continue;
+    out.push_back(
+        {ns.empty() ? name : ns + "/" + name, scheme + "://" + host + ":" + std::to_string(p) + path});
+  }
+  return out;
+}
+
+namespace {
+
+/// GETs the kubelet's /pods (bounded by `timeout_ms`), with a bearer token when a token file is given.
+Result<std::string> fetch_pods(const DiscoveryOptions& o) {
+  auto spec = parse_inference_endpoint(o.kubelet_pods_url, "--kubelet-pods-url");
+  if (!spec) return spec.error();
+  httplib::Client client(spec->scheme_host_port);
+  const auto t = std::chrono::milliseconds(o.timeout_ms);
+  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  httplib::Headers headers{{"Accept", "application/json"}};
+  if (!o.kubelet_token_file.empty()) {
+    auto token = read_small_file(o.kubelet_token_file);
+    if (!token)
+      return make_error(ErrorKind::unavailable,
+                        "--kubelet-token-file " + o.kubelet_token_file + ": cannot read");
+    while (!token->empty() && (token->back() == '\n' || token->back() == ' ')) token->pop_back();
+    headers.emplace("Authorization", "Bearer " + *token);
+  }
+  auto res = client.Get(spec->path, headers);
+  if (!res)
+    return make_error(ErrorKind::unavailable, o.kubelet_pods_url + ": " + httplib::to_string(res.error()));
+  if (res->status != 200)
+    return make_error(ErrorKind::unavailable,
+                      o.kubelet_pods_url + ": HTTP status " + std::to_string(res->status));
+  return res->body;
+}
+
+}  // namespace
+
+EndpointDiscovery::EndpointDiscovery(DiscoveryOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+EndpointDiscovery::~EndpointDiscovery() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void EndpointDiscovery::offer(std::set<std::uint32_t> gpu_pids) {
+  {
+    std::lock_guard lock(mu_);
+    pids_ = std::move(gpu_pids);
+    offered_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::vector<InferenceEndpointSpec> EndpointDiscovery::take_found() {
+  std::lock_guard lock(mu_);
+  return std::exchange(found_, {});
+}
+
+void EndpointDiscovery::loop() {
+  std::set<std::uint16_t> probed_ports;  // each listening port is probed once
+  std::set<std::string> probed_urls;     // each announced pod URL is probed once
+  std::int64_t next_kubelet_ms = 0;
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_ || offered_; });
+    if (stop_) return;
+    std::set<std::uint32_t> pids = pids_;
+    offered_ = false;
+    lock.unlock();
+    // The process that serves HTTP may be the parent of the one on the GPU (vLLM's API server starts its
+    // engine core): parents in the same cgroup, a few levels up, are asked too.
+    const ProcReader proc(options_.proc_root);
+    for (std::uint32_t pid : std::set<std::uint32_t>(pids)) {
+      auto info = proc.read(pid);
+      for (int up = 0; up < 4 && info && info->ppid > 1; ++up) {
+        auto parent = proc.read(info->ppid);
+        if (!parent || parent->cgroup != info->cgroup) break;
+        pids.insert(info->ppid);
+        info = std::move(parent);
+      }
+    }
+    std::vector<InferenceEndpointSpec> found;
+    std::vector<std::uint16_t> fresh;
+    for (std::uint16_t port : listening_ports(options_.proc_root, pids))
+      if (probed_ports.insert(port).second) fresh.push_back(port);
+    const auto stopping = [this] {
+      std::lock_guard guard(mu_);
+      return stop_;
+    };
+    for (std::uint16_t port : fresh) {
+      if (stopping()) return;  // shutting down: the remaining probes are not needed
+      if (auto spec = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms)) found.push_back(*spec);
+    }
+    if (!options_.kubelet_pods_url.empty() && now_ms() >= next_kubelet_ms) {
+      next_kubelet_ms = now_ms() + options_.kubelet_every_ms;
+      if (auto body = fetch_pods(options_))
+        if (auto targets = parse_kubelet_pods(*body, options_.kubelet_pods_url))
+          for (const auto& t : *targets) {
+            if (stopping()) return;
+            if (!probed_urls.insert(t.url).second) continue;
+            auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
+            if (spec && scrape_endpoint(*spec, options_.timeout_ms).reading) found.push_back(*spec);
+          }
+    }
+    lock.lock();
+    for (auto& f : found) found_.push_back(std::move(f));
+  }
+}
+
+}  // namespace gm::agent

@@ -1,0 +1,76 @@
+// Serving KPIs of a run that wrapped an inference server: $/1M tokens, $/1k requests, tokens/s, and the
+// cost at the observed peak throughput (saturation). Definitions: docs/inference.md.
+#include <algorithm>
+#include <map>
+
+#include "report/kpi.h"
+
+namespace gm {
+
+std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<InferenceRecord>& records) {
+  if (records.empty()) return std::nullopt;
+  ServingKpis k;
+  // Records are cumulative per model; the last one of each model holds its totals.
+  std::map<std::string, const InferenceRecord*> last;
+  for (const auto& r : records) last[r.model] = &r;
+  auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
+    if (v) sum = sum.value_or(0) + *v;
+  };
+  for (const auto& [model, r] : last) {
+    k.models.push_back(model);
+    if (!r->engine.empty()) k.engine = r->engine;
+    add(k.prompt_tokens, r->prompt_tokens);
+    add(k.generated_tokens, r->generated_tokens);
+    add(k.cached_tokens, r->cached_tokens);
+    add(k.requests, r->requests);
+  }
+  const double cost = micros_to_usd(run.cost_micros);
+  const bool priced = run.price_micros_per_gpu_hour > 0;
+  auto per = [&](std::optional<double> count, double unit) -> std::optional<double> {
+    if (!priced || !count || !(*count > 0)) return std::nullopt;
+    return cost / *count * unit;
+  };
+  k.usd_per_1m_prompt_tokens = per(k.prompt_tokens, 1e6);
+  k.usd_per_1m_generated_tokens = per(k.generated_tokens, 1e6);
+  if (k.prompt_tokens || k.generated_tokens)
+    k.usd_per_1m_tokens = per(k.prompt_tokens.value_or(0) + k.generated_tokens.value_or(0), 1e6);
+  k.usd_per_1k_requests = per(k.requests, 1e3);
+  const double wall_s = static_cast<double>(run.wall_ms) / 1000.0;
+  if (k.generated_tokens && wall_s > 0) k.generated_tokens_per_s = *k.generated_tokens / wall_s;
+
+  // Generated tokens over time, summed over models (a model keeps its last value between its records),
+  // from zero at the run's start.
+  std::vector<std::pair<std::int64_t, double>> series{{0, 0.0}};
+  std::map<std::string, double> current;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (records[i].generated_tokens) current[records[i].model] = *records[i].generated_tokens;
+    if (i + 1 < records.size() && records[i + 1].t_ms == records[i].t_ms) continue;
+    double sum = 0;
+    for (const auto& [m, v] : current) sum += v;
+    if (records[i].t_ms > series.back().first)
+      series.emplace_back(records[i].t_ms, sum);
+    else
+      series.back().second = sum;
+  }
+  // Peak: the highest rate over any window of at least kSaturationWindowMs between two points (the whole
+  // span when the run is shorter).
+  std::optional<double> peak;
+  std::size_t j = 0;
+  for (std::size_t i = 1; i < series.size(); ++i) {
+    while (j + 1 < i && series[i].first - series[j + 1].first >= kSaturationWindowMs) ++j;
+    if (series[i].first - series[j].first < kSaturationWindowMs) continue;
+    const double rate = (series[i].second - series[j].second) /
+                        (static_cast<double>(series[i].first - series[j].first) / 1000.0);
+    peak = std::max(peak.value_or(0), rate);
+  }
+  if (!peak && series.size() >= 2 && series.back().first > 0)
+    peak = series.back().second / (static_cast<double>(series.back().first) / 1000.0);
+  if (peak && *peak > 0) {
+    k.peak_generated_tokens_per_s = peak;
+    if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);
+    if (priced && wall_s > 0) k.usd_per_1m_generated_tokens_at_peak = cost / wall_s / *peak * 1e6;
+  }
+  return k;
+}
+
+}  // namespace gm
