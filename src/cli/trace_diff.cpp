@@ -63,13 +63,15 @@ void rows_text(std::string& out, const char* title, const std::vector<trace::Dif
   t.header({title, base_col, new_col, "change", "Δ cost", "share", ""},
            {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
             TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+  std::vector<std::string> full_names;
+  for (const auto& r : rows) full_names.push_back(r.name);
+  const std::vector<std::string> display = trace::short_names(full_names, 60);
   std::size_t n = 0;
   for (const auto& r : rows) {
     if (n++ >= top && !r.failed) continue;
     const auto delta = usd(price, r.new_ns - r.base_ns);
-    t.row({trace::short_name(r.name, 60), fmt::format("{:.3f}", r.base_ns / 1e6),
-           fmt::format("{:.3f}", r.new_ns / 1e6), change_text(r),
-           delta ? (*delta < 0 ? "-" + format_usd(-*delta) : "+" + format_usd(*delta)) : "-",
+    t.row({display[n - 1], fmt::format("{:.3f}", r.base_ns / 1e6), fmt::format("{:.3f}", r.new_ns / 1e6),
+           change_text(r), delta ? (*delta < 0 ? "-" + format_usd(-*delta) : "+" + format_usd(*delta)) : "-",
            fmt::format("{:.1f}%", 100 * r.new_share), r.failed ? "FAIL" : ""});
   }
   out += t.render();

@@ -89,6 +89,9 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
   t.header(head, al);
   std::size_t shown_rows = 0;
   std::int64_t rest_ns = 0, rest_count = 0, rest_kernel = 0;
+  std::vector<std::string> full_names;
+  for (std::size_t i = 0; i < bs.size() && i < o.top; ++i) full_names.push_back(bs[i].name);
+  const std::vector<std::string> display = trace::short_names(full_names, 60);
   for (const auto& b : bs) {
     if (shown_rows >= o.top) {
       rest_ns += b.attributed_ns;
@@ -97,7 +100,7 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
       continue;
     }
     ++shown_rows;
-    std::vector<std::string> row{trace::short_name(b.name, 60)};
+    std::vector<std::string> row{display[shown_rows - 1]};
     if (kernels) row.push_back(b.klass);
     row.insert(row.end(), {std::to_string(b.count), ms(b.kernel_ns), ms(b.attributed_ns), pct(b.attributed_ns, d.busy_ns),
                            usd(cost_of(b.attributed_ns, o))});
@@ -166,10 +169,13 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
   t.header({"operator (by self CPU time)", "count", "self ms", "total ms", "of self"},
            {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
             TextTable::Align::right});
+  std::vector<std::string> full_names;
+  for (std::size_t i = 0; i < h.operators.size() && i < o.top; ++i) full_names.push_back(h.operators[i].name);
+  const std::vector<std::string> display = trace::short_names(full_names, 60);
   std::size_t rows = 0;
   for (const auto& op : h.operators) {
     if (rows++ >= o.top) break;
-    t.row({trace::short_name(op.name, 60), std::to_string(op.count), ms(op.self_ns), ms(op.total_ns),
+    t.row({display[rows - 1], std::to_string(op.count), ms(op.self_ns), ms(op.total_ns),
            pct(op.self_ns, self_total)});
   }
   if (h.operators.size() > o.top) t.row({fmt::format("({} more)", h.operators.size() - o.top), "", "", "", ""});

@@ -23,13 +23,15 @@ std::string signed_usd(double usd) {
 json rows_table(const std::string& title, const std::vector<trace::DiffRow>& rows, const char* per,
                 const std::optional<double>& price, std::size_t limit) {
   json out = json::array();
+  std::vector<std::string> full_names;
+  for (const auto& r : rows) full_names.push_back(r.name);
+  const std::vector<std::string> display = trace::short_names(full_names, 64);
   std::size_t n = 0;
   for (const auto& r : rows) {
     // Every failing row is shown, whatever the limit: the page must name what failed the gate.
     if (n++ >= limit && !r.failed) continue;
-    json row = {r.kind == "summary" ? r.name : trace::short_name(r.name, 64),
-                fmt::format("{:.3f}", r.base_ns / 1e6), fmt::format("{:.3f}", r.new_ns / 1e6),
-                change_text(r)};
+    json row = {r.kind == "summary" ? r.name : display[n - 1], fmt::format("{:.3f}", r.base_ns / 1e6),
+                fmt::format("{:.3f}", r.new_ns / 1e6), change_text(r)};
     row.push_back(price ? signed_usd(*price * (r.new_ns - r.base_ns) / 3.6e12) : std::string("-"));
     row.push_back(fmt::format("{:.1f}%", 100 * r.new_share));
     row.push_back(r.failed ? "FAIL" : (r.gated ? "gated" : ""));

@@ -178,4 +178,10 @@ Result<TraceDiff> diff_traces(const std::vector<FileAnalysis>& base, const std::
 /// A short display form of a kernel or operator name (template arguments and parameters elided).
 std::string short_name(const std::string& name, std::size_t width = 60);
 
+/// Display forms for the rows of one table: short_name of each, except that names which would print alike
+/// (`vectorized_elementwise_kernel<…>` for an add and a mul) keep their first distinguishing template
+/// argument
+/// (`vectorized_elementwise_kernel<…, CUDAFunctor_add<float>, …>`), else a " #k" suffix; never two equal.
+std::vector<std::string> short_names(const std::vector<std::string>& names, std::size_t width = 60);
+
 }  // namespace gm::trace
