@@ -1,11 +1,14 @@
 #pragma once
-// Findings: advice computed from a trace device's analysis or a run's report, each with its evidence, the
-// dollars at stake and one concrete action (issue 14; kinds, thresholds and reasons in docs/findings.md).
+// Findings: advice computed from a trace device's analysis, each with its evidence, the dollars at stake and
+// one concrete action (issue 14; kinds, thresholds and reasons in docs/findings.md).
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
+
+#include "trace/trace.h"
+#include "util/money.h"
 
 namespace gm::findings {
 
@@ -18,13 +21,15 @@ struct Evidence {
   std::variant<std::int64_t, double, std::string> value;  ///< the figure as measured
 };
 
-/// A finding: what was seen, what it costs and what to do.
+/// A finding: what was seen, what it costs and what to do. Money in integer nano-dollars (meter's
+/// arithmetic), fine enough for a one-second trace window and wide enough for a month.
 struct Finding {
   std::string kind;  ///< stable identifier documented in docs/findings.md
   Severity severity = Severity::info;
-  std::int64_t cost_micro_usd = 0;                     ///< dollars at stake over the analysed window or run
-  std::optional<std::int64_t> micro_usd_per_1k_steps;  ///< nullopt when steps are unknown
-  std::optional<std::int64_t> micro_usd_per_month;     ///< at the current rate, 730 h; nullopt without a rate
+  std::int64_t at_stake_ns = 0;               ///< GPU time the finding concerns in the analysed window
+  std::optional<std::int64_t> cost_nano_usd;  ///< that time at the price; nullopt without a price
+  std::optional<std::int64_t> nano_usd_per_1k_steps;   ///< nullopt without a price or without profiler steps
+  std::optional<std::int64_t> nano_usd_per_month;      ///< at the same share of a GPU busy 730 h a month
   std::string summary;                                 ///< one sentence: what was seen, with the figure
   std::string action;                                  ///< one concrete action
   std::vector<Evidence> evidence;                      ///< the measured facts, in display order
@@ -32,5 +37,10 @@ struct Finding {
 
 /// Lower-case name of a severity ("high").
 const char* severity_name(Severity severity);
+
+/// Findings of one trace device at `price_micros_per_gpu_hour` (nullopt: time only), largest at stake
+/// first: input-bound, launch-bound, exposed communication, pageable copies, one kernel family dominating.
+std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& device,
+                                      std::optional<MicroUsd> price_micros_per_gpu_hour);
 
 }  // namespace gm::findings

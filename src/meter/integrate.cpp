@@ -1,6 +1,7 @@
 // Exact cost integration, shared-device attribution, energy and carbon.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "meter/meter.h"
@@ -123,6 +124,14 @@ std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& 
   }
   e.co2_kg = energy_kwh * e.pue * e.g_per_kwh / 1000.0;
   return e;
+}
+
+std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns) {
+  // micro-dollars/hour × ns × (1e6 pico per micro) / (3.6e12 ns per hour) = micros × ns / 3.6e6.
+  const Int128 p = static_cast<Int128>(price_micros_per_gpu_hour) * ns;
+  const Int128 q = (p >= 0 ? p + 1'800'000 : p - 1'800'000) / 3'600'000;
+  const Int128 max = std::numeric_limits<std::int64_t>::max();
+  return static_cast<std::int64_t>(q > max ? max : (q < -max ? -max : q));
 }
 
 }  // namespace gm

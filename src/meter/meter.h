@@ -101,6 +101,10 @@ class PricingContext {
 
 // ---- billing and cost integration ------------------------------------------------------------
 
+/// Cost of `ns` GPU-nanoseconds at `price_micros_per_gpu_hour` in pico-dollars (1e-12 USD), rounded to the
+/// nearest: exact integers with the resolution single kernels of a trace need (a 5 µs kernel at $3/h is
+/// 4.2 nano-dollars). Saturates at the int64 limit (over $9.2 million).
+std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);

@@ -26,7 +26,9 @@ namespace {
 
 constexpr int kMaxOwners = 20;
 constexpr double kRssGrowthBoundMib = 16;  // after warm-up; documented in docs/reliability.md
-constexpr int kSeriesGrowthBound = 8;      // series lines after warm-up (owners folding into "other" settle)
+// Series come and go with the state (a lost GPU has no power series, a pod is named only while the socket
+// answers), so growth is judged between the two halves after warm-up, which both see every state.
+constexpr int kSeriesGrowthBound = 4;
 
 int soak_seconds() {
   const char* s = std::getenv("GPUMETER_SOAK_SECONDS");
@@ -165,7 +167,7 @@ TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSec
   const int warmup_s = std::max(10, seconds / 4);
   std::map<std::string, double> last;
   long warm_rss = -1, peak_rss = 0;
-  std::size_t warm_series = 0, max_series = 0;
+  std::size_t first_half_max = 0, second_half_max = 0;
   int checks = 0;
   for (int s = 1; s <= seconds; ++s) {
     std::this_thread::sleep_until(start + std::chrono::seconds(s));
@@ -192,11 +194,10 @@ TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSec
     last = now;
     const long rss = rss_kib(agent->pid());
     peak_rss = std::max(peak_rss, rss);
-    if (s == warmup_s) {
-      warm_rss = rss;
-      warm_series = now.size();
-    }
-    if (s >= warmup_s) max_series = std::max(max_series, now.size());
+    if (s == warmup_s) warm_rss = rss;
+    if (s >= warmup_s && s < warmup_s + (seconds - warmup_s) / 2)
+      first_half_max = std::max(first_half_max, now.size());
+    if (s >= warmup_s + (seconds - warmup_s) / 2) second_half_max = std::max(second_half_max, now.size());
     ++checks;
   }
   stop = true;
@@ -212,7 +213,8 @@ TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSec
   ASSERT_GT(warm_rss, 0);
   EXPECT_LE(static_cast<double>(final_rss - warm_rss) / 1024.0, kRssGrowthBoundMib)
       << "RSS " << warm_rss << " KiB after warm-up, " << final_rss << " KiB at the end";
-  EXPECT_LE(max_series, warm_series + kSeriesGrowthBound) << warm_series << " series after warm-up";
+  EXPECT_LE(second_half_max, first_half_max + kSeriesGrowthBound)
+      << first_half_max << " series at most in the first half after warm-up";
   const std::string err = agent->stderr_text();
   EXPECT_EQ(sanitizer_report(err), "");
   std::size_t lines = 0;
@@ -221,9 +223,10 @@ TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSec
   EXPECT_LE(lines, static_cast<std::size_t>(20 + 2 * seconds)) << err.substr(0, 4000);
   std::fprintf(stderr,
                "soak: %d s, %ld requests (%.0f/s), 0 errors, RSS %ld KiB after warm-up -> %ld KiB at the end "
-               "(peak %ld), %zu -> max %zu series, %zu stderr lines\n",
+               "(peak %ld), at most %zu series in the first half after warm-up and %zu in the second, %zu "
+               "stderr lines\n",
                seconds, requests.load(), static_cast<double>(requests.load()) / elapsed_s, warm_rss,
-               final_rss, peak_rss, warm_series, max_series, lines);
+               final_rss, peak_rss, first_half_max, second_half_max, lines);
 }
 
 }  // namespace
