@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/agent.h"
 #include "fuzz_util.h"
+#include "report/fleet.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
@@ -27,11 +27,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     start = nul + 1;
   }
   std::size_t asked = 0;
-  const gm::agent::PrometheusQuery query =
-      [&](const std::string&) -> gm::Result<gm::agent::PrometheusAnswer> {
-    return gm::agent::PrometheusAnswer{200, answers[asked++ % answers.size()]};
+  const gm::PrometheusQuery query = [&](const std::string&) -> gm::Result<gm::PrometheusAnswer> {
+    return gm::PrometheusAnswer{200, answers[asked++ % answers.size()]};
   };
-  auto rep = gm::agent::fleet_report_from(query, "http://fuzz:9090", 3'600'000, by);
+  auto rep = gm::fleet_report_from(query, "http://fuzz:9090", 3'600'000, by);
   if (!rep) {
     check(!rep.error().message.empty());
     return 0;

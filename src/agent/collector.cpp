@@ -1,10 +1,12 @@
 // The collector loop: sample, price, attribute, accumulate.
+#include "agent/collector.h"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <thread>
 
-#include "agent/agent.h"
+#include "agent/exposition.h"  // the text is rendered once per collection and cached for scrapes
 
 namespace gm::agent {
 
@@ -341,5 +343,32 @@ std::string Collector::exposition() {
 }
 
 std::string Collector::owners_json() const { return render_owners_json(snapshot()); }
+
+std::vector<OwnerTotal> owner_totals(const Snapshot& s) {
+  std::map<std::string, OwnerTotal> by_key;
+  for (const auto& d : s.devices)
+    for (const auto& [key, oc] : d.owners) {
+      auto it = s.owners.find(key);
+      if (it == s.owners.end()) continue;
+      OwnerTotal& t = by_key[key];
+      if (t.key.empty()) {
+        t.key = key;
+        t.owner = it->second;
+      }
+      if (d.price) {
+        t.cost += oc.cost;
+        if (oc.last_interval_s > 0)
+          t.usd_per_hour += micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
+      }
+      t.energy_j += oc.energy_j;
+      t.gpu_seconds += oc.gpu_seconds;
+      t.gpus.push_back(d.info.index);
+    }
+  std::vector<OwnerTotal> out;
+  for (auto& [key, t] : by_key) out.push_back(std::move(t));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OwnerTotal& a, const OwnerTotal& b) { return a.cost > b.cost; });
+  return out;
+}
 
 }  // namespace gm::agent

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "agent/agent.h"
+#include "agent/inference.h"
 #include "sys/proc.h"
 
 namespace gm::agent {

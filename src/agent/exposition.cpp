@@ -1,10 +1,11 @@
 // Prometheus text exposition (format 0.0.4) and the owners JSON.
+#include "agent/exposition.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "agent/agent.h"
 #include "util/json.h"
 
 namespace gm::agent {
@@ -353,7 +354,6 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
 std::string render_owners_json(const Snapshot& s) {
   using nlohmann::json;
   json devices = json::array();
-  std::map<std::string, json> owners;
   for (const auto& d : s.devices) {
     json dj = {{"gpu", d.info.index}, {"uuid", d.info.uuid}, {"model", d.info.name}};
     dj["up"] = d.last ? json(d.last->state == DeviceState::ok) : json(nullptr);
@@ -370,32 +370,24 @@ std::string render_owners_json(const Snapshot& s) {
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
     devices.push_back(dj);
-    for (const auto& [key, oc] : d.owners) {
-      auto it = s.owners.find(key);
-      if (it == s.owners.end()) continue;
-      json& oj = owners[key];
-      if (oj.is_null()) {
-        const Owner& o = it->second;
-        oj = {{"kind", to_string(o.kind)}, {"owner", o.name}, {"cost_usd", 0.0}, {"usd_per_hour", 0.0},
-              {"energy_j", 0.0}, {"gpu_seconds", 0.0}, {"gpus", json::array()}};
-        const std::pair<const char*, const std::string*> extra[] = {
-            {"namespace", &o.pod_namespace}, {"pod", &o.pod}, {"container", &o.container},
-            {"slurm_job", &o.slurm_job}, {"account", &o.slurm_account}, {"user", &o.user}};
-        for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
-      }
-      if (d.price) oj["cost_usd"] = oj["cost_usd"].get<double>() + micros_to_usd(oc.cost);
-      if (d.price && oc.last_interval_s > 0)
-        oj["usd_per_hour"] = oj["usd_per_hour"].get<double>() + micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
-      oj["energy_j"] = oj["energy_j"].get<double>() + oc.energy_j;
-      oj["gpu_seconds"] = oj["gpu_seconds"].get<double>() + oc.gpu_seconds;
-      oj["gpus"].push_back(d.info.index);
-    }
   }
   json list = json::array();
-  for (auto& [k, v] : owners) list.push_back(std::move(v));
-  std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
-    return a["cost_usd"].get<double>() > b["cost_usd"].get<double>();
-  });
+  for (const OwnerTotal& t : owner_totals(s)) {
+    const Owner& o = t.owner;
+    json oj = {{"kind", to_string(o.kind)},
+               {"owner", o.name},
+               {"cost_usd", micros_to_usd(t.cost)},
+               {"usd_per_hour", t.usd_per_hour},
+               {"energy_j", t.energy_j},
+               {"gpu_seconds", t.gpu_seconds},
+               {"gpus", t.gpus}};
+    const std::pair<const char*, const std::string*> extra[] = {
+        {"namespace", &o.pod_namespace}, {"pod", &o.pod},
+        {"container", &o.container},     {"slurm_job", &o.slurm_job},
+        {"account", &o.slurm_account},   {"user", &o.user}};
+    for (const auto& [n, v] : extra) oj[n] = v->empty() ? json(nullptr) : json(*v);
+    list.push_back(std::move(oj));
+  }
   json root = {{"devices", devices}, {"owners", list}, {"collections", s.self.collections}};
   return root.dump();
 }

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "agent/agent.h"
+#include "agent/inference.h"
 
 namespace gm::agent {
 

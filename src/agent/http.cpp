@@ -5,8 +5,9 @@
 #include <cstring>
 #include <vector>
 
-#include "agent/agent.h"
+#include "agent/exposition.h"
 #include "agent/http_connection.h"
+#include "agent/server.h"
 #include "sys/proc.h"
 #include "util/embedded.h"
 #include "util/units.h"

@@ -1,5 +1,7 @@
 // Serving engines' own metrics: endpoint specs, reading vLLM / SGLang / TGI / Triton counters from a parsed
 // exposition, counter resets, bounded scrapes on background threads, and the cost split across models.
+#include "agent/inference.h"
+
 #include <httplib.h>
 #include <toml++/toml.h>
 
@@ -8,8 +10,6 @@
 #include <cmath>
 #include <filesystem>
 #include <thread>
-
-#include "agent/agent.h"
 
 namespace gm::agent {
 

@@ -7,7 +7,7 @@
 #include <array>
 #include <set>
 
-#include "agent/agent.h"
+#include "agent/collector.h"
 #include "sys/proc.h"
 
 namespace gm::agent {

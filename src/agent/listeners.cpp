@@ -6,7 +6,7 @@
 #include <charconv>
 #include <sstream>
 
-#include "agent/agent.h"
+#include "agent/inference.h"
 #include "sys/proc.h"
 
 namespace gm::agent {

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "agent/agent.h"
+#include "agent/collector.h"
 
 namespace gm::agent {
 

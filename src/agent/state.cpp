@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "agent/agent.h"
+#include "agent/collector.h"
 #include "sys/proc.h"
 
 namespace gm::agent {

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "agent/agent.h"
 #include "cli/common.h"
+#include "report/fleet.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
@@ -36,7 +36,7 @@ int fleet_report(int argc, char** argv) {
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   auto range_ms = parse_duration_ms(since);
   if (!range_ms) return fail("report", make_error(ErrorKind::usage, "--since '" + since + "': " + range_ms.error().message));
-  auto rep = agent::query_fleet_report(url, *range_ms, by);
+  auto rep = query_fleet_report(url, *range_ms, by);
   if (!rep) return fail("report", rep.error());
 
   if (json_out) {

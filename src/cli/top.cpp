@@ -67,22 +67,16 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
         d.price ? usd_text(d.price->usd_per_gpu_hour()) : "n/a", d.price ? usd_text(micros_to_usd(d.cost)) : "n/a",
         d.price ? usd_text(micros_to_usd(d.unallocated_cost)) : "n/a"));
   }
-  std::map<std::string, OwnerRow> rows;
-  for (const auto& d : s.devices)
-    for (const auto& [k, oc] : d.owners) {
-      auto it = s.owners.find(k);
-      if (it == s.owners.end()) continue;
-      OwnerRow& r = rows[k];
-      r.owner = it->second;
-      if (d.price) {
-        r.usd += micros_to_usd(oc.cost);
-        if (oc.last_interval_s > 0) r.usd_per_hour += micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
-      }
-      r.energy_j += oc.energy_j;
-      r.gpus += (r.gpus.empty() ? "" : ",") + std::to_string(d.info.index);
-    }
   std::vector<OwnerRow> list;
-  for (auto& [k, r] : rows) list.push_back(r);
+  for (const agent::OwnerTotal& t : agent::owner_totals(s)) {
+    OwnerRow r;
+    r.owner = t.owner;
+    r.usd = micros_to_usd(t.cost);
+    r.usd_per_hour = t.usd_per_hour;
+    r.energy_j = t.energy_j;
+    for (unsigned g : t.gpus) r.gpus += (r.gpus.empty() ? "" : ",") + std::to_string(g);
+    list.push_back(std::move(r));
+  }
   std::stable_sort(list.begin(), list.end(), [key](const OwnerRow& a, const OwnerRow& b) {
     switch (key) {
       case SortKey::rate: return a.usd_per_hour > b.usd_per_hour;

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/agent.h"
+#include "agent/inference.h"
 #include "guard/session.h"
 
 namespace gm {

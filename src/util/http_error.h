@@ -1,25 +1,15 @@
 #pragma once
-// Words for cpp-httplib's client errors (its own to_string gives "Connection", "Read", ...).
-#include <httplib.h>
-
+// Words for cpp-httplib's client errors (its own to_string gives "Connection", "Read", ...). The enum is only
+// declared here, so that including this header does not pull in <httplib.h>.
 #include <string>
+
+namespace httplib {
+enum class Error;
+}  // namespace httplib
 
 namespace gm {
 
 /// A user-facing description of a failed HTTP request.
-inline std::string http_error_text(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection: return "cannot connect (nothing listening, or the host is unreachable)";
-    case httplib::Error::ConnectionTimeout: return "connection timed out";
-    case httplib::Error::Read: return "the connection broke while reading the answer (or it timed out)";
-    case httplib::Error::Write: return "the connection broke while sending the request";
-    case httplib::Error::SSLConnection: return "TLS handshake failed";
-    case httplib::Error::SSLLoadingCerts: return "cannot load the CA certificates";
-    case httplib::Error::SSLServerVerification: return "the server's TLS certificate could not be verified";
-    case httplib::Error::ExceedRedirectCount: return "too many redirects";
-    case httplib::Error::Canceled: return "request cancelled";
-    default: return "request failed (" + httplib::to_string(error) + ")";
-  }
-}
+std::string http_error_text(httplib::Error error);
 
 }  // namespace gm

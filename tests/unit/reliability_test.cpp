@@ -12,6 +12,7 @@
 #include "catalog/catalog.h"
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
+#include "report/fleet.h"
 #include "store/store.h"
 #include "support/support.h"
 #include "util/units.h"
@@ -19,11 +20,11 @@
 namespace gm {
 namespace {
 
-Result<agent::FleetReport> fleet_with(const std::vector<std::string>& answers) {
+Result<FleetReport> fleet_with(const std::vector<std::string>& answers) {
   std::size_t i = 0;
-  return agent::fleet_report_from(
-      [&](const std::string&) -> Result<agent::PrometheusAnswer> {
-        return agent::PrometheusAnswer{200, answers[std::min(i++, answers.size() - 1)]};
+  return fleet_report_from(
+      [&](const std::string&) -> Result<PrometheusAnswer> {
+        return PrometheusAnswer{200, answers[std::min(i++, answers.size() - 1)]};
       },
       "http://prom:9090", 3'600'000, "namespace");
 }

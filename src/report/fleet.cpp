@@ -1,4 +1,6 @@
 // Fleet report: PromQL increase() over the agents' counters through the Prometheus HTTP API.
+#include "report/fleet.h"
+
 #include <httplib.h>
 
 #include <algorithm>
@@ -7,10 +9,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "agent/agent.h"
 #include "util/http_error.h"
 
-namespace gm::agent {
+namespace gm {
 
 namespace {
 
@@ -27,13 +28,14 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
   const std::string where = "--prometheus " + url;
   const json j = json::parse(answer.body, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    return make_error(ErrorKind::unavailable,
-                      where + ": HTTP " + std::to_string(answer.http_status) + ", not a Prometheus API answer");
+    return make_error(ErrorKind::unavailable, where + ": HTTP " + std::to_string(answer.http_status) +
+                                                  ", not a Prometheus API answer");
   const auto status = j.find("status");
   if (status == j.end() || !status->is_string() || *status != "success") {
     const auto e = j.find("error");
-    return make_error(ErrorKind::unavailable, where + ": query '" + promql + "' failed: " +
-                                                  (e != j.end() && e->is_string() ? e->get<std::string>() : "?"));
+    return make_error(ErrorKind::unavailable,
+                      where + ": query '" + promql +
+                          "' failed: " + (e != j.end() && e->is_string() ? e->get<std::string>() : "?"));
   }
   std::vector<Sample> out;
   try {
@@ -47,8 +49,8 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
       const char* end = text.data() + text.size();
       const auto [p, ec] = std::from_chars(text.data(), end, s.value);
       if (ec != std::errc() || p != end || !std::isfinite(s.value))
-        return make_error(ErrorKind::unavailable, where + ": unexpected answer: value '" + text.substr(0, 40) +
-                                                      "' is not a finite number");
+        return make_error(ErrorKind::unavailable, where + ": unexpected answer: value '" +
+                                                      text.substr(0, 40) + "' is not a finite number");
       out.push_back(std::move(s));
     }
   } catch (const std::exception& e) {
@@ -67,27 +69,35 @@ double sum(const std::vector<Sample>& v) {
 
 Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t range_ms, const std::string& by) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
-    return make_error(ErrorKind::usage, "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
+    return make_error(ErrorKind::usage,
+                      "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
   httplib::Client client(url);
   client.set_connection_timeout(5);
   client.set_read_timeout(60);
   const PrometheusQuery query = [&](const std::string& promql) -> Result<PrometheusAnswer> {
     const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
-    if (!res) return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
+    if (!res)
+      return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
     return PrometheusAnswer{res->status, res->body};
   };
   return fleet_report_from(query, url, range_ms, by);
 }
 
-Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::string& url, std::int64_t range_ms,
-                                      const std::string& by) {
+Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::string& url,
+                                      std::int64_t range_ms, const std::string& by) {
   std::string group;
-  if (by == "namespace") group = "namespace";
-  else if (by == "job") group = "slurm_job";
-  else if (by == "user") group = "user";
-  else if (by == "account" || by == "slurm-account") group = "account";
-  else if (by == "gpu") group = "instance, gpu, model";
-  else return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, account, user or gpu");
+  if (by == "namespace")
+    group = "namespace";
+  else if (by == "job")
+    group = "slurm_job";
+  else if (by == "user")
+    group = "user";
+  else if (by == "account" || by == "slurm-account")
+    group = "account";
+  else if (by == "gpu")
+    group = "instance, gpu, model";
+  else
+    return make_error(ErrorKind::usage, "--by '" + by + "': expected namespace, job, account, user or gpu");
   if (range_ms < 1000) return make_error(ErrorKind::usage, "--since: the range must be at least 1s");
   const std::string range = "[" + std::to_string(range_ms / 1000) + "s]";
   auto inc = [&](const char* metric) { return "increase(" + std::string(metric) + range + ")"; };
@@ -110,7 +120,8 @@ Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::s
 
   const bool per_gpu = by == "gpu";
   const char* cost_metric = per_gpu ? "gpumeter_gpu_cost_usd_total" : "gpumeter_owner_cost_usd_total";
-  const char* energy_metric = per_gpu ? "gpumeter_gpu_energy_joules_total" : "gpumeter_owner_energy_joules_total";
+  const char* energy_metric =
+      per_gpu ? "gpumeter_gpu_energy_joules_total" : "gpumeter_owner_energy_joules_total";
   auto grouped = [&](const char* metric) { return "sum by (" + group + ") (" + inc(metric) + ")"; };
   GM_TRY(auto costs, instant_query(grouped(cost_metric)));
   GM_TRY(auto energy, instant_query(grouped(energy_metric)));
@@ -153,4 +164,4 @@ Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::s
   return rep;
 }
 
-}  // namespace gm::agent
+}  // namespace gm

@@ -1,0 +1,283 @@
+#pragma once
+// The collector: samples every GPU each interval, prices the interval (meter), splits it over processes and
+// their owners (DESIGN §3), keeps counters (optionally continued across restarts through a state file);
+// kubelet device holders; inference endpoint discovery. Knows nothing of text formats or HTTP.
+#include <array>
+#include <atomic>
+#include <compare>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "agent/inference.h"
+#include "gpu/gpu.h"
+#include "kubelet/pod_resources.h"
+#include "meter/meter.h"
+#include "sys/owner.h"
+#include "util/clock.h"
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm::agent {
+
+/// Collector settings.
+struct AgentOptions {
+  std::int64_t interval_ms = 1000;        ///< --interval
+  std::size_t max_owners = 50;            ///< --max-owners: owner identities exposed; the rest go to "other"
+  std::string state_path;                 ///< --state: counters continue across restarts ("" = none)
+  std::int64_t state_every_ms = 15000;    ///< how often the state file is rewritten
+  std::int64_t owner_expiry_ms = 600000;  ///< an absent owner may be dropped (when slots run out) after this
+  /// --slurm-job-expiry: a Slurm job absent this long leaves the exposition; its counters fold into the
+  /// "slurm_finished" owner of its user and account on each GPU (0 = never).
+  std::int64_t slurm_job_expiry_ms = 300000;
+  std::vector<InferenceEndpointSpec> inference_endpoints;  ///< --inference-endpoint
+  std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
+  std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
+  std::string proc_root = "/proc";           ///< where listening sockets of engines are found
+  bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
+  std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
+  std::string kubelet_token_file;            ///< --kubelet-token-file
+};
+
+/// Counters of one owner on one device.
+struct OwnerCounters {
+  MicroUsd cost = 0;
+  MicroUsd idle_cost = 0;  ///< Σ idle part of the owner's cost: cost × (1 − device utilization)
+  double energy_j = 0;
+  double gpu_seconds = 0;  ///< Σ weight × interval: device-seconds attributed to the owner
+  MicroUsd last_cost = 0;  ///< cost of the last interval
+  double last_interval_s = 0;
+};
+
+/// Counters of one MIG instance (priced by its slice fraction of the board).
+struct MigCounters {
+  MigInstance instance;
+  MicroUsd micros_per_hour = 0;
+  MicroUsd cost = 0;
+  CostIntegrator integrator;
+};
+
+/// The state of one device as the collector last saw it.
+struct DeviceView {
+  DeviceInfo info;
+  Capabilities caps;
+  std::optional<PriceQuote> price;   ///< nullopt: no price known, cost series omitted
+  std::optional<DeviceSample> last;  ///< nullopt before the first sample
+  MicroUsd cost = 0;                 ///< Σ device cost
+  MicroUsd idle_cost = 0;            ///< Σ idle part of process costs
+  MicroUsd unallocated_cost = 0;     ///< Σ cost with no process present
+  double energy_j = 0;
+  bool energy_known = false;                    ///< power or energy counter readable
+  double seconds = 0;                           ///< metered seconds
+  std::map<std::string, OwnerCounters> owners;  ///< by Owner::key() (exposed owners and "other")
+  std::vector<MigCounters> mig;
+};
+
+/// Self metrics of the agent.
+struct SelfStats {
+  std::uint64_t collections = 0;
+  std::uint64_t scrapes = 0;
+  double last_collection_s = 0;
+  double collection_seconds_total = 0;
+  std::uint64_t state_write_errors = 0;
+  std::int64_t started_unix_ms = 0;
+  std::optional<bool> pod_resources_up;    ///< nullopt: pod-resources socket disabled (series omitted)
+  std::uint64_t pod_resources_errors = 0;  ///< failed asks of the kubelet pod-resources socket
+};
+
+/// A consistent copy of everything the collector knows.
+struct Snapshot {
+  std::vector<DeviceView> devices;
+  std::map<std::string, Owner> owners;  ///< key → owner labels (includes "other" when used)
+  SelfStats self;
+  std::vector<InferenceModelCounters> inference;  ///< per (owner, model)
+  std::vector<EndpointView> endpoints;            ///< per --inference-endpoint
+  bool inference_priced = true;                   ///< every GPU has a price (else cost series are omitted)
+  std::int64_t now_ns = 0;                        ///< clock at the last collection (live window end)
+  std::int64_t inference_window_ms = 60000;
+};
+
+/// One owner's totals over every device of a snapshot: computed once, shown by /api/v1/owners and `top`.
+struct OwnerTotal {
+  std::string key;
+  Owner owner;
+  MicroUsd cost = 0;        ///< Σ over priced devices
+  double usd_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
+  double energy_j = 0;
+  double gpu_seconds = 0;
+  std::vector<unsigned> gpus;  ///< device indexes, in snapshot order
+};
+
+/// Per-owner totals, most expensive first (ties by key).
+std::vector<OwnerTotal> owner_totals(const Snapshot& snapshot);
+
+/// The "other" owner that collects owners beyond --max-owners.
+Owner other_owner();
+
+/// A stop request that wakes a waiting thread at once (no polling while idle).
+class StopSignal {
+ public:
+  /// Asks every waiter to stop; idempotent.
+  void request();
+  /// True once request() was called.
+  bool requested() const { return stop_.load(); }
+  /// Waits `ns` of real time, or less when stop is requested; returns requested().
+  bool wait_ns(std::int64_t ns);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false};
+};
+
+// ---- Kubernetes device assignments (kubelet pod-resources) ------------------------------------
+
+/// A container of a pod, as the kubelet names it.
+struct PodContainerRef {
+  std::string pod_namespace;
+  std::string pod;
+  std::string container;
+  auto operator<=>(const PodContainerRef&) const = default;
+};
+
+/// The containers the kubelet assigned (parts of) one device to.
+struct DeviceHolders {
+  std::vector<PodContainerRef> board;             ///< assigned the whole GPU (by GPU UUID or replica)
+  std::vector<std::vector<PodContainerRef>> mig;  ///< per DeviceInfo::mig_instances entry (by MIG UUID)
+  /// True when nobody holds any part of the device.
+  bool empty() const;
+};
+
+/// Holders of each device (same order as `devices`), matching assignment UUIDs to GPU and MIG UUIDs.
+std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices,
+                                          const std::vector<PodDeviceAssignment>& assignments);
+
+/// Names pod owners from the holders of the devices their processes run on: a (pod UID, container) whose
+/// processes run only on devices held by exactly one container gets that namespace, pod and container;
+/// held by several containers of one pod, the namespace and pod. A match two pod UIDs would share is
+/// ambiguous and dropped. `pids_by_device[i]` are the PIDs on device i; `owner_of` is updated in place.
+void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
+                            const std::vector<std::vector<std::uint32_t>>& pids_by_device,
+                            const std::vector<DeviceHolders>& holders);
+
+/// One holder's part of an interval on a device with no process.
+struct HeldShare {
+  PodContainerRef holder;
+  MicroUsd cost = 0;
+  double weight = 0;  ///< fraction of the device (energy, GPU-seconds)
+};
+
+/// Charges an interval of `device_cost` on a device with no process to its holders: the whole board split
+/// equally among board holders; else each held MIG instance its slice fraction (memory fraction when slice
+/// counts are unknown), split equally among that instance's holders. Σ cost ≤ device_cost; the rest is
+/// unallocated.
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
+                                         const DeviceHolders& holders);
+
+class EndpointDiscovery;
+
+/// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
+class Collector {
+ public:
+  /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources`
+  /// (nullptr: not read) must outlive it.
+  Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
+            std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
+            PodResourcesCache* pod_resources = nullptr);
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+  /// Loads counters from options.state_path when it exists (a missing file is not an error).
+  Result<void> load_state();
+  /// Writes counters to options.state_path atomically (temp file + rename).
+  Result<void> save_state() const;
+  /// Samples every device once and books the interval since the previous sample.
+  void collect_once();
+  /// Runs collect_once() every interval until `stop`; writes the state file periodically and at the end.
+  /// Waits between intervals in real time (the clock only schedules).
+  void run(StopSignal& stop);
+  /// A copy of the current state.
+  Snapshot snapshot() const;
+  /// The Prometheus text exposition (counts a scrape).
+  std::string exposition();
+  /// Owners and devices as JSON (/api/v1/owners).
+  std::string owners_json() const;
+
+ private:
+  std::string owner_slot(const Owner& owner, std::int64_t now_ns);
+  void fold_finished_slurm_jobs(std::int64_t now_ns);
+  void move_counters(const std::string& from_key, const std::string& to_key);
+  Owner holder_owner(const PodContainerRef& ref) const;
+
+  GpuBackend& backend_;
+  OwnerResolver& resolver_;
+  Clock& clock_;
+  AgentOptions options_;
+  mutable std::mutex mu_;
+  std::vector<DeviceView> devices_;
+  std::vector<CostIntegrator> integrators_;
+  std::vector<EnergyMeter> energy_;
+  std::map<std::string, Owner> owners_;                // exposed owner identities
+  std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
+  SelfStats self_;
+  std::string body_;  // exposition without self metrics, rebuilt per interval
+  std::int64_t last_state_write_ns_ = 0;
+  PodResourcesCache* pod_resources_ = nullptr;
+  std::uint64_t holders_generation_ = 0;
+  std::vector<DeviceHolders> holders_;  // per device, from pod_resources_
+  std::map<PodContainerRef, std::pair<Owner, std::int64_t>>
+      pod_owner_seen_;  // owner last seen with processes
+
+  // Serving engines (inference.cpp, inference_join.cpp).
+  struct EndpointState;
+  void init_endpoints();
+  void link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
+                      const std::map<std::string, Owner>& present, std::int64_t now_ns);
+  void book_inference(std::vector<ScrapeOutcome> outcomes, const std::map<std::string, MicroUsd>& owner_cost,
+                      std::int64_t now_ns);
+  void fill_inference(Snapshot& snap) const;
+  nlohmann::json inference_state_json() const;         // state.cpp
+  void load_inference_state(const nlohmann::json& j);  // state.cpp
+  std::unique_ptr<InferenceScrapers> scrapers_;
+  std::unique_ptr<EndpointDiscovery> discovery_;  // --inference-discover
+  void add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of);
+  std::int64_t scrape_timeout_ms_ = 0;
+  std::vector<std::unique_ptr<EndpointState>> endpoints_;
+  std::map<std::string, MicroUsd> pending_cost_;        // linked owner key → cost not yet charged to models
+  std::map<std::string, std::int64_t> last_booked_ns_;  // linked owner key → when its cost was last charged
+  std::map<std::pair<std::string, std::string>, InferenceModelCounters> inference_;  // (owner key, model)
+  bool inference_priced_ = true;
+  std::int64_t last_collect_ns_ = 0;
+};
+
+/// Scrape, link and counter state of one endpoint (collector internals).
+struct Collector::EndpointState {
+  InferenceEndpointSpec spec;
+  EndpointView view;
+  std::optional<Owner> owner;                 // linked owner (labels of its series)
+  std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
+  std::int64_t listener_checked_ns = -1;
+  bool baselined = false;  // a reading was taken while linked
+  std::optional<double> start_time_s;
+  unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
+  std::map<std::string, std::array<CounterDelta, 4>>
+      deltas;  // per model: prompt, generated, cached, requests
+  // From the state file (state.cpp): the owner and counter values of the last run of the agent, resumed when
+  // the endpoint links to the same owner again, so tokens served across an agent restart count once.
+  std::optional<std::string> resume_owner_key;
+  std::optional<double> resume_start_time_s;
+  std::map<std::string, std::array<std::optional<double>, 4>> resume_prev;
+};
+
+}  // namespace gm::agent
