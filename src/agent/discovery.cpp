@@ -12,32 +12,10 @@
 #include <sstream>
 
 #include "agent/inference.h"
+#include "agent/proc_net.h"
 #include "sys/proc.h"
 
 namespace gm::agent {
-namespace {
-
-/// Socket inode → port of the LISTEN (state 0A) entries of a /proc/net/tcp-format table.
-void listen_table(const std::string& table, std::map<std::string, std::uint16_t>& out) {
-  std::istringstream in(table);
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
-    if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode))
-      continue;
-    if (state != "0A" || inode == "0") continue;
-    const std::size_t colon = local.rfind(':');
-    if (colon == std::string::npos) continue;
-    unsigned port = 0;
-    const auto [end, ec] = std::from_chars(local.data() + colon + 1, local.data() + local.size(), port, 16);
-    if (ec == std::errc() && end == local.data() + local.size() && port > 0 && port <= 65535)
-      out["socket:[" + inode + "]"] = static_cast<std::uint16_t>(port);
-  }
-}
-
-}  // namespace
 
 std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
                                            const std::set<std::uint32_t>& pids) {

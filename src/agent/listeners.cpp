@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "agent/inference.h"
+#include "agent/proc_net.h"
 #include "sys/proc.h"
 
 namespace gm::agent {
@@ -25,10 +26,7 @@ std::uint16_t endpoint_port(const InferenceEndpointSpec& spec) {
   return static_cast<std::uint16_t>(port);
 }
 
-namespace {
-
-// Socket inodes of LISTEN (state 0A) entries on `port` in a /proc/net/tcp-format table.
-void listening_inodes(const std::string& table, std::uint16_t port, std::vector<std::string>& out) {
+void listen_table(const std::string& table, std::map<std::string, std::uint16_t>& out) {
   std::istringstream in(table);
   std::string line;
   std::getline(in, line);  // header
@@ -37,24 +35,24 @@ void listening_inodes(const std::string& table, std::uint16_t port, std::vector<
     std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
     if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode))
       continue;
-    if (state != "0A") continue;
+    if (state != "0A" || inode == "0") continue;
     const std::size_t colon = local.rfind(':');
     if (colon == std::string::npos) continue;
-    unsigned p = 0;
-    const auto [end, ec] = std::from_chars(local.data() + colon + 1, local.data() + local.size(), p, 16);
-    if (ec == std::errc() && p == port && inode != "0") out.push_back(inode);
+    unsigned port = 0;
+    const auto [end, ec] = std::from_chars(local.data() + colon + 1, local.data() + local.size(), port, 16);
+    if (ec == std::errc() && end == local.data() + local.size() && port > 0 && port <= 65535)
+      out["socket:[" + inode + "]"] = static_cast<std::uint16_t>(port);
   }
 }
 
-}  // namespace
-
 std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port) {
-  std::vector<std::string> inodes;
+  std::map<std::string, std::uint16_t> by_link;
   for (const char* table : {"/net/tcp", "/net/tcp6"})
-    if (auto text = read_small_file(proc_root + table)) listening_inodes(*text, port, inodes);
-  if (inodes.empty()) return std::nullopt;
+    if (auto text = read_small_file(proc_root + table)) listen_table(*text, by_link);
   std::vector<std::string> targets;
-  for (const auto& i : inodes) targets.push_back("socket:[" + i + "]");
+  for (const auto& [link, p] : by_link)
+    if (p == port) targets.push_back(link);
+  if (targets.empty()) return std::nullopt;
   const ProcReader proc(proc_root);
   for (std::uint32_t pid : proc.pids()) {
     const std::string dir = proc_root + "/" + std::to_string(pid) + "/fd";
