@@ -33,46 +33,6 @@ std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const Tr
   return findings::for_trace_device(d, price);
 }
 
-std::optional<double> nano_to_usd(const std::optional<std::int64_t>& nano) {
-  if (!nano) return std::nullopt;
-  return static_cast<double>(*nano) / 1e9;
-}
-
-nlohmann::json findings_json(const std::vector<findings::Finding>& fs) {
-  auto arr = nlohmann::json::array();
-  for (const auto& f : fs) {
-    nlohmann::json evidence = nlohmann::json::object();
-    for (const auto& e : f.evidence) std::visit([&](const auto& v) { evidence[e.key] = v; }, e.value);
-    arr.push_back({{"kind", f.kind},
-                   {"severity", findings::severity_name(f.severity)},
-                   {"at_stake_ns", f.at_stake_ns},
-                   {"cost_usd", json_or_null(nano_to_usd(f.cost_nano_usd))},
-                   {"usd_per_1k_steps", json_or_null(nano_to_usd(f.nano_usd_per_1k_steps))},
-                   {"usd_per_month", json_or_null(nano_to_usd(f.nano_usd_per_month))},
-                   {"summary", f.summary},
-                   {"evidence", evidence},
-                   {"action", f.action}});
-  }
-  return arr;
-}
-
-void findings_text(std::string& out, const std::vector<findings::Finding>& fs) {
-  if (fs.empty()) return;
-  out += "findings:\n";
-  for (const auto& f : fs) {
-    std::string money;
-    if (f.nano_usd_per_month)
-      money = fmt::format(" — {}/month at this rate",
-                          format_usd(static_cast<double>(*f.nano_usd_per_month) / 1e9));
-    if (f.nano_usd_per_1k_steps)
-      money +=
-          fmt::format(", {} per 1k steps", format_usd(static_cast<double>(*f.nano_usd_per_1k_steps) / 1e9));
-    out += fmt::format("  [{}] {}: {}{}\n        → {}\n", findings::severity_name(f.severity), f.kind,
-                       f.summary, money, f.action);
-  }
-  out += "\n";
-}
-
 bool shown(const TraceRenderOptions& o, const char* what) {
   return o.by.empty() || std::find(o.by.begin(), o.by.end(), what) != o.by.end();
 }
@@ -268,7 +228,7 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
     }
     for (const auto& d : f.devices) {
       out += device_label(f, d) + "\n";
-      findings_text(out, device_findings(d, o));
+      out += findings::to_text(device_findings(d, o));
       TextTable t;
       t.header({"", "ms", "of window", "cost"},
                {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
@@ -405,7 +365,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["operators"] = buckets_json(d.operators, o, false, false);
       j["annotations"] = buckets_json(d.annotations, o, false, false);
       j["steps"] = buckets_json(d.steps, o, false, true);
-      j["findings"] = findings_json(device_findings(d, o));
+      j["findings"] = findings::to_json(device_findings(d, o));
       root["devices"].push_back(std::move(j));
     }
   }

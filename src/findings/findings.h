@@ -2,6 +2,7 @@
 // Findings: advice computed from a trace device's analysis, each with its evidence, the dollars at stake and
 // one concrete action (issue 14; kinds, thresholds and reasons in docs/findings.md).
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <variant>
@@ -37,6 +38,12 @@ struct Finding {
 
 /// Lower-case name of a severity ("high").
 const char* severity_name(Severity severity);
+
+/// The findings as the JSON array of docs/findings.md (`kind`, `severity`, `cost_usd`, `usd_per_1k_steps`,
+/// `usd_per_month`, `summary`, `evidence`, `action`).
+nlohmann::json to_json(const std::vector<Finding>& findings);
+/// The findings as terminal lines ("findings:" and one entry each), "" when there are none.
+std::string to_text(const std::vector<Finding>& findings);
 
 /// Findings of one trace device at `price_micros_per_gpu_hour` (nullopt: time only), largest at stake
 /// first: input-bound, launch-bound, exposed communication, pageable copies, one kernel family dominating.

@@ -97,6 +97,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
         "second");
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
+  r.findings = run_findings(r);
   return r;
 }
 
@@ -226,6 +227,7 @@ std::string render_run_report_json(const RunReport& r) {
     j["serving"] = nullptr;
   }
   j["notes"] = r.notes;
+  j["findings"] = findings::to_json(r.findings);
   return j.dump(2) + "\n";
 }
 
@@ -261,6 +263,19 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   const std::string sim = simulated ? "SIMULATED " : "";
   o += fmt::format("── {}gpumeter run {} ── {} ──\n", sim, run.id, run.command);
   o += fmt::format("  status          {}\n", describe_status(run));
+  if (!r.findings.empty()) {
+    // Findings first (docs/findings.md), indented under the heading.
+    std::string text = findings::to_text(r.findings);
+    std::string indented;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      const std::size_t eol = text.find('\n', pos);
+      const std::string line = text.substr(pos, eol - pos);
+      if (!line.empty()) indented += "  " + line + "\n";
+      pos = eol == std::string::npos ? text.size() : eol + 1;
+    }
+    o += indented;
+  }
   o += fmt::format("  wall / billed   {} / {} s\n", format_duration_s(r.wall_s), run.billed_s);
   o += fmt::format(
       "  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "findings/findings.h"
 #include "meter/run_meter.h"
 #include "report/kpi.h"
 #include "store/store.h"
@@ -39,6 +40,7 @@ struct RunReport {
   std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
+  std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;
 };
 
@@ -56,6 +58,10 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                            const Catalog* catalog, const std::vector<InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
+
+/// Findings of a run: unused GPUs, low effective utilisation, a cheaper GPU that holds the peak memory, a
+/// forecast beyond the budget; most severe first. Empty without a price.
+std::vector<findings::Finding> run_findings(const RunReport& report);
 
 /// Human text (several lines; `simulated` prefixes the heading with SIMULATED).
 std::string render_run_report_text(const RunReport& report, bool simulated = false);

@@ -1,0 +1,59 @@
+// Findings as JSON (the contract of docs/findings.md) and as terminal text, shared by `trace` and `report`.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "findings/findings.h"
+#include "util/json.h"
+#include "util/units.h"
+
+namespace gm::findings {
+namespace {
+
+std::optional<double> nano_to_usd(const std::optional<std::int64_t>& nano) {
+  if (!nano) return std::nullopt;
+  return static_cast<double>(*nano) / 1e9;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const std::vector<Finding>& fs) {
+  auto arr = nlohmann::json::array();
+  for (const auto& f : fs) {
+    nlohmann::json evidence = nlohmann::json::object();
+    for (const auto& e : f.evidence) std::visit([&](const auto& v) { evidence[e.key] = v; }, e.value);
+    arr.push_back({{"kind", f.kind},
+                   {"severity", severity_name(f.severity)},
+                   {"at_stake_ns", f.at_stake_ns},
+                   {"cost_usd", json_or_null(nano_to_usd(f.cost_nano_usd))},
+                   {"usd_per_1k_steps", json_or_null(nano_to_usd(f.nano_usd_per_1k_steps))},
+                   {"usd_per_month", json_or_null(nano_to_usd(f.nano_usd_per_month))},
+                   {"summary", f.summary},
+                   {"evidence", evidence},
+                   {"action", f.action}});
+  }
+  return arr;
+}
+
+std::string to_text(const std::vector<Finding>& fs) {
+  if (fs.empty()) return "";
+  std::string out = "findings:\n";
+  for (const auto& f : fs) {
+    std::string money;
+    if (f.cost_nano_usd && !f.nano_usd_per_month)
+      money = fmt::format(" — {}", format_usd(static_cast<double>(*f.cost_nano_usd) / 1e9));
+    if (f.nano_usd_per_month)
+      money = fmt::format(" — {}/month at this rate",
+                          format_usd(static_cast<double>(*f.nano_usd_per_month) / 1e9));
+    if (f.nano_usd_per_1k_steps)
+      money +=
+          fmt::format(", {} per 1k steps", format_usd(static_cast<double>(*f.nano_usd_per_1k_steps) / 1e9));
+    out += fmt::format("  [{}] {}: {}{}\n        → {}\n", severity_name(f.severity), f.kind, f.summary, money,
+                       f.action);
+  }
+  out += "\n";
+  return out;
+}
+
+}  // namespace gm::findings

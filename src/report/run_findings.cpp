@@ -1,0 +1,122 @@
+// Findings of a run (docs/findings.md): unused GPUs, low effective utilisation, a cheaper GPU that holds the
+// peak memory, a forecast beyond the budget. Money in integer nano-dollars from the run's micro-dollars.
+#include <fmt/format.h>
+
+#include "report/run_report.h"
+#include "util/units.h"
+
+namespace gm {
+namespace {
+
+using findings::Finding;
+using findings::Severity;
+
+constexpr std::int64_t kSecondsPerMonth = 730 * 3600;
+
+Severity severity_of(std::int64_t part_micros, std::int64_t whole_micros) {
+  if (whole_micros <= 0) return Severity::info;
+  const double share = static_cast<double>(part_micros) / static_cast<double>(whole_micros);
+  if (share >= 0.30) return Severity::high;
+  if (share >= 0.15) return Severity::medium;
+  if (share >= 0.05) return Severity::low;
+  return Severity::info;
+}
+
+/// Dollars of a finding from the part of the run's cost it concerns.
+void price(Finding& f, MicroUsd part, const RunReport& r) {
+  f.cost_nano_usd = part * 1000;
+  if (r.steps && *r.steps > 0) f.nano_usd_per_1k_steps = part * 1000 * 1000 / *r.steps;
+  // The rate is that of the billed time (billing rounds wall time up), so a month costs what it would be
+  // billed.
+  const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
+  if (billed_ms > 0)
+    f.nano_usd_per_month =
+        static_cast<std::int64_t>(static_cast<Int128>(part) * 1000 * kSecondsPerMonth * 1000 / billed_ms);
+}
+
+}  // namespace
+
+std::vector<Finding> run_findings(const RunReport& r) {
+  std::vector<Finding> out;
+  const RunRecord& run = r.run;
+  const std::int64_t wall_ns = run.wall_ms * 1'000'000;
+  if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0) return out;
+
+  const auto allocated = static_cast<std::int64_t>(run.gpus_allocated.size());
+  const auto used = static_cast<std::int64_t>(run.gpus_used.size());
+  if (allocated > used && run.unused_gpu_cost_micros > 0) {
+    Finding f;
+    f.kind = "unused_gpus";
+    f.severity = severity_of(run.unused_gpu_cost_micros, run.cost_micros);
+    f.at_stake_ns = (allocated - used) * wall_ns;
+    f.summary = fmt::format("{} of {} allocated GPUs never ran the job", allocated - used, allocated);
+    f.action = used == 0 ? std::string(
+                               "the job used no GPU: run it on a CPU instance, or check that it sees its "
+                               "GPUs (CUDA_VISIBLE_DEVICES, the device it puts tensors on)")
+                         : fmt::format(
+                               "allocate {} GPU(s): set CUDA_VISIBLE_DEVICES, --gres=gpu:{} or the pod's "
+                               "GPU limit to what the job uses",
+                               used, used);
+    f.evidence.push_back({"gpus_allocated", allocated});
+    f.evidence.push_back({"gpus_used", used});
+    f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(run.unused_gpu_cost_micros)});
+    price(f, run.unused_gpu_cost_micros, r);
+    out.push_back(std::move(f));
+  }
+
+  if (r.effective_utilization && *r.effective_utilization < 0.5 && run.idle_cost_micros > 0) {
+    Finding f;
+    f.kind = "low_utilization";
+    f.severity = severity_of(run.idle_cost_micros, run.cost_micros);
+    f.at_stake_ns =
+        static_cast<std::int64_t>((1.0 - *r.effective_utilization) * static_cast<double>(wall_ns) *
+                                  static_cast<double>(std::max<std::int64_t>(used, 1)));
+    f.summary =
+        fmt::format("the GPUs the job used were busy {:.0f}% of the time", 100 * *r.effective_utilization);
+    f.action =
+        "find what the GPU waits for: profile a few steps (torch.profiler) and run `gpumeter trace` on the "
+        "result; input-bound jobs need more DataLoader workers and pinned memory, small ones a larger batch";
+    f.evidence.push_back({"effective_utilization", *r.effective_utilization});
+    f.evidence.push_back({"idle_cost_usd", micros_to_usd(run.idle_cost_micros)});
+    price(f, run.idle_cost_micros, r);
+    out.push_back(std::move(f));
+  }
+
+  if (r.rightsizing && r.rightsizing->price_ratio > 0 && r.rightsizing->price_ratio < 1) {
+    const auto& h = *r.rightsizing;
+    const auto saved = static_cast<MicroUsd>(static_cast<double>(run.cost_micros) * (1.0 - h.price_ratio));
+    Finding f;
+    f.kind = "rightsizing";
+    f.severity = severity_of(saved, run.cost_micros);
+    f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(wall_ns) * (1.0 - h.price_ratio));
+    f.summary = fmt::format("the memory peak ({:.1f} GiB) fits a {} at {:.2f}x the price",
+                            static_cast<double>(h.peak_bytes) / (1ULL << 30), h.gpu, h.price_ratio);
+    f.action = fmt::format("try the job on a {} ({})", h.gpu, h.assumption);
+    f.evidence.push_back({"peak_memory_bytes", static_cast<std::int64_t>(h.peak_bytes)});
+    f.evidence.push_back({"candidate_gpu", h.gpu});
+    f.evidence.push_back({"price_ratio", h.price_ratio});
+    price(f, saved, r);
+    out.push_back(std::move(f));
+  }
+
+  if (run.budget_usd && run.forecast_cost_usd && *run.forecast_cost_usd > *run.budget_usd) {
+    const MicroUsd over = usd_to_micros(*run.forecast_cost_usd - *run.budget_usd);
+    Finding f;
+    f.kind = "forecast_over_budget";
+    f.severity = Severity::high;
+    f.summary = fmt::format("the forecast total {} is over the {} budget", format_usd(*run.forecast_cost_usd),
+                            format_usd(*run.budget_usd));
+    f.action = "stop early (--forecast-stop), checkpoint and resume on a cheaper offer, or raise the budget";
+    f.evidence.push_back({"forecast_cost_usd", *run.forecast_cost_usd});
+    f.evidence.push_back({"budget_usd", *run.budget_usd});
+    f.cost_nano_usd = over * 1000;
+    out.push_back(std::move(f));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
+    if (a.severity != b.severity) return a.severity > b.severity;
+    return a.cost_nano_usd.value_or(0) > b.cost_nano_usd.value_or(0);
+  });
+  return out;
+}
+
+}  // namespace gm
