@@ -23,7 +23,7 @@ namespace {
 
 std::optional<double> usd(const std::optional<double>& price, double ns) {
   if (!price) return std::nullopt;
-  return *price * ns / 3.6e12;
+  return gpu_ns_cost_usd(*price, ns);
 }
 
 std::string change_text(const trace::DiffRow& r) {

@@ -139,9 +139,9 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
   j["span_count"] = h.span_count;
   j["step_count"] = h.step_ns.count;
   j["step_time_ns"] = stats_json(h.step_ns);
-  j["cost_per_step_usd"] =
-      h.step_ns.count > 0 && o.price_usd_per_gpu_hour ? nlohmann::json(*o.price_usd_per_gpu_hour * h.step_ns.mean / 3.6e12)
-                                                      : nlohmann::json(nullptr);
+  j["cost_per_step_usd"] = h.step_ns.count > 0 && o.price_usd_per_gpu_hour
+                               ? nlohmann::json(gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, h.step_ns.mean))
+                               : nlohmann::json(nullptr);
   auto steps = nlohmann::json::array();
   for (const auto& b : h.steps)
     steps.push_back({{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(cost_of(b.step_ns, o))}});
@@ -164,7 +164,8 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
                        h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
                        static_cast<double>(h.step_ns.p50) / 1e6, static_cast<double>(h.step_ns.max) / 1e6);
     if (o.price_usd_per_gpu_hour)
-      out += fmt::format("; cost per step {}", format_usd(*o.price_usd_per_gpu_hour * h.step_ns.mean / 3.6e12));
+      out += fmt::format("; cost per step {}",
+                         format_usd(gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, h.step_ns.mean)));
     out += "\n";
   } else {
     out += "steps: no ProfilerStep spans in this trace\n";
@@ -269,9 +270,10 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
                            static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
                            d.step_ns.stdev / 1e6);
         if (o.price_usd_per_gpu_hour) {
-          const double per_step = *o.price_usd_per_gpu_hour * *m / 3.6e12;
+          const double per_step = gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, *m);
           const double idle_per_1k =
-              *o.price_usd_per_gpu_hour * static_cast<double>(d.idle_ns) / 3.6e12 / static_cast<double>(d.step_ns.count) * 1000;
+              gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, static_cast<double>(d.idle_ns)) /
+              static_cast<double>(d.step_ns.count) * 1000;
           out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step), format_usd(idle_per_1k));
           if (o.project_steps)
             out += fmt::format(" ; {} steps ≈ {}", *o.project_steps, format_usd(per_step * static_cast<double>(*o.project_steps)));
@@ -345,7 +347,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["step_time_ns"] = stats_json(d.step_ns);
       const auto m = mean_step_ns(d);
       std::optional<double> per_step;
-      if (m && o.price_usd_per_gpu_hour) per_step = *o.price_usd_per_gpu_hour * *m / 3.6e12;
+      if (m && o.price_usd_per_gpu_hour) per_step = gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, *m);
       j["cost_per_step_usd"] = json_or_null(per_step);
       j["idle_cost_per_1k_steps_usd"] =
           (m && o.price_usd_per_gpu_hour)

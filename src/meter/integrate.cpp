@@ -134,4 +134,10 @@ std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64
   return static_cast<std::int64_t>(q > max ? max : (q < -max ? -max : q));
 }
 
+double gpu_ns_cost_usd(double usd_per_hour, double ns) {
+  const auto pico =
+      gpu_ns_cost_pico_usd(usd_to_micros(usd_per_hour), static_cast<std::int64_t>(std::llround(ns)));
+  return static_cast<double>(pico) / 1e12;
+}
+
 }  // namespace gm

@@ -106,6 +106,10 @@ class PricingContext {
 /// 4.2 nano-dollars). Saturates at the int64 limit (over $9.2 million).
 std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
 
+/// Dollars of `ns` GPU-nanoseconds (a mean or a per-step average, rounded to the nanosecond) at
+/// `usd_per_hour`: gpu_ns_cost_pico_usd on the price rounded to the micro-dollar, for display.
+double gpu_ns_cost_usd(double usd_per_hour, double ns);
+
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);
 /// Cost of `gpus` GPUs for `billed_s` seconds at `price`: exact integer arithmetic.

@@ -1,6 +1,7 @@
 // The trace diff page: built from the typed trace::TraceDiff, in the report pages' shell (html_page).
 #include <fmt/format.h>
 
+#include "meter/meter.h"
 #include "report/html.h"
 #include "report/html_page.h"
 #include "util/units.h"
@@ -32,7 +33,7 @@ json rows_table(const std::string& title, const std::vector<trace::DiffRow>& row
     if (n++ >= limit && !r.failed) continue;
     json row = {r.kind == "summary" ? r.name : display[n - 1], fmt::format("{:.3f}", r.base_ns / 1e6),
                 fmt::format("{:.3f}", r.new_ns / 1e6), change_text(r)};
-    row.push_back(price ? signed_usd(*price * (r.new_ns - r.base_ns) / 3.6e12) : std::string("-"));
+    row.push_back(price ? signed_usd(gpu_ns_cost_usd(*price, r.new_ns - r.base_ns)) : std::string("-"));
     row.push_back(fmt::format("{:.1f}%", 100 * r.new_share));
     row.push_back(r.failed ? "FAIL" : (r.gated ? "gated" : ""));
     out.push_back(std::move(row));
@@ -70,8 +71,8 @@ Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& in) {
     std::string value =
         fmt::format("{:.3f} → {:.3f} ms/{} ({})", r.base_ns / 1e6, r.new_ns / 1e6, per, change_text(r));
     if (in.price_usd_per_gpu_hour)
-      value += fmt::format(", {} → {}", format_usd(*in.price_usd_per_gpu_hour * r.base_ns / 3.6e12),
-                           format_usd(*in.price_usd_per_gpu_hour * r.new_ns / 3.6e12));
+      value += fmt::format(", {} → {}", format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, r.base_ns)),
+                           format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, r.new_ns)));
     summary.push_back(
         {r.name == "window" ? "time (and cost) per " + std::string(per) : "idle per " + std::string(per),
          value});
