@@ -185,7 +185,10 @@ class Decoder {
         has_tid = true;
         tid = *t->tid;
       }
-      for (const Track* p = t; p != nullptr && !has_pid; p = track(p->parent)) {
+      // A damaged file can make parent_uuid chains cycle: walk at most one step per track.
+      std::size_t steps = 0;
+      for (const Track* p = t; p != nullptr && !has_pid && steps <= tracks_.size();
+           p = track(p->parent), ++steps) {
         if (p->pid) {
           has_pid = true;
           pid = *p->pid;

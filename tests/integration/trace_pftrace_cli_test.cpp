@@ -76,23 +76,26 @@ namespace {
 
 // PyTorch's own encoder writes no categories: GPU work sits on tracks named "stream N", runtime calls
 // carry a "cbid" annotation. A hand-encoded minimal file in that style.
+void put_varint(std::string& o, std::uint64_t v) {
+  while (v >= 0x80) {
+    o.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  o.push_back(static_cast<char>(v));
+}
+void put_uint(std::string& o, std::uint32_t f, std::uint64_t v) {
+  put_varint(o, f << 3);
+  put_varint(o, v);
+}
+void put_bytes(std::string& o, std::uint32_t f, const std::string& b) {
+  put_varint(o, (f << 3) | 2);
+  put_varint(o, b.size());
+  o += b;
+}
+
 TEST(TracePftrace, CategoryLessSlicesAreInferredFromTracksAndAnnotations) {
-  auto varint = [](std::string& o, std::uint64_t v) {
-    while (v >= 0x80) {
-      o.push_back(static_cast<char>((v & 0x7f) | 0x80));
-      v >>= 7;
-    }
-    o.push_back(static_cast<char>(v));
-  };
-  auto uint_field = [&](std::string& o, std::uint32_t f, std::uint64_t v) {
-    varint(o, f << 3);
-    varint(o, v);
-  };
-  auto bytes_field = [&](std::string& o, std::uint32_t f, const std::string& b) {
-    varint(o, (f << 3) | 2);
-    varint(o, b.size());
-    o += b;
-  };
+  auto uint_field = put_uint;
+  auto bytes_field = put_bytes;
   std::string trace;
   auto packet = [&](const std::string& p) { bytes_field(trace, 1, p); };
   auto thread_track = [&](std::uint64_t uuid, int pid, int tid, const std::string& name) {
@@ -152,6 +155,32 @@ TEST(TracePftrace, CategoryLessSlicesAreInferredFromTracksAndAnnotations) {
   EXPECT_EQ(d.operators[0].name, "aten::mm");  // the kernel's launch is inside aten::mm
   EXPECT_EQ(d.operators[0].attributed_ns, 4000);
   EXPECT_EQ(d.launch_delay_ns.count, 1);
+}
+
+// Found by fuzz_pftrace_reader: track descriptors whose parent_uuid chain cycles (1 -> 2 -> 1, neither
+// with a pid) made the reader walk the chain forever.
+TEST(TracePftrace, TrackParentCycleEndsAndTheSliceIsKept) {
+  std::string trace;
+  for (auto [uuid, parent] : {std::pair<std::uint64_t, std::uint64_t>{1, 2}, {2, 1}}) {
+    std::string td, p;
+    put_uint(td, 1, uuid);
+    put_uint(td, 5, parent);
+    put_bytes(p, 60, td);
+    put_bytes(trace, 1, p);
+  }
+  for (auto [type, ts] : {std::pair<std::uint64_t, std::uint64_t>{1, 1000}, {2, 5000}}) {
+    std::string te, p;
+    put_uint(te, 9, type);
+    put_uint(te, 11, 1);
+    if (type == 1) put_bytes(te, 23, "aten::mm");
+    put_uint(p, 8, ts);
+    put_bytes(p, 11, te);
+    put_bytes(trace, 1, p);
+  }
+  auto r = analyze_buffer("cycle.pftrace", trace);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->format, "perfetto_protobuf");
+  EXPECT_EQ(r->event_count, 1);  // one slice (begin + end)
 }
 
 }  // namespace
