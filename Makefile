@@ -4,7 +4,7 @@ SAN_BUILD  ?= build-san
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build san asan test test-unit test-asan fuzz soak bench accuracy demo format tidy clean
+.PHONY: all setup build san asan test test-unit test-asan fuzz soak bench accuracy demo package image format tidy clean
 
 all: build
 
@@ -65,6 +65,16 @@ bench: build
 accuracy: build
 	@/usr/bin/python3 tests/torch/measure_memory.py --set all > $(BUILD)/accuracy.jsonl
 	@/usr/bin/python3 tests/torch/accuracy_table.py $(BUILD)/gpumeter $(BUILD)/accuracy.jsonl
+
+# The Debian package (CPack; man pages, completions, Python client, systemd unit: docs/packaging.md) and
+# the agent's OCI image layout (debootstrap + umoci, no container engine): build/gpumeter_*.deb and
+# build/gpumeter-oci/. Both need root for the image (chroot).
+package: build
+	@cd $(BUILD) && cpack -G DEB | tail -n 1
+	@lintian --pedantic --allow-root --fail-on error,warning,info $(BUILD)/gpumeter_*.deb && echo "lintian: clean"
+
+image: build
+	@scripts/build_image.sh $(BUILD)
 
 demo: build
 	@$(BUILD)/gpumeter demo
