@@ -2,15 +2,16 @@
 # `make image`: the agent's OCI image for deploy/kubernetes/gpumeter-daemonset.yaml, without a container
 # engine: a Debian 12 minbase root filesystem (scripts/debian_rootfs.sh) with gpumeter's .deb installed by apt,
 # packed as an OCI image layout by umoci. Non-root user gpumeter (65532), the agent as entrypoint.
-# Usage: scripts/build_image.sh BUILD_DIR   -> BUILD_DIR/gpumeter-oci (tag VERSION and latest); needs root
+# Usage: scripts/build_image.sh BUILD_DIR [LAYOUT_DIR]  -> LAYOUT_DIR (default BUILD_DIR/gpumeter-oci), tags VERSION
+# and latest; needs root
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(realpath "${1:?build dir}")
 version=$("$build/gpumeter" --version | awk '{print $2}')
-layout="$build/gpumeter-oci"
-work="$build/image-work"
-rm -rf "$work" "$layout"
-mkdir -p "$work"
+layout=$(realpath -m "${2:-$build/gpumeter-oci}")
+rm -rf "$layout"
+mkdir -p "$(dirname "$layout")"
+work=$(mktemp -d "$(dirname "$layout")/image-work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 (cd "$build" && cpack -G DEB -B "$work/deb" >/dev/null)

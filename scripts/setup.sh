@@ -13,7 +13,7 @@ packages=(
   python3-torch python3-tqdm python3-numpy
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   slurmctld slurmd slurm-client munge slurmdbd mariadb-server
-  debootstrap umoci lintian help2man skopeo docker-registry
+  debootstrap umoci lintian help2man skopeo docker-registry zsh groff-base
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "integration/agent_fixture.h"
+#include "integration/slurm_fixture.h"
 #include "support/support.h"
 
 namespace gm::test {
@@ -109,6 +111,16 @@ TEST(DebPackageTest, ControlDependenciesLayoutAndLintian) {
                   {}, std::nullopt, 300);
   EXPECT_EQ(lint.exit_code, 0) << "lintian:\n" << lint.out << lint.err;
   EXPECT_EQ(lint.out, "");
+  // The zsh completion is valid zsh, and every man page renders.
+  ASSERT_EQ(run_command({"/usr/bin/dpkg-deb", "-x", deb, dir.path() + "/x"}).exit_code, 0);
+  auto zsh =
+      run_command({"/usr/bin/zsh", "-n", dir.path() + "/x/usr/share/zsh/vendor-completions/_gpumeter"});
+  EXPECT_EQ(zsh.exit_code, 0) << zsh.err;
+  for (const auto& e : fs::directory_iterator(dir.path() + "/x/usr/share/man/man1")) {
+    auto page = run_command({"/bin/sh", "-c", "zcat '" + e.path().string() + "' | groff -man -Tutf8 -ww -z"});
+    EXPECT_EQ(page.exit_code, 0) << e.path() << page.err;
+    EXPECT_EQ(page.err, "") << e.path();
+  }
 }
 
 TEST(DebPackageTest, GettingStartedOnARentedGpuBoxInACleanDebian12ThenPurge) {
@@ -231,6 +243,113 @@ TEST(DebPackageTest, GettingStartedOnASlurmNodeRegistersTheAgentAndTheProlog) {
   // The epilog never fails a job, even with no agent running on the node.
   auto epilog = in_root(root, "SLURM_JOB_ID=7 SLURM_JOB_USER=alice /usr/lib/gpumeter/gpumeter-epilog.sh", 60);
   EXPECT_EQ(epilog.exit_code, 0) << epilog.err;
+}
+
+/// Runs `argv` inside the unpacked image's root filesystem as uid:gid, with a clean environment plus `env`.
+CmdResult in_image(const std::string& rootfs, const std::string& user, const std::vector<std::string>& env,
+                   const std::vector<std::string>& argv) {
+  std::vector<std::string> cmd = {
+      "/usr/sbin/chroot", "--userspec=" + user, rootfs, "/usr/bin/env", "-i", kPath};
+  cmd.insert(cmd.end(), env.begin(), env.end());
+  cmd.insert(cmd.end(), argv.begin(), argv.end());
+  return run_command(cmd, {}, std::nullopt, 120);
+}
+
+TEST(OciImagePackageTest, ImageRunsTheAgentAsItsUserAndGettingStartedPushesIt) {
+  TempDir dir;
+  const std::string layout = dir.path() + "/gpumeter-oci";
+  auto built =
+      run_command({source_dir() + "/scripts/build_image.sh", binary_dir(), layout}, {}, std::nullopt, 900);
+  ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
+  auto unpack = run_command(
+      {"/usr/bin/umoci", "unpack", "--image", layout + ":" GPUMETER_VERSION, dir.path() + "/bundle"});
+  ASSERT_EQ(unpack.exit_code, 0) << unpack.err;
+  const auto config = nlohmann::json::parse(read_file(dir.path() + "/bundle/config.json"));
+  const auto& process = config["process"];
+  ASSERT_EQ(process["user"]["uid"], 65532);
+  ASSERT_EQ(process["user"]["gid"], 65532);
+  ASSERT_GE(process["args"].size(), 2u);
+  EXPECT_EQ(process["args"][0], "/usr/bin/gpumeter");
+  EXPECT_EQ(process["args"][1], "agent");
+  const std::string rootfs = dir.path() + "/bundle/rootfs";
+  const std::string user = std::to_string(process["user"]["uid"].get<int>()) + ":" +
+                           std::to_string(process["user"]["gid"].get<int>());
+  auto version = in_image(rootfs, user, {}, {"/usr/bin/gpumeter", "--version"});
+  EXPECT_EQ(version.out, "gpumeter " GPUMETER_VERSION "\n") << version.err;
+  auto doctor = in_image(rootfs, user, {}, {"/usr/bin/gpumeter", "doctor"});
+  EXPECT_EQ(doctor.exit_code, 3) << doctor.out << doctor.err;
+  auto plan =
+      in_image(rootfs, user, {}, {"/usr/bin/gpumeter", "plan", "--model", "llama-3-8b", "--task", "lora"});
+  EXPECT_EQ(plan.exit_code, 0) << plan.err;
+  auto trace = in_image(rootfs, user, {},
+                        {"/usr/bin/gpumeter", "trace",
+                         "/usr/share/gpumeter/examples/alexnet.pt.trace.json.gz", "--price", "2.5"});
+  EXPECT_EQ(trace.exit_code, 0) << trace.err;
+  EXPECT_NE(trace.out.find("input_bound"), std::string::npos) << trace.out;
+  // The entrypoint's agent as the image's user, with the fake NVML where the NVIDIA container runtime puts
+  // the driver's library (a stand-in for a GPU node): metrics, and its state in the image's volume.
+  fs::copy_file(fake_nvml_library(), rootfs + "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
+  { std::ofstream(rootfs + "/tmp/scenario.json") << one_gpu_scenario("python3", 70); }
+  std::vector<std::string> agent(process["args"].begin(), process["args"].end());
+  agent.insert(agent.end(),
+               {"--once", "--interval", "200ms", "--state", "/var/lib/gpumeter/agent-state.json"});
+  auto once = in_image(rootfs, user, {"FAKE_NVML_SCENARIO=/tmp/scenario.json"}, agent);
+  EXPECT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_NE(once.out.find("gpumeter_gpu_price_usd_per_hour{"), std::string::npos) << once.out;
+  EXPECT_TRUE(fs::exists(rootfs + "/var/lib/gpumeter/agent-state.json")) << once.err;
+
+  // README's Kubernetes lines, run as an unprivileged user in a folder holding the release's image layout and
+  // DaemonSet: skopeo pushes to a real registry (docker-registry on loopback; the user's registries.conf
+  // marks it plain HTTP) and kubectl receives the DaemonSet. kubectl is a stand-in (no cluster here) that
+  // keeps what it was given.
+  const std::string home = dir.path() + "/platform-engineer";
+  fs::permissions(dir.path(), fs::perms::others_exec | fs::perms::group_exec, fs::perm_options::add);
+  fs::create_directories(home + "/.config/containers");
+  fs::create_directories(home + "/bin");
+  const int port = free_port();
+  const std::string registry = "127.0.0.1:" + std::to_string(port);
+  {
+    std::ofstream(home + "/.config/containers/registries.conf")
+        << "[[registry]]\nlocation = \"" << registry << "\"\ninsecure = true\n";
+    std::ofstream(dir.path() + "/registry.yml")
+        << "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n"
+        << "    rootdirectory: " << dir.path() << "/registry\nhttp:\n  addr: " << registry << "\n";
+    std::ofstream(home + "/bin/kubectl")
+        << "#!/bin/sh\n# kubectl stand-in: keeps the manifest it was given.\n"
+        << "[ \"$1 $2 $3\" = \"apply -f -\" ] || exit 2\ncat > \"$HOME/applied.yaml\"\n";
+  }
+  fs::permissions(home + "/bin/kubectl", fs::perms::owner_all | fs::perms::group_read |
+                                             fs::perms::group_exec | fs::perms::others_read |
+                                             fs::perms::others_exec);
+  fs::copy(layout, home + "/gpumeter-oci", fs::copy_options::recursive);
+  fs::copy_file(source_dir() + "/deploy/kubernetes/gpumeter-daemonset.yaml",
+                home + "/gpumeter-daemonset.yaml");
+  ASSERT_EQ(run_command({"/bin/chown", "-R", "65534:65534", home}).exit_code, 0);
+  Background reg({"/usr/bin/docker-registry", "serve", dir.path() + "/registry.yml"}, {}, dir.path(),
+                 "registry");
+  for (int i = 0;
+       i < 100 && run_command({"/usr/bin/curl", "-sf", "http://" + registry + "/v2/"}).exit_code != 0; ++i)
+    usleep(100 * 1000);
+  const auto lines = getting_started("kubernetes");
+  ASSERT_GE(lines.size(), 3u) << "README.md has no getting-started: kubernetes block";
+  ASSERT_TRUE(lines[0].starts_with("REGISTRY=")) << "the block starts by naming the user's registry";
+  std::string script = "REGISTRY=" + registry + "\n";  // the one line a user edits
+  for (std::size_t i = 1; i < lines.size(); ++i) script += lines[i] + "\n";
+  auto k8s = run_command({"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                          "/usr/bin/env", "-i", "HOME=" + home, "TMPDIR=" + home,
+                          "PATH=" + home + "/bin:/usr/bin:/bin", "/bin/sh", "-ec", "cd \"$HOME\"\n" + script},
+                         {}, std::nullopt, 300);
+  ASSERT_EQ(k8s.exit_code, 0) << k8s.out << k8s.err;
+  const std::string applied = read_file(home + "/applied.yaml");
+  EXPECT_NE(applied.find("image: " + registry + "/gpumeter:" GPUMETER_VERSION), std::string::npos) << applied;
+  auto inspect = run_command({"/usr/bin/setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                              "/usr/bin/env", "-i", "HOME=" + home, "TMPDIR=" + home, "/usr/bin/skopeo",
+                              "inspect", "--config", "docker://" + registry + "/gpumeter:" GPUMETER_VERSION});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const auto pushed = nlohmann::json::parse(inspect.out)["config"];
+  EXPECT_EQ(pushed["User"], "65532:65532");
+  EXPECT_EQ(pushed["Entrypoint"], nlohmann::json::array({"/usr/bin/gpumeter"}));
+  EXPECT_TRUE(pushed["ExposedPorts"].contains("9835/tcp"));
 }
 
 }  // namespace
