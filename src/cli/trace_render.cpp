@@ -202,6 +202,7 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
     out += fmt::format("price: ${:.4f}/GPU-hour (source: {})\n\n", *o.price_usd_per_gpu_hour, o.price_source);
   else
     out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
+  out += job_text(trace::analyze_jobs(files), o);
   std::set<std::string> groups;
   for (const auto& f : files) groups.insert(f.group);
   const std::string* current_group = nullptr;
@@ -371,6 +372,10 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       root["devices"].push_back(std::move(j));
     }
   }
+  const auto jobs = trace::analyze_jobs(files);
+  root["jobs"] = nlohmann::json::array();
+  for (const auto& job : jobs) root["jobs"].push_back(job_json(job, o));
+  root["job"] = jobs.size() == 1 ? root["jobs"][0] : nlohmann::json(nullptr);
   return root.dump(2);
 }
 

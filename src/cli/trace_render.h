@@ -1,5 +1,6 @@
 #pragma once
 // Renderers of `gpumeter trace` results: terminal text, JSON (the contract keys), CSV.
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ struct TraceRenderOptions {
 std::string trace_text(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
 /// The --json document (keys per the trace contract, integer nanoseconds).
 std::string trace_json(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
+/// The job view of folders of rank traces (terminal); "" without such a folder.
+std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRenderOptions& options);
+/// One job as the --json `job` object (window_ns, cost_usd, straggler_cost_usd, ranks, steps, notes).
+nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions& options);
 /// The --csv table: one row per (file, device, breakdown, entry).
 std::string trace_csv(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
 

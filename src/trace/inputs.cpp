@@ -66,6 +66,7 @@ FileAnalysis finish(const detail::RawTrace& raw, FileAnalysis fa) {
   fa.format = raw.format;
   fa.devices = detail::analyze(raw);
   fa.host = detail::analyze_host(raw);
+  fa.collectives = detail::collective_calls(raw, fa.collective_kernels_without_metadata);
   return fa;
 }
 

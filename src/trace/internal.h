@@ -79,6 +79,16 @@ struct Sniff {
 /// Looks at the (inflated) first bytes of a file; `complete` when `head` is the whole content.
 Sniff sniff(std::string_view head, bool complete);
 
+/// The collective metadata of one GPU kernel (Kineto args of NCCL kernels; docs/trace.md "The job").
+struct RawCollective {
+  std::size_t activity;          // index into RawTrace::activities
+  std::uint32_t group;           // interned "Process Group Name"
+  std::uint32_t name;            // interned "Collective name"
+  std::int64_t nelems = -1;      // "In msg nelems"; -1 when absent
+  std::int64_t seq = -1;         // "Seq"; -1 when absent
+  std::int64_t group_size = -1;  // "Group size"; -1 when absent
+};
+
 /// Everything the analyses need from one file.
 struct RawTrace {
   Interner names;    // escaped JSON string contents (kernel, op, annotation names)
@@ -94,6 +104,7 @@ struct RawTrace {
   std::string not_a_trace;        // when !has_trace_events and the content was understood: what it is
   std::int64_t event_count = 0;
   std::int64_t skipped_events = 0;
+  std::vector<RawCollective> collectives;  // NCCL kernels with process-group metadata
 };
 
 /// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error
@@ -122,6 +133,9 @@ struct DecodedEvent {
   std::optional<std::int64_t> ts, dur;  ///< ns
   std::int64_t correlation = -1;
   bool collective = false;  ///< carries NCCL collective metadata
+  std::string_view group;   ///< "Process Group Name" (JSON-escaped), empty when absent
+  std::string_view collective_name;                     ///< "Collective name" (JSON-escaped)
+  std::optional<std::int64_t> nelems, seq, group_size;  ///< "In msg nelems", "Seq", "Group size"
 };
 
 /// Adds one decoded event to the tables (GPU events without usable ts/dur are counted as skipped).
@@ -147,6 +161,10 @@ std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
 
 /// Host-side (CPU) figures: window, steps, operators by self time. nullopt without CPU spans.
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw);
+
+/// The collective kernels of a parsed trace with their metadata and the step of their launch, by start;
+/// `without_metadata` counts the nccl* kernels whose args name no process group.
+std::vector<CollectiveCall> collective_calls(const RawTrace& raw, std::int64_t& without_metadata);
 
 /// Unescapes the contents of a JSON string (without quotes).
 std::string unescape_json(std::string_view raw);

@@ -43,6 +43,7 @@ constexpr std::uint32_t kAnnotationNameIid = 1;          // DebugAnnotation.name
 constexpr std::uint32_t kAnnotationName = 10;            // DebugAnnotation.name
 constexpr std::uint32_t kAnnotationUint = 3;             // DebugAnnotation.uint_value
 constexpr std::uint32_t kAnnotationInt = 4;              // DebugAnnotation.int_value
+constexpr std::uint32_t kAnnotationString = 6;           // DebugAnnotation.string_value
 constexpr std::uint32_t kTrackUuid = 1;                  // TrackDescriptor.uuid
 constexpr std::uint32_t kTrackName = 2;                  // TrackDescriptor.name
 constexpr std::uint32_t kTrackProcess = 3;               // TrackDescriptor.process
@@ -142,6 +143,9 @@ struct OpenSlice {
   std::uint32_t cat;   // local interner (raw category), UINT32_MAX when none
   std::int64_t correlation;
   bool collective, cbid;
+  // NCCL metadata (local interner, escaped; UINT32_MAX when absent) and numbers (-1 when absent).
+  std::uint32_t group = UINT32_MAX, collective_name = UINT32_MAX;
+  std::int64_t nelems = -1, seq = -1, group_size = -1;
 };
 
 struct Slice {
@@ -205,6 +209,11 @@ class Decoder {
       ev.dur = s.end_ns - s.open.ts_ns;
       ev.correlation = s.open.correlation;
       ev.collective = s.open.collective;
+      if (s.open.group != UINT32_MAX) ev.group = names_.str(s.open.group);
+      if (s.open.collective_name != UINT32_MAX) ev.collective_name = names_.str(s.open.collective_name);
+      if (s.open.nelems >= 0) ev.nelems = s.open.nelems;
+      if (s.open.seq >= 0) ev.seq = s.open.seq;
+      if (s.open.group_size >= 0) ev.group_size = s.open.group_size;
       add_event(out_, ev);
     }
     out_.skipped_events += render_stage_events_;
@@ -351,8 +360,11 @@ class Decoder {
     Field f;
     std::string_view name;
     std::optional<std::uint64_t> number;
+    std::optional<std::string_view> text;
     while (fields.next(f)) {
-      if (f.number == kAnnotationName && f.wire == 2) {
+      if (f.number == kAnnotationString && f.wire == 2) {
+        text = f.bytes;
+      } else if (f.number == kAnnotationName && f.wire == 2) {
         name = f.bytes;
       } else if (f.number == kAnnotationNameIid && f.wire == 0) {
         auto it = state.annotation_names.find(f.value);
@@ -364,8 +376,17 @@ class Decoder {
     if (fields.bad()) return false;
     if (name == "correlation" && number && static_cast<std::int64_t>(*number) >= 0)
       s.correlation = static_cast<std::int64_t>(*number);
-    else if (name == "Collective name" || name == "collective_name")
+    else if (name == "Collective name" || name == "collective_name") {
       s.collective = true;
+      if (text) s.collective_name = names_.id(escape_json(*text));
+    } else if (name == "Process Group Name" && text)
+      s.group = names_.id(escape_json(*text));
+    else if (name == "In msg nelems" && number && *number < (1ULL << 62))
+      s.nelems = static_cast<std::int64_t>(*number);
+    else if (name == "Seq" && number && *number < (1ULL << 62))
+      s.seq = static_cast<std::int64_t>(*number);
+    else if (name == "Group size" && number && *number < (1ULL << 62))
+      s.group_size = static_cast<std::int64_t>(*number);
     else if (name == "cbid")
       s.cbid = true;
     return true;

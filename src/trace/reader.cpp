@@ -58,6 +58,10 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
     else if (ev.name.starts_with("nccl") || ev.collective) klass = Klass::communication;
     out.activities.push_back(
         Activity{*ev.ts, *ev.dur, ev.correlation, out.names.id(ev.name), out.devices.id(ev.device), klass});
+    if (cat == Cat::kernel && !ev.group.empty() && !ev.collective_name.empty())
+      out.collectives.push_back(RawCollective{out.activities.size() - 1, out.names.id(ev.group),
+                                              out.names.id(ev.collective_name), ev.nelems.value_or(-1),
+                                              ev.seq.value_or(-1), ev.group_size.value_or(-1)});
     return;
   }
   if (!ev.ts || cat == Cat::other) return;
@@ -86,7 +90,28 @@ struct EventFields {
   std::string_view ph, cat, name, pid, tid, ts, dur;
   std::int64_t correlation = -1;
   bool collective = false;
+  std::string_view group, collective_name;
+  std::optional<std::int64_t> nelems, seq, group_size;
 };
+
+/// A non-negative integer token (at most 18 digits), or nullopt.
+std::optional<std::int64_t> small_uint(std::string_view tok) {
+  tok = trim(tok);
+  if (tok.empty() || tok.size() >= 19) return std::nullopt;
+  std::int64_t v = 0;
+  for (char c : tok) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+/// The contents of a JSON string value (still escaped), or "" when the value is not a string.
+std::string_view string_token(od::value v) {
+  std::string_view tok = trim(v.raw_json_token());
+  if (tok.size() < 2 || tok.front() != '"' || tok.back() != '"') return {};
+  return tok.substr(1, tok.size() - 2);
+}
 
 simdjson::error_code read_args(od::value args, EventFields& ev) {
   od::object obj;
@@ -96,18 +121,18 @@ simdjson::error_code read_args(od::value args, EventFields& ev) {
     if (auto e = std::move(field).get(f)) return e;
     od::raw_json_string key = f.key();
     if (key == "correlation") {
-      std::string_view tok;
-      tok = f.value().raw_json_token();
-      tok = trim(tok);
-      std::int64_t v = 0;
-      bool okv = !tok.empty() && tok.size() < 19;
-      for (char c : tok) {
-        if (c < '0' || c > '9') { okv = false; break; }
-        v = v * 10 + (c - '0');
-      }
-      if (okv) ev.correlation = v;
+      if (auto v = small_uint(f.value().raw_json_token())) ev.correlation = *v;
     } else if (key == "Collective name" || key == "collective_name") {
       ev.collective = true;
+      ev.collective_name = string_token(f.value());
+    } else if (key == "Process Group Name") {
+      ev.group = string_token(f.value());
+    } else if (key == "In msg nelems") {
+      ev.nelems = small_uint(f.value().raw_json_token());
+    } else if (key == "Seq") {
+      ev.seq = small_uint(f.value().raw_json_token());
+    } else if (key == "Group size") {
+      ev.group_size = small_uint(f.value().raw_json_token());
     }
   }
   return simdjson::SUCCESS;
@@ -168,6 +193,11 @@ struct Collector {
     d.dur = parse_us_to_ns(ev.dur);
     d.correlation = ev.correlation;
     d.collective = ev.collective;
+    d.group = ev.group;
+    d.collective_name = ev.collective_name;
+    d.nelems = ev.nelems;
+    d.seq = ev.seq;
+    d.group_size = ev.group_size;
     add_event(out, d);
   }
 };

@@ -83,6 +83,19 @@ struct HostAnalysis {
   std::vector<OperatorTime> operators;  ///< by self time, largest first
 };
 
+/// One collective kernel of a file, with the NCCL metadata Kineto records in its args (the job view).
+struct CollectiveCall {
+  std::string group;                       ///< "Process Group Name"
+  std::string name;                        ///< "Collective name" (allreduce, broadcast, ...)
+  std::optional<std::int64_t> nelems;      ///< "In msg nelems"
+  std::optional<std::int64_t> seq;         ///< "Seq", when the profiler recorded it
+  std::optional<std::int64_t> group_size;  ///< "Group size"
+  std::string device;                      ///< the pid text of its GPU
+  std::int64_t start_ns = 0;               ///< kernel start (trace clock)
+  std::int64_t dur_ns = 0;
+  std::optional<std::string> step;  ///< the ProfilerStep#N holding its launch (its start without a launch)
+};
+
 /// The analysis of one file.
 struct FileAnalysis {
   std::string file;
@@ -97,7 +110,50 @@ struct FileAnalysis {
   std::int64_t skipped_events = 0;        ///< GPU events without usable ts/dur (or negative dur)
   std::vector<DeviceAnalysis> devices;    ///< empty: no GPU activity
   std::optional<HostAnalysis> host;       ///< CPU-side figures; nullopt without CPU spans
+  std::vector<CollectiveCall> collectives;  ///< NCCL kernels with process-group metadata, by start
+  std::int64_t collective_kernels_without_metadata = 0;  ///< nccl* kernels whose args name no process group
 };
+
+/// One rank of a job (a file of a folder of rank traces).
+struct JobRank {
+  std::int64_t rank = 0;
+  std::string file;
+  std::int64_t gpus = 0;             ///< devices with GPU activity in the file
+  std::int64_t busy_ns = 0;          ///< Σ over its devices
+  std::int64_t idle_ns = 0;          ///< Σ over its devices of (job window − busy)
+  bool collective_metadata = false;  ///< its collective kernels name their process group
+  std::int64_t collectives = 0;      ///< matched collective instances it took part in
+  std::int64_t arrivals_last =
+      0;  ///< instances where it arrived last and others waited (ties: the lowest rank)
+  std::int64_t wait_caused_ns = 0;    ///< Σ the other ranks' waits in the instances where it was last
+  std::int64_t wait_suffered_ns = 0;  ///< Σ its own waits for the last rank
+};
+
+/// Straggler wait of one profiler step, over every rank.
+struct JobStep {
+  std::string step;          ///< ProfilerStep#N ("(outside steps)" for kernels launched outside)
+  std::int64_t wait_ns = 0;  ///< Σ waits of every rank in that step
+  std::vector<std::int64_t> wait_by_rank_ns;  ///< in JobAnalysis::ranks order
+  std::optional<std::int64_t> last_rank;      ///< the rank most often last in that step (ties: the lowest)
+};
+
+/// The job a folder of rank traces makes (docs/trace.md "The job").
+struct JobAnalysis {
+  std::string group;                 ///< the folder
+  std::int64_t window_start_ns = 0;  ///< first GPU activity on any rank
+  std::int64_t window_ns = 0;        ///< to the last GPU activity's end on any rank
+  std::int64_t gpus = 0;             ///< Σ ranks' GPUs
+  std::int64_t gpu_ns = 0;           ///< gpus × window: the GPU time the job held, what it costs
+  std::int64_t busy_ns = 0;          ///< Σ ranks' busy time
+  std::int64_t instances = 0;        ///< collective instances matched across ranks
+  std::int64_t wait_ns = 0;    ///< Σ every rank's straggler wait: GPU time spent waiting for the last rank
+  std::vector<JobRank> ranks;  ///< by rank
+  std::vector<JobStep> steps;  ///< in step order
+  std::vector<std::string> notes;  ///< what could not be matched, and why
+};
+
+/// The jobs of the analysed files: each folder holding two or more rank traces with GPU activity.
+std::vector<JobAnalysis> analyze_jobs(const std::vector<FileAnalysis>& files);
 
 /// The analyses of files and folders.
 struct TraceSet {

@@ -1,0 +1,156 @@
+// The job view of `gpumeter trace FOLDER` (a folder of rank traces): terminal text and the --json `job` keys.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "cli/trace_render.h"
+#include "meter/meter.h"
+#include "util/json.h"
+#include "util/table.h"
+#include "util/units.h"
+
+namespace gm::cli {
+namespace {
+
+// Money is meter's: integer pico-dollars, converted to dollars only for display.
+std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
+  if (!o.price_usd_per_gpu_hour) return std::nullopt;
+  return static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(*o.price_usd_per_gpu_hour), ns)) / 1e12;
+}
+
+std::string ms(std::int64_t ns) {
+  return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6);
+}
+std::string usd(const std::optional<double>& v) {
+  return v ? format_usd(*v) : "-";
+}
+
+nlohmann::json usd_json(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRenderOptions& o) {
+  std::string out;
+  for (const auto& job : jobs) {
+    out += fmt::format("job {} — {} ranks, {} GPUs: window {} ms, {} GPU-hours held", job.group,
+                       job.ranks.size(), job.gpus, ms(job.window_ns),
+                       fmt::format("{:.6f}", static_cast<double>(job.gpu_ns) / 3.6e12));
+    if (auto c = cost_of(job.gpu_ns, o)) out += fmt::format(", cost {}", format_usd(*c));
+    out += "\n";
+    if (job.instances > 0) {
+      out += fmt::format(
+          "straggler wait: {} ms of GPU time in {} collectives waiting for the last rank ({:.1f}% of "
+          "the GPU time held)",
+          ms(job.wait_ns), job.instances,
+          job.gpu_ns > 0 ? 100.0 * static_cast<double>(job.wait_ns) / static_cast<double>(job.gpu_ns) : 0.0);
+      if (auto c = cost_of(job.wait_ns, o)) out += fmt::format(", {}", format_usd(*c));
+      out += "\n";
+      std::vector<const trace::JobRank*> by_last;
+      for (const auto& r : job.ranks)
+        if (r.arrivals_last > 0) by_last.push_back(&r);
+      std::stable_sort(by_last.begin(), by_last.end(), [](const auto* a, const auto* b) {
+        return a->arrivals_last != b->arrivals_last ? a->arrivals_last > b->arrivals_last
+                                                    : a->wait_caused_ns > b->wait_caused_ns;
+      });
+      for (std::size_t i = 0; i < by_last.size() && i < 3; ++i) {
+        const auto& r = *by_last[i];
+        out += fmt::format("  {} rank {}: last in {} of {} collectives; the others waited {} ms for it{}\n",
+                           i == 0 ? "most often last:" : "            then", r.rank, r.arrivals_last,
+                           r.collectives, ms(r.wait_caused_ns),
+                           cost_of(r.wait_caused_ns, o)
+                               ? fmt::format(" ({})", format_usd(*cost_of(r.wait_caused_ns, o)))
+                               : "");
+      }
+    } else {
+      out += "straggler wait: no collective matched across ranks (see the notes)\n";
+    }
+    TextTable t;
+    t.header(
+        {"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "caused ms", "caused $"},
+        {TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
+         TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
+         TextTable::Align::right});
+    for (const auto& r : job.ranks) {
+      if (!r.collective_metadata) {
+        t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns), "no metadata",
+               "-", "-", "-", "-"});
+        continue;
+      }
+      t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
+             std::to_string(r.collectives), std::to_string(r.arrivals_last), ms(r.wait_suffered_ns),
+             ms(r.wait_caused_ns), usd(cost_of(r.wait_caused_ns, o))});
+    }
+    out += t.render();
+    if (!job.steps.empty()) {
+      out += "straggler wait by step:";
+      std::size_t shown = 0;
+      for (const auto& s : job.steps) {
+        if (shown++ == 8) {
+          out += fmt::format(" … ({} steps)", job.steps.size());
+          break;
+        }
+        out += fmt::format(" {} {} ms", s.step, ms(s.wait_ns));
+        if (s.last_rank) out += fmt::format(" (last: rank {})", *s.last_rank);
+        out += ";";
+      }
+      out += "\n";
+    }
+    for (const auto& n : job.notes) out += "note: " + n + "\n";
+    out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions& o) {
+  nlohmann::json j;
+  j["group"] = job.group;
+  j["window_start_ns"] = job.window_start_ns;
+  j["window_ns"] = job.window_ns;
+  j["gpus"] = job.gpus;
+  j["gpu_ns"] = job.gpu_ns;
+  j["busy_ns"] = job.busy_ns;
+  j["cost_usd"] = usd_json(cost_of(job.gpu_ns, o));
+  j["collectives_matched"] = job.instances;
+  // No collective matched: the straggler figures are unknown (null), not zero.
+  j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
+  j["straggler_cost_usd"] = job.instances > 0 ? usd_json(cost_of(job.wait_ns, o)) : nlohmann::json(nullptr);
+  auto ranks = nlohmann::json::array();
+  for (const auto& r : job.ranks) {
+    // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
+    const bool m = r.collective_metadata;
+    auto n = [m](std::int64_t v) { return m ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    ranks.push_back(
+        {{"rank", r.rank},
+         {"file", r.file},
+         {"gpus", r.gpus},
+         {"busy_ns", r.busy_ns},
+         {"idle_ns", r.idle_ns},
+         {"collective_metadata", m},
+         {"collectives", n(r.collectives)},
+         {"arrivals_last", n(r.arrivals_last)},
+         {"wait_caused_ns", n(r.wait_caused_ns)},
+         {"wait_caused_cost_usd", m ? usd_json(cost_of(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
+         {"wait_suffered_ns", n(r.wait_suffered_ns)},
+         {"wait_suffered_cost_usd", m ? usd_json(cost_of(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
+  }
+  j["ranks"] = std::move(ranks);
+  auto steps = nlohmann::json::array();
+  for (const auto& s : job.steps) {
+    auto by_rank = nlohmann::json::array();
+    for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
+      by_rank.push_back({{"rank", job.ranks[i].rank}, {"wait_ns", s.wait_by_rank_ns[i]}});
+    steps.push_back({{"step", s.step},
+                     {"wait_ns", s.wait_ns},
+                     {"cost_usd", usd_json(cost_of(s.wait_ns, o))},
+                     {"last_rank", json_or_null(s.last_rank)},
+                     {"ranks", std::move(by_rank)}});
+  }
+  j["steps"] = std::move(steps);
+  j["notes"] = job.notes;
+  return j;
+}
+
+}  // namespace gm::cli
