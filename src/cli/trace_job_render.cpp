@@ -89,12 +89,11 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
       std::size_t shown = 0;
       for (const auto& s : job.steps) {
         if (shown++ == 8) {
-          out += fmt::format(" … ({} steps)", job.steps.size());
+          out += fmt::format("; … ({} steps)", job.steps.size());
           break;
         }
-        out += fmt::format(" {} {} ms", s.step, ms(s.wait_ns));
+        out += fmt::format("{} {} {} ms", shown == 1 ? "" : ";", s.step, ms(s.wait_ns));
         if (s.last_rank) out += fmt::format(" (last: rank {})", *s.last_rank);
-        out += ";";
       }
       out += "\n";
     }

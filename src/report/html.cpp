@@ -439,10 +439,68 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
     ++index;
   }
   if (index == 0) notes.push_back("no device with GPU activity in these traces");
-  spec["summary"] = summary;
+  // The job view of folders of rank traces: summary, straggler chart, rank table.
+  json tables = json::array(), job_summary = json::array(), job_charts = json::array();
+  if (doc.contains("jobs") && doc["jobs"].is_array()) {
+    std::size_t job_index = 0;
+    for (const auto& job : doc["jobs"]) {
+      if (!job.is_object()) continue;
+      const std::string group = str_of(job, "group");
+      auto money = [](const json& v) {
+        return v.is_number() ? format_usd(v.get<double>()) : std::string("-");
+      };
+      auto ms = [](const json& v) {
+        return v.is_number() ? fmt::format("{:.3f} ms", v.get<double>() / 1e6) : std::string("-");
+      };
+      const std::size_t ranks = job.contains("ranks") && job["ranks"].is_array() ? job["ranks"].size() : 0;
+      std::string line =
+          fmt::format("{} ranks, window {}, cost {}", ranks, ms(job.value("window_ns", json())),
+                      money(job.value("cost_usd", json())));
+      if (job.value("straggler_wait_ns", json()).is_number())
+        line += fmt::format("; straggler wait {} of GPU time ({})", ms(job["straggler_wait_ns"]),
+                            money(job.value("straggler_cost_usd", json())));
+      else
+        line += "; no collective matched across ranks";
+      job_summary.push_back({"job " + group, line});
+      std::vector<std::string> cats;
+      std::vector<double> caused;
+      json rows = json::array();
+      if (ranks > 0)
+        for (const auto& r : job["ranks"]) {
+          const std::string rank = r.value("rank", json()).dump();
+          const bool meta = r.value("collective_metadata", false);
+          rows.push_back(
+              {rank, r.value("gpus", json()).dump(), ms(r.value("busy_ns", json())),
+               ms(r.value("idle_ns", json())), meta ? r.value("collectives", json()).dump() : "no metadata",
+               meta ? r.value("arrivals_last", json()).dump() : "-", ms(r.value("wait_suffered_ns", json())),
+               ms(r.value("wait_caused_ns", json())), money(r.value("wait_caused_cost_usd", json()))});
+          if (meta) {
+            cats.push_back("rank " + rank);
+            caused.push_back(num(r, "wait_caused_cost_usd"));
+          }
+        }
+      if (job.value("straggler_wait_ns", json()).is_number() && !cats.empty())
+        job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index),
+                                             "Straggler cost each rank caused: " + group, "USD", cats, caused,
+                                             "the others' wait"));
+      tables.push_back(
+          {{"title", "Job " + group + ": ranks"},
+           {"header",
+            {"rank", "GPUs", "busy", "idle", "collectives", "last", "waited", "caused", "caused $"}},
+           {"rows", rows}});
+      if (job.contains("notes") && job["notes"].is_array())
+        for (const auto& n : job["notes"])
+          if (n.is_string()) notes.push_back("job " + group + ": " + n.get<std::string>());
+      ++job_index;
+    }
+  }
+  // The job comes first: it is what a folder of ranks is about.
+  for (auto& c : charts) job_charts.push_back(std::move(c));
+  for (auto& r : summary) job_summary.push_back(std::move(r));
+  spec["summary"] = job_summary;
   spec["notes"] = notes;
-  spec["charts"] = charts;
-  spec["tables"] = json::array();
+  spec["charts"] = job_charts;
+  spec["tables"] = tables;
   return html::page(spec);
 }
 

@@ -257,6 +257,15 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
             std::string::npos)
       << text.out;
 
+  // The page: the job first, a straggler chart and the rank table.
+  auto html =
+      run_gpumeter({"trace", dir.path() + "/run", "--price", "2.5", "--html", dir.path() + "/job.html"});
+  ASSERT_EQ(html.exit_code, 0) << html.err;
+  const std::string page = read_file(dir.path() + "/job.html");
+  EXPECT_NE(page.find("Straggler cost each rank caused"), std::string::npos);
+  EXPECT_NE(page.find("Job " + dir.path() + "/run: ranks"), std::string::npos);
+  EXPECT_NE(page.find("straggler wait 2.100 ms of GPU time"), std::string::npos);
+
   // The same events as Perfetto files: the same collectives, steps and job (Perfetto files carry no
   // distributedInfo, so the rank is taken from the JSON file of the same rank).
   std::vector<trace::FileAnalysis> from_pf;
