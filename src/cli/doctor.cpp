@@ -1,12 +1,12 @@
 // gpumeter doctor: what works here (NVML, driver, per-device capabilities, energy method, MIG,
 // permissions, catalog age).
 #include <fmt/format.h>
-
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "agent/agent.h"
@@ -125,6 +125,48 @@ void print_inference_endpoints(const std::vector<agent::InferenceEndpointSpec>& 
   }
 }
 
+/// What the agent's --inference-discover would find now: the TCP ports this node's GPU processes listen on
+/// (from `proc_root`), each probed once for a known engine's /metrics.
+void print_inference_discovery(GpuBackend* backend, const std::string& proc_root) {
+  if (backend == nullptr) {
+    std::printf("inference discovery  not possible: no GPU library, so no GPU process list\n");
+    return;
+  }
+  std::set<std::uint32_t> pids;
+  for (const auto& info : backend->devices())
+    for (const auto& p : backend->sample(info.index).processes) pids.insert(p.pid);
+  if (pids.empty()) {
+    std::printf("inference discovery  no GPU process on this node now: nothing to probe\n");
+    return;
+  }
+  const auto ports = agent::listening_ports(proc_root, pids);
+  if (ports.empty()) {
+    std::printf(
+        "inference discovery  %zu GPU process(es); none listens on a TCP port visible here (another network "
+        "namespace, or no permission to read their fds): give the endpoint with --inference-endpoint\n",
+        pids.size());
+    return;
+  }
+  std::string list;
+  for (auto port : ports) list += (list.empty() ? "" : ",") + std::to_string(port);
+  auto found = agent::probe_engine_ports("127.0.0.1", ports, 2000);
+  if (!found) {
+    std::printf(
+        "inference discovery  %zu GPU process(es) listen on port(s) %s; none answers /metrics as vLLM, "
+        "SGLang, "
+        "TGI or Triton\n",
+        pids.size(), list.c_str());
+    return;
+  }
+  const agent::ScrapeOutcome out = agent::scrape_endpoint(*found, 2000);
+  std::string models;
+  if (out.reading)
+    for (const auto& [name, m] : out.reading->models) models += (models.empty() ? "" : ", ") + name;
+  std::printf("inference discovery  found %s at %s (GPU processes' ports: %s); model(s): %s\n",
+              out.reading ? agent::to_string(out.reading->engine) : "an engine", found->display.c_str(),
+              list.c_str(), models.empty() ? "none yet" : models.c_str());
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
@@ -137,6 +179,14 @@ int cmd_doctor(int argc, char** argv) {
   std::vector<std::string> inference_endpoints;
   app.add_option("--inference-endpoint", inference_endpoints,
                  "a serving engine's metrics endpoint to check, URL[,owner=NAME][,model=NAME] (repeatable)");
+  bool inference_discover = false;
+  std::string proc_root = "/proc";
+  app.add_flag(
+      "--inference-discover", inference_discover,
+      "also list what the agent's --inference-discover would find: the ports GPU processes listen on, "
+      "probed once for a serving engine's /metrics");
+  app.add_option("--proc-root", proc_root,
+                 "the /proc tree to read listening sockets from (with --inference-discover)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<agent::InferenceEndpointSpec> specs;
   for (const auto& text : inference_endpoints) {
@@ -165,6 +215,7 @@ int cmd_doctor(int argc, char** argv) {
   print_pod_resources(pod_resources_socket);
   print_slurm(slurm_conf);
   print_inference_endpoints(specs);
+  if (inference_discover) print_inference_discovery(backend ? backend->get() : nullptr, proc_root);
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

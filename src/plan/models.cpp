@@ -2,7 +2,10 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -131,6 +134,41 @@ Result<ModelSpec> find_model(std::string_view name) {
       fmt::format("--model: unknown model '{}'{}; built-in models: gpumeter plan --list-models, or "
                   "describe it with --params or --layers/--hidden/--heads or --model-file",
                   name, hint.empty() ? "" : fmt::format(" (did you mean {}?)", hint)));
+}
+
+namespace {
+
+/// A model name without organisation, variant suffixes and case: "meta-llama/Meta-Llama-3-8B-Instruct" →
+/// "llama-3-8b".
+std::string served_key(std::string_view name) {
+  if (auto slash = name.rfind('/'); slash != std::string_view::npos) name.remove_prefix(slash + 1);
+  std::string s;
+  for (char c : name) s.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (s.starts_with("meta-")) s.erase(0, 5);
+  for (const char* suffix : {"-instruct", "-chat", "-it"})
+    if (auto at = s.find(suffix); at != std::string::npos) s.erase(at);
+  for (const char* suffix : {"-hf"})
+    if (s.ends_with(suffix)) s.erase(s.size() - std::strlen(suffix));
+  // A trailing version ("-v0.1", "-v2") names a release of the same shape.
+  if (auto v = s.rfind("-v");
+      v != std::string::npos && v + 2 < s.size() &&
+      std::all_of(s.begin() + static_cast<std::ptrdiff_t>(v + 2), s.end(),
+                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; }))
+    s.erase(v);
+  return s;
+}
+
+}  // namespace
+
+std::optional<ModelSpec> find_served_model(std::string_view served_name) {
+  const std::string wanted = served_key(served_name);
+  if (wanted.empty()) return std::nullopt;
+  for (const auto& r : table_rows()) {
+    if (served_key(r.spec.name) == wanted) return r.spec;
+    for (const auto& a : r.aliases)
+      if (served_key(a) == wanted) return r.spec;
+  }
+  return std::nullopt;
 }
 
 double params_from_shape(const ModelSpec& m) {

@@ -50,6 +50,10 @@ struct ModelSpec {
 const std::vector<ModelSpec>& builtin_models();
 /// A built-in model by name or alias (case-insensitive); a usage error naming close names if unknown.
 Result<ModelSpec> find_model(std::string_view name);
+/// The built-in model a serving engine's model name is (an engine reports the Hugging Face id it loaded):
+/// the organisation prefix and an instruction / chat / version suffix ("-Instruct", "-chat-hf", "-it",
+/// "-v0.3") are dropped before matching names and aliases; nullopt when none matches (docs/inference.md).
+std::optional<ModelSpec> find_served_model(std::string_view served_name);
 /// Parses a TOML model description (keys as the models.csv columns); errors name `origin` and the key.
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin);
 /// Reads and parses a TOML model file.

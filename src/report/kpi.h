@@ -105,7 +105,18 @@ struct ServingKpis {
   std::optional<double> load_ratio;                   ///< mean ÷ peak generated tokens/s
   /// Cost at saturation: the run's $/s ÷ peak generated tokens/s × 1e6 (= $/1M generated × load ratio).
   std::optional<double> usd_per_1m_generated_tokens_at_peak;
+  /// What `gpumeter plan --task inference` predicts for the served model on the run's GPUs at the run's
+  /// price, at the batch (concurrent sequences) with the lowest $/1M that fits, for the run's mean request
+  /// shape.
+  std::optional<double> plan_usd_per_1m_generated_tokens;
+  std::optional<std::string> plan_model;  ///< the plan table's model the served name matched
+  std::optional<int> plan_batch;          ///< concurrent sequences of that prediction
+  std::string plan_note;                  ///< why there is no plan figure ("" when there is one)
 };
+
+/// Fills the plan_* fields of a served run's KPIs from the plan model (docs/inference.md "Load vs
+/// saturation").
+void add_plan_prediction(ServingKpis& kpis, const RunRecord& run, const Catalog& catalog);
 
 /// Shortest window over which the peak (saturation) throughput of a served run is measured.
 inline constexpr std::int64_t kSaturationWindowMs = 5'000;

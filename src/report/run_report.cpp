@@ -92,6 +92,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
   if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
   r.serving = serving_kpis(run, inference);
+  if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
   if (run.status == "interrupted")
     r.notes.push_back(
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
@@ -222,7 +223,11 @@ std::string render_run_report_json(const RunReport& r) {
         {"generated_tokens_per_s", json_or_null(k.generated_tokens_per_s)},
         {"peak_generated_tokens_per_s", json_or_null(k.peak_generated_tokens_per_s)},
         {"load_ratio", json_or_null(k.load_ratio)},
-        {"usd_per_1m_generated_tokens_at_peak", json_or_null(k.usd_per_1m_generated_tokens_at_peak)}};
+        {"usd_per_1m_generated_tokens_at_peak", json_or_null(k.usd_per_1m_generated_tokens_at_peak)},
+        {"plan_usd_per_1m_generated_tokens", json_or_null(k.plan_usd_per_1m_generated_tokens)},
+        {"plan_model", json_or_null(k.plan_model)},
+        {"plan_batch", json_or_null(k.plan_batch)},
+        {"plan_note", k.plan_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.plan_note)}};
   } else {
     j["serving"] = nullptr;
   }
@@ -334,6 +339,14 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
       o += fmt::format("  at saturation   {} per 1M generated tokens at the observed peak (now {})\n",
                        format_usd(*k.usd_per_1m_generated_tokens_at_peak),
                        format_usd(*k.usd_per_1m_generated_tokens));
+    if (k.plan_usd_per_1m_generated_tokens)
+      o += fmt::format(
+          "  plan predicts   {} per 1M generated tokens ({} on these GPUs at this price, {} concurrent "
+          "sequences, the run's mean request shape)\n",
+          format_usd(*k.plan_usd_per_1m_generated_tokens), k.plan_model.value_or("?"),
+          k.plan_batch.value_or(0));
+    else if (!k.plan_note.empty())
+      o += fmt::format("  plan predicts   - ({})\n", k.plan_note);
   }
   if (!r.metrics.empty()) {
     std::string m;

@@ -1,8 +1,12 @@
 // Serving KPIs of a run that wrapped an inference server: $/1M tokens, $/1k requests, tokens/s, and the
 // cost at the observed peak throughput (saturation). Definitions: docs/inference.md.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <map>
 
+#include "plan/plan.h"
 #include "report/kpi.h"
 
 namespace gm {
@@ -71,6 +75,67 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
     if (priced && wall_s > 0) k.usd_per_1m_generated_tokens_at_peak = cost / wall_s / *peak * 1e6;
   }
   return k;
+}
+
+void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& catalog) {
+  if (k.models.size() != 1) {
+    k.plan_note = fmt::format("{} models served: the plan predicts one model at a time", k.models.size());
+    return;
+  }
+  auto model = plan::find_served_model(k.models[0]);
+  if (!model) {
+    k.plan_note =
+        fmt::format("model '{}' is not in the plan's model table (gpumeter plan --help)", k.models[0]);
+    return;
+  }
+  const GpuSpec* gpu = catalog.find_gpu(run.gpu_model);
+  if (gpu == nullptr) {
+    k.plan_note = fmt::format("GPU '{}' is not in the catalog", run.gpu_model);
+    return;
+  }
+  const auto gpus = static_cast<int>(run.gpus_allocated.size());
+  if (gpus == 0 || run.price_micros_per_gpu_hour <= 0 || !k.requests || !(*k.requests > 0) ||
+      !k.generated_tokens || !(*k.generated_tokens > 0)) {
+    k.plan_note = "no GPUs, no price or no completed requests to take the request shape from";
+    return;
+  }
+  const double prompt = k.prompt_tokens.value_or(0) / *k.requests;
+  const double output = *k.generated_tokens / *k.requests;
+  plan::OfferContext ctx;
+  ctx.offer.provider = "this run";
+  ctx.offer.instance = "its GPUs";
+  ctx.offer.gpu = gpu->id;
+  ctx.offer.gpu_count = gpus;
+  ctx.offer.ondemand_usd_per_hour = micros_to_usd(run.price_micros_per_gpu_hour) * gpus;
+  ctx.gpu = *gpu;
+  ctx.billing.provider = "this run";  // per second, no minimum: the run's own cost is its GPU-seconds
+  std::optional<double> best;
+  for (int batch = 1; batch <= 1024; batch *= 2) {
+    plan::PlanRequest req;
+    req.job.model = *model;
+    req.job.task = plan::Task::inference;
+    req.job.tokens = 1e6;
+    req.job.prompt_tokens = std::max(1, static_cast<int>(std::lround(prompt)));
+    req.job.seq = req.job.prompt_tokens + std::max(1, static_cast<int>(std::lround(output)));
+    req.job.batch = batch;
+    req.job = plan::resolve_job_defaults(req.job, true, false, false);
+    req.gpus = gpus;
+    req.gpu = gpu->id;
+    auto result = plan::make_plan(req, {ctx});
+    if (!result || result->options.empty() || !result->options[0].fits) break;  // larger batches fit less
+    const auto& usd = result->options[0].usd_per_million_tokens;
+    if (usd && (!best || *usd < *best)) {
+      best = usd;
+      k.plan_batch = batch;
+    }
+  }
+  if (!best) {
+    k.plan_note =
+        fmt::format("{} does not fit on {} {} in the plan's memory model", model->name, gpus, gpu->id);
+    return;
+  }
+  k.plan_usd_per_1m_generated_tokens = best;
+  k.plan_model = model->name;
 }
 
 }  // namespace gm

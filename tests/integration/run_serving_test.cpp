@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "support/support.h"
@@ -163,6 +164,31 @@ TEST_F(RunServingStandInIntegrationTest, EngineRestartUnderRunNeitherLosesNorDou
   cmp = run_gpumeter({"compare", "1", "2", "--max-token-cost-increase", "10%"}, env());
   EXPECT_EQ(cmp.exit_code, 1) << cmp.out << cmp.err;
   EXPECT_NE(cmp.out.find("FAIL"), std::string::npos) << cmp.out;
+}
+
+}  // namespace
+}  // namespace gm
+
+namespace gm {
+namespace {
+
+// `doctor --inference-discover` finds what the agent's discovery would: the vLLM stand-in is a GPU process
+// (fake NVML lists every python3) listening on a port that answers /metrics as vLLM.
+TEST_F(RunServingStandInIntegrationTest, DoctorInferenceDiscoverFindsTheEngineOnTheGpuProcessPort) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string script =
+      std::string(kPython) + " '" + job() + "' " + std::to_string(port) + " 20 '" + dir_.path() +
+      "/served.jsonl' >/dev/null 2>&1 & job=$!\n"
+      "for i in $(seq 50); do curl -sf http://127.0.0.1:" +
+      std::to_string(port) + "/metrics >/dev/null && break; sleep 0.1; done\n'" + test::gpumeter_binary() +
+      "' doctor --inference-discover --pod-resources-socket ''\nrc=$?\nkill $job\nexit $rc\n";
+  auto r = test::run_command({"/bin/sh", "-c", script}, env(), std::nullopt, 60);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(inference discovery  found vllm at http://127\.0\.0\.1:\d+/metrics)")))
+      << r.out;
+  EXPECT_NE(r.out.find("standin-llama"), std::string::npos) << r.out;
 }
 
 }  // namespace
