@@ -484,7 +484,7 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
         job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index),
                                              "Straggler cost each rank caused: " + group, "USD", cats, caused,
                                              "the others' wait"));
-      if (job.value("straggler_wait_ns", json()).is_number() && job.contains("steps") &&
+      if (job.value("straggler_cost_usd", json()).is_number() && job.contains("steps") &&
           job["steps"].is_array() && !job["steps"].empty()) {
         std::vector<std::string> step_names;
         std::vector<double> step_cost;
