@@ -65,23 +65,28 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
                                : "");
       }
     } else {
-      out += "straggler wait: no collective matched across ranks (see the notes)\n";
+      const bool any_metadata = std::any_of(job.ranks.begin(), job.ranks.end(),
+                                            [](const trace::JobRank& r) { return r.collective_metadata; });
+      out += any_metadata ? "straggler wait: unknown, no collective matched across ranks (see the notes)\n"
+                          : "straggler wait: unknown, no rank's collective kernels carry collective metadata "
+                            "(process group, sequence number)\n";
     }
     TextTable t;
     t.header(
-        {"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "caused ms", "caused $"},
+        {"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "waited $", "caused ms",
+         "caused $"},
         {TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
          TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-         TextTable::Align::right});
+         TextTable::Align::right, TextTable::Align::right});
     for (const auto& r : job.ranks) {
       if (!r.collective_metadata) {
-        t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns), "no metadata",
-               "-", "-", "-", "-"});
+        t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
+               "no collective metadata", "-", "-", "-", "-", "-"});
         continue;
       }
       t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
              std::to_string(r.collectives), std::to_string(r.arrivals_last), ms(r.wait_suffered_ns),
-             ms(r.wait_caused_ns), usd(cost_of(r.wait_caused_ns, o))});
+             usd(cost_of(r.wait_suffered_ns, o)), ms(r.wait_caused_ns), usd(cost_of(r.wait_caused_ns, o))});
     }
     out += t.render();
     if (!job.steps.empty()) {
@@ -93,6 +98,7 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
           break;
         }
         out += fmt::format("{} {} {} ms", shown == 1 ? "" : ";", s.step, ms(s.wait_ns));
+        if (auto c = cost_of(s.wait_ns, o)) out += fmt::format(" {}", format_usd(*c));
         if (s.last_rank) out += fmt::format(" (last: rank {})", *s.last_rank);
       }
       out += "\n";
@@ -140,7 +146,9 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
   for (const auto& s : job.steps) {
     auto by_rank = nlohmann::json::array();
     for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
-      by_rank.push_back({{"rank", job.ranks[i].rank}, {"wait_ns", s.wait_by_rank_ns[i]}});
+      by_rank.push_back({{"rank", job.ranks[i].rank},
+                         {"wait_ns", s.wait_by_rank_ns[i]},
+                         {"cost_usd", usd_json(cost_of(s.wait_by_rank_ns[i], o))}});
     steps.push_back({{"step", s.step},
                      {"wait_ns", s.wait_ns},
                      {"cost_usd", usd_json(cost_of(s.wait_ns, o))},

@@ -469,11 +469,12 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
         for (const auto& r : job["ranks"]) {
           const std::string rank = r.value("rank", json()).dump();
           const bool meta = r.value("collective_metadata", false);
-          rows.push_back(
-              {rank, r.value("gpus", json()).dump(), ms(r.value("busy_ns", json())),
-               ms(r.value("idle_ns", json())), meta ? r.value("collectives", json()).dump() : "no metadata",
-               meta ? r.value("arrivals_last", json()).dump() : "-", ms(r.value("wait_suffered_ns", json())),
-               ms(r.value("wait_caused_ns", json())), money(r.value("wait_caused_cost_usd", json()))});
+          rows.push_back({rank, r.value("gpus", json()).dump(), ms(r.value("busy_ns", json())),
+                          ms(r.value("idle_ns", json())),
+                          meta ? r.value("collectives", json()).dump() : "no collective metadata",
+                          meta ? r.value("arrivals_last", json()).dump() : "-",
+                          ms(r.value("wait_suffered_ns", json())), ms(r.value("wait_caused_ns", json())),
+                          money(r.value("wait_caused_cost_usd", json()))});
           if (meta) {
             cats.push_back("rank " + rank);
             caused.push_back(num(r, "wait_caused_cost_usd"));
@@ -483,6 +484,18 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
         job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index),
                                              "Straggler cost each rank caused: " + group, "USD", cats, caused,
                                              "the others' wait"));
+      if (job.value("straggler_cost_usd", json()).is_number() && job.contains("steps") &&
+          job["steps"].is_array() && !job["steps"].empty()) {
+        std::vector<std::string> step_names;
+        std::vector<double> step_cost;
+        for (const auto& s : job["steps"]) {
+          step_names.push_back(str_of(s, "step"));
+          step_cost.push_back(num(s, "cost_usd"));
+        }
+        job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index) + "-steps",
+                                             "Straggler cost per step: " + group, "USD", step_names,
+                                             step_cost, "wait of every rank"));
+      }
       tables.push_back(
           {{"title", "Job " + group + ": ranks"},
            {"header",

@@ -226,11 +226,11 @@ std::optional<JobAnalysis> analyze_job(const std::string& group, std::vector<con
     job.gpus += r.gpus;
     job.busy_ns += r.busy_ns;
     if (!r.collective_metadata)
-      job.notes.push_back(
-          f->collective_kernels_without_metadata > 0
-              ? fmt::format("rank {}: its {} collective kernels carry no process-group metadata: not matched",
-                            r.rank, f->collective_kernels_without_metadata)
-              : fmt::format("rank {}: no collective kernels in its trace", r.rank));
+      job.notes.push_back(f->collective_kernels_without_metadata > 0
+                              ? fmt::format("rank {}: no collective metadata (its {} NCCL kernels name no "
+                                            "process group): not matched",
+                                            r.rank, f->collective_kernels_without_metadata)
+                              : fmt::format("rank {}: no collective kernels in its trace", r.rank));
     job.ranks.push_back(std::move(r));
   }
   job.gpu_ns = job.gpus * job.window_ns;

@@ -325,6 +325,29 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
                       {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
 }
 
+TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfAFolderOfRanksShowsTheJobAndItsStragglerCost) {
+  // Four ranks made from the real NCCL trace by bench/make_skewed_ranks.py, rank 3 late by 300 µs.
+  test::TempDir dir;
+  const std::string folder = dir.path() + "/job";
+  auto made =
+      test::run_command({"/usr/bin/python3", test::source_dir() + "/bench/make_skewed_ranks.py", "--source",
+                         test::shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz", "--copies", "1",
+                         "--ranks", "4", "--skew-us", "300", "--out", folder},
+                        {}, std::nullopt, 120);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string out = dir.path() + "/job.html";
+  auto r = test::run_gpumeter({"trace", folder, "--price", "3", "--html", out, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = test::read_file(out);
+  ASSERT_FALSE(page.empty());
+  EXPECT_NE(page.find("Job " + folder + ": ranks"), std::string::npos);
+  EXPECT_NE(page.find("straggler wait 18.900 ms of GPU time"),
+            std::string::npos);  // 21 collectives × 3 ranks × 300 µs
+  expect_clean_render(
+      dir, page, "trace-job.html",
+      {{"job-0", {"the others' wait"}}, {"job-0-steps", {"wait of every rank"}}, {"split-0", {"cost_usd"}}});
+}
+
 TEST_F(ReportHtmlIntegrationTest, TraceDiffPageFromTheBinaryShowsTheVerdictAndWhatFailed) {
   const std::string root = test::shared_dir() + "/traces/kineto_tb_plugin_samples/";
   const std::string base = root + "resnet50_num_workers_0", now = root + "resnet50_num_workers_4";
