@@ -343,8 +343,19 @@ const GpuSpec* Catalog::find_gpu(std::string_view name) const {
 const GpuSpec* Catalog::gpu_for_device_name(std::string_view device_name, std::string_view vendor) const {
   const std::string lname = to_lower(device_name);
   const std::string lvendor = to_lower(vendor);
+  // A pattern ending in a digit must not stop inside a longer number: "NVIDIA A10" is not
+  // "NVIDIA A100-PG509-200", "NVIDIA L4" is not "NVIDIA L40".
+  auto matches = [&](const std::string& pattern) {
+    for (std::size_t at = lname.find(pattern); at != std::string::npos; at = lname.find(pattern, at + 1)) {
+      const std::size_t end = at + pattern.size();
+      const bool digit_end = !pattern.empty() && std::isdigit(static_cast<unsigned char>(pattern.back()));
+      if (!digit_end || end == lname.size() || !std::isdigit(static_cast<unsigned char>(lname[end])))
+        return true;
+    }
+    return false;
+  };
   for (const auto& n : device_names())
-    if ((lvendor.empty() || n.vendor == lvendor) && lname.find(n.pattern) != std::string::npos) {
+    if ((lvendor.empty() || n.vendor == lvendor) && matches(n.pattern)) {
       for (const auto& g : gpus_)
         if (g.id == n.gpu) return &g;
       return nullptr;

@@ -172,7 +172,14 @@ Result<FileAnalysis> analyze_file(const std::string& path, const Options& option
   fa.file = path;
   fa.group = parent_of(path);
   detail::RawTrace raw;
-  {
+  // JSON traces window by window (bounded memory); anything else, or a JSON file the windowed reader does
+  // not take to its end (damage, --partial), through the whole-file reader.
+  GM_TRY(const bool windowed,
+         detail::parse_json_windowed(path, raw, options,
+                                     options.window_bytes != 0 ? options.window_bytes : kDefaultWindowBytes,
+                                     fa.bytes));
+  if (!windowed) {
+    raw = detail::RawTrace{};
     detail::PaddedBuffer buf;
     GM_TRY_VOID(detail::load(path, buf));
     fa.bytes = static_cast<std::int64_t>(buf.size());

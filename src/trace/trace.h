@@ -162,12 +162,18 @@ struct TraceSet {
   std::vector<std::string> errors;     ///< fatal for the exit code: a named file that is not a trace, an empty folder
 };
 
+/// The default read window of JSON traces (Options::window_bytes).
+inline constexpr std::size_t kDefaultWindowBytes = 16u << 20;
+
 /// Reader options.
 struct Options {
   bool partial = false;  ///< analyse what parsed in a damaged file instead of failing
   /// Called now and then with (bytes done, bytes total) of one file; may be called from worker threads.
   std::function<void(std::int64_t, std::int64_t)> progress;
   unsigned threads = 0;  ///< worker threads for several files (0: hardware concurrency)
+  /// JSON files are read this many (inflated) bytes at a time, so memory does not grow with the file
+  /// (0: kDefaultWindowBytes; tests use tiny windows).
+  std::size_t window_bytes = 0;
 };
 
 /// Reads and analyses one trace file (Kineto JSON, a legacy event array, Perfetto protobuf; gzip'd or

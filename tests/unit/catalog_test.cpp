@@ -151,5 +151,19 @@ TEST(CatalogDeviceNames, VendorTableIsConsulted) {
   EXPECT_EQ(cat().gpu_for_device_name("AMD Instinct MI300X")->id, "MI300X 192GB");
 }
 
+// A shorter model number never prices a longer one: the A100 board of a real trace
+// ("NVIDIA A100-PG509-200") was priced as an A10 through the pattern "NVIDIA A10".
+TEST(CatalogDeviceNames, ShortModelNumbersDoNotMatchInsideLongerOnes) {
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA A100-PG509-200", "nvidia")->id, "A100 SXM 40GB");
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA A100-PG509-210", "nvidia"), nullptr);
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA L40", "nvidia"), nullptr);
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA A10", "nvidia")->id, "A10 24GB");
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA A10G", "nvidia")->id, "A10G 24GB");
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA L4", "nvidia")->id, "L4 24GB");
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA L40S", "nvidia")->id, "L40S 48GB");
+  EXPECT_EQ(cat().gpu_for_device_name("Tesla V100-PCIE-16GB", "nvidia")->id, "V100 PCIe 16GB");
+  EXPECT_EQ(cat().gpu_for_device_name("NVIDIA A100-SXM4-80GB", "nvidia")->id, "A100 SXM 80GB");
+}
+
 }  // namespace
 }  // namespace gm

@@ -1,0 +1,383 @@
+// Windowed reading of JSON traces (docs/trace.md "Memory"): the file is read (and gzip-inflated) a window at
+// a time; complete events of each window are parsed as one small document and only the compact tables are
+// kept, so memory does not grow with the file. Anything unusual goes back to the whole-file reader, which
+// owns every error message and the --partial repair.
+#include <fcntl.h>
+#include <isa-l/igzip_lib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "trace/internal.h"
+#include "trace/io.h"
+
+namespace gm::trace::detail {
+namespace {
+
+constexpr std::size_t kCompressedChunk = 4u << 20;
+
+/// A file's bytes, gzip members inflated (detected by the magic bytes), read on demand.
+class ByteStream {
+ public:
+  ~ByteStream() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool open(const std::string& path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return false;
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0) file_bytes_ = static_cast<std::int64_t>(st.st_size);
+    if (!in_.reserve(kCompressedChunk)) return false;
+    if (!fill_input()) return false;
+    gzip_ = in_.size() - in_pos_ >= 2 && static_cast<unsigned char>(in_.data()[0]) == 0x1f &&
+            static_cast<unsigned char>(in_.data()[1]) == 0x8b;
+    if (gzip_) start_member();
+    return true;
+  }
+  /// Reads up to `n` bytes into `dst`; 0 at the end. False on a read or gzip error (the whole-file reader
+  /// then reports it).
+  bool read(char* dst, std::size_t n, std::size_t& got) {
+    got = 0;
+    if (!gzip_) {
+      while (got < n) {
+        if (in_pos_ == in_.size() && !fill_input()) return false;
+        if (in_pos_ == in_.size()) break;
+        const std::size_t k = std::min(n - got, in_.size() - in_pos_);
+        std::memcpy(dst + got, in_.data() + in_pos_, k);
+        in_pos_ += k;
+        got += k;
+      }
+      return true;
+    }
+    while (got < n && !gzip_done_) {
+      if (state_.avail_in == 0) {
+        if (!fill_input()) return false;
+        state_.next_in = reinterpret_cast<std::uint8_t*>(in_.data() + in_pos_);
+        state_.avail_in = static_cast<std::uint32_t>(in_.size() - in_pos_);
+        in_pos_ = in_.size();
+        if (state_.avail_in == 0) return !member_started_;  // the end of the file inside a member: damaged
+      }
+      state_.next_out = reinterpret_cast<std::uint8_t*>(dst + got);
+      const auto room = static_cast<std::uint32_t>(std::min<std::size_t>(n - got, UINT32_MAX));
+      state_.avail_out = room;
+      if (isal_inflate(&state_) != ISAL_DECOMP_OK) return false;
+      got += room - state_.avail_out;
+      member_started_ = true;
+      if (state_.block_state == ISAL_BLOCK_FINISH) {
+        // Another member may follow (after zero padding).
+        std::uint8_t* next = state_.next_in;
+        std::uint32_t left = state_.avail_in;
+        while (left > 0 && *next == 0) {
+          ++next;
+          --left;
+        }
+        if (left == 0) {
+          if (!fill_input()) return false;
+          while (in_pos_ < in_.size() && in_.data()[in_pos_] == 0) ++in_pos_;
+          if (in_pos_ == in_.size()) {
+            gzip_done_ = true;
+            break;
+          }
+          next = reinterpret_cast<std::uint8_t*>(in_.data() + in_pos_);
+          left = static_cast<std::uint32_t>(in_.size() - in_pos_);
+          in_pos_ = in_.size();
+        }
+        start_member();
+        state_.next_in = next;
+        state_.avail_in = left;
+      }
+    }
+    return true;
+  }
+  /// File bytes consumed so far and the file's size, for progress.
+  std::int64_t file_pos() const {
+    return file_read_ - static_cast<std::int64_t>(gzip_ ? state_.avail_in : in_.size() - in_pos_);
+  }
+  std::int64_t file_bytes() const { return file_bytes_; }
+
+ private:
+  /// Refills the compressed (or plain) input buffer when it is used up; false on a read error.
+  bool fill_input() {
+    if (in_pos_ < in_.size()) return true;
+    for (;;) {
+      const ssize_t r = ::read(fd_, in_.data(), kCompressedChunk);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return false;
+      in_.set_size(static_cast<std::size_t>(r));
+      in_pos_ = 0;
+      file_read_ += r;
+      return true;
+    }
+  }
+  void start_member() {
+    isal_inflate_init(&state_);
+    state_.crc_flag = ISAL_GZIP;
+    state_.avail_in = 0;
+    member_started_ = false;
+  }
+
+  int fd_ = -1;
+  PaddedBuffer in_;
+  std::size_t in_pos_ = 0;
+  std::int64_t file_bytes_ = 0, file_read_ = 0;
+  bool gzip_ = false, gzip_done_ = false, member_started_ = false;
+  inflate_state state_{};
+};
+
+bool is_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/// After the opening quote: the byte after the closing quote, nullptr when the string goes past `end`.
+const char* skip_string(const char* p, const char* end) {
+  for (;;) {
+    const auto* q = static_cast<const char*>(std::memchr(p, '"', static_cast<std::size_t>(end - p)));
+    if (q == nullptr) return nullptr;
+    const char* b = q;
+    while (b > p && b[-1] == '\\') --b;
+    if (((q - b) & 1) == 0) return q + 1;
+    p = q + 1;
+  }
+}
+
+enum class Scan { complete, incomplete, invalid };
+
+/// One JSON value starting at `p` (no leading whitespace): its end in `value_end`.
+Scan scan_value(const char* p, const char* end, const char*& value_end) {
+  if (p >= end) return Scan::incomplete;
+  if (*p == '"') {
+    value_end = skip_string(p + 1, end);
+    return value_end != nullptr ? Scan::complete : Scan::incomplete;
+  }
+  if (*p != '{' && *p != '[') {
+    const char* q = p;
+    while (q < end && !is_ws(*q) && *q != ',' && *q != '}' && *q != ']') {
+      if (*q == '{' || *q == '[' || *q == '"' || *q == ':') return Scan::invalid;
+      ++q;
+    }
+    if (q == end) return Scan::incomplete;
+    value_end = q;
+    return q > p ? Scan::complete : Scan::invalid;
+  }
+  int depth = 0;
+  for (const char* q = p; q < end; ++q) {
+    switch (*q) {
+      case '"':
+        q = skip_string(q + 1, end);
+        if (q == nullptr) return Scan::incomplete;
+        --q;
+        break;
+      case '{':
+      case '[':
+        ++depth;
+        break;
+      case '}':
+      case ']':
+        if (--depth == 0) {
+          value_end = q + 1;
+          return Scan::complete;
+        }
+        if (depth < 0) return Scan::invalid;
+        break;
+      default:
+        break;
+    }
+  }
+  return Scan::incomplete;
+}
+
+/// The window of file bytes being scanned, refilled from the stream.
+struct Window {
+  ByteStream& in;
+  PaddedBuffer buf;
+  std::size_t pos = 0;     // next byte to scan
+  std::size_t offset = 0;  // file offset of buf[0] (inflated bytes)
+  bool eof = false;
+  bool failed = false;
+
+  const char* cur() const { return buf.data() + pos; }
+  const char* end() const { return buf.data() + buf.size(); }
+  /// Keeps [keep, size) and reads more after it (growing the window when `keep` is its start); false at the
+  /// end of the file or on a read error.
+  bool more(std::size_t keep) {
+    if (eof) return false;
+    const std::size_t kept = buf.size() - keep;
+    std::memmove(buf.data(), buf.data() + keep, kept);
+    offset += keep;
+    pos -= keep;
+    if (kept == buf.capacity() && !buf.reserve(buf.capacity() * 2)) {
+      failed = true;
+      return false;
+    }
+    std::size_t got = 0;
+    if (!in.read(buf.data() + kept, buf.capacity() - kept, got)) {
+      failed = true;
+      return false;
+    }
+    buf.set_size(kept + got);
+    if (got == 0) eof = true;
+    return got > 0;
+  }
+  /// Skips whitespace, reading more as needed; false at the end of the file.
+  bool skip_ws() {
+    for (;;) {
+      while (pos < buf.size() && is_ws(buf.data()[pos])) ++pos;
+      if (pos < buf.size()) return true;
+      if (!more(pos)) return false;
+    }
+  }
+  /// Scans the value at pos (after whitespace), reading more as needed: its [begin, end) in the window.
+  Scan value(std::size_t& begin, std::size_t& value_end) {
+    if (!skip_ws()) return Scan::invalid;
+    for (;;) {
+      const char* e = nullptr;
+      const Scan s = scan_value(cur(), this->end(), e);
+      if (s == Scan::complete) {
+        begin = pos;
+        value_end = static_cast<std::size_t>(e - buf.data());
+        return s;
+      }
+      if (s == Scan::invalid || !more(pos)) return Scan::invalid;
+    }
+  }
+};
+
+/// Parses `prefix + text + suffix` as one small document into `out`; false on any error.
+bool parse_piece(const std::string& name, const char* prefix, const char* text, std::size_t len,
+                 const char* suffix, PaddedBuffer& doc, RawTrace& out) {
+  const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
+  if (!doc.reserve(a + len + c)) return false;
+  std::memcpy(doc.data(), prefix, a);
+  std::memcpy(doc.data() + a, text, len);
+  std::memcpy(doc.data() + a + len, suffix, c);
+  doc.set_size(a + len + c);
+  return parse_trace(name, doc.data(), doc.size(), out, Options{}).ok();
+}
+
+}  // namespace
+
+Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
+                                 std::size_t window_bytes, std::int64_t& json_bytes) {
+  ByteStream stream;
+  if (!stream.open(path)) return false;
+  Window w{stream, {}};
+  if (!w.buf.reserve(window_bytes)) return false;
+  w.buf.set_size(0);
+  if (!w.more(0) && w.buf.size() == 0) return false;
+  if (!w.skip_ws()) return false;
+  const char root = *w.cur();
+  if (root != '{' && root != '[') return false;
+  ++w.pos;
+  PaddedBuffer doc;
+  const bool legacy = root == '[';
+  const char* events_prefix = legacy ? "[" : "{\"traceEvents\":[";
+  const char* events_suffix = legacy ? "]" : "]}";
+  std::int64_t last_progress = 0;
+
+  // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
+  auto events = [&]() -> bool {
+    std::size_t batch_begin = SIZE_MAX, batch_end = 0;
+    auto flush = [&]() -> bool {
+      if (batch_begin == SIZE_MAX) return true;
+      const bool ok = parse_piece(path, events_prefix, w.buf.data() + batch_begin, batch_end - batch_begin,
+                                  events_suffix, doc, out);
+      batch_begin = SIZE_MAX;
+      if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
+        last_progress = stream.file_pos();
+        options.progress(stream.file_pos(), stream.file_bytes());
+      }
+      return ok;
+    };
+    // Whitespace between elements; the window moves only after the batch so far is parsed.
+    auto ws = [&]() -> bool {
+      for (;;) {
+        while (w.pos < w.buf.size() && is_ws(w.buf.data()[w.pos])) ++w.pos;
+        if (w.pos < w.buf.size()) return true;
+        if (!flush() || !w.more(w.pos)) return false;
+      }
+    };
+    bool first = true;
+    for (;;) {
+      if (!ws()) return false;
+      if (*w.cur() == ']') {
+        ++w.pos;
+        return flush();
+      }
+      if (!first) {
+        if (*w.cur() != ',') return false;
+        ++w.pos;
+        if (!ws()) return false;
+      }
+      first = false;
+      const char* e = nullptr;
+      Scan s = scan_value(w.cur(), w.end(), e);
+      if (s == Scan::incomplete) {
+        // The window ends inside this element: parse what is complete, keep the element, read more.
+        if (!flush()) return false;
+        const std::size_t start = w.pos;
+        w.more(start);
+        if (w.failed) return false;
+        s = scan_value(w.cur(), w.end(), e);
+        while (s == Scan::incomplete && w.more(w.pos)) s = scan_value(w.cur(), w.end(), e);
+      }
+      if (s != Scan::complete) return false;
+      if (batch_begin == SIZE_MAX) batch_begin = w.pos;
+      w.pos = static_cast<std::size_t>(e - w.buf.data());
+      batch_end = w.pos;
+    }
+  };
+
+  if (legacy) {
+    if (!events()) return false;
+    if (!out.has_trace_events && out.event_count == 0) out.not_a_trace = "an empty JSON array (no events)";
+  } else {
+    bool first = true;
+    bool saw_events = false;
+    for (;;) {
+      if (!w.skip_ws()) return false;
+      if (*w.cur() == '}') {
+        ++w.pos;
+        break;
+      }
+      if (!first) {
+        if (*w.cur() != ',') return false;
+        ++w.pos;
+      }
+      first = false;
+      std::size_t kb = 0, ke = 0;
+      if (w.value(kb, ke) != Scan::complete || w.buf.data()[kb] != '"') return false;
+      const std::string key(w.buf.data() + kb, ke - kb);
+      w.pos = ke;
+      if (!w.skip_ws() || *w.cur() != ':') return false;
+      ++w.pos;
+      if (!w.skip_ws()) return false;
+      if (key == "\"traceEvents\"" && *w.cur() == '[') {
+        ++w.pos;
+        saw_events = true;
+        if (!events()) return false;
+        continue;
+      }
+      // Any other member (deviceProperties, distributedInfo, ...; before or after the events) is parsed on
+      // its own; a traceEvents that is not an array goes to the whole-file reader.
+      if (key == "\"traceEvents\"") return false;
+      std::size_t vb = 0, ve = 0;
+      if (w.value(vb, ve) != Scan::complete) return false;
+      const std::string member = "{" + key + ":";
+      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, out)) return false;
+      w.pos = ve;
+    }
+    if (!saw_events) return false;  // not a Kineto trace: the whole-file reader says what it is
+    out.has_trace_events = true;
+    out.format = "kineto_json";
+    out.not_a_trace.clear();
+  }
+  // Only whitespace may follow the root value.
+  if (w.skip_ws() || w.failed) return false;
+  json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
+  return true;
+}
+
+}  // namespace gm::trace::detail
