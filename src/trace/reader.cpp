@@ -268,7 +268,12 @@ std::string describe_json_object(const std::vector<std::string>& keys, bool even
 
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
                          const Options& options) {
-  od::parser parser;
+  // The windowed reader parses many window-sized documents on one thread: their parser (and its buffers,
+  // a few times the document) is kept per thread. A whole file gets its own, released after it.
+  constexpr std::size_t kReusedParserBytes = 64u << 20;
+  thread_local od::parser reused;
+  od::parser own;
+  od::parser& parser = len <= kReusedParserBytes ? reused : own;
   od::document doc;
   auto fail_at = [&](simdjson::error_code e, const char* where) -> Error {
     std::size_t offset = len;
