@@ -8,14 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "trace/internal.h"
 #include "trace/io.h"
@@ -251,95 +245,22 @@ struct Window {
   }
 };
 
-/// Small documents handed from the scanning thread to the parsing thread, in file order; at most
-/// kInFlight at once (memory stays a few windows whatever the file size).
-class PieceQueue {
- public:
-  static constexpr std::size_t kInFlight = 3;
-  /// Producer: a buffer to fill (waits for one); nullptr when the consumer gave up.
-  std::unique_ptr<PaddedBuffer> take_free() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return abort_ || !free_.empty() || made_ < kInFlight; });
-    if (abort_) return nullptr;
-    if (!free_.empty()) {
-      auto b = std::move(free_.back());
-      free_.pop_back();
-      return b;
-    }
-    ++made_;
-    return std::make_unique<PaddedBuffer>();
-  }
-  void push(std::unique_ptr<PaddedBuffer> b) {
-    std::lock_guard lock(mu_);
-    ready_.push_back(std::move(b));
-    cv_.notify_all();
-  }
-  /// Producer: no more pieces (`ok`: the file was well-formed to its end).
-  void finish(bool ok) {
-    std::lock_guard lock(mu_);
-    done_ = true;
-    ok_ = ok;
-    cv_.notify_all();
-  }
-  /// Consumer: the next piece, or nullptr at the end.
-  std::unique_ptr<PaddedBuffer> pop() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !ready_.empty() || done_; });
-    if (ready_.empty()) return nullptr;
-    auto b = std::move(ready_.front());
-    ready_.pop_front();
-    return b;
-  }
-  void recycle(std::unique_ptr<PaddedBuffer> b) {
-    std::lock_guard lock(mu_);
-    free_.push_back(std::move(b));
-    cv_.notify_all();
-  }
-  /// Consumer: stop the producer.
-  void abort() {
-    std::lock_guard lock(mu_);
-    abort_ = true;
-    cv_.notify_all();
-  }
-  bool ok() {
-    std::lock_guard lock(mu_);
-    return ok_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<PaddedBuffer>> ready_;
-  std::vector<std::unique_ptr<PaddedBuffer>> free_;
-  std::size_t made_ = 0;
-  bool done_ = false, ok_ = false, abort_ = false;
-};
-
-/// Queues `prefix + text + suffix` as one small document; false when the consumer gave up or memory ran out.
-bool emit(PieceQueue& q, const char* prefix, const char* text, std::size_t len, const char* suffix) {
-  auto doc = q.take_free();
-  if (doc == nullptr) return false;
+/// Parses `prefix + text + suffix` as one small document into `out`; false on any error.
+bool parse_piece(const std::string& name, const char* prefix, const char* text, std::size_t len,
+                 const char* suffix, PaddedBuffer& doc, RawTrace& out) {
   const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
-  if (!doc->reserve(a + len + c)) return false;
-  std::memcpy(doc->data(), prefix, a);
-  std::memcpy(doc->data() + a, text, len);
-  std::memcpy(doc->data() + a + len, suffix, c);
-  doc->set_size(a + len + c);
-  q.push(std::move(doc));
-  return true;
+  if (!doc.reserve(a + len + c)) return false;
+  std::memcpy(doc.data(), prefix, a);
+  std::memcpy(doc.data() + a, text, len);
+  std::memcpy(doc.data() + a + len, suffix, c);
+  doc.set_size(a + len + c);
+  return parse_trace(name, doc.data(), doc.size(), out, Options{}).ok();
 }
 
-/// What the scanning thread found.
-struct ScanResult {
-  bool legacy = false;
-  bool saw_events = false;
-  std::int64_t json_bytes = 0;
-};
+}  // namespace
 
-/// The scanning thread: reads the file window by window and queues its pieces; false when the file needs
-/// the whole-file reader.
-bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q, ScanResult& result,
-               const Options& options) {
+Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
+                                 std::size_t window_bytes, std::int64_t& json_bytes) {
   ByteStream stream;
   if (!stream.open(path)) return false;
   Window w{stream, {}};
@@ -350,17 +271,19 @@ bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q,
   const char root = *w.cur();
   if (root != '{' && root != '[') return false;
   ++w.pos;
-  result.legacy = root == '[';
-  const char* events_prefix = result.legacy ? "[" : "{\"traceEvents\":[";
-  const char* events_suffix = result.legacy ? "]" : "]}";
+  PaddedBuffer doc;
+  const bool legacy = root == '[';
+  const char* events_prefix = legacy ? "[" : "{\"traceEvents\":[";
+  const char* events_suffix = legacy ? "]" : "]}";
   std::int64_t last_progress = 0;
+
   // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
   auto events = [&]() -> bool {
     std::size_t batch_begin = SIZE_MAX, batch_end = 0;
     auto flush = [&]() -> bool {
       if (batch_begin == SIZE_MAX) return true;
-      const bool ok =
-          emit(q, events_prefix, w.buf.data() + batch_begin, batch_end - batch_begin, events_suffix);
+      const bool ok = parse_piece(path, events_prefix, w.buf.data() + batch_begin, batch_end - batch_begin,
+                                  events_suffix, doc, out);
       batch_begin = SIZE_MAX;
       if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
         last_progress = stream.file_pos();
@@ -368,7 +291,7 @@ bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q,
       }
       return ok;
     };
-    // Whitespace between elements; the window moves only after the batch so far is queued.
+    // Whitespace between elements; the window moves only after the batch so far is parsed.
     auto ws = [&]() -> bool {
       for (;;) {
         while (w.pos < w.buf.size() && is_ws(w.buf.data()[w.pos])) ++w.pos;
@@ -407,10 +330,12 @@ bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q,
     }
   };
 
-  if (result.legacy) {
+  if (legacy) {
     if (!events()) return false;
+    if (!out.has_trace_events && out.event_count == 0) out.not_a_trace = "an empty JSON array (no events)";
   } else {
     bool first = true;
+    bool saw_events = false;
     for (;;) {
       if (!w.skip_ws()) return false;
       if (*w.cur() == '}') {
@@ -431,7 +356,7 @@ bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q,
       if (!w.skip_ws()) return false;
       if (key == "\"traceEvents\"" && *w.cur() == '[') {
         ++w.pos;
-        result.saw_events = true;
+        saw_events = true;
         if (!events()) return false;
         continue;
       }
@@ -441,43 +366,17 @@ bool scan_file(const std::string& path, std::size_t window_bytes, PieceQueue& q,
       std::size_t vb = 0, ve = 0;
       if (w.value(vb, ve) != Scan::complete) return false;
       const std::string member = "{" + key + ":";
-      if (!emit(q, member.c_str(), w.buf.data() + vb, ve - vb, "}")) return false;
+      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, out)) return false;
       w.pos = ve;
     }
-    if (!result.saw_events) return false;  // not a Kineto trace: the whole-file reader says what it is
-  }
-  // Only whitespace may follow the root value.
-  if (w.skip_ws() || w.failed) return false;
-  result.json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
-  return true;
-}
-
-}  // namespace
-
-Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
-                                 std::size_t window_bytes, std::int64_t& json_bytes) {
-  // Scanning (and inflating) on one thread, parsing the pieces in file order on this one.
-  PieceQueue q;
-  ScanResult result;
-  std::thread scanner([&] { q.finish(scan_file(path, window_bytes, q, result, options)); });
-  bool parsed = true;
-  while (auto piece = q.pop()) {
-    if (parsed && !parse_trace(path, piece->data(), piece->size(), out, Options{}).ok()) {
-      parsed = false;
-      q.abort();
-    }
-    q.recycle(std::move(piece));
-  }
-  scanner.join();
-  if (!parsed || !q.ok()) return false;
-  if (result.legacy) {
-    if (!out.has_trace_events && out.event_count == 0) out.not_a_trace = "an empty JSON array (no events)";
-  } else {
+    if (!saw_events) return false;  // not a Kineto trace: the whole-file reader says what it is
     out.has_trace_events = true;
     out.format = "kineto_json";
     out.not_a_trace.clear();
   }
-  json_bytes = result.json_bytes;
+  // Only whitespace may follow the root value.
+  if (w.skip_ws() || w.failed) return false;
+  json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
   return true;
 }
 
