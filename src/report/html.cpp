@@ -39,6 +39,35 @@ std::string str_of(const json& j, const char* key, const std::string& fallback =
 
 }  // namespace
 
+namespace {
+
+/// Page cards from findings in their JSON form (findings::to_json): severity, kind, where, summary, the
+/// dollars at stake, action.
+void add_finding_cards(json& cards, const json& findings, const std::string& where) {
+  if (!findings.is_array()) return;
+  for (const auto& f : findings) {
+    if (!f.is_object()) continue;
+    std::string money;
+    auto usd_at = [&](const char* key) -> std::optional<double> {
+      auto it = f.find(key);
+      return it != f.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
+    };
+    if (auto m = usd_at("usd_per_month")) money = format_usd(*m) + "/month at this rate";
+    if (auto k = usd_at("usd_per_1k_steps"))
+      money += (money.empty() ? "" : ", ") + format_usd(*k) + " per 1k steps";
+    if (money.empty())
+      if (auto c = usd_at("cost_usd")) money = format_usd(*c);
+    cards.push_back({{"severity", f.value("severity", "info")},
+                     {"kind", f.value("kind", "")},
+                     {"where", where},
+                     {"summary", f.value("summary", "")},
+                     {"money", money},
+                     {"action", f.value("action", "")}});
+  }
+}
+
+}  // namespace
+
 Result<std::string> render_run_html(const RunHtmlInput& in) {
   const RunRecord& r = in.run;
   json spec;
@@ -79,6 +108,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   spec["summary"] = summary;
+  json cards = json::array();
+  add_finding_cards(cards, findings::to_json(in.findings), "");
+  spec["findings"] = cards;
   json notes = json::array();
   json charts = json::array();
 
@@ -510,6 +542,16 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   // The job comes first: it is what a folder of ranks is about.
   for (auto& c : charts) job_charts.push_back(std::move(c));
   for (auto& r : summary) job_summary.push_back(std::move(r));
+  json cards = json::array();
+  for (const auto& d : doc["devices"])
+    if (d.is_object() && d.contains("findings"))
+      add_finding_cards(
+          cards, d["findings"],
+          fmt::format(
+              "{} rank {} device {}", str_of(d, "file"),
+              d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-",
+              d.contains("device") && d["device"].is_string() ? d["device"].get<std::string>() : "?"));
+  spec["findings"] = cards;
   spec["summary"] = job_summary;
   spec["notes"] = notes;
   spec["charts"] = job_charts;

@@ -52,6 +52,13 @@ constexpr const char* kScript = R"js(
     spec.summary.forEach(function (kv) { dl.appendChild(el('dt', null, kv[0])); dl.appendChild(el('dd', null, kv[1])); });
     root.appendChild(dl);
   }
+  (spec.findings || []).forEach(function (f) {
+    var card = el('section', 'finding ' + f.severity);
+    card.appendChild(el('h3', null, f.severity + ' \u00b7 ' + f.kind + (f.where ? ' \u00b7 ' + f.where : '')));
+    card.appendChild(el('p', null, f.summary + (f.money ? ' \u2014 ' + f.money : '')));
+    card.appendChild(el('p', 'action', '\u2192 ' + f.action));
+    root.appendChild(card);
+  });
   (spec.notes || []).forEach(function (n) { root.appendChild(el('p', 'note', n)); });
   var drawn = [];
   (spec.charts || []).forEach(function (ch) {
@@ -129,6 +136,10 @@ dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16
 dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
 td { font-variant-numeric: tabular-nums; } #gm-status { display: none; }
+.finding { border-left: 4px solid #607d8b; background: #f7f9fa; padding: 6px 12px; margin: 10px 0; }
+.finding h3 { font-size: 14px; margin: 0 0 2px; text-transform: none; } .finding p { margin: 2px 0; }
+.finding.high { border-color: #c62828; } .finding.medium { border-color: #ef6c00; }
+.finding.low { border-color: #f9a825; } .finding .action { color: #1b5e20; }
 )css";
 
 std::string escape_text(const std::string& s) {
