@@ -425,18 +425,38 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
     auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
   };
+  // Files named relative to the folder they share, so names stay short; the rank only when known.
+  std::string common;
+  bool first_file = true;
+  for (const auto& d : doc["devices"]) {
+    if (!d.is_object()) continue;
+    const std::string f = str_of(d, "file");
+    if (first_file) {
+      common = f.substr(0, f.rfind('/') == std::string::npos ? 0 : f.rfind('/') + 1);
+      first_file = false;
+    }
+    while (!common.empty() && f.compare(0, common.size(), common) != 0) {
+      common.pop_back();
+      common.erase(common.rfind('/') == std::string::npos ? 0 : common.rfind('/') + 1);
+    }
+  }
+  auto who_of = [&](const json& d) {
+    std::string file = str_of(d, "file");
+    if (common.size() < file.size()) file.erase(0, common.size());
+    const std::string device =
+        d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
+                             : "?";
+    return d.contains("rank") && d["rank"].is_number()
+               ? fmt::format("{} · rank {} · device {}", file, d["rank"].get<long long>(), device)
+               : fmt::format("{} · device {}", file, device);
+  };
+  if (!common.empty()) notes.push_back("files under " + common);
   std::size_t index = 0;
   for (const auto& d : doc["devices"]) {
     if (!d.is_object())
       return make_error(ErrorKind::failure,
                         "trace HTML: devices[" + std::to_string(index) + "] is not an object");
-    const std::string file = str_of(d, "file");
-    std::string rank =
-        d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
-    std::string device = d.contains("device")
-                             ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
-                             : "?";
-    const std::string who = fmt::format("{} rank {} device {}", file, rank, device);
+    const std::string who = who_of(d);
     const double window_ns = num(d, "window_ns");
     const double cost = num(d, "cost_usd");
     const double per_ns = window_ns > 0 ? cost / window_ns : 0;
@@ -458,15 +478,16 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
       }
       std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first > b.first; });
       if (items.size() > 10) items.resize(10);
-      std::vector<std::string> cats;
+      std::vector<std::string> cats, texts;
       std::vector<double> vals;
       for (auto& [c, n] : items) {
         cats.push_back(n);
         vals.push_back(c);
+        texts.push_back(format_usd(c));
       }
-      charts.push_back(html::bar_chart(std::string(what) + "-" + id,
-                                       std::string("Top ") + what + " by cost: " + who, "USD", cats, vals,
-                                       "cost_usd"));
+      charts.push_back(html::hbar_chart(std::string(what) + "-" + id,
+                                        std::string("Top ") + what + " by cost: " + who, cats, vals,
+                                        "cost_usd", texts));
     }
     ++index;
   }
@@ -544,13 +565,7 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   for (auto& r : summary) job_summary.push_back(std::move(r));
   json cards = json::array();
   for (const auto& d : doc["devices"])
-    if (d.is_object() && d.contains("findings"))
-      add_finding_cards(
-          cards, d["findings"],
-          fmt::format(
-              "{} rank {} device {}", str_of(d, "file"),
-              d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-",
-              d.contains("device") && d["device"].is_string() ? d["device"].get<std::string>() : "?"));
+    if (d.is_object() && d.contains("findings")) add_finding_cards(cards, d["findings"], who_of(d));
   spec["findings"] = cards;
   spec["summary"] = job_summary;
   spec["notes"] = notes;
