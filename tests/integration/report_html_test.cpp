@@ -396,6 +396,14 @@ TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) 
   ASSERT_TRUE(charts.count("cost")) << r.status;
   EXPECT_EQ(charts["cost"]["budget_usd"], 0) << r.status;
   EXPECT_GT(charts["cost"]["cost_usd"], 20) << r.status;
+  EXPECT_NE(r.status.find("label_overlaps=0\n"), std::string::npos) << r.status;
+
+  // Summary terms pulled over their values: the label check counts the collisions.
+  std::string overlapping = *html;
+  overlapping.replace(overlapping.find("</style>"), 0, "dl.summary dd { margin-left: -200px; }");
+  auto o = render(dir, dir.write("overlap.html", overlapping));
+  EXPECT_EQ(o.status.find("label_overlaps=0\n"), std::string::npos) << o.status;
+  EXPECT_NE(o.status.find("label_overlaps="), std::string::npos) << o.status;
 }
 
 }  // namespace
