@@ -6,10 +6,55 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
+#include <vector>
 
 namespace gm::cli {
 
+namespace {
+
+/// The help section of an option, by its long name: every command's --help lists its options in these
+/// groups (options not named here stay under "Options").
+const char* group_of(const std::string& name) {
+  static const std::pair<const char*, std::vector<std::string>> groups[] = {
+      {"Pricing",
+       {"--price", "--offer", "--config", "--catalog", "--provider", "--region", "--spot", "--all-regions"}},
+      {"Budget guard",
+       {"--budget", "--warn-at", "--forecast-stop", "--max-idle", "--grace", "--stop-signal", "--stop-to",
+        "--total-steps"}},
+      {"Serving engines",
+       {"--inference-endpoint", "--inference-window", "--inference-discover", "--kubelet-pods-url",
+        "--kubelet-token-file"}},
+      {"Owners on this node",
+       {"--proc-root", "--pod-log-root", "--container-log-root", "--pod-resources-socket", "--slurm-conf",
+        "--slurm-job-expiry", "--max-owners"}},
+      {"Server", {"--listen", "--web-config", "--interval", "--state", "--once"}},
+      {"Ledger and notifications", {"--ledger", "--label", "--notify", "--webhook"}},
+      {"Output",
+       {"--json", "--csv", "--html", "--json-report", "--quiet", "--status-every", "--top", "--by",
+        "--no-progress", "--partial"}},
+  };
+  for (const auto& [group, names] : groups)
+    for (const auto& n : names)
+      if (n == name) return group;
+  return nullptr;
+}
+
+void group_options(CLI::App& app) {
+  for (CLI::Option* o : app.get_options()) {
+    for (const auto& name : o->get_lnames())
+      if (const char* g = group_of("--" + name)) {
+        o->group(g);
+        break;
+      }
+  }
+  for (CLI::App* sub : app.get_subcommands({})) group_options(*sub);
+}
+
+}  // namespace
+
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  group_options(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
