@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <deque>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "agent/agent.h"
@@ -41,8 +44,86 @@ struct OwnerRow {
 
 std::string usd_text(double v) { return v >= 100 ? fmt::format("${:.2f}", v) : fmt::format("${:.4f}", v); }
 
+/// The last samples of each device, for the history lines: utilization and the $/h its processes used.
+class TopHistory {
+ public:
+  static constexpr std::size_t kPoints = 40;
+  void update(const agent::Snapshot& s, std::int64_t now_ns) {
+    if (s.self.collections == collections_) return;  // nothing new since the last frame
+    collections_ = s.self.collections;
+    const double dt_s = last_ns_ > 0 ? static_cast<double>(now_ns - last_ns_) / 1e9 : 0;
+    last_ns_ = now_ns;
+    for (const auto& d : s.devices) {
+      Series& h = devices_[d.info.index];
+      const bool ok = d.last && d.last->state == DeviceState::ok;
+      push(h.util,
+           ok && d.last->utilization_pct ? std::optional<double>(*d.last->utilization_pct) : std::nullopt);
+      const MicroUsd used = d.cost - d.unallocated_cost;
+      std::optional<double> rate;
+      if (d.price && dt_s > 0 && h.have_used) rate = micros_to_usd(used - h.last_used) / dt_s * 3600.0;
+      if (d.price && (dt_s > 0 || !h.have_used)) {
+        h.last_used = used;
+        h.have_used = true;
+      }
+      if (dt_s > 0) push(h.used_usd_per_hour, rate);
+    }
+  }
+  /// "GPU n  util <sparkline> now  $/h used <sparkline> now" per device.
+  std::vector<std::string> lines(const agent::Snapshot& s) const {
+    std::vector<std::string> out;
+    for (const auto& d : s.devices) {
+      auto it = devices_.find(d.info.index);
+      if (it == devices_.end()) continue;
+      const Series& h = it->second;
+      double top_rate = d.price ? d.price->usd_per_gpu_hour() : 0;
+      for (const auto& v : h.used_usd_per_hour)
+        if (v) top_rate = std::max(top_rate, *v);
+      out.push_back(fmt::format("{:<4}util {:<{}} {:>5}   $/h used {:<{}} {}", d.info.index,
+                                spark(h.util, 100.0), kPoints, last_percent(h.util),
+                                spark(h.used_usd_per_hour, top_rate), kPoints,
+                                d.price ? last_usd(h.used_usd_per_hour) : "n/a"));
+    }
+    return out;
+  }
+
+ private:
+  struct Series {
+    std::deque<std::optional<double>> util, used_usd_per_hour;
+    MicroUsd last_used = 0;
+    bool have_used = false;
+  };
+  static void push(std::deque<std::optional<double>>& q, std::optional<double> v) {
+    q.push_back(v);
+    if (q.size() > kPoints) q.pop_front();
+  }
+  /// ASCII levels (a terminal without UTF-8 draws them too); '?' where the value was not readable.
+  static std::string spark(const std::deque<std::optional<double>>& q, double max) {
+    static constexpr std::string_view kLevels = " ._-=+*#%@";
+    std::string out;
+    for (const auto& v : q) {
+      if (!v) {
+        out.push_back('?');
+        continue;
+      }
+      const double f = max > 0 ? std::clamp(*v / max, 0.0, 1.0) : 0.0;
+      out.push_back(kLevels[static_cast<std::size_t>(std::lround(f * (kLevels.size() - 1)))]);
+    }
+    return out;
+  }
+  static std::string last_percent(const std::deque<std::optional<double>>& q) {
+    return q.empty() || !q.back() ? "n/a" : fmt::format("{:.0f}%", *q.back());
+  }
+  static std::string last_usd(const std::deque<std::optional<double>>& q) {
+    return q.empty() || !q.back() ? "n/a" : fmt::format("${:.2f}", *q.back());
+  }
+  std::map<unsigned, Series> devices_;
+  std::uint64_t collections_ = 0;
+  std::int64_t last_ns_ = 0;
+};
+
 /// The screen as lines of text, for both the curses view and the plain output.
-std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, bool interactive) {
+std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, bool interactive,
+                                      const TopHistory& history) {
   std::vector<std::string> out;
   double rate = 0, spent = 0;
   for (const auto& d : s.devices)
@@ -67,6 +148,10 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
         d.price ? usd_text(d.price->usd_per_gpu_hour()) : "n/a", d.price ? usd_text(micros_to_usd(d.cost)) : "n/a",
         d.price ? usd_text(micros_to_usd(d.unallocated_cost)) : "n/a"));
   }
+  out.emplace_back();
+  out.push_back(
+      fmt::format("HISTORY (last {} intervals, oldest left; ? = not readable)", TopHistory::kPoints));
+  for (auto& l : history.lines(s)) out.push_back(std::move(l));
   std::vector<OwnerRow> list;
   for (const agent::OwnerTotal& t : agent::owner_totals(s)) {
     OwnerRow r;
@@ -107,13 +192,17 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, Sort
   curs_set(0);
   keypad(stdscr, TRUE);
   timeout(static_cast<int>(std::min<std::int64_t>(interval_ms, 500)));
+  TopHistory history;
   while (true) {
-    const auto lines = render_lines(collector.snapshot(), key, true);
+    const auto snapshot = collector.snapshot();
+    history.update(snapshot, system_clock().monotonic_ns());
+    const auto lines = render_lines(snapshot, key, true, history);
     erase();
     int row = 0;
     for (const auto& l : lines) {
       if (row >= LINES) break;
-      if (row == 0 || l.rfind("GPU ", 0) == 0 || l.rfind("KIND", 0) == 0) attron(A_BOLD);
+      if (row == 0 || l.rfind("GPU ", 0) == 0 || l.rfind("KIND", 0) == 0 || l.rfind("HISTORY", 0) == 0)
+        attron(A_BOLD);
       mvaddnstr(row++, 0, l.c_str(), COLS);
       attroff(A_BOLD);
     }
@@ -160,10 +249,14 @@ int cmd_top(int argc, char** argv) {
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
 
   if (once || !stdout_is_tty()) {
+    TopHistory history;
     collector.collect_once();
+    history.update(collector.snapshot(), system_clock().monotonic_ns());
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
-    for (const auto& l : render_lines(collector.snapshot(), key, false)) std::printf("%s\n", l.c_str());
+    history.update(collector.snapshot(), system_clock().monotonic_ns());
+    for (const auto& l : render_lines(collector.snapshot(), key, false, history))
+      std::printf("%s\n", l.c_str());
     return kExitOk;
   }
   return interactive_view(collector, *interval_ms, key);

@@ -1,6 +1,8 @@
 // `gpumeter top`: plain text when stdout is not a terminal; the ncurses view in a real terminal (tmux).
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "integration/agent_fixture.h"
 
 namespace gm::test {
@@ -28,6 +30,8 @@ TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
   EXPECT_LT(pod, job);  // sorted by cost: the pod has 3x the job's SM share
   EXPECT_EQ(r.out.find("TOPSECRET"), std::string::npos);
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos);  // no terminal escapes in plain output
+  EXPECT_NE(r.out.find("HISTORY (last 40 intervals"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0   util "), std::string::npos) << r.out;
 }
 
 TEST(TopCliIntegrationTest, CursesViewInTmux) {
@@ -54,6 +58,11 @@ TEST(TopCliIntegrationTest, CursesViewInTmux) {
   EXPECT_NE(screen.find("ml-team/trainer-0"), std::string::npos) << screen;
   EXPECT_NE(screen.find("$3.6000"), std::string::npos) << screen;
   EXPECT_NE(screen.find("[q]uit"), std::string::npos) << screen;
+  // A few seconds of history: one sparkline character per interval, the device busy all along.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  screen = run_command({"tmux", "-L", sock, "capture-pane", "-p"}).out;
+  EXPECT_TRUE(std::regex_search(screen, std::regex(R"(0   util [^ ]{5,})"))) << screen;
+  EXPECT_TRUE(std::regex_search(screen, std::regex(R"(\$/h used [^ ]{4,})"))) << screen;
   // Sort by owner name: the Slurm job "4242" comes before "ml-team/trainer-0".
   run_command({"tmux", "-L", sock, "send-keys", "o"});
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
