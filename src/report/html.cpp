@@ -107,6 +107,26 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                              : std::string("not reached")});
   }
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
+  {
+    // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.
+    const MicroUsd waste = r.idle_cost_micros + r.unused_gpu_cost_micros;
+    const double rate =
+        micros_to_usd(r.price_micros_per_gpu_hour) * static_cast<double>(r.gpus_allocated.size());
+    const bool failed = r.status == "failed" || r.status == "interrupted";
+    spec["cards"] = json::array(
+        {{{"label", "cost"}, {"value", usd(r.cost_micros)}},
+         {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
+          {"value", format_usd(rate)}},
+         {{"label", "waste (idle + unused GPUs)"},
+          {"value", usd(waste)},
+          {"tone", r.cost_micros > 0 && waste * 5 > r.cost_micros ? "bad" : ""}},
+         {{"label", "energy"}, {"value", fmt::format("{:.4f} kWh", r.energy_j / 3.6e6)}},
+         {{"label", "CO2"}, {"value", r.co2_kg ? fmt::format("{:.3f} kg", *r.co2_kg) : "unknown"}},
+         {{"label", "verdict"},
+          {"value",
+           in.findings.empty() ? describe_status(r) : fmt::format("{} finding(s)", in.findings.size())},
+          {"tone", failed || !in.findings.empty() ? "bad" : "good"}}});
+  }
   spec["summary"] = summary;
   json cards = json::array();
   add_finding_cards(cards, findings::to_json(in.findings), "");
@@ -327,6 +347,15 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
                    json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
                    json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
                    json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
+  spec["cards"] = json::array(
+      {{{"label", "cost"}, {"value", usd(t.cost_micros)}},
+       {{"label", "runs"}, {"value", std::to_string(t.runs)}},
+       {{"label", "GPU-hours"}, {"value", fmt::format("{:.2f}", t.gpu_hours)}},
+       {{"label", "waste"},
+        {"value", usd(t.waste_micros())},
+        {"tone", t.cost_micros > 0 && t.waste_micros() * 5 > t.cost_micros ? "bad" : ""}},
+       {{"label", "energy"}, {"value", fmt::format("{:.3f} kWh", t.energy_kwh)}},
+       {{"label", "CO2"}, {"value", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"}}});
   json charts = json::array();
   json notes = json::array();
   if (rep.total.runs == 0) notes.push_back("no runs in this period");
@@ -567,6 +596,32 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   for (const auto& d : doc["devices"])
     if (d.is_object() && d.contains("findings")) add_finding_cards(cards, d["findings"], who_of(d));
   spec["findings"] = cards;
+  {
+    double total = 0, idle = 0;
+    std::size_t devices = 0;
+    for (const auto& d : doc["devices"])
+      if (d.is_object()) {
+        total += num(d, "cost_usd");
+        idle += num(d, "idle_cost_usd");
+        ++devices;
+      }
+    const bool priced = devices > 0 && doc["devices"][0].is_object() &&
+                        doc["devices"][0].contains("cost_usd") && doc["devices"][0]["cost_usd"].is_number();
+    json tc =
+        json::array({{{"label", "GPU devices"}, {"value", std::to_string(devices)}},
+                     {{"label", "cost of the windows"}, {"value", priced ? format_usd(total) : "no price"}},
+                     {{"label", "idle"},
+                      {"value", priced && total > 0 ? fmt::format("{:.0f}%", 100 * idle / total) : "-"},
+                      {"tone", priced && total > 0 && idle * 4 > total ? "bad" : ""}},
+                     {{"label", "findings"},
+                      {"value", std::to_string(cards.size())},
+                      {"tone", cards.empty() ? "good" : "bad"}}});
+    if (doc.contains("job") && doc["job"].is_object() &&
+        doc["job"].value("straggler_cost_usd", json()).is_number())
+      tc.push_back({{"label", "straggler cost"},
+                    {"value", format_usd(doc["job"]["straggler_cost_usd"].get<double>())}});
+    spec["cards"] = tc;
+  }
   spec["summary"] = job_summary;
   spec["notes"] = notes;
   spec["charts"] = job_charts;

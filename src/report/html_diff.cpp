@@ -78,6 +78,25 @@ Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& in) {
          value});
   }
   spec["summary"] = summary;
+  {
+    // Header cards: the verdict, and the time and cost per step (or trace) of both sides.
+    json cards = json::array(
+        {{{"label", "verdict"}, {"value", d.pass ? "PASS" : "FAIL"}, {"tone", d.pass ? "good" : "bad"}}});
+    for (const auto& r : d.summary) {
+      if (r.name != "window") continue;
+      auto side = [&](double ns) {
+        return in.price_usd_per_gpu_hour ? format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, ns))
+                                         : fmt::format("{:.3f} ms", ns / 1e6);
+      };
+      cards.push_back({{"label", "BASE per " + std::string(per)}, {"value", side(r.base_ns)}});
+      cards.push_back({{"label", "NEW per " + std::string(per)}, {"value", side(r.new_ns)}});
+      cards.push_back({{"label", "change"}, {"value", change_text(r)}, {"tone", r.failed ? "bad" : ""}});
+    }
+    cards.push_back({{"label", "gate failures"},
+                     {"value", std::to_string(d.failures.size())},
+                     {"tone", d.failures.empty() ? "good" : "bad"}});
+    spec["cards"] = cards;
+  }
   json notes = json::array();
   for (const auto& f : d.failures) notes.push_back("FAIL: " + f);
   for (const auto& r : d.kernels)

@@ -47,6 +47,16 @@ constexpr const char* kScript = R"js(
   header.appendChild(el('h1', null, spec.title));
   if (spec.subtitle) header.appendChild(el('p', 'sub', spec.subtitle));
   root.appendChild(header);
+  if (spec.cards && spec.cards.length) {
+    var row = el('div', 'cards');
+    spec.cards.forEach(function (c) {
+      var card = el('div', 'card' + (c.tone ? ' ' + c.tone : ''));
+      card.appendChild(el('div', 'card-value', c.value));
+      card.appendChild(el('div', 'card-label', c.label));
+      row.appendChild(card);
+    });
+    root.appendChild(row);
+  }
   if (spec.summary && spec.summary.length) {
     var dl = el('dl', 'summary');
     spec.summary.forEach(function (kv) { dl.appendChild(el('dt', null, kv[0])); dl.appendChild(el('dd', null, kv[1])); });
@@ -147,7 +157,7 @@ constexpr const char* kScript = R"js(
       lines.push('chart=' + h.spec.id + ' points=' + h.bars.length + ' series=' + h.spec.series[0].label + ':' + px);
     });
     // Text labels that overlap another label (bar names, values, headings, summary and table cells).
-    var labels = Array.prototype.slice.call(document.querySelectorAll('.lbl, .val, h1, h2, h3, dt, dd, th, td'));
+    var labels = Array.prototype.slice.call(document.querySelectorAll('.lbl, .val, h1, h2, h3, dt, dd, th, td, .card-value, .card-label'));
     var rects = labels.map(function (n) { return n.getBoundingClientRect(); }), overlaps = 0;
     for (var i = 0; i < rects.length; i++)
       for (var j = i + 1; j < rects.length; j++) {
@@ -156,6 +166,7 @@ constexpr const char* kScript = R"js(
         if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) overlaps++;
       }
     lines.push('label_overlaps=' + overlaps);
+    lines.push('cards=' + document.querySelectorAll('.card').length);
     var resources = (performance.getEntriesByType ? performance.getEntriesByType('resource').length : 0);
     lines.push('resources=' + resources);
     lines.push('errors=' + errors.length + (errors.length ? ' ' + errors.join(' | ') : ''));
@@ -176,6 +187,10 @@ dl.summary dt { overflow-wrap: anywhere; }
 dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
 td { font-variant-numeric: tabular-nums; } #gm-status { display: none; }
+.cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 8px 0 14px; }
+.card { border: 1px solid #dde3e8; border-radius: 6px; padding: 8px 14px; min-width: 110px; background: #fbfcfd; }
+.card-value { font-size: 20px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.card-label { color: #555; font-size: 12px; } .card.bad .card-value { color: #c62828; } .card.good .card-value { color: #2e7d32; }
 .hbars { display: grid; gap: 3px; } .hbar { display: grid; grid-template-columns: 340px 1fr 90px; gap: 8px; align-items: center; }
 .hbar .lbl { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
 .hbar .track { background: #eef1f4; height: 14px; } .hbar .bar { display: block; height: 14px; }

@@ -142,6 +142,8 @@ void expect_clean_render(const test::TempDir& dir, const std::string& html, cons
   EXPECT_NE(r.status.find("errors=0\n"), std::string::npos) << r.status;
   // No text label (headings, summary, bar names and values, table cells) overlaps another.
   EXPECT_NE(r.status.find("label_overlaps=0\n"), std::string::npos) << r.status;
+  // The header cards ($, rate, waste, energy, CO2, verdict or their trace counterparts).
+  EXPECT_TRUE(std::regex_search(r.status, std::regex("\ncards=[4-9]\n"))) << r.status;
   // Console messages (errors, CSP violations of attempted requests) appear in Chromium's log.
   EXPECT_EQ(r.log.find("CONSOLE"), std::string::npos) << r.log;
   EXPECT_EQ(r.log.find("Content Security Policy"), std::string::npos) << r.log;
