@@ -8,8 +8,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "trace/internal.h"
 #include "trace/io.h"
@@ -257,10 +263,150 @@ bool parse_piece(const std::string& name, const char* prefix, const char* text, 
   return parse_trace(name, doc.data(), doc.size(), out, Options{}).ok();
 }
 
+/// Appends the tables of `part` (parsed from a later stretch of the same file) to `out`, re-interning its
+/// strings: ids come out as if `out` had parsed both stretches itself, so the merge is deterministic.
+void merge_tables(RawTrace& out, RawTrace& part) {
+  auto remap = [](Interner& into, const Interner& from) {
+    std::vector<std::uint32_t> ids(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) ids[i] = into.id(from.str(static_cast<std::uint32_t>(i)));
+    return ids;
+  };
+  const auto names = remap(out.names, part.names);
+  const auto devices = remap(out.devices, part.devices);
+  const auto threads = remap(out.threads, part.threads);
+  const std::size_t first_activity = out.activities.size();
+  out.activities.reserve(out.activities.size() + part.activities.size());
+  for (Activity a : part.activities) {
+    a.name = names[a.name];
+    a.device = devices[a.device];
+    out.activities.push_back(a);
+  }
+  for (Launch l : part.launches) {
+    l.thread = threads[l.thread];
+    out.launches.push_back(l);
+  }
+  for (Span sp : part.spans) {
+    sp.thread = sp.kind == SpanKind::gpu_annotation ? devices[sp.thread] : threads[sp.thread];
+    sp.name = names[sp.name];
+    out.spans.push_back(sp);
+  }
+  for (RawCollective c : part.collectives) {
+    c.activity += first_activity;
+    c.group = names[c.group];
+    c.name = names[c.name];
+    out.collectives.push_back(c);
+  }
+  out.event_count += part.event_count;
+  out.skipped_events += part.skipped_events;
+  if (part.has_trace_events) {
+    out.has_trace_events = true;
+    out.format = part.format;
+  } else if (!out.has_trace_events && !part.not_a_trace.empty()) {
+    out.not_a_trace = part.not_a_trace;
+  }
+}
+
+/// Parses batches of events on worker threads; their tables are merged into `out` in submission order, so
+/// the result is the one of parsing them one after the other. At most workers + 1 batches are held.
+class BatchPool {
+ public:
+  BatchPool(const std::string& name, unsigned workers, RawTrace& out) : name_(name), out_(out) {
+    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+    limit_ = workers + 1;
+  }
+  ~BatchPool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  BatchPool(const BatchPool&) = delete;
+  BatchPool& operator=(const BatchPool&) = delete;
+
+  /// Queues `prefix + text + suffix` (copied); false when an earlier batch failed or memory ran out.
+  bool submit(const char* prefix, const char* text, std::size_t len, const char* suffix) {
+    while (slots_.size() >= limit_)
+      if (!merge_oldest()) return false;
+    auto slot = std::make_unique<Slot>();
+    const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
+    if (!slot->doc.reserve(a + len + c)) return false;
+    std::memcpy(slot->doc.data(), prefix, a);
+    std::memcpy(slot->doc.data() + a, text, len);
+    std::memcpy(slot->doc.data() + a + len, suffix, c);
+    slot->doc.set_size(a + len + c);
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(slot.get());
+    }
+    slots_.push_back(std::move(slot));
+    work_cv_.notify_one();
+    return true;
+  }
+  /// Waits for every batch and merges them; false when one did not parse.
+  bool finish() {
+    while (!slots_.empty())
+      if (!merge_oldest()) return false;
+    return true;
+  }
+
+ private:
+  struct Slot {
+    PaddedBuffer doc;
+    RawTrace tables;
+    bool done = false, ok = false;
+  };
+  bool merge_oldest() {
+    Slot* s = slots_.front().get();
+    {
+      std::unique_lock lock(mu_);
+      done_cv_.wait(lock, [&] { return s->done; });
+    }
+    const bool ok = s->ok;
+    if (ok) merge_tables(out_, s->tables);
+    slots_.pop_front();
+    return ok;
+  }
+  void work() {
+    for (;;) {
+      Slot* s = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        s = queue_.front();
+        queue_.pop_front();
+      }
+      const bool ok = parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}).ok();
+      {
+        PaddedBuffer released;  // the text is not needed once parsed
+        released.swap(s->doc);
+      }
+      {
+        std::lock_guard lock(mu_);
+        s->ok = ok;
+        s->done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  const std::string& name_;
+  RawTrace& out_;
+  std::size_t limit_ = 1;
+  std::deque<std::unique_ptr<Slot>> slots_;  // submitted, not merged yet (main thread only)
+  std::deque<Slot*> queue_;                  // waiting for a worker
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  bool stop_ = false;
+};
+
 }  // namespace
 
 Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
-                                 std::size_t window_bytes, std::int64_t& json_bytes) {
+                                 std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes) {
   ByteStream stream;
   if (!stream.open(path)) return false;
   Window w{stream, {}};
@@ -278,12 +424,17 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
   std::int64_t last_progress = 0;
 
   // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
+  // With more than one thread, batches are parsed on workers while this thread reads and scans on.
+  std::unique_ptr<BatchPool> pool;
+  if (threads > 1) pool = std::make_unique<BatchPool>(path, threads, out);
   auto events = [&]() -> bool {
     std::size_t batch_begin = SIZE_MAX, batch_end = 0;
     auto flush = [&]() -> bool {
       if (batch_begin == SIZE_MAX) return true;
-      const bool ok = parse_piece(path, events_prefix, w.buf.data() + batch_begin, batch_end - batch_begin,
-                                  events_suffix, doc, out);
+      const char* text = w.buf.data() + batch_begin;
+      const std::size_t len = batch_end - batch_begin;
+      const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
+                           : parse_piece(path, events_prefix, text, len, events_suffix, doc, out);
       batch_begin = SIZE_MAX;
       if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
         last_progress = stream.file_pos();
@@ -304,7 +455,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       if (!ws()) return false;
       if (*w.cur() == ']') {
         ++w.pos;
-        return flush();
+        return flush() && (!pool || pool->finish());
       }
       if (!first) {
         if (*w.cur() != ',') return false;
