@@ -425,12 +425,13 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
 
   // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
   // With more than one thread, batches are parsed on workers while this thread reads and scans on.
+  // The workers start with the second window (a file of one window is parsed here).
   std::unique_ptr<BatchPool> pool;
-  if (threads > 1) pool = std::make_unique<BatchPool>(path, threads, out);
   auto events = [&]() -> bool {
     std::size_t batch_begin = SIZE_MAX, batch_end = 0;
-    auto flush = [&]() -> bool {
+    auto flush = [&](bool last) -> bool {
       if (batch_begin == SIZE_MAX) return true;
+      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out);
       const char* text = w.buf.data() + batch_begin;
       const std::size_t len = batch_end - batch_begin;
       const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
@@ -447,7 +448,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       for (;;) {
         while (w.pos < w.buf.size() && is_ws(w.buf.data()[w.pos])) ++w.pos;
         if (w.pos < w.buf.size()) return true;
-        if (!flush() || !w.more(w.pos)) return false;
+        if (!flush(false) || !w.more(w.pos)) return false;
       }
     };
     bool first = true;
@@ -455,7 +456,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       if (!ws()) return false;
       if (*w.cur() == ']') {
         ++w.pos;
-        return flush() && (!pool || pool->finish());
+        return flush(true) && (!pool || pool->finish());
       }
       if (!first) {
         if (*w.cur() != ',') return false;
@@ -467,7 +468,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       Scan s = scan_value(w.cur(), w.end(), e);
       if (s == Scan::incomplete) {
         // The window ends inside this element: parse what is complete, keep the element, read more.
-        if (!flush()) return false;
+        if (!flush(false)) return false;
         const std::size_t start = w.pos;
         w.more(start);
         if (w.failed) return false;
