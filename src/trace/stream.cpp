@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -195,6 +196,37 @@ Scan scan_value(const char* p, const char* end, const char*& value_end) {
   return Scan::incomplete;
 }
 
+/// True when [p, end) is one or more complete JSON values separated by commas (nothing after the last),
+/// scanned from the state "outside any string, depth 0".
+bool complete_elements(const char* p, const char* end) {
+  for (;;) {
+    while (p < end && is_ws(*p)) ++p;
+    const char* e = nullptr;
+    if (scan_value(p, end, e) != Scan::complete) return false;
+    p = e;
+    while (p < end && is_ws(*p)) ++p;
+    if (p == end) return true;
+    if (*p != ',') return false;
+    ++p;
+  }
+}
+
+/// The end (after its '}') of the last "}, {" of [begin, end) — a likely boundary between two events,
+/// checked later by complete_elements — or 0 when there is none.
+std::size_t last_event_gap(const char* data, std::size_t begin, std::size_t end) {
+  for (std::size_t i = end; i > begin;) {
+    --i;
+    if (data[i] != '{') continue;
+    std::size_t j = i;
+    while (j > begin && is_ws(data[j - 1])) --j;
+    if (j == begin || data[j - 1] != ',') continue;
+    --j;
+    while (j > begin && is_ws(data[j - 1])) --j;
+    if (j > begin && data[j - 1] == '}') return j;
+  }
+  return 0;
+}
+
 /// The window of file bytes being scanned, refilled from the stream.
 struct Window {
   ByteStream& in;
@@ -310,7 +342,8 @@ void merge_tables(RawTrace& out, RawTrace& part) {
 /// the result is the one of parsing them one after the other. At most workers + 1 batches are held.
 class BatchPool {
  public:
-  BatchPool(const std::string& name, unsigned workers, RawTrace& out) : name_(name), out_(out) {
+  BatchPool(const std::string& name, unsigned workers, RawTrace& out, bool& guess_failed)
+      : name_(name), out_(out), guess_failed_out_(guess_failed) {
     for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
     limit_ = workers + 1;
   }
@@ -321,12 +354,14 @@ class BatchPool {
     }
     work_cv_.notify_all();
     for (auto& t : threads_) t.join();
+    if (guess_failed_) guess_failed_out_ = true;
   }
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
 
-  /// Queues `prefix + text + suffix` (copied); false when an earlier batch failed or memory ran out.
-  bool submit(const char* prefix, const char* text, std::size_t len, const char* suffix) {
+  /// Queues `prefix + text + suffix` (copied); false when an earlier batch failed or memory ran out. With
+  /// `check`, the worker first checks that `text` is complete elements (the cut was guessed).
+  bool submit(const char* prefix, const char* text, std::size_t len, const char* suffix, bool check = false) {
     while (slots_.size() >= limit_)
       if (!merge_oldest()) return false;
     auto slot = std::make_unique<Slot>();
@@ -336,6 +371,9 @@ class BatchPool {
     std::memcpy(slot->doc.data() + a, text, len);
     std::memcpy(slot->doc.data() + a + len, suffix, c);
     slot->doc.set_size(a + len + c);
+    slot->check = check;
+    slot->text_begin = a;
+    slot->text_len = len;
     {
       std::lock_guard lock(mu_);
       queue_.push_back(slot.get());
@@ -350,11 +388,15 @@ class BatchPool {
       if (!merge_oldest()) return false;
     return true;
   }
+  /// A guessed cut was found not to be between two events.
+  bool guess_failed() const { return guess_failed_; }
 
  private:
   struct Slot {
     PaddedBuffer doc;
     RawTrace tables;
+    bool check = false;
+    std::size_t text_begin = 0, text_len = 0;
     bool done = false, ok = false;
   };
   bool merge_oldest() {
@@ -378,7 +420,10 @@ class BatchPool {
         s = queue_.front();
         queue_.pop_front();
       }
-      const bool ok = parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}).ok();
+      const char* text = s->doc.data() + s->text_begin;
+      bool ok = !s->check || complete_elements(text, text + s->text_len);
+      if (!ok) guess_failed_ = true;
+      ok = ok && parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}).ok();
       {
         PaddedBuffer released;  // the text is not needed once parsed
         released.swap(s->doc);
@@ -394,6 +439,7 @@ class BatchPool {
 
   const std::string& name_;
   RawTrace& out_;
+  bool& guess_failed_out_;  // set when the pool ends
   std::size_t limit_ = 1;
   std::deque<std::unique_ptr<Slot>> slots_;  // submitted, not merged yet (main thread only)
   std::deque<Slot*> queue_;                  // waiting for a worker
@@ -401,12 +447,12 @@ class BatchPool {
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   bool stop_ = false;
+  std::atomic<bool> guess_failed_{false};
 };
 
-}  // namespace
-
-Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
-                                 std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes) {
+/// One windowed pass; `guess_failed` when a guessed cut between events was wrong.
+bool windowed_pass(const std::string& path, RawTrace& out, const Options& options, std::size_t window_bytes,
+                   unsigned threads, std::int64_t& json_bytes, bool& guess_failed) {
   ByteStream stream;
   if (!stream.open(path)) return false;
   Window w{stream, {}};
@@ -431,7 +477,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
     std::size_t batch_begin = SIZE_MAX, batch_end = 0;
     auto flush = [&](bool last) -> bool {
       if (batch_begin == SIZE_MAX) return true;
-      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out);
+      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
       const char* text = w.buf.data() + batch_begin;
       const std::size_t len = batch_end - batch_begin;
       const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
@@ -464,11 +510,24 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
         if (!ws()) return false;
       }
       first = false;
+      // With workers and more of the file to come, the events up to the last "}, {" of the window go to a
+      // worker unscanned: the worker checks the cut by scanning them (in parallel), and a wrong cut (a
+      // string holding "}, {") reads the file again on one thread.
+      if (threads > 1 && !w.eof) {
+        const std::size_t cut = last_event_gap(w.buf.data(), w.pos, w.buf.size());
+        if (cut > w.pos) {
+          if (!flush(false)) return false;
+          if (!pool) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
+          if (!pool->submit(events_prefix, w.cur(), cut - w.pos, events_suffix, true)) return false;
+          w.pos = cut;
+          continue;
+        }
+      }
       const char* e = nullptr;
       Scan s = scan_value(w.cur(), w.end(), e);
       if (s == Scan::incomplete) {
         // The window ends inside this element: parse what is complete, keep the element, read more.
-        if (!flush(false)) return false;
+        if (!flush(false) || (pool && pool->guess_failed())) return false;
         const std::size_t start = w.pos;
         w.more(start);
         if (w.failed) return false;
@@ -530,6 +589,17 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
   if (w.skip_ws() || w.failed) return false;
   json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
   return true;
+}
+
+}  // namespace
+
+Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
+                                 std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes) {
+  bool guess_failed = false;
+  if (windowed_pass(path, out, options, window_bytes, threads, json_bytes, guess_failed)) return true;
+  if (!guess_failed) return false;
+  out = RawTrace{};
+  return windowed_pass(path, out, options, window_bytes, 1, json_bytes, guess_failed);
 }
 
 }  // namespace gm::trace::detail
