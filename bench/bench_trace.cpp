@@ -118,12 +118,19 @@ void BM_BareSimdjsonOnDemand(benchmark::State& state) {
 }
 BENCHMARK(BM_BareSimdjsonOnDemand)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 
+/// The read window: $GPUMETER_BENCH_WINDOW_KB, else gpumeter's default.
+std::size_t window_bytes() {
+  const char* kb = std::getenv("GPUMETER_BENCH_WINDOW_KB");
+  return kb != nullptr ? static_cast<std::size_t>(std::atoll(kb)) * 1024 : 0;
+}
+
 /// gpumeter's reader and analyses; the argument is Options::threads (the windows of the one file are
 /// parsed on that many threads).
 void BM_GpumeterTrace(benchmark::State& state) {
   const auto path = bench_file();
   gm::trace::Options o;
   o.threads = static_cast<unsigned>(state.range(0));
+  o.window_bytes = window_bytes();
   run_case(state, path, json_bytes_of(path), [&] {
     auto r = gm::trace::analyze_file(path, o);
     if (r) benchmark::DoNotOptimize(r->devices.size());
@@ -150,6 +157,7 @@ void BM_GpumeterTraceGz(benchmark::State& state) {
   const auto path = gz_file();
   gm::trace::Options o;
   o.threads = static_cast<unsigned>(state.range(0));
+  o.window_bytes = window_bytes();
   run_case(state, path, json_bytes_of(path), [&] { return gm::trace::analyze_file(path, o).ok(); });
 }
 BENCHMARK(BM_GpumeterTraceGz)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);

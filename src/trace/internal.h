@@ -112,6 +112,24 @@ struct RawTrace {
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
                          const Options& options);
 
+/// A simdjson parser kept across parse_trace calls of one thread, so that its buffers are reused.
+class JsonParser {
+ public:
+  JsonParser();
+  ~JsonParser();
+  JsonParser(const JsonParser&) = delete;
+  JsonParser& operator=(const JsonParser&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// parse_trace with a reused parser.
+Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
+                         const Options& options, JsonParser& parser);
+
 /// Reads the JSON trace file at `path` a window of `window_bytes` at a time (gzip inflated as it goes),
 /// parsing complete events into `out` (on `threads` workers when more than one, merged in file order: the
 /// same tables as one thread); `json_bytes` gets the inflated size. False (with `out` to be

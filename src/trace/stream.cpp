@@ -285,14 +285,14 @@ struct Window {
 
 /// Parses `prefix + text + suffix` as one small document into `out`; false on any error.
 bool parse_piece(const std::string& name, const char* prefix, const char* text, std::size_t len,
-                 const char* suffix, PaddedBuffer& doc, RawTrace& out) {
+                 const char* suffix, PaddedBuffer& doc, JsonParser& parser, RawTrace& out) {
   const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
   if (!doc.reserve(a + len + c)) return false;
   std::memcpy(doc.data(), prefix, a);
   std::memcpy(doc.data() + a, text, len);
   std::memcpy(doc.data() + a + len, suffix, c);
   doc.set_size(a + len + c);
-  return parse_trace(name, doc.data(), doc.size(), out, Options{}).ok();
+  return parse_trace(name, doc.data(), doc.size(), out, Options{}, parser).ok();
 }
 
 /// Appends the tables of `part` (parsed from a later stretch of the same file) to `out`, re-interning its
@@ -411,6 +411,7 @@ class BatchPool {
     return ok;
   }
   void work() {
+    JsonParser parser;
     for (;;) {
       Slot* s = nullptr;
       {
@@ -423,7 +424,7 @@ class BatchPool {
       const char* text = s->doc.data() + s->text_begin;
       bool ok = !s->check || complete_elements(text, text + s->text_len);
       if (!ok) guess_failed_ = true;
-      ok = ok && parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}).ok();
+      ok = ok && parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}, parser).ok();
       {
         PaddedBuffer released;  // the text is not needed once parsed
         released.swap(s->doc);
@@ -464,6 +465,7 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
   if (root != '{' && root != '[') return false;
   ++w.pos;
   PaddedBuffer doc;
+  JsonParser parser;
   const bool legacy = root == '[';
   const char* events_prefix = legacy ? "[" : "{\"traceEvents\":[";
   const char* events_suffix = legacy ? "]" : "]}";
@@ -481,7 +483,7 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
       const char* text = w.buf.data() + batch_begin;
       const std::size_t len = batch_end - batch_begin;
       const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
-                           : parse_piece(path, events_prefix, text, len, events_suffix, doc, out);
+                           : parse_piece(path, events_prefix, text, len, events_suffix, doc, parser, out);
       batch_begin = SIZE_MAX;
       if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
         last_progress = stream.file_pos();
@@ -577,7 +579,7 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
       std::size_t vb = 0, ve = 0;
       if (w.value(vb, ve) != Scan::complete) return false;
       const std::string member = "{" + key + ":";
-      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, out)) return false;
+      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, parser, out)) return false;
       w.pos = ve;
     }
     if (!saw_events) return false;  // not a Kineto trace: the whole-file reader says what it is

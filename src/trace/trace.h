@@ -163,7 +163,7 @@ struct TraceSet {
 };
 
 /// The default read window of JSON traces (Options::window_bytes).
-inline constexpr std::size_t kDefaultWindowBytes = 16u << 20;
+inline constexpr std::size_t kDefaultWindowBytes = 2u << 20;
 
 /// Reader options.
 struct Options {
