@@ -59,6 +59,7 @@ soak: build
 
 bench: build
 	@for b in $(BUILD)/bench_*; do [ -x $$b ] && $$b; done
+	@if [ -n "$$GPUMETER_BENCH_TRACE" ]; then bench/trace_memory.sh $(BUILD)/gpumeter $$GPUMETER_BENCH_TRACE; fi
 
 # Memory estimate vs real PyTorch on the CPU (python3-torch): every configuration of docs/accuracy.md,
 # tens of minutes on 2 cores; `make test` runs the small set (PlanTorchMemoryIntegrationTest).

@@ -60,7 +60,9 @@ int run_html_report(int argc, char** argv) {
   auto input = load_run_html_input(**ledger, *run, options, gpu);
   if (!input) return fail("report", input.error());
   if (catalog) {
-    if (auto rr = load_run_report(**ledger, run->id, &*catalog); rr && rr->rightsizing) {
+    auto rr = load_run_report(**ledger, run->id, &*catalog);
+    if (rr) input->findings = rr->findings;
+    if (rr && rr->rightsizing) {
       const auto& h = *rr->rightsizing;
       input->rightsizing_hint = fmt::format(
           "{} holds the observed {:.1f} GiB peak at {}/GPU-h, {:.2f}x this run's price; {}", h.gpu,

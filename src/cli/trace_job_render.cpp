@@ -13,10 +13,8 @@
 namespace gm::cli {
 namespace {
 
-// Money is meter's: integer pico-dollars, converted to dollars only for display.
 std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
-  if (!o.price_usd_per_gpu_hour) return std::nullopt;
-  return static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(*o.price_usd_per_gpu_hour), ns)) / 1e12;
+  return trace_cost_usd(ns, o);
 }
 
 std::string ms(std::int64_t ns) {

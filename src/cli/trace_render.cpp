@@ -21,10 +21,8 @@ using trace::Bucket;
 using trace::DeviceAnalysis;
 using trace::FileAnalysis;
 
-// Money is meter's: integer pico-dollars, converted to dollars only for display.
 std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
-  if (!o.price_usd_per_gpu_hour) return std::nullopt;
-  return static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(*o.price_usd_per_gpu_hour), ns)) / 1e12;
+  return trace_cost_usd(ns, o);
 }
 
 std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const TraceRenderOptions& o) {
@@ -195,6 +193,12 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
 }
 
 }  // namespace
+
+// Money is meter's: integer pico-dollars, converted to dollars only for display.
+std::optional<double> trace_cost_usd(std::int64_t ns, const TraceRenderOptions& o) {
+  if (!o.price_usd_per_gpu_hour) return std::nullopt;
+  return static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(*o.price_usd_per_gpu_hour), ns)) / 1e12;
+}
 
 std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
   std::string out;

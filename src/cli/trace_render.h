@@ -18,6 +18,10 @@ struct TraceRenderOptions {
   std::vector<std::string> by;                   ///< kernel / op / annotation / step; empty = all
 };
 
+/// The cost of `ns` GPU-nanoseconds at the options' price (meter's integer pico-dollars); none without a
+/// price.
+std::optional<double> trace_cost_usd(std::int64_t ns, const TraceRenderOptions& options);
+
 /// The terminal report.
 std::string trace_text(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
 /// The --json document (keys per the trace contract, integer nanoseconds).

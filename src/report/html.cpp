@@ -39,6 +39,35 @@ std::string str_of(const json& j, const char* key, const std::string& fallback =
 
 }  // namespace
 
+namespace {
+
+/// Page cards from findings in their JSON form (findings::to_json): severity, kind, where, summary, the
+/// dollars at stake, action.
+void add_finding_cards(json& cards, const json& findings, const std::string& where) {
+  if (!findings.is_array()) return;
+  for (const auto& f : findings) {
+    if (!f.is_object()) continue;
+    std::string money;
+    auto usd_at = [&](const char* key) -> std::optional<double> {
+      auto it = f.find(key);
+      return it != f.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
+    };
+    if (auto m = usd_at("usd_per_month")) money = format_usd(*m) + "/month at this rate";
+    if (auto k = usd_at("usd_per_1k_steps"))
+      money += (money.empty() ? "" : ", ") + format_usd(*k) + " per 1k steps";
+    if (money.empty())
+      if (auto c = usd_at("cost_usd")) money = format_usd(*c);
+    cards.push_back({{"severity", f.value("severity", "info")},
+                     {"kind", f.value("kind", "")},
+                     {"where", where},
+                     {"summary", f.value("summary", "")},
+                     {"money", money},
+                     {"action", f.value("action", "")}});
+  }
+}
+
+}  // namespace
+
 Result<std::string> render_run_html(const RunHtmlInput& in) {
   const RunRecord& r = in.run;
   json spec;
@@ -79,6 +108,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   spec["summary"] = summary;
+  json cards = json::array();
+  add_finding_cards(cards, findings::to_json(in.findings), "");
+  spec["findings"] = cards;
   json notes = json::array();
   json charts = json::array();
 
@@ -393,18 +425,38 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
     auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
   };
+  // Files named relative to the folder they share, so names stay short; the rank only when known.
+  std::string common;
+  bool first_file = true;
+  for (const auto& d : doc["devices"]) {
+    if (!d.is_object()) continue;
+    const std::string f = str_of(d, "file");
+    if (first_file) {
+      common = f.substr(0, f.rfind('/') == std::string::npos ? 0 : f.rfind('/') + 1);
+      first_file = false;
+    }
+    while (!common.empty() && f.compare(0, common.size(), common) != 0) {
+      common.pop_back();
+      common.erase(common.rfind('/') == std::string::npos ? 0 : common.rfind('/') + 1);
+    }
+  }
+  auto who_of = [&](const json& d) {
+    std::string file = str_of(d, "file");
+    if (common.size() < file.size()) file.erase(0, common.size());
+    const std::string device =
+        d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
+                             : "?";
+    return d.contains("rank") && d["rank"].is_number()
+               ? fmt::format("{} · rank {} · device {}", file, d["rank"].get<long long>(), device)
+               : fmt::format("{} · device {}", file, device);
+  };
+  if (!common.empty()) notes.push_back("files under " + common);
   std::size_t index = 0;
   for (const auto& d : doc["devices"]) {
     if (!d.is_object())
       return make_error(ErrorKind::failure,
                         "trace HTML: devices[" + std::to_string(index) + "] is not an object");
-    const std::string file = str_of(d, "file");
-    std::string rank =
-        d.contains("rank") && d["rank"].is_number() ? std::to_string(d["rank"].get<long long>()) : "-";
-    std::string device = d.contains("device")
-                             ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
-                             : "?";
-    const std::string who = fmt::format("{} rank {} device {}", file, rank, device);
+    const std::string who = who_of(d);
     const double window_ns = num(d, "window_ns");
     const double cost = num(d, "cost_usd");
     const double per_ns = window_ns > 0 ? cost / window_ns : 0;
@@ -426,15 +478,16 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
       }
       std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first > b.first; });
       if (items.size() > 10) items.resize(10);
-      std::vector<std::string> cats;
+      std::vector<std::string> cats, texts;
       std::vector<double> vals;
       for (auto& [c, n] : items) {
         cats.push_back(n);
         vals.push_back(c);
+        texts.push_back(format_usd(c));
       }
-      charts.push_back(html::bar_chart(std::string(what) + "-" + id,
-                                       std::string("Top ") + what + " by cost: " + who, "USD", cats, vals,
-                                       "cost_usd"));
+      charts.push_back(html::hbar_chart(std::string(what) + "-" + id,
+                                        std::string("Top ") + what + " by cost: " + who, cats, vals,
+                                        "cost_usd", texts));
     }
     ++index;
   }
@@ -510,6 +563,10 @@ Result<std::string> render_trace_html(std::string_view trace_json) {
   // The job comes first: it is what a folder of ranks is about.
   for (auto& c : charts) job_charts.push_back(std::move(c));
   for (auto& r : summary) job_summary.push_back(std::move(r));
+  json cards = json::array();
+  for (const auto& d : doc["devices"])
+    if (d.is_object() && d.contains("findings")) add_finding_cards(cards, d["findings"], who_of(d));
+  spec["findings"] = cards;
   spec["summary"] = job_summary;
   spec["notes"] = notes;
   spec["charts"] = job_charts;

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "findings/findings.h"
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "store/store.h"
@@ -23,6 +24,7 @@ struct RunHtmlInput {
   std::vector<ActionRecord> actions;
   std::optional<RunKpis> kpis;
   std::string rightsizing_hint;  ///< one sentence, "" when none
+  std::vector<findings::Finding> findings;  ///< the run report's findings, shown first as cards
 };
 
 /// The run page: cost over time with budget and forecast, utilization / memory / power per GPU, progress

@@ -52,13 +52,44 @@ constexpr const char* kScript = R"js(
     spec.summary.forEach(function (kv) { dl.appendChild(el('dt', null, kv[0])); dl.appendChild(el('dd', null, kv[1])); });
     root.appendChild(dl);
   }
+  (spec.findings || []).forEach(function (f) {
+    var card = el('section', 'finding ' + f.severity);
+    card.appendChild(el('h3', null, f.severity + ' \u00b7 ' + f.kind + (f.where ? ' \u00b7 ' + f.where : '')));
+    card.appendChild(el('p', null, f.summary + (f.money ? ' \u2014 ' + f.money : '')));
+    card.appendChild(el('p', 'action', '\u2192 ' + f.action));
+    root.appendChild(card);
+  });
   (spec.notes || []).forEach(function (n) { root.appendChild(el('p', 'note', n)); });
   var drawn = [];
+  var hbars = [];
   (spec.charts || []).forEach(function (ch) {
     var box = el('section', 'chart');
     box.id = 'chart-' + ch.id;
     box.appendChild(el('h2', null, ch.title));
     root.appendChild(box);
+    if (ch.kind === 'hbars') {
+      // Horizontal bars in HTML: full names (ellipsis, whole name on hover), no labels to collide.
+      var s0 = ch.series[0], max = 0;
+      s0.values.forEach(function (v) { if (v > max) max = v; });
+      var list = el('div', 'hbars'), bars = [];
+      ch.categories.forEach(function (c, i) {
+        var row = el('div', 'hbar');
+        var name = el('span', 'lbl', c);
+        name.title = c;
+        var track = el('span', 'track'), bar = el('span', 'bar');
+        bar.style.width = (max > 0 ? Math.max(0.5, 100 * s0.values[i] / max) : 0) + '%';
+        bar.style.background = palette[0];
+        track.appendChild(bar);
+        row.appendChild(name);
+        row.appendChild(track);
+        row.appendChild(el('span', 'val', (ch.value_text && ch.value_text[i]) || fmt(s0.values[i])));
+        list.appendChild(row);
+        bars.push(bar);
+      });
+      box.appendChild(list);
+      hbars.push({ spec: ch, bars: bars });
+      return;
+    }
     var bars = ch.kind === 'bars';
     var xs = bars ? ch.categories.map(function (_, i) { return i; }) : ch.x;
     var data = [xs], series = [{ label: bars ? 'category' : ch.x_label }];
@@ -110,6 +141,21 @@ constexpr const char* kScript = R"js(
       });
       lines.push('chart=' + d.spec.id + ' points=' + d.plot.data[0].length + ' series=' + parts.join(','));
     });
+    hbars.forEach(function (h) {
+      var px = 0;
+      h.bars.forEach(function (b) { var r = b.getBoundingClientRect(); px += Math.round(r.width * r.height); });
+      lines.push('chart=' + h.spec.id + ' points=' + h.bars.length + ' series=' + h.spec.series[0].label + ':' + px);
+    });
+    // Text labels that overlap another label (bar names, values, headings, summary and table cells).
+    var labels = Array.prototype.slice.call(document.querySelectorAll('.lbl, .val, h1, h2, h3, dt, dd, th, td'));
+    var rects = labels.map(function (n) { return n.getBoundingClientRect(); }), overlaps = 0;
+    for (var i = 0; i < rects.length; i++)
+      for (var j = i + 1; j < rects.length; j++) {
+        var a = rects[i], b = rects[j];
+        if (a.width === 0 || b.width === 0 || labels[i].contains(labels[j]) || labels[j].contains(labels[i])) continue;
+        if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1) overlaps++;
+      }
+    lines.push('label_overlaps=' + overlaps);
     var resources = (performance.getEntriesByType ? performance.getEntriesByType('resource').length : 0);
     lines.push('resources=' + resources);
     lines.push('errors=' + errors.length + (errors.length ? ' ' + errors.join(' | ') : ''));
@@ -125,10 +171,19 @@ constexpr const char* kStyle = R"css(
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; max-width: 960px; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
 .sub { color: #555; margin: 0 0 12px; } .note { color: #8a5300; background: #fff7e6; padding: 6px 10px; }
-dl.summary { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
+dl.summary { display: grid; grid-template-columns: minmax(120px, max-content) minmax(45%, 1fr); gap: 2px 16px; }
+dl.summary dt { overflow-wrap: anywhere; }
 dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
 table { border-collapse: collapse; } th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
 td { font-variant-numeric: tabular-nums; } #gm-status { display: none; }
+.hbars { display: grid; gap: 3px; } .hbar { display: grid; grid-template-columns: 340px 1fr 90px; gap: 8px; align-items: center; }
+.hbar .lbl { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; font-family: ui-monospace, monospace; font-size: 12px; }
+.hbar .track { background: #eef1f4; height: 14px; } .hbar .bar { display: block; height: 14px; }
+.hbar .val { text-align: right; font-variant-numeric: tabular-nums; }
+.finding { border-left: 4px solid #607d8b; background: #f7f9fa; padding: 6px 12px; margin: 10px 0; }
+.finding h3 { font-size: 14px; margin: 0 0 2px; text-transform: none; } .finding p { margin: 2px 0; }
+.finding.high { border-color: #c62828; } .finding.medium { border-color: #ef6c00; }
+.finding.low { border-color: #f9a825; } .finding .action { color: #1b5e20; }
 )css";
 
 std::string escape_text(const std::string& s) {
@@ -204,6 +259,17 @@ nlohmann::json bar_chart(const std::string& id, const std::string& title, const 
           {"kind", "bars"},
           {"y_label", y_label},
           {"categories", categories},
+          {"series", nlohmann::json::array({{{"label", series_label}, {"values", values}}})}};
+}
+
+nlohmann::json hbar_chart(const std::string& id, const std::string& title,
+                          const std::vector<std::string>& categories, const std::vector<double>& values,
+                          const std::string& series_label, const std::vector<std::string>& value_text) {
+  return {{"id", id},
+          {"title", title},
+          {"kind", "hbars"},
+          {"categories", categories},
+          {"value_text", value_text},
           {"series", nlohmann::json::array({{{"label", series_label}, {"values", values}}})}};
 }
 

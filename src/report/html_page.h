@@ -19,4 +19,10 @@ nlohmann::json bar_chart(const std::string& id, const std::string& title, const 
                          const std::vector<std::string>& categories, const std::vector<double>& values,
                          const std::string& series_label);
 
+/// Horizontal bars drawn in HTML (no canvas): one row per category with its full name (shown whole on hover)
+/// and `value_text` beside the bar; for long names such as kernels and operators.
+nlohmann::json hbar_chart(const std::string& id, const std::string& title,
+                          const std::vector<std::string>& categories, const std::vector<double>& values,
+                          const std::string& series_label, const std::vector<std::string>& value_text);
+
 }  // namespace gm::html

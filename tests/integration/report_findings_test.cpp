@@ -33,6 +33,14 @@ TEST(ReportFindingsIntegrationTest, UnusedGpusAreAFindingWithTheirCostPerRunAndP
   EXPECT_TRUE(f["usd_per_1k_steps"].is_null());
   EXPECT_EQ(f["evidence"]["gpus_used"], 0);
   EXPECT_NE(f["action"].get<std::string>().find("CPU instance"), std::string::npos);
+
+  // The run page opens with the same finding as a card: severity, what, the dollars, the action.
+  auto page = run_gpumeter({"report", "1", "--html", dir.path() + "/run.html"}, env);
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  const std::string html = read_file(dir.path() + "/run.html");
+  EXPECT_NE(html.find("\"kind\":\"unused_gpus\""), std::string::npos);
+  EXPECT_NE(html.find("/month at this rate"), std::string::npos);
+  EXPECT_NE(html.find("section', 'finding ' + f.severity"), std::string::npos);
 }
 
 }  // namespace

@@ -140,6 +140,8 @@ void expect_clean_render(const test::TempDir& dir, const std::string& html, cons
   EXPECT_NE(r.status.find("\ndone"), std::string::npos) << r.status;
   EXPECT_NE(r.status.find("resources=0\n"), std::string::npos) << r.status;
   EXPECT_NE(r.status.find("errors=0\n"), std::string::npos) << r.status;
+  // No text label (headings, summary, bar names and values, table cells) overlaps another.
+  EXPECT_NE(r.status.find("label_overlaps=0\n"), std::string::npos) << r.status;
   // Console messages (errors, CSP violations of attempted requests) appear in Chromium's log.
   EXPECT_EQ(r.log.find("CONSOLE"), std::string::npos) << r.log;
   EXPECT_EQ(r.log.find("Content Security Policy"), std::string::npos) << r.log;
@@ -394,6 +396,14 @@ TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) 
   ASSERT_TRUE(charts.count("cost")) << r.status;
   EXPECT_EQ(charts["cost"]["budget_usd"], 0) << r.status;
   EXPECT_GT(charts["cost"]["cost_usd"], 20) << r.status;
+  EXPECT_NE(r.status.find("label_overlaps=0\n"), std::string::npos) << r.status;
+
+  // Summary terms pulled over their values: the label check counts the collisions.
+  std::string overlapping = *html;
+  overlapping.replace(overlapping.find("</style>"), 0, "dl.summary dd { margin-left: -200px; }");
+  auto o = render(dir, dir.write("overlap.html", overlapping));
+  EXPECT_EQ(o.status.find("label_overlaps=0\n"), std::string::npos) << o.status;
+  EXPECT_NE(o.status.find("label_overlaps="), std::string::npos) << o.status;
 }
 
 }  // namespace
