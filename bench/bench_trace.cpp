@@ -1,13 +1,19 @@
 // gpumeter trace reader vs a bare simdjson On-Demand pass over the same file, in the same run; .json.gz
 // against `zcat FILE > /dev/null`. File: $GPUMETER_BENCH_TRACE (a .json; its .gz is used when
 // $GPUMETER_BENCH_TRACE_GZ is set), else the bundled sample tests/data/trace/amd_mi250.json.gz.
+// Every iteration runs in a forked child, so that each case's peak RSS (counter peak_rss_mb, from wait4's
+// ru_maxrss of the child) is its own; the time is the child's wall time.
 #include <benchmark/benchmark.h>
 #include <simdjson.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include "trace/trace.h"
@@ -54,37 +60,84 @@ std::int64_t bare_pass(const std::string& path, std::size_t& bytes) {
   return events;
 }
 
-void BM_BareSimdjsonOnDemand(benchmark::State& state) {
-  const auto path = bench_file();
-  std::size_t bytes = 0;
-  std::int64_t events = 0;
-  for (auto _ : state) events = bare_pass(path, bytes);
-  if (events < 0) state.SkipWithError(("cannot parse " + path).c_str());
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
-  state.SetItemsProcessed(events * state.iterations());
+/// Runs `fn` in a forked child (its exit status: 0 when it worked); the child's wall time in seconds and
+/// peak RSS in MB. False when the child failed.
+bool in_child(const std::function<bool()>& fn, double& seconds, double& peak_rss_mb) {
+  std::fflush(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) _exit(fn() ? 0 : 1);
+  if (pid < 0) return false;
+  int status = 0;
+  struct rusage ru {};
+  if (wait4(pid, &status, 0, &ru) != pid) return false;
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
-BENCHMARK(BM_BareSimdjsonOnDemand)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
-void BM_GpumeterTrace(benchmark::State& state) {
-  const auto path = bench_file();
-  std::int64_t bytes = 0, events = 0;
+std::int64_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::int64_t>(st.st_size) : 0;
+}
+
+/// Times `fn` in children; bytes/s from `json_bytes`, peak RSS (max over iterations) and its ratio to the
+/// file on disk.
+void run_case(benchmark::State& state, const std::string& path, std::int64_t json_bytes,
+              const std::function<bool()>& fn) {
+  double peak = 0;
   for (auto _ : state) {
-    auto r = gm::trace::analyze_file(path);
-    if (!r) {
-      state.SkipWithError(r.error().message.c_str());
+    double seconds = 0, rss = 0;
+    if (!in_child(fn, seconds, rss)) {
+      state.SkipWithError(("failed on " + path).c_str());
       return;
     }
-    bytes = r->bytes;
-    events = r->event_count;
-    benchmark::DoNotOptimize(r->devices.size());
+    state.SetIterationTime(seconds);
+    peak = std::max(peak, rss);
   }
-  state.SetBytesProcessed(bytes * state.iterations());
-  state.SetItemsProcessed(events * state.iterations());
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  state.counters["peak_rss_mb"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  state.SetBytesProcessed(json_bytes * state.iterations());
+  state.counters["peak_rss_mb"] = peak;
+  state.counters["rss_per_file"] =
+      peak * 1024.0 * 1024.0 / static_cast<double>(std::max<std::int64_t>(1, file_size(path)));
 }
-BENCHMARK(BM_GpumeterTrace)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+
+/// The inflated size of a trace (once per case, outside the timing).
+std::int64_t json_bytes_of(const std::string& path) {
+  gm::trace::Options o;
+  o.threads = 1;
+  auto r = gm::trace::analyze_file(path, o);
+  return r ? r->bytes : 0;
+}
+
+void BM_BareSimdjsonOnDemand(benchmark::State& state) {
+  const auto path = bench_file();
+  run_case(state, path, json_bytes_of(path), [&] {
+    std::size_t bytes = 0;
+    return bare_pass(path, bytes) >= 0;
+  });
+}
+BENCHMARK(BM_BareSimdjsonOnDemand)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
+
+/// The read window: $GPUMETER_BENCH_WINDOW_KB, else gpumeter's default.
+std::size_t window_bytes() {
+  const char* kb = std::getenv("GPUMETER_BENCH_WINDOW_KB");
+  return kb != nullptr ? static_cast<std::size_t>(std::atoll(kb)) * 1024 : 0;
+}
+
+/// gpumeter's reader and analyses; the argument is Options::threads (the windows of the one file are
+/// parsed on that many threads).
+void BM_GpumeterTrace(benchmark::State& state) {
+  const auto path = bench_file();
+  gm::trace::Options o;
+  o.threads = static_cast<unsigned>(state.range(0));
+  o.window_bytes = window_bytes();
+  run_case(state, path, json_bytes_of(path), [&] {
+    auto r = gm::trace::analyze_file(path, o);
+    if (r) benchmark::DoNotOptimize(r->devices.size());
+    return r.ok();
+  });
+}
+BENCHMARK(BM_GpumeterTrace)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 
 // .json.gz: gpumeter (inflate + analyse) against `zcat FILE > /dev/null`.
 std::string gz_file() {
@@ -102,18 +155,12 @@ BENCHMARK(BM_ZcatBaseline)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTim
 
 void BM_GpumeterTraceGz(benchmark::State& state) {
   const auto path = gz_file();
-  std::int64_t bytes = 0;
-  for (auto _ : state) {
-    auto r = gm::trace::analyze_file(path);
-    if (!r) {
-      state.SkipWithError(r.error().message.c_str());
-      return;
-    }
-    bytes = r->bytes;
-  }
-  state.SetBytesProcessed(bytes * state.iterations());
+  gm::trace::Options o;
+  o.threads = static_cast<unsigned>(state.range(0));
+  o.window_bytes = window_bytes();
+  run_case(state, path, json_bytes_of(path), [&] { return gm::trace::analyze_file(path, o).ok(); });
 }
-BENCHMARK(BM_GpumeterTraceGz)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+BENCHMARK(BM_GpumeterTraceGz)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(0.5);
 
 }  // namespace
 

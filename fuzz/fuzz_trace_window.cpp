@@ -1,6 +1,7 @@
 // libFuzzer target: the windowed JSON reader against the whole-file reader. For any input written to a
-// file, analyze_file (windowed, with a window of 1 to 256 bytes taken from the input) either succeeds with
-// exactly the analysis the whole-file reader gives, or fails exactly when it fails.
+// file, analyze_file (windowed, with a window of 1 to 256 bytes taken from the input, on one and two
+// threads) either succeeds with exactly the analysis the whole-file reader gives, or fails exactly when it
+// fails.
 #include <unistd.h>
 
 #include <cstddef>
@@ -38,11 +39,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (f == nullptr) return 0;
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !written) return 0;
-  gm::trace::Options options;
-  options.window_bytes = window;
-  auto windowed = gm::trace::analyze_file(path, options);
   auto whole = gm::trace::analyze_buffer(path, text);
-  if (windowed.ok() != whole.ok()) std::abort();
-  if (windowed.ok() && summary(*windowed) != summary(*whole)) std::abort();
+  // One thread, and two (windows parsed on workers, cuts guessed and checked there).
+  for (unsigned threads : {1u, 2u}) {
+    gm::trace::Options options;
+    options.window_bytes = window;
+    options.threads = threads;
+    auto windowed = gm::trace::analyze_file(path, options);
+    if (windowed.ok() != whole.ok()) std::abort();
+    if (windowed.ok() && summary(*windowed) != summary(*whole)) std::abort();
+  }
   return 0;
 }

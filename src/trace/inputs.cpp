@@ -175,9 +175,10 @@ Result<FileAnalysis> analyze_file(const std::string& path, const Options& option
   // JSON traces window by window (bounded memory); anything else, or a JSON file the windowed reader does
   // not take to its end (damage, --partial), through the whole-file reader.
   GM_TRY(const bool windowed,
-         detail::parse_json_windowed(path, raw, options,
-                                     options.window_bytes != 0 ? options.window_bytes : kDefaultWindowBytes,
-                                     fa.bytes));
+         detail::parse_json_windowed(
+             path, raw, options, options.window_bytes != 0 ? options.window_bytes : kDefaultWindowBytes,
+             options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency()),
+             fa.bytes));
   if (!windowed) {
     raw = detail::RawTrace{};
     detail::PaddedBuffer buf;
@@ -217,10 +218,15 @@ Result<TraceSet> analyze_inputs(const std::vector<std::string>& paths, const Opt
   unsigned workers =
       options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   workers = static_cast<unsigned>(std::min<std::size_t>(workers, jobs.size()));
+  // Threads not needed for whole files parse windows of the files (same results with any split).
+  Options file_options = options;
+  file_options.threads = std::max(
+      1u, (options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency())) /
+              std::max(1u, workers));
   std::atomic<std::size_t> next{0};
   auto work = [&]() {
     for (std::size_t i = next++; i < jobs.size(); i = next++)
-      results[i].emplace(analyze_job(jobs[i], options));
+      results[i].emplace(analyze_job(jobs[i], file_options));
   };
   std::vector<std::thread> pool;
   for (unsigned w = 1; w < workers; ++w) pool.emplace_back(work);

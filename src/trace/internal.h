@@ -112,12 +112,31 @@ struct RawTrace {
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
                          const Options& options);
 
+/// A simdjson parser kept across parse_trace calls of one thread, so that its buffers are reused.
+class JsonParser {
+ public:
+  JsonParser();
+  ~JsonParser();
+  JsonParser(const JsonParser&) = delete;
+  JsonParser& operator=(const JsonParser&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// parse_trace with a reused parser.
+Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
+                         const Options& options, JsonParser& parser);
+
 /// Reads the JSON trace file at `path` a window of `window_bytes` at a time (gzip inflated as it goes),
-/// parsing complete events into `out`; `json_bytes` gets the inflated size. False (with `out` to be
+/// parsing complete events into `out` (on `threads` workers when more than one, merged in file order: the
+/// same tables as one thread); `json_bytes` gets the inflated size. False (with `out` to be
 /// discarded) when the file needs the whole-file reader: not JSON, damaged, or not a Kineto object or event
 /// array; that reader then gives the error or the --partial repair.
 Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
-                                 std::size_t window_bytes, std::int64_t& json_bytes);
+                                 std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes);
 
 /// parse_trace; with options.partial, a document that fails before any event (a truncated file) is cut
 /// after its last complete-looking event and parsed again (`data` is modified). The original error is

@@ -266,14 +266,21 @@ std::string describe_json_object(const std::vector<std::string>& keys, bool even
 
 }  // namespace
 
+struct JsonParser::Impl {
+  od::parser parser;
+};
+JsonParser::JsonParser() : impl_(std::make_unique<Impl>()) {}
+JsonParser::~JsonParser() = default;
+
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
                          const Options& options) {
-  // The windowed reader parses many window-sized documents on one thread: their parser (and its buffers,
-  // a few times the document) is kept per thread. A whole file gets its own, released after it.
-  constexpr std::size_t kReusedParserBytes = 64u << 20;
-  thread_local od::parser reused;
-  od::parser own;
-  od::parser& parser = len <= kReusedParserBytes ? reused : own;
+  JsonParser parser;
+  return parse_trace(name, data, len, out, options, parser);
+}
+
+Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
+                         const Options& options, JsonParser& json_parser) {
+  od::parser& parser = json_parser.impl().parser;
   od::document doc;
   auto fail_at = [&](simdjson::error_code e, const char* where) -> Error {
     std::size_t offset = len;

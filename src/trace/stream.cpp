@@ -7,9 +7,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "trace/internal.h"
 #include "trace/io.h"
@@ -189,6 +196,37 @@ Scan scan_value(const char* p, const char* end, const char*& value_end) {
   return Scan::incomplete;
 }
 
+/// True when [p, end) is one or more complete JSON values separated by commas (nothing after the last),
+/// scanned from the state "outside any string, depth 0".
+bool complete_elements(const char* p, const char* end) {
+  for (;;) {
+    while (p < end && is_ws(*p)) ++p;
+    const char* e = nullptr;
+    if (scan_value(p, end, e) != Scan::complete) return false;
+    p = e;
+    while (p < end && is_ws(*p)) ++p;
+    if (p == end) return true;
+    if (*p != ',') return false;
+    ++p;
+  }
+}
+
+/// The end (after its '}') of the last "}, {" of [begin, end) — a likely boundary between two events,
+/// checked later by complete_elements — or 0 when there is none.
+std::size_t last_event_gap(const char* data, std::size_t begin, std::size_t end) {
+  for (std::size_t i = end; i > begin;) {
+    --i;
+    if (data[i] != '{') continue;
+    std::size_t j = i;
+    while (j > begin && is_ws(data[j - 1])) --j;
+    if (j == begin || data[j - 1] != ',') continue;
+    --j;
+    while (j > begin && is_ws(data[j - 1])) --j;
+    if (j > begin && data[j - 1] == '}') return j;
+  }
+  return 0;
+}
+
 /// The window of file bytes being scanned, refilled from the stream.
 struct Window {
   ByteStream& in;
@@ -247,20 +285,175 @@ struct Window {
 
 /// Parses `prefix + text + suffix` as one small document into `out`; false on any error.
 bool parse_piece(const std::string& name, const char* prefix, const char* text, std::size_t len,
-                 const char* suffix, PaddedBuffer& doc, RawTrace& out) {
+                 const char* suffix, PaddedBuffer& doc, JsonParser& parser, RawTrace& out) {
   const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
   if (!doc.reserve(a + len + c)) return false;
   std::memcpy(doc.data(), prefix, a);
   std::memcpy(doc.data() + a, text, len);
   std::memcpy(doc.data() + a + len, suffix, c);
   doc.set_size(a + len + c);
-  return parse_trace(name, doc.data(), doc.size(), out, Options{}).ok();
+  return parse_trace(name, doc.data(), doc.size(), out, Options{}, parser).ok();
 }
 
-}  // namespace
+/// Appends the tables of `part` (parsed from a later stretch of the same file) to `out`, re-interning its
+/// strings: ids come out as if `out` had parsed both stretches itself, so the merge is deterministic.
+void merge_tables(RawTrace& out, RawTrace& part) {
+  auto remap = [](Interner& into, const Interner& from) {
+    std::vector<std::uint32_t> ids(from.size());
+    for (std::size_t i = 0; i < from.size(); ++i) ids[i] = into.id(from.str(static_cast<std::uint32_t>(i)));
+    return ids;
+  };
+  const auto names = remap(out.names, part.names);
+  const auto devices = remap(out.devices, part.devices);
+  const auto threads = remap(out.threads, part.threads);
+  const std::size_t first_activity = out.activities.size();
+  out.activities.reserve(out.activities.size() + part.activities.size());
+  for (Activity a : part.activities) {
+    a.name = names[a.name];
+    a.device = devices[a.device];
+    out.activities.push_back(a);
+  }
+  for (Launch l : part.launches) {
+    l.thread = threads[l.thread];
+    out.launches.push_back(l);
+  }
+  for (Span sp : part.spans) {
+    sp.thread = sp.kind == SpanKind::gpu_annotation ? devices[sp.thread] : threads[sp.thread];
+    sp.name = names[sp.name];
+    out.spans.push_back(sp);
+  }
+  for (RawCollective c : part.collectives) {
+    c.activity += first_activity;
+    c.group = names[c.group];
+    c.name = names[c.name];
+    out.collectives.push_back(c);
+  }
+  out.event_count += part.event_count;
+  out.skipped_events += part.skipped_events;
+  if (part.has_trace_events) {
+    out.has_trace_events = true;
+    out.format = part.format;
+  } else if (!out.has_trace_events && !part.not_a_trace.empty()) {
+    out.not_a_trace = part.not_a_trace;
+  }
+}
 
-Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
-                                 std::size_t window_bytes, std::int64_t& json_bytes) {
+/// Parses batches of events on worker threads; their tables are merged into `out` in submission order, so
+/// the result is the one of parsing them one after the other. At most workers + 1 batches are held.
+class BatchPool {
+ public:
+  BatchPool(const std::string& name, unsigned workers, RawTrace& out, bool& guess_failed)
+      : name_(name), out_(out), guess_failed_out_(guess_failed) {
+    for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+    limit_ = workers + 1;
+  }
+  ~BatchPool() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    if (guess_failed_) guess_failed_out_ = true;
+  }
+  BatchPool(const BatchPool&) = delete;
+  BatchPool& operator=(const BatchPool&) = delete;
+
+  /// Queues `prefix + text + suffix` (copied); false when an earlier batch failed or memory ran out. With
+  /// `check`, the worker first checks that `text` is complete elements (the cut was guessed).
+  bool submit(const char* prefix, const char* text, std::size_t len, const char* suffix, bool check = false) {
+    while (slots_.size() >= limit_)
+      if (!merge_oldest()) return false;
+    auto slot = std::make_unique<Slot>();
+    const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
+    if (!slot->doc.reserve(a + len + c)) return false;
+    std::memcpy(slot->doc.data(), prefix, a);
+    std::memcpy(slot->doc.data() + a, text, len);
+    std::memcpy(slot->doc.data() + a + len, suffix, c);
+    slot->doc.set_size(a + len + c);
+    slot->check = check;
+    slot->text_begin = a;
+    slot->text_len = len;
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(slot.get());
+    }
+    slots_.push_back(std::move(slot));
+    work_cv_.notify_one();
+    return true;
+  }
+  /// Waits for every batch and merges them; false when one did not parse.
+  bool finish() {
+    while (!slots_.empty())
+      if (!merge_oldest()) return false;
+    return true;
+  }
+  /// A guessed cut was found not to be between two events.
+  bool guess_failed() const { return guess_failed_; }
+
+ private:
+  struct Slot {
+    PaddedBuffer doc;
+    RawTrace tables;
+    bool check = false;
+    std::size_t text_begin = 0, text_len = 0;
+    bool done = false, ok = false;
+  };
+  bool merge_oldest() {
+    Slot* s = slots_.front().get();
+    {
+      std::unique_lock lock(mu_);
+      done_cv_.wait(lock, [&] { return s->done; });
+    }
+    const bool ok = s->ok;
+    if (ok) merge_tables(out_, s->tables);
+    slots_.pop_front();
+    return ok;
+  }
+  void work() {
+    JsonParser parser;
+    for (;;) {
+      Slot* s = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        s = queue_.front();
+        queue_.pop_front();
+      }
+      const char* text = s->doc.data() + s->text_begin;
+      bool ok = !s->check || complete_elements(text, text + s->text_len);
+      if (!ok) guess_failed_ = true;
+      ok = ok && parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}, parser).ok();
+      {
+        PaddedBuffer released;  // the text is not needed once parsed
+        released.swap(s->doc);
+      }
+      {
+        std::lock_guard lock(mu_);
+        s->ok = ok;
+        s->done = true;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  const std::string& name_;
+  RawTrace& out_;
+  bool& guess_failed_out_;  // set when the pool ends
+  std::size_t limit_ = 1;
+  std::deque<std::unique_ptr<Slot>> slots_;  // submitted, not merged yet (main thread only)
+  std::deque<Slot*> queue_;                  // waiting for a worker
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  bool stop_ = false;
+  std::atomic<bool> guess_failed_{false};
+};
+
+/// One windowed pass; `guess_failed` when a guessed cut between events was wrong.
+bool windowed_pass(const std::string& path, RawTrace& out, const Options& options, std::size_t window_bytes,
+                   unsigned threads, std::int64_t& json_bytes, bool& guess_failed) {
   ByteStream stream;
   if (!stream.open(path)) return false;
   Window w{stream, {}};
@@ -272,18 +465,25 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
   if (root != '{' && root != '[') return false;
   ++w.pos;
   PaddedBuffer doc;
+  JsonParser parser;
   const bool legacy = root == '[';
   const char* events_prefix = legacy ? "[" : "{\"traceEvents\":[";
   const char* events_suffix = legacy ? "]" : "]}";
   std::int64_t last_progress = 0;
 
   // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
+  // With more than one thread, batches are parsed on workers while this thread reads and scans on.
+  // The workers start with the second window (a file of one window is parsed here).
+  std::unique_ptr<BatchPool> pool;
   auto events = [&]() -> bool {
     std::size_t batch_begin = SIZE_MAX, batch_end = 0;
-    auto flush = [&]() -> bool {
+    auto flush = [&](bool last) -> bool {
       if (batch_begin == SIZE_MAX) return true;
-      const bool ok = parse_piece(path, events_prefix, w.buf.data() + batch_begin, batch_end - batch_begin,
-                                  events_suffix, doc, out);
+      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
+      const char* text = w.buf.data() + batch_begin;
+      const std::size_t len = batch_end - batch_begin;
+      const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
+                           : parse_piece(path, events_prefix, text, len, events_suffix, doc, parser, out);
       batch_begin = SIZE_MAX;
       if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
         last_progress = stream.file_pos();
@@ -296,7 +496,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       for (;;) {
         while (w.pos < w.buf.size() && is_ws(w.buf.data()[w.pos])) ++w.pos;
         if (w.pos < w.buf.size()) return true;
-        if (!flush() || !w.more(w.pos)) return false;
+        if (!flush(false) || !w.more(w.pos)) return false;
       }
     };
     bool first = true;
@@ -304,7 +504,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       if (!ws()) return false;
       if (*w.cur() == ']') {
         ++w.pos;
-        return flush();
+        return flush(true) && (!pool || pool->finish());
       }
       if (!first) {
         if (*w.cur() != ',') return false;
@@ -312,11 +512,24 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
         if (!ws()) return false;
       }
       first = false;
+      // With workers and more of the file to come, the events up to the last "}, {" of the window go to a
+      // worker unscanned: the worker checks the cut by scanning them (in parallel), and a wrong cut (a
+      // string holding "}, {") reads the file again on one thread.
+      if (threads > 1 && !w.eof) {
+        const std::size_t cut = last_event_gap(w.buf.data(), w.pos, w.buf.size());
+        if (cut > w.pos) {
+          if (!flush(false)) return false;
+          if (!pool) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
+          if (!pool->submit(events_prefix, w.cur(), cut - w.pos, events_suffix, true)) return false;
+          w.pos = cut;
+          continue;
+        }
+      }
       const char* e = nullptr;
       Scan s = scan_value(w.cur(), w.end(), e);
       if (s == Scan::incomplete) {
         // The window ends inside this element: parse what is complete, keep the element, read more.
-        if (!flush()) return false;
+        if (!flush(false) || (pool && pool->guess_failed())) return false;
         const std::size_t start = w.pos;
         w.more(start);
         if (w.failed) return false;
@@ -366,7 +579,7 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
       std::size_t vb = 0, ve = 0;
       if (w.value(vb, ve) != Scan::complete) return false;
       const std::string member = "{" + key + ":";
-      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, out)) return false;
+      if (!parse_piece(path, member.c_str(), w.buf.data() + vb, ve - vb, "}", doc, parser, out)) return false;
       w.pos = ve;
     }
     if (!saw_events) return false;  // not a Kineto trace: the whole-file reader says what it is
@@ -378,6 +591,17 @@ Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const O
   if (w.skip_ws() || w.failed) return false;
   json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
   return true;
+}
+
+}  // namespace
+
+Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
+                                 std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes) {
+  bool guess_failed = false;
+  if (windowed_pass(path, out, options, window_bytes, threads, json_bytes, guess_failed)) return true;
+  if (!guess_failed) return false;
+  out = RawTrace{};
+  return windowed_pass(path, out, options, window_bytes, 1, json_bytes, guess_failed);
 }
 
 }  // namespace gm::trace::detail

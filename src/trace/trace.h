@@ -163,14 +163,16 @@ struct TraceSet {
 };
 
 /// The default read window of JSON traces (Options::window_bytes).
-inline constexpr std::size_t kDefaultWindowBytes = 8u << 20;
+inline constexpr std::size_t kDefaultWindowBytes = 2u << 20;
 
 /// Reader options.
 struct Options {
   bool partial = false;  ///< analyse what parsed in a damaged file instead of failing
   /// Called now and then with (bytes done, bytes total) of one file; may be called from worker threads.
   std::function<void(std::int64_t, std::int64_t)> progress;
-  unsigned threads = 0;  ///< worker threads for several files (0: hardware concurrency)
+  /// Worker threads (0: hardware concurrency): files are read in parallel, and when there are fewer files
+  /// than threads, the windows of each JSON file are parsed on the spare ones (same results as one thread).
+  unsigned threads = 0;
   /// JSON files are read this many (inflated) bytes at a time, so memory does not grow with the file
   /// (0: kDefaultWindowBytes; tests use tiny windows).
   std::size_t window_bytes = 0;
