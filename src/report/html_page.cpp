@@ -132,16 +132,56 @@ constexpr const char* kScript = R"js(
     var sec = el('section', 'table');
     sec.appendChild(el('h2', null, t.title));
     var table = el('table'), tr = el('tr');
-    t.header.forEach(function (h) { tr.appendChild(el('th', null, h)); });
     table.appendChild(tr);
-    t.rows.forEach(function (r) {
+    var rows = t.rows.map(function (r) {
       var row = el('tr');
       r.forEach(function (c) { row.appendChild(el('td', null, c)); });
       table.appendChild(row);
+      return { cells: r, node: row };
+    });
+    // Click a heading to sort by that column (numbers by value: $, %, units and separators ignored).
+    function key(text) {
+      var n = parseFloat(String(text).replace(/[$,%+\s]|ms|GiB|kWh|kg/g, ''));
+      return isNaN(n) ? String(text).toLowerCase() : n;
+    }
+    t.header.forEach(function (h, col) {
+      var th = el('th', 'sortable', h), down = false;
+      th.title = 'sort by ' + h;
+      th.addEventListener('click', function () {
+        down = !down;
+        rows.sort(function (a, b) {
+          var x = key(a.cells[col]), y = key(b.cells[col]);
+          var c = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === 'number' ? -1 : 1);
+          return down ? -c : c;
+        });
+        rows.forEach(function (r) { table.appendChild(r.node); });
+      });
+      tr.appendChild(th);
     });
     sec.appendChild(table);
     root.appendChild(sec);
   });
+  // Test hook (page opened with #selftest): click the first numeric column of the first table with two or
+  // more rows and check the rows come out in descending order.
+  function sortCheck() {
+    var tables = document.querySelectorAll('section.table table');
+    for (var t = 0; t < tables.length; t++) {
+      var trs = tables[t].querySelectorAll('tr');
+      if (trs.length < 3) continue;
+      var ths = trs[0].querySelectorAll('th');
+      for (var col = 0; col < ths.length; col++) {
+        var num = function (tr) { return parseFloat(tr.children[col].textContent.replace(/[$,%+\s]|ms|GiB|kWh|kg/g, '')); };
+        var numeric = true;
+        for (var r = 1; r < trs.length; r++) if (isNaN(num(trs[r]))) numeric = false;
+        if (!numeric) continue;
+        ths[col].click();
+        var now = tables[t].querySelectorAll('tr');
+        for (var k = 2; k < now.length; k++) if (num(now[k]) > num(now[k - 1])) return 'unsorted';
+        return 'ok';
+      }
+    }
+    return 'no numeric table';
+  }
   function report() {
     var lines = [];
     drawn.forEach(function (d) {
@@ -167,6 +207,8 @@ constexpr const char* kScript = R"js(
       }
     lines.push('label_overlaps=' + overlaps);
     lines.push('cards=' + document.querySelectorAll('.card').length);
+    lines.push('sortable_columns=' + document.querySelectorAll('th.sortable').length);
+    if (location.hash === '#selftest') lines.push('sort_check=' + sortCheck());
     var resources = (performance.getEntriesByType ? performance.getEntriesByType('resource').length : 0);
     lines.push('resources=' + resources);
     lines.push('errors=' + errors.length + (errors.length ? ' ' + errors.join(' | ') : ''));
@@ -185,7 +227,7 @@ h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8p
 dl.summary { display: grid; grid-template-columns: minmax(120px, max-content) minmax(45%, 1fr); gap: 2px 16px; }
 dl.summary dt { overflow-wrap: anywhere; }
 dl.summary dt { color: #555; } dl.summary dd { margin: 0; font-variant-numeric: tabular-nums; }
-table { border-collapse: collapse; } th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
+table { border-collapse: collapse; } th.sortable { cursor: pointer; } th.sortable:hover { background: #eef1f4; } th, td { padding: 3px 10px; border-bottom: 1px solid #ddd; text-align: left; }
 td { font-variant-numeric: tabular-nums; } #gm-status { display: none; }
 .cards { display: flex; flex-wrap: wrap; gap: 10px; margin: 8px 0 14px; }
 .card { border: 1px solid #dde3e8; border-radius: 6px; padding: 8px 14px; min-width: 110px; background: #fbfcfd; }

@@ -9,6 +9,7 @@
 #include <regex>
 
 #include "report/html.h"
+#include "report/html_page.h"
 #include "support/support.h"
 
 namespace gm {
@@ -28,10 +29,10 @@ std::vector<std::string> chromium_args(const std::string& profile) {
           "--user-data-dir=" + profile, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000"};
 }
 
-Rendered render(const test::TempDir& dir, const std::string& html_path) {
+Rendered render(const test::TempDir& dir, const std::string& html_path, const std::string& fragment = "") {
   auto args = chromium_args(dir.path() + "/profile-dom");
   args.push_back("--dump-dom");
-  args.push_back("file://" + html_path);
+  args.push_back("file://" + html_path + fragment);
   auto r = test::run_command(args, {}, std::nullopt, 90);
   Rendered out{r.out, r.err, ""};
   std::smatch m;
@@ -406,6 +407,31 @@ TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) 
   auto o = render(dir, dir.write("overlap.html", overlapping));
   EXPECT_EQ(o.status.find("label_overlaps=0\n"), std::string::npos) << o.status;
   EXPECT_NE(o.status.find("label_overlaps="), std::string::npos) << o.status;
+}
+
+// Tables sort by a column when its heading is clicked (the page's #selftest hook clicks the first numeric
+// column and checks the order).
+TEST_F(ReportHtmlIntegrationTest, TablesSortByAColumnWhenItsHeadingIsClicked) {
+  nlohmann::json spec;
+  spec["title"] = "sort";
+  spec["tables"] = nlohmann::json::array(
+      {{{"title", "runs"},
+        {"header", {"name", "cost"}},
+        {"rows", nlohmann::json::array(
+                     {nlohmann::json::array({"a", "$0.50"}), nlohmann::json::array({"b", "$12.00"}),
+                      nlohmann::json::array({"c", "$3.25"}), nlohmann::json::array({"d", "$1,200.00"})})}}});
+  auto page = html::page(spec);
+  ASSERT_TRUE(page.ok());
+  test::TempDir dir;
+  auto r = render(dir, dir.write("sort.html", *page), "#selftest");
+  EXPECT_NE(r.status.find("sortable_columns=2\n"), std::string::npos) << r.status << r.log;
+  EXPECT_NE(r.status.find("sort_check=ok\n"), std::string::npos) << r.status;
+  // Descending by cost: d, b, c, a.
+  const auto d = r.dom.find("<td>d</td>"), b = r.dom.find("<td>b</td>"), c = r.dom.find("<td>c</td>"),
+             a = r.dom.find("<td>a</td>");
+  EXPECT_LT(d, b);
+  EXPECT_LT(b, c);
+  EXPECT_LT(c, a);
 }
 
 }  // namespace
