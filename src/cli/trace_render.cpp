@@ -338,6 +338,8 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["overlap_ns"] = d.overlap_ns;
       j["kernel_ns"] = d.kernel_ns;
       j["idle_host_wait_ns"] = d.idle_host_wait_ns;
+      j["idle_after_sync_ns"] = d.idle_after_sync_ns;
+      j["sync_gap_count"] = d.sync_gap_count;
       j["idle_other_ns"] = d.idle_other_ns;
       j["idle_gap_count"] = d.idle_gap_count;
       j["activity_count"] = d.activity_count;

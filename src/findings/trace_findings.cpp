@@ -93,6 +93,32 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     out.push_back(std::move(f));
   }
 
+  // Synchronisations on the critical path: the GPU ran out of work while the host was blocked in a sync
+  // call, and idled until the host woke up and launched again. Part of the host wait above when both show.
+  const double after_sync = share(d.idle_after_sync_ns, d.window_ns);
+  if (after_sync >= 0.05) {
+    Finding f;
+    f.kind = "sync_stall";
+    f.severity = severity_of(after_sync);
+    f.at_stake_ns = d.idle_after_sync_ns;
+    f.summary = fmt::format(
+        "{} idle gaps ({:.0f}% of the window) began while the host was blocked in a synchronisation "
+        "(cudaDeviceSynchronize / cudaStreamSynchronize / a synchronous copy): the GPU waited for the host "
+        "to "
+        "wake up and launch again",
+        d.sync_gap_count, 100 * after_sync);
+    f.action =
+        "take synchronisations off the step's critical path: no tensor.item(), .cpu(), .tolist() or printing "
+        "of "
+        "CUDA tensors inside the step (log every N steps), no torch.cuda.synchronize() outside timing code, "
+        "non_blocking=True copies from pinned memory";
+    f.evidence.push_back({"idle_after_sync_ns", d.idle_after_sync_ns});
+    f.evidence.push_back({"sync_gap_count", d.sync_gap_count});
+    f.evidence.push_back({"window_ns", d.window_ns});
+    price(f, d, price_micros, steps);
+    out.push_back(std::move(f));
+  }
+
   // Launch-bound: idle that is not host wait, with almost nothing queued and kernels shorter than their
   // launch delay: the CPU cannot launch small kernels as fast as the GPU runs them.
   const double other_idle = share(d.idle_other_ns, d.window_ns);

@@ -314,6 +314,17 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       d.fair_share_exact = exact.has_value();
       if (exact) scale = *exact;
     }
+    // Host sync calls by start, with the latest end so far: "was the host blocked in a sync at t?"
+    std::vector<std::pair<std::int64_t, std::int64_t>> syncs = raw.syncs;
+    std::sort(syncs.begin(), syncs.end());
+    std::vector<std::int64_t> sync_end_max(syncs.size());
+    for (std::size_t k = 0; k < syncs.size(); ++k)
+      sync_end_max[k] = std::max(syncs[k].second, k > 0 ? sync_end_max[k - 1] : INT64_MIN);
+    auto in_sync = [&](std::int64_t at) {
+      auto it = std::upper_bound(syncs.begin(), syncs.end(), std::make_pair(at, INT64_MAX));
+      if (it == syncs.begin()) return false;
+      return sync_end_max[static_cast<std::size_t>(it - syncs.begin()) - 1] > at;
+    };
     std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  // idle gaps inside the window
     std::vector<std::uint32_t> active;
     std::vector<std::size_t> slot(n, SIZE_MAX);
@@ -349,6 +360,12 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
           gaps.emplace_back(t, next_t);
           const auto nxt = pos[pi];
           if (launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t) d.idle_host_wait_ns += len;
+          // The GPU ran out of work while the host sat in a synchronisation: it idles until the host wakes
+          // up and launches again (a sync on the critical path).
+          if (in_sync(t)) {
+            d.idle_after_sync_ns += len;
+            ++d.sync_gap_count;
+          }
         }
       }
       t = next_t;

@@ -105,6 +105,7 @@ struct RawTrace {
   std::int64_t event_count = 0;
   std::int64_t skipped_events = 0;
   std::vector<RawCollective> collectives;  // NCCL kernels with process-group metadata
+  std::vector<std::pair<std::int64_t, std::int64_t>> syncs;  // host calls that block on the GPU [start, end)
 };
 
 /// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error

@@ -67,6 +67,12 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
   if (!ev.ts || cat == Cat::other) return;
   if (cat == Cat::runtime) {
     if (ev.correlation >= 0) out.launches.push_back(Launch{ev.correlation, *ev.ts, out.threads.id(ev.thread)});
+    // Calls that block the host until the GPU is done: cuda{Device,Stream,Event}Synchronize and the
+    // synchronous cudaMemcpy (tensor.item(), .cpu(), printing a CUDA tensor, torch.cuda.synchronize()).
+    if (ev.dur && *ev.dur > 0 &&
+        (ev.name.find("Synchronize") != std::string_view::npos || ev.name == "cudaMemcpy" ||
+         ev.name == "hipMemcpy"))
+      out.syncs.emplace_back(*ev.ts, *ev.ts + *ev.dur);
     return;
   }
   if (!ev.dur || *ev.dur < 0) return;

@@ -53,6 +53,8 @@ struct DeviceAnalysis {
   std::int64_t zero_length_count = 0;     ///< activities with dur 0 (window and counts only)
   std::int64_t idle_host_wait_ns = 0;     ///< idle gaps whose next activity was launched after the gap began
   std::int64_t idle_other_ns = 0;         ///< idle_ns − idle_host_wait_ns
+  std::int64_t idle_after_sync_ns = 0;    ///< idle gaps that began while the host was blocked in a sync call
+  std::int64_t sync_gap_count = 0;        ///< how many such gaps
   std::int64_t idle_gap_count = 0;        ///< gaps between busy intervals inside the window
   bool fair_share_exact = true;           ///< shares within 1 ns of exact (false: within k ns, k activities at once)
   std::vector<IdleCpuOp> idle_cpu_ops;    ///< outermost CPU operators overlapping the idle gaps, largest first
