@@ -357,6 +357,7 @@ std::vector<OwnerTotal> owner_totals(const Snapshot& s) {
       }
       if (d.price) {
         t.cost += oc.cost;
+        t.idle_cost += oc.idle_cost;
         if (oc.last_interval_s > 0)
           t.usd_per_hour += micros_to_usd(oc.last_cost) * 3600.0 / oc.last_interval_s;
       }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "agent/inference.h"
+#include "findings/findings.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
@@ -113,6 +114,7 @@ struct OwnerTotal {
   std::string key;
   Owner owner;
   MicroUsd cost = 0;        ///< Σ over priced devices
+  MicroUsd idle_cost = 0;   ///< Σ over priced devices of the idle part of its cost
   double usd_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
   double energy_j = 0;
   double gpu_seconds = 0;
@@ -121,6 +123,11 @@ struct OwnerTotal {
 
 /// Per-owner totals, most expensive first (ties by key).
 std::vector<OwnerTotal> owner_totals(const Snapshot& snapshot);
+
+/// Findings of one owner from its totals (docs/findings.md "Live owners", shown by `top`):
+/// idle_gpus_held when 90 % or more of its spend went to idle GPU time, low_utilization from 50 %; the
+/// dollars at its current rate. None before it has spent anything.
+std::vector<findings::Finding> owner_findings(const OwnerTotal& owner);
 
 /// The "other" owner that collects owners beyond --max-owners.
 Owner other_owner();

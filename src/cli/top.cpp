@@ -40,6 +40,7 @@ struct OwnerRow {
   Owner owner;
   double usd_per_hour = 0, usd = 0, energy_j = 0;
   std::string gpus;
+  std::vector<findings::Finding> findings;
 };
 
 std::string usd_text(double v) { return v >= 100 ? fmt::format("${:.2f}", v) : fmt::format("${:.4f}", v); }
@@ -160,6 +161,7 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
     r.usd_per_hour = t.usd_per_hour;
     r.energy_j = t.energy_j;
     for (unsigned g : t.gpus) r.gpus += (r.gpus.empty() ? "" : ",") + std::to_string(g);
+    r.findings = agent::owner_findings(t);
     list.push_back(std::move(r));
   }
   std::stable_sort(list.begin(), list.end(), [key](const OwnerRow& a, const OwnerRow& b) {
@@ -180,6 +182,22 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
                               shorten_middle(r.owner.user, 9), r.gpus, usd_text(r.usd_per_hour), usd_text(r.usd),
                               fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
   if (list.empty()) out.push_back("(no processes on any GPU)");
+  bool heading = false;
+  for (const auto& r : list)
+    for (const auto& f : r.findings) {
+      if (!heading) {
+        out.emplace_back();
+        out.push_back("FINDINGS (since top started)");
+        heading = true;
+      }
+      std::string money;
+      if (f.nano_usd_per_month)
+        money = fmt::format(" - {}/month at this rate",
+                            format_usd(static_cast<double>(*f.nano_usd_per_month) / 1e9));
+      out.push_back(fmt::format("[{}] {} {}: {}{}", findings::severity_name(f.severity), f.kind,
+                                shorten_middle(r.owner.name, 40), f.summary, money));
+      out.push_back("    -> " + f.action);
+    }
   return out;
 }
 
@@ -201,7 +219,8 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, Sort
     int row = 0;
     for (const auto& l : lines) {
       if (row >= LINES) break;
-      if (row == 0 || l.rfind("GPU ", 0) == 0 || l.rfind("KIND", 0) == 0 || l.rfind("HISTORY", 0) == 0)
+      if (row == 0 || l.rfind("GPU ", 0) == 0 || l.rfind("KIND", 0) == 0 || l.rfind("HISTORY", 0) == 0 ||
+          l.rfind("FINDINGS", 0) == 0)
         attron(A_BOLD);
       mvaddnstr(row++, 0, l.c_str(), COLS);
       attroff(A_BOLD);

@@ -374,6 +374,16 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["operators"] = buckets_json(d.operators, o, false, false);
       j["annotations"] = buckets_json(d.annotations, o, false, false);
       j["steps"] = buckets_json(d.steps, o, false, true);
+      auto split = nlohmann::json::array();
+      for (const auto& sp : d.step_split)
+        split.push_back({{"name", sp.name},
+                         {"start_ns", sp.start_ns},
+                         {"step_ns", sp.step_ns},
+                         {"compute_ns", sp.compute_ns},
+                         {"communication_ns", sp.communication_ns},
+                         {"memory_ns", sp.memory_ns},
+                         {"idle_ns", sp.idle_ns}});
+      j["step_split"] = std::move(split);
       j["findings"] = findings::to_json(device_findings(d, o));
       root["devices"].push_back(std::move(j));
     }

@@ -30,40 +30,50 @@ std::string usd(MicroUsd m) {
   return format_usd(micros_to_usd(m));
 }
 
-/// A string member, or `fallback` when absent or not a string (never throws on foreign input).
-std::string str_of(const json& j, const char* key, const std::string& fallback = "?") {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
+/// Upper bound on step marks per chart, so that they stay apart.
+constexpr std::size_t kMaxStepMarks = 10;
 
-}  // namespace
-
-namespace {
-
-/// Page cards from findings in their JSON form (findings::to_json): severity, kind, where, summary, the
-/// dollars at stake, action.
-void add_finding_cards(json& cards, const json& findings, const std::string& where) {
-  if (!findings.is_array()) return;
-  for (const auto& f : findings) {
-    if (!f.is_object()) continue;
-    std::string money;
-    auto usd_at = [&](const char* key) -> std::optional<double> {
-      auto it = f.find(key);
-      return it != f.end() && it->is_number() ? std::optional<double>(it->get<double>()) : std::nullopt;
-    };
-    if (auto m = usd_at("usd_per_month")) money = format_usd(*m) + "/month at this rate";
-    if (auto k = usd_at("usd_per_1k_steps"))
-      money += (money.empty() ? "" : ", ") + format_usd(*k) + " per 1k steps";
-    if (money.empty())
-      if (auto c = usd_at("cost_usd")) money = format_usd(*c);
-    cards.push_back({{"severity", f.value("severity", "info")},
-                     {"kind", f.value("kind", "")},
-                     {"where", where},
-                     {"summary", f.value("summary", "")},
-                     {"money", money},
-                     {"action", f.value("action", "")}});
+/// Vertical marks for the time charts: the actions (warnings, stops, signals) and round step numbers
+/// (the first progress point at or past each multiple of a 1-2-5 interval), with a caption naming them.
+std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
+  json marks = json::array();
+  std::vector<std::string> said;
+  for (const auto& a : in.actions) {
+    marks.push_back({{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", a.kind}});
+    if (said.size() < 4)
+      said.push_back(fmt::format("{} at {:.1f} s", a.kind, static_cast<double>(a.t_ms) / 1000));
   }
+  std::string note;
+  if (!said.empty()) {
+    note = "red dashed lines: " + fmt::format("{}", fmt::join(said, ", "));
+    if (in.actions.size() > said.size()) note += fmt::format(" and {} more", in.actions.size() - said.size());
+  }
+  std::int64_t last_step = 0;
+  for (const auto& p : in.progress)
+    if (p.step) last_step = std::max(last_step, *p.step);
+  if (last_step >= 2) {
+    const auto most = static_cast<std::int64_t>(kMaxStepMarks);
+    std::int64_t every = 0;
+    for (std::int64_t mag = 1; every == 0; mag *= 10)
+      for (std::int64_t m : {1, 2, 5})
+        if (every == 0 && mag * m * most >= last_step) every = mag * m;
+    std::vector<const ProgressRecord*> by_time;
+    for (const auto& p : in.progress)
+      if (p.step) by_time.push_back(&p);
+    std::stable_sort(by_time.begin(), by_time.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
+    std::int64_t next = every;
+    std::size_t n = 0;
+    for (const auto* p : by_time) {
+      if (*p->step < next) continue;
+      marks.push_back({{"x", static_cast<double>(p->t_ms) / 1000},
+                       {"kind", "step"},
+                       {"label", fmt::format("step {}", *p->step)}});
+      ++n;
+      next = (*p->step / every + 1) * every;
+    }
+    if (n > 0) note += fmt::format("{}grey dotted lines: every {} steps", note.empty() ? "" : "; ", every);
+  }
+  return {marks, note};
 }
 
 }  // namespace
@@ -129,10 +139,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   spec["summary"] = summary;
   json cards = json::array();
-  add_finding_cards(cards, findings::to_json(in.findings), "");
+  html::add_finding_cards(cards, in.findings, "");
   spec["findings"] = cards;
   json notes = json::array();
   json charts = json::array();
+  const auto [marks, marks_note] = run_marks(in);
 
   // Samples on a common time axis (seconds since start), one column per GPU.
   std::set<std::int64_t> times;
@@ -243,15 +254,19 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     }
     if (end_s && cx.size() > x.size()) cs.push_back(series("forecast_usd", forecast, true));
     charts.push_back(html::line_chart("cost", "Cost over time", "seconds", "USD", cx, cs));
+    charts.back()["marks"] = marks;
+    charts.back()["marks_note"] = marks_note;
     auto per_gpu = [&](const std::string& id, const std::string& title, const std::string& unit,
                        std::map<unsigned, std::vector<std::optional<double>>>& m, const std::string& prefix) {
       json ss = json::array();
       for (auto& [g, v] : m)
         if (std::any_of(v.begin(), v.end(), [](auto& o) { return o.has_value(); }))
           ss.push_back(series(prefix + std::to_string(g), v));
-      if (!ss.empty())
+      if (!ss.empty()) {
         charts.push_back(html::line_chart(id, title, "seconds", unit, x, ss));
-      else
+        charts.back()["marks"] = marks;
+        charts.back()["marks_note"] = marks_note;
+      } else
         notes.push_back(title + ": not reported by the GPU");
     };
     per_gpu("util", "GPU utilization", "%", util, "gpu");
@@ -431,201 +446,6 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
       {{{"title", "Top runs by cost"},
         {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},
         {"rows", rows}}});
-  return html::page(spec);
-}
-
-Result<std::string> render_trace_html(std::string_view trace_json) {
-  json doc = json::parse(trace_json.begin(), trace_json.end(), nullptr, false);
-  if (doc.is_discarded() || !doc.is_object())
-    return make_error(ErrorKind::failure,
-                      "trace HTML: input is not the JSON object of `gpumeter trace --json`");
-  if (!doc.contains("devices") || !doc["devices"].is_array())
-    return make_error(ErrorKind::failure, "trace HTML: key 'devices' (array) missing from the trace JSON");
-  json spec;
-  spec["title"] = "gpumeter trace";
-  json notes = json::array();
-  json charts = json::array();
-  json summary = json::array();
-  if (doc.contains("files") && doc["files"].is_array())
-    for (const auto& f : doc["files"])
-      if (f.is_object() && f.contains("skipped") && f["skipped"].is_string())
-        notes.push_back(str_of(f, "file") + ": skipped: " + f["skipped"].get<std::string>());
-  auto num = [](const json& j, const char* key) -> double {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<double>() : 0.0;
-  };
-  // Files named relative to the folder they share, so names stay short; the rank only when known.
-  std::string common;
-  bool first_file = true;
-  for (const auto& d : doc["devices"]) {
-    if (!d.is_object()) continue;
-    const std::string f = str_of(d, "file");
-    if (first_file) {
-      common = f.substr(0, f.rfind('/') == std::string::npos ? 0 : f.rfind('/') + 1);
-      first_file = false;
-    }
-    while (!common.empty() && f.compare(0, common.size(), common) != 0) {
-      common.pop_back();
-      common.erase(common.rfind('/') == std::string::npos ? 0 : common.rfind('/') + 1);
-    }
-  }
-  auto who_of = [&](const json& d) {
-    std::string file = str_of(d, "file");
-    if (common.size() < file.size()) file.erase(0, common.size());
-    const std::string device =
-        d.contains("device") ? (d["device"].is_string() ? d["device"].get<std::string>() : d["device"].dump())
-                             : "?";
-    return d.contains("rank") && d["rank"].is_number()
-               ? fmt::format("{} · rank {} · device {}", file, d["rank"].get<long long>(), device)
-               : fmt::format("{} · device {}", file, device);
-  };
-  if (!common.empty()) notes.push_back("files under " + common);
-  std::size_t index = 0;
-  for (const auto& d : doc["devices"]) {
-    if (!d.is_object())
-      return make_error(ErrorKind::failure,
-                        "trace HTML: devices[" + std::to_string(index) + "] is not an object");
-    const std::string who = who_of(d);
-    const double window_ns = num(d, "window_ns");
-    const double cost = num(d, "cost_usd");
-    const double per_ns = window_ns > 0 ? cost / window_ns : 0;
-    summary.push_back({who, fmt::format("window {:.3f} ms, cost {}, idle {}", window_ns / 1e6,
-                                        format_usd(cost), format_usd(num(d, "idle_cost_usd")))});
-    const std::string id = std::to_string(index);
-    charts.push_back(html::bar_chart("split-" + id, "Temporal split: " + who, "USD",
-                                     {"compute", "communication", "memory", "idle"},
-                                     {num(d, "compute_ns") * per_ns, num(d, "communication_ns") * per_ns,
-                                      num(d, "memory_ns") * per_ns, num(d, "idle_ns") * per_ns},
-                                     "cost_usd"));
-    for (const char* what : {"kernels", "operators"}) {
-      if (!d.contains(what) || !d[what].is_array() || d[what].empty()) continue;
-      std::vector<std::pair<double, std::string>> items;
-      for (const auto& k : d[what]) {
-        double c = k.is_object() ? num(k, "cost_usd") : 0;
-        std::string name = str_of(k, "name");
-        items.emplace_back(c, name);
-      }
-      std::stable_sort(items.begin(), items.end(), [](auto& a, auto& b) { return a.first > b.first; });
-      if (items.size() > 10) items.resize(10);
-      std::vector<std::string> cats, texts;
-      std::vector<double> vals;
-      for (auto& [c, n] : items) {
-        cats.push_back(n);
-        vals.push_back(c);
-        texts.push_back(format_usd(c));
-      }
-      charts.push_back(html::hbar_chart(std::string(what) + "-" + id,
-                                        std::string("Top ") + what + " by cost: " + who, cats, vals,
-                                        "cost_usd", texts));
-    }
-    ++index;
-  }
-  if (index == 0) notes.push_back("no device with GPU activity in these traces");
-  // The job view of folders of rank traces: summary, straggler chart, rank table.
-  json tables = json::array(), job_summary = json::array(), job_charts = json::array();
-  if (doc.contains("jobs") && doc["jobs"].is_array()) {
-    std::size_t job_index = 0;
-    for (const auto& job : doc["jobs"]) {
-      if (!job.is_object()) continue;
-      const std::string group = str_of(job, "group");
-      auto money = [](const json& v) {
-        return v.is_number() ? format_usd(v.get<double>()) : std::string("-");
-      };
-      auto ms = [](const json& v) {
-        return v.is_number() ? fmt::format("{:.3f} ms", v.get<double>() / 1e6) : std::string("-");
-      };
-      const std::size_t ranks = job.contains("ranks") && job["ranks"].is_array() ? job["ranks"].size() : 0;
-      std::string line =
-          fmt::format("{} ranks, window {}, cost {}", ranks, ms(job.value("window_ns", json())),
-                      money(job.value("cost_usd", json())));
-      if (job.value("straggler_wait_ns", json()).is_number())
-        line += fmt::format("; straggler wait {} of GPU time ({})", ms(job["straggler_wait_ns"]),
-                            money(job.value("straggler_cost_usd", json())));
-      else
-        line += "; no collective matched across ranks";
-      job_summary.push_back({"job " + group, line});
-      std::vector<std::string> cats;
-      std::vector<double> caused;
-      json rows = json::array();
-      if (ranks > 0)
-        for (const auto& r : job["ranks"]) {
-          const std::string rank = r.value("rank", json()).dump();
-          const bool meta = r.value("collective_metadata", false);
-          rows.push_back({rank, r.value("gpus", json()).dump(), ms(r.value("busy_ns", json())),
-                          ms(r.value("idle_ns", json())),
-                          meta ? r.value("collectives", json()).dump() : "no collective metadata",
-                          meta ? r.value("arrivals_last", json()).dump() : "-",
-                          ms(r.value("wait_suffered_ns", json())), ms(r.value("wait_caused_ns", json())),
-                          money(r.value("wait_caused_cost_usd", json()))});
-          if (meta) {
-            cats.push_back("rank " + rank);
-            caused.push_back(num(r, "wait_caused_cost_usd"));
-          }
-        }
-      if (job.value("straggler_wait_ns", json()).is_number() && !cats.empty())
-        job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index),
-                                             "Straggler cost each rank caused: " + group, "USD", cats, caused,
-                                             "the others' wait"));
-      if (job.value("straggler_cost_usd", json()).is_number() && job.contains("steps") &&
-          job["steps"].is_array() && !job["steps"].empty()) {
-        std::vector<std::string> step_names;
-        std::vector<double> step_cost;
-        for (const auto& s : job["steps"]) {
-          step_names.push_back(str_of(s, "step"));
-          step_cost.push_back(num(s, "cost_usd"));
-        }
-        job_charts.push_back(html::bar_chart("job-" + std::to_string(job_index) + "-steps",
-                                             "Straggler cost per step: " + group, "USD", step_names,
-                                             step_cost, "wait of every rank"));
-      }
-      tables.push_back(
-          {{"title", "Job " + group + ": ranks"},
-           {"header",
-            {"rank", "GPUs", "busy", "idle", "collectives", "last", "waited", "caused", "caused $"}},
-           {"rows", rows}});
-      if (job.contains("notes") && job["notes"].is_array())
-        for (const auto& n : job["notes"])
-          if (n.is_string()) notes.push_back("job " + group + ": " + n.get<std::string>());
-      ++job_index;
-    }
-  }
-  // The job comes first: it is what a folder of ranks is about.
-  for (auto& c : charts) job_charts.push_back(std::move(c));
-  for (auto& r : summary) job_summary.push_back(std::move(r));
-  json cards = json::array();
-  for (const auto& d : doc["devices"])
-    if (d.is_object() && d.contains("findings")) add_finding_cards(cards, d["findings"], who_of(d));
-  spec["findings"] = cards;
-  {
-    double total = 0, idle = 0;
-    std::size_t devices = 0;
-    for (const auto& d : doc["devices"])
-      if (d.is_object()) {
-        total += num(d, "cost_usd");
-        idle += num(d, "idle_cost_usd");
-        ++devices;
-      }
-    const bool priced = devices > 0 && doc["devices"][0].is_object() &&
-                        doc["devices"][0].contains("cost_usd") && doc["devices"][0]["cost_usd"].is_number();
-    json tc =
-        json::array({{{"label", "GPU devices"}, {"value", std::to_string(devices)}},
-                     {{"label", "cost of the windows"}, {"value", priced ? format_usd(total) : "no price"}},
-                     {{"label", "idle"},
-                      {"value", priced && total > 0 ? fmt::format("{:.0f}%", 100 * idle / total) : "-"},
-                      {"tone", priced && total > 0 && idle * 4 > total ? "bad" : ""}},
-                     {{"label", "findings"},
-                      {"value", std::to_string(cards.size())},
-                      {"tone", cards.empty() ? "good" : "bad"}}});
-    if (doc.contains("job") && doc["job"].is_object() &&
-        doc["job"].value("straggler_cost_usd", json()).is_number())
-      tc.push_back({{"label", "straggler cost"},
-                    {"value", format_usd(doc["job"]["straggler_cost_usd"].get<double>())}});
-    spec["cards"] = tc;
-  }
-  spec["summary"] = job_summary;
-  spec["notes"] = notes;
-  spec["charts"] = job_charts;
-  spec["tables"] = tables;
   return html::page(spec);
 }
 

@@ -35,10 +35,18 @@ Result<std::string> render_run_html(const RunHtmlInput& input);
 /// The multi-run page: cost per group, waste breakdown, totals and top runs.
 Result<std::string> render_multi_html(const MultiReport& report);
 
-/// The trace page from the text of `gpumeter trace --json`: per device the temporal split (compute /
-/// communication / memory / idle) and the top kernels and operators by cost. Error (naming the key or
-/// offset) when the text is not that JSON.
-Result<std::string> render_trace_html(std::string_view trace_json);
+/// How the trace page prices its figures.
+struct TraceHtmlOptions {
+  std::optional<double> price_usd_per_gpu_hour;  ///< nullopt: figures in time only
+  std::string price_source;                      ///< where the price came from ("--price", ...)
+};
+
+/// The trace page from the analyses of `gpumeter trace`: findings, then for folders of rank traces the job
+/// view (straggler cost), then per device the temporal split, the per-step split, a one-step stream
+/// timeline, the top kernels and operators and sortable tables. Error only when the charting library is not
+/// embedded in this build.
+Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& files,
+                                      const TraceHtmlOptions& options);
 
 /// What the trace diff page shows: the comparison and how it was priced and gated.
 struct TraceDiffHtmlInput {

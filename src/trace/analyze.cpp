@@ -183,6 +183,42 @@ std::int64_t step_number(const std::string& name) {
   return any ? n : -1;
 }
 
+struct StepSpan {
+  std::int64_t start_ns, end_ns;
+  std::uint32_t name;
+};
+
+/// The step a timeline shows: the median by wall time (the later one of an even count), leaving out the
+/// first step as warm-up when there are three or more.
+const StepSpan& steps_for_timeline(const std::vector<StepSpan>& steps) {
+  std::vector<std::size_t> order;
+  for (std::size_t k = steps.size() >= 3 ? 1 : 0; k < steps.size(); ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return steps[a].end_ns - steps[a].start_ns < steps[b].end_ns - steps[b].start_ns;
+  });
+  return steps[order[order.size() / 2]];
+}
+
+/// The activities of `idx` (one device, by start) that start inside `step`.
+StepTimeline step_timeline(const RawTrace& raw, const std::vector<std::uint32_t>& idx, const StepSpan& step) {
+  StepTimeline tl;
+  tl.step = unescape_json(raw.names.str(step.name));
+  tl.start_ns = step.start_ns;
+  tl.step_ns = step.end_ns - step.start_ns;
+  auto it = std::lower_bound(idx.begin(), idx.end(), step.start_ns,
+                             [&](std::uint32_t i, std::int64_t t) { return raw.activities[i].start_ns < t; });
+  for (; it != idx.end() && raw.activities[*it].start_ns < step.end_ns; ++it) {
+    if (tl.spans.size() >= kTimelineMaxSpans) {
+      ++tl.spans_left_out;
+      continue;
+    }
+    const auto& a = raw.activities[*it];
+    tl.spans.push_back(TimelineSpan{unescape_json(raw.streams.str(a.stream)), a.start_ns - step.start_ns,
+                                    a.dur_ns, klass_name(a.klass), unescape_json(raw.names.str(a.name))});
+  }
+  return tl;
+}
+
 }  // namespace
 
 std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
@@ -231,10 +267,6 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
 
   // Profiler steps: distinct ProfilerStep#N spans ordered by start; an activity belongs to the step whose
   // span contains its launch time (its own start when it has no launch).
-  struct StepSpan {
-    std::int64_t start_ns, end_ns;
-    std::uint32_t name;
-  };
   std::vector<StepSpan> steps;
   {
     std::map<std::uint32_t, StepSpan> by_name;  // the longest span per step name
@@ -331,6 +363,22 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     std::vector<Scaled> prefix_at_start(n, 0);
     Scaled prefix = 0;
     int cls[3] = {0, 0, 0};
+    // Per-step split: the busy segments of each class clipped to the ProfilerStep spans (by start).
+    std::vector<StepSplit> split(steps.size());
+    std::size_t first_step = 0;
+    auto add_to_steps = [&](std::int64_t from, std::int64_t to, int klass) {
+      while (first_step < steps.size() && steps[first_step].end_ns <= from) ++first_step;
+      for (std::size_t k = first_step; k < steps.size() && steps[k].start_ns < to; ++k) {
+        const std::int64_t len = std::min(to, steps[k].end_ns) - std::max(from, steps[k].start_ns);
+        if (len <= 0) continue;
+        if (klass == 0)
+          split[k].compute_ns += len;
+        else if (klass == 1)
+          split[k].communication_ns += len;
+        else
+          split[k].memory_ns += len;
+      }
+    };
     std::size_t pi = 0, ei = 0;
     std::int64_t t = pos.empty() ? 0 : raw.activities[pos[0]].start_ns;
     std::vector<std::int64_t> launch_delays;
@@ -349,9 +397,13 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
             share[active.back()] += len % k;
           }
           d.busy_ns += len;
-          if (cls[0] > 0) d.compute_ns += len;
-          else if (cls[1] > 0) d.communication_ns += len;
+          const int klass = cls[0] > 0 ? 0 : cls[1] > 0 ? 1 : 2;
+          if (klass == 0)
+            d.compute_ns += len;
+          else if (klass == 1)
+            d.communication_ns += len;
           else d.memory_ns += len;
+          if (!steps.empty()) add_to_steps(t, next_t, klass);
           if (cls[0] > 0 && cls[1] > 0) d.overlap_ns += len;
         } else {
           // An idle gap inside the window: host wait when the next activity's launch call began after
@@ -462,6 +514,15 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       d.steps.push_back(std::move(b));
     }
     d.step_ns = make_stats(std::move(step_durations));
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      StepSplit& sp = split[k];
+      sp.name = unescape_json(raw.names.str(steps[k].name));
+      sp.start_ns = steps[k].start_ns;
+      sp.step_ns = steps[k].end_ns - steps[k].start_ns;
+      sp.idle_ns = sp.step_ns - sp.compute_ns - sp.communication_ns - sp.memory_ns;
+    }
+    d.step_split = std::move(split);
+    if (!steps.empty()) d.timeline = step_timeline(raw, idx, steps_for_timeline(steps));
     result.push_back(std::move(d));
   }
   std::sort(result.begin(), result.end(), [](const DeviceAnalysis& a, const DeviceAnalysis& b) {

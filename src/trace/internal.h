@@ -21,8 +21,10 @@ struct Activity {
   std::int64_t correlation;  // -1 when absent
   std::uint32_t name;        // interned
   std::uint32_t device;      // interned pid text
+  std::uint32_t stream;      // interned tid text of the GPU event (the CUDA stream); "" when absent
   Klass klass;
 };
+static_assert(sizeof(Activity) <= 40, "docs/trace.md Memory: 40 B per kernel / memcpy");
 
 /// A runtime / driver launch call.
 struct Launch {
@@ -94,6 +96,7 @@ struct RawTrace {
   Interner names;    // escaped JSON string contents (kernel, op, annotation names)
   Interner devices;  // pid text of GPU events
   Interner threads;  // "pid/tid" text of CPU events
+  Interner streams;  // tid text of GPU events (CUDA streams)
   std::vector<Activity> activities;
   std::vector<Launch> launches;
   std::vector<Span> spans;
@@ -157,6 +160,7 @@ struct DecodedEvent {
   std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
   std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
   std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
+  std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
   std::optional<std::int64_t> ts, dur;  ///< ns
   std::int64_t correlation = -1;
   bool collective = false;  ///< carries NCCL collective metadata

@@ -179,7 +179,7 @@ class Decoder {
   void finish() {
     out_.has_trace_events = any_packet_;
     out_.format = "perfetto_protobuf";
-    std::string device, thread;
+    std::string device, thread, stream;
     for (const auto& s : slices_) {
       const Track* t = track(s.track);
       // (plain values: GCC's -Wmaybe-uninitialized misfires on std::optional here)
@@ -205,6 +205,8 @@ class Decoder {
       ev.cat = s.open.cat != UINT32_MAX ? classify_cat(names_.str(s.open.cat)) : infer(s, t);
       ev.device = device;
       ev.thread = thread;
+      stream = has_tid ? std::to_string(tid) : t != nullptr ? t->name : std::string();
+      ev.stream = stream;
       ev.ts = s.open.ts_ns;
       ev.dur = s.end_ns - s.open.ts_ns;
       ev.correlation = s.open.correlation;

@@ -56,8 +56,8 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
     Klass klass = Klass::compute;
     if (cat == Cat::memory) klass = Klass::memory;
     else if (ev.name.starts_with("nccl") || ev.collective) klass = Klass::communication;
-    out.activities.push_back(
-        Activity{*ev.ts, *ev.dur, ev.correlation, out.names.id(ev.name), out.devices.id(ev.device), klass});
+    out.activities.push_back(Activity{*ev.ts, *ev.dur, ev.correlation, out.names.id(ev.name),
+                                      out.devices.id(ev.device), out.streams.id(ev.stream), klass});
     if (cat == Cat::kernel && !ev.group.empty() && !ev.collective_name.empty())
       out.collectives.push_back(RawCollective{out.activities.size() - 1, out.names.id(ev.group),
                                               out.names.id(ev.collective_name), ev.nelems.value_or(-1),
@@ -194,6 +194,8 @@ struct Collector {
       key_buf.push_back('/');
       key_buf.append(ev.tid);
       d.thread = key_buf;
+    } else {
+      d.stream = unquote(ev.tid);
     }
     d.ts = parse_us_to_ns(ev.ts);
     d.dur = parse_us_to_ns(ev.dur);

@@ -306,11 +306,13 @@ void merge_tables(RawTrace& out, RawTrace& part) {
   const auto names = remap(out.names, part.names);
   const auto devices = remap(out.devices, part.devices);
   const auto threads = remap(out.threads, part.threads);
+  const auto streams = remap(out.streams, part.streams);
   const std::size_t first_activity = out.activities.size();
   out.activities.reserve(out.activities.size() + part.activities.size());
   for (Activity a : part.activities) {
     a.name = names[a.name];
     a.device = devices[a.device];
+    a.stream = streams[a.stream];
     out.activities.push_back(a);
   }
   for (Launch l : part.launches) {

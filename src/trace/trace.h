@@ -36,6 +36,40 @@ struct IdleCpuOp {
   std::int64_t overlap_ns = 0;  ///< Σ overlap with the idle gaps (calls on different threads each count)
 };
 
+/// What one device did during the wall time of one profiler step (same class precedence as the window:
+/// compute, then communication, then memory).
+struct StepSplit {
+  std::string name;             ///< ProfilerStep#N
+  std::int64_t start_ns = 0;    ///< span start (trace clock)
+  std::int64_t step_ns = 0;     ///< wall duration of the ProfilerStep span
+  std::int64_t compute_ns = 0;  ///< |∪ compute ∩ step|
+  std::int64_t communication_ns = 0;
+  std::int64_t memory_ns = 0;
+  std::int64_t idle_ns = 0;  ///< step_ns − busy inside the step
+};
+
+/// One GPU activity of the timeline step.
+struct TimelineSpan {
+  std::string stream;         ///< the CUDA stream (Kineto tid of GPU events); "" when the trace has none
+  std::int64_t start_ns = 0;  ///< from the step's start
+  std::int64_t dur_ns = 0;
+  std::string klass;  ///< "compute", "communication" or "memory"
+  std::string name;
+};
+
+/// The activities of one typical step (the median step by wall time, the first step left out as warm-up
+/// when there are three or more), for a stream timeline.
+struct StepTimeline {
+  std::string step;           ///< ProfilerStep#N
+  std::int64_t start_ns = 0;  ///< step start (trace clock)
+  std::int64_t step_ns = 0;
+  std::vector<TimelineSpan> spans;  ///< by start; at most kTimelineMaxSpans
+  std::int64_t spans_left_out = 0;  ///< activities of the step beyond kTimelineMaxSpans
+};
+
+/// The most activities a StepTimeline keeps.
+inline constexpr std::size_t kTimelineMaxSpans = 4000;
+
 /// The analysis of one device (Kineto `pid` of GPU events) of one file.
 struct DeviceAnalysis {
   std::string device;                     ///< the pid text of its GPU events ("0", "1", ...)
@@ -65,6 +99,8 @@ struct DeviceAnalysis {
   std::vector<Bucket> operators;          ///< innermost enclosing cpu_op of the launch; "(no operator)"
   std::vector<Bucket> annotations;        ///< innermost user / gpu_user annotation; "(no annotation)"
   std::vector<Bucket> steps;              ///< ProfilerStep#N in step order; "(outside steps)" last
+  std::vector<StepSplit> step_split;      ///< per ProfilerStep span, by start
+  std::optional<StepTimeline> timeline;   ///< nullopt without ProfilerStep spans
 };
 
 /// One operator name on the host: inclusive and self (minus nested operators) CPU time.

@@ -131,13 +131,15 @@ std::map<std::string, std::map<std::string, long>> charts_of(const std::string& 
 }
 
 void expect_clean_render(const test::TempDir& dir, const std::string& html, const std::string& name,
-                         const std::map<std::string, std::vector<std::string>>& expected) {
+                         const std::map<std::string, std::vector<std::string>>& expected,
+                         std::string* status_out = nullptr) {
   const std::string path = dir.write(name, html);
   // The page forbids every network access itself.
   EXPECT_NE(html.find("default-src 'none'"), std::string::npos);
   EXPECT_EQ(html.find("http://"), std::string::npos);
   auto r = render(dir, path);
   ASSERT_FALSE(r.status.empty()) << "no status element after load; log:\n" << r.log;
+  if (status_out != nullptr) *status_out = r.status;
   EXPECT_NE(r.status.find("\ndone"), std::string::npos) << r.status;
   EXPECT_NE(r.status.find("resources=0\n"), std::string::npos) << r.status;
   EXPECT_NE(r.status.find("errors=0\n"), std::string::npos) << r.status;
@@ -160,7 +162,7 @@ void expect_clean_render(const test::TempDir& dir, const std::string& html, cons
   auto args = chromium_args(dir.path() + "/profile-shot");
   const std::string png = dir.path() + "/" + name + ".png";
   args.push_back("--screenshot=" + png);
-  args.push_back("--window-size=1000,1600");
+  args.push_back("--window-size=1000,2000");
   args.push_back("file://" + path);
   auto shot = test::run_command(args, {}, std::nullopt, 90);
   unsigned w = 0, h = 0;
@@ -174,6 +176,14 @@ void expect_clean_render(const test::TempDir& dir, const std::string& html, cons
   }
   EXPECT_GT(non_white, static_cast<std::size_t>(w) * h / 100) << name;
   EXPECT_GT(blue, 100u) << name;
+  // Kept for a person to look at: build/test-artifacts/screenshots/<page>.png
+  const std::filesystem::path keep =
+      std::filesystem::path(GPUMETER_BINARY_DIR) / "test-artifacts" / "screenshots";
+  std::error_code ec;
+  std::filesystem::create_directories(keep, ec);
+  std::filesystem::copy_file(png, keep / (name + ".png"), std::filesystem::copy_options::overwrite_existing,
+                             ec);
+  EXPECT_FALSE(ec) << "cannot keep the screenshot " << png << " in " << keep << ": " << ec.message();
 }
 
 class ReportHtmlIntegrationTest : public ::testing::Test {
@@ -244,6 +254,7 @@ TEST_F(ReportHtmlIntegrationTest, RunPageRendersEveryChart) {
   test::TempDir dir;
   auto html = render_run_html(sample_run());
   ASSERT_TRUE(html.ok()) << html.error().message;
+  std::string status;
   expect_clean_render(dir, *html, "run.html",
                       {{"cost", {"cost_usd", "budget_usd", "forecast_usd"}},
                        {"util", {"gpu0", "gpu1"}},
@@ -253,7 +264,59 @@ TEST_F(ReportHtmlIntegrationTest, RunPageRendersEveryChart) {
                        {"metric-loss", {"loss"}},
                        {"metric-acc", {"acc"}},
                        {"step-cost", {"usd_per_step"}},
-                       {"waste", {"cost_usd"}}});
+                       {"waste", {"cost_usd"}}},
+                      &status);
+  // The warning at 30 s and steps 10, 20, ... 60 are marked on the cost, utilization, memory and power
+  // charts, and a caption names them.
+  for (const char* chart : {"cost", "util", "memory", "power"})
+    EXPECT_NE(status.find(std::string("marks=") + chart + ":7\n"), std::string::npos) << chart << "\n"
+                                                                                      << status;
+  EXPECT_NE(html->find("red dashed lines: warn at 30.0 s; grey dotted lines: every 10 steps"),
+            std::string::npos);
+}
+
+TEST_F(ReportHtmlIntegrationTest, RunPageOfARealTorchTrainingRunFromItsLedger) {
+  // A real PyTorch training loop (Debian's python3-torch) with a real tqdm bar and the Python client's loss,
+  // metered on a fake-NVML H100 whose process is python3; the page is made from the ledger by the binary.
+  ASSERT_TRUE(std::filesystem::exists(test::fake_nvml_library())) << "fake NVML library not built";
+  auto probe = test::run_command({"/usr/bin/python3", "-c", "import torch, tqdm"});
+  ASSERT_EQ(probe.exit_code, 0) << "python3-torch and python3-tqdm are installed by scripts/setup.sh: "
+                                << probe.err;
+  test::TempDir dir;
+  const std::string job = dir.write(
+      "train.py",
+      "import time, torch, tqdm, gpumeter\n"
+      "torch.manual_seed(0)\n"
+      "model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))\n"
+      "opt = torch.optim.SGD(model.parameters(), lr=0.05)\n"
+      "x = torch.randn(512, 32); y = x[:, :1] * 2 + 1\n"
+      "for step in tqdm.tqdm(range(1, 61), desc='train'):\n"
+      "    loss = torch.nn.functional.mse_loss(model(x), y)\n"
+      "    opt.zero_grad(); loss.backward(); opt.step()\n"
+      "    gpumeter.progress(step=step, total_steps=60, metrics={'loss': loss.item()})\n"
+      "    time.sleep(0.06)\n");
+  auto env = test::fake_env(dir.write("scenario.json", test::one_gpu_scenario("python3", 90)), dir.path());
+  env["PYTHONPATH"] = test::source_dir() + "/python";
+  env["OMP_NUM_THREADS"] = "1";
+  auto run = test::run_gpumeter(
+      {"run", "--price", "36", "--budget", "1", "--warn-at", "1%", "--quiet", "/usr/bin/python3", job}, env,
+      std::nullopt, 120);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const std::string out = dir.path() + "/torch-run.html";
+  auto page = test::run_gpumeter({"report", "last", "--html", out}, env);
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  const std::string html = test::read_file(out);
+  std::string status;
+  expect_clean_render(dir, html, "run-torch.html",
+                      {{"cost", {"cost_usd", "budget_usd"}},
+                       {"util", {"gpu0"}},
+                       {"power", {"gpu0"}},
+                       {"progress", {"step"}},
+                       {"metric-loss", {"loss"}}},
+                      &status);
+  // The 1 % warning and round steps are marked on the cost chart.
+  EXPECT_TRUE(std::regex_search(status, std::regex("\nmarks=cost:([2-9]|1[0-9])\n"))) << status;
+  EXPECT_NE(html.find("red dashed lines: warn at"), std::string::npos);
 }
 
 TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
@@ -294,26 +357,53 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
                        {"waste", {"cost_usd"}}});
 }
 
-TEST_F(ReportHtmlIntegrationTest, TracePageRendersSplitAndTopKernels) {
-  const std::string trace = R"({"files": [{"file": "rank0.json", "rank": 0, "skipped": null},
-      {"file": "notes.json", "rank": null, "skipped": "not a Kineto trace"}],
-    "devices": [{"file": "rank0.json", "rank": 0, "device": 0, "window_ns": 1000000, "busy_ns": 800000,
-      "idle_ns": 200000, "compute_ns": 600000, "communication_ns": 150000, "memory_ns": 50000,
-      "kernel_ns": 900000, "cost_usd": 0.001, "idle_cost_usd": 0.0002, "price_usd_per_gpu_hour": 3.6,
-      "price_source": "--price",
-      "kernels": [{"name": "ampere_sgemm_128x64_nn", "class": "compute", "count": 10, "kernel_ns": 500000,
-                   "attributed_ns": 450000, "cost_usd": 0.00045},
-                  {"name": "ncclDevKernel_AllReduce_Sum_f32", "class": "communication", "count": 2,
-                   "kernel_ns": 200000, "attributed_ns": 150000, "cost_usd": 0.00015}],
-      "operators": [{"name": "aten::mm", "cost_usd": 0.0005}, {"name": "aten::add", "cost_usd": 0.0001}],
-      "annotations": [], "steps": []}]})";
-  auto html = render_trace_html(trace);
+TEST_F(ReportHtmlIntegrationTest, TracePageFromTypedAnalysesDrawsEveryChart) {
+  trace::FileAnalysis f;
+  f.file = "/data/run/rank0.json";
+  f.rank = 0;
+  f.format = "kineto_json";
+  trace::DeviceAnalysis d;
+  d.device = "0";
+  d.window_ns = 3'000'000;
+  d.busy_ns = 2'400'000;
+  d.idle_ns = 600'000;
+  d.compute_ns = 1'800'000;
+  d.communication_ns = 450'000;
+  d.memory_ns = 150'000;
+  d.kernels = {{"ampere_sgemm_128x64_nn", "compute", 30, 1'500'000, 1'350'000, 0},
+               {"ncclDevKernel_AllReduce_Sum_f32(ncclDevComm*, unsigned long, ncclWork*)", "communication", 6,
+                600'000, 450'000, 0}};
+  d.operators = {{"aten::mm", "", 30, 1'500'000, 1'350'000, 0}, {"aten::add_", "", 10, 100'000, 90'000, 0}};
+  for (int s = 0; s < 3; ++s)
+    d.step_split.push_back({"ProfilerStep#" + std::to_string(s + 1), s * 1'000'000LL, 1'000'000, 600'000,
+                            150'000, 50'000, 200'000});
+  trace::StepTimeline tl;
+  tl.step = "ProfilerStep#2";
+  tl.start_ns = 1'000'000;
+  tl.step_ns = 1'000'000;
+  tl.spans = {{"7", 0, 600'000, "compute", "ampere_sgemm_128x64_nn"},
+              {"13", 400'000, 300'000, "communication", "ncclDevKernel_AllReduce_Sum_f32"},
+              {"7", 700'000, 100'000, "memory", "Memcpy HtoD (Pinned -> Device)"}};
+  d.timeline = tl;
+  f.devices.push_back(d);
+  trace::FileAnalysis skipped;
+  skipped.file = "/data/run/notes.json";
+  skipped.skipped = "a JSON document that is not a trace";
+  auto html = render_trace_html({f, skipped}, TraceHtmlOptions{3.6, "--price"});
   ASSERT_TRUE(html.ok()) << html.error().message;
+  EXPECT_NE(html->find("rank0.json · rank 0 · device 0"), std::string::npos);
+  EXPECT_NE(html->find("notes.json: skipped: a JSON document that is not a trace"), std::string::npos);
   test::TempDir dir;
   expect_clean_render(dir, *html, "trace.html",
-                      {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
-  EXPECT_FALSE(render_trace_html("{\"files\": []}").ok());
-  EXPECT_FALSE(render_trace_html("not json").ok());
+                      {{"split-0", {"ms"}},
+                       {"steps-0", {"compute", "communication", "memory", "idle"}},
+                       {"timeline-0", {"compute", "communication", "memory"}},
+                       {"kernels-0", {"ms"}},
+                       {"operators-0", {"ms"}}});
+  // Without a price the page says so and shows time.
+  auto unpriced = render_trace_html({f}, TraceHtmlOptions{});
+  ASSERT_TRUE(unpriced.ok());
+  EXPECT_NE(unpriced->find("figures in time only"), std::string::npos);
 }
 
 TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
@@ -327,7 +417,25 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
   const std::string page = test::read_file(out);
   ASSERT_FALSE(page.empty());
   expect_clean_render(dir, page, "trace-sample.html",
-                      {{"split-0", {"cost_usd"}}, {"kernels-0", {"cost_usd"}}, {"operators-0", {"cost_usd"}}});
+                      {{"split-0", {"ms"}}, {"kernels-0", {"ms"}}, {"operators-0", {"ms"}}});
+}
+
+TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfTheResNet50SampleShowsStepsStreamsAndTheInputBoundFinding) {
+  // A real PyTorch profiler trace (ResNet-50, DataLoader num_workers=0): 5 profiler steps, kernels on one
+  // stream and host-to-device copies, 38 % of the window waiting on the host.
+  const std::string trace = test::shared_dir() + "/traces/kineto_tb_plugin_samples/resnet50_num_workers_0";
+  test::TempDir dir;
+  const std::string out = dir.path() + "/resnet.html";
+  auto r = test::run_gpumeter({"trace", trace, "--price", "3", "--html", out, "--no-progress"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string page = test::read_file(out);
+  EXPECT_NE(page.find("input_bound"), std::string::npos);
+  EXPECT_NE(page.find("Streams during ProfilerStep#"), std::string::npos);
+  expect_clean_render(dir, page, "trace-resnet50.html",
+                      {{"split-0", {"ms"}},
+                       {"steps-0", {"compute", "memory", "idle"}},
+                       {"timeline-0", {"compute", "memory"}},
+                       {"kernels-0", {"ms"}}});
 }
 
 TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfAFolderOfRanksShowsTheJobAndItsStragglerCost) {
@@ -350,7 +458,7 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfAFolderOfRanksShowsTheJobAndItsStra
             std::string::npos);  // 21 collectives × 3 ranks × 300 µs
   expect_clean_render(
       dir, page, "trace-job.html",
-      {{"job-0", {"the others' wait"}}, {"job-0-steps", {"wait of every rank"}}, {"split-0", {"cost_usd"}}});
+      {{"job-0", {"ms"}}, {"job-0-steps", {"ms"}}, {"split-0", {"ms"}}, {"timeline-0", {"communication"}}});
 }
 
 TEST_F(ReportHtmlIntegrationTest, TraceDiffPageFromTheBinaryShowsTheVerdictAndWhatFailed) {

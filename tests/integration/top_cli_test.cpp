@@ -34,6 +34,35 @@ TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
   EXPECT_NE(r.out.find("0   util "), std::string::npos) << r.out;
 }
 
+TEST(TopCliIntegrationTest, OwnersHoldingIdleGpusGetAFindingWithTheirRate) {
+  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  // GPU 0: the pod keeps it 80 % busy (no finding). GPU 1: Slurm job 4242 holds it at 0 % utilization, the
+  // whole $3.60/h idle: idle_gpus_held at $2,628/month.
+  const char* scenario = R"({"devices": [
+    {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-busy", "memory_total_mib": 81559, "timeline": [{"t": 0,
+     "util": 80, "mem_used_mib": 40000, "power_w": 500, "processes": [{"pid": 1001, "sm_util": 80}]}]},
+    {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-idle", "memory_total_mib": 81559, "timeline": [{"t": 0,
+     "util": 0, "mem_used_mib": 30000, "power_w": 90, "processes": [{"pid": 1003, "sm_util": 0}]}]}]})";
+  TempDir dir;
+  fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
+  const std::string scen = dir.write("s.json", scenario);
+  std::vector<std::string> args{"top", "--interval", "300ms", "--price", "3.6"};
+  for (const auto& f : node_flags(dir.path())) args.push_back(f);
+  const CmdResult r = run_gpumeter(args, fake_env(scen, dir.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto at = r.out.find("FINDINGS (since top started)");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string findings = r.out.substr(at);
+  EXPECT_NE(findings.find("[high] idle_gpus_held 4242: holds GPU 1 that stayed idle for 100%"),
+            std::string::npos)
+      << findings;
+  // $3.60/h × 730 h, give or take the rounding of one short interval's cost to the micro-dollar.
+  EXPECT_TRUE(std::regex_search(findings, std::regex(R"(\$2,6[0-3][0-9]\.[0-9]{2}/month at this rate)")))
+      << findings;
+  EXPECT_NE(findings.find("-> stop the process or release its GPUs"), std::string::npos) << findings;
+  EXPECT_EQ(findings.find("trainer-0"), std::string::npos) << findings;  // the busy pod has none
+}
+
 TEST(TopCliIntegrationTest, CursesViewInTmux) {
   if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
   ASSERT_EQ(run_command({"sh", "-c", "command -v tmux"}).exit_code, 0) << "tmux missing (scripts/setup.sh installs it)";

@@ -264,7 +264,7 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
       run_gpumeter({"trace", dir.path() + "/run", "--price", "2.5", "--html", dir.path() + "/job.html"});
   ASSERT_EQ(html.exit_code, 0) << html.err;
   const std::string page = read_file(dir.path() + "/job.html");
-  EXPECT_NE(page.find("Straggler cost each rank caused"), std::string::npos);
+  EXPECT_NE(page.find("Wait each rank caused the others (straggler)"), std::string::npos);
   EXPECT_NE(page.find("Job " + dir.path() + "/run: ranks"), std::string::npos);
   EXPECT_NE(page.find("straggler wait 2.100 ms of GPU time"), std::string::npos);
 

@@ -391,11 +391,6 @@ TEST(ReportRobustness, ForeignBytesAndTypesNeverThrow) {
   if (page.ok()) {  // only when the charting library is embedded in this build
     EXPECT_EQ(page->find("\xff"), std::string::npos);
   }
-  // Trace JSON with unexpected types: an error or a page, never an exception.
-  for (const char* text : {R"({"devices": [{"file": 3, "kernels": [{"name": 5}, 7]}], "files": [1, {"file": 2, "skipped": "x"}]})",
-                           R"({"devices": [1]})", R"([1,2])", R"({"devices": {}})"}) {
-    EXPECT_NO_THROW({ auto r = render_trace_html(text); (void)r; }) << text;
-  }
 }
 
 }  // namespace
