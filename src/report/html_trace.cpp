@@ -109,7 +109,8 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
     const auto& tl = *d.timeline;
     std::vector<html::TimelineItem> items;
     items.reserve(tl.spans.size());
-    for (const auto& s : tl.spans) items.push_back({s.stream, s.start_ns, s.dur_ns, s.klass, s.name});
+    for (const auto& s : tl.spans)
+      items.push_back({tl.streams[s.stream], s.start_ns, s.dur_ns, std::string(s.klass), tl.names[s.name]});
     std::string title =
         fmt::format("Streams during {} ({}, the median step): {}", tl.step, ms(tl.step_ns), who);
     if (tl.spans_left_out > 0) title += fmt::format(" (first {} activities)", tl.spans.size());

@@ -207,14 +207,22 @@ StepTimeline step_timeline(const RawTrace& raw, const std::vector<std::uint32_t>
   tl.step_ns = step.end_ns - step.start_ns;
   auto it = std::lower_bound(idx.begin(), idx.end(), step.start_ns,
                              [&](std::uint32_t i, std::int64_t t) { return raw.activities[i].start_ns < t; });
+  std::unordered_map<std::uint32_t, std::uint32_t> stream_index, name_index;
+  auto index_of = [&](std::unordered_map<std::uint32_t, std::uint32_t>& map, std::vector<std::string>& table,
+                      const Interner& from, std::uint32_t id) {
+    auto [at, fresh] = map.emplace(id, static_cast<std::uint32_t>(table.size()));
+    if (fresh) table.push_back(unescape_json(from.str(id)));
+    return at->second;
+  };
   for (; it != idx.end() && raw.activities[*it].start_ns < step.end_ns; ++it) {
     if (tl.spans.size() >= kTimelineMaxSpans) {
       ++tl.spans_left_out;
       continue;
     }
     const auto& a = raw.activities[*it];
-    tl.spans.push_back(TimelineSpan{unescape_json(raw.streams.str(a.stream)), a.start_ns - step.start_ns,
-                                    a.dur_ns, klass_name(a.klass), unescape_json(raw.names.str(a.name))});
+    tl.spans.push_back(TimelineSpan{index_of(stream_index, tl.streams, raw.streams, a.stream),
+                                    index_of(name_index, tl.names, raw.names, a.name),
+                                    a.start_ns - step.start_ns, a.dur_ns, klass_name(a.klass)});
   }
   return tl;
 }

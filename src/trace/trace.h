@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/result.h"
@@ -50,21 +51,23 @@ struct StepSplit {
 
 /// One GPU activity of the timeline step.
 struct TimelineSpan {
-  std::string stream;         ///< the CUDA stream (Kineto tid of GPU events); "" when the trace has none
+  std::uint32_t stream = 0;   ///< index into StepTimeline::streams
+  std::uint32_t name = 0;     ///< index into StepTimeline::names
   std::int64_t start_ns = 0;  ///< from the step's start
   std::int64_t dur_ns = 0;
-  std::string klass;  ///< "compute", "communication" or "memory"
-  std::string name;
+  std::string_view klass;  ///< "compute", "communication" or "memory" (static text)
 };
 
 /// The activities of one typical step (the median step by wall time, the first step left out as warm-up
-/// when there are three or more), for a stream timeline.
+/// when there are three or more), for a stream timeline. Names are kept once each.
 struct StepTimeline {
   std::string step;           ///< ProfilerStep#N
   std::int64_t start_ns = 0;  ///< step start (trace clock)
   std::int64_t step_ns = 0;
-  std::vector<TimelineSpan> spans;  ///< by start; at most kTimelineMaxSpans
-  std::int64_t spans_left_out = 0;  ///< activities of the step beyond kTimelineMaxSpans
+  std::vector<std::string> streams;  ///< the CUDA streams (Kineto tid of GPU events); "" when absent
+  std::vector<std::string> names;    ///< kernel / memcpy names
+  std::vector<TimelineSpan> spans;   ///< by start; at most kTimelineMaxSpans
+  std::int64_t spans_left_out = 0;   ///< activities of the step beyond kTimelineMaxSpans
 };
 
 /// The most activities a StepTimeline keeps.

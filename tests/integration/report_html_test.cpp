@@ -381,9 +381,11 @@ TEST_F(ReportHtmlIntegrationTest, TracePageFromTypedAnalysesDrawsEveryChart) {
   tl.step = "ProfilerStep#2";
   tl.start_ns = 1'000'000;
   tl.step_ns = 1'000'000;
-  tl.spans = {{"7", 0, 600'000, "compute", "ampere_sgemm_128x64_nn"},
-              {"13", 400'000, 300'000, "communication", "ncclDevKernel_AllReduce_Sum_f32"},
-              {"7", 700'000, 100'000, "memory", "Memcpy HtoD (Pinned -> Device)"}};
+  tl.streams = {"7", "13"};
+  tl.names = {"ampere_sgemm_128x64_nn", "ncclDevKernel_AllReduce_Sum_f32", "Memcpy HtoD (Pinned -> Device)"};
+  tl.spans = {{0, 0, 0, 600'000, "compute"},
+              {1, 1, 400'000, 300'000, "communication"},
+              {0, 2, 700'000, 100'000, "memory"}};
   d.timeline = tl;
   f.devices.push_back(d);
   trace::FileAnalysis skipped;

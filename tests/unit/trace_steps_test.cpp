@@ -72,14 +72,14 @@ TEST(TraceSteps, TheTimelineShowsTheMedianStepWithoutTheWarmUpStepOneLanePerStre
   EXPECT_EQ(tl.start_ns, 2'000'000);
   EXPECT_EQ(tl.step_ns, 1'200'000);
   ASSERT_EQ(tl.spans.size(), 2u);
-  EXPECT_EQ(tl.spans[0].stream, "7");
+  EXPECT_EQ(tl.streams[tl.spans[0].stream], "7");
   EXPECT_EQ(tl.spans[0].start_ns, 0);
   EXPECT_EQ(tl.spans[0].dur_ns, 200'000);
   EXPECT_EQ(tl.spans[0].klass, "compute");
-  EXPECT_EQ(tl.spans[0].name, "gemm");
-  EXPECT_EQ(tl.spans[1].stream, "13");
+  EXPECT_EQ(tl.names[tl.spans[0].name], "gemm");
+  EXPECT_EQ(tl.streams[tl.spans[1].stream], "13");
   EXPECT_EQ(tl.spans[1].start_ns, 500'000);
-  EXPECT_EQ(tl.spans[1].name, "relu");
+  EXPECT_EQ(tl.names[tl.spans[1].name], "relu");
   EXPECT_EQ(tl.spans_left_out, 0);
 }
 
@@ -108,7 +108,8 @@ TEST(TraceSteps, SameSplitAndTimelineThroughTheWindowedReader) {
     ASSERT_TRUE(b.timeline.has_value());
     ASSERT_EQ(a.timeline->spans.size(), b.timeline->spans.size());
     for (std::size_t i = 0; i < a.timeline->spans.size(); ++i) {
-      EXPECT_EQ(a.timeline->spans[i].stream, b.timeline->spans[i].stream);
+      EXPECT_EQ(a.timeline->streams[a.timeline->spans[i].stream],
+                b.timeline->streams[b.timeline->spans[i].stream]);
       EXPECT_EQ(a.timeline->spans[i].start_ns, b.timeline->spans[i].start_ns);
     }
   }
