@@ -371,6 +371,11 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
         {"tone", t.cost_micros > 0 && t.waste_micros() * 5 > t.cost_micros ? "bad" : ""}},
        {{"label", "energy"}, {"value", fmt::format("{:.3f} kWh", t.energy_kwh)}},
        {{"label", "CO2"}, {"value", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"}}});
+  {
+    json cards = json::array();
+    html::add_finding_cards(cards, multi_findings(rep), "");
+    spec["findings"] = cards;
+  }
   json charts = json::array();
   json notes = json::array();
   if (rep.total.runs == 0) notes.push_back("no runs in this period");

@@ -392,6 +392,7 @@ std::string render_multi_text(const MultiReport& rep) {
     }
     out += tab.render();
   }
+  if (const auto fs = multi_findings(rep); !fs.empty()) out += "\n" + findings::to_text(fs);
   return out;
 }
 
@@ -437,6 +438,7 @@ std::string render_multi_json(const MultiReport& rep) {
          {"status_text", r.status_text.empty() ? r.status : r.status_text},
          {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
                                              : nlohmann::json(nullptr)}});
+  j["findings"] = findings::to_json(multi_findings(rep));
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

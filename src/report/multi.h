@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "findings/findings.h"
 #include "report/kpi.h"
 #include "store/store.h"
 #include "util/money.h"
@@ -110,6 +111,11 @@ struct MultiReport {
 /// Builds the report from the ledger. Usage error when since >= until; an empty period is not an error
 /// here (the report has zero runs): the CLI decides.
 Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions& options);
+
+/// Findings of the period (docs/findings.md "Many runs"): fleet_waste when idle GPU time and allocated GPUs
+/// never used cost 5 % or more of the period, with the run that wasted most; per month when the period has
+/// both ends.
+std::vector<findings::Finding> multi_findings(const MultiReport& report);
 
 /// Human-readable report.
 std::string render_multi_text(const MultiReport& report);

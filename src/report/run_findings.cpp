@@ -2,6 +2,7 @@
 // peak memory, a forecast beyond the budget. Money in integer nano-dollars from the run's micro-dollars.
 #include <fmt/format.h>
 
+#include "report/multi.h"
 #include "report/run_report.h"
 #include "util/units.h"
 
@@ -116,6 +117,42 @@ std::vector<Finding> run_findings(const RunReport& r) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.cost_nano_usd.value_or(0) > b.cost_nano_usd.value_or(0);
   });
+  return out;
+}
+
+std::vector<Finding> multi_findings(const MultiReport& rep) {
+  std::vector<Finding> out;
+  const GroupTotals& t = rep.total;
+  const MicroUsd waste = t.waste_micros();
+  if (t.cost_micros <= 0 || waste * 20 < t.cost_micros) return out;
+  Finding f;
+  f.kind = "fleet_waste";
+  f.severity = severity_of(waste, t.cost_micros);
+  f.at_stake_ns = static_cast<std::int64_t>(t.gpu_hours * 3600e9 * static_cast<double>(waste) /
+                                            static_cast<double>(t.cost_micros));
+  f.summary =
+      fmt::format("idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
+                  format_usd(micros_to_usd(waste)),
+                  100.0 * static_cast<double>(waste) / static_cast<double>(t.cost_micros),
+                  format_usd(micros_to_usd(t.cost_micros)), t.runs);
+  const TopRun* worst = nullptr;
+  for (const auto& r : rep.top_runs)
+    if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;
+  f.action =
+      worst != nullptr
+          ? fmt::format("start with run {} ({}, {} wasted): `gpumeter report {}` shows why and what to do",
+                        worst->id, worst->command, format_usd(micros_to_usd(worst->waste_micros)), worst->id)
+          : std::string("`gpumeter report RUN` on the costliest runs shows why and what to do");
+  f.cost_nano_usd = waste * 1000;
+  if (rep.since_unix_ms && rep.until_unix_ms && *rep.until_unix_ms > *rep.since_unix_ms)
+    f.nano_usd_per_month = static_cast<std::int64_t>(static_cast<Int128>(waste) * 1000 * kSecondsPerMonth *
+                                                     1000 / (*rep.until_unix_ms - *rep.since_unix_ms));
+  f.evidence.push_back({"idle_cost_usd", micros_to_usd(t.idle_cost_micros)});
+  f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(t.unused_gpu_cost_micros)});
+  f.evidence.push_back({"cost_usd", micros_to_usd(t.cost_micros)});
+  f.evidence.push_back({"runs", t.runs});
+  if (worst != nullptr) f.evidence.push_back({"worst_run", worst->id});
+  out.push_back(std::move(f));
   return out;
 }
 

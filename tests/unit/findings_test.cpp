@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "report/multi.h"
 #include "support/support.h"
 
 namespace gm::findings {
@@ -94,3 +95,46 @@ TEST(FindingsTest, LaunchBoundAndExposedCommunicationFromTheirFigures) {
 
 }  // namespace
 }  // namespace gm::findings
+
+namespace gm {
+namespace {
+
+TEST(FleetFindingsTest, WasteOfThePeriodNamesTheRunThatWastedMostWithItsMonthlyRate) {
+  MultiReport rep;
+  rep.since_unix_ms = 0;
+  rep.until_unix_ms = 10LL * 86'400'000;  // a 10-day period
+  rep.total.runs = 3;
+  rep.total.gpu_hours = 100;
+  rep.total.cost_micros = 400'000'000;            // $400
+  rep.total.idle_cost_micros = 60'000'000;        // $60
+  rep.total.unused_gpu_cost_micros = 40'000'000;  // $40: waste $100 = 25 %
+  TopRun a;
+  a.id = 7;
+  a.command = "python train.py";
+  a.cost_micros = 300'000'000;
+  a.waste_micros = 30'000'000;
+  TopRun b;
+  b.id = 9;
+  b.command = "python eval.py";
+  b.cost_micros = 100'000'000;
+  b.waste_micros = 70'000'000;
+  rep.top_runs = {a, b};
+  const auto fs = multi_findings(rep);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, "fleet_waste");
+  EXPECT_EQ(fs[0].severity, findings::Severity::medium);  // 25 %: medium from 15 %, high from 30 %
+  EXPECT_EQ(fs[0].cost_nano_usd, 100'000'000'000);
+  // $100 in 10 days (240 h) is $304.17 in 730 h.
+  EXPECT_EQ(fs[0].nano_usd_per_month, 304'166'666'666);
+  EXPECT_NE(fs[0].summary.find("cost $100.00 (25% of $400.00) over 3 run(s)"), std::string::npos)
+      << fs[0].summary;
+  EXPECT_NE(fs[0].action.find("start with run 9 (python eval.py, $70.00 wasted)"), std::string::npos)
+      << fs[0].action;
+  // Under 5 % of the cost: nothing to say.
+  rep.total.idle_cost_micros = 10'000'000;
+  rep.total.unused_gpu_cost_micros = 0;
+  EXPECT_TRUE(multi_findings(rep).empty());
+}
+
+}  // namespace
+}  // namespace gm
