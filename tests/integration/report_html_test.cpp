@@ -317,6 +317,13 @@ TEST_F(ReportHtmlIntegrationTest, RunPageOfARealTorchTrainingRunFromItsLedger) {
   // The 1 % warning and round steps are marked on the cost chart.
   EXPECT_TRUE(std::regex_search(status, std::regex("\nmarks=cost:([2-9]|1[0-9])\n"))) << status;
   EXPECT_NE(html.find("red dashed lines: warn at"), std::string::npos);
+
+  // The multi-run page of the same ledger.
+  const std::string multi = dir.path() + "/torch-multi.html";
+  auto fleet = test::run_gpumeter({"report", "--since", "1d", "--by", "user", "--html", multi}, env);
+  ASSERT_EQ(fleet.exit_code, 0) << fleet.err;
+  expect_clean_render(dir, test::read_file(multi), "multi-torch.html",
+                      {{"cost-by-group", {"cost_usd"}}, {"waste", {"cost_usd"}}});
 }
 
 TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
