@@ -206,11 +206,41 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& sa
       u.mem_peak_bytes = std::max(u.mem_peak_bytes.value_or(0), *s.memory_used_bytes);
     }
   }
+  struct Stretch {
+    std::int64_t start_ms = 0, end_ms = 0, intervals = 0;
+    MicroUsd cost = 0;
+  };
+  std::map<unsigned, Stretch> open;
+  std::map<unsigned, std::int64_t> prev_t;
+  auto close = [&](unsigned gpu) {
+    auto it = open.find(gpu);
+    if (it == open.end()) return;
+    GpuUsage& u = by[gpu];
+    if (it->second.end_ms - it->second.start_ms > u.idle_stretch_ms) {
+      u.idle_stretch_start_ms = it->second.start_ms;
+      u.idle_stretch_ms = it->second.end_ms - it->second.start_ms;
+      u.idle_stretch_intervals = it->second.intervals;
+      u.idle_stretch_cost_micros = it->second.cost;
+    }
+    open.erase(it);
+  };
   for (const auto& s : samples) {
     GpuUsage& u = by[s.gpu_index];
     const double idle_frac = s.utilization_pct ? 1.0 - *s.utilization_pct / 100.0 : 0.0;
     u.idle_cost_micros += static_cast<MicroUsd>(static_cast<double>(s.cost_micros) * idle_frac);
+    // A sample closes the interval since the previous one of its GPU.
+    const std::int64_t from = prev_t.count(s.gpu_index) ? prev_t[s.gpu_index] : 0;
+    prev_t[s.gpu_index] = s.t_ms;
+    if (s.utilization_pct && *s.utilization_pct <= kIdleUtilizationPct) {
+      auto [it, fresh] = open.emplace(s.gpu_index, Stretch{from, from, 0, 0});
+      it->second.end_ms = s.t_ms;
+      ++it->second.intervals;
+      it->second.cost += s.cost_micros;
+    } else {
+      close(s.gpu_index);
+    }
   }
+  while (!open.empty()) close(open.begin()->first);
   std::vector<GpuUsage> out;
   for (auto& [i, u] : by) out.push_back(std::move(u));
   return out;

@@ -33,7 +33,15 @@ struct GpuUsage {
   double energy_j = 0;
   MicroUsd cost_micros = 0;       ///< metered (per-interval) cost
   MicroUsd idle_cost_micros = 0;  ///< Σ interval cost × (1 − utilization) (reports count used GPUs)
+  /// The longest stretch of consecutive intervals at or under kIdleUtilizationPct (unreadable ones end it).
+  std::int64_t idle_stretch_start_ms = 0;
+  std::int64_t idle_stretch_ms = 0;
+  std::int64_t idle_stretch_intervals = 0;
+  MicroUsd idle_stretch_cost_micros = 0;
 };
+
+/// Utilization at or under which an interval counts as idle for GpuUsage's idle stretch (%).
+inline constexpr double kIdleUtilizationPct = 5.0;
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).
 std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);

@@ -83,6 +83,40 @@ std::vector<Finding> run_findings(const RunReport& r) {
     out.push_back(std::move(f));
   }
 
+  // The longest idle stretch of a used GPU: long enough to matter (10 minutes, or a fifth of the run) and
+  // more than a couple of samples, so that start-up and one slow interval do not count.
+  {
+    const GpuUsage* worst = nullptr;
+    for (const auto& g : r.gpus)
+      if (g.used && (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms)) worst = &g;
+    if (worst != nullptr && worst->idle_stretch_intervals >= 3 && worst->idle_stretch_cost_micros > 0 &&
+        (worst->idle_stretch_ms >= 10 * 60 * 1000 || worst->idle_stretch_ms * 5 >= run.wall_ms)) {
+      const double from_s = static_cast<double>(worst->idle_stretch_start_ms) / 1000;
+      const double len_s = static_cast<double>(worst->idle_stretch_ms) / 1000;
+      Finding f;
+      f.kind = "idle_stretch";
+      f.severity = severity_of(worst->idle_stretch_cost_micros, run.cost_micros);
+      f.at_stake_ns = worst->idle_stretch_ms * 1'000'000;
+      f.summary = fmt::format(
+          "GPU {} sat at or under {:.0f}% utilization for {} in one stretch, from {} to {} "
+          "after the start",
+          worst->index, kIdleUtilizationPct, format_duration_s(len_s), format_duration_s(from_s),
+          format_duration_s(from_s + len_s));
+      f.action =
+          "see what the job did then (evaluation, data preparation, a checkpoint upload on the CPU, or a "
+          "hang): "
+          "move that work off the GPU instance or overlap it with training; `gpumeter run --max-idle DUR` "
+          "stops "
+          "a run that idles longer than DUR";
+      f.evidence.push_back({"gpu_index", static_cast<std::int64_t>(worst->index)});
+      f.evidence.push_back({"start_s", from_s});
+      f.evidence.push_back({"duration_s", len_s});
+      f.evidence.push_back({"stretch_cost_usd", micros_to_usd(worst->idle_stretch_cost_micros)});
+      price(f, worst->idle_stretch_cost_micros, r);
+      out.push_back(std::move(f));
+    }
+  }
+
   if (r.rightsizing && r.rightsizing->price_ratio > 0 && r.rightsizing->price_ratio < 1) {
     const auto& h = *r.rightsizing;
     const auto saved = static_cast<MicroUsd>(static_cast<double>(run.cost_micros) * (1.0 - h.price_ratio));

@@ -145,3 +145,56 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAndWhen) {
+  // 10 one-second intervals on GPU 0: busy 0..3 s, at 0-4 % from 3 to 7 s, busy again; $0.001 a second.
+  std::vector<SampleRecord> samples;
+  for (int t = 1; t <= 10; ++t) {
+    SampleRecord s;
+    s.t_ms = t * 1000;
+    s.gpu_uuid = "GPU-0";
+    s.utilization_pct = (t >= 4 && t <= 7) ? (t == 5 ? 4.0 : 0.0) : 90.0;
+    s.cost_micros = 1000;
+    s.job_present = true;
+    samples.push_back(s);
+  }
+  auto usage = gpu_usage_from_samples(samples);
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].idle_stretch_start_ms, 3000);
+  EXPECT_EQ(usage[0].idle_stretch_ms, 4000);
+  EXPECT_EQ(usage[0].idle_stretch_intervals, 4);
+  EXPECT_EQ(usage[0].idle_stretch_cost_micros, 4000);
+  RunRecord run;
+  run.wall_ms = 10'000;
+  run.billed_s = 10;
+  run.cost_micros = 10'000;
+  run.price_micros_per_gpu_hour = 3'600'000;
+  run.gpus_allocated = {"GPU-0"};
+  run.gpus_used = {"GPU-0"};
+  auto r = build_run_report(run, usage, {}, {}, nullptr);
+  const findings::Finding* f = nullptr;
+  for (const auto& x : r.findings)
+    if (x.kind == "idle_stretch") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->at_stake_ns, 4'000'000'000);
+  EXPECT_EQ(f->cost_nano_usd, 4'000'000);
+  EXPECT_EQ(f->severity, findings::Severity::high);  // 40 % of the run's cost
+  EXPECT_NE(
+      f->summary.find("GPU 0 sat at or under 5% utilization for 4.0s in one stretch, from 3.0s to 7.0s"),
+      std::string::npos)
+      << f->summary;
+  EXPECT_NE(f->action.find("--max-idle"), std::string::npos);
+
+  // Two idle intervals are not a stretch.
+  samples[3].utilization_pct = 50.0;
+  samples[4].utilization_pct = 50.0;
+  auto short_usage = gpu_usage_from_samples(samples);
+  auto r2 = build_run_report(run, short_usage, {}, {}, nullptr);
+  for (const auto& x : r2.findings) EXPECT_NE(x.kind, "idle_stretch");
+}
+
+}  // namespace
+}  // namespace gm
