@@ -129,7 +129,8 @@ nlohmann::json timeline_chart(const std::string& id, const std::string& title, s
   for (const auto& it : items) {
     auto [n, fresh] = name_ids.emplace(it.name, names.size());
     if (fresh) names.push_back(it.name);
-    const auto k = std::find(classes.begin(), classes.end(), it.klass) - classes.begin();
+    auto k = std::find(classes.begin(), classes.end(), it.klass) - classes.begin();
+    if (k >= static_cast<std::ptrdiff_t>(classes.size())) k = 0;  // an unknown class is drawn as compute
     spans.push_back({lane_ids[it.lane], it.start_ns, it.dur_ns, k, n->second});
   }
   std::vector<std::string> lane_labels;
