@@ -143,7 +143,10 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   spec["findings"] = cards;
   json notes = json::array();
   json charts = json::array();
-  const auto [marks, marks_note] = run_marks(in);
+  // (not a structured binding: clang 14 cannot capture one in a lambda)
+  const auto marked = run_marks(in);
+  const json& marks = marked.first;
+  const std::string& marks_note = marked.second;
 
   // Samples on a common time axis (seconds since start), one column per GPU.
   std::set<std::int64_t> times;
