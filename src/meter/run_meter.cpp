@@ -231,7 +231,7 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& sa
     // A sample closes the interval since the previous one of its GPU.
     const std::int64_t from = prev_t.count(s.gpu_index) ? prev_t[s.gpu_index] : 0;
     prev_t[s.gpu_index] = s.t_ms;
-    if (s.utilization_pct && *s.utilization_pct <= kIdleUtilizationPct) {
+    if (s.utilization_pct && *s.utilization_pct < kIdleUtilPct) {
       auto [it, fresh] = open.emplace(s.gpu_index, Stretch{from, from, 0, 0});
       it->second.end_ms = s.t_ms;
       ++it->second.intervals;

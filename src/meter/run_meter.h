@@ -33,15 +33,12 @@ struct GpuUsage {
   double energy_j = 0;
   MicroUsd cost_micros = 0;       ///< metered (per-interval) cost
   MicroUsd idle_cost_micros = 0;  ///< Σ interval cost × (1 − utilization) (reports count used GPUs)
-  /// The longest stretch of consecutive intervals at or under kIdleUtilizationPct (unreadable ones end it).
+  /// The longest stretch of consecutive intervals under kIdleUtilPct (unreadable ones end it).
   std::int64_t idle_stretch_start_ms = 0;
   std::int64_t idle_stretch_ms = 0;
   std::int64_t idle_stretch_intervals = 0;
   MicroUsd idle_stretch_cost_micros = 0;
 };
-
-/// Utilization at or under which an interval counts as idle for GpuUsage's idle stretch (%).
-inline constexpr double kIdleUtilizationPct = 5.0;
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).
 std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);
@@ -89,6 +86,48 @@ class RunMeter {
   std::vector<double> util_sum_, mem_sum_;
   std::vector<std::int64_t> util_n_, mem_n_;
   std::optional<std::int64_t> idle_since_ns_;
+};
+
+/// A forecast of the run's total cost.
+struct Forecast {
+  double total_usd = 0;    ///< spent + remaining_s × burn rate
+  double low_usd = 0;      ///< with the fast end of recent step times (10th percentile)
+  double high_usd = 0;     ///< with the slow end (90th percentile)
+  double remaining_s = 0;  ///< median estimate
+  double s_per_step = 0;   ///< median over the window
+  std::int64_t step = 0;
+  std::int64_t total_steps = 0;
+};
+
+/// Robust seconds-per-step over recent steps. The first reported interval (start-up, compilation,
+/// data-loader warm-up) and every interval ending within the first 2 % of the steps are excluded; the
+/// estimate is the median of per-step times over the last kWindow intervals (each interval weighted by its
+/// step count); the interval comes from their 10th and 90th percentiles. No forecast until kMinIntervals
+/// usable intervals exist, or when the total is unknown.
+class Forecaster {
+ public:
+  static constexpr std::size_t kWindow = 64;
+  static constexpr std::size_t kMinIntervals = 3;
+
+  /// Records that `step` was reached at `t_s` seconds since the run's start (`total_steps` when known).
+  void add(double t_s, std::int64_t step, std::optional<std::int64_t> total_steps);
+  /// Forecast at `now_s` with `spent_usd` so far and the burn rate; nullopt when not enough progress.
+  std::optional<Forecast> forecast(double now_s, double spent_usd, double burn_usd_per_s) const;
+  /// Usable intervals so far.
+  std::size_t intervals() const { return per_step_s_.size(); }
+  std::optional<std::int64_t> last_step() const { return last_step_; }
+  std::optional<std::int64_t> total_steps() const { return total_; }
+
+ private:
+  struct Interval {
+    double s_per_step;
+    std::int64_t steps;
+  };
+  std::vector<Interval> per_step_s_;  // window, oldest first
+  std::optional<double> last_t_s_;
+  std::optional<std::int64_t> last_step_;
+  std::optional<std::int64_t> total_;
+  bool seen_first_interval_ = false;
 };
 
 }  // namespace gm

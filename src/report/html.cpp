@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "meter/run_meter.h"
 #include "report/html_page.h"
 #include "report/run_report.h"
 #include "util/json.h"
@@ -28,6 +29,27 @@ json series(const std::string& label, const std::vector<std::optional<double>>& 
 
 std::string usd(MicroUsd m) {
   return format_usd(micros_to_usd(m));
+}
+
+/// How far the forecast total spreads below and above its median (USD): the forecaster replayed over the
+/// run's progress up to `last`, at the run's price for its allocated GPUs; nullopt when it cannot forecast.
+std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in, const ProgressRecord* last,
+                                                         std::optional<std::int64_t> total) {
+  if (last == nullptr || !total) return std::nullopt;
+  std::vector<const ProgressRecord*> by_time;
+  for (const auto& p : in.progress)
+    if (p.step && p.t_ms <= last->t_ms) by_time.push_back(&p);
+  std::stable_sort(by_time.begin(), by_time.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
+  Forecaster replay;
+  for (const auto* p : by_time)
+    replay.add(static_cast<double>(p->t_ms) / 1000, *p->step, p->total_steps.value_or(*total));
+  const double burn_usd_per_s = micros_to_usd(in.run.price_micros_per_gpu_hour) *
+                                static_cast<double>(std::max<std::size_t>(1, in.run.gpus_allocated.size())) /
+                                3600;
+  const auto f = replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros),
+                                 burn_usd_per_s);
+  if (!f || f->high_usd <= f->low_usd) return std::nullopt;
+  return std::make_pair(std::max(0.0, f->total_usd - f->low_usd), std::max(0.0, f->high_usd - f->total_usd));
 }
 
 /// Upper bound on step marks per chart, so that they stay apart.
@@ -127,7 +149,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
         {{{"label", "cost"}, {"value", usd(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
           {"value", format_usd(rate)}},
-         {{"label", "waste (idle + unused GPUs)"},
+         {{"label", "waste: idle + unused"},
           {"value", usd(waste)},
           {"tone", r.cost_micros > 0 && waste * 5 > r.cost_micros ? "bad" : ""}},
          {{"label", "energy"}, {"value", fmt::format("{:.4f} kWh", r.energy_j / 3.6e6)}},
@@ -237,11 +259,21 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       reached_total = last && total && *last->step >= *total;
     }
     forecast.assign(cx.size(), std::nullopt);
+    std::vector<std::optional<double>> band_low, band_high;
     if (end_s && *end_s > cx.back()) {
       forecast.back() = cum.back();
       cx.push_back(*end_s);
       cum.push_back(std::nullopt);
       forecast.push_back(*r.forecast_cost_usd);
+      // The band: the forecaster replayed over the stored progress gives the spread of the total between the
+      // fast (10th percentile) and slow (90th) recent step times, drawn around the stored forecast.
+      if (auto spread = forecast_spread(in, last, total)) {
+        band_low.assign(cx.size(), std::nullopt);
+        band_high.assign(cx.size(), std::nullopt);
+        band_low[cx.size() - 2] = band_high[cx.size() - 2] = cum[cx.size() - 2];
+        band_low.back() = *r.forecast_cost_usd - spread->first;
+        band_high.back() = *r.forecast_cost_usd + spread->second;
+      }
     } else if (r.forecast_cost_usd && reached_total) {
       notes.push_back(
           fmt::format("the run reached {}/{} steps: its cost is final (the last forecast said {})",
@@ -255,8 +287,20 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       budget.assign(cx.size(), *r.budget_usd);
       cs.push_back(series("budget_usd", budget, true));
     }
-    if (end_s && cx.size() > x.size()) cs.push_back(series("forecast_usd", forecast, true));
+    // The band first (its fill is drawn with its upper series), then the forecast over it.
+    const bool band = !band_low.empty();
+    if (band) {
+      cs.push_back(series("forecast_high_usd", band_high, true));
+      cs.back()["colour"] = "#ff7f0e";
+      cs.push_back(series("forecast_low_usd", band_low, true));
+      cs.back()["colour"] = "#ff7f0e";
+    }
+    if (end_s && cx.size() > x.size()) {
+      cs.push_back(series("forecast_usd", forecast, true));
+      cs.back()["colour"] = "#2ca02c";
+    }
     charts.push_back(html::line_chart("cost", "Cost over time", "seconds", "USD", cx, cs));
+    if (band) charts.back()["band"] = {{"upper", "forecast_high_usd"}, {"lower", "forecast_low_usd"}};
     charts.back()["marks"] = marks;
     charts.back()["marks_note"] = marks_note;
     auto per_gpu = [&](const std::string& id, const std::string& title, const std::string& unit,

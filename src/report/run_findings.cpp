@@ -98,9 +98,9 @@ std::vector<Finding> run_findings(const RunReport& r) {
       f.severity = severity_of(worst->idle_stretch_cost_micros, run.cost_micros);
       f.at_stake_ns = worst->idle_stretch_ms * 1'000'000;
       f.summary = fmt::format(
-          "GPU {} sat at or under {:.0f}% utilization for {} in one stretch, from {} to {} "
+          "GPU {} sat under {:.0f}% utilization for {} in one stretch, from {} to {} "
           "after the start",
-          worst->index, kIdleUtilizationPct, format_duration_s(len_s), format_duration_s(from_s),
+          worst->index, kIdleUtilPct, format_duration_s(len_s), format_duration_s(from_s),
           format_duration_s(from_s + len_s));
       f.action =
           "see what the job did then (evaluation, data preparation, a checkpoint upload on the CPU, or a "

@@ -232,7 +232,7 @@ RunHtmlInput sample_run() {
   for (int i = 1; i <= 12; ++i) {
     ProgressRecord p;
     p.run_id = 7;
-    p.t_ms = i * 5000;
+    p.t_ms = i * 5000 + (i % 3 == 1 ? 900 : i % 3 == 2 ? 300 : 0);  // uneven steps: a forecast band
     p.step = i * 5;
     p.tokens = i * 5000;
     p.metrics = {{"loss", 3.0 / i}, {"acc", 0.05 * i}};
@@ -255,17 +255,18 @@ TEST_F(ReportHtmlIntegrationTest, RunPageRendersEveryChart) {
   auto html = render_run_html(sample_run());
   ASSERT_TRUE(html.ok()) << html.error().message;
   std::string status;
-  expect_clean_render(dir, *html, "run.html",
-                      {{"cost", {"cost_usd", "budget_usd", "forecast_usd"}},
-                       {"util", {"gpu0", "gpu1"}},
-                       {"memory", {"gpu0"}},
-                       {"power", {"gpu0", "gpu1"}},
-                       {"progress", {"step"}},
-                       {"metric-loss", {"loss"}},
-                       {"metric-acc", {"acc"}},
-                       {"step-cost", {"usd_per_step"}},
-                       {"waste", {"cost_usd"}}},
-                      &status);
+  expect_clean_render(
+      dir, *html, "run.html",
+      {{"cost", {"cost_usd", "budget_usd", "forecast_usd", "forecast_low_usd", "forecast_high_usd"}},
+       {"util", {"gpu0", "gpu1"}},
+       {"memory", {"gpu0"}},
+       {"power", {"gpu0", "gpu1"}},
+       {"progress", {"step"}},
+       {"metric-loss", {"loss"}},
+       {"metric-acc", {"acc"}},
+       {"step-cost", {"usd_per_step"}},
+       {"waste", {"cost_usd"}}},
+      &status);
   // The warning at 30 s and steps 10, 20, ... 60 are marked on the cost, utilization, memory and power
   // charts, and a caption names them.
   for (const char* chart : {"cost", "util", "memory", "power"})

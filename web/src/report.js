@@ -224,7 +224,7 @@ function drawTimeline(ch, box) {
   var xs = bars ? ch.categories.map(function(_, i) { return i; }) : ch.x;
   var data = [xs], series = [{label: bars ? 'category' : ch.x_label}];
   ch.series.forEach(function(s, i) {
-    var colour = palette[i % palette.length];
+    var colour = s.colour || palette[i % palette.length];
     data.push(s.values);
     var o = {label: s.label, stroke: colour, width: 2, spanGaps: false, points: {show: false}};
     if (s.dash) o.dash = [8, 6];
@@ -252,8 +252,19 @@ function drawTimeline(ch, box) {
     scales.y = {range: function(u, lo, hi) { return [0, hi > 0 ? hi * 1.1 : 1]; }};
   }
   if (!bars && ch.y_label === '%') scales.y = {range: [0, 100]};
+  // A shaded band between two series (the forecast's fast and slow ends).
+  var bands = [];
+  if (ch.band) {
+    var up = -1, lo = -1;
+    ch.series.forEach(function(s, i) {
+      if (s.label === ch.band.upper) up = i + 1;
+      if (s.label === ch.band.lower) lo = i + 1;
+    });
+    if (up > 0 && lo > 0) bands.push({series: [up, lo], fill: 'rgba(255, 127, 14, 0.18)'});
+  }
   // The legend names the series; values show on hover only (no "--" placeholders).
   var opts = {
+    bands: bands,
     width: 880,
     height: 260,
     series: series,
@@ -352,8 +363,9 @@ function report() {
   var lines = [];
   drawn.forEach(function(d) {
     var canvas = d.plot.ctx.canvas, parts = [];
-    d.spec.series.forEach(function(
-        s, i) { parts.push(s.label + ':' + countColour(canvas, rgb(palette[i % palette.length]))); });
+    d.spec.series.forEach(function(s, i) {
+      parts.push(s.label + ':' + countColour(canvas, rgb(s.colour || palette[i % palette.length])));
+    });
     lines.push('chart=' + d.spec.id + ' points=' + d.plot.data[0].length + ' series=' + parts.join(','));
     if (d.spec.marks && d.spec.marks.length) lines.push('marks=' + d.spec.id + ':' + d.plot.marksDrawn());
   });
