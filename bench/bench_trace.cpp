@@ -1,6 +1,7 @@
 // gpumeter trace reader vs a bare simdjson On-Demand pass over the same file, in the same run; .json.gz
-// against `zcat FILE > /dev/null`. File: $GPUMETER_BENCH_TRACE (a .json; its .gz is used when
-// $GPUMETER_BENCH_TRACE_GZ is set), else the bundled sample tests/data/trace/amd_mi250.json.gz.
+// against `zcat FILE > /dev/null` and `igzip -dc FILE > /dev/null`. File: $GPUMETER_BENCH_TRACE (a .json;
+// its .gz is used when $GPUMETER_BENCH_TRACE_GZ is set), else the bundled sample
+// tests/data/trace/amd_mi250.json.gz.
 // Every iteration runs in a forked child, so that each case's peak RSS (counter peak_rss_mb, from wait4's
 // ru_maxrss of the child) is its own; the time is the child's wall time.
 #include <benchmark/benchmark.h>
@@ -152,6 +153,19 @@ void BM_ZcatBaseline(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ZcatBaseline)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+
+// isa-l's own command-line inflater (Debian package isal), the library gpumeter inflates with.
+void BM_IgzipBaseline(benchmark::State& state) {
+  if (::access("/usr/bin/igzip", X_OK) != 0) {
+    state.SkipWithError("/usr/bin/igzip missing (Debian package isal)");
+    return;
+  }
+  const std::string cmd = "igzip -dc '" + gz_file() + "' > /dev/null";
+  for (auto _ : state) {
+    if (std::system(cmd.c_str()) != 0) state.SkipWithError("igzip failed");
+  }
+}
+BENCHMARK(BM_IgzipBaseline)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 
 void BM_GpumeterTraceGz(benchmark::State& state) {
   const auto path = gz_file();

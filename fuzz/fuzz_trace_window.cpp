@@ -4,6 +4,7 @@
 // fails.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "trace/scan.h"
 #include "trace/trace.h"
 
 namespace {
@@ -30,17 +32,34 @@ std::string summary(const gm::trace::FileAnalysis& f) {
 
 }  // namespace
 
+/// The block scanner against the byte-at-a-time reference, the text fed in pieces of `piece` bytes.
+void check_scanner(std::string_view text, std::size_t piece) {
+  using gm::trace::detail::ElementScan;
+  gm::trace::detail::ElementScanState block, bytewise;
+  for (std::size_t pos = 0; pos < text.size(); pos += piece) {
+    const std::size_t n = std::min(piece, text.size() - pos);
+    const ElementScan a = gm::trace::detail::scan_elements(text.data() + pos, n, block);
+    const ElementScan b = gm::trace::detail::scan_elements_bytewise(text.data() + pos, n, bytewise);
+    if (a.last_comma != b.last_comma || a.array_end != b.array_end) std::abort();
+    if (a.array_end != ElementScan::npos) return;
+    if (block.in_string != bytewise.in_string || block.escape != bytewise.escape ||
+        block.depth != bytewise.depth)
+      std::abort();
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   static const std::string path = "/tmp/gpumeter-fuzz-window-" + std::to_string(::getpid()) + ".json";
   const std::size_t window = 1 + data[0];
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  check_scanner(text, window);
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return 0;
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !written) return 0;
   auto whole = gm::trace::analyze_buffer(path, text);
-  // One thread, and two (windows parsed on workers, cuts guessed and checked there).
+  // One thread, and two (batches cut by the element scanner and parsed on workers).
   for (unsigned threads : {1u, 2u}) {
     gm::trace::Options options;
     options.window_bytes = window;

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config git python3
   libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libtomlplusplus-dev libsimdjson-dev
-  zlib1g-dev libdeflate-dev libisal-dev libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
+  zlib1g-dev libdeflate-dev libisal-dev isal libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
   libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
   prometheus wrk tmux curl chromium procps openssl python3-yaml
   python3-torch python3-tqdm python3-numpy

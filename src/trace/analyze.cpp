@@ -76,35 +76,33 @@ const char* klass_name(Klass k) {
   return "compute";
 }
 
-/// For each query (thread, ts), the innermost span of `kinds` on that thread with start <= ts < end
-/// (start <= ts <= end for zero-length spans); UINT32_MAX when none. Returns span name ids.
-std::vector<std::uint32_t> innermost(const std::vector<Span>& all, SpanKind kind,
+/// For each query (thread, ts), the innermost of `spans` (one kind, in span_order) on that thread with
+/// start <= ts < end (start <= ts <= end for zero-length spans); UINT32_MAX when none. Returns span name ids.
+std::vector<std::uint32_t> innermost(std::span<const Span> spans,
                                      const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
-  std::vector<const Span*> spans;
-  for (const auto& s : all)
-    if (s.kind == kind) spans.push_back(&s);
-  std::sort(spans.begin(), spans.end(), [](const Span* a, const Span* b) {
-    if (a->thread != b->thread) return a->thread < b->thread;
-    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
-    return a->end_ns > b->end_ns;  // outer first
-  });
-  std::vector<std::size_t> order(queries.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return queries[a] < queries[b]; });
+  struct Query {
+    std::uint32_t thread;
+    std::int64_t ts;
+    std::size_t index;
+    bool operator<(const Query& o) const { return thread != o.thread ? thread < o.thread : ts < o.ts; }
+  };
+  std::vector<Query> order;
+  order.reserve(queries.size());
+  for (std::size_t q = 0; q < queries.size(); ++q) order.push_back({queries[q].first, queries[q].second, q});
+  std::sort(order.begin(), order.end());
   std::vector<std::uint32_t> result(queries.size(), UINT32_MAX);
   std::vector<const Span*> stack;
   std::size_t si = 0;
   std::uint32_t current_thread = UINT32_MAX;
-  for (std::size_t qi : order) {
-    const auto [thread, ts] = queries[qi];
+  for (const auto& [thread, ts, qi] : order) {
     if (thread != current_thread) {
       stack.clear();
       current_thread = thread;
-      while (si < spans.size() && spans[si]->thread < thread) ++si;
+      while (si < spans.size() && spans[si].thread < thread) ++si;
     }
-    while (si < spans.size() && spans[si]->thread == thread && spans[si]->start_ns <= ts) {
-      while (!stack.empty() && stack.back()->end_ns < spans[si]->start_ns) stack.pop_back();
-      stack.push_back(spans[si]);
+    while (si < spans.size() && spans[si].thread == thread && spans[si].start_ns <= ts) {
+      while (!stack.empty() && stack.back()->end_ns < spans[si].start_ns) stack.pop_back();
+      stack.push_back(&spans[si]);
       ++si;
     }
     while (!stack.empty() && stack.back()->end_ns < ts) stack.pop_back();
@@ -229,20 +227,88 @@ StepTimeline step_timeline(const RawTrace& raw, const std::vector<std::uint32_t>
 
 }  // namespace
 
+bool span_order(const Span& a, const Span& b) {
+  if (a.kind != b.kind) return a.kind < b.kind;
+  if (a.thread != b.thread) return a.thread < b.thread;
+  if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+  if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;  // outer first
+  return a.name < b.name;
+}
+
+void sort_spans(RawTrace& raw) {
+  // Grouped by (kind, thread) first, in one counting pass, then each group sorted by time: groups are
+  // small and often already in order.
+  const std::size_t threads = std::max(raw.threads.size(), raw.devices.size()) + 1;
+  constexpr std::size_t kKinds = 4;
+  auto group_of = [&](const Span& s) {
+    return static_cast<std::size_t>(s.kind) * threads + std::min<std::size_t>(s.thread, threads - 1);
+  };
+  std::vector<std::size_t> first(kKinds * threads + 1, 0);
+  for (const auto& s : raw.spans) ++first[group_of(s) + 1];
+  for (std::size_t g = 1; g < first.size(); ++g) first[g] += first[g - 1];
+  std::vector<Span> sorted(raw.spans.size());
+  {
+    std::vector<std::size_t> next(first.begin(), first.end() - 1);
+    for (const auto& s : raw.spans) sorted[next[group_of(s)]++] = s;
+  }
+  for (std::size_t g = 0; g + 1 < first.size(); ++g) {
+    auto b = sorted.begin() + static_cast<std::ptrdiff_t>(first[g]);
+    auto e = sorted.begin() + static_cast<std::ptrdiff_t>(first[g + 1]);
+    if (!std::is_sorted(b, e, span_order)) std::sort(b, e, span_order);
+  }
+  raw.spans = std::move(sorted);
+  raw.spans_sorted = true;
+}
+
+std::span<const Span> spans_of_kind(const RawTrace& raw, SpanKind kind, std::vector<Span>& storage) {
+  if (raw.spans_sorted) {
+    auto [lo, hi] =
+        std::equal_range(raw.spans.begin(), raw.spans.end(), kind, [](const auto& x, const auto& y) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, SpanKind>)
+            return x < y.kind;
+          else
+            return x.kind < y;
+        });
+    return {lo, hi};
+  }
+  storage.clear();
+  for (const auto& s : raw.spans)
+    if (s.kind == kind) storage.push_back(s);
+  std::sort(storage.begin(), storage.end(), span_order);
+  return storage;
+}
+
 std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
-  // Launch lookup by correlation id.
-  std::vector<Launch> launches = raw.launches;
-  std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
-    return a.correlation != b.correlation ? a.correlation < b.correlation : a.ts_ns < b.ts_ns;
-  });
+  // Launch lookup by correlation id (the earliest launch with the id): a table indexed by the id when the
+  // ids are dense (Kineto numbers them from 1), else sorted launches and a binary search.
   const std::size_t n = raw.activities.size();
   std::vector<const Launch*> launch_of(n, nullptr);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto corr = raw.activities[i].correlation;
-    if (corr < 0) continue;
-    auto it = std::lower_bound(launches.begin(), launches.end(), corr,
-                               [](const Launch& l, std::int64_t c) { return l.correlation < c; });
-    if (it != launches.end() && it->correlation == corr) launch_of[i] = &*it;
+  std::int64_t max_corr = -1;
+  for (const auto& l : raw.launches) max_corr = std::max(max_corr, l.correlation);
+  std::vector<Launch> launches;
+  if (max_corr >= 0 && static_cast<std::uint64_t>(max_corr) <= 4 * raw.launches.size() + 4096) {
+    std::vector<const Launch*> by_corr(static_cast<std::size_t>(max_corr) + 1, nullptr);
+    for (const auto& l : raw.launches) {
+      if (l.correlation < 0) continue;
+      auto& slot = by_corr[static_cast<std::size_t>(l.correlation)];
+      if (slot == nullptr || l.ts_ns < slot->ts_ns) slot = &l;
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto corr = raw.activities[i].correlation;
+      if (corr >= 0 && corr <= max_corr) launch_of[i] = by_corr[static_cast<std::size_t>(corr)];
+    }
+  } else {
+    launches = raw.launches;
+    std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
+      return a.correlation != b.correlation ? a.correlation < b.correlation : a.ts_ns < b.ts_ns;
+    });
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto corr = raw.activities[i].correlation;
+      if (corr < 0) continue;
+      auto it = std::lower_bound(launches.begin(), launches.end(), corr,
+                                 [](const Launch& l, std::int64_t c) { return l.correlation < c; });
+      if (it != launches.end() && it->correlation == corr) launch_of[i] = &*it;
+    }
   }
 
   // Operator / annotation of each activity via its launch (innermost enclosing span on the launching thread).
@@ -255,8 +321,9 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
   }
   std::vector<std::uint32_t> op_of(n, UINT32_MAX), ann_of(n, UINT32_MAX);
   {
-    auto ops = innermost(raw.spans, SpanKind::op, cpu_queries);
-    auto anns = innermost(raw.spans, SpanKind::annotation, cpu_queries);
+    std::vector<Span> storage;
+    auto ops = innermost(spans_of_kind(raw, SpanKind::op, storage), cpu_queries);
+    auto anns = innermost(spans_of_kind(raw, SpanKind::annotation, storage), cpu_queries);
     for (std::size_t q = 0; q < cpu_queries.size(); ++q) {
       op_of[cpu_query_activity[q]] = ops[q];
       ann_of[cpu_query_activity[q]] = anns[q];
@@ -269,7 +336,7 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       gq.emplace_back(raw.activities[i].device, raw.activities[i].start_ns);
       gq_activity.push_back(i);
     }
-    auto ganns = innermost(raw.spans, SpanKind::gpu_annotation, gq);
+    auto ganns = innermost(spans_of_kind(raw, SpanKind::gpu_annotation, storage), gq);
     for (std::size_t q = 0; q < gq.size(); ++q) ann_of[gq_activity[q]] = ganns[q];
   }
 
@@ -312,11 +379,13 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       if (it != raw.device_names.end()) d.gpu_name = it->second;
       else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
     }
-    std::sort(idx.begin(), idx.end(), [&](std::uint32_t a, std::uint32_t b) {
-      const auto& x = raw.activities[a];
-      const auto& y = raw.activities[b];
-      return x.start_ns != y.start_ns ? x.start_ns < y.start_ns : a < b;
-    });
+    {  // by start, then file order (sorting values, not indices into the table)
+      std::vector<std::pair<std::int64_t, std::uint32_t>> by_start;
+      by_start.reserve(idx.size());
+      for (auto i : idx) by_start.emplace_back(raw.activities[i].start_ns, i);
+      std::sort(by_start.begin(), by_start.end());
+      for (std::size_t k = 0; k < idx.size(); ++k) idx[k] = by_start[k].second;
+    }
     std::int64_t wstart = INT64_MAX, wend = INT64_MIN;
     for (auto i : idx) {
       const auto& a = raw.activities[i];

@@ -11,16 +11,11 @@ std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
                                       const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps) {
   if (gaps.empty()) return {};
   // Outermost operators per thread: sorted by (thread, start, end desc), dropping those inside the last kept.
-  std::vector<const Span*> ops;
-  for (const auto& s : raw.spans)
-    if (s.kind == SpanKind::op && s.end_ns > s.start_ns) ops.push_back(&s);
-  std::sort(ops.begin(), ops.end(), [](const Span* a, const Span* b) {
-    if (a->thread != b->thread) return a->thread < b->thread;
-    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
-    return a->end_ns > b->end_ns;
-  });
+  std::vector<Span> storage;
   std::vector<std::vector<const Span*>> threads;  // per thread: disjoint, in time order
-  for (const Span* s : ops) {
+  for (const Span& op : spans_of_kind(raw, SpanKind::op, storage)) {
+    if (op.end_ns <= op.start_ns) continue;
+    const Span* s = &op;
     if (threads.empty() || threads.back().back()->thread != s->thread) threads.emplace_back();
     auto& t = threads.back();
     if (!t.empty() && s->start_ns < t.back()->end_ns) continue;  // nested in (or overlapping) the last kept
@@ -56,13 +51,11 @@ std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw) {
   HostAnalysis h;
   std::int64_t start = INT64_MAX, end = INT64_MIN;
-  std::vector<const Span*> ops;
   for (const auto& s : raw.spans) {
     if (s.kind == SpanKind::gpu_annotation) continue;
     ++h.span_count;
     start = std::min(start, s.start_ns);
     end = std::max(end, s.end_ns);
-    if (s.kind == SpanKind::op) ops.push_back(&s);
   }
   for (const auto& l : raw.launches) {
     start = std::min(start, l.ts_ns);
@@ -98,30 +91,26 @@ std::optional<HostAnalysis> analyze_host(const RawTrace& raw) {
 
   // Self time: per thread, operators nested by time; an operator's self time is its duration minus the
   // parts of it covered by its direct children (clipped to it).
-  std::sort(ops.begin(), ops.end(), [](const Span* a, const Span* b) {
-    if (a->thread != b->thread) return a->thread < b->thread;
-    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
-    return a->end_ns > b->end_ns;
-  });
+  std::vector<Span> storage;
+  const std::span<const Span> ops = spans_of_kind(raw, SpanKind::op, storage);
   std::vector<std::int64_t> self(ops.size(), 0);
   std::vector<std::size_t> stack;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Span& s = *ops[i];
-    while (!stack.empty() &&
-           (ops[stack.back()]->thread != s.thread || ops[stack.back()]->end_ns <= s.start_ns))
+    const Span& s = ops[i];
+    while (!stack.empty() && (ops[stack.back()].thread != s.thread || ops[stack.back()].end_ns <= s.start_ns))
       stack.pop_back();
     self[i] = s.end_ns - s.start_ns;
     if (!stack.empty()) {
-      const Span& parent = *ops[stack.back()];
+      const Span& parent = ops[stack.back()];
       self[stack.back()] -= std::min(s.end_ns, parent.end_ns) - s.start_ns;
     }
     stack.push_back(i);
   }
   std::map<std::uint32_t, OperatorTime> by_name;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    auto& o = by_name[ops[i]->name];
+    auto& o = by_name[ops[i].name];
     ++o.count;
-    o.total_ns += ops[i]->end_ns - ops[i]->start_ns;
+    o.total_ns += ops[i].end_ns - ops[i].start_ns;
     o.self_ns += std::max<std::int64_t>(0, self[i]);
   }
   for (auto& [id, o] : by_name) {

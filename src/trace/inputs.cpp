@@ -54,8 +54,8 @@ Result<void> parse_any(const std::string& name, char* data, std::size_t len, det
   return {};
 }
 
-/// The analysis of a parsed trace.
-FileAnalysis finish(const detail::RawTrace& raw, FileAnalysis fa) {
+/// The analysis of a parsed trace (its spans are sorted first, once for every analysis).
+FileAnalysis finish(detail::RawTrace& raw, FileAnalysis fa) {
   fa.rank = raw.rank;
   fa.event_count = raw.event_count;
   fa.skipped_events = raw.skipped_events;
@@ -64,6 +64,7 @@ FileAnalysis finish(const detail::RawTrace& raw, FileAnalysis fa) {
     return fa;
   }
   fa.format = raw.format;
+  detail::sort_spans(raw);
   fa.devices = detail::analyze(raw);
   fa.host = detail::analyze_host(raw);
   fa.collectives = detail::collective_calls(raw, fa.collective_kernels_without_metadata);

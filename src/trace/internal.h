@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -109,7 +110,18 @@ struct RawTrace {
   std::int64_t skipped_events = 0;
   std::vector<RawCollective> collectives;  // NCCL kernels with process-group metadata
   std::vector<std::pair<std::int64_t, std::int64_t>> syncs;  // host calls that block on the GPU [start, end)
+  bool spans_sorted = false;                                 // spans are in span_order (sort_spans ran)
 };
+
+/// The order of RawTrace::spans after sort_spans: by kind, thread, start, end (outer first), name.
+bool span_order(const Span& a, const Span& b);
+
+/// Sorts the spans once for every analysis that reads them by thread and time.
+void sort_spans(RawTrace& raw);
+
+/// The spans of one kind in span_order: a view into raw.spans when they are sorted, else a sorted copy
+/// kept in `storage`.
+std::span<const Span> spans_of_kind(const RawTrace& raw, SpanKind kind, std::vector<Span>& storage);
 
 /// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error
 /// returns an Error naming `name` and the byte offset; `out` keeps what was read before it.

@@ -19,6 +19,11 @@ class PaddedBuffer {
   PaddedBuffer() = default;
   PaddedBuffer(const PaddedBuffer&) = delete;
   PaddedBuffer& operator=(const PaddedBuffer&) = delete;
+  PaddedBuffer(PaddedBuffer&& o) noexcept { swap(o); }
+  PaddedBuffer& operator=(PaddedBuffer&& o) noexcept {
+    swap(o);
+    return *this;
+  }
   ~PaddedBuffer() { std::free(data_); }
   /// Grows the capacity to at least `capacity` bytes (plus padding); false when out of memory.
   bool reserve(std::size_t capacity) {

@@ -16,8 +16,14 @@ std::vector<CollectiveCall> collective_calls(const RawTrace& raw, std::int64_t& 
   std::vector<CollectiveCall> out;
   std::vector<bool> has_meta(raw.activities.size(), false);
   if (!raw.collectives.empty()) {
+    // Launch times of the collectives' kernels only (a trace has millions of launches, a few collectives).
     std::unordered_map<std::int64_t, std::int64_t> launch_ts;
-    for (const auto& l : raw.launches) launch_ts.emplace(l.correlation, l.ts_ns);
+    for (const auto& c : raw.collectives)
+      if (raw.activities[c.activity].correlation >= 0)
+        launch_ts.emplace(raw.activities[c.activity].correlation, INT64_MIN);
+    for (const auto& l : raw.launches)
+      if (auto it = launch_ts.find(l.correlation); it != launch_ts.end() && it->second == INT64_MIN)
+        it->second = l.ts_ns;
     std::vector<const Span*> steps;
     for (const auto& s : raw.spans)
       if (s.kind == SpanKind::step) steps.push_back(&s);
@@ -37,7 +43,8 @@ std::vector<CollectiveCall> collective_calls(const RawTrace& raw, std::int64_t& 
       call.start_ns = a.start_ns;
       call.dur_ns = a.dur_ns;
       std::int64_t t = a.start_ns;
-      if (auto it = launch_ts.find(a.correlation); a.correlation >= 0 && it != launch_ts.end())
+      if (auto it = launch_ts.find(a.correlation);
+          a.correlation >= 0 && it != launch_ts.end() && it->second != INT64_MIN)
         t = it->second;
       // The last step starting at or before t, if t is inside it.
       auto it = std::upper_bound(steps.begin(), steps.end(), t,

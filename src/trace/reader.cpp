@@ -11,6 +11,7 @@
 
 #include "trace/internal.h"
 #include "trace/io.h"
+#include "trace/scan.h"
 
 namespace gm::trace {
 namespace detail {
@@ -119,58 +120,108 @@ std::string_view string_token(od::value v) {
   return tok.substr(1, tok.size() - 2);
 }
 
+/// True when a raw key (the bytes after its opening quote) is exactly `lit`. Keys are compared as written
+/// (escapes are not decoded), as simdjson's own comparison does; the bytes read stay inside the padding.
+template <std::size_t N>
+bool key_is(const char* raw, const char (&lit)[N]) {
+  return raw[N - 1] == '"' && std::memcmp(raw, lit, N - 1) == 0;
+}
+
 simdjson::error_code read_args(od::value args, EventFields& ev) {
   od::object obj;
   if (auto e = args.get_object().get(obj)) return e == simdjson::INCORRECT_TYPE ? simdjson::SUCCESS : e;
   for (auto field : obj) {
     od::field f;
     if (auto e = std::move(field).get(f)) return e;
-    od::raw_json_string key = f.key();
-    if (key == "correlation") {
-      if (auto v = small_uint(f.value().raw_json_token())) ev.correlation = *v;
-    } else if (key == "Collective name" || key == "collective_name") {
-      ev.collective = true;
-      ev.collective_name = string_token(f.value());
-    } else if (key == "Process Group Name") {
-      ev.group = string_token(f.value());
-    } else if (key == "In msg nelems") {
-      ev.nelems = small_uint(f.value().raw_json_token());
-    } else if (key == "Seq") {
-      ev.seq = small_uint(f.value().raw_json_token());
-    } else if (key == "Group size") {
-      ev.group_size = small_uint(f.value().raw_json_token());
+    const char* key = f.key().raw();
+    // Most argument keys are rejected on their first byte.
+    switch (key[0]) {
+      case 'c':
+        if (key_is(key, "correlation")) {
+          if (auto v = small_uint(f.value().raw_json_token())) ev.correlation = *v;
+        } else if (key_is(key, "collective_name")) {
+          ev.collective = true;
+          ev.collective_name = string_token(f.value());
+        }
+        break;
+      case 'C':
+        if (key_is(key, "Collective name")) {
+          ev.collective = true;
+          ev.collective_name = string_token(f.value());
+        }
+        break;
+      case 'P':
+        if (key_is(key, "Process Group Name")) ev.group = string_token(f.value());
+        break;
+      case 'I':
+        if (key_is(key, "In msg nelems")) ev.nelems = small_uint(f.value().raw_json_token());
+        break;
+      case 'S':
+        if (key_is(key, "Seq")) ev.seq = small_uint(f.value().raw_json_token());
+        break;
+      case 'G':
+        if (key_is(key, "Group size")) ev.group_size = small_uint(f.value().raw_json_token());
+        break;
+      default:
+        break;
     }
   }
   return simdjson::SUCCESS;
 }
 
+/// Reads the fields of one event the analyses use. An event that will be dropped (not a complete event, or
+/// of a category no analysis reads) is left as soon as that is known, and the arguments are read only for
+/// GPU activities and runtime calls; the iteration skips what is left.
 simdjson::error_code read_event(od::value value, EventFields& ev) {
   od::object obj;
   if (auto e = value.get_object().get(obj)) return e;
+  std::optional<Cat> cat;
   for (auto field : obj) {
     od::field f;
     if (auto e = std::move(field).get(f)) return e;
-    od::raw_json_string key = f.key();
+    const char* key = f.key().raw();
     std::string_view* slot = nullptr;
-    if (key == "ph") slot = &ev.ph;
-    else if (key == "cat") slot = &ev.cat;
-    else if (key == "name") slot = &ev.name;
-    else if (key == "pid") slot = &ev.pid;
-    else if (key == "tid") slot = &ev.tid;
-    else if (key == "ts") slot = &ev.ts;
-    else if (key == "dur") slot = &ev.dur;
-    else if (key == "args") {
-      if (auto e = read_args(f.value(), ev)) return e;
-      continue;
+    switch (key[0]) {
+      case 'p':
+        if (key_is(key, "ph"))
+          slot = &ev.ph;
+        else if (key_is(key, "pid"))
+          slot = &ev.pid;
+        break;
+      case 'c':
+        if (key_is(key, "cat")) slot = &ev.cat;
+        break;
+      case 'n':
+        if (key_is(key, "name")) slot = &ev.name;
+        break;
+      case 't':
+        if (key_is(key, "ts"))
+          slot = &ev.ts;
+        else if (key_is(key, "tid"))
+          slot = &ev.tid;
+        break;
+      case 'd':
+        if (key_is(key, "dur")) slot = &ev.dur;
+        break;
+      case 'a':
+        if (key_is(key, "args")) {
+          if (cat && *cat != Cat::kernel && *cat != Cat::memory && *cat != Cat::runtime) continue;
+          if (auto e = read_args(f.value(), ev)) return e;
+        }
+        continue;
+      default:
+        break;
     }
-    if (slot != nullptr) {
-      od::value v = f.value();
-      od::json_type type;
-      if (auto e = v.type().get(type)) return e;
-      if (type == od::json_type::object || type == od::json_type::array) continue;  // skipped by iteration
-      std::string_view tok;
-      tok = v.raw_json_token();
-      *slot = trim(tok);
+    if (slot == nullptr) continue;
+    od::value v = f.value();
+    od::json_type type;
+    if (auto e = v.type().get(type)) return e;
+    if (type == od::json_type::object || type == od::json_type::array) continue;  // skipped by iteration
+    *slot = trim(v.raw_json_token());
+    if (slot == &ev.ph && unquote(ev.ph) != "X") return simdjson::SUCCESS;  // counted, not used
+    if (slot == &ev.cat) {
+      cat = classify_cat(unquote(ev.cat));
+      if (*cat == Cat::other) return simdjson::SUCCESS;
     }
   }
   return simdjson::SUCCESS;
@@ -452,60 +503,28 @@ bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrac
   od::parser parser;
   if (parser.allocate(kChunkBytes * 2) != simdjson::SUCCESS) return false;
   Collector collector{out, {}};
+  // Runs end at the last comma between two events of each ~1 MB stretch, found by the element scanner.
   std::size_t pos = array_open + 1;  // first byte after '[' or after a separating ','
-  std::size_t array_close = std::string_view::npos;
-  while (true) {
-    std::size_t q = pos;
-    while (q < len && is_ws(data[q])) ++q;
-    if (q >= len) return false;
-    if (data[q] == ']') {
-      array_close = q;
+  std::size_t scanned = pos, last_comma = ElementScan::npos, array_close = 0;
+  ElementScanState state;
+  for (;;) {
+    if (scanned >= len) return false;  // the array never closes
+    const std::size_t upto = std::min(len, scanned + kChunkBytes);
+    const ElementScan r = scan_elements(data + scanned, upto - scanned, state);
+    if (r.last_comma != ElementScan::npos) last_comma = scanned + r.last_comma;
+    if (r.array_end != ElementScan::npos) {
+      array_close = scanned + r.array_end;
+      if (!parse_event_run(parser, data, pos, array_close, collector)) return false;
       break;
     }
-    // Candidate run ends: a '}' followed by ',' then '{' (between two events), at least kChunkBytes on;
-    // else the '}' right before the array's closing ']'.
-    // In the last stretch of the array only a '}' followed by the closing ']' ends the run.
-    const bool tail = pos + kChunkBytes >= len;
-    std::size_t search = tail ? pos : pos + kChunkBytes;
-    bool done = false;
-    int failures = 0;
-    while (!done) {
-      std::size_t end = text.find('}', search);
-      if (end == std::string_view::npos) return false;
-      std::size_t r = end + 1;
-      while (r < len && is_ws(data[r])) ++r;
-      if (r >= len) return false;
-      bool candidate = data[r] == ']';
-      if (!tail && data[r] == ',') {
-        std::size_t t = r + 1;
-        while (t < len && is_ws(data[t])) ++t;
-        candidate = t < len && data[t] == '{';
-      }
-      if (!candidate) {
-        search = end + 1;
-        continue;
-      }
-      const auto n_act = out.activities.size(), n_launch = out.launches.size(), n_span = out.spans.size();
-      const auto n_events = out.event_count, n_skipped = out.skipped_events;
-      if (!parse_event_run(parser, data, pos, end + 1, collector)) {
-        out.activities.resize(n_act);
-        out.launches.resize(n_launch);
-        out.spans.resize(n_span);
-        out.event_count = n_events;
-        out.skipped_events = n_skipped;
-        if (++failures > 64) return false;
-        search = end + 1;
-        continue;
-      }
-      done = true;
-      if (options.progress) options.progress(static_cast<std::int64_t>(end), static_cast<std::int64_t>(len));
-      if (data[r] == ']') {
-        array_close = r;
-      } else {
-        pos = r + 1;
-      }
+    scanned = upto;
+    if (last_comma != ElementScan::npos && scanned - pos >= kChunkBytes) {
+      if (!parse_event_run(parser, data, pos, last_comma, collector)) return false;
+      if (options.progress)
+        options.progress(static_cast<std::int64_t>(last_comma), static_cast<std::int64_t>(len));
+      pos = last_comma + 1;
+      last_comma = ElementScan::npos;
     }
-    if (array_close != std::string_view::npos) break;
   }
   // The rest of the document with an empty traceEvents array: metadata, and a check of the structure.
   std::string rest;

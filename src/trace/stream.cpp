@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -20,6 +21,7 @@
 
 #include "trace/internal.h"
 #include "trace/io.h"
+#include "trace/scan.h"
 
 namespace gm::trace::detail {
 namespace {
@@ -47,9 +49,33 @@ class ByteStream {
   /// Reads up to `n` bytes into `dst`; 0 at the end. False on a read or gzip error (the whole-file reader
   /// then reports it).
   bool read(char* dst, std::size_t n, std::size_t& got) {
+    const bool ok = read_some(dst, n, got);
+    delivered_ += static_cast<std::int64_t>(got);
+    return ok;
+  }
+  /// Bytes delivered by read() so far (the inflated size once the end was read).
+  std::int64_t delivered() const { return delivered_; }
+  /// File bytes consumed so far and the file's size, for progress.
+  std::int64_t file_pos() const {
+    return file_read_ - static_cast<std::int64_t>(gzip_ ? state_.avail_in : in_.size() - in_pos_);
+  }
+  std::int64_t file_bytes() const { return file_bytes_; }
+
+ private:
+  bool read_some(char* dst, std::size_t n, std::size_t& got) {
     got = 0;
     if (!gzip_) {
       while (got < n) {
+        if (in_pos_ == in_.size() && n - got >= (64u << 10)) {
+          // Large reads go straight into the caller's buffer (one copy, not two).
+          const ssize_t r = ::read(fd_, dst + got, n - got);
+          if (r < 0 && errno == EINTR) continue;
+          if (r < 0) return false;
+          if (r == 0) break;
+          got += static_cast<std::size_t>(r);
+          file_read_ += r;
+          continue;
+        }
         if (in_pos_ == in_.size() && !fill_input()) return false;
         if (in_pos_ == in_.size()) break;
         const std::size_t k = std::min(n - got, in_.size() - in_pos_);
@@ -99,13 +125,6 @@ class ByteStream {
     }
     return true;
   }
-  /// File bytes consumed so far and the file's size, for progress.
-  std::int64_t file_pos() const {
-    return file_read_ - static_cast<std::int64_t>(gzip_ ? state_.avail_in : in_.size() - in_pos_);
-  }
-  std::int64_t file_bytes() const { return file_bytes_; }
-
- private:
   /// Refills the compressed (or plain) input buffer when it is used up; false on a read error.
   bool fill_input() {
     if (in_pos_ < in_.size()) return true;
@@ -129,7 +148,7 @@ class ByteStream {
   int fd_ = -1;
   PaddedBuffer in_;
   std::size_t in_pos_ = 0;
-  std::int64_t file_bytes_ = 0, file_read_ = 0;
+  std::int64_t file_bytes_ = 0, file_read_ = 0, delivered_ = 0;
   bool gzip_ = false, gzip_done_ = false, member_started_ = false;
   inflate_state state_{};
 };
@@ -196,43 +215,11 @@ Scan scan_value(const char* p, const char* end, const char*& value_end) {
   return Scan::incomplete;
 }
 
-/// True when [p, end) is one or more complete JSON values separated by commas (nothing after the last),
-/// scanned from the state "outside any string, depth 0".
-bool complete_elements(const char* p, const char* end) {
-  for (;;) {
-    while (p < end && is_ws(*p)) ++p;
-    const char* e = nullptr;
-    if (scan_value(p, end, e) != Scan::complete) return false;
-    p = e;
-    while (p < end && is_ws(*p)) ++p;
-    if (p == end) return true;
-    if (*p != ',') return false;
-    ++p;
-  }
-}
-
-/// The end (after its '}') of the last "}, {" of [begin, end) — a likely boundary between two events,
-/// checked later by complete_elements — or 0 when there is none.
-std::size_t last_event_gap(const char* data, std::size_t begin, std::size_t end) {
-  for (std::size_t i = end; i > begin;) {
-    --i;
-    if (data[i] != '{') continue;
-    std::size_t j = i;
-    while (j > begin && is_ws(data[j - 1])) --j;
-    if (j == begin || data[j - 1] != ',') continue;
-    --j;
-    while (j > begin && is_ws(data[j - 1])) --j;
-    if (j > begin && data[j - 1] == '}') return j;
-  }
-  return 0;
-}
-
 /// The window of file bytes being scanned, refilled from the stream.
 struct Window {
   ByteStream& in;
   PaddedBuffer buf;
-  std::size_t pos = 0;     // next byte to scan
-  std::size_t offset = 0;  // file offset of buf[0] (inflated bytes)
+  std::size_t pos = 0;  // next byte to scan
   bool eof = false;
   bool failed = false;
 
@@ -244,7 +231,6 @@ struct Window {
     if (eof) return false;
     const std::size_t kept = buf.size() - keep;
     std::memmove(buf.data(), buf.data() + keep, kept);
-    offset += keep;
     pos -= keep;
     if (kept == buf.capacity() && !buf.reserve(buf.capacity() * 2)) {
       failed = true;
@@ -308,7 +294,13 @@ void merge_tables(RawTrace& out, RawTrace& part) {
   const auto threads = remap(out.threads, part.threads);
   const auto streams = remap(out.streams, part.streams);
   const std::size_t first_activity = out.activities.size();
-  out.activities.reserve(out.activities.size() + part.activities.size());
+  // Capacity grows geometrically (reserving just what this batch adds would copy the table every batch).
+  auto grow = [](auto& into, std::size_t more) {
+    if (into.capacity() < into.size() + more) into.reserve(std::max(into.size() + more, 2 * into.capacity()));
+  };
+  grow(out.activities, part.activities.size());
+  grow(out.launches, part.launches.size());
+  grow(out.spans, part.spans.size());
   for (Activity a : part.activities) {
     a.name = names[a.name];
     a.device = devices[a.device];
@@ -330,6 +322,7 @@ void merge_tables(RawTrace& out, RawTrace& part) {
     c.name = names[c.name];
     out.collectives.push_back(c);
   }
+  out.syncs.insert(out.syncs.end(), part.syncs.begin(), part.syncs.end());
   out.event_count += part.event_count;
   out.skipped_events += part.skipped_events;
   if (part.has_trace_events) {
@@ -341,11 +334,11 @@ void merge_tables(RawTrace& out, RawTrace& part) {
 }
 
 /// Parses batches of events on worker threads; their tables are merged into `out` in submission order, so
-/// the result is the one of parsing them one after the other. At most workers + 1 batches are held.
+/// the result is the one of parsing them one after the other. At most workers + 1 batches are held, and
+/// their buffers are reused.
 class BatchPool {
  public:
-  BatchPool(const std::string& name, unsigned workers, RawTrace& out, bool& guess_failed)
-      : name_(name), out_(out), guess_failed_out_(guess_failed) {
+  BatchPool(const std::string& name, unsigned workers, RawTrace& out) : name_(name), out_(out) {
     for (unsigned i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
     limit_ = workers + 1;
   }
@@ -356,29 +349,24 @@ class BatchPool {
     }
     work_cv_.notify_all();
     for (auto& t : threads_) t.join();
-    if (guess_failed_) guess_failed_out_ = true;
   }
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
 
-  /// Queues `prefix + text + suffix` (copied); false when an earlier batch failed or memory ran out. With
-  /// `check`, the worker first checks that `text` is complete elements (the cut was guessed).
-  bool submit(const char* prefix, const char* text, std::size_t len, const char* suffix, bool check = false) {
+  /// Queues a whole small document (taken from `doc`, which gets an empty buffer back); false when an
+  /// earlier batch failed.
+  bool submit(PaddedBuffer& doc) {
     while (slots_.size() >= limit_)
       if (!merge_oldest()) return false;
     auto slot = std::make_unique<Slot>();
-    const std::size_t a = std::strlen(prefix), c = std::strlen(suffix);
-    if (!slot->doc.reserve(a + len + c)) return false;
-    std::memcpy(slot->doc.data(), prefix, a);
-    std::memcpy(slot->doc.data() + a, text, len);
-    std::memcpy(slot->doc.data() + a + len, suffix, c);
-    slot->doc.set_size(a + len + c);
-    slot->check = check;
-    slot->text_begin = a;
-    slot->text_len = len;
+    slot->doc.swap(doc);
     {
       std::lock_guard lock(mu_);
       queue_.push_back(slot.get());
+      if (!spare_.empty()) {
+        doc.swap(spare_.back());
+        spare_.pop_back();
+      }
     }
     slots_.push_back(std::move(slot));
     work_cv_.notify_one();
@@ -390,15 +378,11 @@ class BatchPool {
       if (!merge_oldest()) return false;
     return true;
   }
-  /// A guessed cut was found not to be between two events.
-  bool guess_failed() const { return guess_failed_; }
 
  private:
   struct Slot {
     PaddedBuffer doc;
     RawTrace tables;
-    bool check = false;
-    std::size_t text_begin = 0, text_len = 0;
     bool done = false, ok = false;
   };
   bool merge_oldest() {
@@ -423,16 +407,11 @@ class BatchPool {
         s = queue_.front();
         queue_.pop_front();
       }
-      const char* text = s->doc.data() + s->text_begin;
-      bool ok = !s->check || complete_elements(text, text + s->text_len);
-      if (!ok) guess_failed_ = true;
-      ok = ok && parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}, parser).ok();
-      {
-        PaddedBuffer released;  // the text is not needed once parsed
-        released.swap(s->doc);
-      }
+      const bool ok = parse_trace(name_, s->doc.data(), s->doc.size(), s->tables, Options{}, parser).ok();
       {
         std::lock_guard lock(mu_);
+        spare_.emplace_back();
+        spare_.back().swap(s->doc);  // the text is not needed once parsed: its buffer serves a later batch
         s->ok = ok;
         s->done = true;
       }
@@ -442,20 +421,19 @@ class BatchPool {
 
   const std::string& name_;
   RawTrace& out_;
-  bool& guess_failed_out_;  // set when the pool ends
   std::size_t limit_ = 1;
   std::deque<std::unique_ptr<Slot>> slots_;  // submitted, not merged yet (main thread only)
   std::deque<Slot*> queue_;                  // waiting for a worker
+  std::vector<PaddedBuffer> spare_;          // buffers of parsed batches
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   bool stop_ = false;
-  std::atomic<bool> guess_failed_{false};
 };
 
-/// One windowed pass; `guess_failed` when a guessed cut between events was wrong.
+/// One windowed pass; false when the file needs the whole-file reader.
 bool windowed_pass(const std::string& path, RawTrace& out, const Options& options, std::size_t window_bytes,
-                   unsigned threads, std::int64_t& json_bytes, bool& guess_failed) {
+                   unsigned threads, std::int64_t& json_bytes) {
   ByteStream stream;
   if (!stream.open(path)) return false;
   Window w{stream, {}};
@@ -473,75 +451,69 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
   const char* events_suffix = legacy ? "]" : "]}";
   std::int64_t last_progress = 0;
 
-  // The elements of an event array (from after its '[' to its ']'), parsed a window's worth at a time.
-  // With more than one thread, batches are parsed on workers while this thread reads and scans on.
-  // The workers start with the second window (a file of one window is parsed here).
+  // The elements of an event array (from after its '[' to its ']'), a window's worth at a time. The bytes
+  // are read straight into a batch buffer after the prefix that makes them a document; the element scanner
+  // finds the last comma between two events, and what comes before it is parsed as one document (here, or
+  // from the second batch on, on a worker while this thread reads on); what follows it starts the next batch.
   std::unique_ptr<BatchPool> pool;
   auto events = [&]() -> bool {
-    std::size_t batch_begin = SIZE_MAX, batch_end = 0;
-    auto flush = [&](bool last) -> bool {
-      if (batch_begin == SIZE_MAX) return true;
-      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
-      const char* text = w.buf.data() + batch_begin;
-      const std::size_t len = batch_end - batch_begin;
-      const bool ok = pool ? pool->submit(events_prefix, text, len, events_suffix)
-                           : parse_piece(path, events_prefix, text, len, events_suffix, doc, parser, out);
-      batch_begin = SIZE_MAX;
-      if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
-        last_progress = stream.file_pos();
-        options.progress(stream.file_pos(), stream.file_bytes());
-      }
-      return ok;
+    const std::size_t prefix_len = std::strlen(events_prefix), suffix_len = std::strlen(events_suffix);
+    std::size_t capacity = window_bytes;  // of a batch's text; doubled for an event larger than the window
+    auto start_batch = [&](PaddedBuffer& b, const char* text, std::size_t len) -> bool {
+      if (!b.reserve(prefix_len + std::max(capacity, len) + suffix_len)) return false;
+      std::memcpy(b.data(), events_prefix, prefix_len);
+      std::memcpy(b.data() + prefix_len, text, len);
+      b.set_size(prefix_len + len);
+      return true;
     };
-    // Whitespace between elements; the window moves only after the batch so far is parsed.
-    auto ws = [&]() -> bool {
-      for (;;) {
-        while (w.pos < w.buf.size() && is_ws(w.buf.data()[w.pos])) ++w.pos;
-        if (w.pos < w.buf.size()) return true;
-        if (!flush(false) || !w.more(w.pos)) return false;
-      }
+    // Ends the batch's text at `end` and parses it.
+    auto parse_batch = [&](PaddedBuffer& b, std::size_t end, bool last) -> bool {
+      std::memcpy(b.data() + end, events_suffix, suffix_len);
+      b.set_size(end + suffix_len);
+      if (threads > 1 && !pool && !last) pool = std::make_unique<BatchPool>(path, threads, out);
+      if (pool) return pool->submit(b);
+      return parse_trace(path, b.data(), b.size(), out, Options{}, parser).ok();
     };
-    bool first = true;
+    PaddedBuffer batch, next;
+    if (!start_batch(batch, w.cur(), w.buf.size() - w.pos)) return false;
+    w.pos = w.buf.size();
+    ElementScanState state;
+    std::size_t scanned = prefix_len, last_comma = ElementScan::npos;
     for (;;) {
-      if (!ws()) return false;
-      if (*w.cur() == ']') {
-        ++w.pos;
-        return flush(true) && (!pool || pool->finish());
+      const ElementScan r = scan_elements(batch.data() + scanned, batch.size() - scanned, state);
+      if (r.last_comma != ElementScan::npos) last_comma = scanned + r.last_comma;
+      if (r.array_end != ElementScan::npos) {
+        // The rest of the file after the ']' goes back to the window.
+        const std::size_t end = scanned + r.array_end, rest = batch.size() - end - 1;
+        if (!w.buf.reserve(std::max(rest, window_bytes))) return false;
+        std::memcpy(w.buf.data(), batch.data() + end + 1, rest);
+        w.buf.set_size(rest);
+        w.pos = 0;
+        return parse_batch(batch, end, true) && (!pool || pool->finish());
       }
-      if (!first) {
-        if (*w.cur() != ',') return false;
-        ++w.pos;
-        if (!ws()) return false;
-      }
-      first = false;
-      // With workers and more of the file to come, the events up to the last "}, {" of the window go to a
-      // worker unscanned: the worker checks the cut by scanning them (in parallel), and a wrong cut (a
-      // string holding "}, {") reads the file again on one thread.
-      if (threads > 1 && !w.eof) {
-        const std::size_t cut = last_event_gap(w.buf.data(), w.pos, w.buf.size());
-        if (cut > w.pos) {
-          if (!flush(false)) return false;
-          if (!pool) pool = std::make_unique<BatchPool>(path, threads, out, guess_failed);
-          if (!pool->submit(events_prefix, w.cur(), cut - w.pos, events_suffix, true)) return false;
-          w.pos = cut;
-          continue;
+      scanned = batch.size();
+      const bool full = batch.size() - prefix_len >= capacity;
+      if (full && last_comma != ElementScan::npos) {
+        const std::size_t tail = batch.size() - last_comma - 1;
+        if (!start_batch(next, batch.data() + last_comma + 1, tail)) return false;
+        if (!parse_batch(batch, last_comma, false)) return false;
+        batch.swap(next);
+        capacity = window_bytes;
+        // The scan state is the one at the end of the tail, which now ends the new batch.
+        scanned = batch.size();
+        last_comma = ElementScan::npos;
+        if (options.progress && stream.file_pos() - last_progress > (64 << 20)) {
+          last_progress = stream.file_pos();
+          options.progress(stream.file_pos(), stream.file_bytes());
         }
+        continue;
       }
-      const char* e = nullptr;
-      Scan s = scan_value(w.cur(), w.end(), e);
-      if (s == Scan::incomplete) {
-        // The window ends inside this element: parse what is complete, keep the element, read more.
-        if (!flush(false) || (pool && pool->guess_failed())) return false;
-        const std::size_t start = w.pos;
-        w.more(start);
-        if (w.failed) return false;
-        s = scan_value(w.cur(), w.end(), e);
-        while (s == Scan::incomplete && w.more(w.pos)) s = scan_value(w.cur(), w.end(), e);
-      }
-      if (s != Scan::complete) return false;
-      if (batch_begin == SIZE_MAX) batch_begin = w.pos;
-      w.pos = static_cast<std::size_t>(e - w.buf.data());
-      batch_end = w.pos;
+      while (batch.size() - prefix_len >= capacity) capacity *= 2;  // no comma between events yet: grow
+      if (!batch.reserve(prefix_len + capacity + suffix_len)) return false;
+      std::size_t got = 0;
+      if (!stream.read(batch.data() + batch.size(), prefix_len + capacity - batch.size(), got)) return false;
+      if (got == 0) return false;  // the file ends inside the event array: the whole-file reader says how
+      batch.set_size(batch.size() + got);
     }
   };
 
@@ -591,7 +563,7 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
   }
   // Only whitespace may follow the root value.
   if (w.skip_ws() || w.failed) return false;
-  json_bytes = static_cast<std::int64_t>(w.offset + w.buf.size());
+  json_bytes = stream.delivered();
   return true;
 }
 
@@ -599,11 +571,7 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
 
 Result<bool> parse_json_windowed(const std::string& path, RawTrace& out, const Options& options,
                                  std::size_t window_bytes, unsigned threads, std::int64_t& json_bytes) {
-  bool guess_failed = false;
-  if (windowed_pass(path, out, options, window_bytes, threads, json_bytes, guess_failed)) return true;
-  if (!guess_failed) return false;
-  out = RawTrace{};
-  return windowed_pass(path, out, options, window_bytes, 1, json_bytes, guess_failed);
+  return windowed_pass(path, out, options, std::max<std::size_t>(window_bytes, 1), threads, json_bytes);
 }
 
 }  // namespace gm::trace::detail

@@ -38,6 +38,7 @@ std::string canonical(const trace::FileAnalysis& f) {
          {"window", {d.window_start_ns, d.window_ns, d.busy_ns, d.idle_ns}},
          {"split", {d.compute_ns, d.communication_ns, d.memory_ns, d.overlap_ns, d.kernel_ns}},
          {"idle", {d.idle_host_wait_ns, d.idle_other_ns, d.idle_gap_count}},
+         {"sync", {d.idle_after_sync_ns, d.sync_gap_count}},
          {"counts", {d.activity_count, d.zero_length_count}},
          {"launch", {d.launch_delay_ns.count, d.launch_delay_ns.p50, d.launch_delay_ns.max}},
          {"kernels", buckets(d.kernels)},
@@ -208,10 +209,9 @@ TEST(TraceWindow, ManyTinyWindowsOnTwoThreadsLoseNoEventAtABoundary) {
   EXPECT_EQ(two.error().message, one.error().message);
 }
 
-TEST(TraceWindow, GuessedCutsInsideStringsOrNestedObjectsStillGiveTheWholeFileResult) {
-  // With workers, each window is cut at its last "}, {" without scanning; here that text also appears
-  // inside names and between objects nested in args, so many guesses are wrong: the result must still be
-  // the whole-file reader's.
+TEST(TraceWindow, EventBoundaryLookalikesInsideStringsOrNestedObjectsAreNotCuts) {
+  // Windows are cut at commas between events; here "}, {" also appears inside names and between objects
+  // nested in args, which a cut there would split: the result must be the whole-file reader's.
   TempDir dir;
   std::string events;
   for (int i = 0; i < 300; ++i) {
