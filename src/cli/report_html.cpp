@@ -64,10 +64,10 @@ int run_html_report(int argc, char** argv) {
     if (rr) input->findings = rr->findings;
     if (rr && rr->rightsizing) {
       const auto& h = *rr->rightsizing;
-      input->rightsizing_hint = fmt::format(
-          "{} holds the observed {:.1f} GiB peak at {}/GPU-h, {:.2f}x this run's price; {}", h.gpu,
-          static_cast<double>(h.peak_bytes) / (1024.0 * 1024.0 * 1024.0), format_usd(h.usd_per_gpu_hour), h.price_ratio,
-          h.assumption);
+      input->rightsizing_hint =
+          fmt::format("{} holds the observed {:.1f} GiB peak at {:.2f}x the price ({}); {}", h.gpu,
+                      static_cast<double>(h.peak_bytes) / (1024.0 * 1024.0 * 1024.0), h.price_ratio,
+                      h.price_basis, h.assumption);
     }
   }
   auto page = render_run_html(*input);

@@ -31,6 +31,24 @@ std::string usd(MicroUsd m) {
   return format_usd(micros_to_usd(m));
 }
 
+/// GPU-hours with three significant digits under 10 (a few minutes of GPU time is not "0.00").
+std::string gpu_hours_text(double h) {
+  return h >= 10 || h == 0 ? fmt::format("{:.1f}", h) : fmt::format("{:.3g}", h);
+}
+
+/// Dollars per category as horizontal bars: whole names however many categories, the amount beside each.
+nlohmann::json money_bars(const std::string& id, const std::string& title,
+                          const std::vector<std::string>& categories, const std::vector<MicroUsd>& amounts,
+                          const std::string& series_label) {
+  std::vector<double> values;
+  std::vector<std::string> text;
+  for (MicroUsd m : amounts) {
+    values.push_back(micros_to_usd(m));
+    text.push_back(usd(m));
+  }
+  return html::hbar_chart(id, title, categories, values, series_label, text);
+}
+
 /// How far the forecast total spreads below and above its median (USD): the forecaster replayed over the
 /// run's progress up to `last`, at the run's price for its allocated GPUs; nullopt when it cannot forecast.
 std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in, const ProgressRecord* last,
@@ -373,11 +391,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   // Waste breakdown.
   {
     MicroUsd useful = std::max<MicroUsd>(0, r.cost_micros - r.idle_cost_micros - r.unused_gpu_cost_micros);
-    charts.push_back(html::bar_chart(
-        "waste", "Where the money went", "USD",
-        {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
-        {micros_to_usd(useful), micros_to_usd(r.idle_cost_micros), micros_to_usd(r.unused_gpu_cost_micros)},
-        "cost_usd"));
+    charts.push_back(money_bars("waste", "Where the money went",
+                                {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+                                {useful, r.idle_cost_micros, r.unused_gpu_cost_micros}, "cost_usd"));
   }
   spec["charts"] = charts;
   spec["notes"] = notes;
@@ -402,17 +418,16 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
       (rep.until_unix_ms ? format_time_utc(*rep.until_unix_ms) : std::string("now")) + " UTC";
   const auto& t = rep.total;
   auto u = t.mean_util_pct();
-  spec["summary"] =
-      json::array({json::array({"cost", usd(t.cost_micros)}),
-                   json::array({"GPU-hours", fmt::format("{:.2f}", t.gpu_hours)}),
-                   json::array({"waste", usd(t.waste_micros())}),
-                   json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
-                   json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
-                   json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
+  spec["summary"] = json::array(
+      {json::array({"cost", usd(t.cost_micros)}), json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
+       json::array({"waste", usd(t.waste_micros())}),
+       json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
+       json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
+       json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
   spec["cards"] = json::array(
       {{{"label", "cost"}, {"value", usd(t.cost_micros)}},
        {{"label", "runs"}, {"value", std::to_string(t.runs)}},
-       {{"label", "GPU-hours"}, {"value", fmt::format("{:.2f}", t.gpu_hours)}},
+       {{"label", "GPU-hours"}, {"value", gpu_hours_text(t.gpu_hours)}},
        {{"label", "waste"},
         {"value", usd(t.waste_micros())},
         {"tone", t.cost_micros > 0 && t.waste_micros() * 5 > t.cost_micros ? "bad" : ""}},
@@ -455,11 +470,11 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   }
   if (!rep.groups.empty()) {
     std::vector<std::string> cats;
-    std::vector<double> cost, waste;
+    std::vector<MicroUsd> cost, waste;
     for (const auto& g : rep.groups) {
       cats.push_back(g.key);
-      cost.push_back(micros_to_usd(g.cost_micros));
-      waste.push_back(micros_to_usd(g.waste_micros()));
+      cost.push_back(g.cost_micros);
+      waste.push_back(g.waste_micros());
     }
     const std::string by = group_by_name(rep.by);
     if (rep.by.kind == GroupBy::Kind::day) {
@@ -478,15 +493,13 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
                                           "days since " + rep.groups.front().key, "USD", dx,
                                           json::array({series("cost_usd", c), series("waste_usd", w)})));
     }
-    charts.push_back(html::bar_chart("cost-by-group", "Cost by " + by, "USD", cats, cost, "cost_usd"));
-    charts.push_back(html::bar_chart("waste-by-group", "Waste by " + by, "USD", cats, waste, "waste_usd"));
+    charts.push_back(money_bars("cost-by-group", "Cost by " + by, cats, cost, "cost_usd"));
+    charts.push_back(money_bars("waste-by-group", "Waste by " + by, cats, waste, "waste_usd"));
   }
   MicroUsd useful = std::max<MicroUsd>(0, t.cost_micros - t.waste_micros());
-  charts.push_back(html::bar_chart(
-      "waste", "Where the money went", "USD",
-      {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
-      {micros_to_usd(useful), micros_to_usd(t.idle_cost_micros), micros_to_usd(t.unused_gpu_cost_micros)},
-      "cost_usd"));
+  charts.push_back(money_bars("waste", "Where the money went",
+                              {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
+                              {useful, t.idle_cost_micros, t.unused_gpu_cost_micros}, "cost_usd"));
   spec["charts"] = charts;
   spec["notes"] = notes;
   json rows = json::array();

@@ -93,13 +93,16 @@ nlohmann::json bar_chart(const std::string& id, const std::string& title, const 
 
 nlohmann::json hbar_chart(const std::string& id, const std::string& title,
                           const std::vector<std::string>& categories, const std::vector<double>& values,
-                          const std::string& series_label, const std::vector<std::string>& value_text) {
-  return {{"id", id},
-          {"title", title},
-          {"kind", "hbars"},
-          {"categories", categories},
-          {"value_text", value_text},
-          {"series", nlohmann::json::array({{{"label", series_label}, {"values", values}}})}};
+                          const std::string& series_label, const std::vector<std::string>& value_text,
+                          const std::vector<std::string>& hover) {
+  nlohmann::json chart = {{"id", id},
+                          {"title", title},
+                          {"kind", "hbars"},
+                          {"categories", categories},
+                          {"value_text", value_text},
+                          {"series", nlohmann::json::array({{{"label", series_label}, {"values", values}}})}};
+  if (!hover.empty()) chart["hover"] = hover;
+  return chart;
 }
 
 nlohmann::json stacked_chart(const std::string& id, const std::string& title, const std::string& unit,

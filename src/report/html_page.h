@@ -22,11 +22,13 @@ nlohmann::json bar_chart(const std::string& id, const std::string& title, const 
                          const std::vector<std::string>& categories, const std::vector<double>& values,
                          const std::string& series_label);
 
-/// Horizontal bars drawn in HTML (no canvas): one row per category with its full name (shown whole on hover)
-/// and `value_text` beside the bar; for long names such as kernels and operators.
+/// Horizontal bars drawn in HTML (no canvas): one row per category with its name (cut with an ellipsis when
+/// long, shown whole on hover: `hover` when given, e.g. the full kernel name behind a short one) and
+/// `value_text` beside the bar; for long names such as kernels and operators.
 nlohmann::json hbar_chart(const std::string& id, const std::string& title,
                           const std::vector<std::string>& categories, const std::vector<double>& values,
-                          const std::string& series_label, const std::vector<std::string>& value_text);
+                          const std::string& series_label, const std::vector<std::string>& value_text,
+                          const std::vector<std::string>& hover = {});
 
 /// Vertical stacked bars drawn in HTML: one column per category (e.g. a profiler step), one stacked
 /// segment per series (`values[s][c]`), a legend, the largest column's total on the axis.

@@ -19,6 +19,8 @@ using trace::DeviceAnalysis;
 using trace::FileAnalysis;
 
 constexpr std::size_t kTopItems = 10;
+/// Characters of a bar name that fit its 340 px column (web/src/report.css, 12 px monospace).
+constexpr std::size_t kBarNameChars = 46;
 constexpr std::size_t kTableRows = 30;
 
 std::string ms(std::int64_t ns) {
@@ -119,17 +121,19 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
   for (const bool kernels : {true, false}) {
     const auto& buckets = kernels ? d.kernels : d.operators;
     if (buckets.empty()) continue;
-    std::vector<std::string> cats, texts;
+    std::vector<std::string> full, texts;
     std::vector<double> vals;
     for (std::size_t i = 0; i < buckets.size() && i < kTopItems; ++i) {
-      cats.push_back(buckets[i].name);
+      full.push_back(buckets[i].name);
       vals.push_back(static_cast<double>(buckets[i].attributed_ns) / 1e6);
       texts.push_back(p.usd_per_hour ? p.money(buckets[i].attributed_ns) : ms(buckets[i].attributed_ns));
     }
+    // Short names that tell the rows apart (two instantiations of one template keep the argument that
+    // differs), as in the terminal; the whole name on hover.
     const std::string what = kernels ? "kernels" : "operators";
     charts.push_back(html::hbar_chart(what + "-" + id,
                                       "Top " + what + (p.usd_per_hour ? " by cost: " : " by time: ") + who,
-                                      cats, vals, "ms", texts));
+                                      trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
     tables.push_back(
         bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, kernels, d.busy_ns, p));
   }

@@ -124,12 +124,14 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.kind = "rightsizing";
     f.severity = severity_of(saved, run.cost_micros);
     f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(wall_ns) * (1.0 - h.price_ratio));
-    f.summary = fmt::format("the memory peak ({:.1f} GiB) fits a {} at {:.2f}x the price",
-                            static_cast<double>(h.peak_bytes) / (1ULL << 30), h.gpu, h.price_ratio);
+    f.summary =
+        fmt::format("the memory peak ({:.1f} GiB) fits a {} at {:.2f}x the price ({})",
+                    static_cast<double>(h.peak_bytes) / (1ULL << 30), h.gpu, h.price_ratio, h.price_basis);
     f.action = fmt::format("try the job on a {} ({})", h.gpu, h.assumption);
     f.evidence.push_back({"peak_memory_bytes", static_cast<std::int64_t>(h.peak_bytes)});
     f.evidence.push_back({"candidate_gpu", h.gpu});
     f.evidence.push_back({"price_ratio", h.price_ratio});
+    f.evidence.push_back({"price_basis", h.price_basis});
     price(f, saved, r);
     out.push_back(std::move(f));
   }

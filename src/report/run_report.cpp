@@ -19,19 +19,32 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
     if (g.used && g.mem_peak_bytes) peak = std::max(peak.value_or(0), *g.mem_peak_bytes);
   if (!peak || *peak == 0 || run.price_micros_per_gpu_hour <= 0) return std::nullopt;
   const double need = static_cast<double>(*peak) * (1.0 + kRightsizingHeadroom);
-  const double run_price = micros_to_usd(run.price_micros_per_gpu_hour);
-  std::optional<RightsizingHint> best;
+  // Like for like: the candidate's catalog reference price against the reference price of the run's own GPU
+  // (the run may be priced far from the catalog, e.g. a chargeback rate, which says nothing about the
+  // size of GPU it needs); the run's price only when the catalog has no price for its GPU.
   const GpuSpec* current = catalog.find_gpu(run.gpu_model);
+  const auto current_ref = current ? catalog.reference_price(current->id) : std::nullopt;
+  const bool by_reference = current_ref && current_ref->usd_per_gpu_hour > 0;
+  const double basis =
+      by_reference ? current_ref->usd_per_gpu_hour : micros_to_usd(run.price_micros_per_gpu_hour);
+  std::optional<RightsizingHint> best;
   for (const auto& spec : catalog.gpus()) {
     if (static_cast<double>(spec.memory_bytes) < need) continue;
     auto ref = catalog.reference_price(spec.id);
-    if (!ref || ref->usd_per_gpu_hour <= 0 || ref->usd_per_gpu_hour >= run_price) continue;
+    if (!ref || ref->usd_per_gpu_hour <= 0 || ref->usd_per_gpu_hour >= basis) continue;
     if (current && current->id == spec.id) continue;
     if (!best || ref->usd_per_gpu_hour < best->usd_per_gpu_hour) {
       RightsizingHint h;
       h.gpu = spec.id;
       h.usd_per_gpu_hour = ref->usd_per_gpu_hour;
-      h.price_ratio = ref->usd_per_gpu_hour / run_price;
+      h.price_ratio = ref->usd_per_gpu_hour / basis;
+      h.price_basis = by_reference ? fmt::format("catalog reference prices: {} against {} for the {}",
+                                                 format_usd(ref->usd_per_gpu_hour),
+                                                 format_usd(current_ref->usd_per_gpu_hour), current->id)
+                                   : fmt::format(
+                                         "its catalog reference price {} against this run's price {} "
+                                         "(the catalog has no price for this run's GPU)",
+                                         format_usd(ref->usd_per_gpu_hour), format_usd(basis));
       h.peak_bytes = *peak;
       h.gpu_memory_bytes = spec.memory_bytes;
       if (current && current->bf16_dense_tflops && spec.bf16_dense_tflops && *spec.bf16_dense_tflops > 0) {
@@ -201,6 +214,7 @@ std::string render_run_report_json(const RunReport& r) {
     j["rightsizing"] = {{"gpu", h.gpu},
                         {"usd_per_gpu_hour", h.usd_per_gpu_hour},
                         {"price_ratio", h.price_ratio},
+                        {"price_basis", h.price_basis},
                         {"peak_memory_bytes", h.peak_bytes},
                         {"gpu_memory_bytes", h.gpu_memory_bytes},
                         {"assumption", h.assumption}};
@@ -360,10 +374,10 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(
-        "  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {}/GPU-h = {:.2f}x the "
-        "price; {}\n",
+        "  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {:.2f}x the price ({}); "
+        "{}\n",
         h.gpu, format_bytes(h.gpu_memory_bytes), format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
-        format_usd(h.usd_per_gpu_hour), h.price_ratio, h.assumption);
+        h.price_ratio, h.price_basis, h.assumption);
   }
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   return o;

@@ -19,7 +19,8 @@ namespace gm {
 struct RightsizingHint {
   std::string gpu;               ///< catalog id
   double usd_per_gpu_hour = 0;   ///< its reference price
-  double price_ratio = 0;        ///< its price / the run's price
+  double price_ratio = 0;        ///< its reference price / that of the run's GPU (else / the run's price)
+  std::string price_basis;       ///< which prices the ratio compares, with the figures
   std::uint64_t peak_bytes = 0;  ///< observed peak memory
   std::uint64_t gpu_memory_bytes = 0;
   std::string assumption;  ///< the speed assumption, stated

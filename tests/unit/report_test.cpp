@@ -7,6 +7,7 @@
 #include "report/html.h"
 #include "report/kpi.h"
 #include "report/multi.h"
+#include "report/run_report.h"
 #include "unit/report_memory_ledger.h"
 
 namespace gm {
@@ -391,6 +392,70 @@ TEST(ReportRobustness, ForeignBytesAndTypesNeverThrow) {
   if (page.ok()) {  // only when the charting library is embedded in this build
     EXPECT_EQ(page->find("\xff"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace gm
+
+namespace gm {
+namespace {
+
+/// A one-GPU run on `model` at `usd_per_hour` whose job peaked at `peak_gib`.
+RunRecord rightsizing_run(const std::string& model, std::int64_t usd_per_hour, GpuUsage& gpu,
+                          double peak_gib) {
+  RunRecord run;
+  run.id = 1;
+  run.status = "finished";
+  run.gpu_model = model;
+  run.price_micros_per_gpu_hour = usd_per_hour * 1'000'000;
+  run.gpus_allocated = {"GPU-a"};
+  run.gpus_used = {"GPU-a"};
+  run.wall_ms = 3'600'000;
+  run.billed_s = 3600;
+  run.cost_micros = usd_per_hour * 1'000'000;
+  gpu.used = true;
+  gpu.util_avg_pct = 95;
+  gpu.busy_s = 3420;
+  gpu.mem_peak_bytes = static_cast<std::uint64_t>(peak_gib * (1ULL << 30));
+  return run;
+}
+
+TEST(ReportRightsizing, ComparesReferencePricesOfBothGpusNotTheRunsOwnRate) {
+  // A run on an H100 SXM charged $36/GPU-h (an internal rate ten times the market): its 59.6 GiB peak fits
+  // a smaller GPU, but the saving is the catalog's price difference between the two GPUs, not $36 against
+  // a market price (that would claim 90 % savings from the rate alone).
+  const Catalog catalog = *Catalog::builtin();
+  GpuUsage gpu;
+  const RunRecord run = rightsizing_run("H100 SXM 80GB", 36, gpu, 59.6);
+  const RunReport r = build_run_report(run, {gpu}, {}, {}, &catalog, {});
+  ASSERT_TRUE(r.rightsizing.has_value());
+  const auto current = catalog.reference_price("H100 SXM 80GB");
+  const auto candidate = catalog.reference_price(r.rightsizing->gpu);
+  ASSERT_TRUE(current && candidate);
+  EXPECT_DOUBLE_EQ(r.rightsizing->price_ratio, candidate->usd_per_gpu_hour / current->usd_per_gpu_hour);
+  EXPECT_GT(r.rightsizing->price_ratio, 0.3);  // not 0.09 (a market price against $36)
+  EXPECT_NE(r.rightsizing->price_basis.find("catalog reference prices"), std::string::npos);
+  const auto f = std::find_if(r.findings.begin(), r.findings.end(),
+                              [](const findings::Finding& x) { return x.kind == "rightsizing"; });
+  ASSERT_NE(f, r.findings.end());
+  ASSERT_TRUE(f->cost_nano_usd.has_value());
+  EXPECT_NEAR(static_cast<double>(*f->cost_nano_usd) / 1e9, 36.0 * (1.0 - r.rightsizing->price_ratio), 1e-3);
+  // The candidate holds the peak with the 20 % headroom and is cheaper than the run's GPU.
+  EXPECT_GE(static_cast<double>(r.rightsizing->gpu_memory_bytes), 59.6 * 1.2 * (1ULL << 30));
+  EXPECT_LT(candidate->usd_per_gpu_hour, current->usd_per_gpu_hour);
+}
+
+TEST(ReportRightsizing, AGpuWithoutACatalogPriceIsComparedWithTheRunsPriceAndSaysSo) {
+  const Catalog catalog = *Catalog::builtin();
+  GpuUsage gpu;
+  const RunRecord run = rightsizing_run("Prototype accelerator", 40, gpu, 10);
+  const RunReport r = build_run_report(run, {gpu}, {}, {}, &catalog, {});
+  ASSERT_TRUE(r.rightsizing.has_value());
+  const auto candidate = catalog.reference_price(r.rightsizing->gpu);
+  ASSERT_TRUE(candidate);
+  EXPECT_DOUBLE_EQ(r.rightsizing->price_ratio, candidate->usd_per_gpu_hour / 40.0);
+  EXPECT_NE(r.rightsizing->price_basis.find("this run's price"), std::string::npos)
+      << r.rightsizing->price_basis;
 }
 
 }  // namespace

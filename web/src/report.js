@@ -205,7 +205,7 @@ function drawTimeline(ch, box) {
     ch.categories.forEach(function(c, i) {
       var row = el('div', 'hbar');
       var name = el('span', 'lbl', c);
-      name.title = c;
+      name.title = (ch.hover && ch.hover[i]) || c;
       var track = el('span', 'track'), bar = el('span', 'bar');
       bar.style.width = (max > 0 && s0.values[i] > 0 ? Math.max(0.5, 100 * s0.values[i] / max) : 0) + '%';
       bar.style.background = palette[0];
