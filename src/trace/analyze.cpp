@@ -412,13 +412,14 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     std::sort(ends.begin(), ends.end());
     Scaled scale = 1;
     {
-      std::vector<std::pair<std::int64_t, int>> edges;
-      edges.reserve(pos.size() * 2);
-      for (auto i : pos) {
-        edges.emplace_back(raw.activities[i].start_ns, 1);
-        edges.emplace_back(raw.activities[i].start_ns + raw.activities[i].dur_ns, -1);
-      }
-      std::sort(edges.begin(), edges.end());
+      // Starts (pos is in start order) merged with the sorted ends: the edges in (time, end first) order.
+      std::vector<std::pair<std::int64_t, int>> starts, stops, edges;
+      starts.reserve(pos.size());
+      stops.reserve(ends.size());
+      for (auto i : pos) starts.emplace_back(raw.activities[i].start_ns, 1);
+      for (const auto& e : ends) stops.emplace_back(e.first, -1);
+      edges.resize(starts.size() + stops.size());
+      std::merge(starts.begin(), starts.end(), stops.begin(), stops.end(), edges.begin());
       const auto exact = fair_share_scale(edges, d.window_ns);
       d.fair_share_exact = exact.has_value();
       if (exact) scale = *exact;

@@ -31,6 +31,13 @@ function countColour(canvas, c) {
       n++;
   return n;
 }
+// A series' name for people: "forecast_low_usd" -> "forecast low ($)". The page's status keeps the name.
+var units = {usd: '$', pct: '%', w: 'W', gib: 'GiB', ms: 'ms', s: 's', kwh: 'kWh'};
+function display(label) {
+  var parts = String(label).split('_'), unit = parts.length > 1 ? units[parts[parts.length - 1]] : undefined;
+  if (unit) parts.pop();
+  return parts.join(' ') + (unit ? ' (' + unit + ')' : '');
+}
 function fmt(v) {
   if (v === null || v === undefined) return '';
   var a = Math.abs(v);
@@ -226,7 +233,7 @@ function drawTimeline(ch, box) {
   ch.series.forEach(function(s, i) {
     var colour = s.colour || palette[i % palette.length];
     data.push(s.values);
-    var o = {label: s.label, stroke: colour, width: 2, spanGaps: false, points: {show: false}};
+    var o = {label: display(s.label), stroke: colour, width: 2, spanGaps: false, points: {show: false}};
     if (s.dash) o.dash = [8, 6];
     if (bars) {
       o.fill = colour;
