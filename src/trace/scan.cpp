@@ -148,8 +148,15 @@ bool scan_block(const BlockMasks& m, int real, std::size_t base, ElementScanStat
   if (state.in_string) in_string = ~in_string;
   state.in_string = (in_string >> 63) != 0;
   const std::uint64_t outside = ~in_string, open = m.open & outside, comma = m.comma & outside;
-  std::uint64_t brackets = (m.open | m.close) & outside;
+  const std::uint64_t close = m.close & outside;
   std::int64_t depth = state.depth;
+  // Inside an event the depth cannot reach 0 in this block when there are fewer closing brackets than
+  // levels open: no separator and no end of the array here, only the depth to carry on.
+  if (depth > std::popcount(close)) {
+    state.depth = depth + std::popcount(open) - std::popcount(close);
+    return true;
+  }
+  std::uint64_t brackets = open | close;
   int from = 0;
   while (brackets != 0) {
     const int i = std::countr_zero(brackets);
