@@ -5,7 +5,6 @@
 #include <cctype>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <unordered_map>
 

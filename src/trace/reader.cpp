@@ -137,15 +137,10 @@ simdjson::error_code read_args(od::value args, EventFields& ev) {
     // Most argument keys are rejected on their first byte.
     switch (key[0]) {
       case 'c':
+      case 'C':
         if (key_is(key, "correlation")) {
           if (auto v = small_uint(f.value().raw_json_token())) ev.correlation = *v;
-        } else if (key_is(key, "collective_name")) {
-          ev.collective = true;
-          ev.collective_name = string_token(f.value());
-        }
-        break;
-      case 'C':
-        if (key_is(key, "Collective name")) {
+        } else if (key_is(key, "Collective name") || key_is(key, "collective_name")) {
           ev.collective = true;
           ev.collective_name = string_token(f.value());
         }

@@ -156,15 +156,17 @@ bool scan_block(const BlockMasks& m, int real, std::size_t base, ElementScanStat
     state.depth = depth + std::popcount(open) - std::popcount(close);
     return true;
   }
+  // The last comma of bits [from, to), which the caller has at depth 0.
+  auto note_commas = [&](int from, int to) {
+    const std::uint64_t c = comma & bit_range(from, to);
+    if (c != 0) out.last_comma = base + static_cast<std::size_t>(63 - std::countl_zero(c));
+  };
   std::uint64_t brackets = open | close;
   int from = 0;
   while (brackets != 0) {
     const int i = std::countr_zero(brackets);
     brackets &= brackets - 1;
-    if (depth == 0) {
-      const std::uint64_t c = comma & bit_range(from, i);
-      if (c != 0) out.last_comma = base + static_cast<std::size_t>(63 - std::countl_zero(c));
-    }
+    if (depth == 0) note_commas(from, i);
     if ((open >> i) & 1) {
       ++depth;
     } else if (--depth < 0) {
@@ -174,10 +176,7 @@ bool scan_block(const BlockMasks& m, int real, std::size_t base, ElementScanStat
     }
     from = i + 1;
   }
-  if (depth == 0) {
-    const std::uint64_t c = comma & bit_range(from, 64);
-    if (c != 0) out.last_comma = base + static_cast<std::size_t>(63 - std::countl_zero(c));
-  }
+  if (depth == 0) note_commas(from, 64);
   state.depth = depth;
   return true;
 }
