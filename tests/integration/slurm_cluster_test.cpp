@@ -216,10 +216,17 @@ TEST_F(SlurmClusterSlurmTest, EpilogWritesTheJobCostIntoAdminComment) {
   EXPECT_NE(log.find("job=" + busy + " user=root account=physics partition=gpu"), std::string::npos) << log;
   EXPECT_EQ(log.find("AdminComment not written"), std::string::npos) << log;
   EXPECT_EQ(log.find("not recorded"), std::string::npos) << log;
-  // Both jobs are runs in the node's ledger, with Slurm's labels; the report groups them by account.
-  const CmdResult runs = run_gpumeter({"runs", "--json", "--ledger", ledger});
-  ASSERT_EQ(runs.exit_code, 0) << runs.err;
-  const auto rj = nlohmann::json::parse(runs.out);
+  // Both jobs are runs in the node's ledger, with Slurm's labels; the report groups them by account. The
+  // epilog records the run after it writes the AdminComment, so the second record may still be on its way.
+  CmdResult runs;
+  nlohmann::json rj;
+  for (const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);;) {
+    runs = run_gpumeter({"runs", "--json", "--ledger", ledger});
+    ASSERT_EQ(runs.exit_code, 0) << runs.err;
+    rj = nlohmann::json::parse(runs.out);
+    if (rj.size() >= 2u || std::chrono::steady_clock::now() > end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
   ASSERT_EQ(rj.size(), 2u) << runs.out;
   for (const auto& r : rj) {
     EXPECT_EQ(r["status"], "succeeded") << r.dump();
