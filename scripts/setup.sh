@@ -14,6 +14,8 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   slurmctld slurmd slurm-client munge slurmdbd mariadb-server
   debootstrap umoci lintian help2man skopeo docker-registry zsh groff-base
+  postgresql-15 libpq-dev
+  python3-ipykernel python3-nbclient python3-nbformat jupyter-notebook python3-optuna python3-rich
 )
 # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
