@@ -98,6 +98,8 @@ struct StatusSnapshot {
   std::optional<double> burn_usd_per_h;
   std::optional<std::int64_t> step;
   std::optional<std::int64_t> total_steps;
+  /// Why the progress is ambiguous ("total unknown", "progress nesting revised: forecast restarts").
+  std::optional<std::string> progress_note;
   std::optional<Forecast> forecast;
   std::optional<double> budget_left_usd;
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU

@@ -63,7 +63,7 @@ struct Supervisor::Impl {
   SessionSink& sink;
   BudgetGuard guard;
   Forecaster forecaster;
-  OutputProgressParser out_parser, err_parser;
+  OutputProgressParser output_parser;  ///< one tracker for both streams: bars nest across them
   std::optional<RunMeter> meter;
   SessionOutcome outcome;
   RunRecord run;
@@ -80,6 +80,7 @@ struct Supervisor::Impl {
   std::set<std::pair<std::int64_t, unsigned>> dirty_rollups;
   std::optional<ProgressRecord> latest_progress;
   std::optional<Forecast> forecast;
+  std::optional<std::string> progress_note;  ///< why the progress is ambiguous, for the status line
   std::int64_t malformed = 0;
   /// Notifications in flight: detached threads share this, so a hanging webhook never holds the run.
   struct Notifications {
@@ -139,13 +140,31 @@ struct Supervisor::Impl {
     if (u.empty() || !meter) return;
     const double t_s = static_cast<double>(now_ns - start_ns) / 1e9;
     std::optional<std::int64_t> total = u.total_steps ? u.total_steps : cfg.run.total_steps;
+    if (u.step && total && *u.step > *total) {
+      // Never a step past its total: the total (--total-steps, or the client's) was wrong.
+      total.reset();
+      progress_note = "step past the given total: total unknown";
+    } else if (u.step || u.ambiguity) {
+      progress_note = total ? std::nullopt : u.ambiguity;
+    }
+    if (u.nesting_changed) {
+      // The unit of a step changed: no forecast mixes two units; it is withheld until it is re-estimated.
+      forecaster = Forecaster();
+      forecast.reset();
+      if (!progress_note) progress_note = "progress nesting revised: forecast restarts";
+    }
     if (u.step) forecaster.add(t_s, *u.step, total);
     ProgressRecord p;
     if (latest_progress) p = *latest_progress;  // fields not in this update keep their last value
     p.run_id = run.id;
     p.t_ms = elapsed_ms(now_ns);
-    if (u.step) p.step = u.step;
+    if (u.step) {
+      p.step = u.step;
+      // A step from the job's output comes with its whole context: no total carried over from before.
+      if (u.total_steps || u.ambiguity || u.nesting_changed) p.total_steps.reset();
+    }
     if (total) p.total_steps = total;
+    if (p.step && p.total_steps && *p.step > *p.total_steps) p.total_steps.reset();
     if (u.samples) p.samples = u.samples;
     if (u.tokens) p.tokens = u.tokens;
     for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
@@ -393,6 +412,7 @@ struct Supervisor::Impl {
       s.step = latest_progress->step;
       s.total_steps = latest_progress->total_steps;
     }
+    s.progress_note = progress_note;
     s.forecast = forecast;
     if (meter) s.gpus = meter->latest();
     s.stopping = stopping;
@@ -482,9 +502,10 @@ void Supervisor::on_datagram(std::string_view datagram) {
 void Supervisor::on_output(JobStream stream, std::string_view bytes) {
   Impl& m = *impl_;
   m.sink.job_output(stream, bytes);
-  auto& parser = stream == JobStream::err ? m.err_parser : m.out_parser;
   const std::int64_t now = m.clock.monotonic_ns();
-  for (const auto& u : parser.feed(bytes)) m.on_progress(u, now);
+  for (const auto& u : m.output_parser.feed(bytes, static_cast<double>(now - m.start_ns) / 1e9,
+                                            stream == JobStream::err ? 1u : 0u))
+    m.on_progress(u, now);
 }
 
 void Supervisor::on_signal(int sig) {

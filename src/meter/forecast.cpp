@@ -56,12 +56,20 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
     return std::max(0.0,
                     static_cast<double>(remaining_steps) * s_per_step - std::min(since_last, s_per_step));
   };
+  // Work left but no time per step measured (every interval instant): no forecast rather than "spent".
+  if (remaining_steps > 0 && percentile(0.5) <= 0) return std::nullopt;
   Forecast f;
   f.s_per_step = percentile(0.5);
   f.remaining_s = remaining(f.s_per_step);
   f.total_usd = spent_usd + f.remaining_s * burn_usd_per_s;
   f.low_usd = spent_usd + remaining(percentile(0.1)) * burn_usd_per_s;
   f.high_usd = spent_usd + remaining(percentile(0.9)) * burn_usd_per_s;
+  // Never narrower than the spend: low >= spent, and with work left the upper end is above it.
+  f.low_usd = std::max(f.low_usd, spent_usd);
+  f.total_usd = std::max(f.total_usd, f.low_usd);
+  f.high_usd = std::max(f.high_usd, f.total_usd);
+  if (remaining_steps > 0 && f.high_usd <= spent_usd)
+    f.high_usd = spent_usd + percentile(0.9) * burn_usd_per_s;
   f.step = *last_step_;
   f.total_steps = *total_;
   return f;
