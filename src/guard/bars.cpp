@@ -232,11 +232,20 @@ void parse_keras_metrics(std::string_view rest, std::map<std::string, double>& m
   }
 }
 
-/// Sets the key (and epoch) of a reading from the text before its counter.
+/// Sets the key (and epoch) of a reading from the text before its counter: the description with every
+/// number as '#' ("ep0" and "ep1", "epoch 1/3" and "epoch 2/3" are passes of one loop).
 void describe(BarReading& r, std::string_view prefix) {
-  r.key = bar_description(prefix);
-  std::string key;
-  if (find_epoch(r.key, r, &key)) r.key = key;
+  const std::string desc = bar_description(prefix);
+  find_epoch(desc, r, nullptr);
+  r.key.clear();
+  for (std::size_t i = 0; i < desc.size(); ++i) {
+    if (!is_digit(desc[i])) {
+      r.key.push_back(desc[i]);
+      continue;
+    }
+    r.key.push_back('#');
+    while (i + 1 < desc.size() && is_digit(desc[i + 1])) ++i;
+  }
 }
 
 /// The bar glyphs of rich.progress (━ ╸ ╺ ╾ ╼): returns the length of the UTF-8 glyph at `i`, 0 if none.
@@ -370,6 +379,13 @@ std::optional<BarReading> parse_bar_line(std::string_view raw) {
     found->position = position;
     return found;
   }
+  // A blank redraw: tqdm erasing a bar (leave=False, or around tqdm.write).
+  if (!line.empty() && line.find_first_not_of(' ') == std::string_view::npos) {
+    BarReading r;
+    r.cleared = true;
+    r.position = position;
+    return r;
+  }
   // "Epoch 2/3" alone at the start of a line (Keras, accelerate-style scripts): an epoch marker.
   const std::string_view t = trim(line);
   if (t.size() >= 9 && to_lower(t.substr(0, 6)) == "epoch ") {
@@ -381,7 +397,7 @@ std::optional<BarReading> parse_bar_line(std::string_view raw) {
 
 std::optional<ProgressUpdate> parse_output_line(std::string_view line) {
   auto r = parse_bar_line(line);
-  if (!r || (!r->n && r->metrics.empty())) return std::nullopt;
+  if (!r || r->cleared || (!r->n && r->metrics.empty())) return std::nullopt;
   ProgressUpdate u;
   u.step = r->n;
   u.total_steps = r->total;

@@ -49,6 +49,7 @@ struct BarReading {
   std::optional<std::int64_t> epoch;   ///< "Epoch 2" in the description or alone on the line (as printed)
   std::optional<std::int64_t> epochs;  ///< "3" of "Epoch 2/3"
   std::map<std::string, double> metrics;  ///< tqdm postfix (loss=2.3), Keras "- loss: 0.4", a Trainer log dict
+  bool cleared = false;  ///< a blank redraw: tqdm erased the bar at `position` (leave=False, tqdm.write)
 };
 
 /// Parses one complete output line (no terminator, ANSI sequences allowed): a tqdm-style bar ("120/10000 ["
@@ -98,6 +99,9 @@ class ProgressTracker {
     double first_s = 0, last_s = 0;
   };
   static bool matches(const Bar& b, const BarReading& r);
+  static bool renamed(const Bar& b, const BarReading& r);
+  void learn(std::size_t depth, const Bar& b);
+  void rename(std::size_t i, const std::string& key);
   static bool same_level(const Level& l, const Bar& b);
   bool restarts(const Bar& b, const BarReading& r) const;
   void revise(std::size_t keep_levels);
@@ -108,6 +112,9 @@ class ProgressTracker {
   std::vector<std::string> loop_keys_;  ///< bars that had a step bar nested in them (outer loops)
   std::optional<Bar> suspended_;        ///< an inner bar closed mid-pass when its outer bar advanced
   std::size_t suspended_depth_ = 0;
+  std::optional<Bar> cleared_;          ///< a bar erased from the screen: back if it continues (tqdm.write)
+  std::size_t cleared_depth_ = 0;
+  std::int64_t cleared_parent_n_ = 0;
   std::int64_t top_passes_ = 0;             ///< restarts of the outermost bar
   std::optional<std::int64_t> bar_epoch_;   ///< 0-based epoch from the outermost bar's description
   std::optional<std::int64_t> bar_epochs_;

@@ -20,7 +20,22 @@ bool ProgressTracker::matches(const Bar& b, const BarReading& r) {
   if (!b.unit.empty() && !r.unit.empty() && b.unit != r.unit) return false;
   if (b.position == r.position) return true;
   // tqdm draws a finished bar kept with leave=True at position 0, whatever its position was.
-  return r.position == 0 && r.total && r.n && *r.n == *r.total;
+  return r.position == 0 && r.n && (r.total ? *r.n == *r.total : *r.n >= b.n);
+}
+
+bool ProgressTracker::renamed(const Bar& b, const BarReading& r) {
+  // The same bar with a new description (set_description): same place, total and unit, and it goes on.
+  return b.position == r.position && b.total == r.total && r.n && *r.n >= b.n &&
+         (b.unit.empty() || r.unit.empty() || b.unit == r.unit) &&
+         !(r.elapsed_s && b.elapsed_s && *r.elapsed_s < *b.elapsed_s);
+}
+
+void ProgressTracker::learn(std::size_t depth, const Bar& b) {
+  if (b.side || b.total || b.pass_max <= 0 || depth >= levels_.size() || !same_level(levels_[depth], b)) return;
+  auto& learned = levels_[depth].learned_total;
+  if (learned && b.pass_max <= *learned) return;
+  if (learned) changed_ = true;  // a longer pass than the first: the total grows
+  learned = b.pass_max;
 }
 
 bool ProgressTracker::same_level(const Level& l, const Bar& b) {
@@ -43,7 +58,26 @@ void ProgressTracker::revise(std::size_t keep_levels) {
   }
 }
 
+void ProgressTracker::rename(std::size_t i, const std::string& key) {
+  Bar& b = open_[i];
+  if (i < levels_.size() && same_level(levels_[i], b)) levels_[i].key = key;
+  for (auto& k : loop_keys_)
+    if (k == b.key) k = key;
+  b.key = key;
+}
+
 std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double now_s) {
+  if (r.cleared) {
+    for (std::size_t k = open_.size(); k-- > 0;) {
+      if (open_[k].position != r.position) continue;
+      cleared_ = open_[k];
+      cleared_depth_ = k;
+      cleared_parent_n_ = k > 0 ? open_[k - 1].n : 0;
+      open_.resize(k);
+      break;
+    }
+    return std::nullopt;
+  }
   auto metrics_only = [&]() -> std::optional<ProgressUpdate> {
     if (r.metrics.empty()) return std::nullopt;
     ProgressUpdate u;
@@ -54,7 +88,8 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
     if (r.epoch && r.epochs) {  // an "Epoch e/E" line: the outermost level; a new epoch closes the bars
       if (!epoch_base_) epoch_base_ = *r.epoch == 0 ? 0 : 1;
       const std::int64_t e = std::max<std::int64_t>(0, *r.epoch - *epoch_base_);
-      if (line_epoch_ && e != *line_epoch_) {
+      // (A summary printed after its epoch's bar says no more than that bar did: the bars stay.)
+      if (line_epoch_ && e != *line_epoch_ && !(bar_epoch_ && e <= *bar_epoch_)) {
         open_.clear();
         suspended_.reset();
       }
@@ -71,18 +106,41 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
     if (matches(open_[k], r) && open_[k].position == r.position) i = k;
   for (std::size_t k = 0; k < open_.size() && i == open_.size(); ++k)
     if (matches(open_[k], r)) i = k;
+  for (std::size_t k = open_.size(); k-- > 0 && i == open_.size();)
+    if (renamed(open_[k], r)) i = k;
+  if (i < open_.size() && open_[i].key != r.key) rename(i, r.key);
+
+  if (i == open_.size() && cleared_ && (matches(*cleared_, r) || renamed(*cleared_, r))) {
+    // The bar erased last comes back: tqdm.write redrawing it (it goes on), or its loop's next pass.
+    Bar c = std::move(*cleared_);
+    cleared_.reset();
+    const std::size_t d = std::min(cleared_depth_, open_.size());
+    if (!restarts(c, r) && n >= c.n && d == cleared_depth_) {
+      open_.resize(d);
+      open_.push_back(std::move(c));
+      i = d;
+      if (open_[i].key != r.key) rename(i, r.key);
+    } else if (d == cleared_depth_) {
+      learn(d, c);
+      if (d > 0 && !c.side && open_.size() == d && open_[d - 1].n == cleared_parent_n_)
+        ++open_[d - 1].children_done;  // its outer bar has not printed since: count the pass
+      else if (d == 0 && !c.side)
+        ++top_passes_;
+    }
+  }
 
   if (i == open_.size()) {
     // An inner bar closed mid-pass when the bar around it advanced: if it now continues where it was, the
     // two were never nested (parallel bars, another process's bar); if it starts over, that was its end.
     bool parallel = false;
     std::size_t parent = 0;
-    if (suspended_ && matches(*suspended_, r)) {
+    if (suspended_ && (matches(*suspended_, r) || renamed(*suspended_, r))) {
       parent = suspended_depth_ - 1;
       parallel = n > suspended_->n && !restarts(*suspended_, r) && parent < open_.size() &&
                  !(r.elapsed_s && suspended_->elapsed_s && *r.elapsed_s < *suspended_->elapsed_s);
       suspended_.reset();
     }
+    if (cleared_ && cleared_depth_ >= open_.size()) cleared_.reset();  // another bar took its place
     if (parallel) {
       open_.resize(parent + 1);
       open_[parent].advanced_alone = true;
@@ -125,13 +183,7 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
     if (n < bar.n) {
       if (!restarts(bar, r)) return metrics_only();  // a lagging copy (another process): counted once
       // A new pass of the same loop.
-      if (!bar.side && i < levels_.size() && same_level(levels_[i], bar) && !bar.total) {
-        auto& learned = levels_[i].learned_total;
-        if (bar.pass_max > 0 && (!learned || bar.pass_max > *learned)) {
-          if (learned) changed_ = true;
-          learned = bar.pass_max;
-        }
-      }
+      learn(i, bar);
       if (!bar.side) {
         if (i > 0)
           ++open_[i - 1].children_done;
@@ -148,6 +200,7 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
       if (suspended_ && suspended_depth_ > i) suspended_.reset();
       if (i + 1 < open_.size()) {
         const Bar& child = open_[i + 1];
+        learn(i + 1, child);  // an outer loop advances when its inner pass is complete
         if (!child.side && (!child.total || child.n < *child.total)) {
           suspended_ = child;
           suspended_depth_ = i + 1;
@@ -221,7 +274,7 @@ std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, doub
   }
   std::optional<std::int64_t> epoch, epochs;
   std::string why;
-  if (line_epoch_) {
+  if (line_epoch_ && !(bar_epoch_ && *bar_epoch_ > *line_epoch_)) {
     epoch = line_epoch_;
     epochs = epochs_;
   } else if (bar_epoch_) {
@@ -282,7 +335,7 @@ std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, doub
   }
   if (total && *total <= 0) total.reset();
   if (total && step > *total) step = *total;
-  if (total != last_total_ && last_step_) changed_ = true;
+  if (last_total_ && total != last_total_) changed_ = true;  // a total learned is no change
   if (!changed_ && last_step_ && step < *last_step_) step = *last_step_;  // never back unannounced
   if (total && step > *total) step = *total;
   u.step = step;
