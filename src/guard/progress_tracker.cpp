@@ -198,7 +198,10 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
       bar.advanced_alone = false;
     } else if (n > bar.n) {
       if (suspended_ && suspended_depth_ > i) suspended_.reset();
-      if (i + 1 < open_.size()) {
+      if (i + 1 < open_.size() && bar.children_done > 0 && !open_[i + 1].side) {
+        // Its inner bar restarted before it redrew: this advance is that pass, the inner bar's new pass
+        // goes on inside it.
+      } else if (i + 1 < open_.size()) {
         const Bar& child = open_[i + 1];
         learn(i + 1, child);  // an outer loop advances when its inner pass is complete
         if (!child.side && (!child.total || child.n < *child.total)) {

@@ -295,7 +295,7 @@ def rich_track():
     from rich.progress import track
 
     p = Pacer()
-    for _ in track(range(180), description="train"):
+    for _ in track(range(180), description="train", refresh_per_second=5):
         p.step()
 
 
@@ -304,8 +304,8 @@ def rich_nested_mofn():
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     p = Pacer()
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeRemainingColumn()) as progress:
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  refresh_per_second=5) as progress:
         epochs = progress.add_task("epochs", total=3)
         steps = progress.add_task("train", total=60)
         for ep in range(3):
