@@ -9,12 +9,22 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
-#include "fuzz_util.h"
 #include "guard/guard.h"
 #include "meter/run_meter.h"
+
+/// Aborts (a finding) naming the invariant that failed.
+#define TRACKER_CHECK(cond)                                                          \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      std::fprintf(stderr, "invariant failed: %s (line %d)\n", #cond, __LINE__);    \
+      std::abort();                                                                  \
+    }                                                                                \
+  } while (0)
 
 namespace {
 
@@ -77,8 +87,8 @@ std::string make_line(Choices& c) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using gm::fuzz::check;
   Choices c(data, size);
+  const bool verbose = std::getenv("TRACKER_FUZZ_VERBOSE") != nullptr;
   gm::OutputProgressParser parser;
   gm::Forecaster forecaster;
   double now_s = 0;
@@ -87,31 +97,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     now_s += 0.01 * static_cast<double>(c.next(50));
     const unsigned stream = c.next(2);
     const std::string line = make_line(c) + (c.next(2) ? "\r" : "\n");
+    if (verbose) std::fprintf(stderr, "%.2f %u %s\n", now_s, stream, line.c_str());
     for (const auto& u : parser.feed(line, now_s, stream)) {
-      for (const auto& [k, v] : u.metrics) check(std::isfinite(v));
-      check(!u.samples && !u.tokens);
+      if (verbose)
+        std::fprintf(stderr, "  -> step %lld total %lld%s %s\n", u.step ? static_cast<long long>(*u.step) : -1,
+                     u.total_steps ? static_cast<long long>(*u.total_steps) : -1, u.nesting_changed ? " CHANGED" : "",
+                     u.ambiguity ? u.ambiguity->c_str() : "");
+      for (const auto& [k, v] : u.metrics) TRACKER_CHECK(std::isfinite(v));
+      TRACKER_CHECK(!u.samples && !u.tokens);
       if (u.nesting_changed) forecaster = gm::Forecaster();
       if (!u.step) {
-        check(!u.total_steps);
+        TRACKER_CHECK(!u.total_steps);
         continue;
       }
-      check(*u.step >= 0);
+      TRACKER_CHECK(*u.step >= 0);
       if (u.total_steps) {
-        check(*u.total_steps > 0);
-        check(*u.step <= *u.total_steps);
+        TRACKER_CHECK(*u.total_steps > 0);
+        TRACKER_CHECK(*u.step <= *u.total_steps);
       } else {
-        check(u.ambiguity.has_value() && !u.ambiguity->empty());  // says why, never invents a total
+        TRACKER_CHECK(u.ambiguity.has_value() && !u.ambiguity->empty());  // says why, never invents a total
       }
-      if (last_step && !u.nesting_changed) check(*u.step >= *last_step);
+      if (last_step && !u.nesting_changed) TRACKER_CHECK(*u.step >= *last_step);
       last_step = u.step;
       forecaster.add(now_s, *u.step, u.total_steps);
       const double spent = now_s * 2.0;
       if (auto f = forecaster.forecast(now_s, spent, 2.0)) {
-        check(std::isfinite(f->total_usd) && std::isfinite(f->low_usd) && std::isfinite(f->high_usd));
-        check(f->low_usd >= spent);
-        check(f->total_usd >= f->low_usd && f->high_usd >= f->total_usd);
-        if (f->step < f->total_steps) check(f->high_usd > spent);
-        check(f->step <= f->total_steps);
+        TRACKER_CHECK(std::isfinite(f->total_usd) && std::isfinite(f->low_usd) && std::isfinite(f->high_usd));
+        TRACKER_CHECK(f->low_usd >= spent);
+        TRACKER_CHECK(f->total_usd >= f->low_usd && f->high_usd >= f->total_usd);
+        if (f->step < f->total_steps) TRACKER_CHECK(f->high_usd > spent);
+        TRACKER_CHECK(f->step <= f->total_steps);
       }
     }
   }

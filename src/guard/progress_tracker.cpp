@@ -339,8 +339,12 @@ std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, doub
   if (total && *total <= 0) total.reset();
   if (total && step > *total) step = *total;
   if (last_total_ && total != last_total_) changed_ = true;  // a total learned is no change
-  if (!changed_ && last_step_ && step < *last_step_) step = *last_step_;  // never back unannounced
-  if (total && step > *total) step = *total;
+  if (!changed_ && last_step_ && step < *last_step_) {
+    if (total && *last_step_ > *total)
+      changed_ = true;  // a total below the steps already seen: the unit changed, say so
+    else
+      step = *last_step_;  // never back unannounced
+  }
   u.step = step;
   u.total_steps = total;
   if (!total) u.ambiguity = why.empty() ? "total unknown" : why;
