@@ -18,12 +18,12 @@
 #include "meter/run_meter.h"
 
 /// Aborts (a finding) naming the invariant that failed.
-#define TRACKER_CHECK(cond)                                                          \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "invariant failed: %s (line %d)\n", #cond, __LINE__);    \
-      std::abort();                                                                  \
-    }                                                                                \
+#define TRACKER_CHECK(cond)                                                      \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      std::fprintf(stderr, "invariant failed: %s (line %d)\n", #cond, __LINE__); \
+      std::abort();                                                              \
+    }                                                                            \
   } while (0)
 
 namespace {
@@ -41,9 +41,9 @@ class Choices {
   std::size_t pos_ = 0;
 };
 
-const char* const kDescriptions[] = {"",        "epoch",   "epoch 0", "epoch 1",  "Epoch 2/3", "Epoch 1",
-                                     "train",   "val",     "ep0",     "ep1",      "fold",      "batch",
-                                     "rank 0",  "rank 1",  "Epochs",  "Sanity Checking DataLoader 0"};
+const char* const kDescriptions[] = {
+    "",    "epoch", "epoch 0", "epoch 1", "Epoch 2/3", "Epoch 1", "train",  "val",
+    "ep0", "ep1",   "fold",    "batch",   "rank 0",    "rank 1",  "Epochs", "Sanity Checking DataLoader 0"};
 const char* const kUnits[] = {"it", "samples", "img"};
 const std::int64_t kTotals[] = {1, 2, 3, 4, 6, 10, 50, 60, 100, 1000};
 
@@ -66,8 +66,8 @@ std::string make_line(Choices& c) {
     case 0:
     case 1:
     case 2:  // tqdm with a total
-      return fmt::format("{}{:3d}%|#####     | {}/{} [{}<{}, 9.9{}/s, loss=0.{}]{}", prefix, n * 100 / total, n,
-                         total, clock_text(elapsed), clock_text(63 - elapsed), unit, c.next(100), up);
+      return fmt::format("{}{:3d}%|#####     | {}/{} [{}<{}, 9.9{}/s, loss=0.{}]{}", prefix, n * 100 / total,
+                         n, total, clock_text(elapsed), clock_text(63 - elapsed), unit, c.next(100), up);
     case 3:  // tqdm without a total
       return fmt::format("{}{}{} [{}, 9.9{}/s]{}", prefix, n, unit, clock_text(elapsed), unit, up);
     case 4:  // rich.progress, M/N or a percentage
@@ -100,9 +100,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (verbose) std::fprintf(stderr, "%.2f %u %s\n", now_s, stream, line.c_str());
     for (const auto& u : parser.feed(line, now_s, stream)) {
       if (verbose)
-        std::fprintf(stderr, "  -> step %lld total %lld%s %s\n", u.step ? static_cast<long long>(*u.step) : -1,
-                     u.total_steps ? static_cast<long long>(*u.total_steps) : -1, u.nesting_changed ? " CHANGED" : "",
-                     u.ambiguity ? u.ambiguity->c_str() : "");
+        std::fprintf(stderr, "  -> step %lld total %lld%s %s\n",
+                     u.step ? static_cast<long long>(*u.step) : -1,
+                     u.total_steps ? static_cast<long long>(*u.total_steps) : -1,
+                     u.nesting_changed ? " CHANGED" : "", u.ambiguity ? u.ambiguity->c_str() : "");
       for (const auto& [k, v] : u.metrics) TRACKER_CHECK(std::isfinite(v));
       TRACKER_CHECK(!u.samples && !u.tokens);
       if (u.nesting_changed) forecaster = gm::Forecaster();

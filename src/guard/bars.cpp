@@ -197,7 +197,8 @@ std::string rate_unit(std::string_view rate) {
   while (!rate.empty() && (is_digit(rate.front()) || rate.front() == '.' || rate.front() == '?'))
     rate.remove_prefix(1);
   if (rate.size() > 2 && rate.substr(0, 2) == "s/") return std::string(rate.substr(2));
-  if (rate.size() > 2 && rate.substr(rate.size() - 2) == "/s") return std::string(rate.substr(0, rate.size() - 2));
+  if (rate.size() > 2 && rate.substr(rate.size() - 2) == "/s")
+    return std::string(rate.substr(0, rate.size() - 2));
   return {};
 }
 
@@ -209,9 +210,8 @@ void parse_bracket(std::string_view inside, BarReading& r) {
   r.elapsed_s = parse_clock(head.substr(0, head.find('<')));
   if (first_comma == std::string_view::npos) return;
   const auto second = inside.find(',', first_comma + 1);
-  const std::string unit = rate_unit(inside.substr(first_comma + 1, second == std::string_view::npos
-                                                                         ? std::string_view::npos
-                                                                         : second - first_comma - 1));
+  const std::string unit = rate_unit(inside.substr(
+      first_comma + 1, second == std::string_view::npos ? std::string_view::npos : second - first_comma - 1));
   if (r.unit.empty()) r.unit = unit;
   if (second != std::string_view::npos) parse_postfix(inside.substr(second + 1), r.metrics);
 }
@@ -254,7 +254,7 @@ std::size_t rich_glyph(std::string_view s, std::size_t i) {
   const auto a = static_cast<unsigned char>(s[i]), b = static_cast<unsigned char>(s[i + 1]),
              c = static_cast<unsigned char>(s[i + 2]);
   if (a != 0xE2) return 0;
-  if (b == 0x94 && c == 0x81) return 3;                                      // ━
+  if (b == 0x94 && c == 0x81) return 3;                                           // ━
   if (b == 0x95 && (c == 0xB8 || c == 0xBA || c == 0xBE || c == 0xBC)) return 3;  // ╸ ╺ ╾ ╼
   return 0;
 }
@@ -405,7 +405,8 @@ std::optional<ProgressUpdate> parse_output_line(std::string_view line) {
   return u;
 }
 
-std::vector<ProgressUpdate> OutputProgressParser::feed(std::string_view bytes, double now_s, unsigned stream) {
+std::vector<ProgressUpdate> OutputProgressParser::feed(std::string_view bytes, double now_s,
+                                                       unsigned stream) {
   constexpr std::size_t kMaxLine = 64 * 1024;
   Line& line = lines_[stream == 0 ? 0 : 1];
   std::vector<ProgressUpdate> out;

@@ -48,7 +48,8 @@ struct BarReading {
   std::optional<double> elapsed_s;     ///< "00:12" of "[00:12<00:40, ..." (tqdm's elapsed time)
   std::optional<std::int64_t> epoch;   ///< "Epoch 2" in the description or alone on the line (as printed)
   std::optional<std::int64_t> epochs;  ///< "3" of "Epoch 2/3"
-  std::map<std::string, double> metrics;  ///< tqdm postfix (loss=2.3), Keras "- loss: 0.4", a Trainer log dict
+  std::map<std::string, double>
+      metrics;           ///< tqdm postfix (loss=2.3), Keras "- loss: 0.4", a Trainer log dict
   bool cleared = false;  ///< a blank redraw: tqdm erased the bar at `position` (leave=False, tqdm.write)
 };
 
@@ -83,12 +84,12 @@ class ProgressTracker {
     std::optional<double> elapsed_s;
     std::optional<std::int64_t> epoch;  ///< from its description
     std::optional<std::int64_t> epochs;
-    bool advanced_alone = false;        ///< advanced with no inner pass since its last advance
-    bool inner_seen = false;            ///< a step bar inside it printed since it last advanced
-    bool side = false;                  ///< not a step level: metrics only
-    bool contender = false;             ///< a side bar where an established level was: may replace it
-    std::int64_t children_done = 0;     ///< inner passes finished since this bar last printed (throttling)
-    std::int64_t pass_max = 0;          ///< the largest count of this pass (learns an unknown total)
+    bool advanced_alone = false;     ///< advanced with no inner pass since its last advance
+    bool inner_seen = false;         ///< a step bar inside it printed since it last advanced
+    bool side = false;               ///< not a step level: metrics only
+    bool contender = false;          ///< a side bar where an established level was: may replace it
+    std::int64_t children_done = 0;  ///< inner passes finished since this bar last printed (throttling)
+    std::int64_t pass_max = 0;       ///< the largest count of this pass (learns an unknown total)
     double first_s = 0;
   };
   struct Level {
@@ -107,16 +108,16 @@ class ProgressTracker {
   void revise(std::size_t keep_levels);
   std::optional<ProgressUpdate> global(std::map<std::string, double> metrics, double now_s);
 
-  std::vector<Bar> open_;      ///< outermost first
-  std::vector<Level> levels_;  ///< the nesting of step levels, outermost first
+  std::vector<Bar> open_;               ///< outermost first
+  std::vector<Level> levels_;           ///< the nesting of step levels, outermost first
   std::vector<std::string> loop_keys_;  ///< bars that had a step bar nested in them (outer loops)
   std::optional<Bar> suspended_;        ///< an inner bar closed mid-pass when its outer bar advanced
   std::size_t suspended_depth_ = 0;
-  std::optional<Bar> cleared_;          ///< a bar erased from the screen: back if it continues (tqdm.write)
+  std::optional<Bar> cleared_;  ///< a bar erased from the screen: back if it continues (tqdm.write)
   std::size_t cleared_depth_ = 0;
   std::int64_t cleared_parent_n_ = 0;
-  std::int64_t top_passes_ = 0;             ///< restarts of the outermost bar
-  std::optional<std::int64_t> bar_epoch_;   ///< 0-based epoch from the outermost bar's description
+  std::int64_t top_passes_ = 0;            ///< restarts of the outermost bar
+  std::optional<std::int64_t> bar_epoch_;  ///< 0-based epoch from the outermost bar's description
   std::optional<std::int64_t> bar_epochs_;
   std::optional<std::int64_t> line_epoch_;  ///< 0-based epoch from "Epoch e/E" lines
   std::optional<std::int64_t> epochs_;

@@ -31,7 +31,8 @@ bool ProgressTracker::renamed(const Bar& b, const BarReading& r) {
 }
 
 void ProgressTracker::learn(std::size_t depth, const Bar& b) {
-  if (b.side || b.total || b.pass_max <= 0 || depth >= levels_.size() || !same_level(levels_[depth], b)) return;
+  if (b.side || b.total || b.pass_max <= 0 || depth >= levels_.size() || !same_level(levels_[depth], b))
+    return;
   auto& learned = levels_[depth].learned_total;
   if (learned && b.pass_max <= *learned) return;
   if (learned) changed_ = true;  // a longer pass than the first: the total grows
@@ -263,8 +264,8 @@ std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, doub
   // The epoch level: "Epoch e/E" lines; else "Epoch e" in the outermost bar's description when that bar is
   // not itself the loop around the others (an outer bar whose description counts its own epochs); else the
   // passes of the outermost bar (a bar per epoch with nothing saying how many).
-  const bool is_loop = depth > 0 && std::find(loop_keys_.begin(), loop_keys_.end(), open_[0].key) !=
-                                        loop_keys_.end();
+  const bool is_loop =
+      depth > 0 && std::find(loop_keys_.begin(), loop_keys_.end(), open_[0].key) != loop_keys_.end();
   if (depth > 0 && open_[0].epoch && !is_loop) {
     if (!epoch_base_) epoch_base_ = (*open_[0].epoch == 0 || !open_[0].epochs) ? 0 : 1;
     const std::int64_t e = std::max<std::int64_t>(0, *open_[0].epoch - *epoch_base_);

@@ -87,7 +87,8 @@ class ProgressMatrixIntegrationTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(ProgressMatrixIntegrationTest, EveryLayoutEndsAtItsWorkWithAForecastWithinTenPercentAtAQuarterToAHalf) {
+TEST_F(ProgressMatrixIntegrationTest,
+       EveryLayoutEndsAtItsWorkWithAForecastWithinTenPercentAtAQuarterToAHalf) {
   const nlohmann::json index = run_layouts({}, 4);
   ASSERT_GE(index.size(), 20u) << "at least 20 layouts";
   for (const auto& layout : index) {
@@ -130,9 +131,9 @@ TEST_F(ProgressMatrixIntegrationTest, EveryLayoutEndsAtItsWorkWithAForecastWithi
 TEST_F(ProgressMatrixIntegrationTest, TheIssueLayoutReportsOneHundredEightyOfOneHundredEightySteps) {
   // for ep in trange(3, desc="epoch"): for i in tqdm(range(60), desc=f"epoch {ep}", leave=False): ...
   const std::string layouts = test::source_dir() + "/tests/progress/layouts.py";
-  auto r = test::run_gpumeter({"run", "--price", "3600", "--status-every", "1s", kPython, layouts,
-                               "issue_epoch_in_inner_desc"},
-                              env(), std::nullopt, 120);
+  auto r = test::run_gpumeter(
+      {"run", "--price", "3600", "--status-every", "1s", kPython, layouts, "issue_epoch_in_inner_desc"},
+      env(), std::nullopt, 120);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(steps +180 / 180\n)"))) << r.err;
   for (const auto& s : status_lines(r.err)) {

@@ -53,8 +53,8 @@ std::string bar(const std::string& desc, std::int64_t n, std::int64_t total, int
                 int position = 0) {
   std::string up;
   for (int i = 0; i < position; ++i) up += "\x1b[A";
-  return fmt::format("\r{}{:3d}%|          | {}/{} [00:{:02d}<00:02, 9.9it/s]{}", desc.empty() ? "" : desc + ": ",
-                     n * 100 / total, n, total, elapsed_s, up);
+  return fmt::format("\r{}{:3d}%|          | {}/{} [00:{:02d}<00:02, 9.9it/s]{}",
+                     desc.empty() ? "" : desc + ": ", n * 100 / total, n, total, elapsed_s, up);
 }
 
 TEST(ProgressIdentityTest, IssueLayoutFromRealTqdmIsOneHundredEightySteps) {
@@ -138,7 +138,8 @@ TEST(ProgressIdentityTest, AnUnknownInnerTotalIsLearnedFromItsFirstPass) {
 }
 
 TEST(ProgressIdentityTest, RichAndKerasLines) {
-  auto mofn = parse_bar_line("\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
+  auto mofn =
+      parse_bar_line("\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
   ASSERT_TRUE(mofn);
   EXPECT_EQ(mofn->key, "train (epoch #)");
   EXPECT_EQ(mofn->n, 45);
@@ -149,7 +150,8 @@ TEST(ProgressIdentityTest, RichAndKerasLines) {
   EXPECT_EQ(pct->total, 100);
   EXPECT_EQ(pct->unit, "%");
   EXPECT_FALSE(parse_bar_line("a ━━ b 3/4 c")) << "two glyphs are not a bar";
-  auto keras = parse_bar_line("60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
+  auto keras =
+      parse_bar_line("60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
   ASSERT_TRUE(keras);
   EXPECT_EQ(keras->n, 60);
   EXPECT_DOUBLE_EQ(keras->metrics.at("loss"), 0.4123);
