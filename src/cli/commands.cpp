@@ -8,6 +8,7 @@ const Command kCommands[] = {
     {"doctor", "what works here: NVML, driver, energy counter, MIG, permissions, catalog age", cmd_doctor},
     {"prices", "GPU offers from the catalog, cheapest first, with source and date", cmd_prices},
     {"run", "run a command metered: live cost, forecast, budget guard, report", cmd_run},
+    {"attach", "meter a running process gpumeter did not start (a notebook kernel, a job)", cmd_attach},
     {"runs", "the ledger's runs", cmd_runs},
     {"report", "report on one run, many runs, or the fleet (Prometheus)", cmd_report},
     {"compare", "compare two runs: cost, time, KPIs; a release gate for CI", cmd_compare},
