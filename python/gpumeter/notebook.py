@@ -107,6 +107,7 @@ class _Session:
         self.counter = 0
         self.refused_cell = False
         self.current_source = ""
+        self.badge_pending = False
 
     # ---- the attach process --------------------------------------------------------------------------
 
@@ -329,7 +330,9 @@ class _Session:
         body = body.replace(first, "<b>%s</b>" % first, 1)
         more = "".join('<div style="font-size:12px;color:#555">%s</div>' % html.escape(e) for e in extra)
         html_text = ('<div class="gpumeter-badge" style="font-family:sans-serif;font-size:14px;padding:6px 10px;'
-                     'border-left:4px solid %s;background:#f7f9fb">💲 %s%s</div>' % (color, body, more))
+                     'border-left:4px solid %s;background:#f7f9fb"><span style="font-size:11px;font-weight:bold;'
+                     'color:#fff;background:%s;border-radius:3px;padding:1px 5px;margin-right:6px">gpumeter</span>'
+                     '%s%s</div>' % (color, color, body, more))
         return _Badge("gpumeter: " + text, html_text)
 
     def show_badge(self):
@@ -358,6 +361,9 @@ class _Session:
     def pre_run_cell(self, info):
         try:
             raw = getattr(info, "raw_cell", "") or ""
+            if self.badge_pending:
+                self.badge_pending = False
+                self.show_badge()
             configuring = self.allowed(raw)
             if not self.started and not configuring:
                 self.start()
@@ -605,7 +611,11 @@ def load_ipython_extension(shell):
     shell.events.register("post_run_cell", session.post_run_cell)
     shell.ast_transformers.append(session)
     shell.register_magic_function(_magic, magic_kind="line", magic_name="gpumeter")
-    session.show_badge()
+    # Loaded from the kernel's configuration (no cell is running): the badge goes in the first cell.
+    if getattr(shell, "parent_header", True):
+        session.show_badge()
+    else:
+        session.badge_pending = True
 
 
 def unload_ipython_extension(shell):

@@ -405,11 +405,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     for (const auto& c : r.cells) top.push_back(&c);
     std::stable_sort(top.begin(), top.end(),
                      [](const CellRecord* a, const CellRecord* b) { return a->cost_micros > b->cost_micros; });
-    o += fmt::format("  cells           {} executed; the most expensive:
-", r.cells.size());
+    o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
     for (std::size_t i = 0; i < top.size() && i < 5; ++i)
-      o += fmt::format("    [{}] {} · {} · {}{}
-", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
+      o += fmt::format("    [{}] {} · {} · {}{}\n", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
                        format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
                        top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
                        top[i]->source);

@@ -29,8 +29,8 @@ def free_port():
     return port
 
 
-def wait_http(url, deadline):
-    while time.monotonic() < deadline:
+def wait_http(url, deadline, process):
+    while time.monotonic() < deadline and process.poll() is None:
         try:
             with urllib.request.urlopen(url, timeout=2) as r:
                 if r.status == 200:
@@ -96,7 +96,9 @@ async def drive(ws_url, page_url, shot_path):
         "return b && /spent \\$[0-9]/.test(b.innerText) && /GPU util/.test(b.innerText) ? b.innerText : null})()",
         90, "the live badge with figures")
     badge_html = await cdp.js("document.querySelector('.gpumeter-badge').outerHTML")
-    await cdp.wait_js("!Jupyter.notebook.kernel_busy", 60, "the cells to finish")
+    await cdp.wait_js("(function(){var p=Array.from(document.querySelectorAll('.input_prompt'));"
+                      "return p.length > 0 && p.every(e => /\\[[0-9]+\\]/.test(e.innerText))})()", 90,
+                      "the cells to finish")
     text = await cdp.js("document.querySelector('.gpumeter-badge').innerText")
     outputs = await cdp.js("Array.from(document.querySelectorAll('.output_area')).map(e => e.innerText).join('\\n')")
     await cdp.js("document.querySelector('.gpumeter-badge').scrollIntoView({block: 'center'})")
@@ -119,11 +121,12 @@ def main():
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "notebook", "--no-browser", "--ip=127.0.0.1", "--port=%d" % port,
-         "--port-retries=0", "--NotebookApp.token=%s" % token, "--notebook-dir=%s" % workdir],
+         "--port-retries=0", "--NotebookApp.token=%s" % token, "--notebook-dir=%s" % workdir]
+        + (["--allow-root"] if os.geteuid() == 0 else []),
         stdout=open(os.path.join(workdir, "server.log"), "wb"), stderr=subprocess.STDOUT, start_new_session=True)
     browser = None
     try:
-        if not wait_http("http://127.0.0.1:%d/api?token=%s" % (port, token), time.monotonic() + 60):
+        if not wait_http("http://127.0.0.1:%d/api?token=%s" % (port, token), time.monotonic() + 60, server):
             raise RuntimeError("the notebook server did not answer on port %d" % port)
         browser = subprocess.Popen(
             ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
