@@ -36,6 +36,9 @@ std::string final_status(bool stopped, int wait_status) {
 /// Models of one engine that get counters (an engine's labels are input, not trusted).
 constexpr std::size_t kMaxServedModels = 64;
 
+/// Notebook cells started and not ended that an attached session keeps (the oldest are dropped).
+constexpr std::size_t kMaxOpenCells = 64;
+
 /// How long a finished run waits for its notifications (a --notify command or webhook still running).
 constexpr std::int64_t kNotifySettleMs = 2000;
 
@@ -404,6 +407,8 @@ struct Supervisor::Impl {
 
   void cell_event(const CellEvent& c, std::int64_t now_ns) {
     if (c.start) {
+      // Cells are sequential in a kernel; starts without ends (a sender gone wrong) must not grow without end.
+      if (open_cells.size() >= kMaxOpenCells && !open_cells.count(c.cell_id)) open_cells.erase(open_cells.begin());
       OpenCell& o = open_cells[c.cell_id];
       o = OpenCell{now_ns, spent(now_ns, true), 0, 0, c.source};
       return;
