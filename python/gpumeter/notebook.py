@@ -232,8 +232,7 @@ class _Session:
                 self.ended = msg
 
     def send(self, obj):
-        path = os.environ.get("GPUMETER_SOCKET") if self.started_info.get("socket") else None
-        path = self.started_info.get("socket") or path
+        path = self.started_info.get("socket")
         if not path:
             return False
         try:

@@ -152,6 +152,14 @@ int cmd_attach(int argc, char** argv) {
       "metered). Its stop action sends --stop-signal (default INT) to the process; --grace never: nothing "
       "after it. --max-idle (default 30m) is the threshold of the idle_gpus_held finding, no action. Exit "
       "codes: 0 the process ended or gpumeter detached, 86 gpumeter stopped it, 4 no such process, 2 usage.");
+  // The shared flags read differently here (docs/cli.md).
+  app.get_option("--stop-signal")->description("signal sent to stop the process (default INT)");
+  app.get_option("--max-idle")
+      ->description("threshold of the idle_gpus_held finding (default 30m): GPUs under 5% utilization this long "
+                    "while the process holds memory on them; no action");
+  app.get_option("--grace")->description(
+      "time between the stop signal and SIGKILL to the process tree (default 60s); 'never': the stop signal "
+      "is the whole action (a notebook kernel survives it)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (f.from != "now" && f.from != "start") return usage("--from '" + f.from + "': expected now or start");
   if (f.forecast_stop) return usage("--forecast-stop is a run flag");

@@ -102,10 +102,10 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   s.begin();
   s.started(kPid);
   run_until(s, clock, 1.5);
-  s.on_datagram(R"({"cell": {"id": 7, "event": "start", "source": "model.fit(x)"}})");
+  s.on_datagram(R"j({"cell": {"id": 7, "event": "start", "source": "model.fit(x)"}})j");
   run_until(s, clock, 4.0);
   s.on_datagram(R"({"cell": {"id": 7, "event": "end", "status": "interrupted"}})");
-  s.on_datagram(R"({"cell": {"id": 8, "event": "end", "status": "refused", "source": "print(1)"}})");
+  s.on_datagram(R"j({"cell": {"id": 8, "event": "end", "status": "refused", "source": "print(1)"}})j");
   s.on_datagram(R"({"cell": {"id": 9, "event": "start"}})");
   ASSERT_EQ(sink.cells.size(), 2u);
   EXPECT_EQ(sink.cells[0].cell_id, 7);
