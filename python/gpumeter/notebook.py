@@ -149,8 +149,9 @@ class _Session:
         except OSError as e:
             self.fail("cannot start %s: %s; this notebook is not metered" % (binary, e))
             return
+        self.stderr_thread = threading.Thread(target=self._read_stderr, name="gpumeter-attach-err", daemon=True)
+        self.stderr_thread.start()
         threading.Thread(target=self._read_stdout, name="gpumeter-attach", daemon=True).start()
-        threading.Thread(target=self._read_stderr, name="gpumeter-attach-err", daemon=True).start()
 
     def stop(self):
         proc = self.proc
@@ -192,6 +193,7 @@ class _Session:
         except Exception as e:  # noqa: BLE001 - the meter must never break the kernel
             self.fail("reading the meter failed: %s" % e)
         code = self.proc.wait()
+        self.stderr_thread.join(timeout=2.0)  # its last words, for the message below
         with self.lock:
             ended = self.ended
             tail = self.stderr_tail.strip().splitlines()

@@ -211,7 +211,8 @@ TEST_F(NotebookIntegrationTest, AnIdleKernelHoldingTheGpuShowsIdleGpusHeldInTheB
   auto rep = test::run_gpumeter({"report", std::to_string(run["run_id"].get<int>()), "--json"}, e);
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   bool finding = false;
-  for (const auto& f : nlohmann::json::parse(rep.out)["findings"]) finding = finding || f["kind"] == "idle_gpus_held";
+  const auto report = nlohmann::json::parse(rep.out);
+  for (const auto& f : report["findings"]) finding = finding || f["kind"] == "idle_gpus_held";
   EXPECT_TRUE(finding) << rep.out;
 }
 
