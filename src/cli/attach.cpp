@@ -20,7 +20,9 @@
 namespace gm::cli {
 namespace {
 
-double round_to(double v, double unit) { return std::round(v / unit) * unit; }
+double round_to(double v, double unit) {
+  return std::round(v / unit) * unit;
+}
 
 /// The --json-lines side of an attached session: one object per line on stdout, flushed at once.
 class JsonLinesSink final : public SessionSink {
@@ -64,7 +66,8 @@ class JsonLinesSink final : public SessionSink {
     emit(j);
   }
   void status(const StatusSnapshot& s, bool) override {
-    nlohmann::json j{{"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
+    nlohmann::json j{
+        {"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
     auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
     j["spent_usd"] = opt(s.spent_usd);
     j["usd_per_h"] = opt(s.burn_usd_per_h);
@@ -112,8 +115,9 @@ class JsonLinesSink final : public SessionSink {
     j["gpus"] = gpus;
     j["util_pct"] = util_n > 0 ? nlohmann::json(round_to(util_sum / util_n, 0.1)) : nlohmann::json();
     j["memory_used_mib"] = mem_known ? nlohmann::json(round_to(mem_sum / 1048576.0, 0.1)) : nlohmann::json();
-    j["memory_total_mib"] =
-        total_known && !s.gpus.empty() ? nlohmann::json(round_to(mem_total / 1048576.0, 0.1)) : nlohmann::json();
+    j["memory_total_mib"] = total_known && !s.gpus.empty()
+                                ? nlohmann::json(round_to(mem_total / 1048576.0, 0.1))
+                                : nlohmann::json();
     nlohmann::json findings = nlohmann::json::array();
     if (s.idle_held_s) {
       findings.push_back({{"kind", "idle_gpus_held"},
@@ -148,15 +152,17 @@ int cmd_attach(int argc, char** argv) {
   app.add_option("--from", f.from,
                  "count the session from 'now' (default) or from the process's 'start' (a notebook kernel)");
   app.footer(
-      "attach ends when the process ends, or on SIGINT / SIGTERM to gpumeter (it detaches and records what it "
+      "attach ends when the process ends, or on SIGINT / SIGTERM to gpumeter (it detaches and records what "
+      "it "
       "metered). Its stop action sends --stop-signal (default INT) to the process; --grace never: nothing "
       "after it. --max-idle (default 30m) is the threshold of the idle_gpus_held finding, no action. Exit "
       "codes: 0 the process ended or gpumeter detached, 86 gpumeter stopped it, 4 no such process, 2 usage.");
   // The shared flags read differently here (docs/cli.md).
   app.get_option("--stop-signal")->description("signal sent to stop the process (default INT)");
   app.get_option("--max-idle")
-      ->description("threshold of the idle_gpus_held finding (default 30m): GPUs under 5% utilization this long "
-                    "while the process holds memory on them; no action");
+      ->description(
+          "threshold of the idle_gpus_held finding (default 30m): GPUs under 5% utilization this long "
+          "while the process holds memory on them; no action");
   app.get_option("--grace")->description(
       "time between the stop signal and SIGKILL to the process tree (default 60s); 'never': the stop signal "
       "is the whole action (a notebook kernel survives it)");
@@ -207,15 +213,16 @@ int cmd_attach(int argc, char** argv) {
   }
   const RunReport& report = outcome->report;
   if (f.json_lines) {
-    json_sink.emit({{"type", "end"},
-                    {"run_id", report.run.id},
-                    {"recorded", outcome->recorded},
-                    {"status", report.run.status},
-                    {"stopped_by", report.run.stopped_by ? nlohmann::json(*report.run.stopped_by) : nlohmann::json()},
-                    {"wall_s", report.wall_s},
-                    {"cost_usd", micros_to_usd(report.run.cost_micros)},
-                    {"idle_cost_usd", report.idle_cost_usd},
-                    {"findings", findings::to_json(report.findings)}});
+    json_sink.emit(
+        {{"type", "end"},
+         {"run_id", report.run.id},
+         {"recorded", outcome->recorded},
+         {"status", report.run.status},
+         {"stopped_by", report.run.stopped_by ? nlohmann::json(*report.run.stopped_by) : nlohmann::json()},
+         {"wall_s", report.wall_s},
+         {"cost_usd", micros_to_usd(report.run.cost_micros)},
+         {"idle_cost_usd", report.idle_cost_usd},
+         {"findings", findings::to_json(report.findings)}});
   } else if (!f.quiet) {
     std::fputs(render_run_report_text(report, false).c_str(), stderr);
   }
@@ -223,7 +230,8 @@ int cmd_attach(int argc, char** argv) {
     std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
     out << render_run_report_json(report);
     if (!out)
-      std::fprintf(stderr, "gpumeter attach: warning: cannot write --json-report %s\n", f.json_report->c_str());
+      std::fprintf(stderr, "gpumeter attach: warning: cannot write --json-report %s\n",
+                   f.json_report->c_str());
   }
   return outcome->exit_code;
 }

@@ -17,7 +17,8 @@ const Command kCommands[] = {
     {"agent", "per-owner cost on this node as Prometheus metrics", cmd_agent},
     {"top", "live view of devices and owners with $/h and $ so far", cmd_top},
     {"demo", "the main job on this machine, end to end (simulated GPU when there is none)", cmd_demo},
-    {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger", cmd_record_job},
+    {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger",
+     cmd_record_job},
 };
 }  // namespace
 

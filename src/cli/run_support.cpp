@@ -29,7 +29,9 @@ int usage(const char* command, const std::string& msg) {
   return kExitUsage;
 }
 
-int usage(const std::string& msg) { return usage("run", msg); }
+int usage(const std::string& msg) {
+  return usage("run", msg);
+}
 
 std::string host_name() {
   char buf[256] = {};
@@ -125,7 +127,8 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   SessionConfig& cfg = out.cfg;
   if (f.budget_usd) {
     if (!(*f.budget_usd > 0) || !std::isfinite(*f.budget_usd))
-      return usage(command, fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget_usd));
+      return usage(command,
+                   fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget_usd));
     cfg.guard.budget_usd = f.budget_usd;
   }
   auto warn = parse_warn_at(f.warn_at);
@@ -148,7 +151,8 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     cfg.kill_after_grace = false;
   } else {
     auto grace = parse_duration_ms(f.grace);
-    if (!grace) return usage(command, "--grace '" + f.grace + "': expected a duration such as 30s or 2m, or never");
+    if (!grace)
+      return usage(command, "--grace '" + f.grace + "': expected a duration such as 30s or 2m, or never");
     cfg.grace_ms = *grace;
   }
   cfg.notify_command = f.notify;

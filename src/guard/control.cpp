@@ -45,7 +45,8 @@ Result<CellEvent> parse_cell(const nlohmann::json& c) {
 
 std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram) {
   // Cheap test first: progress datagrams arrive often and never carry these keys.
-  if (datagram.find("\"cell\"") == std::string_view::npos && datagram.find("\"control\"") == std::string_view::npos)
+  if (datagram.find("\"cell\"") == std::string_view::npos &&
+      datagram.find("\"control\"") == std::string_view::npos)
     return std::nullopt;
   auto j = nlohmann::json::parse(datagram, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;  // progress parsing names the problem
@@ -59,7 +60,8 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
     out.cell = *c;
   }
   if (control != j.end()) {
-    if (!control->is_object()) return Result<SessionControl>(make_error(ErrorKind::usage, "\"control\" is not an object"));
+    if (!control->is_object())
+      return Result<SessionControl>(make_error(ErrorKind::usage, "\"control\" is not an object"));
     if (auto b = control->find("budget_usd"); b != control->end()) {
       if (!b->is_number() || !std::isfinite(b->get<double>()) || b->get<double>() <= 0)
         return Result<SessionControl>(
@@ -67,7 +69,8 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
       out.budget_usd = b->get<double>();
     }
     if (auto w = control->find("warn_at"); w != control->end()) {
-      if (!w->is_string()) return Result<SessionControl>(make_error(ErrorKind::usage, "\"control.warn_at\" is not a string"));
+      if (!w->is_string())
+        return Result<SessionControl>(make_error(ErrorKind::usage, "\"control.warn_at\" is not a string"));
       auto pct = parse_warn_at(w->get<std::string>());
       if (!pct) return Result<SessionControl>(pct.error());
       out.warn_at_pct = *pct;

@@ -231,7 +231,8 @@ Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBa
         unsigned char sigs[64];
         const ssize_t n = read(p.fd, sigs, sizeof sigs);
         for (ssize_t i = 0; i < n; ++i)
-          if (sigs[i] == SIGINT || sigs[i] == SIGTERM || sigs[i] == SIGHUP || sigs[i] == SIGQUIT) sup.on_detach();
+          if (sigs[i] == SIGINT || sigs[i] == SIGTERM || sigs[i] == SIGHUP || sigs[i] == SIGQUIT)
+            sup.on_detach();
       } else if (p.fd == sock.fd) {
         char buf[65536];
         for (int batch = 0; batch < 256; ++batch) {

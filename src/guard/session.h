@@ -117,7 +117,7 @@ struct CellEvent {
 /// A control datagram of an attached session.
 struct SessionControl {
   std::optional<CellEvent> cell;
-  std::optional<double> budget_usd;               ///< a new budget (a stop latched earlier is released)
+  std::optional<double> budget_usd;                ///< a new budget (a stop latched earlier is released)
   std::optional<std::vector<double>> warn_at_pct;  ///< new warning percentages
 };
 
@@ -139,9 +139,9 @@ struct StatusSnapshot {
   std::optional<double> budget_left_usd;
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
   bool stopping = false;
-  std::int64_t run_id = 0;                ///< 0 when not recorded
-  std::optional<double> budget_usd;       ///< the budget now (attach: it can be changed while running)
-  std::optional<double> idle_held_s;      ///< `idle_gpus_held`: how long the GPUs have idled with memory held
+  std::int64_t run_id = 0;            ///< 0 when not recorded
+  std::optional<double> budget_usd;   ///< the budget now (attach: it can be changed while running)
+  std::optional<double> idle_held_s;  ///< `idle_gpus_held`: how long the GPUs have idled with memory held
   std::optional<double> idle_held_usd_per_h;  ///< what they cost meanwhile
   std::optional<double> idle_cost_usd;        ///< Σ interval cost × (1 − utilization) on used GPUs so far
   /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.

@@ -353,10 +353,10 @@ struct Supervisor::Impl {
     const std::string target = group ? (cfg.attached ? "process tree" : "process group") : "main process";
     if (!cfg.kill_after_grace) {
       killed = true;  // the signal is the whole action: nothing follows
-      record_action(to_lower(signal_name(cfg.stop_signal)),
-                    fmt::format("sent {} to the job's {} (no SIGKILL follows)", signal_name(cfg.stop_signal),
-                                target),
-                    now_ns, spent_micros);
+      record_action(
+          to_lower(signal_name(cfg.stop_signal)),
+          fmt::format("sent {} to the job's {} (no SIGKILL follows)", signal_name(cfg.stop_signal), target),
+          now_ns, spent_micros);
       return;
     }
     record_action(to_lower(signal_name(cfg.stop_signal)),
@@ -397,18 +397,21 @@ struct Supervisor::Impl {
     idle_held_ms = *idle;
     if (idle_held_recorded) return;
     idle_held_recorded = true;
-    record_action("idle_gpus_held",
-                  fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
-                              "on them: {}/h for nothing (free the memory or shut the kernel down)",
-                              kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
-                              format_usd(burn_usd_per_s() * 3600.0)),
-                  now_ns, spent_now);
+    record_action(
+        "idle_gpus_held",
+        fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
+                    "on them: {}/h for nothing (free the memory or shut the kernel down)",
+                    kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
+                    format_usd(burn_usd_per_s() * 3600.0)),
+        now_ns, spent_now);
   }
 
   void cell_event(const CellEvent& c, std::int64_t now_ns) {
     if (c.start) {
-      // Cells are sequential in a kernel; starts without ends (a sender gone wrong) must not grow without end.
-      if (open_cells.size() >= kMaxOpenCells && !open_cells.count(c.cell_id)) open_cells.erase(open_cells.begin());
+      // Cells are sequential in a kernel; starts without ends (a sender gone wrong) must not grow without
+      // end.
+      if (open_cells.size() >= kMaxOpenCells && !open_cells.count(c.cell_id))
+        open_cells.erase(open_cells.begin());
       OpenCell& o = open_cells[c.cell_id];
       o = OpenCell{now_ns, spent(now_ns, true), 0, 0, c.source};
       return;

@@ -146,16 +146,18 @@ std::vector<Finding> run_findings(const RunReport& r) {
     for (const auto& g : r.gpus)
       if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
     const MicroUsd usd_per_h_micros =
-        run.price_micros_per_gpu_hour * static_cast<MicroUsd>(std::max<std::size_t>(1, run.gpus_allocated.size()));
+        run.price_micros_per_gpu_hour *
+        static_cast<MicroUsd>(std::max<std::size_t>(1, run.gpus_allocated.size()));
     Finding f;
     f.kind = "idle_gpus_held";
     const MicroUsd part = worst ? worst->idle_stretch_cost_micros * static_cast<MicroUsd>(r.gpus.size()) : 0;
     f.severity = std::max(Severity::medium, severity_of(part, run.cost_micros));
     f.at_stake_ns = worst ? worst->idle_stretch_ms * 1'000'000 : 0;
-    f.summary = fmt::format("the GPUs idled under 5% utilization for {} while the process held memory on them, "
-                            "at {}/h",
-                            format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
-                            format_usd(micros_to_usd(usd_per_h_micros)));
+    f.summary = fmt::format(
+        "the GPUs idled under 5% utilization for {} while the process held memory on them, "
+        "at {}/h",
+        format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
+        format_usd(micros_to_usd(usd_per_h_micros)));
     f.action =
         "free the GPU memory (del the tensors, torch.cuda.empty_cache()) or shut the kernel down when it is "
         "not computing; save the state and restart later";

@@ -219,13 +219,14 @@ std::string render_run_report_json(const RunReport& r) {
   if (!r.cells.empty()) {
     nlohmann::json cells = nlohmann::json::array();
     for (const auto& c : r.cells)
-      cells.push_back({{"cell_id", c.cell_id},
-                       {"start_s", static_cast<double>(c.start_ms) / 1000.0},
-                       {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
-                       {"cost_usd", micros_to_usd(c.cost_micros)},
-                       {"util_pct", c.utilization_pct ? nlohmann::json(*c.utilization_pct) : nlohmann::json()},
-                       {"status", c.status},
-                       {"source", c.source}});
+      cells.push_back(
+          {{"cell_id", c.cell_id},
+           {"start_s", static_cast<double>(c.start_ms) / 1000.0},
+           {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
+           {"cost_usd", micros_to_usd(c.cost_micros)},
+           {"util_pct", c.utilization_pct ? nlohmann::json(*c.utilization_pct) : nlohmann::json()},
+           {"status", c.status},
+           {"source", c.source}});
     j["cells"] = cells;
   }
   if (r.rightsizing) {
@@ -403,14 +404,16 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     // Notebook cells, the most expensive first (at most 5 here; all of them in --json).
     std::vector<const CellRecord*> top;
     for (const auto& c : r.cells) top.push_back(&c);
-    std::stable_sort(top.begin(), top.end(),
-                     [](const CellRecord* a, const CellRecord* b) { return a->cost_micros > b->cost_micros; });
+    std::stable_sort(top.begin(), top.end(), [](const CellRecord* a, const CellRecord* b) {
+      return a->cost_micros > b->cost_micros;
+    });
     o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
     for (std::size_t i = 0; i < top.size() && i < 5; ++i)
-      o += fmt::format("    [{}] {} · {} · {}{}\n", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
-                       format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
-                       top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
-                       top[i]->source);
+      o += fmt::format(
+          "    [{}] {} · {} · {}{}\n", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
+          format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
+          top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
+          top[i]->source);
   }
   return o;
 }

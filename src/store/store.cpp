@@ -518,15 +518,16 @@ class SqliteLedger final : public Ledger {
   Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override {
     std::vector<CellRecord> out;
     // A ledger an older gpumeter created and opened read-only has no such table: no cells.
-    Stmt s(db_,
-           "SELECT run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source FROM cells "
-           "WHERE run_id=? ORDER BY start_ms, rowid");
+    Stmt s(
+        db_,
+        "SELECT run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source FROM cells "
+        "WHERE run_id=? ORDER BY start_ms, rowid");
     if (!s.ok()) return out;
     s.bind(1, run_id);
     int rc;
     while ((rc = s.step()) == SQLITE_ROW)
-      out.push_back(CellRecord{s.i64(0), s.i64(1), s.i64(2), s.i64(3), s.i64(4), s.of64(5), s.text(6),
-                               s.text(7)});
+      out.push_back(
+          CellRecord{s.i64(0), s.i64(1), s.i64(2), s.i64(3), s.i64(4), s.of64(5), s.text(6), s.text(7)});
     if (rc != SQLITE_DONE) return err("select cells");
     return out;
   }

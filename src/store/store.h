@@ -124,10 +124,10 @@ struct InferenceRecord {
 /// One notebook cell of a run (`gpumeter attach` under the IPython extension): its cost from the meter.
 struct CellRecord {
   std::int64_t run_id = 0;
-  std::int64_t cell_id = 0;  ///< the kernel's execution count
+  std::int64_t cell_id = 0;   ///< the kernel's execution count
   std::int64_t start_ms = 0;  ///< ms since the run's start
   std::int64_t end_ms = 0;
-  MicroUsd cost_micros = 0;                ///< spend between the cell's start and end
+  MicroUsd cost_micros = 0;               ///< spend between the cell's start and end
   std::optional<double> utilization_pct;  ///< mean utilization of the allocated GPUs during the cell
   std::string status;                     ///< ok | error | interrupted | refused
   std::string source;                     ///< the cell's first line

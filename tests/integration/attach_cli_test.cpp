@@ -1,5 +1,5 @@
-// `gpumeter attach PID` on processes gpumeter did not start: a real PyTorch loop (Debian's python3-torch under
-// /usr/bin/python3) on a fake-NVML H100 whose process is python3 (issue 27).
+// `gpumeter attach PID` on processes gpumeter did not start: a real PyTorch loop (Debian's python3-torch
+// under /usr/bin/python3) on a fake-NVML H100 whose process is python3 (issue 27).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -97,7 +97,8 @@ bool wait_for_file(const std::string& path, double timeout_s) {
   return true;
 }
 
-/// The training loop: real torch steps of ~20 ms; on SIGINT it finishes the step, prints one line and exits 7.
+/// The training loop: real torch steps of ~20 ms; on SIGINT it finishes the step, prints one line and
+/// exits 7.
 constexpr const char* kTrain =
     "import signal, sys, time, torch\n"
     "torch.manual_seed(0)\n"
@@ -158,13 +159,14 @@ TEST_F(AttachIntegrationTest, CostOfARunningTorchLoopEqualsRunOnTheSameScenario)
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(job.wait(10), 5) << "the job's own exit status";
   EXPECT_EQ(test::read_file(dir_.path() + "/job.out"), "done 150\n") << "the job's output is untouched";
-  auto r = run_gpumeter({"run", "--price", "3.6", "--quiet", "--json-report", dir_.path() + "/run.json", kPython,
-                         script_, "150", dir_.path() + "/ready2"},
+  auto r = run_gpumeter({"run", "--price", "3.6", "--quiet", "--json-report", dir_.path() + "/run.json",
+                         kPython, script_, "150", dir_.path() + "/ready2"},
                         e, std::nullopt, 90);
   ASSERT_EQ(r.exit_code, 5) << r.err;
   const auto ja = json_file("attach.json"), jr = json_file("run.json");
   EXPECT_EQ(ja["status"], "finished");
-  EXPECT_TRUE(ja["exit_code"].is_null()) << "attach cannot know the exit status of a process it did not start";
+  EXPECT_TRUE(ja["exit_code"].is_null())
+      << "attach cannot know the exit status of a process it did not start";
   EXPECT_EQ(ja["price_usd_per_gpu_hour"], jr["price_usd_per_gpu_hour"]);
   ASSERT_GT(ja["wall_s"].get<double>(), 1.0) << ja.dump();
   const double rate_a = metered_usd_per_s(ja), rate_r = metered_usd_per_s(jr);
@@ -182,8 +184,8 @@ TEST_F(AttachIntegrationTest, BudgetStopReachesTheProcessAndLeavesItsExitCodeAnd
   Background job({kPython, script_, "3000", dir_.path() + "/ready"}, e, dir_.path() + "/job.out");
   ASSERT_TRUE(wait_for_file(dir_.path() + "/ready", 60)) << test::read_file(dir_.path() + "/job.out");
   // $3600/GPU-h is $1/s: the $2 budget stops it about 2 s after attaching.
-  auto a = run_gpumeter({"attach", std::to_string(job.pid()), "--price", "3600", "--budget", "2", "--grace", "10s",
-                         "--json-report", dir_.path() + "/attach.json"},
+  auto a = run_gpumeter({"attach", std::to_string(job.pid()), "--price", "3600", "--budget", "2", "--grace",
+                         "10s", "--json-report", dir_.path() + "/attach.json"},
                         e, std::nullopt, 90);
   EXPECT_EQ(a.exit_code, 86) << a.err;
   EXPECT_NE(a.err.find("[sigint] sent SIGINT to the job's main process"), std::string::npos) << a.err;
@@ -210,8 +212,8 @@ TEST_F(AttachIntegrationTest, JsonLinesStreamIntervalsAndSigtermDetachesAndRecor
   ASSERT_TRUE(wait_for_file(dir_.path() + "/ready", 60)) << test::read_file(dir_.path() + "/job.out");
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const std::string lines_path = dir_.path() + "/lines.jsonl";
-  Background attach({test::gpumeter_binary(), "attach", std::to_string(job.pid()), "--price", "36", "--json-lines",
-                     "--from", "start"},
+  Background attach({test::gpumeter_binary(), "attach", std::to_string(job.pid()), "--price", "36",
+                     "--json-lines", "--from", "start"},
                     e, lines_path);
   // Wait for two intervals, then SIGTERM: attach detaches, records, and the job goes on.
   std::vector<nlohmann::json> intervals;

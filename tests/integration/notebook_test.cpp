@@ -1,6 +1,6 @@
 // The IPython extension (`%load_ext gpumeter`) on real notebooks: nbclient executes them on a real ipykernel
-// (Debian's python3-ipykernel, python3-nbclient, python3-nbformat under /usr/bin/python3) whose process, named
-// python3, holds a fake-NVML A100; the extension runs the real `gpumeter attach` (issue 27).
+// (Debian's python3-ipykernel, python3-nbclient, python3-nbformat under /usr/bin/python3) whose process,
+// named python3, holds a fake-NVML A100; the extension runs the real `gpumeter attach` (issue 27).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,19 +20,22 @@ constexpr const char* kPython = "/usr/bin/python3";
 /// One A100 at `util` % whose processes are every live process named python3 (the kernel among them).
 std::string a100_scenario(int util) {
   nlohmann::json proc = {{"comm", "python3"}, {"mem_mib", 30000}, {"sm_util", util}};
-  nlohmann::json j = {
-      {"driver_version", "580.95.05"},
-      {"devices",
-       {{{"name", "NVIDIA A100-SXM4-80GB"},
-         {"uuid", "GPU-a100a100-2222-3333-4444-555555555555"},
-         {"pci_bus_id", "00000000:07:00.0"},
-         {"memory_total_mib", 81920},
-         {"power_limit_w", 400},
-         {"energy_counter", true},
-         {"mig", false},
-         {"timeline",
-          {{{"t", 0}, {"util", util}, {"mem_used_mib", 30500}, {"power_w", util > 5 ? 350 : 60}, {"temp_c", 50},
-            {"processes", {proc}}}}}}}}};
+  nlohmann::json j = {{"driver_version", "580.95.05"},
+                      {"devices",
+                       {{{"name", "NVIDIA A100-SXM4-80GB"},
+                         {"uuid", "GPU-a100a100-2222-3333-4444-555555555555"},
+                         {"pci_bus_id", "00000000:07:00.0"},
+                         {"memory_total_mib", 81920},
+                         {"power_limit_w", 400},
+                         {"energy_counter", true},
+                         {"mig", false},
+                         {"timeline",
+                          {{{"t", 0},
+                            {"util", util},
+                            {"mem_used_mib", 30500},
+                            {"power_w", util > 5 ? 350 : 60},
+                            {"temp_c", 50},
+                            {"processes", {proc}}}}}}}}};
   return j.dump();
 }
 
@@ -66,9 +69,10 @@ class NotebookIntegrationTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(std::filesystem::exists(test::fake_nvml_library())) << "fake NVML library not built";
     auto probe = test::run_command({kPython, "-c", "import ipykernel, nbclient, nbformat, IPython"});
-    ASSERT_EQ(probe.exit_code, 0) << "python3-ipykernel, python3-nbclient and python3-nbformat are installed by "
-                                     "scripts/setup.sh: "
-                                  << probe.err;
+    ASSERT_EQ(probe.exit_code, 0)
+        << "python3-ipykernel, python3-nbclient and python3-nbformat are installed by "
+           "scripts/setup.sh: "
+        << probe.err;
   }
   std::map<std::string, std::string> env(int util = 90) {
     auto e = test::fake_env(dir_.write("scenario.json", a100_scenario(util)), dir_.path());
@@ -87,8 +91,9 @@ class NotebookIntegrationTest : public ::testing::Test {
                          const std::string& name = "nb") {
     const std::string in = dir_.write(name + ".json", nlohmann::json(cells).dump());
     const std::string out = dir_.path() + "/" + name + ".ipynb";
-    auto r = test::run_command({kPython, test::source_dir() + "/tests/support/run_notebook.py", in, out, "150"}, e,
-                               std::nullopt, 200);
+    auto r =
+        test::run_command({kPython, test::source_dir() + "/tests/support/run_notebook.py", in, out, "150"}, e,
+                          std::nullopt, 200);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return nlohmann::json::parse(test::read_file(out));
   }
@@ -123,16 +128,16 @@ TEST_F(NotebookIntegrationTest, BudgetInterruptsTheLoopTheKernelKeepsItsVariable
   // $72/GPU-h on one A100 is 2 cents a second: the $0.60 budget is reached 30 s after the kernel started,
   // inside the loop (bounded at 60 s from its first cell).
   const auto e = env();
-  const auto nb = execute({"%load_ext gpumeter",                                              // 0
-                           "%gpumeter --price 72 --budget 0.60",                              // 1
-                           "import time\nt0 = time.time()\ntime.sleep(3)\nwarm = 'warm'",     // 2
+  const auto nb = execute({"%load_ext gpumeter",                                           // 0
+                           "%gpumeter --price 72 --budget 0.60",                           // 1
+                           "import time\nt0 = time.time()\ntime.sleep(3)\nwarm = 'warm'",  // 2
                            "steps = 0\nwhile time.time() - t0 < 60:\n"
-                           "    time.sleep(0.05)\n    steps += 1",                            // 3
-                           "print('this cell must not run')",                                 // 4
-                           "%gpumeter --budget 1.00",                                         // 5
-                           "print('steps', steps > 100, warm)",                               // 6
-                           "%gpumeter",                                                       // 7
-                           "%gpumeter cells"},                                                // 8
+                           "    time.sleep(0.05)\n    steps += 1",  // 3
+                           "print('this cell must not run')",       // 4
+                           "%gpumeter --budget 1.00",               // 5
+                           "print('steps', steps > 100, warm)",     // 6
+                           "%gpumeter",                             // 7
+                           "%gpumeter cells"},                      // 8
                           e);
   const std::string badge = cell_text(nb, 0);
   EXPECT_NE(badge.find("this session has spent $"), std::string::npos) << badge;
@@ -198,9 +203,9 @@ TEST_F(NotebookIntegrationTest, BudgetInterruptsTheLoopTheKernelKeepsItsVariable
 
 TEST_F(NotebookIntegrationTest, AnIdleKernelHoldingTheGpuShowsIdleGpusHeldInTheBadgeAndTheSummary) {
   const auto e = env(0);
-  const auto nb = execute({"%load_ext gpumeter", "%gpumeter --price 36 --max-idle 2s",
-                           "import time\ntime.sleep(5)", "%gpumeter"},
-                          e);
+  const auto nb = execute(
+      {"%load_ext gpumeter", "%gpumeter --price 36 --max-idle 2s", "import time\ntime.sleep(5)", "%gpumeter"},
+      e);
   const std::string badge = cell_text(nb, 0);
   EXPECT_NE(badge.find("idle_gpus_held"), std::string::npos) << badge;
   EXPECT_NE(badge.find("$36.00/h"), std::string::npos) << badge;
@@ -242,18 +247,20 @@ TEST_F(NotebookIntegrationTest, NoBinaryNoNvmlOrACrashedMeterIsOneLineAndTheKern
 }
 
 TEST_F(NotebookIntegrationTest, TheBadgeInABrowserOnARealNotebookServer) {
-  // A real Jupyter Notebook server on loopback (ephemeral port, token) and headless Chromium running the cells.
+  // A real Jupyter Notebook server on loopback (ephemeral port, token) and headless Chromium running the
+  // cells.
   ASSERT_TRUE(std::filesystem::exists("/usr/bin/chromium")) << "chromium is installed by scripts/setup.sh";
   auto probe = test::run_command({kPython, "-c", "import notebook, tornado"});
   ASSERT_EQ(probe.exit_code, 0) << "jupyter-notebook is installed by scripts/setup.sh: " << probe.err;
-  nlohmann::json nb = {{"nbformat", 4},
-                       {"nbformat_minor", 5},
-                       {"metadata",
-                        {{"kernelspec", {{"name", "python3"}, {"display_name", "Python 3"}, {"language", "python"}}}}},
-                       {"cells", nlohmann::json::array()}};
+  nlohmann::json nb = {
+      {"nbformat", 4},
+      {"nbformat_minor", 5},
+      {"metadata",
+       {{"kernelspec", {{"name", "python3"}, {"display_name", "Python 3"}, {"language", "python"}}}}},
+      {"cells", nlohmann::json::array()}};
   int n = 0;
-  for (const std::string src : {"%load_ext gpumeter", "%gpumeter --price 36 --budget 5",
-                                "import time\ntime.sleep(6)\nx = 42"})
+  for (const std::string src :
+       {"%load_ext gpumeter", "%gpumeter --price 36 --budget 5", "import time\ntime.sleep(6)\nx = 42"})
     nb["cells"].push_back({{"cell_type", "code"},
                            {"id", "cell" + std::to_string(n++)},
                            {"metadata", nlohmann::json::object()},
@@ -268,8 +275,9 @@ TEST_F(NotebookIntegrationTest, TheBadgeInABrowserOnARealNotebookServer) {
   auto e = env();
   e["JUPYTER_CONFIG_DIR"] = dir_.path() + "/jupyter-config";
   e["JUPYTER_DATA_DIR"] = dir_.path() + "/jupyter-data";
-  auto r = test::run_command({kPython, test::source_dir() + "/tests/support/notebook_browser.py", work, path, png}, e,
-                             std::nullopt, 280);
+  auto r =
+      test::run_command({kPython, test::source_dir() + "/tests/support/notebook_browser.py", work, path, png},
+                        e, std::nullopt, 280);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const auto j = nlohmann::json::parse(r.out);
   const std::string badge = j["badge_text"];
@@ -289,10 +297,12 @@ TEST_F(NotebookIntegrationTest, TheBadgeInABrowserOnARealNotebookServer) {
   EXPECT_GT(be32(16), 400u) << "width of the cell";
   EXPECT_GT(be32(20), 20u) << "height of the cell";
   // Kept for a person to look at: build/test-artifacts/screenshots/notebook-badge.png
-  const std::filesystem::path keep = std::filesystem::path(GPUMETER_BINARY_DIR) / "test-artifacts" / "screenshots";
+  const std::filesystem::path keep =
+      std::filesystem::path(GPUMETER_BINARY_DIR) / "test-artifacts" / "screenshots";
   std::error_code ec;
   std::filesystem::create_directories(keep, ec);
-  std::filesystem::copy_file(png, keep / "notebook-badge.png", std::filesystem::copy_options::overwrite_existing, ec);
+  std::filesystem::copy_file(png, keep / "notebook-badge.png",
+                             std::filesystem::copy_options::overwrite_existing, ec);
 }
 
 }  // namespace

@@ -192,15 +192,16 @@ TEST(AttachSessionTest, ControlDatagramsParse) {
   ASSERT_TRUE(c && *c);
   EXPECT_EQ(*(*c)->budget_usd, 2.5);
   EXPECT_EQ((*c)->warn_at_pct->size(), 2u);
-  for (const char* bad : {R"({"cell": {"id": -1, "event": "start"}})", R"({"cell": {"id": 1, "event": "go"}})",
-                          R"({"cell": {"id": 1, "event": "end", "status": "fine"}})",
-                          R"({"control": {"budget_usd": 0}})", R"({"control": {"warn_at": "150%"}})",
-                          R"({"control": 3})"}) {
+  for (const char* bad :
+       {R"({"cell": {"id": -1, "event": "start"}})", R"({"cell": {"id": 1, "event": "go"}})",
+        R"({"cell": {"id": 1, "event": "end", "status": "fine"}})", R"({"control": {"budget_usd": 0}})",
+        R"({"control": {"warn_at": "150%"}})", R"({"control": 3})"}) {
     auto r = parse_session_control(bad);
     ASSERT_TRUE(r) << bad;
     EXPECT_FALSE(*r) << bad;
   }
-  c = parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" + std::string(500, 'x') + "\"}}");
+  c = parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" + std::string(500, 'x') +
+                            "\"}}");
   ASSERT_TRUE(c && *c);
   EXPECT_EQ((*c)->cell->source.size(), 200u);
 }
