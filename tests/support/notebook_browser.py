@@ -118,16 +118,25 @@ async def drive(ws_url, page_url, shot_path):
 def main():
     workdir, notebook, shot = sys.argv[1], sys.argv[2], sys.argv[3]
     token = secrets.token_hex(16)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "notebook", "--no-browser", "--ip=127.0.0.1", "--port=%d" % port,
-         "--port-retries=0", "--NotebookApp.token=%s" % token, "--notebook-dir=%s" % workdir]
-        + (["--allow-root"] if os.geteuid() == 0 else []),
-        stdout=open(os.path.join(workdir, "server.log"), "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    server = port = None
     browser = None
     try:
-        if not wait_http("http://127.0.0.1:%d/api?token=%s" % (port, token), time.monotonic() + 60, server):
-            raise RuntimeError("the notebook server did not answer on port %d" % port)
+        # A free port picked here may be taken before the server binds it (other tests run beside this one):
+        # the server fails fast (--port-retries=0) and another port is tried.
+        for _ in range(3):
+            port = free_port()
+            server = subprocess.Popen(
+                [sys.executable, "-m", "notebook", "--no-browser", "--ip=127.0.0.1", "--port=%d" % port,
+                 "--port-retries=0", "--NotebookApp.token=%s" % token, "--notebook-dir=%s" % workdir]
+                + (["--allow-root"] if os.geteuid() == 0 else []),
+                stdout=open(os.path.join(workdir, "server.log"), "wb"), stderr=subprocess.STDOUT,
+                start_new_session=True)
+            if wait_http("http://127.0.0.1:%d/api?token=%s" % (port, token), time.monotonic() + 60, server):
+                break
+            if server.poll() is None:
+                raise RuntimeError("the notebook server did not answer on port %d" % port)
+        else:
+            raise RuntimeError("the notebook server could not start (ports taken?)")
         browser = subprocess.Popen(
             ["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
