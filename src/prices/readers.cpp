@@ -237,6 +237,7 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
     col_gpu_ = col("GPU");
     col_region_ = col("Region Code");
     col_family_ = col("Product Family");
+    col_market_ = col("MarketOption");
     for (const auto& [name, index] : {std::pair{"Instance Type", col_instance_}, {"TermType", col_term_},
                                       {"Operating System", col_os_}, {"Tenancy", col_tenancy_},
                                       {"CapacityStatus", col_capacity_}, {"Pre Installed S/W", col_sw_},
@@ -261,7 +262,8 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
   if (const auto gpus = parse_number(at(col_gpu_)); gpus && *gpus > 0) gpu_instances_.insert(instance);
   const bool keep = at(col_term_) == "OnDemand" && at(col_os_) == "Linux" && at(col_tenancy_) == "Shared" &&
                     at(col_capacity_) == "Used" && at(col_sw_) == "NA" &&
-                    (col_unit_ < 0 || at(col_unit_) == "Hrs") && (col_currency_ < 0 || at(col_currency_) == "USD") &&
+                    (col_unit_ < 0 || at(col_unit_) == "Hrs") &&
+                    (col_market_ < 0 || at(col_market_).empty() || at(col_market_) == "OnDemand") && (col_currency_ < 0 || at(col_currency_) == "USD") &&
                     (col_region_ < 0 || at(col_region_).empty() || at(col_region_) == region_) &&
                     (col_family_ < 0 || at(col_family_) == "Compute Instance" ||
                      at(col_family_) == "Compute Instance (bare metal)");

@@ -450,7 +450,10 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       if (provider == Provider::aws && !c.spot_seen && old_spot) {
         c.spot = old_spot;
         c.spot_from_catalog = true;
-        spot_note = fmt::format("; spot kept from {} ({})", before->source, before->date);
+        // A row that already carried its spot price over names the original source, not a chain of fetches.
+        const auto kept = before->source.find("; spot kept from ");
+        spot_note = kept != std::string::npos ? before->source.substr(kept)
+                                              : fmt::format("; spot kept from {} ({})", before->source, before->date);
       }
       out.new_ondemand_usd_per_hour = usd(*c.ondemand);
       if (c.spot) out.new_spot_usd_per_hour = usd(*c.spot);

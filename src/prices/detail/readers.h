@@ -62,7 +62,8 @@ class AwsCsvReader {
   std::string origin_, region_;
   std::vector<std::string> header_;
   int col_instance_ = -1, col_term_ = -1, col_os_ = -1, col_tenancy_ = -1, col_capacity_ = -1, col_sw_ = -1,
-      col_unit_ = -1, col_price_ = -1, col_currency_ = -1, col_gpu_ = -1, col_region_ = -1, col_family_ = -1;
+      col_unit_ = -1, col_price_ = -1, col_currency_ = -1, col_gpu_ = -1, col_region_ = -1, col_family_ = -1,
+      col_market_ = -1;
   std::vector<std::string> fields_;
   std::string field_;
   bool in_quotes_ = false, quote_pending_ = false, field_started_ = false;
