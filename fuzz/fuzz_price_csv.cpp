@@ -1,6 +1,6 @@
-// libFuzzer target: the AWS Price List bulk CSV reader (prices update). Any bytes, fed in pieces whose size the
-// first byte picks: an error naming the source, or rows whose kept prices are on-demand Linux rows of the region
-// with an instance type; the same rows whatever the pieces.
+// libFuzzer target: the AWS Price List bulk CSV reader (prices update). Any bytes, fed in pieces whose size
+// the first byte picks: an error naming the source, or rows whose kept prices are on-demand Linux rows of the
+// region with an instance type; the same rows whatever the pieces.
 #include <cstddef>
 #include <cstdint>
 #include <string>

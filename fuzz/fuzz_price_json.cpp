@@ -1,6 +1,6 @@
-// libFuzzer target: the JSON price readers of prices update (Azure Retail Prices pages, GCP Cloud Billing Catalog
-// pages, Lambda instance types); the first byte picks the reader. Any bytes: an error naming the source, or rows
-// whose prices, when read, equal their text read as an exact decimal.
+// libFuzzer target: the JSON price readers of prices update (Azure Retail Prices pages, GCP Cloud Billing
+// Catalog pages, Lambda instance types); the first byte picks the reader. Any bytes: an error naming the
+// source, or rows whose prices, when read, equal their text read as an exact decimal.
 #include <cstddef>
 #include <cstdint>
 #include <string>

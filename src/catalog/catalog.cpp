@@ -1,16 +1,16 @@
 #include "catalog/catalog.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <map>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
-#include <unistd.h>
 
 #include "sys/proc.h"
 #include "util/csv.h"
@@ -511,17 +511,21 @@ std::string Catalog::newest_price_date(std::string_view provider) const {
 
 namespace {
 
-std::string number_text(const std::optional<double>& v) { return v ? fmt::format("{}", *v) : std::string(); }
+std::string number_text(const std::optional<double>& v) {
+  return v ? fmt::format("{}", *v) : std::string();
+}
 
 }  // namespace
 
 std::string offers_to_csv(const std::vector<Offer>& offers) {
   std::string out =
-      "provider,region,instance,gpu,gpu_count,vcpus,memory_gib,ondemand_usd_per_hour,spot_usd_per_hour,kind,source,"
+      "provider,region,instance,gpu,gpu_count,vcpus,memory_gib,ondemand_usd_per_hour,spot_usd_per_hour,kind,"
+      "source,"
       "date,fetched_at\n";
   for (const auto& o : offers) {
     const bool host_vm = std::find(o.flags.begin(), o.flags.end(), "host_vm_row") != o.flags.end();
-    const bool gpu_only = std::find(o.flags.begin(), o.flags.end(), "gpu_only_needs_host_vm") != o.flags.end();
+    const bool gpu_only =
+        std::find(o.flags.begin(), o.flags.end(), "gpu_only_needs_host_vm") != o.flags.end();
     const std::string fields[] = {o.provider,
                                   o.region,
                                   o.instance,
@@ -531,7 +535,9 @@ std::string offers_to_csv(const std::vector<Offer>& offers) {
                                   number_text(o.memory_gib),
                                   number_text(o.ondemand_usd_per_hour),
                                   number_text(o.spot_usd_per_hour),
-                                  host_vm ? "host_vm" : gpu_only ? "gpu_only" : "instance",
+                                  host_vm    ? "host_vm"
+                                  : gpu_only ? "gpu_only"
+                                             : "instance",
                                   o.source,
                                   o.date,
                                   o.fetched_at};
@@ -562,7 +568,8 @@ std::string user_catalog_path() {
   if (const char* d = std::getenv("GPUMETER_DATA_DIR"); d && *d) return std::string(d) + "/offers.csv";
   if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/gpumeter/offers.csv";
   if (::geteuid() == 0) return kSystemCatalog;
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.local/share/gpumeter/offers.csv";
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.local/share/gpumeter/offers.csv";
   return kSystemCatalog;
 }
 

@@ -49,7 +49,7 @@ struct Offer {
   std::optional<double> spot_usd_per_hour;      ///< whole instance
   std::string source;                      ///< where the price was read
   std::string date;                        ///< when (YYYY-MM-DD)
-  std::string fetched_at;                  ///< when `prices update` fetched it (ISO 8601 UTC); "" for built-in rows
+  std::string fetched_at;  ///< when `prices update` fetched it (ISO 8601 UTC); "" for built-in rows
   std::vector<std::string> flags;          ///< sanity-check flags ("spot_above_ondemand", ...)
   bool user_override = false;              ///< came from the user's override file
 
@@ -60,14 +60,14 @@ struct Offer {
 /// What an instance type holds, from the provider's documented instance family (data/instance_gpus.csv).
 struct InstanceGpus {
   std::string provider;
-  std::string instance;                    ///< "Standard_ND96isr_H100_v5"
-  std::string gpu;                         ///< GpuSpec::id (or a name the specs do not have yet)
+  std::string instance;  ///< "Standard_ND96isr_H100_v5"
+  std::string gpu;       ///< GpuSpec::id (or a name the specs do not have yet)
   double gpu_count = 0;
   std::optional<double> vcpus;
   std::optional<double> memory_gib;
-  std::string host_family;                 ///< GCP: machine family whose core and RAM SKUs price the host ("A3")
-  std::string gpu_sku;                     ///< GCP: the GPU SKU's description before " running in" ("Nvidia H100 80GB GPU")
-  std::string source;                      ///< the provider's page that documents it
+  std::string host_family;  ///< GCP: machine family whose core and RAM SKUs price the host ("A3")
+  std::string gpu_sku;      ///< GCP: the GPU SKU's description before " running in" ("Nvidia H100 80GB GPU")
+  std::string source;       ///< the provider's page that documents it
 };
 
 /// The built-in instance family table (data/instance_gpus.csv).

@@ -88,8 +88,9 @@ void print_catalog() {
               age ? fmt::format(" ({} days old)", *age).c_str() : "");
   const auto fetched = existing_user_catalog_path();
   std::printf("  fetched prices %s\n",
-              fetched ? fetched->c_str()
-                      : fmt::format("none yet ({} after 'gpumeter prices update')", user_catalog_path()).c_str());
+              fetched
+                  ? fetched->c_str()
+                  : fmt::format("none yet ({} after 'gpumeter prices update')", user_catalog_path()).c_str());
   std::set<std::string> providers;
   for (const auto& o : catalog->offers()) providers.insert(o.provider);
   bool stale = false;
@@ -105,12 +106,14 @@ void print_catalog() {
     const bool old = days && *days > 30;
     stale = stale || old;
     std::printf("  %-14s %zu offers (%zu fetched), newest %s%s%s\n", p.c_str(), n, from_fetch,
-                date.empty() ? "undated" : date.c_str(), days ? fmt::format(", {} days old", *days).c_str() : "",
+                date.empty() ? "undated" : date.c_str(),
+                days ? fmt::format(", {} days old", *days).c_str() : "",
                 old ? "  WARNING: older than 30 days" : "");
   }
   if (stale)
-    std::printf("  prices older than 30 days may no longer match your bill: run 'gpumeter prices update' "
-                "(or enable gpumeter-prices-update.timer)\n");
+    std::printf(
+        "  prices older than 30 days may no longer match your bill: run 'gpumeter prices update' "
+        "(or enable gpumeter-prices-update.timer)\n");
 }
 
 /// Whether the kubelet pod-resources socket answers (pod names and GPUs held by pods for agent and top).

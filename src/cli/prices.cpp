@@ -9,9 +9,9 @@
 #include <set>
 
 #include "catalog/catalog.h"
-#include "meter/meter.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "meter/meter.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
@@ -59,8 +59,11 @@ int cmd_prices(int argc, char** argv) {
   app.add_flag("--all-regions", all_regions, "one row per region (default: each instance at its cheapest region)");
   app.add_flag("--json", json, "machine-readable output");
   app.add_option("--catalog", catalog_file, "offers CSV merged over the built-in catalog");
-  app.add_option("--config", config_file, "config file with your [pricing] rates (default $XDG_CONFIG_HOME/gpumeter/config.toml)");
-  app.footer("Subcommand: gpumeter prices update [--provider P] [--region R]... [--endpoint URL] [--dry-run] [--accept-changes]");
+  app.add_option("--config", config_file,
+                 "config file with your [pricing] rates (default $XDG_CONFIG_HOME/gpumeter/config.toml)");
+  app.footer(
+      "Subcommand: gpumeter prices update [--provider P] [--region R]... [--endpoint URL] [--dry-run] "
+      "[--accept-changes]");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto catalog = load_catalog(catalog_file);
@@ -121,20 +124,23 @@ int cmd_prices(int argc, char** argv) {
   if (json) {
     nlohmann::json out = {{"offers", nlohmann::json::array()}};
     for (const Offer* o : rows) {
-      out["offers"].push_back({{"provider", o->provider},
-                               {"region", o->region},
-                               {"instance", o->instance},
-                               {"gpu", o->gpu},
-                               {"gpu_count", o->gpu_count == std::floor(o->gpu_count) ? nlohmann::json(static_cast<long long>(o->gpu_count)) : nlohmann::json(o->gpu_count)},
-                               {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
-                               {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
-                               {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
-                               {"your_usd_per_gpu_hour", nlohmann::json(nullptr)},
-                               {"your_price_basis", nlohmann::json(nullptr)},
-                               {"source", o->source},
-                               {"date", o->date},
-                               {"fetched_at", o->fetched_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(o->fetched_at)},
-                               {"flags", o->flags}});
+      out["offers"].push_back(
+          {{"provider", o->provider},
+           {"region", o->region},
+           {"instance", o->instance},
+           {"gpu", o->gpu},
+           {"gpu_count", o->gpu_count == std::floor(o->gpu_count)
+                             ? nlohmann::json(static_cast<long long>(o->gpu_count))
+                             : nlohmann::json(o->gpu_count)},
+           {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
+           {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
+           {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
+           {"your_usd_per_gpu_hour", nlohmann::json(nullptr)},
+           {"your_price_basis", nlohmann::json(nullptr)},
+           {"source", o->source},
+           {"date", o->date},
+           {"fetched_at", o->fetched_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(o->fetched_at)},
+           {"flags", o->flags}});
       if (auto mine = your_price(*o, spot, *rates)) {
         out["offers"].back()["your_usd_per_gpu_hour"] = mine->usd_per_gpu_hour();
         out["offers"].back()["your_price_basis"] = mine->basis;
@@ -150,8 +156,9 @@ int cmd_prices(int argc, char** argv) {
   TextTable t;
   using A = TextTable::Align;
   const bool mine = !rates->empty();
-  std::vector<std::string> titles = {"GPU", "N", "PROVIDER", "REGION", "INSTANCE", "ON-DEMAND/H", "SPOT/H",
-                                     spot ? "SPOT $/GPU-H" : "$/GPU-H"};
+  std::vector<std::string> titles = {
+      "GPU",      "N",           "PROVIDER", "REGION",
+      "INSTANCE", "ON-DEMAND/H", "SPOT/H",   spot ? "SPOT $/GPU-H" : "$/GPU-H"};
   std::vector<A> align = {A::left, A::left, A::left, A::left, A::left, A::right, A::right, A::right};
   align[1] = A::right;
   if (mine) {
@@ -166,8 +173,13 @@ int cmd_prices(int argc, char** argv) {
   auto money = [](const std::optional<double>& v) { return v ? format_usd(*v) : std::string("-"); };
   std::set<std::string> sources;
   for (const Offer* o : rows) {
-    std::vector<std::string> cells = {o->gpu, fmt::format("{:g}", o->gpu_count), o->provider, o->region, o->instance,
-                                      money(o->ondemand_usd_per_hour), money(o->spot_usd_per_hour),
+    std::vector<std::string> cells = {o->gpu,
+                                      fmt::format("{:g}", o->gpu_count),
+                                      o->provider,
+                                      o->region,
+                                      o->instance,
+                                      money(o->ondemand_usd_per_hour),
+                                      money(o->spot_usd_per_hour),
                                       money(o->usd_per_gpu_hour(spot))};
     if (mine) {
       const auto y = your_price(*o, spot, *rates);
@@ -186,8 +198,9 @@ int cmd_prices(int argc, char** argv) {
   for (const Offer* o : rows) flagged = flagged || !o->flags.empty();
   if (flagged) std::puts("Rows marked ! failed a sanity check: see docs/catalog.md for each flag.");
   if (mine)
-    std::printf("YOUR $/GPU-H: your [pricing] rates from %s (discounts, committed rates); '-' where none applies.\n",
-                rates->origin.c_str());
+    std::printf(
+        "YOUR $/GPU-H: your [pricing] rates from %s (discounts, committed rates); '-' where none applies.\n",
+        rates->origin.c_str());
   return kExitOk;
 }
 

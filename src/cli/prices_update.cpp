@@ -1,4 +1,7 @@
-// gpumeter prices update [--provider P]... [--region R]... [--endpoint URL] [--dry-run] [--accept-changes] [--json]
+// gpumeter prices update [--provider P]... [--region R]... [--endpoint URL] [--dry-run] [--accept-changes]
+// [--json]
+#include "report/prices_update.h"
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -8,42 +11,53 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "prices/prices.h"
-#include "report/prices_update.h"
 #include "util/clock.h"
 
 namespace gm::cli {
 
 int cmd_prices_update(int argc, char** argv) {
-  CLI::App app{"Fetch current on-demand and spot prices from the providers' public price lists into your catalog",
-               "prices update"};
+  CLI::App app{
+      "Fetch current on-demand and spot prices from the providers' public price lists into your catalog",
+      "prices update"};
   std::vector<std::string> provider_names, regions;
   std::optional<std::string> endpoint;
   bool dry_run = false, accept = false, json = false;
-  app.add_option("--provider", provider_names, "aws, azure, gcp or lambda (repeatable; default: all, GCP and Lambda with a key)")
+  app.add_option("--provider", provider_names,
+                 "aws, azure, gcp or lambda (repeatable; default: all, GCP and Lambda with a key)")
       ->delimiter(',');
-  app.add_option("--region", regions, "only this region (repeatable; default: the catalog's regions of each provider)")
+  app.add_option("--region", regions,
+                 "only this region (repeatable; default: the catalog's regions of each provider)")
       ->delimiter(',');
-  app.add_option("--endpoint", endpoint, "base URL replacing the providers' own (a mirror or a stand-in), e.g. http://127.0.0.1:8080");
+  app.add_option(
+      "--endpoint", endpoint,
+      "base URL replacing the providers' own (a mirror or a stand-in), e.g. http://127.0.0.1:8080");
   app.add_flag("--dry-run", dry_run, "fetch and check, write nothing");
   app.add_flag("--accept-changes", accept, "use prices that moved more than 50 % since the previous fetch");
   app.add_flag("--json", json, "machine-readable report");
   app.footer(
       "Keys: $GPUMETER_GCP_API_KEY (Cloud Billing Catalog API), $LAMBDA_API_KEY (Lambda Cloud API).\n"
-      "Writes $GPUMETER_DATA_DIR/offers.csv, else $XDG_DATA_HOME/gpumeter/offers.csv (/var/lib/gpumeter for root).");
+      "Writes $GPUMETER_DATA_DIR/offers.csv, else $XDG_DATA_HOME/gpumeter/offers.csv (/var/lib/gpumeter for "
+      "root).");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   prices::UpdateOptions options;
   for (const auto& n : provider_names) {
     auto p = prices::provider_from(n);
     if (!p)
-      return fail("prices update",
-                  make_error(ErrorKind::usage, fmt::format("--provider {}: no price fetcher for it (known: aws, azure, gcp, lambda)", n)));
+      return fail(
+          "prices update",
+          make_error(
+              ErrorKind::usage,
+              fmt::format("--provider {}: no price fetcher for it (known: aws, azure, gcp, lambda)", n)));
     if (std::find(options.providers.begin(), options.providers.end(), *p) == options.providers.end())
       options.providers.push_back(*p);
   }
   options.regions = regions;
   if (endpoint && endpoint->rfind("http://", 0) != 0 && endpoint->rfind("https://", 0) != 0)
-    return fail("prices update", make_error(ErrorKind::usage, fmt::format("--endpoint '{}': expected http://HOST[:PORT] or https://...", *endpoint)));
+    return fail(
+        "prices update",
+        make_error(ErrorKind::usage,
+                   fmt::format("--endpoint '{}': expected http://HOST[:PORT] or https://...", *endpoint)));
   options.endpoint = endpoint;
   options.accept_changes = accept;
   if (const char* k = std::getenv("GPUMETER_GCP_API_KEY")) options.gcp_api_key = k;

@@ -65,16 +65,20 @@ std::optional<std::string> default_config_path();
 /// Your own rates from `[pricing]` in the config file: discounts per provider, committed-use / reserved rates
 /// per instance, an on-premises $/GPU-hour.
 struct ContractRates {
-  std::map<std::string, std::int64_t> discount_ppm;      ///< provider ("*" = every provider) -> parts per million off
+  std::map<std::string, std::int64_t>
+      discount_ppm;  ///< provider ("*" = every provider) -> parts per million off
   std::map<std::string, double> committed_usd_per_hour;  ///< "provider:instance" -> $/h of the whole instance
   std::optional<double> onprem_usd_per_gpu_hour;         ///< your own machines
   std::string origin;                                    ///< the config file
   /// True when no rate is set.
-  bool empty() const { return discount_ppm.empty() && committed_usd_per_hour.empty() && !onprem_usd_per_gpu_hour; }
+  bool empty() const {
+    return discount_ppm.empty() && committed_usd_per_hour.empty() && !onprem_usd_per_gpu_hour;
+  }
 };
 
 /// Reads the rates from the config file at `config_path` (the explicit one, else default_config_path(); none:
-/// no rates). Error (usage) naming the file and key for a bad value (a discount of 100 % or more, a rate <= 0).
+/// no rates). Error (usage) naming the file and key for a bad value (a discount of 100 % or more, a rate <=
+/// 0).
 Result<ContractRates> load_contract_rates(const std::optional<std::string>& config_path);
 
 /// What you pay per GPU-hour for an offer under your rates, and why.

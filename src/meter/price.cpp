@@ -35,8 +35,8 @@ PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const
                          spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
                          format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
   if (mine)
-    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", format_usd(mine->usd_per_gpu_hour()), mine->basis,
-                            format_usd(*o.usd_per_gpu_hour(spot)));
+    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", format_usd(mine->usd_per_gpu_hour()),
+                            mine->basis, format_usd(*o.usd_per_gpu_hour(spot)));
   return q;
 }
 
@@ -130,7 +130,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     config = default_config_path();
   }
   GM_TRY(const ContractRates rates, load_contract_rates(config));
-  if (options.offer) return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
+  if (options.offer)
+    return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
 
   if (config) {
     toml::table tbl;
@@ -157,14 +158,16 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
         return q;
       }
       if (auto o = (*pricing)["offer"].value<std::string>())
-        return quote_for_offer_text(*o, catalog, PriceOrigin::config_file, "config " + *config + ": offer", rates);
+        return quote_for_offer_text(*o, catalog, PriceOrigin::config_file, "config " + *config + ": offer",
+                                    rates);
     }
   }
 
   if (detector) {
     if (auto type = detector->instance_type()) {
       if (const Offer* o = catalog.find_offer_by_instance(*type); o && o->usd_per_gpu_hour())
-        return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance", rates);
+        return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance",
+                                rates);
     }
   }
 
@@ -172,7 +175,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     PriceQuote q;
     q.micros_per_gpu_hour = usd_to_micros(*rates.onprem_usd_per_gpu_hour);
     q.origin = PriceOrigin::config_file;
-    q.source = fmt::format("config {}: on-premises rate {}/GPU-h", rates.origin, format_usd(*rates.onprem_usd_per_gpu_hour));
+    q.source = fmt::format("config {}: on-premises rate {}/GPU-h", rates.origin,
+                           format_usd(*rates.onprem_usd_per_gpu_hour));
     q.billing = catalog.billing_rule("");
     return q;
   }

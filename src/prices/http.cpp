@@ -22,7 +22,8 @@ class HttplibGetter final : public HttpGetter {
 
   Result<void> get(const std::string& url, const HttpHeaders& headers, const BodySink& sink) override {
     const auto scheme_end = url.find("://");
-    if (scheme_end == std::string::npos || (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
+    if (scheme_end == std::string::npos ||
+        (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
       return make_error(ErrorKind::usage, fmt::format("'{}' is not an http:// or https:// URL", url));
     const auto path_start = url.find('/', scheme_end + 3);
     const std::string base = path_start == std::string::npos ? url : url.substr(0, path_start);
@@ -53,8 +54,10 @@ class HttplibGetter final : public HttpGetter {
     if (status != 0 && status != 200)
       return make_error(ErrorKind::unavailable, fmt::format("{}: HTTP status {}", redact(url), status));
     if (!res && !stopped)
-      return make_error(ErrorKind::unavailable, fmt::format("{}: {}", redact(url), http_error_text(res.error())));
-    if (stopped) return make_error(ErrorKind::unavailable, fmt::format("{}: the answer was too large", redact(url)));
+      return make_error(ErrorKind::unavailable,
+                        fmt::format("{}: {}", redact(url), http_error_text(res.error())));
+    if (stopped)
+      return make_error(ErrorKind::unavailable, fmt::format("{}: the answer was too large", redact(url)));
     return ok_result();
   }
 
@@ -77,7 +80,8 @@ std::unique_ptr<HttpGetter> make_http_getter(HttpTimeouts timeouts) {
 Result<void> FakeHttpGetter::get(const std::string& url, const HttpHeaders&, const BodySink& sink) {
   requested_.push_back(url);
   const auto it = answers_.find(url);
-  if (it == answers_.end()) return make_error(ErrorKind::unavailable, fmt::format("{}: could not connect", url));
+  if (it == answers_.end())
+    return make_error(ErrorKind::unavailable, fmt::format("{}: could not connect", url));
   if (it->second.status != 200)
     return make_error(ErrorKind::unavailable, fmt::format("{}: HTTP status {}", url, it->second.status));
   // Two pieces, so readers see a body split at an arbitrary point.
@@ -94,11 +98,14 @@ Result<void> write_file_atomically(const std::string& path, std::string_view tex
   std::error_code ec;
   if (target.has_parent_path()) {
     fs::create_directories(target.parent_path(), ec);
-    if (ec) return make_error(fmt::format("{}: cannot create {}: {}", path, target.parent_path().string(), ec.message()));
+    if (ec)
+      return make_error(
+          fmt::format("{}: cannot create {}: {}", path, target.parent_path().string(), ec.message()));
   }
   std::string tmp = path + ".XXXXXX";
   const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) return make_error(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
+  if (fd < 0)
+    return make_error(fmt::format("{}: cannot create a temporary file: {}", path, std::strerror(errno)));
   auto fail = [&](const char* what) {
     const int e = errno;
     ::close(fd);

@@ -107,19 +107,20 @@ struct OfferOutcome {
 /// One provider's fetch.
 struct ProviderOutcome {
   Provider provider = Provider::azure;
-  std::string skipped;                ///< why it was not fetched ("no key in $LAMBDA_API_KEY"); "" when fetched
+  std::string skipped;  ///< why it was not fetched ("no key in $LAMBDA_API_KEY"); "" when fetched
   std::vector<std::string> requests;  ///< URLs fetched (keys removed)
   std::size_t rows_read = 0;          ///< price rows (items, CSV rows, SKUs, instance types) read
-  std::size_t rows_filtered = 0;      ///< rows set aside: Windows, Low Priority, DevTest, Reserved, Dedicated...
+  std::size_t rows_filtered = 0;  ///< rows set aside: Windows, Low Priority, DevTest, Reserved, Dedicated...
 };
 
 /// The outcome of a whole update: reports and the new fetched catalog.
 struct UpdateResult {
   std::vector<ProviderOutcome> providers;
   std::vector<OfferOutcome> offers;
-  std::vector<std::string> unknown_instances;  ///< "azure eastus Standard_NC8ads_A10_v4": GPU types not in the family table
-  std::vector<Offer> fetched_catalog;          ///< the previous fetched rows with this fetch merged in
-  std::string fetched_at;                      ///< ISO 8601 UTC
+  std::vector<std::string>
+      unknown_instances;  ///< "azure eastus Standard_NC8ads_A10_v4": GPU types not in the family table
+  std::vector<Offer> fetched_catalog;  ///< the previous fetched rows with this fetch merged in
+  std::string fetched_at;              ///< ISO 8601 UTC
 };
 
 /// Fetches the asked providers' prices with `http`, checks each offer against the sanity rules and against

@@ -1,5 +1,7 @@
 // Readers of the providers' price formats: Azure Retail Prices pages, the AWS bulk CSV, GCP SKU pages and
 // Lambda's instance types.
+#include "prices/detail/readers.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "prices/detail/readers.h"
 #include "util/units.h"
 
 namespace gm::prices::detail {
@@ -85,11 +86,12 @@ std::optional<NanoUsd> parse_decimal_nanos(std::string_view text) {
 Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin) {
   const nlohmann::json j = parse_json(json);
   if (j.is_discarded())
-    return make_error(ErrorKind::unavailable,
-                      fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin,
-                                  json.size()));
+    return make_error(
+        ErrorKind::unavailable,
+        fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
   if (!j.is_object() || !j.contains("Items") || !j["Items"].is_array())
-    return make_error(ErrorKind::unavailable, fmt::format("{}: no Items array: not an Azure Retail Prices page", origin));
+    return make_error(ErrorKind::unavailable,
+                      fmt::format("{}: no Items array: not an Azure Retail Prices page", origin));
   AzurePage page;
   for (const auto& item : j["Items"]) {
     ++page.items;
@@ -103,8 +105,8 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
     const std::string unit = str(item, "unitOfMeasure");
     const std::string currency = str(item, "currencyCode");
     const std::string service = str(item, "serviceName");
-    // Linux pay-as-you-go only: Windows carries the licence, Low Priority is the retired batch tier (not spot),
-    // DevTestConsumption and Reservation are other price types.
+    // Linux pay-as-you-go only: Windows carries the licence, Low Priority is the retired batch tier (not
+    // spot), DevTestConsumption and Reservation are other price types.
     if (type != "Consumption" || ends_with(product, " Windows") || ends_with(sku, " Low Priority") ||
         (!unit.empty() && unit != "1 Hour") || (!currency.empty() && currency != "USD") ||
         (!service.empty() && service != "Virtual Machines")) {
@@ -123,7 +125,8 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
     read_price(it == item.end() ? nullptr : &*it, p.nanos, p.text);
     page.prices.push_back(std::move(p));
   }
-  if (const auto it = j.find("NextPageLink"); it != j.end() && it->is_string() && !it->get<std::string>().empty())
+  if (const auto it = j.find("NextPageLink");
+      it != j.end() && it->is_string() && !it->get<std::string>().empty())
     page.next_link = it->get<std::string>();
   return page;
 }
@@ -168,9 +171,11 @@ Result<void> AwsCsvReader::feed(std::string_view bytes) {
       field_started_ = true;
     }
     if (fields_.size() > 4096)
-      return make_error(ErrorKind::unavailable, fmt::format("{}:{}: more than 4096 fields in a row", origin_, record_line_));
+      return make_error(ErrorKind::unavailable,
+                        fmt::format("{}:{}: more than 4096 fields in a row", origin_, record_line_));
     if (field_.size() > 1'000'000)
-      return make_error(ErrorKind::unavailable, fmt::format("{}:{}: a field over 1 MB", origin_, record_line_));
+      return make_error(ErrorKind::unavailable,
+                        fmt::format("{}:{}: a field over 1 MB", origin_, record_line_));
   }
   return ok_result();
 }
@@ -187,8 +192,9 @@ Result<void> AwsCsvReader::end_record() {
 
 Result<void> AwsCsvReader::finish() {
   if (in_quotes_ && !quote_pending_)
-    return make_error(ErrorKind::unavailable,
-                      fmt::format("{}:{}: the file ends inside a quoted field: truncated", origin_, record_line_));
+    return make_error(
+        ErrorKind::unavailable,
+        fmt::format("{}:{}: the file ends inside a quoted field: truncated", origin_, record_line_));
   if (quote_pending_) {
     in_quotes_ = false;
     quote_pending_ = false;
@@ -205,8 +211,9 @@ Result<void> AwsCsvReader::finish() {
     GM_TRY_VOID(row(fields));
   }
   if (header_.empty())
-    return make_error(ErrorKind::unavailable,
-                      fmt::format("{}: no header row (a row starting with \"SKU\"): not an AWS price list CSV", origin_));
+    return make_error(
+        ErrorKind::unavailable,
+        fmt::format("{}: no header row (a row starting with \"SKU\"): not an AWS price list CSV", origin_));
   return ok_result();
 }
 
@@ -215,8 +222,9 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
     if (fields[0] != "SKU") {
       if (fields[0] == "Publication Date" && fields.size() > 1) publication_date_ = fields[1];
       if (record_line_ > 20)
-        return make_error(ErrorKind::unavailable,
-                          fmt::format("{}:{}: no header row (\"SKU\",...) in the first 20 rows", origin_, record_line_));
+        return make_error(
+            ErrorKind::unavailable,
+            fmt::format("{}:{}: no header row (\"SKU\",...) in the first 20 rows", origin_, record_line_));
       return ok_result();
     }
     header_ = std::move(fields);
@@ -238,12 +246,16 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
     col_region_ = col("Region Code");
     col_family_ = col("Product Family");
     col_market_ = col("MarketOption");
-    for (const auto& [name, index] : {std::pair{"Instance Type", col_instance_}, {"TermType", col_term_},
-                                      {"Operating System", col_os_}, {"Tenancy", col_tenancy_},
-                                      {"CapacityStatus", col_capacity_}, {"Pre Installed S/W", col_sw_},
+    for (const auto& [name, index] : {std::pair{"Instance Type", col_instance_},
+                                      {"TermType", col_term_},
+                                      {"Operating System", col_os_},
+                                      {"Tenancy", col_tenancy_},
+                                      {"CapacityStatus", col_capacity_},
+                                      {"Pre Installed S/W", col_sw_},
                                       {"PricePerUnit", col_price_}})
       if (index < 0)
-        return make_error(ErrorKind::unavailable, fmt::format("{}:{}: no column \"{}\"", origin_, record_line_, name));
+        return make_error(ErrorKind::unavailable,
+                          fmt::format("{}:{}: no column \"{}\"", origin_, record_line_, name));
     return ok_result();
   }
   if (fields.size() != header_.size())
@@ -263,7 +275,8 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
   const bool keep = at(col_term_) == "OnDemand" && at(col_os_) == "Linux" && at(col_tenancy_) == "Shared" &&
                     at(col_capacity_) == "Used" && at(col_sw_) == "NA" &&
                     (col_unit_ < 0 || at(col_unit_) == "Hrs") &&
-                    (col_market_ < 0 || at(col_market_).empty() || at(col_market_) == "OnDemand") && (col_currency_ < 0 || at(col_currency_) == "USD") &&
+                    (col_market_ < 0 || at(col_market_).empty() || at(col_market_) == "OnDemand") &&
+                    (col_currency_ < 0 || at(col_currency_) == "USD") &&
                     (col_region_ < 0 || at(col_region_).empty() || at(col_region_) == region_) &&
                     (col_family_ < 0 || at(col_family_) == "Compute Instance" ||
                      at(col_family_) == "Compute Instance (bare metal)");
@@ -285,11 +298,12 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
 Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
   const nlohmann::json j = parse_json(json);
   if (j.is_discarded())
-    return make_error(ErrorKind::unavailable,
-                      fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin,
-                                  json.size()));
+    return make_error(
+        ErrorKind::unavailable,
+        fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
   if (!j.is_object() || !j.contains("skus") || !j["skus"].is_array())
-    return make_error(ErrorKind::unavailable, fmt::format("{}: no skus array: not a Cloud Billing Catalog page", origin));
+    return make_error(ErrorKind::unavailable,
+                      fmt::format("{}: no skus array: not a Cloud Billing Catalog page", origin));
   GcpPage page;
   for (const auto& s : j["skus"]) {
     if (!s.is_object()) continue;
@@ -315,8 +329,10 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
           if (price != tiers->back().end() && price->is_object()) {
             std::optional<NanoUsd> units;
             std::string units_text = "0";
-            if (const auto u = price->find("units"); u != price->end()) read_price(&*u, units, units_text);
-            else units = 0;
+            if (const auto u = price->find("units"); u != price->end())
+              read_price(&*u, units, units_text);
+            else
+              units = 0;
             std::int64_t nanos = 0;
             bool nanos_ok = true;
             if (const auto n = price->find("nanos"); n != price->end()) {
@@ -324,7 +340,8 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
                          n->get<std::int64_t>() < 1'000'000'000;
               if (nanos_ok) nanos = n->get<std::int64_t>();
             }
-            sku.text = fmt::format("units {} nanos {}", units_text, price->contains("nanos") ? (*price)["nanos"].dump() : "0");
+            sku.text = fmt::format("units {} nanos {}", units_text,
+                                   price->contains("nanos") ? (*price)["nanos"].dump() : "0");
             // units is a whole number of dollars; parse_decimal_nanos gave it as nanos already.
             if (units && nanos_ok && *units % 1'000'000'000 == 0) sku.nanos = *units + nanos;
           }
@@ -342,10 +359,12 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
 Result<std::vector<LambdaType>> read_lambda_types(std::string_view json, std::string_view origin) {
   const nlohmann::json j = parse_json(json);
   if (j.is_discarded())
-    return make_error(ErrorKind::unavailable,
-                      fmt::format("{}: not complete JSON ({} bytes): truncated or malformed", origin, json.size()));
+    return make_error(
+        ErrorKind::unavailable,
+        fmt::format("{}: not complete JSON ({} bytes): truncated or malformed", origin, json.size()));
   if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
-    return make_error(ErrorKind::unavailable, fmt::format("{}: no data object: not Lambda's instance-types answer", origin));
+    return make_error(ErrorKind::unavailable,
+                      fmt::format("{}: no data object: not Lambda's instance-types answer", origin));
   std::vector<LambdaType> out;
   for (const auto& [key, entry] : j["data"].items()) {
     if (!entry.is_object()) continue;

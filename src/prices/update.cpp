@@ -25,14 +25,18 @@ constexpr std::size_t kMaxJsonPageBytes = 64u << 20;  // one JSON page; the real
 constexpr int kMaxPages = 2000;
 constexpr const char* kGcpComputeService = "6F81-5844-456A";
 
-bool starts_with(std::string_view s, std::string_view head) { return s.substr(0, head.size()) == head; }
+bool starts_with(std::string_view s, std::string_view head) {
+  return s.substr(0, head.size()) == head;
+}
 
 std::string url_encode(std::string_view s) {
   std::string out;
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') out += c;
-    else out += fmt::format("%{:02X}", u);
+    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~')
+      out += c;
+    else
+      out += fmt::format("%{:02X}", u);
   }
   return out;
 }
@@ -42,7 +46,8 @@ std::string trim_slash(std::string s) {
   return s;
 }
 
-// Replaces scheme://host[:port] of a provider's absolute link with the configured base (a mirror, a stand-in).
+// Replaces scheme://host[:port] of a provider's absolute link with the configured base (a mirror, a
+// stand-in).
 std::string rebase(const std::string& link, const std::string& base) {
   const auto scheme = link.find("://");
   if (scheme == std::string::npos) return base + (starts_with(link, "/") ? "" : "/") + link;
@@ -60,7 +65,9 @@ Result<std::string> get_page(HttpGetter& http, const std::string& url, const Htt
   return body;
 }
 
-double usd(NanoUsd n) { return static_cast<double>(n) / 1e9; }
+double usd(NanoUsd n) {
+  return static_cast<double>(n) / 1e9;
+}
 std::optional<NanoUsd> nanos_of(const std::optional<double>& usd_per_hour) {
   if (!usd_per_hour) return std::nullopt;
   return static_cast<NanoUsd>(std::llround(*usd_per_hour * 1e9));
@@ -110,12 +117,14 @@ Result<void> fetch_azure(HttpGetter& http, const std::string& base, const std::v
     const std::string filter = fmt::format(
         "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and armRegionName eq '{}'", region);
     std::string url = base + "/api/retail/prices?$filter=" + url_encode(filter);
-    const std::string source = fmt::format("azure-retail-prices:{}/api/retail/prices (armRegionName eq '{}')", base, region);
+    const std::string source =
+        fmt::format("azure-retail-prices:{}/api/retail/prices (armRegionName eq '{}')", base, region);
     std::set<std::string> seen;
     for (int page = 0;; ++page) {
       if (page >= kMaxPages || !seen.insert(url).second)
-        return make_error(ErrorKind::unavailable,
-                          fmt::format("azure: {}: NextPageLink goes round in circles or past {} pages", url, kMaxPages));
+        return make_error(
+            ErrorKind::unavailable,
+            fmt::format("azure: {}: NextPageLink goes round in circles or past {} pages", url, kMaxPages));
       report.requests.push_back(url);
       GM_TRY(auto body, get_page(http, url, {}));
       GM_TRY(auto parsed, detail::read_azure_page(body, "azure: " + url));
@@ -173,7 +182,8 @@ Result<void> fetch_aws(HttpGetter& http, const std::string& base, const std::vec
       if (find_instance_gpus("aws", p.instance)) note_price(out, p, Provider::aws, source);
     }
     for (const auto& instance : reader.gpu_instances())
-      if (!find_instance_gpus("aws", instance) && kept.count(instance)) out.unknown.insert(region + " " + instance);
+      if (!find_instance_gpus("aws", instance) && kept.count(instance))
+        out.unknown.insert(region + " " + instance);
   }
   return ok_result();
 }
@@ -189,7 +199,8 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
   std::vector<detail::GcpSku> skus;
   std::string token;
   std::set<std::string> tokens;
-  const std::string first = fmt::format("{}/v1/services/{}/skus?currencyCode=USD&pageSize=5000", base, kGcpComputeService);
+  const std::string first =
+      fmt::format("{}/v1/services/{}/skus?currencyCode=USD&pageSize=5000", base, kGcpComputeService);
   for (int page = 0;; ++page) {
     if (page >= kMaxPages)
       return make_error(ErrorKind::unavailable, fmt::format("gcp: {}: more than {} pages", first, kMaxPages));
@@ -199,7 +210,8 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
     GM_TRY(auto parsed, detail::read_gcp_page(body, "gcp: " + shown));
     report.rows_read += parsed.skus.size();
     for (auto& s : parsed.skus) {
-      const bool relevant = s.resource_group == "GPU" || s.description.find(" Instance Core") != std::string::npos ||
+      const bool relevant = s.resource_group == "GPU" ||
+                            s.description.find(" Instance Core") != std::string::npos ||
                             s.description.find(" Instance Ram") != std::string::npos;
       if (!relevant || (s.usage_type != "OnDemand" && s.usage_type != "Preemptible")) {
         ++report.rows_filtered;
@@ -212,10 +224,12 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
       return make_error(ErrorKind::unavailable, fmt::format("gcp: {}: nextPageToken repeats", shown));
     token = parsed.next_page_token;
   }
-  const std::string source = fmt::format("gcp-cloud-billing-catalog:{}/v1/services/{}/skus (GPU + host core + RAM SKUs)",
-                                         base, kGcpComputeService);
+  const std::string source =
+      fmt::format("gcp-cloud-billing-catalog:{}/v1/services/{}/skus (GPU + host core + RAM SKUs)", base,
+                  kGcpComputeService);
   // A machine type's price: its GPUs' SKU x count + its family's core SKU x vCPUs + RAM SKU x GiB.
-  auto find = [&](const std::string& region, const std::string& usage, auto&& match) -> const detail::GcpSku* {
+  auto find = [&](const std::string& region, const std::string& usage,
+                  auto&& match) -> const detail::GcpSku* {
     for (const auto& s : skus)
       if (s.usage_type == usage && region_of(s, region) && match(s)) return &s;
     return nullptr;
@@ -232,10 +246,12 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
           return s.resource_group == "GPU" && starts_with(s.description, fam.gpu_sku + " ");
         });
         const auto* core = find(region, usage, [&](const detail::GcpSku& s) {
-          return s.description.find(fam.host_family + " Instance Core") != std::string::npos && s.usage_unit == "h";
+          return s.description.find(fam.host_family + " Instance Core") != std::string::npos &&
+                 s.usage_unit == "h";
         });
         const auto* ram = find(region, usage, [&](const detail::GcpSku& s) {
-          return s.description.find(fam.host_family + " Instance Ram") != std::string::npos && s.usage_unit == "GiBy.h";
+          return s.description.find(fam.host_family + " Instance Ram") != std::string::npos &&
+                 s.usage_unit == "GiBy.h";
         });
         if (!gpu || !core || !ram || !fam.vcpus || !fam.memory_gib) continue;
         Candidate& c = out.candidates[{region, fam.instance}];
@@ -243,8 +259,8 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
         c.region = region;
         c.source = source;
         std::optional<NanoUsd> total;
-        std::string text = fmt::format("{} x {} + {} x {} + {} x {}", fam.gpu_count, gpu->text, *fam.vcpus, core->text,
-                                       *fam.memory_gib, ram->text);
+        std::string text = fmt::format("{} x {} + {} x {} + {} x {}", fam.gpu_count, gpu->text, *fam.vcpus,
+                                       core->text, *fam.memory_gib, ram->text);
         if (gpu->nanos && core->nanos && ram->nanos) {
           // Quantities in thousandths, so fractional GPUs or GiB stay exact; integer nano-dollars throughout.
           auto part = [](NanoUsd unit, double quantity) {
@@ -253,8 +269,10 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
           const Int128 sum = part(*gpu->nanos, fam.gpu_count) + part(*core->nanos, *fam.vcpus) +
                              part(*ram->nanos, *fam.memory_gib);
           // Any non-positive part makes the sum meaningless: refuse it as a whole.
-          if (*gpu->nanos > 0 && *core->nanos > 0 && *ram->nanos > 0) total = static_cast<NanoUsd>(sum / 1000);
-          else total = 0;
+          if (*gpu->nanos > 0 && *core->nanos > 0 && *ram->nanos > 0)
+            total = static_cast<NanoUsd>(sum / 1000);
+          else
+            total = 0;
         }
         (spot ? c.spot : c.ondemand) = total;
         (spot ? c.spot_text : c.ondemand_text) = text;
@@ -277,7 +295,8 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
 // ---- Lambda ---------------------------------------------------------------------------------------
 
 Result<void> fetch_lambda(HttpGetter& http, const std::string& base, const std::string& key,
-                          const std::vector<std::string>& regions, ProviderFetch& out, ProviderOutcome& report) {
+                          const std::vector<std::string>& regions, ProviderFetch& out,
+                          ProviderOutcome& report) {
   const std::string url = base + "/api/v1/instance-types";
   report.requests.push_back(url);
   GM_TRY(auto body, get_page(http, url, {{"Authorization", "Bearer " + key}}));
@@ -306,7 +325,9 @@ std::string iso_utc(std::int64_t unix_ms) {
   return buf;
 }
 
-std::string price_text(NanoUsd n) { return format_usd(usd(n)); }
+std::string price_text(NanoUsd n) {
+  return format_usd(usd(n));
+}
 
 // More than 50 % away from the previous price, in integers: |new - old| * 2 > old.
 bool big_change(std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
@@ -319,7 +340,8 @@ std::string change_text(const char* what, std::optional<NanoUsd> before, std::op
   if (!before || !after || *before == *after) return {};
   const Int128 per_mille = (static_cast<Int128>(*after) - *before) * 1000 / *before;
   return fmt::format("{} {} -> {} ({:+}.{}%)", what, price_text(*before), price_text(*after),
-                     static_cast<long long>(per_mille / 10), static_cast<long long>((per_mille < 0 ? -per_mille : per_mille) % 10));
+                     static_cast<long long>(per_mille / 10),
+                     static_cast<long long>((per_mille < 0 ? -per_mille : per_mille) % 10));
 }
 
 std::vector<std::string> catalog_regions(const Catalog& catalog, Provider p) {
@@ -333,10 +355,14 @@ std::vector<std::string> catalog_regions(const Catalog& catalog, Provider p) {
 
 const char* to_string(Provider p) {
   switch (p) {
-    case Provider::azure: return "azure";
-    case Provider::aws: return "aws";
-    case Provider::gcp: return "gcp";
-    case Provider::lambda: return "lambda";
+    case Provider::azure:
+      return "azure";
+    case Provider::aws:
+      return "aws";
+    case Provider::gcp:
+      return "gcp";
+    case Provider::lambda:
+      return "lambda";
   }
   return "?";
 }
@@ -350,22 +376,32 @@ std::optional<Provider> provider_from(std::string_view name) {
 
 std::string default_endpoint(Provider p) {
   switch (p) {
-    case Provider::azure: return "https://prices.azure.com";
-    case Provider::aws: return "https://pricing.us-east-1.amazonaws.com";
-    case Provider::gcp: return "https://cloudbilling.googleapis.com";
-    case Provider::lambda: return "https://cloud.lambda.ai";
+    case Provider::azure:
+      return "https://prices.azure.com";
+    case Provider::aws:
+      return "https://pricing.us-east-1.amazonaws.com";
+    case Provider::gcp:
+      return "https://cloudbilling.googleapis.com";
+    case Provider::lambda:
+      return "https://cloud.lambda.ai";
   }
   return {};
 }
 
 const char* to_string(Verdict v) {
   switch (v) {
-    case Verdict::added: return "added";
-    case Verdict::updated: return "updated";
-    case Verdict::unchanged: return "unchanged";
-    case Verdict::flagged: return "flagged";
-    case Verdict::held_back: return "held_back";
-    case Verdict::refused: return "refused";
+    case Verdict::added:
+      return "added";
+    case Verdict::updated:
+      return "updated";
+    case Verdict::unchanged:
+      return "unchanged";
+    case Verdict::flagged:
+      return "flagged";
+    case Verdict::held_back:
+      return "held_back";
+    case Verdict::refused:
+      return "refused";
   }
   return "?";
 }
@@ -389,7 +425,8 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
     if ((provider == Provider::gcp || provider == Provider::lambda) && key.empty()) {
       const char* var = provider == Provider::gcp ? "GPUMETER_GCP_API_KEY" : "LAMBDA_API_KEY";
       if (named)
-        return make_error(ErrorKind::usage, fmt::format("--provider {}: its price API needs a key in ${}", name, var));
+        return make_error(ErrorKind::usage,
+                          fmt::format("--provider {}: its price API needs a key in ${}", name, var));
       report.skipped = fmt::format("no key in ${}", var);
       result.providers.push_back(std::move(report));
       continue;
@@ -399,10 +436,18 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
     ProviderFetch fetched;
     Result<void> got = ok_result();
     switch (provider) {
-      case Provider::azure: got = fetch_azure(http, base, regions, fetched, report); break;
-      case Provider::aws: got = fetch_aws(http, base, regions, fetched, report); break;
-      case Provider::gcp: got = fetch_gcp(http, base, key, regions, fetched, report); break;
-      case Provider::lambda: got = fetch_lambda(http, base, key, regions, fetched, report); break;
+      case Provider::azure:
+        got = fetch_azure(http, base, regions, fetched, report);
+        break;
+      case Provider::aws:
+        got = fetch_aws(http, base, regions, fetched, report);
+        break;
+      case Provider::gcp:
+        got = fetch_gcp(http, base, key, regions, fetched, report);
+        break;
+      case Provider::lambda:
+        got = fetch_lambda(http, base, key, regions, fetched, report);
+        break;
     }
     if (!got) {
       Error e = got.error();
@@ -435,13 +480,17 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       if (!c.ondemand || *c.ondemand <= 0) {
         out.verdict = Verdict::refused;
         out.detail = fmt::format("on-demand price '{}' refused: {}", c.ondemand_text,
-                                 !c.ondemand ? "not a number" : *c.ondemand == 0 ? "$0" : "negative");
+                                 !c.ondemand        ? "not a number"
+                                 : *c.ondemand == 0 ? "$0"
+                                                    : "negative");
         result.offers.push_back(std::move(out));
         continue;
       }
       if (c.spot_seen && (!c.spot || *c.spot <= 0)) {
         notes.push_back(fmt::format("spot price '{}' refused ({})", c.spot_text,
-                                    !c.spot ? "not a number" : *c.spot == 0 ? "$0" : "negative"));
+                                    !c.spot        ? "not a number"
+                                    : *c.spot == 0 ? "$0"
+                                                   : "negative"));
         c.spot.reset();
         c.spot_seen = false;
       }
@@ -452,26 +501,31 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
         c.spot_from_catalog = true;
         // A row that already carried its spot price over names the original source, not a chain of fetches.
         const auto kept = before->source.find("; spot kept from ");
-        spot_note = kept != std::string::npos ? before->source.substr(kept)
-                                              : fmt::format("; spot kept from {} ({})", before->source, before->date);
+        spot_note = kept != std::string::npos
+                        ? before->source.substr(kept)
+                        : fmt::format("; spot kept from {} ({})", before->source, before->date);
       }
       out.new_ondemand_usd_per_hour = usd(*c.ondemand);
       if (c.spot) out.new_spot_usd_per_hour = usd(*c.spot);
       // Rule 2: more than 50 % away from the previous price is held back.
-      const bool moved = big_change(old_od, c.ondemand) || (!c.spot_from_catalog && big_change(old_spot, c.spot));
+      const bool moved =
+          big_change(old_od, c.ondemand) || (!c.spot_from_catalog && big_change(old_spot, c.spot));
       if (moved && !options.accept_changes) {
         out.verdict = Verdict::held_back;
         std::string what = change_text("on-demand", old_od, c.ondemand);
         if (!c.spot_from_catalog && big_change(old_spot, c.spot))
           what += (what.empty() ? "" : ", ") + change_text("spot", old_spot, c.spot);
-        out.detail = fmt::format("{}: more than 50 % since {}; the previous price stays (--accept-changes to use it)",
-                                 what, before->date.empty() ? "the previous fetch" : before->date);
+        out.detail =
+            fmt::format("{}: more than 50 % since {}; the previous price stays (--accept-changes to use it)",
+                        what, before->date.empty() ? "the previous fetch" : before->date);
         result.offers.push_back(std::move(out));
         continue;
       }
       // Rule 3: spot above on-demand is used but flagged.
       const bool spot_above = c.spot && *c.spot > *c.ondemand;
-      if (spot_above) notes.push_back(fmt::format("spot {} above on-demand {}", price_text(*c.spot), price_text(*c.ondemand)));
+      if (spot_above)
+        notes.push_back(
+            fmt::format("spot {} above on-demand {}", price_text(*c.spot), price_text(*c.ondemand)));
 
       Offer o;
       o.provider = name;
@@ -511,8 +565,10 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       auto same = std::find_if(merged.begin(), merged.end(), [&](const Offer& m) {
         return m.provider == o.provider && m.region == o.region && m.instance == o.instance;
       });
-      if (same != merged.end()) *same = std::move(o);
-      else merged.push_back(std::move(o));
+      if (same != merged.end())
+        *same = std::move(o);
+      else
+        merged.push_back(std::move(o));
     }
     result.providers.push_back(std::move(report));
   }

@@ -1,14 +1,13 @@
-// `gpumeter prices update` against a loopback stand-in (tests/support/price_standin.py) serving recorded-format
-// answers built from the providers' documented formats (tests/data/prices), then `prices --json` over the
-// fetched catalog; failures leave the catalog byte for byte.
-#include <gtest/gtest.h>
-
-#include <chrono>
-#include <ctime>
+// `gpumeter prices update` against a loopback stand-in (tests/support/price_standin.py) serving
+// recorded-format answers built from the providers' documented formats (tests/data/prices), then `prices
+// --json` over the fetched catalog; failures leave the catalog byte for byte.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -36,7 +35,8 @@ class PricesUpdateIntegrationTest : public ::testing::Test {
     std::filesystem::copy(source_dir() + "/tests/data/prices", data_);
     const std::string port_file = dir_.path() + "/port";
     standin_ = std::make_unique<Background>(
-        std::vector<std::string>{"python3", source_dir() + "/tests/support/price_standin.py", data_, port_file},
+        std::vector<std::string>{"python3", source_dir() + "/tests/support/price_standin.py", data_,
+                                 port_file},
         std::map<std::string, std::string>{}, dir_.path(), "standin");
     for (int i = 0; i < 400 && read_file(port_file).empty(); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -63,7 +63,8 @@ class PricesUpdateIntegrationTest : public ::testing::Test {
     return nlohmann::json::parse(r.out)["offers"];
   }
 
-  static const nlohmann::json* find(const nlohmann::json& offers, const std::string& region, const std::string& instance) {
+  static const nlohmann::json* find(const nlohmann::json& offers, const std::string& region,
+                                    const std::string& instance) {
     for (const auto& o : offers)
       if (o["region"] == region && o["instance"] == instance) return &o;
     return nullptr;
@@ -123,8 +124,8 @@ TEST_F(PricesUpdateIntegrationTest, RecordedFormatsAzureAndAwsGivePerGpuPricesDa
   // The filtered rows (Windows, Low Priority, DevTest, Reservation, RHEL, Reserved, Dedicated, capacity
   // reservations, SQL) and the refused ones never leak in.
   for (const auto& o : all) {
-    for (double leaked : {4.4111, 0.9222, 0.3333, 2.2222, 17444.0, 102.7362, 19.6644, 66.6666, 36.984, 31.608, 20.1234,
-                          34.6104, 31.9999, 41.1111}) {
+    for (double leaked : {4.4111, 0.9222, 0.3333, 2.2222, 17444.0, 102.7362, 19.6644, 66.6666, 36.984, 31.608,
+                          20.1234, 34.6104, 31.9999, 41.1111}) {
       EXPECT_NE(o["ondemand_usd_per_hour"], leaked) << o.dump();
       EXPECT_NE(o["spot_usd_per_hour"], leaked) << o.dump();
     }
@@ -135,9 +136,9 @@ TEST_F(PricesUpdateIntegrationTest, RecordedFormatsAzureAndAwsGivePerGpuPricesDa
     }
   }
   // `run` prices with the fetched offer.
-  auto run = run_gpumeter({"run", "--offer", "aws:p5.48xlarge@us-east-1", "--json-report", dir_.path() + "/r.json",
-                           "--", "true"},
-                          env_);
+  auto run = run_gpumeter(
+      {"run", "--offer", "aws:p5.48xlarge@us-east-1", "--json-report", dir_.path() + "/r.json", "--", "true"},
+      env_);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto rep = nlohmann::json::parse(read_file(dir_.path() + "/r.json"));
   EXPECT_NE(rep.dump().find("3.933"), std::string::npos) << rep.dump();
@@ -156,10 +157,9 @@ TEST_F(PricesUpdateIntegrationTest, TruncatedPageCutTransferHttpErrorAndDeadEndp
   };
   // A truncated page (a JSON document cut in half).
   const std::string page2 = read_file(data_ + "/azure-eastus-100.json");
-  {
-    std::ofstream(data_ + "/azure-eastus-100.json") << page2.substr(0, page2.size() / 2);
-  }
-  auto truncated = update({"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--accept-changes"});
+  { std::ofstream(data_ + "/azure-eastus-100.json") << page2.substr(0, page2.size() / 2); }
+  auto truncated =
+      update({"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--accept-changes"});
   same(truncated, "truncated page");
   EXPECT_NE(truncated.err.find("truncated"), std::string::npos) << truncated.err;
   // A transfer cut short (Content-Length says more than arrives).
@@ -202,7 +202,8 @@ TEST_F(PricesUpdateIntegrationTest, HeldBackUntilAcceptedAndDryRunWritesNothing)
   page1.replace(at, 19, "\"retailPrice\": 7.04");
   { std::ofstream(data_ + "/azure-eastus-0.json") << page1; }
   const std::string before = read_file(catalog_);
-  auto dry = update({"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--dry-run", "--accept-changes"});
+  auto dry = update(
+      {"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--dry-run", "--accept-changes"});
   ASSERT_EQ(dry.exit_code, 0) << dry.err;
   EXPECT_NE(dry.out.find("Dry run"), std::string::npos) << dry.out;
   EXPECT_EQ(read_file(catalog_), before);
@@ -211,7 +212,8 @@ TEST_F(PricesUpdateIntegrationTest, HeldBackUntilAcceptedAndDryRunWritesNothing)
   EXPECT_NE(held.out.find("held_back"), std::string::npos) << held.out;
   EXPECT_NE(held.out.find("--accept-changes"), std::string::npos) << held.out;
   EXPECT_EQ((*find(offers(), "eastus", "Standard_NC24ads_A100_v4"))["ondemand_usd_per_hour"], 3.52);
-  auto accepted = update({"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--accept-changes"});
+  auto accepted =
+      update({"--provider", "azure", "--region", "eastus", "--endpoint", base_, "--accept-changes"});
   ASSERT_EQ(accepted.exit_code, 0) << accepted.err;
   EXPECT_EQ((*find(offers(), "eastus", "Standard_NC24ads_A100_v4"))["ondemand_usd_per_hour"], 7.04);
 }
@@ -220,8 +222,9 @@ TEST_F(PricesUpdateIntegrationTest, RecordedFormatsGcpUnitsNanosAndLambdaWithKey
   auto no_key = update({"--provider", "gcp", "--endpoint", base_});
   EXPECT_EQ(no_key.exit_code, 2);
   EXPECT_NE(no_key.err.find("GPUMETER_GCP_API_KEY"), std::string::npos) << no_key.err;
-  auto r = update({"--provider", "gcp,lambda", "--region", "us-central1,us-east-1", "--endpoint", base_, "--json"},
-                  {{"GPUMETER_GCP_API_KEY", "test-key"}, {"LAMBDA_API_KEY", "lambda-key"}});
+  auto r =
+      update({"--provider", "gcp,lambda", "--region", "us-central1,us-east-1", "--endpoint", base_, "--json"},
+             {{"GPUMETER_GCP_API_KEY", "test-key"}, {"LAMBDA_API_KEY", "lambda-key"}});
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   const auto report = nlohmann::json::parse(r.out);
   EXPECT_EQ(report["providers"][0]["requests"].size(), 2u) << "nextPageToken followed";
@@ -243,13 +246,14 @@ TEST_F(PricesUpdateIntegrationTest, RecordedFormatsGcpUnitsNanosAndLambdaWithKey
 
 TEST_F(PricesUpdateIntegrationTest, YourRatesSideBySideAndDoctorShowsCatalogAgePerProvider) {
   ASSERT_EQ(update({"--provider", "aws", "--region", "us-east-1", "--endpoint", base_}).exit_code, 0);
-  const std::string cfg = dir_.write("config.toml",
-                                     "[pricing.aws]\ndiscount = \"30%\"\n[pricing.aws.committed]\n\"g6.xlarge\" = 0.5\n");
+  const std::string cfg = dir_.write(
+      "config.toml", "[pricing.aws]\ndiscount = \"30%\"\n[pricing.aws.committed]\n\"g6.xlarge\" = 0.5\n");
   auto text = run_gpumeter({"prices", "--provider", "aws", "--region", "us-east-1", "--config", cfg}, env_);
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("YOUR $/GPU-H"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("(fetched)"), std::string::npos) << text.out;
-  auto json = run_gpumeter({"prices", "--provider", "aws", "--region", "us-east-1", "--config", cfg, "--json"}, env_);
+  auto json =
+      run_gpumeter({"prices", "--provider", "aws", "--region", "us-east-1", "--config", cfg, "--json"}, env_);
   ASSERT_EQ(json.exit_code, 0) << json.err;
   for (const auto& o : nlohmann::json::parse(json.out)["offers"]) {
     if (o["instance"] == "p5.48xlarge") {
@@ -264,7 +268,10 @@ TEST_F(PricesUpdateIntegrationTest, YourRatesSideBySideAndDoctorShowsCatalogAgeP
   EXPECT_NE(doctor.out.find("fetched prices " + catalog_), std::string::npos) << doctor.out;
   EXPECT_NE(doctor.out.find("aws"), std::string::npos);
   // A provider whose newest price is older than 30 days is flagged as stale.
-  { std::ofstream(catalog_, std::ios::app) << "acme,dc1,box8,H100,8,,,16,,instance,hand,2020-01-02,2020-01-02T00:00:00Z\n"; }
+  {
+    std::ofstream(catalog_, std::ios::app)
+        << "acme,dc1,box8,H100,8,,,16,,instance,hand,2020-01-02,2020-01-02T00:00:00Z\n";
+  }
   doctor = run_gpumeter({"doctor"}, env_);
   const auto acme = doctor.out.find("  acme");
   ASSERT_NE(acme, std::string::npos) << doctor.out;

@@ -72,7 +72,8 @@ TEST(CatalogTest, SanityFlags) {
       gpu_only = true;
     }
     if (o.instance == "Standard_ND96isr_H100_v5") {
-      // data/offers.csv has no count for it; the documented instance family (data/instance_gpus.csv) fills it.
+      // data/offers.csv has no count for it; the documented instance family (data/instance_gpus.csv) fills
+      // it.
       EXPECT_EQ(o.gpu_count, 8);
       EXPECT_FALSE(has_flag(o, "gpu_count_missing"));
       ASSERT_TRUE(o.usd_per_gpu_hour().has_value());

@@ -1,5 +1,7 @@
 // The price readers and `prices update` logic over recorded-format answers (tests/data/prices, built from the
 // providers' documented formats), served by the fake HTTP getter; your own rates ([pricing]).
+#include "prices/prices.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include "catalog/catalog.h"
 #include "meter/meter.h"
 #include "prices/detail/readers.h"
-#include "prices/prices.h"
 #include "support/support.h"
 
 namespace gm {
@@ -35,7 +36,8 @@ const Catalog& builtin() {
 }
 
 const std::string kAzureEastus =
-    "http://fake/api/retail/prices?$filter=serviceName%20eq%20%27Virtual%20Machines%27%20and%20priceType%20eq%20"
+    "http://fake/api/retail/"
+    "prices?$filter=serviceName%20eq%20%27Virtual%20Machines%27%20and%20priceType%20eq%20"
     "%27Consumption%27%20and%20armRegionName%20eq%20%27eastus%27";
 const std::string kAwsUsEast1 = "http://fake/offers/v1.0/aws/AmazonEC2/current/us-east-1/index.csv";
 
@@ -269,7 +271,8 @@ TEST(PricesUpdateTest, AwsSpotIsKeptFromTheCatalogAndMarked) {
   ASSERT_NE(p5, nullptr);
   EXPECT_EQ(p5->ondemand_usd_per_hour, 31.464);
   EXPECT_DOUBLE_EQ(*p5->usd_per_gpu_hour(), 31.464 / 8);
-  EXPECT_EQ(p5->spot_usd_per_hour, builtin().find_offer("aws", "p5.48xlarge", "us-east-1")->spot_usd_per_hour);
+  EXPECT_EQ(p5->spot_usd_per_hour,
+            builtin().find_offer("aws", "p5.48xlarge", "us-east-1")->spot_usd_per_hour);
   EXPECT_NE(p5->source.find("spot kept from skypilot-catalog"), std::string::npos) << p5->source;
   EXPECT_NE(p5->source.find("Publication Date 2026-11-20T18:02:44Z"), std::string::npos);
   EXPECT_EQ(outcome(*r, "g5.2xlarge")->verdict, prices::Verdict::refused);
@@ -301,7 +304,8 @@ TEST(PricesUpdateTest, GcpMachinePriceIsGpusPlusCoresPlusRam) {
   ASSERT_NE(eight, nullptr);
   EXPECT_EQ(eight->ondemand_usd_per_hour, 8 * 4.20076 + 208 * 0.031611 + 1872 * 0.00282);
   EXPECT_EQ(r->unknown_instances, (std::vector<std::string>{"gcp us-central1 Nvidia B300 GPU"}));
-  for (const auto& u : r->providers[0].requests) EXPECT_EQ(u.find("k1"), std::string::npos) << "the key is not reported";
+  for (const auto& u : r->providers[0].requests)
+    EXPECT_EQ(u.find("k1"), std::string::npos) << "the key is not reported";
 }
 
 TEST(PricesUpdateTest, AtomicWriteReplacesTheWholeFileOrNothing) {
@@ -334,7 +338,8 @@ TEST(ContractRatesTest, DiscountCommittedRateAndOnPremRate) {
   ASSERT_TRUE(committed.has_value());
   EXPECT_EQ(committed->micros_per_gpu_hour, 3'500'000);  // $28/h over 8 GPUs
   EXPECT_NE(committed->basis.find("committed"), std::string::npos);
-  auto spot = your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
+  auto spot =
+      your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
   ASSERT_TRUE(spot.has_value());
   EXPECT_EQ(spot->micros_per_gpu_hour, usd_to_micros(*p5->usd_per_gpu_hour(true) * 0.7));
   const Offer* nc = builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
@@ -361,9 +366,10 @@ TEST(ContractRatesTest, DiscountCommittedRateAndOnPremRate) {
 
 TEST(ContractRatesTest, BadRatesNameFileAndKey) {
   TempDir d;
-  for (const char* body : {"[pricing]\ndiscount = \"130%\"\n", "[pricing]\ndiscount = 30\n",
-                           "[pricing.aws]\ndiscount = \"100%\"\n", "[pricing.aws.committed]\n\"p5.48xlarge\" = -3\n",
-                           "[pricing.aws]\nbogus = 1\n", "[pricing]\nonprem_usd_per_gpu_hour = 0\n"}) {
+  for (const char* body :
+       {"[pricing]\ndiscount = \"130%\"\n", "[pricing]\ndiscount = 30\n",
+        "[pricing.aws]\ndiscount = \"100%\"\n", "[pricing.aws.committed]\n\"p5.48xlarge\" = -3\n",
+        "[pricing.aws]\nbogus = 1\n", "[pricing]\nonprem_usd_per_gpu_hour = 0\n"}) {
     const std::string cfg = d.write("bad.toml", body);
     auto r = load_contract_rates(cfg);
     ASSERT_FALSE(r.ok()) << body;

@@ -19,7 +19,8 @@ using NanoUsd = std::int64_t;
 /// decimal are rounded half up); nullopt for anything else ("", "abc", "1e3", "NaN", overflow).
 std::optional<NanoUsd> parse_decimal_nanos(std::string_view text);
 
-/// One price as read: the instance, region, spot or not, and the price (nullopt when the text was not a number).
+/// One price as read: the instance, region, spot or not, and the price (nullopt when the text was not a
+/// number).
 struct RawPrice {
   std::string instance;
   std::string region;
@@ -30,18 +31,19 @@ struct RawPrice {
 
 /// One page of the Azure Retail Prices API.
 struct AzurePage {
-  std::vector<RawPrice> prices;          ///< Linux, type Consumption, per hour, USD; spot when skuName ends " Spot"
+  std::vector<RawPrice> prices;  ///< Linux, type Consumption, per hour, USD; spot when skuName ends " Spot"
   std::optional<std::string> next_link;  ///< NextPageLink (absent or null on the last page)
   std::size_t items = 0;
-  std::size_t filtered = 0;  ///< Windows, Low Priority, DevTestConsumption, Reservation, other units or currencies
+  std::size_t filtered =
+      0;  ///< Windows, Low Priority, DevTestConsumption, Reservation, other units or currencies
 };
 /// Reads an Azure page; error (naming `origin`) for malformed or truncated JSON or a page without Items.
 Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin);
 
 /// Reads the AWS Price List bulk CSV of one region as it arrives: preamble rows (FormatVersion, Disclaimer,
 /// Publication Date, Version, OfferCode), the header (first field "SKU"), then rows. Keeps on-demand Linux
-/// rows (TermType OnDemand, Operating System Linux, Tenancy Shared, CapacityStatus Used, Pre Installed S/W NA,
-/// Unit Hrs, USD) and notes the GPU instance types it saw.
+/// rows (TermType OnDemand, Operating System Linux, Tenancy Shared, CapacityStatus Used, Pre Installed S/W
+/// NA, Unit Hrs, USD) and notes the GPU instance types it saw.
 class AwsCsvReader {
  public:
   AwsCsvReader(std::string origin, std::string region);
@@ -80,7 +82,7 @@ struct GcpSku {
   std::string resource_group;  ///< "GPU", "CPU", "RAM", ...
   std::string usage_type;      ///< "OnDemand", "Preemptible", "Commit1Yr", ...
   std::vector<std::string> regions;
-  std::string usage_unit;      ///< "h", "GiBy.h"
+  std::string usage_unit;        ///< "h", "GiBy.h"
   std::optional<NanoUsd> nanos;  ///< units + nanos of the first tier
   std::string text;
 };
