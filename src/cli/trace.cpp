@@ -80,14 +80,14 @@ int cmd_trace(int argc, char** argv) {
   auto price = prices->price_for(gpu_name);
   if (!price) return fail("trace", price.error());
   if (price->quote) {
-    ro.price_usd_per_gpu_hour = price->quote->usd_per_gpu_hour();
+    ro.price_micros_per_gpu_hour = price->quote->micros_per_gpu_hour;
     ro.price_source = price->quote->source;
   } else if (!json && !csv) {
     std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", price->unpriced_reason.c_str());
   }
 
   if (html) {
-    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_usd_per_gpu_hour, ro.price_source});
+    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_micros_per_gpu_hour, ro.price_source});
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

@@ -94,12 +94,12 @@ struct StatusSnapshot {
   bool simulated = false;
   bool telemetry = true;
   double elapsed_s = 0;
-  std::optional<double> spent_usd;  ///< nullopt without a price
-  std::optional<double> burn_usd_per_h;
+  std::optional<MicroUsd> spent_micros;  ///< nullopt without a price
+  std::optional<double> burn_usd_per_h;  ///< a rate for display
   std::optional<std::int64_t> step;
   std::optional<std::int64_t> total_steps;
   std::optional<Forecast> forecast;
-  std::optional<double> budget_left_usd;
+  std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
   bool stopping = false;
   /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.

@@ -200,8 +200,8 @@ struct Supervisor::Impl {
     e.run_id = run.id;
     e.kind = kind;
     e.message = message;
-    e.cost_usd = micros_to_usd(spent_micros);
-    e.budget_usd = cfg.guard.budget_usd;
+    e.cost_micros = spent_micros;
+    e.budget_micros = cfg.guard.budget_micros;
     if (forecast) e.forecast_usd = forecast->total_usd;
     e.command = run.command;
     e.host = run.host;
@@ -385,9 +385,10 @@ struct Supervisor::Impl {
     s.telemetry = cfg.telemetry;
     s.elapsed_s = static_cast<double>(now_ns - start_ns) / 1e9;
     if (cfg.price) {
-      s.spent_usd = micros_to_usd(spent(now_ns, true));
+      s.spent_micros = spent(now_ns, true);
       s.burn_usd_per_h = burn_usd_per_s() * 3600.0;
-      if (cfg.guard.budget_usd) s.budget_left_usd = *cfg.guard.budget_usd - *s.spent_usd;
+      if (cfg.guard.budget_micros)
+        s.budget_left_micros = budget_left_micros(*cfg.guard.budget_micros, *s.spent_micros);
     }
     if (latest_progress) {
       s.step = latest_progress->step;
@@ -400,9 +401,9 @@ struct Supervisor::Impl {
       const ServingPoint& a = serving_window.front();
       const ServingPoint& b = serving_window.back();
       const double generated = b.generated - a.generated, requests = b.requests - a.requests;
-      const double usd = micros_to_usd(b.spent - a.spent);
-      if (cfg.price && generated > 0) s.usd_per_1m_generated_tokens = usd / generated * 1e6;
-      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd / requests * 1e3;
+      if (cfg.price && generated > 0)
+        s.usd_per_1m_generated_tokens = usd_per_units(b.spent - a.spent, generated, 1e6);
+      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd_per_units(b.spent - a.spent, requests, 1e3);
       if (b.t_ns > a.t_ns)
         s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);
     }
@@ -430,7 +431,7 @@ std::int64_t Supervisor::begin() {
   } else {
     m.run.price_source = "none";
   }
-  m.run.budget_usd = m.cfg.guard.budget_usd;
+  m.run.budget_micros = m.cfg.guard.budget_micros;
   m.run.start_unix_ms = m.clock.unix_ms();
   m.run.energy_method = "none";
   for (unsigned idx : m.cfg.allocated)
