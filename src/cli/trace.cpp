@@ -44,7 +44,13 @@ int cmd_trace(int argc, char** argv) {
   app.add_option("--html", html, "also write a self-contained HTML page with charts to FILE");
   app.add_flag("--partial", partial, "analyse what parsed in a damaged file, labelled partial");
   app.add_flag("--no-progress", no_progress, "no progress bar");
-  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (auto rc = parse_args(app, argc, argv)) {
+    // `trace --help` shows the other mode too: `trace diff`.
+    if (*rc == kExitOk && help_requested(argc, argv))
+      return print_mode_help("gpumeter trace diff BASE NEW: compare two traces", cmd_trace_diff,
+                             {"diff", "--help"});
+    return *rc;
+  }
   if (json && csv) return fail("trace", make_error(ErrorKind::usage, "--json and --csv are exclusive"));
 
   trace::Options options;
