@@ -115,7 +115,7 @@ struct OwnerTotal {
   Owner owner;
   MicroUsd cost = 0;        ///< Σ over priced devices
   MicroUsd idle_cost = 0;   ///< Σ over priced devices of the idle part of its cost
-  double usd_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
+  MicroUsd micros_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
   double energy_j = 0;
   double gpu_seconds = 0;
   std::vector<unsigned> gpus;  ///< device indexes, in snapshot order

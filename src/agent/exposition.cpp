@@ -42,16 +42,6 @@ std::string number(double v) {
   return fmt::format("{}", v);
 }
 
-std::string usd(MicroUsd micros) {
-  // Exact decimal from integer micro-dollars (no binary rounding in the text).
-  const bool neg = micros < 0;
-  const auto m = static_cast<unsigned long long>(neg ? -micros : micros);
-  std::string s = fmt::format("{}{}.{:06}", neg ? "-" : "", m / 1'000'000, m % 1'000'000);
-  while (s.back() == '0') s.pop_back();
-  if (s.back() == '.') s.pop_back();
-  return s;
-}
-
 // Writes HELP/TYPE lines only once the family has a sample: a family the hardware cannot give is omitted.
 struct Family {
   std::string out;
@@ -137,7 +127,8 @@ void render_inference(Family& f, const Snapshot& s) {
            "Measured GPU cost of the owner serving a model, split across its models by generated tokens, in "
            "USD.");
     for (const auto& m : models)
-      f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m), usd(m.cost)));
+      f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m),
+                        usd_decimal(m.cost)));
     f.head("gpumeter_inference_usd_per_1m_tokens", "gauge",
            "Live cost of one million tokens over the agent's window: cost / tokens x 1e6, for generated "
            "tokens and "
@@ -158,7 +149,7 @@ void render_inference(Family& f, const Snapshot& s) {
       const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
       if (m.has_requests && w.requests > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1k_requests{{{}}} {}\n", inference_labels(m),
-                          number(micros_to_usd(w.cost) / w.requests * 1e3)));
+                          number(*usd_per_units(w.cost, w.requests, 1e3))));
     }
     f.head(
         "gpumeter_inference_usd_per_1m_tokens_at_peak", "gauge",
@@ -168,7 +159,7 @@ void render_inference(Family& f, const Snapshot& s) {
       const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
       if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens_at_peak{{{}}} {}\n", inference_labels(m),
-                          number(micros_to_usd(w.cost) / w.seconds / w.peak_generated_per_s * 1e6)));
+                          number(*usd_per_units(w.cost, w.seconds * w.peak_generated_per_s, 1e6))));
     }
   }
   f.head("gpumeter_inference_load_ratio", "gauge",
@@ -230,19 +221,18 @@ std::string render_metrics(const Snapshot& s) {
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
-                         price_source(d.price->origin), usd(d.price->micros_per_gpu_hour)));
+                        price_source(d.price->origin), usd_decimal(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
-  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(usd(d.cost)) : std::nullopt;
-  });
+  per_device(f, s, "gpumeter_gpu_cost_usd_total",
+             [](const DeviceView& d) -> Opt { return d.price ? Opt(usd_decimal(d.cost)) : std::nullopt; });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price && d.caps.utilization ? Opt(usd(d.idle_cost)) : std::nullopt;
+    return d.price && d.caps.utilization ? Opt(usd_decimal(d.idle_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter", "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(usd(d.unallocated_cost)) : std::nullopt;
+    return d.price ? Opt(usd_decimal(d.unallocated_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_energy_joules_total", "counter", "Energy used by the GPU since metering began, in joules.");
   per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
@@ -285,14 +275,14 @@ std::string render_metrics(const Snapshot& s) {
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                           usd(m.micros_per_hour)));
+                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                          usd_decimal(m.micros_per_hour)));
     f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
-                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                           usd(m.cost)));
+                          device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
+                          usd_decimal(m.cost)));
   }
 
   auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy,
@@ -307,11 +297,13 @@ std::string render_metrics(const Snapshot& s) {
       }
     }
   };
-  owner_family("gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
-               [](const OwnerCounters& c) { return usd(c.cost); }, true, false);
-  owner_family("gpumeter_owner_idle_cost_usd_total",
-               "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
-               [](const OwnerCounters& c) { return usd(c.idle_cost); }, true, false, true);
+  owner_family(
+      "gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
+      [](const OwnerCounters& c) { return usd_decimal(c.cost); }, true, false);
+  owner_family(
+      "gpumeter_owner_idle_cost_usd_total",
+      "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
+      [](const OwnerCounters& c) { return usd_decimal(c.idle_cost); }, true, false, true);
   owner_family("gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
                [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
   owner_family("gpumeter_owner_gpu_seconds_total",
@@ -377,7 +369,7 @@ std::string render_owners_json(const Snapshot& s) {
     json oj = {{"kind", to_string(o.kind)},
                {"owner", o.name},
                {"cost_usd", micros_to_usd(t.cost)},
-               {"usd_per_hour", t.usd_per_hour},
+               {"usd_per_hour", micros_to_usd(t.micros_per_hour)},
                {"energy_j", t.energy_j},
                {"gpu_seconds", t.gpu_seconds},
                {"gpus", t.gpus}};

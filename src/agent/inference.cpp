@@ -193,6 +193,20 @@ Result<EngineReading> read_engine(const Exposition& e, const std::string& defaul
         v = v.value_or(0) + s->value;
       }
     }
+    // Gauges: vLLM renamed gpu_cache_usage_perc to kv_cache_usage_perc (a fraction despite the name) and
+    // drops deprecated names two releases later: the new name wins, the old one is read where it is alone.
+    if (t.engine == InferenceEngine::vllm)
+      for (std::string_view name : {"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}) {
+        auto it = by_name.find(name);
+        if (it == by_name.end()) continue;
+        for (const ExpositionSample* s : it->second) {
+          if (!std::isfinite(s->value) || s->value < 0 || s->value > 1) continue;
+          const std::string* m = s->label(t.model_label);
+          std::optional<double>& v = r.models[m && !m->empty() ? *m : default_model].kv_cache_usage_ratio;
+          v = std::max(v.value_or(0), s->value);
+        }
+        break;
+      }
     if (auto it = by_name.find("process_start_time_seconds"); it != by_name.end() && !it->second.empty())
       r.start_time_s = it->second.front()->value;
     return r;

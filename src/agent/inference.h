@@ -65,6 +65,9 @@ struct ModelTotals {
   std::optional<double> generated_tokens;
   std::optional<double> cached_tokens;  ///< prompt tokens served from the prefix cache
   std::optional<double> requests;
+  /// KV-cache usage (0-1; the largest over the model's engines), a gauge: vLLM's `vllm:kv_cache_usage_perc`,
+  /// or before its rename `vllm:gpu_cache_usage_perc`.
+  std::optional<double> kv_cache_usage_ratio;
 };
 
 /// What one scrape of an engine said.

@@ -5,19 +5,20 @@
 #include <cmath>
 
 #include "agent/collector.h"
+#include "meter/meter.h"
 #include "util/units.h"
 
 namespace gm::agent {
 namespace {
 
-constexpr double kHoursPerMonth = 730;
 constexpr double kIdleHeldShare = 0.90;  ///< at or above: the GPUs are held, not used
 constexpr double kLowUtilShare = 0.50;   ///< at or above: more than half of the spend is idle time
 
-findings::Severity severity_of(double usd_per_month) {
-  if (usd_per_month >= 1000) return findings::Severity::high;
-  if (usd_per_month >= 200) return findings::Severity::medium;
-  if (usd_per_month >= 20) return findings::Severity::low;
+findings::Severity severity_of(std::int64_t nano_usd_per_month) {
+  constexpr std::int64_t kNanosPerUsd = 1'000'000'000;
+  if (nano_usd_per_month >= 1000 * kNanosPerUsd) return findings::Severity::high;
+  if (nano_usd_per_month >= 200 * kNanosPerUsd) return findings::Severity::medium;
+  if (nano_usd_per_month >= 20 * kNanosPerUsd) return findings::Severity::low;
   return findings::Severity::info;
 }
 
@@ -33,18 +34,18 @@ std::vector<findings::Finding> owner_findings(const OwnerTotal& t) {
   const std::string gpus =
       t.gpus.size() == 1 ? "GPU " + std::to_string(t.gpus[0]) : std::to_string(t.gpus.size()) + " GPUs";
   f.kind = held ? "idle_gpus_held" : "low_utilization";
-  const double idle_usd_per_hour = t.usd_per_hour * idle_share;
-  const double per_month = idle_usd_per_hour * kHoursPerMonth;
-  f.severity = severity_of(per_month);
+  const MicroUsd idle_micros_per_hour = scale_micros(t.micros_per_hour, idle_share);
+  const std::int64_t nano_per_month = nano_usd_per_month_at(idle_micros_per_hour);
+  f.severity = severity_of(nano_per_month);
   f.at_stake_ns = static_cast<std::int64_t>(std::llround(t.gpu_seconds * idle_share * 1e9));
-  f.cost_nano_usd = t.idle_cost * 1000;
-  f.nano_usd_per_month = std::llround(per_month * 1e9);
+  f.cost_nano_usd = micros_to_nanos(t.idle_cost);
+  f.nano_usd_per_month = nano_per_month;
   f.summary = held ? fmt::format(
                          "holds {} that stayed idle for {:.0f}% of what it cost so far "
                          "({}/h now)",
-                         gpus, idle_share * 100, format_usd(idle_usd_per_hour))
+                         gpus, idle_share * 100, format_micros(idle_micros_per_hour))
                    : fmt::format("{} idle for {:.0f}% of what it cost so far ({}/h of idle time now)", gpus,
-                                 idle_share * 100, format_usd(idle_usd_per_hour));
+                                 idle_share * 100, format_micros(idle_micros_per_hour));
   f.action = held ? std::string(
                         "stop the process or release its GPUs if it has finished or hangs (a notebook "
                         "kernel or a stuck rank still holds GPU memory)")
@@ -53,7 +54,7 @@ std::vector<findings::Finding> owner_findings(const OwnerTotal& t) {
                         "more DataLoader workers or a larger batch fill the GPU");
   f.evidence.push_back({"idle_share", idle_share});
   f.evidence.push_back({"cost_usd", micros_to_usd(t.cost)});
-  f.evidence.push_back({"usd_per_hour", t.usd_per_hour});
+  f.evidence.push_back({"usd_per_hour", micros_to_usd(t.micros_per_hour)});
   f.evidence.push_back({"gpus", static_cast<std::int64_t>(t.gpus.size())});
   out.push_back(std::move(f));
   return out;

@@ -69,10 +69,11 @@ class JsonLinesSink final : public SessionSink {
     nlohmann::json j{
         {"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
     auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-    j["spent_usd"] = opt(s.spent_usd);
+    auto usd = [](const std::optional<MicroUsd>& v) { return v ? nlohmann::json(micros_to_usd(*v)) : nlohmann::json(); };
+    j["spent_usd"] = usd(s.spent_micros);
     j["usd_per_h"] = opt(s.burn_usd_per_h);
-    j["budget_usd"] = opt(s.budget_usd);
-    j["budget_left_usd"] = opt(s.budget_left_usd);
+    j["budget_usd"] = usd(s.budget_micros);
+    j["budget_left_usd"] = usd(s.budget_left_micros);
     j["idle_cost_usd"] = opt(s.idle_cost_usd);
     j["step"] = opt(s.step);
     j["total_steps"] = opt(s.total_steps);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,24 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
     return kExitUsage;
   }
   return std::nullopt;
+}
+
+bool help_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") break;
+    if (a == "-h" || a == "--help" || a == "--help-all") return true;
+  }
+  return false;
+}
+
+int print_mode_help(const char* title, int (*run)(int, char**), std::vector<const char*> args) {
+  std::printf("\n== %s ==\n", title);
+  std::fflush(stdout);
+  std::vector<char*> argv;
+  for (const char* a : args) argv.push_back(const_cast<char*>(a));
+  argv.push_back(nullptr);
+  return run(static_cast<int>(argv.size()) - 1, argv.data());
 }
 
 void add_pricing_flags(CLI::App& app, PricingOptions& options) {

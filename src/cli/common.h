@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "meter/meter.h"
 #include "util/exit_codes.h"
@@ -14,6 +15,11 @@ namespace gm::cli {
 /// Parses argv with `app`. On --help prints help and returns kExitOk; on a bad flag prints
 /// "gpumeter CMD: error: ..." and returns kExitUsage; returns nullopt when the command should go on.
 std::optional<int> parse_args(CLI::App& app, int argc, char** argv);
+/// True when argv (before a "--") asks for help: -h, --help or --help-all.
+bool help_requested(int argc, char** argv);
+/// Prints "\n== TITLE ==" and then the help of another mode of the command, by calling `run` with `args`
+/// (its argv, ending in "--help"); returns its exit code.
+int print_mode_help(const char* title, int (*run)(int, char**), std::vector<const char*> args);
 /// Flag check: a number greater than 0 ("must be greater than 0, got '0'" otherwise).
 CLI::Validator positive_number();
 /// Flag check: a number of at least 0.

@@ -226,9 +226,9 @@ int cmd_demo(int argc, char** argv) {
     f.pricing.price_usd_per_gpu_hour = 4.0;  // no catalog price for this GPU: say so and use a round figure
     std::printf("%sno catalog price for this GPU; the demo uses --price 4\n", tag);
   }
-  const double usd_per_s =
-      (price->quote ? price->quote->usd_per_gpu_hour() : 4.0) * static_cast<double>(n_gpus) / 3600.0;
-  f.budget_usd = usd_per_s * 20.0;
+  // Twenty seconds of the GPUs at their price.
+  const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : 4 * kMicrosPerUsd;
+  f.budget = usd_decimal(scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
   f.forecast_stop = true;
   f.grace = "5s";
   f.warn_at = "50%";
@@ -236,8 +236,8 @@ int cmd_demo(int argc, char** argv) {
   f.json_report = dir + "/report.json";
   f.labels = {"demo=1"};
   f.command = {demo_python(), workload};
-  std::printf("%sgpumeter run --budget %.4f --forecast-stop --grace 5s -- python3 train.py\n", tag,
-              *f.budget_usd);
+  std::printf("%sgpumeter run --budget %s --forecast-stop --grace 5s -- python3 train.py\n", tag,
+              f.budget->c_str());
   std::fflush(stdout);
   const int rc = execute_run(f, !real_gpu);
 
@@ -250,13 +250,13 @@ int cmd_demo(int argc, char** argv) {
   std::fflush(stdout);
   {
     // The bundled trace was recorded on an H100: price it as `gpumeter trace` would (no instance detection).
-    std::optional<double> trace_price;
+    std::optional<MicroUsd> trace_price;
     std::string trace_source;
     auto trace_prices = PricingContext::open({}, nullptr);
     if (!trace_prices) return fail("demo", trace_prices.error());
     auto h100 = trace_prices->price_for(std::string("NVIDIA H100 80GB HBM3"));
     if (h100 && h100->quote) {
-      trace_price = h100->quote->usd_per_gpu_hour();
+      trace_price = h100->quote->micros_per_gpu_hour;
       trace_source = h100->quote->source;
     }
     trace_demo_section(trace_price, trace_source);

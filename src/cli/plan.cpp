@@ -343,7 +343,12 @@ int cmd_plan(int argc, char** argv) {
   app.add_flag("--json", f.json, "machine-readable output");
   app.add_flag("--list-models", f.list_models, "print the built-in model table and exit");
   app.footer("Subcommand: gpumeter plan tco --gpu NAME --capex-usd N [...]  (own hardware vs cloud)");
-  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (auto rc = parse_args(app, argc, argv)) {
+    // `plan --help` shows the other mode too: `plan tco`.
+    if (*rc == kExitOk && help_requested(argc, argv))
+      return print_mode_help("gpumeter plan tco: own hardware vs cloud", run_tco, {"tco", "--help"});
+    return *rc;
+  }
   if (f.list_models) {
     std::fputs(render_model_list(f.json).c_str(), stdout);
     return kExitOk;

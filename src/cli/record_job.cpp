@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -26,8 +27,6 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-MicroUsd to_micros(double usd) { return static_cast<MicroUsd>(std::llround(usd * 1e6)); }
-
 }  // namespace
 
 int cmd_record_job(int argc, char** argv) {
@@ -39,7 +38,7 @@ int cmd_record_job(int argc, char** argv) {
   std::optional<std::string> stopped_by;
   std::vector<std::string> labels;
   std::int64_t start_unix = 0, end_unix = 0;
-  double cost_usd = 0, idle_cost_usd = 0, unused_gpu_cost_usd = 0;
+  std::string cost_usd = "0", idle_cost_usd = "0", unused_gpu_cost_usd = "0";  // parsed to micro-dollars
   std::optional<double> energy_j;
   std::optional<int> exit_code;
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
@@ -53,16 +52,25 @@ int cmd_record_job(int argc, char** argv) {
   app.add_option("--exit-code", exit_code, "the job's exit status");
   app.add_option("--gpus-allocated", gpus_allocated, "allocated GPU UUIDs, comma-separated");
   app.add_option("--gpus-used", gpus_used, "GPU UUIDs where the job ran a process, comma-separated");
-  app.add_option("--cost-usd", cost_usd, "cost on the GPUs it used")->check(non_negative_number());
-  app.add_option("--idle-cost-usd", idle_cost_usd, "idle part of --cost-usd")->check(non_negative_number());
-  app.add_option("--unused-gpu-cost-usd", unused_gpu_cost_usd, "allocated GPUs it never used")
-      ->check(non_negative_number());
+  app.add_option("--cost-usd", cost_usd, "cost on the GPUs it used, USD");
+  app.add_option("--idle-cost-usd", idle_cost_usd, "idle part of --cost-usd, USD");
+  app.add_option("--unused-gpu-cost-usd", unused_gpu_cost_usd, "allocated GPUs it never used, USD");
   app.add_option("--energy-j", energy_j, "energy, joules")->check(non_negative_number());
   app.add_option("--label", labels, "label KEY=VALUE (repeatable)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (end_unix < start_unix)
     return fail("record-job", make_error(ErrorKind::usage, "--end-unix is before --start-unix"));
-  if (idle_cost_usd > cost_usd + 1e-9)
+  MicroUsd cost = 0, idle = 0, unused = 0;
+  for (auto [flag, text, out] :
+       {std::tuple{"--cost-usd", &cost_usd, &cost}, std::tuple{"--idle-cost-usd", &idle_cost_usd, &idle},
+        std::tuple{"--unused-gpu-cost-usd", &unused_gpu_cost_usd, &unused}}) {
+    auto micros = parse_usd_micros(*text);
+    if (!micros)
+      return fail("record-job",
+                  make_error(ErrorKind::usage, std::string(flag) + ": " + micros.error().message));
+    *out = *micros;
+  }
+  if (idle > cost)
     return fail("record-job", make_error(ErrorKind::usage, "--idle-cost-usd is more than --cost-usd"));
 
   RunRecord r;
@@ -85,9 +93,9 @@ int cmd_record_job(int argc, char** argv) {
   r.gpus_used = split_list(gpus_used);
   r.wall_ms = (end_unix - start_unix) * 1000;
   r.billed_s = end_unix - start_unix;
-  r.cost_micros = to_micros(cost_usd) + to_micros(unused_gpu_cost_usd);
-  r.idle_cost_micros = to_micros(idle_cost_usd);
-  r.unused_gpu_cost_micros = to_micros(unused_gpu_cost_usd);
+  r.cost_micros = cost + unused;
+  r.idle_cost_micros = idle;
+  r.unused_gpu_cost_micros = unused;
   r.energy_j = energy_j.value_or(0);
   r.energy_method = energy_j ? "agent" : "";
   r.price_source = "gpumeter agent";

@@ -65,15 +65,15 @@ int fleet_report(int argc, char** argv) {
             TextTable::Align::right});
   const double base = by == "gpu" ? rep->device_cost_usd : rep->owner_cost_usd;
   for (const auto& r : rep->rows)
-    t.row({r.key.empty() ? "(none)" : r.key, fmt::format("${:.6f}", r.cost_usd),
+    t.row({r.key.empty() ? "(none)" : r.key, format_usd(r.cost_usd),
            base > 0 ? fmt::format("{:.1f} %", 100.0 * r.cost_usd / base) : "n/a",
            r.energy_j ? fmt::format("{:.4f} kWh", *r.energy_j / 3.6e6) : "n/a",
            r.gpu_seconds ? fmt::format("{:.4f}", *r.gpu_seconds / 3600.0) : "n/a"});
   std::fputs(t.render().c_str(), stdout);
-  std::printf("\nGPU cost            $%.6f\n", rep->device_cost_usd);
-  std::printf("  owners            $%.6f\n", rep->owner_cost_usd);
-  std::printf("  unallocated       $%.6f\n", rep->unallocated_cost_usd);
-  std::printf("idle (in owners)    $%.6f\n", rep->idle_cost_usd);
+  std::printf("\nGPU cost            %s\n", format_usd(rep->device_cost_usd).c_str());
+  std::printf("  owners            %s\n", format_usd(rep->owner_cost_usd).c_str());
+  std::printf("  unallocated       %s\n", format_usd(rep->unallocated_cost_usd).c_str());
+  std::printf("idle (in owners)    %s\n", format_usd(rep->idle_cost_usd).c_str());
   return kExitOk;
 }
 

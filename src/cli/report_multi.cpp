@@ -49,8 +49,6 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
-std::string opt_usd(const std::optional<double>& v) { return v ? format_usd(*v) : "-"; }
-
 int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool json) {
   std::vector<ScalingInput> inputs;
   for (const auto& ref : refs) {
@@ -85,8 +83,8 @@ int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, b
            {A::right, A::right, A::right, A::right, A::right, A::right, A::right});
   for (const auto& r : study->rows)
     t.row({std::to_string(r.run_id), std::to_string(r.gpus), fmt::format("{:.4g}", r.throughput_per_s),
-           fmt::format("{:.2f}x", r.speedup), fmt::format("{:.1f}%", r.efficiency * 100), opt_usd(r.usd_per_unit),
-           r.cost_ratio ? fmt::format("{:.2f}", *r.cost_ratio) : "-"});
+           fmt::format("{:.2f}x", r.speedup), fmt::format("{:.1f}%", r.efficiency * 100),
+           format_usd_or(r.usd_per_unit), r.cost_ratio ? fmt::format("{:.2f}", *r.cost_ratio) : "-"});
   out += t.render();
   std::fputs(out.c_str(), stdout);
   return kExitOk;

@@ -43,7 +43,7 @@ std::string host_name() {
 
 void add_session_flags(CLI::App& app, RunFlags& f) {
   add_pricing_flags(app, f.pricing);
-  app.add_option("--budget", f.budget_usd, "budget in USD: stop the job when spend reaches it");
+  app.add_option("--budget", f.budget, "budget in USD (e.g. 25 or 0.50): stop the job when spend reaches it");
   app.add_option("--warn-at", f.warn_at, "warn at these percentages of the budget (default 80%)");
   app.add_option("--max-idle", f.max_idle,
                  "stop when every allocated GPU is under 5% utilization this long (e.g. 15m)");
@@ -125,17 +125,17 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
 std::optional<int> prepare_session(const RunFlags& f, const char* command, SessionSetup& out) {
   const bool attach = std::string(command) == "attach";
   SessionConfig& cfg = out.cfg;
-  if (f.budget_usd) {
-    if (!(*f.budget_usd > 0) || !std::isfinite(*f.budget_usd))
-      return usage(command,
-                   fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget_usd));
-    cfg.guard.budget_usd = f.budget_usd;
+  if (f.budget) {
+    auto micros = parse_usd_micros(*f.budget);
+    if (!micros || *micros <= 0)
+      return usage(command, fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget));
+    cfg.guard.budget_micros = *micros;
   }
   auto warn = parse_warn_at(f.warn_at);
   if (!warn) return usage(command, warn.error().message);
   cfg.guard.warn_at_pct = *warn;
   cfg.guard.forecast_stop = f.forecast_stop;
-  if (f.forecast_stop && !f.budget_usd) return usage(command, "--forecast-stop needs --budget");
+  if (f.forecast_stop && !f.budget) return usage(command, "--forecast-stop needs --budget");
   if (f.max_idle) {
     auto ms = parse_duration_ms(*f.max_idle);
     if (!ms || *ms <= 0)

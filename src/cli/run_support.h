@@ -15,7 +15,7 @@ namespace gm::cli {
 /// The flags of `gpumeter run`.
 struct RunFlags {
   PricingOptions pricing;
-  std::optional<double> budget_usd;
+  std::optional<std::string> budget;  ///< --budget as written; parsed to micro-dollars
   std::string warn_at = "80%";
   bool forecast_stop = false;
   std::optional<std::string> max_idle;

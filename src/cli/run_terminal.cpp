@@ -41,8 +41,8 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
   std::vector<Field> f;
   f.push_back(
       {0, fmt::format("{}gpumeter {}", s.simulated ? "SIMULATED · " : "", format_duration_s(s.elapsed_s))});
-  if (s.spent_usd)
-    f.push_back({0, " · " + format_usd(*s.spent_usd)});
+  if (s.spent_micros)
+    f.push_back({0, " · " + format_micros(*s.spent_micros)});
   else
     f.push_back({0, " · no price"});
   if (s.burn_usd_per_h) f.push_back({5, fmt::format(" · {}/h", format_usd(*s.burn_usd_per_h))});
@@ -56,7 +56,8 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
         {6, fmt::format(" [{}–{}]", format_usd(s.forecast->low_usd), format_usd(s.forecast->high_usd))});
     f.push_back({1, fmt::format(" · ETA {}", format_duration_s(s.forecast->remaining_s))});
   }
-  if (s.budget_left_usd) f.push_back({1, fmt::format(" · budget left {}", format_usd(*s.budget_left_usd))});
+  if (s.budget_left_micros)
+    f.push_back({1, fmt::format(" · budget left {}", format_micros(*s.budget_left_micros))});
   if (!s.telemetry) f.push_back({3, " · no GPU telemetry"});
   if (s.usd_per_1m_generated_tokens)
     f.push_back({2, fmt::format(" · {}/1M tok", format_usd(*s.usd_per_1m_generated_tokens))});

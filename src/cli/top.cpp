@@ -38,12 +38,11 @@ const char* sort_name(SortKey k) {
 
 struct OwnerRow {
   Owner owner;
-  double usd_per_hour = 0, usd = 0, energy_j = 0;
+  MicroUsd micros_per_hour = 0, cost = 0;
+  double energy_j = 0;
   std::string gpus;
   std::vector<findings::Finding> findings;
 };
-
-std::string usd_text(double v) { return v >= 100 ? fmt::format("${:.2f}", v) : fmt::format("${:.4f}", v); }
 
 /// The last samples of each device, for the history lines: utilization and the $/h its processes used.
 class TopHistory {
@@ -52,7 +51,7 @@ class TopHistory {
   void update(const agent::Snapshot& s, std::int64_t now_ns) {
     if (s.self.collections == collections_) return;  // nothing new since the last frame
     collections_ = s.self.collections;
-    const double dt_s = last_ns_ > 0 ? static_cast<double>(now_ns - last_ns_) / 1e9 : 0;
+    const std::int64_t dt_ns = last_ns_ > 0 ? now_ns - last_ns_ : 0;
     last_ns_ = now_ns;
     for (const auto& d : s.devices) {
       Series& h = devices_[d.info.index];
@@ -61,12 +60,13 @@ class TopHistory {
            ok && d.last->utilization_pct ? std::optional<double>(*d.last->utilization_pct) : std::nullopt);
       const MicroUsd used = d.cost - d.unallocated_cost;
       std::optional<double> rate;
-      if (d.price && dt_s > 0 && h.have_used) rate = micros_to_usd(used - h.last_used) / dt_s * 3600.0;
-      if (d.price && (dt_s > 0 || !h.have_used)) {
+      if (d.price && dt_ns > 0 && h.have_used)
+        rate = micros_to_usd(micros_per_hour(used - h.last_used, dt_ns));
+      if (d.price && (dt_ns > 0 || !h.have_used)) {
         h.last_used = used;
         h.have_used = true;
       }
-      if (dt_s > 0) push(h.used_usd_per_hour, rate);
+      if (dt_ns > 0) push(h.used_usd_per_hour, rate);
     }
   }
   /// "GPU n  util <sparkline> now  $/h used <sparkline> now" per device.
@@ -115,7 +115,7 @@ class TopHistory {
     return q.empty() || !q.back() ? "n/a" : fmt::format("{:.0f}%", *q.back());
   }
   static std::string last_usd(const std::deque<std::optional<double>>& q) {
-    return q.empty() || !q.back() ? "n/a" : fmt::format("${:.2f}", *q.back());
+    return q.empty() || !q.back() ? "n/a" : format_usd(*q.back());
   }
   std::map<unsigned, Series> devices_;
   std::uint64_t collections_ = 0;
@@ -126,14 +126,14 @@ class TopHistory {
 std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, bool interactive,
                                       const TopHistory& history) {
   std::vector<std::string> out;
-  double rate = 0, spent = 0;
+  MicroUsd rate = 0, spent = 0;
   for (const auto& d : s.devices)
     if (d.price) {
-      rate += d.price->usd_per_gpu_hour();
-      spent += micros_to_usd(d.cost);
+      rate += d.price->micros_per_gpu_hour;
+      spent += d.cost;
     }
   out.push_back(fmt::format("gpumeter top - {} GPU(s) - {}/h - {} so far - sorted by {}{}", s.devices.size(),
-                            usd_text(rate), usd_text(spent), sort_name(key),
+                            format_micros(rate), format_micros(spent), sort_name(key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
   out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL", "STATE", "UTIL",
@@ -141,13 +141,14 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
   for (const auto& d : s.devices) {
     const bool ok = d.last && d.last->state == DeviceState::ok;
     const auto& l = d.last;
-    out.push_back(fmt::format(
-        "{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index, shorten_middle(d.info.name, 25),
-        l ? to_string(l->state) : "starting", ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
-        ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
-        ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
-        d.price ? usd_text(d.price->usd_per_gpu_hour()) : "n/a", d.price ? usd_text(micros_to_usd(d.cost)) : "n/a",
-        d.price ? usd_text(micros_to_usd(d.unallocated_cost)) : "n/a"));
+    out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
+                              shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
+                              ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
+                              ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
+                              ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
+                              d.price ? format_micros(d.price->micros_per_gpu_hour) : "n/a",
+                              d.price ? format_micros(d.cost) : "n/a",
+                              d.price ? format_micros(d.unallocated_cost) : "n/a"));
   }
   out.emplace_back();
   out.push_back(
@@ -157,8 +158,8 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
   for (const agent::OwnerTotal& t : agent::owner_totals(s)) {
     OwnerRow r;
     r.owner = t.owner;
-    r.usd = micros_to_usd(t.cost);
-    r.usd_per_hour = t.usd_per_hour;
+    r.cost = t.cost;
+    r.micros_per_hour = t.micros_per_hour;
     r.energy_j = t.energy_j;
     for (unsigned g : t.gpus) r.gpus += (r.gpus.empty() ? "" : ",") + std::to_string(g);
     r.findings = agent::owner_findings(t);
@@ -166,8 +167,10 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
   }
   std::stable_sort(list.begin(), list.end(), [key](const OwnerRow& a, const OwnerRow& b) {
     switch (key) {
-      case SortKey::rate: return a.usd_per_hour > b.usd_per_hour;
-      case SortKey::cost: return a.usd > b.usd;
+      case SortKey::rate:
+        return a.micros_per_hour > b.micros_per_hour;
+      case SortKey::cost:
+        return a.cost > b.cost;
       case SortKey::energy: return a.energy_j > b.energy_j;
       case SortKey::owner: return a.owner.name < b.owner.name;
     }
@@ -179,8 +182,8 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
   for (const auto& r : list)
     out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", to_string(r.owner.kind),
                               shorten_middle(r.owner.name, 29), shorten_middle(r.owner.pod_namespace, 13),
-                              shorten_middle(r.owner.user, 9), r.gpus, usd_text(r.usd_per_hour), usd_text(r.usd),
-                              fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
+                              shorten_middle(r.owner.user, 9), r.gpus, format_micros(r.micros_per_hour),
+                              format_micros(r.cost), fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
   if (list.empty()) out.push_back("(no processes on any GPU)");
   bool heading = false;
   for (const auto& r : list)

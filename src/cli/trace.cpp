@@ -44,7 +44,13 @@ int cmd_trace(int argc, char** argv) {
   app.add_option("--html", html, "also write a self-contained HTML page with charts to FILE");
   app.add_flag("--partial", partial, "analyse what parsed in a damaged file, labelled partial");
   app.add_flag("--no-progress", no_progress, "no progress bar");
-  if (auto rc = parse_args(app, argc, argv)) return *rc;
+  if (auto rc = parse_args(app, argc, argv)) {
+    // `trace --help` shows the other mode too: `trace diff`.
+    if (*rc == kExitOk && help_requested(argc, argv))
+      return print_mode_help("gpumeter trace diff BASE NEW: compare two traces", cmd_trace_diff,
+                             {"diff", "--help"});
+    return *rc;
+  }
   if (json && csv) return fail("trace", make_error(ErrorKind::usage, "--json and --csv are exclusive"));
 
   trace::Options options;
@@ -80,14 +86,14 @@ int cmd_trace(int argc, char** argv) {
   auto price = prices->price_for(gpu_name);
   if (!price) return fail("trace", price.error());
   if (price->quote) {
-    ro.price_usd_per_gpu_hour = price->quote->usd_per_gpu_hour();
+    ro.price_micros_per_gpu_hour = price->quote->micros_per_gpu_hour;
     ro.price_source = price->quote->source;
   } else if (!json && !csv) {
     std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", price->unpriced_reason.c_str());
   }
 
   if (html) {
-    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_usd_per_gpu_hour, ro.price_source});
+    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_micros_per_gpu_hour, ro.price_source});
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

@@ -38,14 +38,15 @@ constexpr const char* kDemoTrace = R"J({
 
 const char* demo_trace_json() { return kDemoTrace; }
 
-int trace_demo_section(std::optional<double> price_usd_per_gpu_hour, const std::string& price_source, std::FILE* out) {
+int trace_demo_section(std::optional<MicroUsd> price_micros_per_gpu_hour, const std::string& price_source,
+                       std::FILE* out) {
   auto r = trace::analyze_buffer("demo-sample.pt.trace.json", kDemoTrace);
   if (!r) {
     std::fprintf(stderr, "gpumeter demo: error: %s\n", r.error().message.c_str());
     return 1;
   }
   TraceRenderOptions options;
-  options.price_usd_per_gpu_hour = price_usd_per_gpu_hour;
+  options.price_micros_per_gpu_hour = price_micros_per_gpu_hour;
   options.price_source = price_source;
   options.project_steps = 10000;
   options.top = 5;

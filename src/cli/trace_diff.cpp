@@ -21,7 +21,7 @@
 namespace gm::cli {
 namespace {
 
-std::optional<double> usd(const std::optional<double>& price, double ns) {
+std::optional<double> usd(const std::optional<MicroUsd>& price, double ns) {
   if (!price) return std::nullopt;
   return gpu_ns_cost_usd(*price, ns);
 }
@@ -33,7 +33,7 @@ std::string change_text(const trace::DiffRow& r) {
   return fmt::format("{:+.1f}%", 100 * *r.change);
 }
 
-nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::optional<double>& price) {
+nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::optional<MicroUsd>& price) {
   auto arr = nlohmann::json::array();
   for (const auto& r : rows) {
     nlohmann::json j{{"name", r.name},
@@ -56,7 +56,7 @@ nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::opt
 }
 
 void rows_text(std::string& out, const char* title, const std::vector<trace::DiffRow>& rows,
-               const std::optional<double>& price, std::size_t top, const char* per) {
+               const std::optional<MicroUsd>& price, std::size_t top, const char* per) {
   if (rows.empty()) return;
   TextTable t;
   const std::string base_col = fmt::format("base ms/{}", per), new_col = fmt::format("new ms/{}", per);
@@ -137,14 +137,14 @@ int cmd_trace_diff(int argc, char** argv) {
   for (const auto& f : base->files)
     for (const auto& dev : f.devices)
       if (!gpu_name && dev.gpu_name) gpu_name = dev.gpu_name;
-  std::optional<double> price;
+  std::optional<MicroUsd> price;
   std::string price_source;
   auto prices = PricingContext::open(pricing, nullptr);
   if (!prices) return fail("trace diff", prices.error());
   auto device_price = prices->price_for(gpu_name);
   if (!device_price) return fail("trace diff", device_price.error());
   if (device_price->quote) {
-    price = device_price->quote->usd_per_gpu_hour();
+    price = device_price->quote->micros_per_gpu_hour;
     price_source = device_price->quote->source;
   }
   if (html) {
@@ -162,27 +162,28 @@ int cmd_trace_diff(int argc, char** argv) {
   const bool show_ops = by.empty() || std::find(by.begin(), by.end(), "op") != by.end();
   const bool show_anns = by.empty() || std::find(by.begin(), by.end(), "annotation") != by.end();
   if (json) {
-    nlohmann::json j{{"base", base_path},
-                     {"new", new_path},
-                     {"per", d->per},
-                     {"base_steps", d->base_steps},
-                     {"new_steps", d->new_steps},
-                     {"price_usd_per_gpu_hour", json_or_null(price)},
-                     {"price_source", price ? nlohmann::json(price_source) : nlohmann::json(nullptr)},
-                     {"max_cost_increase", options.max_increase},
-                     {"min_share", options.min_share},
-                     {"summary", rows_json(d->summary, price)},
-                     {"kernels", rows_json(d->kernels, price)},
-                     {"operators", rows_json(d->operators, price)},
-                     {"annotations", rows_json(d->annotations, price)},
-                     {"failures", d->failures},
-                     {"verdict", d->pass ? "pass" : "fail"}};
+    nlohmann::json j{
+        {"base", base_path},
+        {"new", new_path},
+        {"per", d->per},
+        {"base_steps", d->base_steps},
+        {"new_steps", d->new_steps},
+        {"price_usd_per_gpu_hour", price ? nlohmann::json(micros_to_usd(*price)) : nlohmann::json(nullptr)},
+        {"price_source", price ? nlohmann::json(price_source) : nlohmann::json(nullptr)},
+        {"max_cost_increase", options.max_increase},
+        {"min_share", options.min_share},
+        {"summary", rows_json(d->summary, price)},
+        {"kernels", rows_json(d->kernels, price)},
+        {"operators", rows_json(d->operators, price)},
+        {"annotations", rows_json(d->annotations, price)},
+        {"failures", d->failures},
+        {"verdict", d->pass ? "pass" : "fail"}};
     std::fputs((j.dump(2) + "\n").c_str(), stdout);
   } else {
     std::string out;
     out += fmt::format("BASE {} ({} device(s), {} steps)\nNEW  {} ({} device(s), {} steps)\n", base_path,
                        d->base_devices, d->base_steps, new_path, d->new_devices, d->new_steps);
-    out += price ? fmt::format("price: ${:.4f}/GPU-hour (source: {}); figures per {}\n\n", *price,
+    out += price ? fmt::format("price: {}/GPU-hour (source: {}); figures per {}\n\n", format_micros(*price),
                                price_source, d->per)
                  : fmt::format("price: none (pass --price USD_PER_GPU_HOUR for costs); figures per {}\n\n",
                                d->per);

@@ -21,7 +21,7 @@ std::string ms(std::int64_t ns) {
   return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6);
 }
 std::string usd(const std::optional<double>& v) {
-  return v ? format_usd(*v) : "-";
+  return format_usd_or(v);
 }
 
 nlohmann::json usd_json(const std::optional<double>& v) {

@@ -26,9 +26,7 @@ std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
 }
 
 std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const TraceRenderOptions& o) {
-  std::optional<MicroUsd> price;
-  if (o.price_usd_per_gpu_hour) price = usd_to_micros(*o.price_usd_per_gpu_hour);
-  return findings::for_trace_device(d, price);
+  return findings::for_trace_device(d, o.price_micros_per_gpu_hour);
 }
 
 bool shown(const TraceRenderOptions& o, const char* what) {
@@ -45,7 +43,9 @@ std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<doubl
 std::string pct(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
 }
-std::string usd(const std::optional<double>& v) { return v ? format_usd(*v) : "-"; }
+std::string usd(const std::optional<double>& v) {
+  return format_usd_or(v);
+}
 
 nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOptions& o, bool kernels, bool steps) {
   auto arr = nlohmann::json::array();
@@ -137,8 +137,8 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
   j["span_count"] = h.span_count;
   j["step_count"] = h.step_ns.count;
   j["step_time_ns"] = stats_json(h.step_ns);
-  j["cost_per_step_usd"] = h.step_ns.count > 0 && o.price_usd_per_gpu_hour
-                               ? nlohmann::json(gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, h.step_ns.mean))
+  j["cost_per_step_usd"] = h.step_ns.count > 0 && o.price_micros_per_gpu_hour
+                               ? nlohmann::json(gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, h.step_ns.mean))
                                : nlohmann::json(nullptr);
   auto steps = nlohmann::json::array();
   for (const auto& b : h.steps)
@@ -161,9 +161,9 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
     out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})", h.step_ns.count,
                        h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
                        static_cast<double>(h.step_ns.p50) / 1e6, static_cast<double>(h.step_ns.max) / 1e6);
-    if (o.price_usd_per_gpu_hour)
+    if (o.price_micros_per_gpu_hour)
       out += fmt::format("; cost per step {}",
-                         format_usd(gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, h.step_ns.mean)));
+                         format_usd(gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, h.step_ns.mean)));
     out += "\n";
   } else {
     out += "steps: no ProfilerStep spans in this trace\n";
@@ -196,14 +196,15 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
 
 // Money is meter's: integer pico-dollars, converted to dollars only for display.
 std::optional<double> trace_cost_usd(std::int64_t ns, const TraceRenderOptions& o) {
-  if (!o.price_usd_per_gpu_hour) return std::nullopt;
-  return static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(*o.price_usd_per_gpu_hour), ns)) / 1e12;
+  if (!o.price_micros_per_gpu_hour) return std::nullopt;
+  return static_cast<double>(gpu_ns_cost_pico_usd(*o.price_micros_per_gpu_hour, ns)) / 1e12;
 }
 
 std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
   std::string out;
-  if (o.price_usd_per_gpu_hour)
-    out += fmt::format("price: ${:.4f}/GPU-hour (source: {})\n\n", *o.price_usd_per_gpu_hour, o.price_source);
+  if (o.price_micros_per_gpu_hour)
+    out += fmt::format("price: {}/GPU-hour (source: {})\n\n", format_micros(*o.price_micros_per_gpu_hour),
+                       o.price_source);
   else
     out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
   out += job_text(trace::analyze_jobs(files), o);
@@ -274,10 +275,10 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
                            d.step_ns.count, *m / 1e6, static_cast<double>(d.step_ns.min) / 1e6,
                            static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
                            d.step_ns.stdev / 1e6);
-        if (o.price_usd_per_gpu_hour) {
-          const double per_step = gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, *m);
+        if (o.price_micros_per_gpu_hour) {
+          const double per_step = gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, *m);
           const double idle_per_1k =
-              gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, static_cast<double>(d.idle_ns)) /
+              gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, static_cast<double>(d.idle_ns)) /
               static_cast<double>(d.step_ns.count) * 1000;
           out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step), format_usd(idle_per_1k));
           if (o.project_steps)
@@ -348,16 +349,19 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["cost_usd"] = json_or_null(cost_of(d.window_ns, o));
       j["busy_cost_usd"] = json_or_null(cost_of(d.busy_ns, o));
       j["idle_cost_usd"] = json_or_null(cost_of(d.idle_ns, o));
-      j["price_usd_per_gpu_hour"] = json_or_null(o.price_usd_per_gpu_hour);
-      j["price_source"] = o.price_usd_per_gpu_hour ? nlohmann::json(o.price_source) : nlohmann::json(nullptr);
+      j["price_usd_per_gpu_hour"] = o.price_micros_per_gpu_hour
+                                        ? nlohmann::json(micros_to_usd(*o.price_micros_per_gpu_hour))
+                                        : nlohmann::json(nullptr);
+      j["price_source"] =
+          o.price_micros_per_gpu_hour ? nlohmann::json(o.price_source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
       j["step_time_ns"] = stats_json(d.step_ns);
       const auto m = mean_step_ns(d);
       std::optional<double> per_step;
-      if (m && o.price_usd_per_gpu_hour) per_step = gpu_ns_cost_usd(*o.price_usd_per_gpu_hour, *m);
+      if (m && o.price_micros_per_gpu_hour) per_step = gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, *m);
       j["cost_per_step_usd"] = json_or_null(per_step);
       j["idle_cost_per_1k_steps_usd"] =
-          (m && o.price_usd_per_gpu_hour)
+          (m && o.price_micros_per_gpu_hour)
               ? nlohmann::json(*cost_of(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
               : nlohmann::json(nullptr);
       j["projected_steps"] = json_or_null(o.project_steps);

@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "trace/trace.h"
+#include "util/money.h"
 
 namespace gm::cli {
 
 /// How to price and present trace results.
 struct TraceRenderOptions {
-  std::optional<double> price_usd_per_gpu_hour;  ///< none: figures in time only
+  std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< none: figures in time only
   std::string price_source;                      ///< where the price came from ("--price", ...)
   std::optional<std::int64_t> project_steps;     ///< --steps N
   std::size_t top = 10;                          ///< rows per terminal breakdown

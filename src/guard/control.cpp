@@ -66,7 +66,10 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
       if (!b->is_number() || !std::isfinite(b->get<double>()) || b->get<double>() <= 0)
         return Result<SessionControl>(
             make_error(ErrorKind::usage, "\"control.budget_usd\" is not a positive number"));
-      out.budget_usd = b->get<double>();
+      out.budget_micros = usd_to_micros(b->get<double>());
+      if (*out.budget_micros <= 0)
+        return Result<SessionControl>(
+            make_error(ErrorKind::usage, "\"control.budget_usd\" is under one micro-dollar"));
     }
     if (auto w = control->find("warn_at"); w != control->end()) {
       if (!w->is_string())

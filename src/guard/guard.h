@@ -153,7 +153,7 @@ std::optional<ProgressUpdate> parse_output_line(std::string_view line);
 
 /// Guard configuration from the command line.
 struct GuardConfig {
-  std::optional<double> budget_usd;
+  std::optional<MicroUsd> budget_micros;
   std::vector<double> warn_at_pct{80.0};  ///< of the budget (actual spend)
   bool forecast_stop = false;
   std::optional<std::int64_t> max_idle_ms;  ///< every allocated GPU under kIdleUtilPct for this long
@@ -202,9 +202,9 @@ struct GuardEvent {
   std::int64_t run_id = 0;
   std::string kind;  ///< as GuardDecision::kind, or "sigterm" / "sigkill"
   std::string message;
-  double cost_usd = 0;
-  std::optional<double> budget_usd;
-  std::optional<double> forecast_usd;
+  MicroUsd cost_micros = 0;
+  std::optional<MicroUsd> budget_micros;
+  std::optional<double> forecast_usd;  ///< a forecast: a double
   std::string command;
   std::string host;
 };

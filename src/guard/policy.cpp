@@ -5,53 +5,54 @@
 #include <cmath>
 
 #include "guard/guard.h"
+#include "meter/meter.h"
 #include "util/units.h"
 
 namespace gm {
 
 std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   std::vector<GuardDecision> out;
-  if (!config_.budget_usd && !config_.max_idle_ms) return out;
-  const double spent = micros_to_usd(in.spent_micros);
-  if (config_.budget_usd) {
-    const double budget = *config_.budget_usd;
+  if (!config_.budget_micros && !config_.max_idle_ms) return out;
+  const std::string spent = format_micros(in.spent_micros);
+  if (config_.budget_micros) {
+    const MicroUsd budget = *config_.budget_micros;
     warned_.resize(config_.warn_at_pct.size(), false);
     for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
       const double pct = config_.warn_at_pct[i];
       if (warned_[i] || pct >= 100.0) continue;
-      if (in.spent_micros >= usd_to_micros(budget * pct / 100.0)) {
+      if (in.spent_micros >= scale_micros(budget, pct / 100.0)) {
         warned_[i] = true;
-        out.push_back({"warn", "",
-                       fmt::format("spent {} of the {} budget ({:g}% threshold)", format_usd(spent),
-                                   format_usd(budget), pct)});
+        out.push_back(
+            {"warn", "",
+             fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, format_micros(budget), pct)});
       }
     }
   }
   if (stopped_) return out;
-  if (config_.budget_usd && in.spent_micros >= usd_to_micros(*config_.budget_usd)) {
+  if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
-    out.push_back({"stop_budget", "budget",
-                   fmt::format("spent {} — the {} budget is reached", format_usd(spent),
-                               format_usd(*config_.budget_usd))});
+    out.push_back(
+        {"stop_budget", "budget",
+         fmt::format("spent {} — the {} budget is reached", spent, format_micros(*config_.budget_micros))});
     return out;
   }
-  if (config_.forecast_stop && config_.budget_usd && in.forecast &&
+  if (config_.forecast_stop && config_.budget_micros && in.forecast &&
       in.elapsed_ms >= config_.forecast_min_elapsed_ms &&
-      in.forecast_intervals >= config_.forecast_min_intervals && in.forecast->low_usd > *config_.budget_usd) {
+      in.forecast_intervals >= config_.forecast_min_intervals &&
+      forecast_over_budget_micros(in.forecast->low_usd, *config_.budget_micros) > 0) {
     stopped_ = true;
     out.push_back({"stop_forecast", "forecast",
                    fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
                                format_usd(in.forecast->total_usd), format_usd(in.forecast->low_usd),
-                               format_usd(*config_.budget_usd), in.forecast->step, in.forecast->total_steps,
-                               format_usd(spent))});
+                               format_micros(*config_.budget_micros), in.forecast->step,
+                               in.forecast->total_steps, spent)});
     return out;
   }
   if (config_.max_idle_ms && in.idle_for_ms && *in.idle_for_ms >= *config_.max_idle_ms) {
     stopped_ = true;
-    out.push_back(
-        {"stop_idle", "idle",
-         fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", kIdleUtilPct,
-                     format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), format_usd(spent))});
+    out.push_back({"stop_idle", "idle",
+                   fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", kIdleUtilPct,
+                               format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
   }
   return out;
 }

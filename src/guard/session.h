@@ -117,7 +117,7 @@ struct CellEvent {
 /// A control datagram of an attached session.
 struct SessionControl {
   std::optional<CellEvent> cell;
-  std::optional<double> budget_usd;                ///< a new budget (a stop latched earlier is released)
+  std::optional<MicroUsd> budget_micros;           ///< a new budget (a stop latched earlier is released)
   std::optional<std::vector<double>> warn_at_pct;  ///< new warning percentages
 };
 
@@ -131,18 +131,18 @@ struct StatusSnapshot {
   bool simulated = false;
   bool telemetry = true;
   double elapsed_s = 0;
-  std::optional<double> spent_usd;  ///< nullopt without a price
-  std::optional<double> burn_usd_per_h;
+  std::optional<MicroUsd> spent_micros;  ///< nullopt without a price
+  std::optional<double> burn_usd_per_h;  ///< a rate for display
   std::optional<std::int64_t> step;
   std::optional<std::int64_t> total_steps;
   /// Why the progress is ambiguous ("total unknown", "progress nesting revised: forecast restarts").
   std::optional<std::string> progress_note;
   std::optional<Forecast> forecast;
-  std::optional<double> budget_left_usd;
+  std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
   bool stopping = false;
   std::int64_t run_id = 0;            ///< 0 when not recorded
-  std::optional<double> budget_usd;   ///< the budget now (attach: it can be changed while running)
+  std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
   std::optional<double> idle_held_s;  ///< `idle_gpus_held`: how long the GPUs have idled with memory held
   std::optional<double> idle_held_usd_per_h;  ///< what they cost meanwhile
   std::optional<double> idle_cost_usd;        ///< Σ interval cost × (1 − utilization) on used GPUs so far

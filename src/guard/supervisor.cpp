@@ -236,8 +236,8 @@ struct Supervisor::Impl {
     e.run_id = run.id;
     e.kind = kind;
     e.message = message;
-    e.cost_usd = micros_to_usd(spent_micros);
-    e.budget_usd = guard.config().budget_usd;
+    e.cost_micros = spent_micros;
+    e.budget_micros = guard.config().budget_micros;
     if (forecast) e.forecast_usd = forecast->total_usd;
     e.command = run.command;
     e.host = run.host;
@@ -464,16 +464,16 @@ struct Supervisor::Impl {
 
   void control(const SessionControl& c, std::int64_t now_ns) {
     if (c.cell) cell_event(*c.cell, now_ns);
-    if (c.budget_usd || c.warn_at_pct) {
+    if (c.budget_micros || c.warn_at_pct) {
       GuardConfig g = guard.config();
-      if (c.budget_usd) g.budget_usd = *c.budget_usd;
+      if (c.budget_micros) g.budget_micros = *c.budget_micros;
       if (c.warn_at_pct) g.warn_at_pct = *c.warn_at_pct;
       guard = BudgetGuard(g);  // a latched stop is released: the new budget is evaluated afresh
       if (stopping && !cfg.kill_after_grace) stopping = false;
       killed = !cfg.kill_after_grace;
-      run.budget_usd = g.budget_usd;
+      run.budget_micros = g.budget_micros;
       record_action("budget",
-                    g.budget_usd ? fmt::format("budget set to {}", format_usd(*g.budget_usd))
+                    g.budget_micros ? fmt::format("budget set to {}", format_micros(*g.budget_micros))
                                  : std::string("warning percentages changed"),
                     now_ns, spent(now_ns, true));
     }
@@ -533,12 +533,13 @@ struct Supervisor::Impl {
     s.telemetry = cfg.telemetry;
     s.elapsed_s = static_cast<double>(now_ns - start_ns) / 1e9;
     if (cfg.price) {
-      s.spent_usd = micros_to_usd(spent(now_ns, true));
+      s.spent_micros = spent(now_ns, true);
       s.burn_usd_per_h = burn_usd_per_s() * 3600.0;
-      if (guard.config().budget_usd) s.budget_left_usd = *guard.config().budget_usd - *s.spent_usd;
+      if (guard.config().budget_micros)
+        s.budget_left_micros = budget_left_micros(*guard.config().budget_micros, *s.spent_micros);
     }
     s.run_id = run.id;
-    s.budget_usd = guard.config().budget_usd;
+    s.budget_micros = guard.config().budget_micros;
     if (cfg.price && cfg.telemetry) s.idle_cost_usd = micros_to_usd(run.idle_cost_micros);
     if (idle_held_ms) {
       s.idle_held_s = static_cast<double>(*idle_held_ms) / 1000.0;
@@ -556,9 +557,9 @@ struct Supervisor::Impl {
       const ServingPoint& a = serving_window.front();
       const ServingPoint& b = serving_window.back();
       const double generated = b.generated - a.generated, requests = b.requests - a.requests;
-      const double usd = micros_to_usd(b.spent - a.spent);
-      if (cfg.price && generated > 0) s.usd_per_1m_generated_tokens = usd / generated * 1e6;
-      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd / requests * 1e3;
+      if (cfg.price && generated > 0)
+        s.usd_per_1m_generated_tokens = usd_per_units(b.spent - a.spent, generated, 1e6);
+      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd_per_units(b.spent - a.spent, requests, 1e3);
       if (b.t_ns > a.t_ns)
         s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);
     }
@@ -586,7 +587,7 @@ std::int64_t Supervisor::begin() {
   } else {
     m.run.price_source = "none";
   }
-  m.run.budget_usd = m.cfg.guard.budget_usd;
+  m.run.budget_micros = m.cfg.guard.budget_micros;
   const std::int64_t ago_ms = std::max<std::int64_t>(0, m.cfg.started_ago_ms);
   m.run.start_unix_ms = m.clock.unix_ms() - ago_ms;
   m.run.energy_method = "none";

@@ -134,10 +134,51 @@ std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64
   return static_cast<std::int64_t>(q > max ? max : (q < -max ? -max : q));
 }
 
-double gpu_ns_cost_usd(double usd_per_hour, double ns) {
+double gpu_ns_cost_usd(MicroUsd price_micros_per_gpu_hour, double ns) {
   const auto pico =
-      gpu_ns_cost_pico_usd(usd_to_micros(usd_per_hour), static_cast<std::int64_t>(std::llround(ns)));
+      gpu_ns_cost_pico_usd(price_micros_per_gpu_hour, static_cast<std::int64_t>(std::llround(ns)));
   return static_cast<double>(pico) / 1e12;
+}
+
+MicroUsd scale_micros(MicroUsd amount, double fraction) {
+  return static_cast<MicroUsd>(std::llround(static_cast<double>(amount) * fraction));
+}
+
+MicroUsd micros_per_hour(MicroUsd cost, std::int64_t interval_ns) {
+  if (interval_ns <= 0) return 0;
+  const Int128 p = static_cast<Int128>(cost) * 3'600'000'000'000LL;
+  return static_cast<MicroUsd>((p + interval_ns / 2) / interval_ns);
+}
+
+MicroUsd budget_left_micros(MicroUsd budget, MicroUsd spent) {
+  return budget - spent;
+}
+
+MicroUsd forecast_over_budget_micros(double forecast_usd, MicroUsd budget) {
+  return usd_to_micros(forecast_usd) - budget;
+}
+
+std::optional<double> usd_per_units(MicroUsd cost, std::optional<double> units, double per) {
+  if (!units || !(*units > 0)) return std::nullopt;
+  return micros_to_usd(cost) * per / *units;
+}
+
+namespace {
+constexpr std::int64_t kSecondsPerMonth = 730 * 3600;
+}
+
+std::optional<std::int64_t> nano_usd_per_month(MicroUsd cost, std::int64_t over_ms) {
+  if (over_ms <= 0) return std::nullopt;
+  return static_cast<std::int64_t>(static_cast<Int128>(cost) * 1000 * kSecondsPerMonth * 1000 / over_ms);
+}
+
+std::int64_t nano_usd_per_month_at(MicroUsd micros_per_hour) {
+  return micros_per_hour * 1000 * 730;
+}
+
+std::optional<std::int64_t> nano_usd_per_1k(MicroUsd cost, std::int64_t count) {
+  if (count <= 0) return std::nullopt;
+  return cost * 1000 * 1000 / count;
 }
 
 }  // namespace gm

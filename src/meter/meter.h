@@ -138,8 +138,32 @@ class PricingContext {
 std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
 
 /// Dollars of `ns` GPU-nanoseconds (a mean or a per-step average, rounded to the nanosecond) at
-/// `usd_per_hour`: gpu_ns_cost_pico_usd on the price rounded to the micro-dollar, for display.
-double gpu_ns_cost_usd(double usd_per_hour, double ns);
+/// `price_micros_per_gpu_hour`: gpu_ns_cost_pico_usd as a double, for display.
+double gpu_ns_cost_usd(MicroUsd price_micros_per_gpu_hour, double ns);
+
+// ---- money arithmetic (the only place dollar amounts are combined) ---------------------------
+
+/// `amount` × `fraction`, rounded to the nearest micro-dollar: a warning threshold, a share, a saving.
+MicroUsd scale_micros(MicroUsd amount, double fraction);
+/// The hourly rate of `cost` spent over `interval_ns`, rounded to the micro-dollar (0 for no interval).
+MicroUsd micros_per_hour(MicroUsd cost, std::int64_t interval_ns);
+/// What is left of `budget` after `spent` (negative once overspent).
+MicroUsd budget_left_micros(MicroUsd budget, MicroUsd spent);
+/// How far a forecast total in dollars goes over `budget`, in micro-dollars (<= 0: within the budget).
+MicroUsd forecast_over_budget_micros(double forecast_usd, MicroUsd budget);
+/// Dollars per `per` units of `cost` spread over `units` (a display KPI: $ per step, per 1M tokens); nullopt
+/// without units or with none counted.
+std::optional<double> usd_per_units(MicroUsd cost, std::optional<double> units, double per);
+/// Micro-dollars as nano-dollars (the findings' unit).
+inline std::int64_t micros_to_nanos(MicroUsd micros) {
+  return micros * 1000;
+}
+/// Nano-dollars of a month (730 h) spending `cost` per `over_ms`; nullopt when over_ms <= 0.
+std::optional<std::int64_t> nano_usd_per_month(MicroUsd cost, std::int64_t over_ms);
+/// Nano-dollars of a month (730 h) at `micros_per_hour`.
+std::int64_t nano_usd_per_month_at(MicroUsd micros_per_hour);
+/// Nano-dollars per 1000 units of `cost` spread over `count` units; nullopt when count <= 0.
+std::optional<std::int64_t> nano_usd_per_1k(MicroUsd cost, std::int64_t count);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);

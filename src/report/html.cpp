@@ -28,7 +28,7 @@ json series(const std::string& label, const std::vector<std::optional<double>>& 
 }
 
 std::string usd(MicroUsd m) {
-  return format_usd(micros_to_usd(m));
+  return format_micros(m);
 }
 
 /// GPU-hours with three significant digits under 10 (a few minutes of GPU time is not "0.00").
@@ -139,7 +139,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, r.energy_method)});
   summary.push_back(
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
-  if (r.budget_usd) summary.push_back({"budget", format_usd(*r.budget_usd)});
+  if (r.budget_micros) summary.push_back({"budget", format_micros(*r.budget_micros)});
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
   if (in.kpis) {
     const auto& k = *in.kpis;
@@ -301,8 +301,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                                   format_usd(*r.forecast_cost_usd)));
     }
     json cs = json::array({series("cost_usd", cum)});
-    if (r.budget_usd) {
-      budget.assign(cx.size(), *r.budget_usd);
+    if (r.budget_micros) {
+      budget.assign(cx.size(), micros_to_usd(*r.budget_micros));
       cs.push_back(series("budget_usd", budget, true));
     }
     // The band first (its fill is drawn with its upper series), then the forecast over it.
@@ -379,8 +379,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (!p->step) continue;
       if (prev && *p->step > *prev->step) {
         sx.push_back(static_cast<double>(*p->step));
-        per_step.push_back(micros_to_usd(p->cost_micros - prev->cost_micros) /
-                           static_cast<double>(*p->step - *prev->step));
+        per_step.push_back(usd_per_units(p->cost_micros - prev->cost_micros,
+                                         static_cast<double>(*p->step - *prev->step), 1.0));
       }
       prev = p;
     }

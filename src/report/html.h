@@ -37,7 +37,7 @@ Result<std::string> render_multi_html(const MultiReport& report);
 
 /// How the trace page prices its figures.
 struct TraceHtmlOptions {
-  std::optional<double> price_usd_per_gpu_hour;  ///< nullopt: figures in time only
+  std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
   std::string price_source;                      ///< where the price came from ("--price", ...)
 };
 
@@ -52,7 +52,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
 struct TraceDiffHtmlInput {
   trace::TraceDiff diff;
   std::string base_path, new_path;
-  std::optional<double> price_usd_per_gpu_hour;  ///< nullopt: figures in time only
+  std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
   std::string price_source;
   double max_increase = 0.05;  ///< the gate's threshold (fraction)
   double min_share = 0.01;     ///< items under this share of busy time are not gated

@@ -17,12 +17,8 @@ std::string change_text(const trace::DiffRow& r) {
   return fmt::format("{:+.1f}%", 100 * *r.change);
 }
 
-std::string signed_usd(double usd) {
-  return usd < 0 ? "-" + format_usd(-usd) : "+" + format_usd(usd);
-}
-
 json rows_table(const std::string& title, const std::vector<trace::DiffRow>& rows, const char* per,
-                const std::optional<double>& price, std::size_t limit) {
+                const std::optional<MicroUsd>& price, std::size_t limit) {
   json out = json::array();
   std::vector<std::string> full_names;
   for (const auto& r : rows) full_names.push_back(r.name);
@@ -33,7 +29,7 @@ json rows_table(const std::string& title, const std::vector<trace::DiffRow>& row
     if (n++ >= limit && !r.failed) continue;
     json row = {r.kind == "summary" ? r.name : display[n - 1], fmt::format("{:.3f}", r.base_ns / 1e6),
                 fmt::format("{:.3f}", r.new_ns / 1e6), change_text(r)};
-    row.push_back(price ? signed_usd(gpu_ns_cost_usd(*price, r.new_ns - r.base_ns)) : std::string("-"));
+    row.push_back(price ? format_usd(gpu_ns_cost_usd(*price, r.new_ns - r.base_ns), true) : std::string("-"));
     row.push_back(fmt::format("{:.1f}%", 100 * r.new_share));
     row.push_back(r.failed ? "FAIL" : (r.gated ? "gated" : ""));
     out.push_back(std::move(row));
@@ -62,17 +58,17 @@ Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& in) {
   summary.push_back({"verdict", d.pass ? "PASS" : "FAIL"});
   summary.push_back({"gate", fmt::format("+{:.1f}% per {}; items over {:.1f}% of busy time",
                                          100 * in.max_increase, per, 100 * in.min_share)});
-  summary.push_back(
-      {"price", in.price_usd_per_gpu_hour
-                    ? fmt::format("{}/GPU-hour ({})", format_usd(*in.price_usd_per_gpu_hour), in.price_source)
-                    : std::string("none: figures in time only (pass --price)")});
+  summary.push_back({"price", in.price_micros_per_gpu_hour
+                                  ? fmt::format("{}/GPU-hour ({})",
+                                                format_micros(*in.price_micros_per_gpu_hour), in.price_source)
+                                  : std::string("none: figures in time only (pass --price)")});
   for (const auto& r : d.summary) {
     if (r.name != "window" && r.name != "idle") continue;
     std::string value =
         fmt::format("{:.3f} → {:.3f} ms/{} ({})", r.base_ns / 1e6, r.new_ns / 1e6, per, change_text(r));
-    if (in.price_usd_per_gpu_hour)
-      value += fmt::format(", {} → {}", format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, r.base_ns)),
-                           format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, r.new_ns)));
+    if (in.price_micros_per_gpu_hour)
+      value += fmt::format(", {} → {}", format_usd(gpu_ns_cost_usd(*in.price_micros_per_gpu_hour, r.base_ns)),
+                           format_usd(gpu_ns_cost_usd(*in.price_micros_per_gpu_hour, r.new_ns)));
     summary.push_back(
         {r.name == "window" ? "time (and cost) per " + std::string(per) : "idle per " + std::string(per),
          value});
@@ -85,8 +81,8 @@ Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& in) {
     for (const auto& r : d.summary) {
       if (r.name != "window") continue;
       auto side = [&](double ns) {
-        return in.price_usd_per_gpu_hour ? format_usd(gpu_ns_cost_usd(*in.price_usd_per_gpu_hour, ns))
-                                         : fmt::format("{:.3f} ms", ns / 1e6);
+        return in.price_micros_per_gpu_hour ? format_usd(gpu_ns_cost_usd(*in.price_micros_per_gpu_hour, ns))
+                                            : fmt::format("{:.3f} ms", ns / 1e6);
       };
       cards.push_back({{"label", "BASE per " + std::string(per)}, {"value", side(r.base_ns)}});
       cards.push_back({{"label", "NEW per " + std::string(per)}, {"value", side(r.new_ns)}});
@@ -121,11 +117,11 @@ Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& in) {
                    html::bar_chart("classes-new", "NEW: time per " + std::string(per) + " by class", y,
                                    classes, new_ms, "new")});
   json tables = json::array();
-  tables.push_back(rows_table("class of time", d.summary, per, in.price_usd_per_gpu_hour, 20));
-  tables.push_back(rows_table("kernel", d.kernels, per, in.price_usd_per_gpu_hour, 25));
-  tables.push_back(rows_table("operator", d.operators, per, in.price_usd_per_gpu_hour, 25));
+  tables.push_back(rows_table("class of time", d.summary, per, in.price_micros_per_gpu_hour, 20));
+  tables.push_back(rows_table("kernel", d.kernels, per, in.price_micros_per_gpu_hour, 25));
+  tables.push_back(rows_table("operator", d.operators, per, in.price_micros_per_gpu_hour, 25));
   if (!d.annotations.empty())
-    tables.push_back(rows_table("annotation", d.annotations, per, in.price_usd_per_gpu_hour, 25));
+    tables.push_back(rows_table("annotation", d.annotations, per, in.price_micros_per_gpu_hour, 25));
   spec["tables"] = tables;
   return html::page(spec);
 }

@@ -48,15 +48,12 @@ std::string common_folder(const std::vector<FileAnalysis>& files) {
 }
 
 struct Pricing {
-  std::optional<double> usd_per_hour;
+  std::optional<MicroUsd> micros_per_hour;
   std::optional<double> cost(std::int64_t ns) const {
-    if (!usd_per_hour) return std::nullopt;
-    return gpu_ns_cost_usd(*usd_per_hour, static_cast<double>(ns));
+    if (!micros_per_hour) return std::nullopt;
+    return gpu_ns_cost_usd(*micros_per_hour, static_cast<double>(ns));
   }
-  std::string money(std::int64_t ns) const {
-    auto c = cost(ns);
-    return c ? format_usd(*c) : std::string("-");
-  }
+  std::string money(std::int64_t ns) const { return format_usd_or(cost(ns)); }
 };
 
 /// A table of the largest buckets: name, class (kernels), count, attributed time, share, cost.
@@ -89,7 +86,7 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
     std::vector<std::string> text;
     for (auto v : ns) {
       values.push_back(static_cast<double>(v) / 1e6);
-      text.push_back(p.usd_per_hour ? fmt::format("{} · {}", ms(v), p.money(v)) : ms(v));
+      text.push_back(p.micros_per_hour ? fmt::format("{} · {}", ms(v), p.money(v)) : ms(v));
     }
     charts.push_back(
         html::hbar_chart("split-" + id, "Where the window went: " + who, classes, values, "ms", text));
@@ -126,13 +123,13 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
     for (std::size_t i = 0; i < buckets.size() && i < kTopItems; ++i) {
       full.push_back(buckets[i].name);
       vals.push_back(static_cast<double>(buckets[i].attributed_ns) / 1e6);
-      texts.push_back(p.usd_per_hour ? p.money(buckets[i].attributed_ns) : ms(buckets[i].attributed_ns));
+      texts.push_back(p.micros_per_hour ? p.money(buckets[i].attributed_ns) : ms(buckets[i].attributed_ns));
     }
     // Short names that tell the rows apart (two instantiations of one template keep the argument that
     // differs), as in the terminal; the whole name on hover.
     const std::string what = kernels ? "kernels" : "operators";
     charts.push_back(html::hbar_chart(what + "-" + id,
-                                      "Top " + what + (p.usd_per_hour ? " by cost: " : " by time: ") + who,
+                                      "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who,
                                       trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
     tables.push_back(
         bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, kernels, d.busy_ns, p));
@@ -160,7 +157,7 @@ void job_view(const trace::JobAnalysis& job, std::size_t index, const Pricing& p
     if (meta) {
       cats.push_back("rank " + std::to_string(r.rank));
       caused.push_back(static_cast<double>(r.wait_caused_ns) / 1e6);
-      caused_text.push_back(p.usd_per_hour
+      caused_text.push_back(p.micros_per_hour
                                 ? fmt::format("{} · {}", ms(r.wait_caused_ns), p.money(r.wait_caused_ns))
                                 : ms(r.wait_caused_ns));
     }
@@ -176,8 +173,8 @@ void job_view(const trace::JobAnalysis& job, std::size_t index, const Pricing& p
     for (const auto& s : job.steps) {
       names.push_back(s.step + (s.last_rank ? fmt::format(" (last: rank {})", *s.last_rank) : ""));
       wait.push_back(static_cast<double>(s.wait_ns) / 1e6);
-      text.push_back(p.usd_per_hour ? fmt::format("{} · {}", ms(s.wait_ns), p.money(s.wait_ns))
-                                    : ms(s.wait_ns));
+      text.push_back(p.micros_per_hour ? fmt::format("{} · {}", ms(s.wait_ns), p.money(s.wait_ns))
+                                       : ms(s.wait_ns));
     }
     charts.push_back(html::hbar_chart("job-" + id + "-steps",
                                       "Straggler wait per step, every rank: " + job.group, names, wait, "ms",
@@ -238,12 +235,12 @@ json grouped_finding_cards(
 
 Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& files,
                                       const TraceHtmlOptions& options) {
-  const Pricing p{options.price_usd_per_gpu_hour};
+  const Pricing p{options.price_micros_per_gpu_hour};
   json spec;
   spec["title"] = "gpumeter trace";
-  spec["subtitle"] = !p.usd_per_hour ? std::string("figures in time only (no price)")
+  spec["subtitle"] = !p.micros_per_hour ? std::string("figures in time only (no price)")
                      : options.price_source.empty()
-                         ? fmt::format("priced at {}/GPU-h", format_usd(*p.usd_per_hour))
+                         ? fmt::format("priced at {}/GPU-h", format_micros(*p.micros_per_hour))
                          : "priced: " + options.price_source;
   json notes = json::array(), charts = json::array(), summary = json::array(), tables = json::array();
   for (const auto& f : files)
@@ -262,8 +259,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
   std::vector<std::pair<std::string, std::vector<findings::Finding>>> device_findings;
   std::int64_t window_ns = 0, idle_ns = 0, busy_ns = 0;
   std::size_t devices = 0, index = 0;
-  std::optional<MicroUsd> price_micros;
-  if (p.usd_per_hour) price_micros = usd_to_micros(*p.usd_per_hour);
+  const std::optional<MicroUsd> price_micros = p.micros_per_hour;
   for (const auto& f : files) {
     std::string file = f.file;
     if (common.size() < file.size()) file.erase(0, common.size());
@@ -272,7 +268,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
                                      : fmt::format("{} · device {}", file, d.device);
       std::string line =
           fmt::format("window {}, busy {}, idle {}", ms(d.window_ns), ms(d.busy_ns), ms(d.idle_ns));
-      if (p.usd_per_hour)
+      if (p.micros_per_hour)
         line += fmt::format(", cost {} (idle {})", p.money(d.window_ns), p.money(d.idle_ns));
       if (d.step_ns.count > 0)
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
@@ -293,7 +289,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
 
   json cards = json::array(
       {{{"label", devices == 1 ? "GPU device" : "GPU devices"}, {"value", std::to_string(devices)}},
-       {{"label", "cost of the windows"}, {"value", p.usd_per_hour ? p.money(window_ns) : "no price"}},
+       {{"label", "cost of the windows"}, {"value", p.micros_per_hour ? p.money(window_ns) : "no price"}},
        {{"label", "busy GPU time"}, {"value", ms(busy_ns)}},
        {{"label", "idle"},
         {"value", window_ns > 0 ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(idle_ns) /
@@ -305,7 +301,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
         {"tone", finding_cards.empty() ? "good" : "bad"}}});
   if (straggler_ns)
     cards.push_back({{"label", "straggler cost"},
-                     {"value", p.usd_per_hour ? p.money(*straggler_ns) : ms(*straggler_ns)}});
+                     {"value", p.micros_per_hour ? p.money(*straggler_ns) : ms(*straggler_ns)}});
   spec["cards"] = cards;
   spec["findings"] = finding_cards;
   spec["summary"] = summary;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "meter/meter.h"
 #include "util/units.h"
 
 namespace gm {
@@ -60,11 +61,6 @@ std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progr
     if (met) return TargetHit{p->t_ms, p->step, it->second, p->cost_micros};
   }
   return std::nullopt;
-}
-
-std::optional<double> usd_per_units(MicroUsd cost_micros, std::optional<std::int64_t> count, double per) {
-  if (!count || *count <= 0) return std::nullopt;
-  return micros_to_usd(cost_micros) * per / static_cast<double>(*count);
 }
 
 namespace {

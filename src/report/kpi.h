@@ -35,9 +35,6 @@ struct TargetHit {
 /// The first progress point (in time order) whose metric meets the target; nullopt if none does.
 std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress, const MetricTarget& target);
 
-/// $ per `per` units of `count` (e.g. per 1000 samples); nullopt when count is missing or not positive.
-std::optional<double> usd_per_units(MicroUsd cost_micros, std::optional<std::int64_t> count, double per);
-
 /// Largest value of a cumulative counter over the progress points (samples or tokens); nullopt if never sent.
 std::optional<std::int64_t> progress_max_samples(const std::vector<ProgressRecord>& progress);
 std::optional<std::int64_t> progress_max_tokens(const std::vector<ProgressRecord>& progress);

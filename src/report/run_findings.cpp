@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "meter/meter.h"
 #include "report/multi.h"
 #include "report/run_report.h"
 #include "util/units.h"
@@ -13,8 +14,6 @@ namespace {
 
 using findings::Finding;
 using findings::Severity;
-
-constexpr std::int64_t kSecondsPerMonth = 730 * 3600;
 
 Severity severity_of(std::int64_t part_micros, std::int64_t whole_micros) {
   if (whole_micros <= 0) return Severity::info;
@@ -27,14 +26,12 @@ Severity severity_of(std::int64_t part_micros, std::int64_t whole_micros) {
 
 /// Dollars of a finding from the part of the run's cost it concerns.
 void price(Finding& f, MicroUsd part, const RunReport& r) {
-  f.cost_nano_usd = part * 1000;
-  if (r.steps && *r.steps > 0) f.nano_usd_per_1k_steps = part * 1000 * 1000 / *r.steps;
+  f.cost_nano_usd = micros_to_nanos(part);
+  if (r.steps) f.nano_usd_per_1k_steps = nano_usd_per_1k(part, *r.steps);
   // The rate is that of the billed time (billing rounds wall time up), so a month costs what it would be
   // billed.
   const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
-  if (billed_ms > 0)
-    f.nano_usd_per_month =
-        static_cast<std::int64_t>(static_cast<Int128>(part) * 1000 * kSecondsPerMonth * 1000 / billed_ms);
+  f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
 }
 
 }  // namespace
@@ -121,7 +118,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
 
   if (r.rightsizing && r.rightsizing->price_ratio > 0 && r.rightsizing->price_ratio < 1) {
     const auto& h = *r.rightsizing;
-    const auto saved = static_cast<MicroUsd>(static_cast<double>(run.cost_micros) * (1.0 - h.price_ratio));
+    const MicroUsd saved = scale_micros(run.cost_micros, 1.0 - h.price_ratio);
     Finding f;
     f.kind = "rightsizing";
     f.severity = severity_of(saved, run.cost_micros);
@@ -167,17 +164,19 @@ std::vector<Finding> run_findings(const RunReport& r) {
     out.push_back(std::move(f));
   }
 
-  if (run.budget_usd && run.forecast_cost_usd && *run.forecast_cost_usd > *run.budget_usd) {
-    const MicroUsd over = usd_to_micros(*run.forecast_cost_usd - *run.budget_usd);
+  const MicroUsd over = run.budget_micros && run.forecast_cost_usd
+                            ? forecast_over_budget_micros(*run.forecast_cost_usd, *run.budget_micros)
+                            : 0;
+  if (over > 0) {
     Finding f;
     f.kind = "forecast_over_budget";
     f.severity = Severity::high;
     f.summary = fmt::format("the forecast total {} is over the {} budget", format_usd(*run.forecast_cost_usd),
-                            format_usd(*run.budget_usd));
+                            format_micros(*run.budget_micros));
     f.action = "stop early (--forecast-stop), checkpoint and resume on a cheaper offer, or raise the budget";
     f.evidence.push_back({"forecast_cost_usd", *run.forecast_cost_usd});
-    f.evidence.push_back({"budget_usd", *run.budget_usd});
-    f.cost_nano_usd = over * 1000;
+    f.evidence.push_back({"budget_usd", micros_to_usd(*run.budget_micros)});
+    f.cost_nano_usd = micros_to_nanos(over);
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
@@ -197,23 +196,21 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   f.severity = severity_of(waste, t.cost_micros);
   f.at_stake_ns = static_cast<std::int64_t>(t.gpu_hours * 3600e9 * static_cast<double>(waste) /
                                             static_cast<double>(t.cost_micros));
-  f.summary =
-      fmt::format("idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-                  format_usd(micros_to_usd(waste)),
-                  100.0 * static_cast<double>(waste) / static_cast<double>(t.cost_micros),
-                  format_usd(micros_to_usd(t.cost_micros)), t.runs);
+  f.summary = fmt::format(
+      "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
+      format_micros(waste), 100.0 * static_cast<double>(waste) / static_cast<double>(t.cost_micros),
+      format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)
     if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;
   f.action =
       worst != nullptr
           ? fmt::format("start with run {} ({}, {} wasted): `gpumeter report {}` shows why and what to do",
-                        worst->id, worst->command, format_usd(micros_to_usd(worst->waste_micros)), worst->id)
+                        worst->id, worst->command, format_micros(worst->waste_micros), worst->id)
           : std::string("`gpumeter report RUN` on the costliest runs shows why and what to do");
-  f.cost_nano_usd = waste * 1000;
-  if (rep.since_unix_ms && rep.until_unix_ms && *rep.until_unix_ms > *rep.since_unix_ms)
-    f.nano_usd_per_month = static_cast<std::int64_t>(static_cast<Int128>(waste) * 1000 * kSecondsPerMonth *
-                                                     1000 / (*rep.until_unix_ms - *rep.since_unix_ms));
+  f.cost_nano_usd = micros_to_nanos(waste);
+  if (rep.since_unix_ms && rep.until_unix_ms)
+    f.nano_usd_per_month = nano_usd_per_month(waste, *rep.until_unix_ms - *rep.since_unix_ms);
   f.evidence.push_back({"idle_cost_usd", micros_to_usd(t.idle_cost_micros)});
   f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(t.unused_gpu_cost_micros)});
   f.evidence.push_back({"cost_usd", micros_to_usd(t.cost_micros)});

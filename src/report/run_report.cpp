@@ -186,7 +186,8 @@ std::string render_run_report_json(const RunReport& r) {
   j["samples"] = json_or_null(r.samples);
   j["tokens"] = json_or_null(r.tokens);
   j["forecast_cost_usd"] = json_or_null(run.forecast_cost_usd);
-  j["budget_usd"] = json_or_null(run.budget_usd);
+  j["budget_usd"] =
+      run.budget_micros ? nlohmann::json(micros_to_usd(*run.budget_micros)) : nlohmann::json(nullptr);
   j["effective_utilization"] = json_or_null(r.effective_utilization);
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
@@ -319,7 +320,7 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   o += fmt::format(
       "  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),
       format_usd(micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
-  if (run.budget_usd) o += fmt::format("  budget          {}\n", format_usd(*run.budget_usd));
+  if (run.budget_micros) o += fmt::format("  budget          {}\n", format_micros(*run.budget_micros));
   o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
                    run.gpus_used.size());
   o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));

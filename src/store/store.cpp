@@ -22,7 +22,8 @@
 namespace gm {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 1: the first schema. 2: runs.budget_usd REAL became runs.budget_micros INTEGER (money in micro-dollars).
+constexpr int kSchemaVersion = 2;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -33,7 +34,7 @@ CREATE TABLE IF NOT EXISTS runs (
   stopped_by TEXT, price_micros_per_gpu_hour INTEGER NOT NULL, price_source TEXT NOT NULL,
   provider TEXT NOT NULL, region TEXT NOT NULL, billing_granularity_s INTEGER NOT NULL,
   billing_minimum_s INTEGER NOT NULL, gpus_allocated_json TEXT NOT NULL, gpus_used_json TEXT NOT NULL,
-  gpu_model TEXT NOT NULL, budget_usd REAL, total_steps INTEGER, wall_ms INTEGER NOT NULL,
+  gpu_model TEXT NOT NULL, budget_micros INTEGER, total_steps INTEGER, wall_ms INTEGER NOT NULL,
   billed_s INTEGER NOT NULL, cost_micros INTEGER NOT NULL, idle_cost_micros INTEGER NOT NULL,
   unused_gpu_cost_micros INTEGER NOT NULL, energy_j REAL NOT NULL, energy_method TEXT NOT NULL,
   co2_kg REAL, carbon_source TEXT NOT NULL, forecast_cost_usd REAL, meter_pid INTEGER NOT NULL,
@@ -138,8 +139,10 @@ T parse_json_or(const std::string& text, T fallback) {
 const char* kRunColumns =
     "id, command, user, host, labels_json, start_unix_ms, end_unix_ms, status, exit_code, stopped_by, "
     "price_micros_per_gpu_hour, price_source, provider, region, billing_granularity_s, billing_minimum_s, "
-    "gpus_allocated_json, gpus_used_json, gpu_model, budget_usd, total_steps, wall_ms, billed_s, cost_micros, "
-    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, forecast_cost_usd, "
+    "gpus_allocated_json, gpus_used_json, gpu_model, budget_micros, total_steps, wall_ms, billed_s, "
+    "cost_micros, "
+    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, "
+    "forecast_cost_usd, "
     "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done";
 
 /// Binds every run column except id, starting at parameter 1 (36 parameters).
@@ -163,7 +166,7 @@ void bind_run(Stmt& s, const RunRecord& r) {
   s.bind(i++, json_of(r.gpus_allocated));
   s.bind(i++, json_of(r.gpus_used));
   s.bind(i++, r.gpu_model);
-  s.bind(i++, r.budget_usd);
+  s.bind(i++, r.budget_micros);
   s.bind(i++, r.total_steps);
   s.bind(i++, r.wall_ms);
   s.bind(i++, r.billed_s);
@@ -205,7 +208,7 @@ RunRecord read_run(const Stmt& s) {
   r.gpus_allocated = parse_json_or<std::vector<std::string>>(s.text(c++), {});
   r.gpus_used = parse_json_or<std::vector<std::string>>(s.text(c++), {});
   r.gpu_model = s.text(c++);
-  r.budget_usd = s.of64(c++);
+  r.budget_micros = s.oi64(c++);
   r.total_steps = s.oi64(c++);
   r.wall_ms = s.i64(c++);
   r.billed_s = s.i64(c++);
@@ -226,6 +229,46 @@ RunRecord read_run(const Stmt& s) {
   return r;
 }
 
+/// The run columns to SELECT from a ledger of schema `version` (a version-1 ledger opened read-only still
+/// holds budget_usd in dollars).
+std::string run_select_columns(int version) {
+  std::string cols = kRunColumns;
+  if (version < 2) {
+    const std::string from = "budget_micros";
+    cols.replace(cols.find(from), from.size(), "CAST(ROUND(budget_usd * 1000000) AS INTEGER)");
+  }
+  return cols;
+}
+
+/// Migrates a ledger from schema `from` to kSchemaVersion in one transaction; false on failure.
+bool migrate(sqlite3* db, int from) {
+  if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return false;
+  // Another gpumeter may have migrated between our read and the lock: read the version again.
+  int version = from;
+  {
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, nullptr);
+    if (st && sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
+  bool ok = true;
+  if (version < 2) {
+    ok = sqlite3_exec(db,
+                      "ALTER TABLE runs ADD COLUMN budget_micros INTEGER;"
+                      "UPDATE runs SET budget_micros = CAST(ROUND(budget_usd * 1000000) AS INTEGER) "
+                      "WHERE budget_usd IS NOT NULL;"
+                      "ALTER TABLE runs DROP COLUMN budget_usd;",
+                      nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  if (ok && version < kSchemaVersion) {
+    const std::string sql =
+        "UPDATE meta SET value='" + std::to_string(kSchemaVersion) + "' WHERE key='schema_version'";
+    ok = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  sqlite3_exec(db, ok ? "COMMIT" : "ROLLBACK", nullptr, nullptr, nullptr);
+  return ok;
+}
+
 /// True when the meter that wrote a "running" run is gone.
 bool meter_is_dead(const RunRecord& r) {
   if (r.meter_host == this_host()) {
@@ -243,8 +286,12 @@ bool meter_is_dead(const RunRecord& r) {
 class SqliteLedger final : public Ledger {
  public:
   /// `read_only`: why the ledger can only be read ("" when it can be written); writes fail with it.
-  SqliteLedger(sqlite3* db, std::string path, std::string read_only = {})
-      : db_(db), path_(std::move(path)), read_only_(std::move(read_only)) {}
+  /// `version`: the file's schema version (older ones are only opened read-only).
+  SqliteLedger(sqlite3* db, std::string path, std::string read_only = {}, int version = kSchemaVersion)
+      : db_(db),
+        path_(std::move(path)),
+        read_only_(std::move(read_only)),
+        select_columns_(run_select_columns(version)) {}
   ~SqliteLedger() override { sqlite3_close_v2(db_); }
 
   Result<std::int64_t> begin_run(const RunRecord& run) override {
@@ -376,7 +423,7 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<RunRecord> run(std::int64_t id) const override {
-    const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE id=?";
+    const std::string sql = "SELECT " + select_columns_ + " FROM runs WHERE id=?";
     Stmt s(db_, sql.c_str());
     if (!s.ok()) return err("prepare select run");
     s.bind(1, id);
@@ -394,7 +441,7 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
-    std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE 1=1";
+    std::string sql = "SELECT " + select_columns_ + " FROM runs WHERE 1=1";
     if (filter.since_unix_ms) sql += " AND start_unix_ms >= ?1";
     if (filter.until_unix_ms) sql += " AND start_unix_ms < ?2";
     sql += " ORDER BY start_unix_ms DESC, id DESC";
@@ -623,6 +670,7 @@ class SqliteLedger final : public Ledger {
   sqlite3* db_;
   std::string path_;
   std::string read_only_;
+  std::string select_columns_;
 };
 
 Error open_error(const std::string& path, const std::string& what, int code) {
@@ -671,8 +719,13 @@ Result<std::unique_ptr<Ledger>> open_read_only(const std::string& path, const Er
             SQLITE_OK &&
         sqlite3_exec(db, "SELECT count(*) FROM runs", nullptr, nullptr, nullptr) == SQLITE_OK) {
       sqlite3_busy_timeout(db, 1500);
+      int version = kSchemaVersion;
+      sqlite3_stmt* st = nullptr;
+      sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, nullptr);
+      if (st && sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+      sqlite3_finalize(st);
       return std::unique_ptr<Ledger>(std::make_unique<SqliteLedger>(
-          db, path, why.message + " (the ledger is read-only here: runs are not recorded)"));
+          db, path, why.message + " (the ledger is read-only here: runs are not recorded)", version));
     }
     sqlite3_close_v2(db);
   }
@@ -744,6 +797,8 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
       return make_error(ErrorKind::unavailable, "ledger " + path + ": schema version " + std::to_string(*version) +
                                                     " is newer than this gpumeter understands (" +
                                                     std::to_string(kSchemaVersion) + ")");
+    } else if (*version < kSchemaVersion && !migrate(db, *version)) {
+      return fail("cannot migrate the schema");
     }
   }
   chmod(path.c_str(), 0600);

@@ -35,7 +35,7 @@ struct RunRecord {
   std::vector<std::string> gpus_allocated;   ///< UUIDs
   std::vector<std::string> gpus_used;        ///< UUIDs where a process of the job appeared
   std::string gpu_model;                     ///< catalog GPU id (or NVML name when unknown)
-  std::optional<double> budget_usd;
+  std::optional<MicroUsd> budget_micros;
   std::optional<std::int64_t> total_steps;
   // Totals written at the end (and refreshed periodically while running):
   std::int64_t wall_ms = 0;

@@ -79,6 +79,14 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   return out;
 }
 
+/// A Slurm SLUID: "s" and 13 upper-case base-32 characters (s8FXKTA79XAR00).
+bool is_sluid(std::string_view c) {
+  if (c.size() != 14 || c[0] != 's') return false;
+  for (char ch : c.substr(1))
+    if (!((ch >= '0' && ch <= '9') || (ch >= 'A' && ch <= 'Z'))) return false;
+  return true;
+}
+
 void parse_path(std::string_view path, CgroupFacts& f) {
   const auto parts = split(path, '/');
   bool slurm = false;
@@ -109,8 +117,10 @@ void parse_path(std::string_view path, CgroupFacts& f) {
         }
       }
     }
-    // Slurm: /slurm/uid_1000/job_42/step_0 (v1), /system.slice/slurmstepd.scope/job_42/step_0 (v2).
+    // Slurm: /slurm/uid_1000/job_42/step_0 (v1), /system.slice/slurmstepd.scope/job_42/step_0 (v2); from
+    // 26.05 the job's directory is its SLUID: /system.slice/slurmstepd.scope/s8FXKTA79XAR00/step_batch.
     if (slurm && starts_with(c, "job_") && is_digits(c.substr(4))) f.slurm_job = std::string(c.substr(4));
+    if (slurm && is_sluid(c)) f.slurm_sluid = std::string(c);
     if (slurm && starts_with(c, "uid_")) f.slurm_uid = to_u32(c.substr(4));
     // systemd login sessions: user.slice/user-1000.slice/session-3.scope.
     {
@@ -266,11 +276,15 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
     o.name = o.container;
   } else {
     std::optional<std::string> job = f.slurm_job;
-    // proctrack/linuxproc and similar set-ups leave no cgroup trace; the job's environment names it.
+    // proctrack/linuxproc and similar set-ups leave no cgroup trace, and Slurm 26.05 names the cgroup by the
+    // job's SLUID: the job's environment names its id.
     if (!job) {
       auto env = proc_.environ_var(pid, "SLURM_JOB_ID");
       if (env && is_digits(*env)) job = env;
     }
+    // A SLUID cgroup whose environment cannot be read (another user's job, without root): the SLUID is the
+    // job's name, so its GPUs are still the job's and not a stray process's.
+    if (!job && f.slurm_sluid) job = f.slurm_sluid;
     if (job) {
       o.kind = OwnerKind::slurm_job;
       o.slurm_job = *job;

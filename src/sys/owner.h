@@ -39,7 +39,8 @@ struct Owner {
 struct CgroupFacts {
   std::optional<std::string> pod_uid;        ///< with dashes
   std::optional<std::string> container_id;   ///< 64-hex (or runtime's) id
-  std::optional<std::string> slurm_job;
+  std::optional<std::string> slurm_job;      ///< job_<id> (Slurm before 26.05)
+  std::optional<std::string> slurm_sluid;  ///< the job's SLUID (Slurm 26.05 and later name the cgroup by it)
   std::optional<std::uint32_t> slurm_uid;
   std::optional<std::uint32_t> session_uid;  ///< user-UID.slice
 };

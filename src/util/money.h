@@ -1,7 +1,14 @@
 #pragma once
 // Money is integer micro-dollars in the meter and the ledger; doubles only for display and forecasts.
+// This header also holds the one money formatter (format_usd and its thin variants) and the exact decimal
+// text machine formats use (usd_decimal), so no module writes dollars its own way.
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/result.h"
 
 namespace gm {
 
@@ -23,5 +30,24 @@ inline MicroUsd cost_for_ms(MicroUsd price_micros_per_hour, std::int64_t duratio
   const Int128 p = static_cast<Int128>(price_micros_per_hour) * duration_ms;
   return static_cast<MicroUsd>(p / 3'600'000);
 }
+
+/// Parses a dollar amount written in decimal ("12", "12.50", "$0.000001") into micro-dollars exactly (no
+/// binary rounding; digits past the sixth decimal round half up). Error (usage) on anything else, negative
+/// amounts included.
+Result<MicroUsd> parse_usd_micros(std::string_view text);
+
+/// The money formatter for people: "$1.23", "$0.004", "$12,345.67", "$0.0000042" (precision suited to the
+/// magnitude); `plus` writes "+" before amounts >= 0 (differences).
+std::string format_usd(double usd, bool plus = false);
+/// format_usd of integer micro-dollars.
+inline std::string format_micros(MicroUsd micros, bool plus = false) {
+  return format_usd(micros_to_usd(micros), plus);
+}
+/// format_usd, or `none` (default "-") when there is no amount.
+std::string format_usd_or(const std::optional<double>& usd, std::string_view none = "-");
+
+/// The exact decimal text of micro-dollars for machine formats ("12.5", "0.000042", "-3"; with `six_decimals`
+/// "12.500000"): no binary rounding.
+std::string usd_decimal(MicroUsd micros, bool six_decimals = false);
 
 }  // namespace gm

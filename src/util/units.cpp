@@ -98,29 +98,6 @@ Result<double> parse_percent(std::string_view text) {
   return *v;
 }
 
-std::string format_usd(double usd) {
-  const double a = std::fabs(usd);
-  std::string body;
-  if (a >= 1000) {
-    const std::string plain = fmt::format("{:.2f}", a);
-    const std::size_t int_digits = plain.find('.');
-    for (std::size_t i = 0; i < plain.size(); ++i) {
-      if (i > 0 && i < int_digits && (int_digits - i) % 3 == 0) body.push_back(',');
-      body.push_back(plain[i]);
-    }
-  } else if (a >= 1 || a == 0) {
-    body = fmt::format("{:.2f}", a);
-  } else if (a >= 0.01) {
-    body = fmt::format("{:.3f}", a);
-  } else {
-    // Two significant digits at least, so a kernel's share of a cent is not printed as $0.000000.
-    if (a < 1e-12) return fmt::format("{}<$0.000000000001", usd < 0 ? "-" : "");
-    const int decimals = std::clamp(static_cast<int>(std::ceil(-std::log10(a))) + 1, 6, 12);
-    body = fmt::format("{:.{}f}", a, decimals);
-  }
-  return fmt::format("{}${}", usd < 0 ? "-" : "", body);
-}
-
 std::string format_duration_s(double seconds) {
   if (seconds < 60) return fmt::format("{:.1f}s", seconds);
   const auto total = static_cast<long long>(std::llround(seconds));

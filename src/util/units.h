@@ -1,5 +1,5 @@
 #pragma once
-// Parsing and formatting of durations, percentages, byte sizes and money; units in every name.
+// Parsing and formatting of durations, percentages and byte sizes (money: util/money.h); units in every name.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,8 +16,6 @@ Result<std::int64_t> parse_duration_ms(std::string_view text);
 Result<double> parse_percent(std::string_view text);
 /// Parses a non-negative decimal number ("3", "2.5", "1e9", "2e9"); error on anything else.
 Result<double> parse_number(std::string_view text);
-/// "$1.23", "$0.0042", "$12,345.67": dollars with precision suited to the magnitude.
-std::string format_usd(double usd);
 /// "1h 02m 03s", "4m 05s", "12.3s".
 std::string format_duration_s(double seconds);
 /// "80.0 GiB", "512 MiB".

@@ -22,7 +22,7 @@ TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
   const CmdResult r = run_gpumeter(args, fake_env(scen, dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("NVIDIA H100 80GB HBM3"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("$3.6000"), std::string::npos);
+  EXPECT_NE(r.out.find("$3.60/h"), std::string::npos);
   const auto pod = r.out.find("ml-team/trainer-0");
   const auto job = r.out.find("4242");
   ASSERT_NE(pod, std::string::npos);
@@ -85,7 +85,7 @@ TEST(TopCliIntegrationTest, CursesViewInTmux) {
   }
   EXPECT_NE(screen.find("NVIDIA H100 80GB HBM3"), std::string::npos) << screen;
   EXPECT_NE(screen.find("ml-team/trainer-0"), std::string::npos) << screen;
-  EXPECT_NE(screen.find("$3.6000"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("$3.60/h"), std::string::npos) << screen;
   EXPECT_NE(screen.find("[q]uit"), std::string::npos) << screen;
   // A few seconds of history: one sparkline character per interval, the device busy all along.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));

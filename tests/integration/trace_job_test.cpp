@@ -241,14 +241,15 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
   const auto& job = doc["job"];
   EXPECT_EQ(job["window_ns"], 14'000'000);
   EXPECT_EQ(job["straggler_wait_ns"], 2'100'000);
-  EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(), gpu_ns_cost_usd(2.5, 4 * 14'000'000.0));
-  EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(), gpu_ns_cost_usd(2.5, 2'100'000.0));
+  EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(), gpu_ns_cost_usd(2'500'000, 4 * 14'000'000.0));
+  EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(), gpu_ns_cost_usd(2'500'000, 2'100'000.0));
   ASSERT_EQ(job["ranks"].size(), 4u);
   EXPECT_EQ(job["ranks"][3]["rank"], 3);
   EXPECT_EQ(job["ranks"][3]["arrivals_last"], 2);
   EXPECT_EQ(job["ranks"][3]["wait_caused_ns"], 1'950'000);
   EXPECT_EQ(job["ranks"][0]["wait_suffered_ns"], 700'000);
-  EXPECT_DOUBLE_EQ(job["ranks"][3]["wait_caused_cost_usd"].get<double>(), gpu_ns_cost_usd(2.5, 1'950'000.0));
+  EXPECT_DOUBLE_EQ(job["ranks"][3]["wait_caused_cost_usd"].get<double>(),
+                   gpu_ns_cost_usd(2'500'000, 1'950'000.0));
   EXPECT_EQ(job["steps"][1]["last_rank"], 3);
 
   auto text = run_gpumeter({"trace", dir.path() + "/run", "--price", "2.5"});

@@ -247,6 +247,25 @@ TEST(InferenceEngineStandIn, VllmV1SumsEnginesAndFinishReasonsPerModel) {
   EXPECT_EQ(r->start_time_s, 1.76e9);
 }
 
+TEST(InferenceEngineStandIn, VllmKvCacheUsageUnderTheOldAndTheNewName) {
+  const std::string counters = "vllm:prompt_tokens_total{model_name=\"m\"} 10\n";
+  auto old_name =
+      read_engine(*parse_exposition(counters + "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.25\n"), "d");
+  ASSERT_TRUE(old_name) << old_name.error().message;
+  EXPECT_EQ(old_name->models.at("m").kv_cache_usage_ratio, 0.25);
+  // vLLM >= 0.10 exports the new name (and for two releases the old one too): the new one wins.
+  auto both = read_engine(
+      *parse_exposition(counters + "vllm:kv_cache_usage_perc{engine=\"0\",model_name=\"m\"} 0.5\n"
+                                   "vllm:kv_cache_usage_perc{engine=\"1\",model_name=\"m\"} 0.75\n"
+                                   "vllm:gpu_cache_usage_perc{model_name=\"m\"} 0.1\n"),
+      "d");
+  ASSERT_TRUE(both) << both.error().message;
+  EXPECT_EQ(both->models.at("m").kv_cache_usage_ratio, 0.75) << "the fullest engine";
+  auto none =
+      read_engine(*parse_exposition(counters + "vllm:kv_cache_usage_perc{model_name=\"m\"} NaN\n"), "d");
+  EXPECT_FALSE(none->models.at("m").kv_cache_usage_ratio);
+}
+
 TEST(InferenceEngineStandIn, SglangSumsCacheSources) {
   auto r = read_engine(*parse_exposition(kSglang), "default");
   ASSERT_TRUE(r) << r.error().message;

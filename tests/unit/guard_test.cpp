@@ -103,7 +103,7 @@ TEST(GuardForecastTest, IntervalFromSpread) {
 
 TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
   GuardConfig cfg;
-  cfg.budget_usd = 10;
+  cfg.budget_micros = 10 * kMicrosPerUsd;
   cfg.warn_at_pct = {50, 80};
   BudgetGuard g(cfg);
   GuardInput in;
@@ -125,7 +125,7 @@ TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
 
 TEST(GuardPolicyTest, ForecastStopHonoursMinimums) {
   GuardConfig cfg;
-  cfg.budget_usd = 10;
+  cfg.budget_micros = 10 * kMicrosPerUsd;
   cfg.forecast_stop = true;
   BudgetGuard g(cfg);
   GuardInput in;
@@ -175,7 +175,14 @@ TEST(GuardPolicyTest, ParsesWarnAt) {
 
 TEST(GuardNotifyTest, NotifyCommandGetsEnvironment) {
   test::TempDir dir;
-  GuardEvent e{7, "stop_budget", "budget reached", 3.0, 3.0, std::nullopt, "python t.py", "box"};
+  GuardEvent e{7,
+               "stop_budget",
+               "budget reached",
+               3 * kMicrosPerUsd,
+               3 * kMicrosPerUsd,
+               std::nullopt,
+               "python t.py",
+               "box"};
   const std::string out = dir.path() + "/out";
   ASSERT_TRUE(run_notify_command("echo \"$GPUMETER_EVENT $GPUMETER_RUN_ID $GPUMETER_COST_USD [$GPUMETER_FORECAST_USD]\" > " + out, e).ok());
   EXPECT_EQ(test::read_file(out), "stop_budget 7 3.000000 []\n");
@@ -194,7 +201,7 @@ TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
   ASSERT_GT(port, 0);
   std::thread t([&] { server.listen_after_bind(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  GuardEvent e{7, "warn", "spent $8", 8.0, 10.0, 12.5, "python t.py", "box"};
+  GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
   auto r = post_webhook("http://127.0.0.1:" + std::to_string(port) + "/hook", e);
   server.stop();
   t.join();

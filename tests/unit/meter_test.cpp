@@ -30,6 +30,25 @@ TEST(MeterTest, OneHourOnAnOfferBillsExactlyItsPrice) {
   EXPECT_NE(q->source.find("p5.48xlarge"), std::string::npos);
 }
 
+TEST(MeterTest, MoneyArithmeticInMicroDollars) {
+  EXPECT_EQ(scale_micros(10'000'000, 0.8), 8'000'000);          // an 80 % warning threshold of $10
+  EXPECT_EQ(scale_micros(3, 0.5), 2);                           // rounded to the nearest micro-dollar
+  EXPECT_EQ(micros_per_hour(1'000, 1'000'000'000), 3'600'000);  // $0.001 a second is $3.60 an hour
+  EXPECT_EQ(micros_per_hour(1'000, 0), 0);
+  EXPECT_EQ(budget_left_micros(10'000'000, 12'500'000), -2'500'000);
+  EXPECT_EQ(forecast_over_budget_micros(12.5, 10'000'000), 2'500'000);
+  EXPECT_LE(forecast_over_budget_micros(9.9999994, 10'000'000), 0);
+  EXPECT_EQ(micros_to_nanos(7), 7'000);
+  EXPECT_EQ(*nano_usd_per_month(1'000'000, 3'600'000), 730LL * 1'000'000'000);  // $1 an hour for 730 h
+  EXPECT_FALSE(nano_usd_per_month(1, 0).has_value());
+  EXPECT_EQ(nano_usd_per_month_at(1'000'000), 730LL * 1'000'000'000);
+  EXPECT_EQ(*nano_usd_per_1k(1'000'000, 2'000), 500'000'000);
+  EXPECT_FALSE(nano_usd_per_1k(1, 0).has_value());
+  EXPECT_DOUBLE_EQ(*usd_per_units(2'000'000, 1'000'000, 1e6), 2.0);
+  EXPECT_FALSE(usd_per_units(1, 0, 1e3).has_value());
+  EXPECT_DOUBLE_EQ(gpu_ns_cost_usd(3'600'000, 1e9), 0.001);  // one GPU-second at $3.60/h
+}
+
 TEST(MeterTest, MinimumAndGranularity) {
   BillingRule aws = cat().billing_rule("aws"), gcp = cat().billing_rule("gcp"), azure = cat().billing_rule("azure");
   EXPECT_EQ(billed_seconds(5'000, aws), 60);

@@ -88,6 +88,19 @@ TEST(CgroupParse, SlurmV1AndV2) {
   EXPECT_FALSE(v2.container_id);
 }
 
+TEST(CgroupParse, Slurm2605SluidCgroup) {
+  // Slurm 26.05 names the job's cgroup by its SLUID; older releases' job_<id> stays as it was.
+  const auto f = parse_cgroup("0::/system.slice/slurmstepd.scope/s8FXKTA79XAR00/step_batch/user/task_0\n");
+  EXPECT_EQ(f.slurm_sluid.value_or(""), "s8FXKTA79XAR00");
+  EXPECT_FALSE(f.slurm_job);
+  EXPECT_FALSE(f.container_id);
+  EXPECT_FALSE(parse_cgroup("0::/system.slice/sshd.service/s8FXKTA79XAR00\n").slurm_sluid) << "outside Slurm";
+  EXPECT_FALSE(parse_cgroup("0::/system.slice/slurmstepd.scope/s8fxkta79xar00/step_0\n").slurm_sluid);
+  EXPECT_FALSE(parse_cgroup("0::/system.slice/slurmstepd.scope/system\n").slurm_sluid);
+  EXPECT_EQ(parse_cgroup("0::/system.slice/slurmstepd.scope/job_9001/step_0\n").slurm_job.value_or(""),
+            "9001");
+}
+
 TEST(CgroupParse, JobOutsideSlurmIsNotAJob) {
   EXPECT_FALSE(parse_cgroup("0::/system.slice/job_12.service\n").slurm_job);
 }
@@ -176,6 +189,20 @@ TEST_F(OwnerResolverTest, DockerSlurmUserAndBareProcess) {
   // Never the command line.
   for (const Owner& o : {docker, job, env_job, user, bare})
     EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
+}
+
+TEST_F(OwnerResolverTest, SluidCgroupMapsToTheJobId) {
+  const std::string cg = "0::/system.slice/slurmstepd.scope/s8FXKTA79XAR00/step_0/user/task_0\n";
+  add_proc(proc_, 310, "python3", 0, cg, 100, std::string("HOME=/root\0SLURM_JOB_ID=4243\0", 29));
+  add_proc(proc_, 311, "python3", 0, cg);  // environment unreadable: the SLUID names the job
+  auto r = resolver();
+  const Owner job = r.resolve(310);
+  EXPECT_EQ(job.kind, OwnerKind::slurm_job);
+  EXPECT_EQ(job.slurm_job, "4243");
+  EXPECT_EQ(job.name, "4243");
+  const Owner unread = r.resolve(311);
+  EXPECT_EQ(unread.kind, OwnerKind::slurm_job);
+  EXPECT_EQ(unread.slurm_job, "s8FXKTA79XAR00");
 }
 
 TEST_F(OwnerResolverTest, VanishedAndReusedPids) {

@@ -113,7 +113,7 @@ TEST(ProgressTrackerTest, SingleBarIsUnchanged) {
 TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
   StatusSnapshot s;
   s.elapsed_s = 754;
-  s.spent_usd = 12.34;
+  s.spent_micros = 12'340'000;
   s.burn_usd_per_h = 98.7;
   s.step = 4500;
   s.total_steps = 10000;
@@ -123,7 +123,7 @@ TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
   f.high_usd = 29.0;
   f.remaining_s = 900;
   s.forecast = f;
-  s.budget_left_usd = 27.66;
+  s.budget_left_micros = 27'660'000;
   for (unsigned i = 0; i < 2; ++i) {
     DeviceSample d;
     d.index = i;

@@ -73,7 +73,7 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   CollectingSink sink;
   auto cfg = config({"sh", "-c", "sleep 20 & wait"});
   cfg.stop_to = StopTarget::group;
-  cfg.guard.budget_usd = 1.0;
+  cfg.guard.budget_micros = 1 * kMicrosPerUsd;
   cfg.grace_ms = 1000;
   auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;

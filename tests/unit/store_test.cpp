@@ -26,7 +26,7 @@ RunRecord sample_run() {
   r.billing_minimum_s = 60;
   r.gpus_allocated = {"GPU-a", "GPU-b"};
   r.gpu_model = "H100 SXM 80GB";
-  r.budget_usd = 40.0;
+  r.budget_micros = 40 * kMicrosPerUsd;
   r.total_steps = 1000;
   return r;
 }
@@ -50,7 +50,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
   EXPECT_EQ(r->meter_pid, getpid());
   EXPECT_FALSE(r->end_unix_ms.has_value());
-  EXPECT_DOUBLE_EQ(*r->budget_usd, 40.0);
+  EXPECT_EQ(*r->budget_micros, 40 * kMicrosPerUsd);
 
   SampleRecord s;
   s.run_id = *id;
@@ -212,6 +212,58 @@ TEST(StoreTest, LockedFileIsUnavailable) {
   EXPECT_EQ(ledger.error().kind, ErrorKind::unavailable);
   EXPECT_NE(ledger.error().message.find("locked"), std::string::npos) << ledger.error().message;
   sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+}
+
+TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
+  test::TempDir dir;
+  const std::string path = dir.path() + "/old.db";
+  std::int64_t id = 0;
+  {
+    auto ledger = Ledger::open(path);
+    ASSERT_TRUE(ledger.ok()) << ledger.error().message;
+    RunRecord r = sample_run();
+    r.budget_micros = std::nullopt;
+    ASSERT_TRUE((*ledger)->begin_run(r).ok());
+    id = *(*ledger)->begin_run(sample_run());
+  }
+  // Turn the file back into a schema-1 ledger: the budget in dollars as REAL.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE runs ADD COLUMN budget_usd REAL;"
+                         "UPDATE runs SET budget_usd = 12.345678 WHERE budget_micros IS NOT NULL;"
+                         "ALTER TABLE runs DROP COLUMN budget_micros;"
+                         "UPDATE meta SET value='1' WHERE key='schema_version';",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+
+  auto ledger = Ledger::open(path);
+  ASSERT_TRUE(ledger.ok()) << ledger.error().message;
+  auto r = (*ledger)->run(id);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(*r->budget_micros, 12'345'678);
+  EXPECT_FALSE((*ledger)->run(id - 1)->budget_micros.has_value());
+  auto next = (*ledger)->begin_run(sample_run());
+  ASSERT_TRUE(next.ok()) << next.error().message;
+  EXPECT_EQ(*(*ledger)->run(*next)->budget_micros, 40 * kMicrosPerUsd);
+  ledger->reset();
+
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT (SELECT value FROM meta WHERE key='schema_version'), "
+                               "(SELECT count(*) FROM pragma_table_info('runs') WHERE name='budget_usd'), "
+                               "(SELECT type FROM pragma_table_info('runs') WHERE name='budget_micros')",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  EXPECT_EQ(sqlite3_column_int(st, 1), 0) << "the dollar column is gone";
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), "INTEGER");
+  sqlite3_finalize(st);
   sqlite3_close(db);
 }
 

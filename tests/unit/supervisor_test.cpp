@@ -82,7 +82,7 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   RecordingSink sink;
   auto backend = one_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_usd = 5.0;
+  cfg.guard.budget_micros = 5 * kMicrosPerUsd;
   cfg.guard.warn_at_pct = {50};
   cfg.grace_ms = 3000;
   Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
@@ -123,7 +123,7 @@ TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
   RecordingSink sink;
   auto backend = one_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_usd = 2.0;
+  cfg.guard.budget_micros = 2 * kMicrosPerUsd;
   cfg.stop_to = StopTarget::group;
   cfg.stop_signal = SIGUSR1;
   cfg.grace_ms = 10'000;
@@ -147,7 +147,7 @@ TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
   RecordingSink sink;
   auto backend = one_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_usd = 100.0;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
+  cfg.guard.budget_micros = 100 * kMicrosPerUsd;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
   cfg.guard.forecast_stop = true;
   Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
@@ -247,7 +247,7 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   ASSERT_EQ(sink.warnings.size(), 1u);
   EXPECT_NE(sink.warnings[0].find("no GPU telemetry"), std::string::npos);
   run_until(s, clock, 3.2);
-  EXPECT_NEAR(*s.snapshot().spent_usd, 3.2, 1e-6);
+  EXPECT_EQ(*s.snapshot().spent_micros, 3'200'000);
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
   EXPECT_EQ(out.report.run.billed_s, 4);
@@ -263,7 +263,7 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   t.begin();
   t.started(kPid);
   run_until(t, clock, 6.0);
-  EXPECT_FALSE(t.snapshot().spent_usd);
+  EXPECT_FALSE(t.snapshot().spent_micros);
   t.on_exit(W_EXITCODE(0, 0));
   auto out2 = t.finish();
   EXPECT_EQ(out2.report.run.price_source, "none");

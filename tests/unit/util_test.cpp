@@ -40,6 +40,33 @@ TEST(UtilTest, MoneyIsExactInIntegers) {
   EXPECT_EQ(format_usd(1e-15), "<$0.000000000001");
 }
 
+TEST(UtilTest, MoneyParsesAndWritesExactly) {
+  EXPECT_EQ(*parse_usd_micros("12"), 12'000'000);
+  EXPECT_EQ(*parse_usd_micros("12.5"), 12'500'000);
+  EXPECT_EQ(*parse_usd_micros("$0.25"), 250'000);
+  EXPECT_EQ(*parse_usd_micros(".5"), 500'000);
+  EXPECT_EQ(*parse_usd_micros("0.1"), 100'000);  // exact, where 0.1 as a double is not
+  EXPECT_EQ(*parse_usd_micros("0.0000005"), 1);  // the seventh decimal rounds half up
+  EXPECT_EQ(*parse_usd_micros("0.00000049"), 0);
+  for (const char* bad : {"", "$", ".", "-1", "1e3", "12abc", "1.2.3", "99999999999999999999"}) {
+    auto r = parse_usd_micros(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().kind, ErrorKind::usage);
+    EXPECT_NE(r.error().message.find(std::string("'") + bad + "'"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(usd_decimal(12'500'000), "12.5");
+  EXPECT_EQ(usd_decimal(42), "0.000042");
+  EXPECT_EQ(usd_decimal(-3'000'000), "-3");
+  EXPECT_EQ(usd_decimal(0), "0");
+  EXPECT_EQ(usd_decimal(3'000'000, true), "3.000000");
+  EXPECT_EQ(format_usd(1.5, true), "+$1.50");
+  EXPECT_EQ(format_usd(-1.5, true), "-$1.50");
+  EXPECT_EQ(format_micros(3'600'000), "$3.60");
+  EXPECT_EQ(format_usd_or(std::nullopt), "-");
+  EXPECT_EQ(format_usd_or(std::nullopt, "n/a"), "n/a");
+  EXPECT_EQ(format_usd_or(2.0), "$2.00");
+}
+
 TEST(UtilTest, CsvQuotedFieldsAndLineNumbers) {
   auto t = parse_csv("a,b\n1,\"x, \"\"y\"\"\"\n\n2,z\n", "t.csv");
   ASSERT_TRUE(t.ok()) << t.error().message;
