@@ -8,7 +8,7 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "dropped", "HFCallback", "LightningCallback"]
+__all__ = ["progress", "enabled", "dropped", "status", "spent_usd", "HFCallback", "LightningCallback"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -115,6 +115,38 @@ def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=Non
     except Exception:  # noqa: BLE001 - delivery problems and our own bugs alike
         _dropped["errors"] += 1
         return False
+
+
+def status():
+    """The meter's latest status of this run as a dict (``gpumeter run`` rewrites the file named by
+    ``GPUMETER_STATUS_FILE`` every metering interval: ``spent_micros``, ``spent_usd``, ``burn_usd_per_s``,
+    ``budget_left_usd``, ``forecast_usd``, ``step``, ``total_steps``, ``elapsed_s``, ``written_unix_ms``;
+    docs/run.md). None outside ``gpumeter run`` or when the file cannot be read. Never raises."""
+    path = os.environ.get("GPUMETER_STATUS_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        return doc if isinstance(doc, dict) else None
+    except Exception:  # noqa: BLE001 - missing between renames, unreadable: no figure, no exception
+        return None
+
+
+def spent_usd(now=None):
+    """Dollars this run has cost so far: the meter's last figure plus its burn rate since it was written
+    (``now``: a ``time.time()`` value). None outside ``gpumeter run`` or without a price."""
+    doc = status()
+    if not doc or doc.get("spent_micros") is None:
+        return None
+    try:
+        spent = doc["spent_micros"] / 1e6
+        burn = doc.get("burn_usd_per_s") or 0.0
+        import time
+        age_s = max(0.0, (time.time() if now is None else now) - doc["written_unix_ms"] / 1000.0)
+        return spent + burn * min(age_s, 60.0)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def HFCallback(*args, **kwargs):

@@ -28,7 +28,13 @@ std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
 std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const TraceRenderOptions& o) {
   std::optional<MicroUsd> price;
   if (o.price_usd_per_gpu_hour) price = usd_to_micros(*o.price_usd_per_gpu_hour);
-  return findings::for_trace_device(d, price);
+  return findings::for_trace_device(d, price, o.catalog);
+}
+
+std::vector<findings::Finding> host_findings(const trace::HostAnalysis& h, const TraceRenderOptions& o) {
+  std::optional<MicroUsd> price;
+  if (o.price_usd_per_gpu_hour) price = usd_to_micros(*o.price_usd_per_gpu_hour);
+  return findings::for_trace_host(h, price);
 }
 
 bool shown(const TraceRenderOptions& o, const char* what) {
@@ -148,6 +154,7 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
   for (const auto& op : h.operators)
     ops.push_back({{"name", op.name}, {"count", op.count}, {"self_ns", op.self_ns}, {"total_ns", op.total_ns}});
   j["operators"] = std::move(ops);
+  j["findings"] = findings::to_json(host_findings(h, o));
   return j;
 }
 
@@ -168,6 +175,7 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
   } else {
     out += "steps: no ProfilerStep spans in this trace\n";
   }
+  out += findings::to_text(host_findings(h, o));
   if (h.operators.empty()) {
     out += "\n";
     return;

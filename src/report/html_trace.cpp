@@ -278,7 +278,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
       if (d.gpu_name) line += ", " + *d.gpu_name;
       summary.push_back({who, line});
-      device_findings.emplace_back(who, findings::for_trace_device(d, price_micros));
+      device_findings.emplace_back(who, findings::for_trace_device(d, price_micros, options.catalog));
       device_charts(d, std::to_string(index), who, p, charts, tables);
       window_ns += d.window_ns;
       idle_ns += d.idle_ns;
