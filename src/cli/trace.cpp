@@ -88,7 +88,8 @@ int cmd_trace(int argc, char** argv) {
 
   ro.catalog = &prices->catalog();
   if (html) {
-    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_usd_per_gpu_hour, ro.price_source, ro.catalog});
+    auto page =
+        render_trace_html(*result, TraceHtmlOptions{ro.price_usd_per_gpu_hour, ro.price_source, ro.catalog});
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

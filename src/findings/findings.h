@@ -58,6 +58,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& device,
 
 /// Findings of a trace's host side (CPU operators; the only findings of a CPU-only trace): unfused
 /// attention, priced like the CPU-only report (the host's time at the price; nullopt: time only).
-std::vector<Finding> for_trace_host(const trace::HostAnalysis& host, std::optional<MicroUsd> price_micros_per_gpu_hour);
+std::vector<Finding> for_trace_host(const trace::HostAnalysis& host,
+                                    std::optional<MicroUsd> price_micros_per_gpu_hour);
 
 }  // namespace gm::findings

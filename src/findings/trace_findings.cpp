@@ -62,16 +62,17 @@ std::optional<Finding> unfused_attention(const trace::AttentionFigures& a, std::
       "kernel would need about the matmuls' time alone, {:.1f}% of the window is at stake",
       a.chains, a.pattern, 100 * share(chain_ns, busy_ns), where, 100 * share(at_stake, window_ns));
   f.action =
-      "call torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) instead of q @ k.transpose "
-      "→ softmax → @ v (PyTorch 2: FlashAttention / memory-efficient kernels; or attn_implementation=\"sdpa\" "
-      "in Hugging Face models)";
+      "call torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) instead of "
+      "q @ k.transpose → softmax → @ v (PyTorch 2: FlashAttention / memory-efficient kernels; or "
+      "attn_implementation=\"sdpa\" in Hugging Face models)";
   f.evidence.push_back({"chains", a.chains});
   f.evidence.push_back({"pattern", a.pattern});
   f.evidence.push_back({"chain_ns", chain_ns});
   f.evidence.push_back({"matmul_ns", matmul_ns});
   f.evidence.push_back({"fused_estimate_ns", matmul_ns});
-  f.evidence.push_back({"estimate", std::string("a fused kernel takes the two matmuls' time: the softmax, scaling, "
-                                                "masking and the round trips of the score matrix go away")});
+  f.evidence.push_back(
+      {"estimate", std::string("a fused kernel takes the two matmuls' time: the softmax, scaling, "
+                               "masking and the round trips of the score matrix go away")});
   if (a.chains_in_fused_steps > 0) f.evidence.push_back({"chains_in_fused_steps", a.chains_in_fused_steps});
   return f;
 }
@@ -96,10 +97,14 @@ bool architecture_in(const GpuSpec* spec, std::initializer_list<std::string_view
 /// Tensor cores of the device (Volta and later, from deviceProperties computeMajor or the catalog); nullopt
 /// when the device has none or is not known to have them.
 std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Catalog* catalog) {
-  const GpuSpec* spec = catalog != nullptr && d.gpu_name ? catalog->gpu_for_device_name(*d.gpu_name) : nullptr;
-  const bool from_major = d.compute_major && *d.compute_major >= 7;
-  if (!from_major && !architecture_in(spec, {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"}))
-    return std::nullopt;
+  const GpuSpec* spec =
+      catalog != nullptr && d.gpu_name ? catalog->gpu_for_device_name(*d.gpu_name) : nullptr;
+  // The trace's own computeMajor wins over the catalog's architecture.
+  const bool has_tensor_cores =
+      d.compute_major
+          ? *d.compute_major >= 7
+          : architecture_in(spec, {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"});
+  if (!has_tensor_cores) return std::nullopt;
   TensorCores tc;
   tc.ampere_plus = d.compute_major ? *d.compute_major >= 8
                                    : architecture_in(spec, {"Ampere", "Ada Lovelace", "Hopper", "Blackwell"});
@@ -281,17 +286,19 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
       f.severity = severity_of(share(f.at_stake_ns, d.window_ns));
       f.summary = fmt::format(
           "{:.0f}% of the GPU's busy time is fp32 GEMMs and convolutions on the CUDA cores of a GPU with "
-          "tensor cores ({} kernels, e.g. {}); at an assumed {:.1f}x speed-up, {:.0f}% of the window is at stake",
+          "tensor cores ({} kernels, e.g. {}); at an assumed {:.1f}x speed-up, {:.0f}% of the window is "
+          "at stake",
           100 * share(fp32_ns, d.busy_ns), fp32_count, family(largest->name), tc->speedup,
           100 * share(f.at_stake_ns, d.window_ns));
-      f.action = tc->ampere_plus
-                     ? "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.bfloat16) around the "
-                       "forward pass and loss; for what stays fp32 set torch.backends.cuda.matmul.allow_tf32 = "
-                       "True (and torch.backends.cudnn.allow_tf32); convolutions: "
-                       "model.to(memory_format=torch.channels_last)"
-                     : "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.float16) with "
-                       "torch.cuda.amp.GradScaler (this GPU has fp16 tensor cores, no bf16 or TF32); "
-                       "convolutions: model.to(memory_format=torch.channels_last)";
+      f.action =
+          tc->ampere_plus
+              ? "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.bfloat16) around the "
+                "forward pass and loss; for what stays fp32 set torch.backends.cuda.matmul.allow_tf32 = "
+                "True (and torch.backends.cudnn.allow_tf32); convolutions: "
+                "model.to(memory_format=torch.channels_last)"
+              : "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.float16) with "
+                "torch.cuda.amp.GradScaler (this GPU has fp16 tensor cores, no bf16 or TF32); "
+                "convolutions: model.to(memory_format=torch.channels_last)";
       f.evidence.push_back({"fp32_matrix_ns", fp32_ns});
       f.evidence.push_back({"fp32_matrix_kernels", fp32_count});
       f.evidence.push_back({"tensor_core_matrix_ns", tensor_ns});
@@ -344,8 +351,8 @@ std::vector<Finding> for_trace_host(const trace::HostAnalysis& h, std::optional<
   std::vector<Finding> out;
   std::int64_t busy_ns = 0;  // the CPU operators' time: Σ self time
   for (const auto& op : h.operators) busy_ns += op.self_ns;
-  if (auto f = unfused_attention(h.attention, h.attention.host_ns, h.attention.host_matmul_ns, busy_ns, h.window_ns,
-                                 "host")) {
+  if (auto f = unfused_attention(h.attention, h.attention.host_ns, h.attention.host_matmul_ns, busy_ns,
+                                 h.window_ns, "host")) {
     price(*f, h.window_ns, price_micros, profiler_steps(h.steps));
     out.push_back(std::move(*f));
   }

@@ -97,7 +97,8 @@ struct ProgressSocket {
 /// Writes the run's status for the job (GPUMETER_STATUS_FILE, docs/run.md "Spend so far"): a temporary file
 /// renamed over the last one, so a reader never sees half of it. Failures are ignored: the file is a
 /// convenience for the job, never a reason to disturb it.
-void write_status_file(const std::string& path, const StatusSnapshot& s, std::int64_t run_id, std::int64_t unix_ms) {
+void write_status_file(const std::string& path, const StatusSnapshot& s, std::int64_t run_id,
+                       std::int64_t unix_ms) {
   nlohmann::json j;
   j["version"] = 1;
   j["run_id"] = run_id;

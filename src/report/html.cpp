@@ -90,8 +90,10 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
   std::vector<std::string> said;
   std::string startup_note;
   if (const auto s = startup_of(in); s && s->ms > 0) {
-    marks.push_back({{"x", static_cast<double>(s->ms) / 1000}, {"kind", "startup"}, {"label", "first GPU work"}});
-    startup_note = fmt::format("orange line: the first GPU work, {:.0f} s after the start", static_cast<double>(s->ms) / 1000);
+    marks.push_back(
+        {{"x", static_cast<double>(s->ms) / 1000}, {"kind", "startup"}, {"label", "first GPU work"}});
+    startup_note = fmt::format("orange line: the first GPU work, {:.0f} s after the start",
+                               static_cast<double>(s->ms) / 1000);
   }
   for (const auto& a : in.actions) {
     marks.push_back({{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", a.kind}});
@@ -173,11 +175,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                              : std::string("not reached")});
   }
   if (const auto s = startup_of(in))
-    summary.push_back({"start-up (before the first GPU work)",
-                       fmt::format("{} · {} ({:.1f}% of the cost{})", format_duration_s(static_cast<double>(s->ms) / 1000),
-                                   usd(s->cost_micros), 100 * s->share_of_run,
-                                   s->share_of_total
-                                       ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
+    summary.push_back(
+        {"start-up (before the first GPU work)",
+         fmt::format("{} · {} ({:.1f}% of the cost{})", format_duration_s(static_cast<double>(s->ms) / 1000),
+                     usd(s->cost_micros), 100 * s->share_of_run,
+                     s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   {

@@ -135,8 +135,10 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
 }
 
 std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
-                                   std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps) {
-  if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty()) return std::nullopt;
+                                   std::optional<std::int64_t> steps,
+                                   std::optional<std::int64_t> total_steps) {
+  if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty())
+    return std::nullopt;
   std::optional<std::int64_t> first;
   for (const auto& g : gpus)
     if (g.first_work_ms) first = std::min(first.value_or(*g.first_work_ms), *g.first_work_ms);
@@ -151,7 +153,8 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
   } else if (steps && total_steps && *steps > 0 && *total_steps > *steps) {
     // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
     const MicroUsd per_steps = run.cost_micros - s.cost_micros;
-    s.total_micros = s.cost_micros + static_cast<MicroUsd>(static_cast<Int128>(per_steps) * *total_steps / *steps);
+    s.total_micros =
+        s.cost_micros + static_cast<MicroUsd>(static_cast<Int128>(per_steps) * *total_steps / *steps);
   }
   if (s.total_micros && *s.total_micros > 0)
     s.share_of_total = static_cast<double>(s.cost_micros) / static_cast<double>(*s.total_micros);
@@ -207,7 +210,8 @@ std::string render_run_report_json(const RunReport& r) {
   j["forecast_cost_usd"] = json_or_null(run.forecast_cost_usd);
   j["budget_usd"] = json_or_null(run.budget_usd);
   j["effective_utilization"] = json_or_null(r.effective_utilization);
-  j["startup_s"] = r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
+  j["startup_s"] =
+      r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
   j["startup_cost_usd"] =
       r.startup ? nlohmann::json(micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);

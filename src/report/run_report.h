@@ -40,7 +40,8 @@ struct Startup {
 /// has one, else the cost scaled to total_steps when the job reported progress. nullopt without a price,
 /// GPU telemetry, or any GPU work.
 std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
-                                   std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps);
+                                   std::optional<std::int64_t> steps,
+                                   std::optional<std::int64_t> total_steps);
 
 /// One run's report.
 struct RunReport {

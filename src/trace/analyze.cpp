@@ -378,7 +378,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       if (it != raw.device_names.end()) d.gpu_name = it->second;
       else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
       auto major = raw.device_compute_major.find(id);
-      if (major != raw.device_compute_major.end()) d.compute_major = major->second;
+      if (major != raw.device_compute_major.end())
+        d.compute_major = major->second;
       else if (raw.device_compute_major.size() == 1 && by_device.size() == 1)
         d.compute_major = raw.device_compute_major.begin()->second;
     }

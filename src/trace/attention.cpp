@@ -24,8 +24,8 @@ Role role_of(std::string_view name) {
       name.find("ScaledDotProduct") != std::string_view::npos ||
       name.find("_native_multi_head_attention") != std::string_view::npos)
     return Role::fused;
-  if (name == "aten::bmm" || name == "aten::matmul" || name == "aten::baddbmm" || ends_with(name, " BmmBackward0") ||
-      ends_with(name, " BaddbmmBackward0"))
+  if (name == "aten::bmm" || name == "aten::matmul" || name == "aten::baddbmm" ||
+      ends_with(name, " BmmBackward0") || ends_with(name, " BaddbmmBackward0"))
     return Role::matmul;
   if (name == "aten::softmax" || name == "aten::_softmax" || name == "aten::_safe_softmax" ||
       name == "aten::_softmax_backward_data" || ends_with(name, " SoftmaxBackward0"))
@@ -41,11 +41,9 @@ struct Piece {
   std::uint32_t annotation;  // innermost enclosing user annotation name, UINT32_MAX without
 };
 
-}  // namespace
-
 struct AttentionChain {
   std::uint32_t thread;
-  std::int64_t start_ns, end_ns;                      // first matmul start to last matmul end
+  std::int64_t start_ns, end_ns;                     // first matmul start to last matmul end
   std::pair<std::int64_t, std::int64_t> matmuls[2];  // the two matmul operators [start, end]
   std::uint32_t names[3];
 };
@@ -57,7 +55,8 @@ std::vector<AttentionChain> attention_chains(const RawTrace& raw, std::vector<st
   const auto ops = spans_of_kind(raw, SpanKind::op, op_storage);
   const auto anns = spans_of_kind(raw, SpanKind::annotation, ann_storage);
   std::vector<Role> roles(raw.names.size(), Role::none);
-  for (std::size_t i = 0; i < raw.names.size(); ++i) roles[i] = role_of(raw.names.str(static_cast<std::uint32_t>(i)));
+  for (std::size_t i = 0; i < raw.names.size(); ++i)
+    roles[i] = role_of(raw.names.str(static_cast<std::uint32_t>(i)));
 
   std::vector<AttentionChain> chains;
   std::size_t ai = 0;
@@ -68,7 +67,8 @@ std::vector<AttentionChain> attention_chains(const RawTrace& raw, std::vector<st
     while (ai < anns.size() && anns[ai].thread < thread) ++ai;
     for (; i < ops.size() && ops[i].thread == thread; ++i) {
       const Span& s = ops[i];
-      while (!stack.empty() && stack.back()->end_ns <= s.start_ns && stack.back()->end_ns > stack.back()->start_ns)
+      while (!stack.empty() && stack.back()->end_ns <= s.start_ns &&
+             stack.back()->end_ns > stack.back()->start_ns)
         stack.pop_back();
       while (!stack.empty() && stack.back()->end_ns < s.start_ns) stack.pop_back();
       while (ai < anns.size() && anns[ai].thread == thread && anns[ai].start_ns <= s.start_ns) {
@@ -119,8 +119,10 @@ std::vector<AttentionChain> attention_chains(const RawTrace& raw, std::vector<st
     std::unordered_map<std::int64_t, std::int64_t> launch_ts;
     for (const auto& a : raw.activities) {
       if (fused_name[a.name] != 2) continue;
-      if (a.correlation < 0) fused_starts.push_back(a.start_ns);
-      else launch_ts.emplace(a.correlation, a.start_ns);
+      if (a.correlation < 0)
+        fused_starts.push_back(a.start_ns);
+      else
+        launch_ts.emplace(a.correlation, a.start_ns);
     }
     for (const auto& l : raw.launches) {
       auto it = launch_ts.find(l.correlation);
@@ -134,7 +136,8 @@ std::vector<AttentionChain> attention_chains(const RawTrace& raw, std::vector<st
 
 }  // namespace
 
-void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices, std::optional<HostAnalysis>& host) {
+void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices,
+                   std::optional<HostAnalysis>& host) {
   std::vector<std::int64_t> fused_starts;
   std::vector<AttentionChain> found = attention_chains(raw, fused_starts);
   if (found.empty() && fused_starts.empty()) return;
@@ -169,11 +172,13 @@ void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices, st
       continue;
     }
     if (figures.pattern.empty())
-      figures.pattern = unescape_json(raw.names.str(ch.names[0])) + " → " + unescape_json(raw.names.str(ch.names[1])) +
-                        " → " + unescape_json(raw.names.str(ch.names[2]));
+      figures.pattern = unescape_json(raw.names.str(ch.names[0])) + " → " +
+                        unescape_json(raw.names.str(ch.names[1])) + " → " +
+                        unescape_json(raw.names.str(ch.names[2]));
     ++figures.chains;
     figures.host_ns += ch.end_ns - ch.start_ns;
-    figures.host_matmul_ns += (ch.matmuls[0].second - ch.matmuls[0].first) + (ch.matmuls[1].second - ch.matmuls[1].first);
+    figures.host_matmul_ns +=
+        (ch.matmuls[0].second - ch.matmuls[0].first) + (ch.matmuls[1].second - ch.matmuls[1].first);
     chains.push_back(ch);
   }
   if (host) host->attention = figures;

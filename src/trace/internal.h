@@ -205,7 +205,8 @@ std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
 
 /// Finds matmul → softmax → matmul chains (docs/findings.md `unfused_attention`) and fills the `attention`
 /// figures of the host analysis (CPU time) and of each device (the GPU activities the chains launched).
-void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices, std::optional<HostAnalysis>& host);
+void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices,
+                   std::optional<HostAnalysis>& host);
 
 /// Host-side (CPU) figures: window, steps, operators by self time. nullopt without CPU spans.
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw);

@@ -16,10 +16,12 @@ std::string lower(std::string_view s) {
 }
 
 bool has_any(const std::string& s, std::initializer_list<std::string_view> parts) {
-  return std::any_of(parts.begin(), parts.end(), [&](std::string_view p) { return s.find(p) != std::string::npos; });
+  return std::any_of(parts.begin(), parts.end(),
+                     [&](std::string_view p) { return s.find(p) != std::string::npos; });
 }
 
-/// The first template argument is `float` ("dgrad_engine<float, 512, …>", "winogradForwardData4x4<float, …>").
+/// The first template argument is `float` ("dgrad_engine<float, 512, …>", "winogradForwardData4x4<float,
+/// …>").
 bool first_template_arg_is_float(const std::string& s) {
   const auto lt = s.find('<');
   if (lt == std::string::npos) return false;
@@ -37,14 +39,14 @@ KernelMath kernel_math(std::string_view kernel_name) {
   // Matrix-vector products, layout transforms and normalisations are memory-bound: tensor cores do not help.
   if (has_any(s, {"gemv", "nchwtonhwc", "nhwctonchw", "bn_fw", "bn_bw", "batch_norm", "elementwise"}))
     return KernelMath::other;
-  const bool matrix = has_any(s, {"gemm", "scudnn", "convolve", "convolution", "conv2d", "conv3d", "conv1d",
-                                  "dgrad", "wgrad", "fprop", "winograd"});
+  const bool matrix = has_any(s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution",
+                                  "conv2d", "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd"});
   if (!matrix) return KernelMath::other;
   // Tensor-core kernels name their MMA shape (884 Volta, 1688 Turing/Ampere TF32, 16816 Ampere+), their
   // element types (fp16, bf16, tf32, fp8, half) or their instruction family (xmma, hmma, imma, wgmma, gmma).
-  if (has_any(s, {"884", "1688", "16816", "16832", "xmma", "hmma", "imma", "wgmma", "gmma", "tensorop",
-                  "tensor16x8", "fp16", "bf16", "tf32", "f16", "fp8", "e4m3", "e5m2", "half", "hgemm",
-                  "int8"}))
+  if (has_any(s, {"884",   "1688", "16816",    "16832",      "xmma", "hmma",  "imma",
+                  "wgmma", "gmma", "tensorop", "tensor16x8", "fp16", "bf16",  "tf32",
+                  "f16",   "fp8",  "e4m3",     "e5m2",       "half", "hgemm", "int8"}))
     return KernelMath::tensor_core;
   // fp32 on the CUDA cores: cuBLAS/cuDNN SIMT kernels (volta_sgemm_…, ampere_scudnn_…, cutlass_simt_sgemm)
   // and templates whose element type is float.

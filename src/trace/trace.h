@@ -79,12 +79,12 @@ inline constexpr std::size_t kTimelineMaxSpans = 4000;
 struct AttentionFigures {
   std::int64_t chains = 0;                 ///< chains in steps without fused attention
   std::int64_t chains_in_fused_steps = 0;  ///< chains left out because their step also ran fused attention
-  std::int64_t fused = 0;             ///< fused attention seen: SDPA / flash operators, fused kernels
-  std::int64_t host_ns = 0;           ///< host only: Σ CPU time of the chains (first matmul start to last end)
-  std::int64_t host_matmul_ns = 0;    ///< host only: of which inside the two matmul operators
-  std::int64_t kernel_ns = 0;         ///< devices: Σ durations of the GPU activities the chains launched
+  std::int64_t fused = 0;                  ///< fused attention seen: SDPA / flash operators, fused kernels
+  std::int64_t host_ns = 0;         ///< host only: Σ CPU time of the chains (first matmul start to last end)
+  std::int64_t host_matmul_ns = 0;  ///< host only: of which inside the two matmul operators
+  std::int64_t kernel_ns = 0;       ///< devices: Σ durations of the GPU activities the chains launched
   std::int64_t matmul_kernel_ns = 0;  ///< devices: of which launched by the two matmul operators
-  std::string pattern;                ///< the first chain's operators ("aten::matmul → aten::softmax → …")
+  std::string pattern;  ///< the first chain's operators ("aten::matmul → aten::softmax → …")
 };
 
 /// The analysis of one device (Kineto `pid` of GPU events) of one file.

@@ -18,19 +18,28 @@ using test::TempDir;
 /// One H100 idle (no process) for `idle_s` seconds, then busy at 90 % with every process named `comm`.
 std::string late_start_scenario(const std::string& comm, int idle_s) {
   nlohmann::json proc = {{"comm", comm}, {"mem_mib", 20000}, {"sm_util", 90}};
-  nlohmann::json j = {
-      {"driver_version", "580.95.05"},
-      {"devices",
-       {{{"name", "NVIDIA H100 80GB HBM3"},
-         {"uuid", "GPU-31313131-2222-3333-4444-555555555555"},
-         {"pci_bus_id", "00000000:18:00.0"},
-         {"memory_total_mib", 81559},
-         {"power_limit_w", 700},
-         {"energy_counter", true},
-         {"mig", false},
-         {"timeline",
-          {{{"t", 0}, {"util", 0}, {"mem_used_mib", 500}, {"power_w", 70}, {"temp_c", 35}, {"processes", nlohmann::json::array()}},
-           {{"t", idle_s}, {"util", 90}, {"mem_used_mib", 20500}, {"power_w", 600}, {"temp_c", 60}, {"processes", {proc}}}}}}}}};
+  nlohmann::json j = {{"driver_version", "580.95.05"},
+                      {"devices",
+                       {{{"name", "NVIDIA H100 80GB HBM3"},
+                         {"uuid", "GPU-31313131-2222-3333-4444-555555555555"},
+                         {"pci_bus_id", "00000000:18:00.0"},
+                         {"memory_total_mib", 81559},
+                         {"power_limit_w", 700},
+                         {"energy_counter", true},
+                         {"mig", false},
+                         {"timeline",
+                          {{{"t", 0},
+                            {"util", 0},
+                            {"mem_used_mib", 500},
+                            {"power_w", 70},
+                            {"temp_c", 35},
+                            {"processes", nlohmann::json::array()}},
+                           {{"t", idle_s},
+                            {"util", 90},
+                            {"mem_used_mib", 20500},
+                            {"power_w", 600},
+                            {"temp_c", 60},
+                            {"processes", {proc}}}}}}}}};
   return j.dump();
 }
 
@@ -107,8 +116,9 @@ TEST_F(AdviceIntegrationTest, OptunaStudyUnderRunStopsAtItsBudgetWithEachTrialsC
   // Real Optuna (python3-optuna): 0.4 s trials at $3600/GPU-h ($1 a second), a $1.50 budget.
   auto e = env(test::one_gpu_scenario("python3", 90));
   const std::string study = test::source_dir() + "/tests/data/python/optuna_study.py";
-  auto r = run_gpumeter({"run", "--price", "3600", "--quiet", "--", "/usr/bin/python3", study, "0.4", "1.5", "0.5"},
-                        e, std::nullopt, 120);
+  auto r = run_gpumeter(
+      {"run", "--price", "3600", "--quiet", "--", "/usr/bin/python3", study, "0.4", "1.5", "0.5"}, e,
+      std::nullopt, 120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto line = r.out.substr(r.out.find('{'));
   auto j = nlohmann::json::parse(line);
@@ -140,12 +150,14 @@ TEST_F(AdviceIntegrationTest, OptunaStudyUnderRunStopsAtItsBudgetWithEachTrialsC
   }
   const auto& per = j["per_improvement"];
   EXPECT_NEAR(per["cost_usd"].get<double>(), sum, 1e-6);
-  if (per["improvement"].get<double>() > 0)
+  if (per["improvement"].get<double>() > 0) {
     EXPECT_NEAR(per["usd_per_unit"].get<double>(), sum / per["improvement"].get<double>(), 1e-9);
+  }
 
   // Outside gpumeter: wall time only, and it says so.
   auto bare = test::run_command({"/usr/bin/python3", study, "0.01", "1.5", "0.5"},
-                                {{"PYTHONPATH", test::source_dir() + "/python"}, {"GPUMETER_STATUS_FILE", "\x01unset"},
+                                {{"PYTHONPATH", test::source_dir() + "/python"},
+                                 {"GPUMETER_STATUS_FILE", "\x01unset"},
                                  {"GPUMETER_SOCKET", "\x01unset"}});
   ASSERT_EQ(bare.exit_code, 0) << bare.err;
   EXPECT_NE(bare.err.find("recording wall time only"), std::string::npos) << bare.err;
@@ -178,7 +190,8 @@ TEST(AdviceTraceIntegrationTest, TraceShowsFp32MathAndUnfusedAttentionWithDollar
   EXPECT_EQ(nlohmann::json::parse(sdpa.out)["files"][0]["host"]["findings"].size(), 0u) << sdpa.out;
   auto gpu = run_gpumeter({"trace", data + "gpt2_attention_explicit_gpu.json.gz", "--json", "--price", "2"});
   ASSERT_EQ(gpu.exit_code, 0) << gpu.err;
-  const auto* att = finding(nlohmann::json::parse(gpu.out)["devices"][0]["findings"], "unfused_attention");
+  auto g = nlohmann::json::parse(gpu.out);
+  const auto* att = finding(g["devices"][0]["findings"], "unfused_attention");
   ASSERT_NE(att, nullptr) << gpu.out.substr(0, 3000);
   EXPECT_GT((*att)["cost_usd"].get<double>(), 0);
 }

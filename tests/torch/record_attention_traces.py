@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Records the attention samples of tests/data/trace (docs/findings.md `unfused_attention`).
 
-A small GPT-2-shaped model (2 blocks, 4 heads, 128 wide, 64 tokens, causal) is trained for a few steps on
+A small GPT-2-shaped model (2 blocks, 4 heads, 128 wide, 256 tokens, causal) is trained for a few steps on
 the CPU under torch.profiler, once with attention written out (q @ k^T -> scale -> mask -> softmax -> @ v)
 and once with PyTorch's scaled-dot-product attention; the two Kineto traces are written as
 gpt2_attention_explicit_cpu.json.gz and gpt2_attention_sdpa_cpu.json.gz (CPU operators only).
@@ -10,8 +10,8 @@ From each CPU trace it then builds a GPU-shaped trace (gpt2_attention_*_gpu.json
 launches work on a GPU (a leaf operator that is not a view or an allocation) gets a cudaLaunchKernel call
 inside it and a kernel on device 0, stream 7, with the name PyTorch 2 on an A100 gives that operator (bf16
 tensor-core GEMMs, the softmax warp kernels, elementwise kernels; FlashAttention's flash_fwd/flash_bwd for
-the SDPA operators, which then hold the whole attention), a duration of a quarter of the operator's CPU
-time, queued in launch order. The host side is the recorded one, unchanged.
+the SDPA operators, which then hold the whole attention), a duration of 0.8 of the operator's CPU time,
+queued in launch order. The host side is the recorded one, unchanged.
 
 Usage: record_attention_traces.py OUT_DIR      (python3-torch; about 10 s on 2 cores)
 """
@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 torch.manual_seed(0)
 torch.set_num_threads(1)
 
-LAYERS, HEADS, WIDTH, TOKENS, VOCAB, BATCH = 2, 4, 128, 64, 512, 4
+LAYERS, HEADS, WIDTH, TOKENS, VOCAB, BATCH = 2, 4, 128, 256, 512, 2
 
 
 def sdpa(q, k, v):
@@ -148,28 +148,28 @@ def gpu_shaped(cpu_trace):
               (cpu_trace if isinstance(cpu_trace, list) else cpu_trace["traceEvents"])]
     ops = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op"),
                  key=lambda e: (e["tid"], e["ts"], -e["dur"]))
-    launchers = []  # (op, fused parent): leaf operators, and SDPA operators that hold the whole attention
+    launchers = []
     stack = []
     for e in ops:
         while stack and (stack[-1]["tid"] != e["tid"] or stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]):
             stack.pop()
-        e["_children"] = 0
-        if stack:
-            stack[-1]["_children"] += 1
+        e["_parent"] = stack[-1] if stack else None
         e["_inside_sdpa"] = any("scaled_dot_product" in s["name"] for s in stack)
+        e["_launching_below"] = False
         stack.append(e)
-    for e in ops:
+    # Children come after their parents in this order: walking it backwards sees every child first. An
+    # operator launches a kernel when it is one that computes (not a view, an allocation or a conversion)
+    # and nothing below it does; an SDPA operator is one fused kernel for its whole subtree.
+    for e in reversed(ops):
         if e["_inside_sdpa"]:
-            continue  # on a GPU the SDPA operator is one fused kernel
-        if "scaled_dot_product" in e["name"]:
+            continue
+        computes = e["name"].startswith("aten::") and e["name"] not in NO_KERNEL
+        if "scaled_dot_product" in e["name"] or (computes and not e["_launching_below"]):
             launchers.append(e)
-        elif e["_children"] == 0 and e["name"].startswith("aten::") and e["name"] not in NO_KERNEL:
-            launchers.append(e)
+        if (computes or e["_launching_below"]) and e["_parent"] is not None:
+            e["_parent"]["_launching_below"] = True
     launchers.sort(key=lambda e: e["ts"])
-    out = [dict(e) for e in events]
-    for e in out:
-        e.pop("_children", None)
-        e.pop("_inside_sdpa", None)
+    out = [{k: v for k, v in e.items() if not k.startswith("_")} for e in events]
     gpu_free = 0.0
     for n, e in enumerate(launchers, start=1):
         corr = 900000 + n
@@ -177,7 +177,7 @@ def gpu_shaped(cpu_trace):
         out.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": e["pid"], "tid": e["tid"],
                     "ts": launch_ts, "dur": 0.5, "args": {"correlation": corr, "cbid": 211}})
         start = max(launch_ts + 4.0, gpu_free)
-        dur = round(max(1.0, e["dur"] / 4), 3)
+        dur = round(max(1.0, e["dur"] * 0.8), 3)
         out.append({"ph": "X", "cat": "kernel", "name": kernel_name(e["name"]), "pid": 0, "tid": 7,
                     "ts": round(start, 3), "dur": dur,
                     "args": {"device": 0, "stream": 7, "correlation": corr, "grid": [64, 1, 1],

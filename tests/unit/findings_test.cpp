@@ -115,14 +115,15 @@ T evidence(const Finding& f, const std::string& key) {
 }
 
 TEST(FindingsTest, KernelNamesTellFp32FromTensorCoreMath) {
-  using trace::KernelMath;
   using trace::kernel_math;
+  using trace::KernelMath;
   EXPECT_EQ(kernel_math("volta_sgemm_64x64_nt"), KernelMath::fp32);
   EXPECT_EQ(kernel_math("volta_scudnn_128x128_stridedB_splitK_small_nn_v1"), KernelMath::fp32);
   EXPECT_EQ(kernel_math("ampere_sgemm_128x64_nn"), KernelMath::fp32);
   EXPECT_EQ(kernel_math("void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int, int)"),
             KernelMath::fp32);
-  EXPECT_EQ(kernel_math("void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int)"),
+  EXPECT_EQ(kernel_math(
+                "void implicit_convolve_sgemm<float, float, 1024, 6, 7, 3, 3, 5, 1, false, true, true>(int)"),
             KernelMath::fp32);
   EXPECT_EQ(kernel_math("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(Params)"),
             KernelMath::tensor_core);
@@ -130,7 +131,8 @@ TEST(FindingsTest, KernelNamesTellFp32FromTensorCoreMath) {
             KernelMath::tensor_core);
   EXPECT_EQ(kernel_math("sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw"),
             KernelMath::tensor_core);
-  EXPECT_EQ(kernel_math("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_nt"), KernelMath::tensor_core);
+  EXPECT_EQ(kernel_math("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_nt"),
+            KernelMath::tensor_core);
   EXPECT_EQ(kernel_math("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"),
             KernelMath::tensor_core);
   // Normalisations, layout transforms, matrix-vector products and elementwise kernels are none of it.
@@ -138,13 +140,18 @@ TEST(FindingsTest, KernelNamesTellFp32FromTensorCoreMath) {
             KernelMath::other);
   EXPECT_EQ(kernel_math("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(params)"),
             KernelMath::other);
-  EXPECT_EQ(kernel_math("void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false>(params)"),
-            KernelMath::other);
-  EXPECT_EQ(kernel_math("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)"),
-            KernelMath::other);
-  EXPECT_TRUE(trace::is_fused_attention_kernel("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>()"));
-  EXPECT_TRUE(trace::is_fused_attention_kernel("fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention)"));
-  EXPECT_FALSE(trace::is_fused_attention_kernel("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_nt"));
+  EXPECT_EQ(
+      kernel_math("void gemv2T_kernel_val<int, int, float, float, float, 128, 16, 4, 4, false>(params)"),
+      KernelMath::other);
+  EXPECT_EQ(
+      kernel_math("void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>(int)"),
+      KernelMath::other);
+  EXPECT_TRUE(trace::is_fused_attention_kernel(
+      "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64>>()"));
+  EXPECT_TRUE(
+      trace::is_fused_attention_kernel("fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention)"));
+  EXPECT_FALSE(
+      trace::is_fused_attention_kernel("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_nt"));
 }
 
 TEST(FindingsTest, Fp32MathOnTheResNet50V100SampleWithDollars) {
@@ -221,7 +228,8 @@ std::string tensor_core_version(std::string json) {
 }
 
 TEST(FindingsTest, Fp32MathNotOnTheTensorCoreVersionOfTheSameTrace) {
-  auto text = trace::read_trace_text(test::source_dir() + "/tests/data/trace/resnet50_v100_num_workers_0.json.gz");
+  auto text =
+      trace::read_trace_text(test::source_dir() + "/tests/data/trace/resnet50_v100_num_workers_0.json.gz");
   ASSERT_TRUE(text.ok());
   auto file = trace::analyze_buffer("resnet50_amp", tensor_core_version(*text));
   ASSERT_TRUE(file.ok());
@@ -243,7 +251,8 @@ TEST(FindingsTest, UnfusedAttentionOnTheRecordedExplicitAttentionTraceNotOnSdpa)
   const auto host = for_trace_host(*explicit_cpu.host, MicroUsd{3'000'000});
   const Finding* f = find(host, "unfused_attention");
   ASSERT_NE(f, nullptr);
-  EXPECT_EQ(f->at_stake_ns, explicit_cpu.host->attention.host_ns - explicit_cpu.host->attention.host_matmul_ns);
+  EXPECT_EQ(f->at_stake_ns,
+            explicit_cpu.host->attention.host_ns - explicit_cpu.host->attention.host_matmul_ns);
   EXPECT_GT(f->at_stake_ns, 0);
   EXPECT_TRUE(f->cost_nano_usd.has_value());
   EXPECT_NE(f->action.find("torch.nn.functional.scaled_dot_product_attention"), std::string::npos);
@@ -272,8 +281,9 @@ TEST(FindingsTest, UnfusedAttentionOnTheRecordedExplicitAttentionTraceNotOnSdpa)
   const auto sdpa_gpu = sample("gpt2_attention_sdpa_gpu.json.gz");
   ASSERT_EQ(sdpa_gpu.devices.size(), 1u);
   EXPECT_GT(sdpa_gpu.devices.front().attention.fused, 0);
-  EXPECT_EQ(find(for_trace_device(sdpa_gpu.devices.front(), MicroUsd{2'000'000}, &catalog()), "unfused_attention"),
-            nullptr);
+  EXPECT_EQ(
+      find(for_trace_device(sdpa_gpu.devices.front(), MicroUsd{2'000'000}, &catalog()), "unfused_attention"),
+      nullptr);
 }
 
 }  // namespace
