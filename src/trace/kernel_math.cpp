@@ -39,8 +39,9 @@ KernelMath kernel_math(std::string_view kernel_name) {
   // Matrix-vector products, layout transforms and normalisations are memory-bound: tensor cores do not help.
   if (has_any(s, {"gemv", "nchwtonhwc", "nhwctonchw", "bn_fw", "bn_bw", "batch_norm", "elementwise"}))
     return KernelMath::other;
-  const bool matrix = has_any(s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution",
-                                  "conv2d", "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd"});
+  const bool matrix =
+      has_any(s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution",
+                  "conv2d", "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd"});
   if (!matrix) return KernelMath::other;
   // Tensor-core kernels name their MMA shape (884 Volta, 1688 Turing/Ampere TF32, 16816 Ampere+), their
   // element types (fp16, bf16, tf32, fp8, half) or their instruction family (xmma, hmma, imma, wgmma, gmma).
