@@ -7,6 +7,7 @@
 #include "catalog/catalog.h"
 #include "meter/meter.h"
 #include "report/multi.h"
+#include "report/run_report.h"
 #include "support/support.h"
 
 namespace gm::findings {
@@ -327,6 +328,74 @@ TEST(FleetFindingsTest, WasteOfThePeriodNamesTheRunThatWastedMostWithItsMonthlyR
   rep.total.idle_cost_micros = 10'000'000;
   rep.total.unused_gpu_cost_micros = 0;
   EXPECT_TRUE(multi_findings(rep).empty());
+}
+
+}  // namespace
+}  // namespace gm
+
+namespace gm {
+namespace {
+
+TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
+  // Two GPUs at $3.60/GPU-h ($0.001 a second each): both idle until 5 s, then GPU 1 works from 6 s and GPU
+  // 0 from 8 s; 20 one-second samples each.
+  std::vector<SampleRecord> samples;
+  for (int t = 1; t <= 20; ++t)
+    for (unsigned gpu : {0u, 1u}) {
+      SampleRecord s;
+      s.t_ms = t * 1000;
+      s.gpu_index = gpu;
+      s.gpu_uuid = "GPU-" + std::to_string(gpu);
+      s.utilization_pct = t > (gpu == 0 ? 8 : 6) ? 80.0 : (t == 3 ? 4.9 : 0.0);  // 4.9 % is still idle
+      s.job_present = gpu == 1 && t > 6;
+      s.cost_micros = 1000;
+      samples.push_back(s);
+    }
+  auto usage = gpu_usage_from_samples(samples);
+  ASSERT_EQ(usage.size(), 2u);
+  // The first sample showing work (t = 9 s, t = 7 s) closes the interval in which it began.
+  EXPECT_EQ(usage[0].first_work_ms, 8000);
+  EXPECT_EQ(usage[1].first_work_ms, 6000);
+  RunRecord run;
+  run.wall_ms = 20'000;
+  run.billed_s = 20;
+  run.cost_micros = 40'000;
+  run.price_micros_per_gpu_hour = 3'600'000;
+  run.gpus_allocated = {"GPU-0", "GPU-1"};
+  run.gpus_used = {"GPU-1"};
+  std::vector<ProgressRecord> progress(1);
+  progress[0].step = 100;
+  progress[0].total_steps = 1000;
+  auto r = build_run_report(run, usage, progress, {}, nullptr);
+  ASSERT_TRUE(r.startup.has_value());
+  EXPECT_EQ(r.startup->ms, 6000);
+  EXPECT_EQ(r.startup->cost_micros, 12'000);  // 6 s × 2 GPUs × $0.001
+  EXPECT_DOUBLE_EQ(r.startup->share_of_run, 0.3);
+  // The 100 steps cost $0.028 after the start-up: 1000 steps cost $0.28, and the whole job $0.292.
+  ASSERT_TRUE(r.startup->total_micros.has_value());
+  EXPECT_EQ(*r.startup->total_micros, 292'000);
+  EXPECT_NEAR(*r.startup->share_of_total, 12.0 / 292.0, 1e-12);
+  const findings::Finding* f = nullptr;
+  for (const auto& x : r.findings)
+    if (x.kind == "startup_overhead") f = &x;
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, findings::Severity::high);  // 30 % of the run's cost
+  EXPECT_EQ(f->cost_nano_usd, 12'000'000);
+  EXPECT_EQ(f->at_stake_ns, 12'000'000'000);  // 6 s on 2 GPUs
+  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"), std::string::npos)
+      << render_run_report_text(r);
+
+  // A start-up under 5 % of the run's cost is a figure, not a finding; no GPU work at all is neither.
+  run.cost_micros = 400'000;
+  run.wall_ms = 200'000;
+  auto small = build_run_report(run, usage, {}, {}, nullptr);
+  ASSERT_TRUE(small.startup.has_value());
+  for (const auto& x : small.findings) EXPECT_NE(x.kind, "startup_overhead");
+  for (auto& s : samples) {
+    s.utilization_pct = 0.0;
+    s.job_present = false;
+  }
+  EXPECT_FALSE(build_run_report(run, gpu_usage_from_samples(samples), {}, {}, nullptr).startup.has_value());
 }
 
 }  // namespace
