@@ -8,7 +8,8 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "dropped", "status", "spent_usd", "HFCallback", "LightningCallback"]
+__all__ = ["progress", "enabled", "dropped", "status", "metered", "spent_usd", "HFCallback", "LightningCallback",
+           "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -133,11 +134,31 @@ def status():
         return None
 
 
+def _notebook_session():
+    """The running ``%load_ext gpumeter`` session of this kernel, if any (gpumeter.notebook)."""
+    import sys
+    notebook = sys.modules.get("gpumeter.notebook")
+    return getattr(notebook, "_session", None) if notebook is not None else None
+
+
+def metered():
+    """True when something meters this process: ``gpumeter run`` (its status file) or the notebook
+    extension."""
+    return status() is not None or _notebook_session() is not None
+
+
 def spent_usd(now=None):
     """Dollars this run has cost so far: the meter's last figure plus its burn rate since it was written
-    (``now``: a ``time.time()`` value). None outside ``gpumeter run`` or without a price."""
+    (``now``: a ``time.time()`` value); under the notebook extension, the session's spend. None outside
+    both or without a price. Never raises."""
     doc = status()
-    if not doc or doc.get("spent_micros") is None:
+    if doc is None:
+        session = _notebook_session()
+        try:
+            return session.spent_now() if session is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+    if doc.get("spent_micros") is None:
         return None
     try:
         spent = doc["spent_micros"] / 1e6
@@ -159,3 +180,16 @@ def LightningCallback(*args, **kwargs):
     """A PyTorch Lightning ``Callback`` reporting steps and logged metrics."""
     from .integrations import make_lightning_callback
     return make_lightning_callback()(*args, **kwargs)
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext gpumeter``: a live cost badge, per-cell costs and a budget for this notebook's kernel
+    (see :mod:`gpumeter.notebook`)."""
+    from .notebook import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    """``%unload_ext gpumeter``: the meter detaches and records what it metered."""
+    from .notebook import unload_ipython_extension as unload
+    unload(ipython)

@@ -1,7 +1,8 @@
 """Cost-aware hyperparameter search with Optuna (standard library plus Optuna; docs/run.md "Optuna").
 
-Inside ``gpumeter run`` each trial's cost is the meter's spend between the trial's start and end (read from
-the status file gpumeter rewrites every metering interval, ``GPUMETER_STATUS_FILE``)::
+Inside ``gpumeter run`` (or a notebook under ``%load_ext gpumeter``) each trial's cost is the meter's spend
+between the trial's start and end (``gpumeter.spent_usd()``: the status file gpumeter rewrites every
+metering interval, ``GPUMETER_STATUS_FILE``, or the notebook session's figures)::
 
     cost = gpumeter.optuna.CostCallback(budget_usd=5.0, max_trial_usd=0.50)
     study.optimize(cost.wrap(objective), n_trials=200, callbacks=[cost])
@@ -33,7 +34,7 @@ class CostCallback:
         self.max_trial_usd = max_trial_usd
         self.spent_usd = 0.0        # Σ cost of the finished trials seen
         self.trial_costs = {}       # trial number -> cost in dollars (None outside gpumeter)
-        self.metered = gpumeter.status() is not None
+        self.metered = gpumeter.metered()
         self._started = {}          # trial number -> (time.time(), spend at start or None)
         self._last_spend = gpumeter.spent_usd()  # for trials run without wrap(): spend between callbacks
         self._warned = False
@@ -43,7 +44,7 @@ class CostCallback:
     def _warn(self):
         if not self._warned:
             self._warned = True
-            warnings.warn("gpumeter.optuna: not running under `gpumeter run` (no GPUMETER_STATUS_FILE): "
+            warnings.warn("gpumeter.optuna: not running under `gpumeter run` or the notebook extension: "
                           "recording wall time only; no cost_usd, budget_usd and max_trial_usd not enforced",
                           RuntimeWarning, stacklevel=3)
 
@@ -74,7 +75,7 @@ class CostCallback:
                     trial.set_user_attr("wall_s", wall)
                     if usd is None:
                         self._warn()
-                        trial.set_user_attr("cost_source", "wall time only (not under gpumeter run)")
+                        trial.set_user_attr("cost_source", "wall time only (not metered by gpumeter)")
                     else:
                         trial.set_user_attr("cost_usd", usd)
                         trial.set_user_attr("cost_source", "gpumeter")
