@@ -286,6 +286,9 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
       ++devices;
       ++index;
     }
+    if (f.devices.empty() && f.host)  // a CPU-only trace: what its operators alone show (unfused attention)
+      if (auto fs = findings::for_trace_host(*f.host, price_micros); !fs.empty())
+        device_findings.emplace_back(file + " · host (CPU only)", std::move(fs));
     if (f.partial) notes.push_back(f.file + ": PARTIAL results (the file is damaged): " + f.partial_error);
   }
   if (devices == 0) notes.push_back("no device with GPU activity in these traces");
