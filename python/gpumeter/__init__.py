@@ -8,8 +8,8 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "dropped", "HFCallback", "LightningCallback", "load_ipython_extension",
-           "unload_ipython_extension"]
+__all__ = ["progress", "enabled", "dropped", "status", "metered", "spent_usd", "HFCallback", "LightningCallback",
+           "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -116,6 +116,58 @@ def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=Non
     except Exception:  # noqa: BLE001 - delivery problems and our own bugs alike
         _dropped["errors"] += 1
         return False
+
+
+def status():
+    """The meter's latest status of this run as a dict (``gpumeter run`` rewrites the file named by
+    ``GPUMETER_STATUS_FILE`` every metering interval: ``spent_micros``, ``spent_usd``, ``burn_usd_per_s``,
+    ``budget_left_usd``, ``forecast_usd``, ``step``, ``total_steps``, ``elapsed_s``, ``written_unix_ms``;
+    docs/run.md). None outside ``gpumeter run`` or when the file cannot be read. Never raises."""
+    path = os.environ.get("GPUMETER_STATUS_FILE")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        return doc if isinstance(doc, dict) else None
+    except Exception:  # noqa: BLE001 - missing between renames, unreadable: no figure, no exception
+        return None
+
+
+def _notebook_session():
+    """The running ``%load_ext gpumeter`` session of this kernel, if any (gpumeter.notebook)."""
+    import sys
+    notebook = sys.modules.get("gpumeter.notebook")
+    return getattr(notebook, "_session", None) if notebook is not None else None
+
+
+def metered():
+    """True when something meters this process: ``gpumeter run`` (its status file) or the notebook
+    extension."""
+    return status() is not None or _notebook_session() is not None
+
+
+def spent_usd(now=None):
+    """Dollars this run has cost so far: the meter's last figure plus its burn rate since it was written
+    (``now``: a ``time.time()`` value); under the notebook extension, the session's spend. None outside
+    both or without a price. Never raises."""
+    doc = status()
+    if doc is None:
+        session = _notebook_session()
+        try:
+            return session.spent_now() if session is not None else None
+        except Exception:  # noqa: BLE001
+            return None
+    if doc.get("spent_micros") is None:
+        return None
+    try:
+        spent = doc["spent_micros"] / 1e6
+        burn = doc.get("burn_usd_per_s") or 0.0
+        import time
+        age_s = max(0.0, (time.time() if now is None else now) - doc["written_unix_ms"] / 1000.0)
+        return spent + burn * min(age_s, 60.0)
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def HFCallback(*args, **kwargs):

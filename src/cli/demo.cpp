@@ -83,7 +83,9 @@ std::string simulated_scenario() {
                             {"power_w", 72},
                             {"temp_c", 34},
                             {"processes", nlohmann::json::array()}},
-                           {{"t", 1},
+                           // Idle for the first 3 s: the job's start-up (Python, PyTorch, the model), which
+                           // the report shows as startup_overhead.
+                           {{"t", 3},
                             {"util", 93},
                             {"mem_used_mib", 31000},
                             {"power_w", 610},

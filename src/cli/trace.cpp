@@ -92,8 +92,10 @@ int cmd_trace(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", price->unpriced_reason.c_str());
   }
 
+  ro.catalog = &prices->catalog();
   if (html) {
-    auto page = render_trace_html(*result, TraceHtmlOptions{ro.price_micros_per_gpu_hour, ro.price_source});
+    auto page = render_trace_html(
+        *result, TraceHtmlOptions{ro.price_micros_per_gpu_hour, ro.price_source, ro.catalog});
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

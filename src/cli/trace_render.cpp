@@ -26,7 +26,11 @@ std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
 }
 
 std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const TraceRenderOptions& o) {
-  return findings::for_trace_device(d, o.price_micros_per_gpu_hour);
+  return findings::for_trace_device(d, o.price_micros_per_gpu_hour, o.catalog);
+}
+
+std::vector<findings::Finding> host_findings(const trace::HostAnalysis& h, const TraceRenderOptions& o) {
+  return findings::for_trace_host(h, o.price_micros_per_gpu_hour);
 }
 
 bool shown(const TraceRenderOptions& o, const char* what) {
@@ -148,6 +152,7 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
   for (const auto& op : h.operators)
     ops.push_back({{"name", op.name}, {"count", op.count}, {"self_ns", op.self_ns}, {"total_ns", op.total_ns}});
   j["operators"] = std::move(ops);
+  j["findings"] = findings::to_json(host_findings(h, o));
   return j;
 }
 
@@ -168,6 +173,7 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
   } else {
     out += "steps: no ProfilerStep spans in this trace\n";
   }
+  out += findings::to_text(host_findings(h, o));
   if (h.operators.empty()) {
     out += "\n";
     return;

@@ -8,6 +8,10 @@
 #include "trace/trace.h"
 #include "util/money.h"
 
+namespace gm {
+class Catalog;
+}
+
 namespace gm::cli {
 
 /// How to price and present trace results.
@@ -17,6 +21,7 @@ struct TraceRenderOptions {
   std::optional<std::int64_t> project_steps;     ///< --steps N
   std::size_t top = 10;                          ///< rows per terminal breakdown
   std::vector<std::string> by;                   ///< kernel / op / annotation / step; empty = all
+  const Catalog* catalog = nullptr;              ///< GPU specs for the findings (fp32_math); may be null
 };
 
 /// The cost of `ns` GPU-nanoseconds at the options' price (meter's integer pico-dollars); none without a

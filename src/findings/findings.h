@@ -11,6 +11,10 @@
 #include "trace/trace.h"
 #include "util/money.h"
 
+namespace gm {
+class Catalog;
+}
+
 namespace gm::findings {
 
 /// How much a finding matters: what share of the money it concerns.
@@ -46,8 +50,15 @@ nlohmann::json to_json(const std::vector<Finding>& findings);
 std::string to_text(const std::vector<Finding>& findings);
 
 /// Findings of one trace device at `price_micros_per_gpu_hour` (nullopt: time only), largest at stake
-/// first: input-bound, launch-bound, exposed communication, pageable copies, one kernel family dominating.
+/// first: input-bound, launch-bound, exposed communication, pageable copies, fp32 math on tensor-core GPUs,
+/// unfused attention, one kernel family dominating. `catalog` (optional) gives the GPU's TFLOPS.
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& device,
-                                      std::optional<MicroUsd> price_micros_per_gpu_hour);
+                                      std::optional<MicroUsd> price_micros_per_gpu_hour,
+                                      const Catalog* catalog = nullptr);
+
+/// Findings of a trace's host side (CPU operators; the only findings of a CPU-only trace): unfused
+/// attention, priced like the CPU-only report (the host's time at the price; nullopt: time only).
+std::vector<Finding> for_trace_host(const trace::HostAnalysis& host,
+                                    std::optional<MicroUsd> price_micros_per_gpu_hour);
 
 }  // namespace gm::findings

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "catalog/catalog.h"
 #include "findings/findings.h"
 #include "meter/meter.h"
 
@@ -25,29 +26,107 @@ Severity severity_of(double window_share) {
 
 /// Fills the dollars of `f` from its GPU time: over the window, per 1k profiler steps, per month at the same
 /// share of a GPU's time.
-void price(Finding& f, const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,
-           std::int64_t steps) {
+void price(Finding& f, std::int64_t window_ns, std::optional<MicroUsd> price_micros, std::int64_t steps) {
   if (!price_micros) return;
   f.cost_nano_usd = gpu_ns_cost_pico_usd(*price_micros, f.at_stake_ns) / 1000;
   if (steps > 0)
     f.nano_usd_per_1k_steps = gpu_ns_cost_pico_usd(*price_micros, f.at_stake_ns * 1000 / steps) / 1000;
-  if (d.window_ns > 0) {
+  if (window_ns > 0) {
     // share of the window × price × 730 h, in integers: micros/h × 730 h × 1000 nano/micro × part / window.
     const Int128 n =
         static_cast<Int128>(*price_micros) * static_cast<Int128>(kHoursPerMonth) * 1000 * f.at_stake_ns;
-    f.nano_usd_per_month = static_cast<std::int64_t>(n / d.window_ns);
+    f.nano_usd_per_month = static_cast<std::int64_t>(n / window_ns);
   }
 }
 
-std::int64_t profiler_steps(const trace::DeviceAnalysis& d) {
+std::int64_t profiler_steps(const std::vector<trace::Bucket>& steps) {
   std::int64_t n = 0;
-  for (const auto& s : d.steps) n += s.name.rfind("ProfilerStep", 0) == 0 ? 1 : 0;
+  for (const auto& s : steps) n += s.name.rfind("ProfilerStep", 0) == 0 ? 1 : 0;
   return n;
+}
+
+/// `unfused_attention` from the chains' time `chain_ns` (GPU kernels or CPU operators), of which `matmul_ns`
+/// in the two matmuls: a fused kernel is estimated to take the matmuls' time, so the rest is at stake.
+std::optional<Finding> unfused_attention(const trace::AttentionFigures& a, std::int64_t chain_ns,
+                                         std::int64_t matmul_ns, std::int64_t busy_ns, std::int64_t window_ns,
+                                         const char* where) {
+  if (a.chains == 0 || chain_ns <= 0) return std::nullopt;
+  const std::int64_t at_stake = std::max<std::int64_t>(0, chain_ns - matmul_ns);
+  if (share(at_stake, busy_ns) < 0.01) return std::nullopt;
+  Finding f;
+  f.kind = "unfused_attention";
+  f.at_stake_ns = at_stake;
+  f.severity = severity_of(share(at_stake, window_ns));
+  f.summary = fmt::format(
+      "attention written as separate kernels: {} chains of {} took {:.1f}% of the {}'s busy time; a fused "
+      "kernel would need about the matmuls' time alone, {:.1f}% of the window is at stake",
+      a.chains, a.pattern, 100 * share(chain_ns, busy_ns), where, 100 * share(at_stake, window_ns));
+  f.action =
+      "call torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) instead of "
+      "q @ k.transpose → softmax → @ v (PyTorch 2: FlashAttention / memory-efficient kernels; or "
+      "attn_implementation=\"sdpa\" in Hugging Face models)";
+  f.evidence.push_back({"chains", a.chains});
+  f.evidence.push_back({"pattern", a.pattern});
+  f.evidence.push_back({"chain_ns", chain_ns});
+  f.evidence.push_back({"matmul_ns", matmul_ns});
+  f.evidence.push_back({"fused_estimate_ns", matmul_ns});
+  f.evidence.push_back(
+      {"estimate", std::string("a fused kernel takes the two matmuls' time: the softmax, scaling, "
+                               "masking and the round trips of the score matrix go away")});
+  if (a.chains_in_fused_steps > 0) f.evidence.push_back({"chains_in_fused_steps", a.chains_in_fused_steps});
+  return f;
 }
 
 /// Kernel family: the kernel's name without template arguments and parameters ("implicit_convolve_sgemm").
 std::string family(const std::string& kernel_name) {
   return trace::short_name(kernel_name, 200);
+}
+
+/// What mixed precision would buy on a device: the catalog's peak tensor-core vs fp32 TFLOPS ratio.
+struct TensorCores {
+  bool ampere_plus = false;  ///< bf16 (Ampere and later) rather than fp16 + GradScaler (Volta, Turing)
+  double speedup = 0;        ///< assumed speed-up of the fp32 GEMMs / convolutions
+  std::string basis;         ///< where the speed-up comes from, in words
+};
+
+bool architecture_in(const GpuSpec* spec, std::initializer_list<std::string_view> names) {
+  if (spec == nullptr) return false;
+  return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return spec->architecture == n; });
+}
+
+/// Tensor cores of the device (Volta and later, from deviceProperties computeMajor or the catalog); nullopt
+/// when the device has none or is not known to have them.
+std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Catalog* catalog) {
+  const GpuSpec* spec =
+      catalog != nullptr && d.gpu_name ? catalog->gpu_for_device_name(*d.gpu_name) : nullptr;
+  // The trace's own computeMajor wins over the catalog's architecture.
+  const bool has_tensor_cores =
+      d.compute_major
+          ? *d.compute_major >= 7
+          : architecture_in(spec, {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"});
+  if (!has_tensor_cores) return std::nullopt;
+  TensorCores tc;
+  tc.ampere_plus = d.compute_major ? *d.compute_major >= 8
+                                   : architecture_in(spec, {"Ampere", "Ada Lovelace", "Hopper", "Blackwell"});
+  if (spec != nullptr && spec->fp32_tflops && *spec->fp32_tflops > 0) {
+    std::optional<double> tensor = tc.ampere_plus ? spec->bf16_dense_tflops : spec->fp16_dense_tflops;
+    const char* kind = tc.ampere_plus ? "bf16" : "fp16";
+    if (!tensor && tc.ampere_plus) {
+      tensor = spec->fp16_dense_tflops;
+      kind = "fp16";
+    }
+    if (tensor && *tensor > *spec->fp32_tflops) {
+      tc.speedup = *tensor / *spec->fp32_tflops;
+      tc.basis = fmt::format(
+          "{}: {} dense tensor-core {:g} TFLOPS / fp32 {:g} TFLOPS (catalog peak figures; an upper bound, "
+          "memory-bound shapes gain less)",
+          spec->id, kind, *tensor, *spec->fp32_tflops);
+      return tc;
+    }
+  }
+  tc.speedup = 2.0;
+  tc.basis = "assumed 2x: the catalog has no fp32 and tensor-core figures for this GPU";
+  return tc;
 }
 
 }  // namespace
@@ -66,10 +145,11 @@ const char* severity_name(Severity severity) {
   return "info";
 }
 
-std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros) {
+std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,
+                                      const Catalog* catalog) {
   std::vector<Finding> out;
   if (d.window_ns <= 0) return out;
-  const std::int64_t steps = profiler_steps(d);
+  const std::int64_t steps = profiler_steps(d.steps);
 
   // Input-bound: the GPU idles while the next work has not even been launched by the host.
   const double host_wait = share(d.idle_host_wait_ns, d.window_ns);
@@ -89,7 +169,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.evidence.push_back({"window_ns", d.window_ns});
     f.evidence.push_back({"host_wait_share", host_wait});
     if (!d.idle_cpu_ops.empty()) f.evidence.push_back({"host_busy_with", d.idle_cpu_ops.front().name});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
 
@@ -115,7 +195,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.evidence.push_back({"idle_after_sync_ns", d.idle_after_sync_ns});
     f.evidence.push_back({"sync_gap_count", d.sync_gap_count});
     f.evidence.push_back({"window_ns", d.window_ns});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
 
@@ -142,7 +222,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.evidence.push_back({"mean_kernel_ns", mean_kernel_ns});
     f.evidence.push_back({"launch_delay_p50_ns", d.launch_delay_ns.p50});
     f.evidence.push_back({"queue_depth_p50", d.queue_depth.p50});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
 
@@ -162,7 +242,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
         "backward/forward prefetch, or fewer, larger all-reduces";
     f.evidence.push_back({"communication_exposed_ns", d.communication_ns});
     f.evidence.push_back({"communication_overlapped_ns", d.overlap_ns});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
 
@@ -183,8 +263,60 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.action = "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)";
     f.evidence.push_back({"pageable_copy_ns", pageable_ns});
     f.evidence.push_back({"pageable_copies", pageable_count});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
+  }
+
+  // GEMMs and convolutions in fp32 on the CUDA cores of a GPU that has tensor cores.
+  if (const auto tc = tensor_cores(d, catalog)) {
+    std::int64_t fp32_ns = 0, fp32_count = 0, tensor_ns = 0;
+    const trace::Bucket* largest = nullptr;
+    for (const auto& k : d.kernels) {
+      const auto math = trace::kernel_math(k.name);
+      if (math == trace::KernelMath::tensor_core) tensor_ns += k.attributed_ns;
+      if (math != trace::KernelMath::fp32) continue;
+      fp32_ns += k.attributed_ns;
+      fp32_count += k.count;
+      if (largest == nullptr || k.attributed_ns > largest->attributed_ns) largest = &k;
+    }
+    if (largest != nullptr && share(fp32_ns, d.busy_ns) >= 0.10) {
+      Finding f;
+      f.kind = "fp32_math";
+      f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1.0 - 1.0 / tc->speedup));
+      f.severity = severity_of(share(f.at_stake_ns, d.window_ns));
+      f.summary = fmt::format(
+          "{:.0f}% of the GPU's busy time is fp32 GEMMs and convolutions on the CUDA cores of a GPU with "
+          "tensor cores ({} kernels, e.g. {}); at an assumed {:.1f}x speed-up, {:.0f}% of the window is "
+          "at stake",
+          100 * share(fp32_ns, d.busy_ns), fp32_count, family(largest->name), tc->speedup,
+          100 * share(f.at_stake_ns, d.window_ns));
+      f.action =
+          tc->ampere_plus
+              ? "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.bfloat16) around the "
+                "forward pass and loss; for what stays fp32 set torch.backends.cuda.matmul.allow_tf32 = "
+                "True (and torch.backends.cudnn.allow_tf32); convolutions: "
+                "model.to(memory_format=torch.channels_last)"
+              : "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.float16) with "
+                "torch.cuda.amp.GradScaler (this GPU has fp16 tensor cores, no bf16 or TF32); "
+                "convolutions: model.to(memory_format=torch.channels_last)";
+      f.evidence.push_back({"fp32_matrix_ns", fp32_ns});
+      f.evidence.push_back({"fp32_matrix_kernels", fp32_count});
+      f.evidence.push_back({"tensor_core_matrix_ns", tensor_ns});
+      f.evidence.push_back({"largest_fp32_kernel", family(largest->name)});
+      f.evidence.push_back({"speedup_assumed", tc->speedup});
+      f.evidence.push_back({"speedup_basis", tc->basis});
+      if (d.gpu_name) f.evidence.push_back({"gpu", *d.gpu_name});
+      if (d.compute_major) f.evidence.push_back({"compute_major", std::int64_t{*d.compute_major}});
+      price(f, d.window_ns, price_micros, steps);
+      out.push_back(std::move(f));
+    }
+  }
+
+  // Attention as separate matmul, softmax and matmul kernels where a fused kernel would do.
+  if (auto f = unfused_attention(d.attention, d.attention.kernel_ns, d.attention.matmul_kernel_ns, d.busy_ns,
+                                 d.window_ns, "GPU")) {
+    price(*f, d.window_ns, price_micros, steps);
+    out.push_back(std::move(*f));
   }
 
   // One kernel family holding most of the GPU's work: where optimisation pays first.
@@ -205,13 +337,25 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.evidence.push_back({"kernel_family", top->first});
     f.evidence.push_back({"family_ns", top->second});
     f.evidence.push_back({"busy_ns", d.busy_ns});
-    price(f, d, price_micros, steps);
+    price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.at_stake_ns > b.at_stake_ns;
   });
+  return out;
+}
+
+std::vector<Finding> for_trace_host(const trace::HostAnalysis& h, std::optional<MicroUsd> price_micros) {
+  std::vector<Finding> out;
+  std::int64_t busy_ns = 0;  // the CPU operators' time: Σ self time
+  for (const auto& op : h.operators) busy_ns += op.self_ns;
+  if (auto f = unfused_attention(h.attention, h.attention.host_ns, h.attention.host_matmul_ns, busy_ns,
+                                 h.window_ns, "host")) {
+    price(*f, h.window_ns, price_micros, profiler_steps(h.steps));
+    out.push_back(std::move(*f));
+  }
   return out;
 }
 

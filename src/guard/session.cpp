@@ -12,7 +12,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "util/json.h"
 
 namespace gm {
 namespace {
@@ -58,7 +62,11 @@ struct ProgressSocket {
   ~ProgressSocket() {
     if (fd >= 0) close(fd);
     if (!path.empty()) unlink(path.c_str());
-    if (!dir.empty()) rmdir(dir.c_str());
+    if (!dir.empty()) {
+      unlink((dir + "/status.json").c_str());
+      unlink((dir + "/status.json.tmp").c_str());
+      rmdir(dir.c_str());
+    }
   }
   Result<void> open() {
     const char* runtime = std::getenv("XDG_RUNTIME_DIR");
@@ -86,6 +94,33 @@ struct ProgressSocket {
   }
 };
 
+/// Writes the run's status for the job (GPUMETER_STATUS_FILE, docs/run.md "Spend so far"): a temporary file
+/// renamed over the last one, so a reader never sees half of it. Failures are ignored: the file is a
+/// convenience for the job, never a reason to disturb it.
+void write_status_file(const std::string& path, const StatusSnapshot& s, std::int64_t run_id,
+                       std::int64_t unix_ms) {
+  nlohmann::json j;
+  j["version"] = 1;
+  j["run_id"] = run_id;
+  j["written_unix_ms"] = unix_ms;
+  j["elapsed_s"] = s.elapsed_s;
+  j["spent_micros"] = s.spent_usd ? nlohmann::json(usd_to_micros(*s.spent_usd)) : nlohmann::json(nullptr);
+  j["spent_usd"] = json_or_null(s.spent_usd);
+  j["burn_usd_per_s"] = s.burn_usd_per_h ? nlohmann::json(*s.burn_usd_per_h / 3600) : nlohmann::json(nullptr);
+  j["budget_left_usd"] = json_or_null(s.budget_left_usd);
+  j["step"] = json_or_null(s.step);
+  j["total_steps"] = json_or_null(s.total_steps);
+  j["forecast_usd"] = s.forecast ? nlohmann::json(s.forecast->total_usd) : nlohmann::json(nullptr);
+  j["stopping"] = s.stopping;
+  const std::string text = j.dump() + "\n";
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  write_all(fd, text);
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
+}
+
 }  // namespace
 
 Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend, Ledger* ledger,
@@ -103,6 +138,9 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
   so.argv = cfg.argv;
   so.env["GPUMETER_SOCKET"] = sock.path;
   so.env["GPUMETER_RUN_ID"] = std::to_string(run_id);
+  const std::string status_path = sock.dir + "/status.json";
+  write_status_file(status_path, sup.snapshot(), run_id, clock.unix_ms());
+  so.env["GPUMETER_STATUS_FILE"] = status_path;
   so.use_pty = cfg.use_pty;
   so.window = cfg.window;
   auto spawned = runner.spawn(so);
@@ -126,6 +164,7 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
       if (cfg.inference)
         if (auto scrape = cfg.inference->take(runner.job_pids(child.pid))) sup.on_inference(*scrape);
       sup.on_time();
+      write_status_file(status_path, sup.snapshot(), run_id, clock.unix_ms());
     }
     if (sup.done() && (outputs.empty() || now >= drain_deadline_ns)) break;
 

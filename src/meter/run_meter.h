@@ -38,6 +38,9 @@ struct GpuUsage {
   std::int64_t idle_stretch_ms = 0;
   std::int64_t idle_stretch_intervals = 0;
   MicroUsd idle_stretch_cost_micros = 0;
+  /// When the GPU first did work (utilization >= kIdleUtilPct or a process of the job on it), in ms since
+  /// the run's start: the start of the first interval that showed it. nullopt: it never did.
+  std::optional<std::int64_t> first_work_ms;
 };
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).

@@ -75,9 +75,26 @@ constexpr std::size_t kMaxStepMarks = 10;
 
 /// Vertical marks for the time charts: the actions (warnings, stops, signals) and round step numbers
 /// (the first progress point at or past each multiple of a 1-2-5 interval), with a caption naming them.
+std::optional<Startup> startup_of(const RunHtmlInput& in) {
+  std::optional<std::int64_t> steps, total;
+  for (const auto& p : in.progress) {
+    if (p.step) steps = std::max(steps.value_or(0), *p.step);
+    if (p.total_steps) total = p.total_steps;
+  }
+  if (!total) total = in.run.total_steps;
+  return run_startup(in.run, gpu_usage_from_samples(in.samples), steps, total);
+}
+
 std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
   json marks = json::array();
   std::vector<std::string> said;
+  std::string startup_note;
+  if (const auto s = startup_of(in); s && s->ms > 0) {
+    marks.push_back(
+        {{"x", static_cast<double>(s->ms) / 1000}, {"kind", "startup"}, {"label", "first GPU work"}});
+    startup_note = fmt::format("orange line: the first GPU work, {:.0f} s after the start",
+                               static_cast<double>(s->ms) / 1000);
+  }
   for (const auto& a : in.actions) {
     marks.push_back({{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", a.kind}});
     if (said.size() < 4)
@@ -88,6 +105,7 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
     note = "red dashed lines: " + fmt::format("{}", fmt::join(said, ", "));
     if (in.actions.size() > said.size()) note += fmt::format(" and {} more", in.actions.size() - said.size());
   }
+  if (!startup_note.empty()) note += (note.empty() ? "" : "; ") + startup_note;
   std::int64_t last_step = 0;
   for (const auto& p : in.progress)
     if (p.step) last_step = std::max(last_step, *p.step);
@@ -156,6 +174,13 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                                            static_cast<double>(k.target_hit->t_ms) / 1000)
                              : std::string("not reached")});
   }
+  if (const auto s = startup_of(in))
+    summary.push_back(
+        {"start-up (before the first GPU work)",
+         fmt::format("{} · {} ({:.1f}% of the cost{})", format_duration_s(static_cast<double>(s->ms) / 1000),
+                     usd(s->cost_micros), 100 * s->share_of_run,
+                     s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
+                                       : std::string())});
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   {
     // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.

@@ -39,6 +39,7 @@ Result<std::string> render_multi_html(const MultiReport& report);
 struct TraceHtmlOptions {
   std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
   std::string price_source;                      ///< where the price came from ("--price", ...)
+  const Catalog* catalog = nullptr;              ///< GPU specs for the findings (fp32_math); may be null
 };
 
 /// The trace page from the analyses of `gpumeter trace`: findings, then for folders of rank traces the job

@@ -274,7 +274,7 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
       if (d.gpu_name) line += ", " + *d.gpu_name;
       summary.push_back({who, line});
-      device_findings.emplace_back(who, findings::for_trace_device(d, price_micros));
+      device_findings.emplace_back(who, findings::for_trace_device(d, price_micros, options.catalog));
       device_charts(d, std::to_string(index), who, p, charts, tables);
       window_ns += d.window_ns;
       idle_ns += d.idle_ns;
@@ -282,6 +282,9 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
       ++devices;
       ++index;
     }
+    if (f.devices.empty() && f.host)  // a CPU-only trace: what its operators alone show (unfused attention)
+      if (auto fs = findings::for_trace_host(*f.host, price_micros); !fs.empty())
+        device_findings.emplace_back(file + " · host (CPU only)", std::move(fs));
     if (f.partial) notes.push_back(f.file + ": PARTIAL results (the file is damaged): " + f.partial_error);
   }
   if (devices == 0) notes.push_back("no device with GPU activity in these traces");

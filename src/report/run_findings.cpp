@@ -88,7 +88,10 @@ std::vector<Finding> run_findings(const RunReport& r) {
     const GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
       if (g.used && (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms)) worst = &g;
-    if (worst != nullptr && worst->idle_stretch_intervals >= 3 && worst->idle_stretch_cost_micros > 0 &&
+    // A stretch from the run's start is its start-up: startup_overhead below says it with its cost.
+    const bool is_startup = worst != nullptr && worst->idle_stretch_start_ms == 0 && r.startup;
+    if (worst != nullptr && !is_startup && worst->idle_stretch_intervals >= 3 &&
+        worst->idle_stretch_cost_micros > 0 &&
         (worst->idle_stretch_ms >= 10 * 60 * 1000 || worst->idle_stretch_ms * 5 >= run.wall_ms)) {
       const double from_s = static_cast<double>(worst->idle_stretch_start_ms) / 1000;
       const double len_s = static_cast<double>(worst->idle_stretch_ms) / 1000;
@@ -114,6 +117,36 @@ std::vector<Finding> run_findings(const RunReport& r) {
       price(f, worst->idle_stretch_cost_micros, r);
       out.push_back(std::move(f));
     }
+  }
+
+  // Billed time before a GPU first did work: set-up, image pull, downloads, model loading.
+  if (r.startup && r.startup->ms > 0 && r.startup->share_of_run >= 0.05) {
+    const Startup& s = *r.startup;
+    Finding f;
+    f.kind = "startup_overhead";
+    f.severity = severity_of(s.cost_micros, run.cost_micros);
+    f.at_stake_ns = s.ms * 1'000'000 * allocated;
+    f.summary = fmt::format(
+        "the GPUs were billed for {} before any of them did work: {}, {:.0f}% of the run{}",
+        format_duration_s(static_cast<double>(s.ms) / 1000), format_usd(micros_to_usd(s.cost_micros)),
+        100 * s.share_of_run,
+        s.share_of_total ? fmt::format(" ({:.1f}% of the whole job's {})", 100 * *s.share_of_total,
+                                       format_usd(micros_to_usd(*s.total_micros)))
+                         : std::string());
+    f.action =
+        "start on the GPU sooner: a prebuilt image with the environment installed (no pip/conda install at "
+        "start-up), data and weights on local disk or a warm cache instead of downloading them each run, "
+        "lazy loading (memory-mapped safetensors, streaming datasets); for short jobs, batch several into "
+        "one run so the set-up is paid once";
+    f.evidence.push_back({"startup_s", static_cast<double>(s.ms) / 1000});
+    f.evidence.push_back({"startup_cost_usd", micros_to_usd(s.cost_micros)});
+    f.evidence.push_back({"share_of_run", s.share_of_run});
+    if (s.share_of_total) f.evidence.push_back({"share_of_total", *s.share_of_total});
+    f.evidence.push_back(
+        {"first_work", std::string("a GPU's utilization >= 5% or a process of the job on it, "
+                                   "at the start of the sample interval that showed it")});
+    price(f, s.cost_micros, r);
+    out.push_back(std::move(f));
   }
 
   if (r.rightsizing && r.rightsizing->price_ratio > 0 && r.rightsizing->price_ratio < 1) {

@@ -104,6 +104,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   if (r.samples && *r.samples > 0) r.usd_per_1k_samples = cost / static_cast<double>(*r.samples) * 1e3;
   if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
   if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
+  if (r.telemetry != "none") r.startup = run_startup(run, r.gpus, r.steps, r.total_steps);
   r.serving = serving_kpis(run, inference);
   if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
   if (run.status == "interrupted")
@@ -134,6 +135,33 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
   auto report = build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
   report.cells = std::move(cells);
   return report;
+}
+
+std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+                                   std::optional<std::int64_t> steps,
+                                   std::optional<std::int64_t> total_steps) {
+  if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty())
+    return std::nullopt;
+  std::optional<std::int64_t> first;
+  for (const auto& g : gpus)
+    if (g.first_work_ms) first = std::min(first.value_or(*g.first_work_ms), *g.first_work_ms);
+  if (!first) return std::nullopt;
+  Startup s;
+  s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
+  const auto n = static_cast<MicroUsd>(run.gpus_allocated.size());
+  s.cost_micros = std::min(run.cost_micros, cost_for_ms(run.price_micros_per_gpu_hour * n, s.ms));
+  s.share_of_run = static_cast<double>(s.cost_micros) / static_cast<double>(run.cost_micros);
+  if (run.forecast_cost_usd && *run.forecast_cost_usd > 0) {
+    s.total_micros = std::max(run.cost_micros, usd_to_micros(*run.forecast_cost_usd));
+  } else if (steps && total_steps && *steps > 0 && *total_steps > *steps) {
+    // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
+    const MicroUsd per_steps = run.cost_micros - s.cost_micros;
+    s.total_micros =
+        s.cost_micros + static_cast<MicroUsd>(static_cast<Int128>(per_steps) * *total_steps / *steps);
+  }
+  if (s.total_micros && *s.total_micros > 0)
+    s.share_of_total = static_cast<double>(s.cost_micros) / static_cast<double>(*s.total_micros);
+  return s;
 }
 
 std::string describe_status(const RunRecord& run) {
@@ -189,6 +217,10 @@ std::string render_run_report_json(const RunReport& r) {
   j["budget_usd"] =
       run.budget_micros ? nlohmann::json(micros_to_usd(*run.budget_micros)) : nlohmann::json(nullptr);
   j["effective_utilization"] = json_or_null(r.effective_utilization);
+  j["startup_s"] =
+      r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
+  j["startup_cost_usd"] =
+      r.startup ? nlohmann::json(micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
   j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
@@ -332,6 +364,13 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
   if (r.effective_utilization)
     o += fmt::format("  effective util  {:.1f}%\n", *r.effective_utilization * 100.0);
+  if (r.startup)
+    o += fmt::format("  start-up        {} before the first GPU work, {} ({:.1f}% of the cost{})\n",
+                     format_duration_s(static_cast<double>(r.startup->ms) / 1000),
+                     format_usd(micros_to_usd(r.startup->cost_micros)), 100 * r.startup->share_of_run,
+                     r.startup->share_of_total
+                         ? fmt::format(", {:.1f}% of the whole job's", 100 * *r.startup->share_of_total)
+                         : std::string());
   for (const auto& g : r.gpus) {
     o += fmt::format("  GPU {} {}  util avg {} peak {}  mem avg {} peak {}{}\n", g.index, g.uuid,
                      g.util_avg_pct ? fmt::format("{:.0f}%", *g.util_avg_pct) : "n/a",

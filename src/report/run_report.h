@@ -26,6 +26,23 @@ struct RightsizingHint {
   std::string assumption;  ///< the speed assumption, stated
 };
 
+/// The billed time before a GPU of the run first did work: environment set-up, image pull, downloads,
+/// model loading (docs/findings.md `startup_overhead`).
+struct Startup {
+  std::int64_t ms = 0;                   ///< from the run's start to the first GPU work (an interval's start)
+  MicroUsd cost_micros = 0;              ///< that time on every allocated GPU at the run's price
+  double share_of_run = 0;               ///< of the run's cost
+  std::optional<double> share_of_total;  ///< of the job's whole cost when progress tells it (see run_startup)
+  std::optional<MicroUsd> total_micros;  ///< that whole cost
+};
+
+/// The start-up of a run from its GPUs' first work; the whole job's cost is the forecast when the ledger
+/// has one, else the cost scaled to total_steps when the job reported progress. nullopt without a price,
+/// GPU telemetry, or any GPU work.
+std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+                                   std::optional<std::int64_t> steps,
+                                   std::optional<std::int64_t> total_steps);
+
 /// One run's report.
 struct RunReport {
   RunRecord run;
@@ -40,6 +57,7 @@ struct RunReport {
   std::map<std::string, double> metrics;  ///< the last value of each metric the job reported (loss, acc)
   std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
+  std::optional<Startup> startup;      ///< billed time before the first GPU work
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
   std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;

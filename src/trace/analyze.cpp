@@ -377,6 +377,11 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       auto it = raw.device_names.find(id);
       if (it != raw.device_names.end()) d.gpu_name = it->second;
       else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
+      auto major = raw.device_compute_major.find(id);
+      if (major != raw.device_compute_major.end())
+        d.compute_major = major->second;
+      else if (raw.device_compute_major.size() == 1 && by_device.size() == 1)
+        d.compute_major = raw.device_compute_major.begin()->second;
     }
     {  // by start, then file order (sorting values, not indices into the table)
       std::vector<std::pair<std::int64_t, std::uint32_t>> by_start;

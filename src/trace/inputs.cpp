@@ -67,6 +67,7 @@ FileAnalysis finish(detail::RawTrace& raw, FileAnalysis fa) {
   detail::sort_spans(raw);
   fa.devices = detail::analyze(raw);
   fa.host = detail::analyze_host(raw);
+  detail::add_attention(raw, fa.devices, fa.host);
   fa.collectives = detail::collective_calls(raw, fa.collective_kernels_without_metadata);
   return fa;
 }

@@ -102,6 +102,7 @@ struct RawTrace {
   std::vector<Launch> launches;
   std::vector<Span> spans;
   std::unordered_map<std::string, std::string> device_names;  // deviceProperties id text -> name
+  std::unordered_map<std::string, int> device_compute_major;  // deviceProperties id text -> computeMajor
   std::optional<std::int64_t> rank;
   bool has_trace_events = false;  // the file is a trace (Kineto traceEvents, a legacy event array, Perfetto)
   std::string format;             // "kineto_json", "chrome_json_array" or "perfetto_protobuf"
@@ -201,6 +202,11 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
 /// The outermost CPU operators (any thread) overlapping the given idle gaps [start, end), by overlap.
 std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
                                       const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps);
+
+/// Finds matmul → softmax → matmul chains (docs/findings.md `unfused_attention`) and fills the `attention`
+/// figures of the host analysis (CPU time) and of each device (the GPU activities the chains launched).
+void add_attention(const RawTrace& raw, std::vector<DeviceAnalysis>& devices,
+                   std::optional<HostAnalysis>& host);
 
 /// Host-side (CPU) figures: window, steps, operators by self time. nullopt without CPU spans.
 std::optional<HostAnalysis> analyze_host(const RawTrace& raw);

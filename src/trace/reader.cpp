@@ -266,10 +266,16 @@ simdjson::error_code read_device_properties(od::value value, RawTrace& out) {
       return e;
     }
     std::string id, gpu;
+    std::optional<std::int64_t> major;
     for (auto field : obj) {
       od::field f;
       if (auto e = std::move(field).get(f)) return e;
       od::raw_json_string key = f.key();
+      if (key == "computeMajor") {
+        std::int64_t v = 0;
+        if (f.value().get_int64().get(v) == simdjson::SUCCESS && v >= 0 && v < 1000) major = v;
+        continue;
+      }
       if (key == "id" || key == "name") {
         std::string_view tok;
         od::value v = f.value();
@@ -281,6 +287,7 @@ simdjson::error_code read_device_properties(od::value value, RawTrace& out) {
       }
     }
     if (!gpu.empty()) out.device_names[id] = unescape_json(gpu);
+    if (major) out.device_compute_major[id] = static_cast<int>(*major);
   }
   return simdjson::SUCCESS;
 }
@@ -532,6 +539,7 @@ bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrac
   if (!meta.has_trace_events) return false;
   out.rank = meta.rank;
   out.device_names = std::move(meta.device_names);
+  out.device_compute_major = std::move(meta.device_compute_major);
   out.has_trace_events = true;
   out.format = "kineto_json";
   return true;

@@ -73,10 +73,25 @@ struct StepTimeline {
 /// The most activities a StepTimeline keeps.
 inline constexpr std::size_t kTimelineMaxSpans = 4000;
 
+/// Attention written as separate operators: batched matmul → softmax → batched matmul on one thread, under
+/// the same parent operator and annotation, in a step that ran no fused attention (docs/findings.md
+/// `unfused_attention`).
+struct AttentionFigures {
+  std::int64_t chains = 0;                 ///< chains in steps without fused attention
+  std::int64_t chains_in_fused_steps = 0;  ///< chains left out because their step also ran fused attention
+  std::int64_t fused = 0;                  ///< fused attention seen: SDPA / flash operators, fused kernels
+  std::int64_t host_ns = 0;         ///< host only: Σ CPU time of the chains (first matmul start to last end)
+  std::int64_t host_matmul_ns = 0;  ///< host only: of which inside the two matmul operators
+  std::int64_t kernel_ns = 0;       ///< devices: Σ durations of the GPU activities the chains launched
+  std::int64_t matmul_kernel_ns = 0;  ///< devices: of which launched by the two matmul operators
+  std::string pattern;  ///< the first chain's operators ("aten::matmul → aten::softmax → …")
+};
+
 /// The analysis of one device (Kineto `pid` of GPU events) of one file.
 struct DeviceAnalysis {
   std::string device;                     ///< the pid text of its GPU events ("0", "1", ...)
   std::optional<std::string> gpu_name;    ///< from deviceProperties when present
+  std::optional<int> compute_major;       ///< CUDA compute capability major (deviceProperties computeMajor)
   std::int64_t window_start_ns = 0;       ///< first activity start (trace clock)
   std::int64_t window_ns = 0;             ///< first start to last end
   std::int64_t busy_ns = 0;               ///< |∪ activities|
@@ -104,6 +119,7 @@ struct DeviceAnalysis {
   std::vector<Bucket> steps;              ///< ProfilerStep#N in step order; "(outside steps)" last
   std::vector<StepSplit> step_split;      ///< per ProfilerStep span, by start
   std::optional<StepTimeline> timeline;   ///< nullopt without ProfilerStep spans
+  AttentionFigures attention;             ///< unfused attention chains and the kernels they launched here
 };
 
 /// One operator name on the host: inclusive and self (minus nested operators) CPU time.
@@ -122,6 +138,7 @@ struct HostAnalysis {
   Stats step_ns;                        ///< ProfilerStep wall durations
   std::vector<Bucket> steps;            ///< ProfilerStep#N in step order (name, step_ns)
   std::vector<OperatorTime> operators;  ///< by self time, largest first
+  AttentionFigures attention;           ///< unfused attention chains (CPU time)
 };
 
 /// One collective kernel of a file, with the NCCL metadata Kineto records in its args (the job view).
@@ -279,6 +296,20 @@ struct TraceDiff {
 /// Compares NEW with BASE. Fails when a side has no GPU activity.
 Result<TraceDiff> diff_traces(const std::vector<FileAnalysis>& base, const std::vector<FileAnalysis>& now,
                               const DiffOptions& options);
+
+/// What a kernel computes with, from its name.
+enum class KernelMath {
+  other,        ///< not a GEMM or convolution (or its element type cannot be told)
+  fp32,         ///< a GEMM / convolution in fp32 on the CUDA cores (sgemm, scudnn, `<float, …>` templates)
+  tensor_core,  ///< a GEMM / convolution on tensor cores (h884, s1688, s16816, xmma, bf16, fp16, tf32, wgmma)
+};
+
+/// Classifies a kernel name (docs/findings.md `fp32_math` lists the markers).
+KernelMath kernel_math(std::string_view kernel_name);
+
+/// A fused attention kernel: FlashAttention, memory-efficient attention, cuDNN SDPA (`flash_fwd`, `fmha`,
+/// `efficient_attention`, ...).
+bool is_fused_attention_kernel(std::string_view kernel_name);
 
 /// A short display form of a kernel or operator name (template arguments and parameters elided).
 std::string short_name(const std::string& name, std::size_t width = 60);

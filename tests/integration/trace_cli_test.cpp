@@ -216,8 +216,9 @@ TEST(TraceCliIntegrationTest, FolderIsOneTracePerRank) {
   auto r = run_gpumeter({"trace", source_dir() + "/tests/data/trace", "--json", "--price", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["files"].size(), 5u);
-  EXPECT_EQ(j["devices"].size(), 3u);
+  // Nine traces (three CPU-only), an execution trace and the README: eleven files, six GPUs.
+  EXPECT_EQ(j["files"].size(), 11u);
+  EXPECT_EQ(j["devices"].size(), 6u);
   auto csv = run_gpumeter({"trace", data_file("amd_mi250.json.gz"), "--csv", "--price", "1"});
   ASSERT_EQ(csv.exit_code, 0);
   EXPECT_EQ(csv.out.rfind("file,rank,device,breakdown,name,class,count,kernel_ns,attributed_ns,cost_usd", 0), 0u);

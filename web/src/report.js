@@ -281,7 +281,7 @@ function drawTimeline(ch, box) {
     cursor: {show: !bars},
     hooks: {}
   };
-  // Vertical marks: actions (red, dashed) and round step numbers (grey, dotted), drawn over the series.
+  // Vertical marks: actions (red, dashed), the first GPU work (orange), round step numbers (grey, dotted).
   var marksDrawn = 0;
   if (ch.marks && ch.marks.length) {
     opts.hooks.draw = [function(u) {
@@ -291,10 +291,10 @@ function drawTimeline(ch, box) {
       ch.marks.forEach(function(m) {
         var px = Math.round(u.valToPos(m.x, 'x', true)) + 0.5;
         if (!(px >= u.bbox.left - 1 && px <= u.bbox.left + u.bbox.width + 1)) return;
-        var action = m.kind === 'action';
-        ctx.strokeStyle = action ? '#b71c1c' : '#9aa5b1';
-        ctx.lineWidth = action ? 2 : 1;
-        ctx.setLineDash(action ? [6, 4] : [2, 4]);
+        var action = m.kind === 'action', startup = m.kind === 'startup';
+        ctx.strokeStyle = action ? '#b71c1c' : startup ? '#e67e22' : '#9aa5b1';
+        ctx.lineWidth = action || startup ? 2 : 1;
+        ctx.setLineDash(action ? [6, 4] : startup ? [] : [2, 4]);
         ctx.beginPath();
         ctx.moveTo(px, u.bbox.top);
         ctx.lineTo(px, u.bbox.top + u.bbox.height);
