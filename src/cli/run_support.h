@@ -1,10 +1,13 @@
 #pragma once
 // Flags and execution of `gpumeter run`, shared with `gpumeter demo`.
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cloud/cloud.h"
+#include "guard/session.h"
 #include "meter/meter.h"
 
 namespace gm::cli {
@@ -28,6 +31,10 @@ struct RunFlags {
   bool quiet = false;
   std::optional<std::string> status_every;
   std::optional<std::string> inference_endpoint;  ///< URL of the served engine's /metrics, or "auto"
+  std::string preemption = "auto";                ///< auto | aws | gcp | azure | off
+  std::optional<std::string> metadata_url;        ///< base URL of the metadata service
+  std::string preemption_poll = "5s";             ///< interval between polls of the metadata service
+  std::optional<std::string> checkpoint_glob;     ///< files whose new mtime marks a checkpoint
   std::vector<std::string> command;
 };
 
@@ -36,6 +43,13 @@ void add_run_flags(CLI::App& app, RunFlags& flags);
 /// Parses `gpumeter run` flags: options end at the first word that is not one of gpumeter's options (as in
 /// env, nohup, timeout) or at `--`; everything after belongs to the job. Returns an exit code to stop with.
 std::optional<int> parse_run_args(CLI::App& app, RunFlags& flags, int argc, char** argv);
+/// Applies --preemption, --metadata-url ($GPUMETER_METADATA_URL), --preemption-poll and --checkpoint-glob
+/// to `cfg` (run and attach): starts the metadata watcher into `watcher` when notices are watched (auto: on
+/// the cloud the instance detector finds, off elsewhere, no network call made to decide). `spot_provider`:
+/// the provider of a spot price quote, if any. Returns an exit code on a usage error (message printed).
+std::optional<int> setup_preemption(const RunFlags& flags, const std::optional<std::string>& spot_provider,
+                                    SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
+                                    const char* command);
 /// Validates the flags, runs the job and prints the report; returns the exit code. `simulated` marks every
 /// line gpumeter prints with SIMULATED (the demo on a machine without a GPU).
 int execute_run(const RunFlags& flags, bool simulated);

@@ -133,6 +133,8 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     fds.push_back({sock.fd, POLLIN, 0});
     for (int fd : outputs) fds.push_back({fd, POLLIN, 0});
     if (stdin_open && !sup.done()) fds.push_back({STDIN_FILENO, POLLIN, 0});
+    const int notice_fd = cfg.notices && !sup.done() ? cfg.notices->wake_fd() : -1;
+    if (notice_fd >= 0) fds.push_back({notice_fd, POLLIN, 0});
     const std::int64_t wake = sup.done() ? drain_deadline_ns : sup.next_wake_ns();
     const int timeout_ms =
         static_cast<int>(std::clamp<std::int64_t>((wake - now + 999'999) / 1'000'000, 0, 1000));
@@ -140,7 +142,10 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     if (pr < 0 && errno != EINTR) break;
     for (const auto& p : fds) {
       if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (p.fd == g_signal_pipe[0]) {
+      if (p.fd == notice_fd) {
+        // A notice from the metadata watcher's thread: acted on now, not at the next tick.
+        for (const auto& n : cfg.notices->take()) sup.on_notice(n);
+      } else if (p.fd == g_signal_pipe[0]) {
         unsigned char sigs[64];
         const ssize_t n = read(p.fd, sigs, sizeof sigs);
         for (ssize_t i = 0; i < n; ++i) {
@@ -188,6 +193,15 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     }
     if (!sup.done()) {
       if (auto status = runner.try_wait(child.pid)) {
+        // Datagrams the job sent before it exited (its last gpumeter.checkpoint()) count before the end.
+        char buf[65536];
+        for (int batch = 0; batch < 256; ++batch) {
+          const ssize_t n = recv(sock.fd, buf, sizeof buf, 0);
+          if (n < 0) break;
+          sup.on_datagram(std::string_view(buf, static_cast<std::size_t>(n)));
+        }
+        if (cfg.notices)
+          for (const auto& n : cfg.notices->take()) sup.on_notice(n);
         sup.on_exit(*status);
         // Output still in flight is copied; a background grandchild holding the pipe open does not hold us.
         drain_deadline_ns = clock.monotonic_ns() + 300'000'000;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "cloud/cloud.h"
 #include "guard/guard.h"
 #include "meter/run_meter.h"
 #include "meter/meter.h"
@@ -87,7 +88,18 @@ struct SessionConfig {
   std::optional<std::pair<unsigned short, unsigned short>> window;
   /// The engine metrics of the server the job runs (--inference-endpoint); null when it serves none.
   InferenceSource* inference = nullptr;
+  /// The cloud metadata service's preemption notices (--preemption); null when not watched.
+  NoticeWatcher* notices = nullptr;
+  /// --checkpoint-glob: a file matching it under `checkpoint_dir` with a newer mtime is a checkpoint.
+  std::optional<std::string> checkpoint_glob;
+  std::string checkpoint_dir = ".";
+  /// How long the job may go without a checkpoint before the no_recent_checkpoint warning: the Young/Daly
+  /// interval of its spot capacity; nullopt: no such warning (not spot, no notices watched).
+  std::optional<std::int64_t> checkpoint_interval_ms;
 };
+
+/// Before the provider's deadline, the SIGKILL of a preempted job comes this much earlier.
+inline constexpr std::int64_t kPreemptionKillMarginMs = 5'000;
 
 /// What the live status shows, rendered by the sink.
 struct StatusSnapshot {
@@ -165,6 +177,10 @@ class Supervisor {
   void on_time();
   /// A scrape of the wrapped server's engine metrics arrived (folded into the run's counters at the tick).
   void on_inference(const InferenceScrape& scrape);
+  /// The metadata service gave a notice: a stop notice sends the stop signal at once (SIGKILL after the
+  /// grace or kPreemptionKillMarginMs before the deadline, whichever first) and the run ends "preempted";
+  /// a warning is recorded and notified.
+  void on_notice(const CloudNotice& notice);
   /// The job's main process exited with this wait status.
   void on_exit(int wait_status);
   /// When on_time must run next (monotonic ns).
