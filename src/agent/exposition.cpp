@@ -360,14 +360,15 @@ std::string render_node_metrics(const NodeStatus& node) {
     head("gpumeter_autostop_remaining_seconds", "gauge",
          "Seconds until --autostop-command runs if every GPU stays idle (0 once it ran).");
     out += fmt::format("gpumeter_autostop_remaining_seconds {}\n", number(*node.autostop_remaining_s));
-    head("gpumeter_node_idle_seconds", "gauge", "How long every GPU has been idle (under 5% and no process).");
+    head("gpumeter_node_idle_seconds", "gauge",
+         "How long every GPU has been idle (under 5% and no process).");
     out += fmt::format("gpumeter_node_idle_seconds {}\n", number(node.idle_s));
   }
   if (!node.budgets.empty()) {
     head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
     for (const auto& b : node.budgets)
-      out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n", escape_label_value(b.scope),
-                         b.period, usd(b.limit_micros));
+      out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
+                         escape_label_value(b.scope), b.period, usd(b.limit_micros));
     head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
@@ -383,7 +384,8 @@ std::string render_node_metrics(const NodeStatus& node) {
   if (!node.events.empty()) {
     head("gpumeter_node_guard_actions_total", "counter", "Actions of the node guard (autostop, budgets).");
     for (const auto& [kind, n] : node.events)
-      out += fmt::format("gpumeter_node_guard_actions_total{{kind=\"{}\"}} {}\n", escape_label_value(kind), n);
+      out +=
+          fmt::format("gpumeter_node_guard_actions_total{{kind=\"{}\"}} {}\n", escape_label_value(kind), n);
   }
   return out;
 }

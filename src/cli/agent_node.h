@@ -2,7 +2,6 @@
 // `gpumeter agent`'s node guard flags (--autostop-*, --node-budget, --owner-budget, --preemption) and the
 // loop that feeds guard/node.h from the collector's snapshots and hands its status to the exposition.
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -47,8 +46,8 @@ class AgentNodeGuard {
  public:
   /// Validates the flags; nullptr (and no error) when no guard feature is asked for and no cloud is
   /// detected. Usage error naming the flag otherwise.
-  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags, const OwnerOptions& owners,
-                                                        std::int64_t interval_ms);
+  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags,
+                                                        const OwnerOptions& owners, std::int64_t interval_ms);
   ~AgentNodeGuard();
   /// Starts the loop over `collector` until `stop`.
   void start(agent::Collector& collector, agent::StopSignal& stop);

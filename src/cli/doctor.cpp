@@ -13,8 +13,8 @@
 #include "catalog/catalog.h"
 #include "cli/agent_node.h"
 #include "cli/cli.h"
-#include "cloud/cloud.h"
 #include "cli/common.h"
+#include "cloud/cloud.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "sys/owner.h"
@@ -177,7 +177,8 @@ void print_preemption(const std::string& mode_text, const std::optional<std::str
   const char* env = std::getenv("GPUMETER_METADATA_URL");
   auto base = metadata_base_url(url_flag, env ? std::optional<std::string>(env) : std::nullopt);
   if (!mode || !base) {
-    std::printf("preemption notices  NOT USABLE: %s\n", (!mode ? mode.error() : base.error()).message.c_str());
+    std::printf("preemption notices  NOT USABLE: %s\n",
+                (!mode ? mode.error() : base.error()).message.c_str());
     return;
   }
   if (mode->off) {
@@ -187,7 +188,8 @@ void print_preemption(const std::string& mode_text, const std::optional<std::str
   std::optional<CloudProvider> provider = mode->provider ? mode->provider : detect_cloud_provider();
   if (!provider) {
     std::printf(
-        "preemption notices  this machine is not an AWS, GCP or Azure VM (DMI): `run --preemption auto` stays "
+        "preemption notices  this machine is not an AWS, GCP or Azure VM (DMI): `run --preemption auto` "
+        "stays "
         "off; name the provider with --preemption to watch anyway\n");
     return;
   }
@@ -233,12 +235,15 @@ int cmd_doctor(int argc, char** argv) {
                  "the /proc tree to read listening sockets from (with --inference-discover)");
   std::string preemption = "auto";
   std::optional<std::string> metadata_url;
-  app.add_option("--preemption", preemption,
-                 "which cloud's preemption notices to check: auto (the detected cloud), aws, gcp, azure, off");
+  app.add_option(
+      "--preemption", preemption,
+      "which cloud's preemption notices to check: auto (the detected cloud), aws, gcp, azure, off");
   std::string agent_listen = "127.0.0.1:9835";
-  app.add_option("--agent", agent_listen, "the local agent to ask about its autostop (HOST:PORT, default 127.0.0.1:9835)");
-  app.add_option("--metadata-url", metadata_url,
-                 "base URL of the metadata service (default $GPUMETER_METADATA_URL, else http://169.254.169.254)");
+  app.add_option("--agent", agent_listen,
+                 "the local agent to ask about its autostop (HOST:PORT, default 127.0.0.1:9835)");
+  app.add_option(
+      "--metadata-url", metadata_url,
+      "base URL of the metadata service (default $GPUMETER_METADATA_URL, else http://169.254.169.254)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<agent::InferenceEndpointSpec> specs;
   for (const auto& text : inference_endpoints) {

@@ -132,8 +132,8 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
                                     SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
                                     const char* command) {
   auto bad = [&](const std::string& msg) {
-    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command, msg.c_str(),
-                 command);
+    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
+                 msg.c_str(), command);
     return kExitUsage;
   };
   auto mode = parse_preemption_mode(f.preemption);
@@ -264,8 +264,9 @@ int execute_run(const RunFlags& f, bool simulated) {
   cfg.window = sink.job_window();
 
   std::unique_ptr<NoticeWatcher> notices;
-  if (auto rc = setup_preemption(f, cfg.price && cfg.price->spot ? std::optional(cfg.price->provider) : std::nullopt,
-                                 cfg, notices, "run"))
+  if (auto rc = setup_preemption(
+          f, cfg.price && cfg.price->spot ? std::optional(cfg.price->provider) : std::nullopt, cfg, notices,
+          "run"))
     return *rc;
 
   std::unique_ptr<InferenceSource> inference;

@@ -300,7 +300,8 @@ int cmd_top(int argc, char** argv) {
     collector.collect_once();
     history.update(collector.snapshot(), system_clock().monotonic_ns());
     auto lines = render_lines(collector.snapshot(), key, false, history);
-    if (auto autostop = agent_autostop_text(agent_listen, 300)) lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
+    if (auto autostop = agent_autostop_text(agent_listen, 300))
+      lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
     return kExitOk;
   }

@@ -69,9 +69,12 @@ std::optional<std::string> string_field(const nlohmann::json& j, const char* key
 
 std::string_view provider_name(CloudProvider provider) {
   switch (provider) {
-    case CloudProvider::aws: return "aws";
-    case CloudProvider::gcp: return "gcp";
-    case CloudProvider::azure: return "azure";
+    case CloudProvider::aws:
+      return "aws";
+    case CloudProvider::gcp:
+      return "gcp";
+    case CloudProvider::azure:
+      return "azure";
   }
   return "aws";
 }
@@ -88,8 +91,8 @@ Result<PreemptionMode> parse_preemption_mode(std::string_view text) {
       m.provider = p;
       return m;
     }
-  return make_error(ErrorKind::usage,
-                    fmt::format("--preemption '{}': expected auto, aws, gcp, azure or off", std::string(text)));
+  return make_error(ErrorKind::usage, fmt::format("--preemption '{}': expected auto, aws, gcp, azure or off",
+                                                  std::string(text)));
 }
 
 std::optional<CloudProvider> detect_cloud_provider(const std::string& sys_root) {
@@ -120,9 +123,9 @@ Result<std::string> metadata_base_url(const std::optional<std::string>& flag_url
   const std::string host = http ? url.substr(7) : std::string();
   if (!http || host.empty() || host.find('/') != std::string::npos ||
       host.find_first_of(" \t\r\n?#@") != std::string::npos)
-    return make_error(ErrorKind::usage,
-                      fmt::format("{} '{}': expected http://HOST[:PORT] (the providers' paths are added)", source,
-                                  url));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{} '{}': expected http://HOST[:PORT] (the providers' paths are added)", source, url));
   return url;
 }
 
@@ -132,8 +135,8 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view s) {
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
       s[13] != ':' || s[16] != ':')
     return std::nullopt;
-  auto base = to_unix_ms(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2), digits(s, 14, 2),
-                         digits(s, 17, 2));
+  auto base = to_unix_ms(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
+                         digits(s, 14, 2), digits(s, 17, 2));
   if (!base || digits(s, 0, 4) < 0) return std::nullopt;
   std::size_t pos = 19;
   std::int64_t frac_ms = 0;
@@ -153,7 +156,8 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view s) {
     ++pos;
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     const int hh = digits(s, pos + 1, 2), mm = digits(s, pos + 4, 2);
-    if (hh < 0 || mm < 0 || s.size() < pos + 6 || s[pos + 3] != ':' || hh > 23 || mm > 59) return std::nullopt;
+    if (hh < 0 || mm < 0 || s.size() < pos + 6 || s[pos + 3] != ':' || hh > 23 || mm > 59)
+      return std::nullopt;
     offset_ms = (hh * 60 + mm) * 60'000LL * (s[pos] == '+' ? 1 : -1);
     pos += 6;
   } else {
@@ -214,14 +218,16 @@ Result<CloudNotice> parse_aws_rebalance(std::string_view body) {
   auto time = string_field(j, "noticeTime");
   if (!time) return make_error("AWS events/recommendations/rebalance: no 'noticeTime'");
   auto at = parse_iso8601_ms(*time);
-  if (!at) return make_error("AWS events/recommendations/rebalance: 'noticeTime' is not an ISO 8601 UTC time");
+  if (!at)
+    return make_error("AWS events/recommendations/rebalance: 'noticeTime' is not an ISO 8601 UTC time");
   CloudNotice n;
   n.provider = CloudProvider::aws;
   n.kind = "rebalance";
   n.id = "rebalance " + *time;
-  n.detail = fmt::format("AWS rebalance recommendation since {}: this spot instance is at elevated risk of "
-                         "interruption",
-                         format_iso8601(*at));
+  n.detail = fmt::format(
+      "AWS rebalance recommendation since {}: this spot instance is at elevated risk of "
+      "interruption",
+      format_iso8601(*at));
   return n;
 }
 
@@ -229,15 +235,16 @@ Result<bool> parse_gcp_preempted(std::string_view body) {
   const auto t = trim_ws(body);
   if (t == "TRUE") return true;
   if (t == "FALSE") return false;
-  return make_error(fmt::format("GCP instance/preempted: expected TRUE or FALSE, got '{}'",
-                                std::string(t.substr(0, 80))));
+  return make_error(
+      fmt::format("GCP instance/preempted: expected TRUE or FALSE, got '{}'", std::string(t.substr(0, 80))));
 }
 
 Result<std::optional<CloudNotice>> parse_gcp_maintenance(std::string_view body) {
   const auto t = trim_ws(body);
   if (t == "NONE") return std::optional<CloudNotice>();
-  if (t.empty() || t.size() > 64 ||
-      std::any_of(t.begin(), t.end(), [](char c) { return !(std::isupper(static_cast<unsigned char>(c)) || c == '_'); }))
+  if (t.empty() || t.size() > 64 || std::any_of(t.begin(), t.end(), [](char c) {
+        return !(std::isupper(static_cast<unsigned char>(c)) || c == '_');
+      }))
     return make_error(fmt::format("GCP instance/maintenance-event: expected NONE or an event name, got '{}'",
                                   std::string(t.substr(0, 80))));
   CloudNotice n;
@@ -273,7 +280,8 @@ Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view b
     n.kind = *type;
     n.stop = *type == "Preempt" || *type == "Terminate";
     n.id = "scheduledevent " + *id;
-    if (auto nb = string_field(e, "NotBefore"); nb && !nb->empty()) n.deadline_unix_ms = parse_rfc1123_ms(*nb);
+    if (auto nb = string_field(e, "NotBefore"); nb && !nb->empty())
+      n.deadline_unix_ms = parse_rfc1123_ms(*nb);
     n.detail = fmt::format("Azure scheduled event {}{}", *type,
                            n.deadline_unix_ms ? " not before " + format_iso8601(*n.deadline_unix_ms) : "");
     out.push_back(std::move(n));

@@ -59,7 +59,8 @@ class HttpMetadataClient final : public MetadataClient {
         return true;
       });
     }
-    if (too_big) return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
+    if (too_big)
+      return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
     if (!res)
       return make_error(ErrorKind::unavailable,
                         fmt::format("{}{}: {}", base_, request.path, http_error_text(res.error())));
@@ -97,16 +98,20 @@ std::vector<CloudNotice> NoticePoller::only_new(std::vector<CloudNotice> notices
 
 Result<std::vector<CloudNotice>> NoticePoller::poll(std::int64_t now_unix_ms) {
   switch (provider_) {
-    case CloudProvider::aws: return poll_aws(now_unix_ms);
-    case CloudProvider::gcp: return poll_gcp(now_unix_ms);
-    case CloudProvider::azure: return poll_azure();
+    case CloudProvider::aws:
+      return poll_aws(now_unix_ms);
+    case CloudProvider::gcp:
+      return poll_gcp(now_unix_ms);
+    case CloudProvider::azure:
+      return poll_azure();
   }
   return std::vector<CloudNotice>{};
 }
 
 Result<std::vector<CloudNotice>> NoticePoller::poll_aws(std::int64_t now_unix_ms) {
   if (aws_token_.empty() || now_unix_ms >= aws_token_expiry_ms_) {
-    MetadataRequest put{"PUT", "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", kAwsTokenTtlS}}};
+    MetadataRequest put{
+        "PUT", "/latest/api/token", {{"X-aws-ec2-metadata-token-ttl-seconds", kAwsTokenTtlS}}};
     GM_TRY(auto r, client_.send(put));
     if (r.status != 200) return unexpected_status(put.path, r.status);
     std::string token(r.body);
@@ -188,7 +193,8 @@ Result<std::vector<CloudNotice>> NoticePoller::poll_azure() {
 // ---- the watcher ------------------------------------------------------------------------------
 
 struct NoticeWatcher::State {
-  State(CloudProvider provider, std::unique_ptr<MetadataClient> c) : client(std::move(c)), poller(provider, *client) {}
+  State(CloudProvider provider, std::unique_ptr<MetadataClient> c)
+      : client(std::move(c)), poller(provider, *client) {}
   ~State() {
     if (pipe_fds[0] >= 0) close(pipe_fds[0]);
     if (pipe_fds[1] >= 0) close(pipe_fds[1]);
@@ -253,7 +259,9 @@ std::vector<CloudNotice> NoticeWatcher::take() {
   return out;
 }
 
-int NoticeWatcher::wake_fd() const { return state_->pipe_fds[0]; }
+int NoticeWatcher::wake_fd() const {
+  return state_->pipe_fds[0];
+}
 
 WatcherHealth NoticeWatcher::health() const {
   std::lock_guard<std::mutex> lock(state_->mutex);

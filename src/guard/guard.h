@@ -26,11 +26,14 @@ struct ProgressUpdate {
   /// The job wrote a checkpoint (`"checkpoint": true` or its path; "" when no path was given).
   std::optional<std::string> checkpoint;
   /// True when nothing at all was reported.
-  bool empty() const { return !step && !total_steps && !samples && !tokens && metrics.empty() && !checkpoint; }
+  bool empty() const {
+    return !step && !total_steps && !samples && !tokens && metrics.empty() && !checkpoint;
+  }
 };
 
 /// Parses one progress datagram: a JSON object with optional non-negative integer `step`, `total_steps`,
-/// `samples`, `tokens`, an object `metrics` of numbers and `checkpoint` (true, or the path written). ErrorKind::usage with the reason otherwise.
+/// `samples`, `tokens`, an object `metrics` of numbers and `checkpoint` (true, or the path written).
+/// ErrorKind::usage with the reason otherwise.
 Result<ProgressUpdate> parse_progress_message(std::string_view datagram);
 
 /// One progress counter recognised in a line of the job's output.

@@ -26,9 +26,12 @@ Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, st
   if (slash == std::string_view::npos) return bad();
   const std::string_view unit = trim(text.substr(slash + 1));
   BudgetPeriod period;
-  if (unit == "day" || unit == "d") period = BudgetPeriod::day;
-  else if (unit == "month" || unit == "mo") period = BudgetPeriod::month;
-  else return bad();
+  if (unit == "day" || unit == "d")
+    period = BudgetPeriod::day;
+  else if (unit == "month" || unit == "mo")
+    period = BudgetPeriod::month;
+  else
+    return bad();
   std::string_view amount = trim(text.substr(0, slash));
   if (!amount.empty() && amount.front() == '$') amount.remove_prefix(1);
   auto usd = parse_number(amount);
@@ -46,7 +49,9 @@ std::int64_t period_key(BudgetPeriod period, std::int64_t unix_ms) {
   return static_cast<std::int64_t>(tm.tm_year) * 12 + tm.tm_mon;
 }
 
-const char* period_name(BudgetPeriod p) { return p == BudgetPeriod::day ? "day" : "month"; }
+const char* period_name(BudgetPeriod p) {
+  return p == BudgetPeriod::day ? "day" : "month";
+}
 
 }  // namespace
 
@@ -63,11 +68,13 @@ Result<NodeBudget> parse_owner_budget(std::string_view whole) {
   NodeBudget b;
   if (const auto comma = text.rfind(','); comma != std::string_view::npos) {
     const std::string_view action = trim(text.substr(comma + 1));
-    if (action == "stop") b.stop = true;
+    if (action == "stop")
+      b.stop = true;
     else if (action != "notify")
-      return make_error(ErrorKind::usage, fmt::format("--owner-budget '{}': the action after ',' must be notify "
-                                                      "or stop",
-                                                      std::string(whole)));
+      return make_error(ErrorKind::usage,
+                        fmt::format("--owner-budget '{}': the action after ',' must be notify "
+                                    "or stop",
+                                    std::string(whole)));
     text = text.substr(0, comma);
   }
   const auto colon = text.find(':');
@@ -83,12 +90,14 @@ Result<NodeBudget> parse_owner_budget(std::string_view whole) {
   if (b.name.empty())
     return make_error(ErrorKind::usage, fmt::format("--owner-budget '{}': no owner name after '{}:'",
                                                     std::string(whole), b.kind));
-  static constexpr const char* kKinds[] = {"user", "slurm-account", "slurm-job", "namespace", "pod", "container"};
+  static constexpr const char* kKinds[] = {"user",      "slurm-account", "slurm-job",
+                                           "namespace", "pod",           "container"};
   if (std::none_of(std::begin(kKinds), std::end(kKinds), [&](const char* k) { return b.kind == k; }))
-    return make_error(ErrorKind::usage,
-                      fmt::format("--owner-budget '{}': unknown owner kind '{}' (user, slurm-account, slurm-job, "
-                                  "namespace, pod, container)",
-                                  std::string(whole), b.kind));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("--owner-budget '{}': unknown owner kind '{}' (user, slurm-account, slurm-job, "
+                    "namespace, pod, container)",
+                    std::string(whole), b.kind));
   GM_TRY(auto amount, parse_amount(text.substr(eq + 1), "--owner-budget", whole));
   b.limit_micros = amount.first;
   b.period = amount.second;
@@ -127,8 +136,9 @@ NodeEvent NodeGuard::event(const std::string& kind, const std::string& message) 
 
 NodeEvent NodeGuard::on_notice(const CloudNotice& n) {
   ++status_.notices[{std::string(provider_name(n.provider)), n.kind}];
-  return event(n.stop ? "preempted" : "preemption_warning",
-               n.detail + (n.deadline_unix_ms ? " (deadline " + format_iso8601(*n.deadline_unix_ms) + ")" : ""));
+  return event(
+      n.stop ? "preempted" : "preemption_warning",
+      n.detail + (n.deadline_unix_ms ? " (deadline " + format_iso8601(*n.deadline_unix_ms) + ")" : ""));
 }
 
 std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
@@ -151,20 +161,23 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
     status_.autostop_remaining_s = static_cast<double>(remaining_ms) / 1000.0;
     // A warning once the end is near (the last tenth, at most 5 minutes), then the command once.
     const std::int64_t warn_ms = std::min<std::int64_t>(300'000, *cfg_.autostop_idle_ms / 10);
-    if (idle_since_ns_ && !status_.autostop_done && !autostop_warned_ && remaining_ms <= warn_ms && remaining_ms > 0) {
+    if (idle_since_ns_ && !status_.autostop_done && !autostop_warned_ && remaining_ms <= warn_ms &&
+        remaining_ms > 0) {
       autostop_warned_ = true;
-      out.push_back(event("autostop_warning",
-                          fmt::format("every GPU idle for {}: {} in {} unless a GPU gets busy",
-                                      format_duration_s(status_.idle_s),
-                                      cfg_.autostop_dry_run ? "autostop (dry run)" : "'" + cfg_.autostop_command + "'",
-                                      format_duration_s(static_cast<double>(remaining_ms) / 1000.0))));
+      out.push_back(
+          event("autostop_warning",
+                fmt::format("every GPU idle for {}: {} in {} unless a GPU gets busy",
+                            format_duration_s(status_.idle_s),
+                            cfg_.autostop_dry_run ? "autostop (dry run)" : "'" + cfg_.autostop_command + "'",
+                            format_duration_s(static_cast<double>(remaining_ms) / 1000.0))));
     }
     if (idle_since_ns_ && !status_.autostop_done && remaining_ms == 0) {
       status_.autostop_done = true;
       const std::string why = fmt::format("every GPU idle (under {:g}% and no compute process) for {}",
                                           kIdleUtilPct, format_duration_s(status_.idle_s));
       if (cfg_.autostop_dry_run) {
-        out.push_back(event("autostop_dry_run", why + ": would run '" + cfg_.autostop_command + "' (dry run)"));
+        out.push_back(
+            event("autostop_dry_run", why + ": would run '" + cfg_.autostop_command + "' (dry run)"));
       } else {
         out.push_back(event("autostop", why + ": running '" + cfg_.autostop_command + "'"));
         GuardEvent e;
@@ -173,7 +186,9 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
         e.host = cfg_.host;
         e.command = cfg_.autostop_command;
         if (command_runner_)
-          std::thread([run = command_runner_, cmd = cfg_.autostop_command, e] { (void)run(cmd, e); }).detach();
+          std::thread([run = command_runner_, cmd = cfg_.autostop_command, e] {
+            (void)run(cmd, e);
+          }).detach();
       }
     }
   }
@@ -207,8 +222,9 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
     GuardInput gi;
     gi.spent_micros = spent;
     for (const auto& d : st.policy.evaluate(gi)) {
-      const std::string what = fmt::format("{} budget {}/{}: {}", b.scope(), format_usd(micros_to_usd(b.limit_micros)),
-                                           period_name(b.period), d.message);
+      const std::string what =
+          fmt::format("{} budget {}/{}: {}", b.scope(), format_usd(micros_to_usd(b.limit_micros)),
+                      period_name(b.period), d.message);
       if (d.stopped_by.empty()) {
         out.push_back(event("budget_warn", what));
         continue;
@@ -237,8 +253,8 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
         }
         st.over_reported = true;
         out.push_back(event("budget_stop",
-                            fmt::format("{}: sent SIGTERM to its GPU process(es) {}; SIGKILL after {}", st.over_message,
-                                        list.empty() ? "(none now)" : list,
+                            fmt::format("{}: sent SIGTERM to its GPU process(es) {}; SIGKILL after {}",
+                                        st.over_message, list.empty() ? "(none now)" : list,
                                         format_duration_s(static_cast<double>(cfg_.grace_ms) / 1000.0))));
       }
     }
@@ -253,8 +269,9 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
                                      [&](const auto& p) { return p.first == pid; });
       if (alive) {
         runner_.send_signal(static_cast<pid_t>(pid), SIGKILL, false);
-        out.push_back(event("sigkill", fmt::format("{} budget: process {} did not exit within the grace: SIGKILL",
-                                                   b.scope(), pid)));
+        out.push_back(event(
+            "sigkill",
+            fmt::format("{} budget: process {} did not exit within the grace: SIGKILL", b.scope(), pid)));
       }
       it->second = INT64_MAX;  // handled; kept so the PID is not signalled again this period
       ++it;

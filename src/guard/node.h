@@ -2,7 +2,8 @@
 // The node guard of `gpumeter agent`: autostop of an idle node (a command run once when every GPU has been
 // idle long enough), node and owner budgets per day or month (the run's BudgetGuard policy on the period's
 // spend; actions notify, or stop the owner's GPU processes), and the count of the cloud's preemption notices.
-// Fed by the CLI from the collector's snapshots; acts through ProcessRunner and a command seam; prints nothing.
+// Fed by the CLI from the collector's snapshots; acts through ProcessRunner and a command seam; prints
+// nothing.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -27,7 +28,8 @@ enum class BudgetPeriod { day, month };
 
 /// One budget of `--node-budget USD/day|month` or `--owner-budget KIND:NAME=USD/day|month[,stop]`.
 struct NodeBudget {
-  std::string kind;  ///< "" for the whole node; user | slurm-account | slurm-job | namespace | pod | container
+  std::string
+      kind;  ///< "" for the whole node; user | slurm-account | slurm-job | namespace | pod | container
   std::string name;  ///< the owner's value for that kind
   MicroUsd limit_micros = 0;
   BudgetPeriod period = BudgetPeriod::day;
@@ -67,8 +69,8 @@ struct NodeInput {
   std::int64_t now_ns = 0;   ///< monotonic
   std::int64_t unix_ms = 0;  ///< wall time (budget periods)
   std::vector<NodeGpu> gpus;
-  MicroUsd node_cost_micros = 0;                        ///< cumulative cost of every priced GPU
-  std::vector<std::pair<Owner, MicroUsd>> owner_costs;  ///< cumulative cost per owner
+  MicroUsd node_cost_micros = 0;                               ///< cumulative cost of every priced GPU
+  std::vector<std::pair<Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
   std::vector<std::pair<std::uint32_t, Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
 };
 
@@ -114,7 +116,7 @@ class NodeGuard {
     MicroUsd baseline = 0;         ///< cumulative cost when the period (or the agent) started
     BudgetGuard policy{GuardConfig{}};
     std::map<std::uint32_t, std::int64_t> kill_at_ns;  ///< PIDs signalled, SIGKILL due
-    bool over = false;           ///< over the budget with the stop action, for the rest of the period
+    bool over = false;  ///< over the budget with the stop action, for the rest of the period
     bool over_reported = false;
     std::string over_message;
   };

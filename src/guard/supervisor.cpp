@@ -1,7 +1,9 @@
 // The supervisor state machine of `gpumeter run`: events in, metering, guard decisions, process actions
 // (through ProcessRunner), ledger records and status snapshots out. No descriptors, no printing.
 #include <fmt/format.h>
+#include <glob.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -16,9 +18,6 @@
 #include <mutex>
 #include <set>
 #include <thread>
-
-#include <glob.h>
-#include <sys/stat.h>
 
 #include "guard/session.h"
 #include "util/exit_codes.h"
@@ -116,7 +115,7 @@ struct Supervisor::Impl {
   bool preempted = false;
   std::set<std::string> warned_notices;
   std::optional<std::int64_t> last_checkpoint_ns;
-  MicroUsd checkpoint_spent = 0;  ///< spend when the last checkpoint was seen
+  MicroUsd checkpoint_spent = 0;                    ///< spend when the last checkpoint was seen
   std::optional<std::int64_t> checkpoint_mtime_ns;  ///< newest mtime matching --checkpoint-glob
   bool checkpoint_gap_warned = false;
   bool stopping = false;
@@ -346,8 +345,9 @@ struct Supervisor::Impl {
     checkpoint_gap_warned = false;
     run.last_checkpoint_ms = elapsed_ms(now_ns);
     // Recorded (the report's history and gaps), neither printed nor notified: jobs checkpoint often.
-    pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), "checkpoint", checkpoint_spent,
-                                           path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
+    pending_actions.push_back(
+        ActionRecord{run.id, elapsed_ms(now_ns), "checkpoint", checkpoint_spent,
+                     path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
     all_actions.push_back(pending_actions.back());
   }
 
@@ -363,7 +363,8 @@ struct Supervisor::Impl {
       for (std::size_t i = 0; i < g.gl_pathc && i < 100'000; ++i) {
         struct stat st {};
         if (::stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        const std::int64_t m = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+        const std::int64_t m =
+            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
         if (!newest || m > *newest) {
           newest = m;
           newest_path = g.gl_pathv[i];
@@ -403,8 +404,10 @@ struct Supervisor::Impl {
     const std::int64_t now_unix = clock.unix_ms();
     std::string when;
     if (n.deadline_unix_ms)
-      when = fmt::format(" (deadline {}, in {})", format_iso8601(*n.deadline_unix_ms),
-                         format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) / 1000.0));
+      when = fmt::format(
+          " (deadline {}, in {})", format_iso8601(*n.deadline_unix_ms),
+          format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
+                            1000.0));
     if (!n.stop) {
       if (!warned_notices.insert(n.id).second) return;
       record_action("preemption_warning", n.detail + when, now_ns, spent(now_ns, false));
@@ -703,10 +706,11 @@ SessionOutcome Supervisor::finish() {
   if (m.cfg.notices) {
     const WatcherHealth h = m.cfg.notices->health();
     if (h.polls_failed > 0)
-      m.warn(fmt::format("the {} metadata service did not give a usable answer to {} of {} polls (last: {}): "
-                         "preemption notices may have been missed; `gpumeter doctor` checks it",
-                         provider_name(m.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
-                         h.last_error.empty() ? "answered later" : h.last_error));
+      m.warn(
+          fmt::format("the {} metadata service did not give a usable answer to {} of {} polls (last: {}): "
+                      "preemption notices may have been missed; `gpumeter doctor` checks it",
+                      provider_name(m.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
+                      h.last_error.empty() ? "answered later" : h.last_error));
   }
   m.flush(true);
   for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);

@@ -143,9 +143,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
   if (r.status == "preempted") summary.push_back({"preemption", describe_status(r)});
   if (r.last_checkpoint_ms)
-    summary.push_back({"last checkpoint", format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) +
-                                              " after the start"});
-  if (r.lost_work_micros) summary.push_back({"lost work (since the last checkpoint)", usd(*r.lost_work_micros)});
+    summary.push_back(
+        {"last checkpoint",
+         format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) + " after the start"});
+  if (r.lost_work_micros)
+    summary.push_back({"lost work (since the last checkpoint)", usd(*r.lost_work_micros)});
   if (in.kpis) {
     const auto& k = *in.kpis;
     if (k.usd_per_step) summary.push_back({"$ per step", format_usd(*k.usd_per_step)});

@@ -172,7 +172,8 @@ std::vector<Finding> run_findings(const RunReport& r) {
                             format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),
                             format_usd(micros_to_usd(at_risk)));
     f.action =
-        "checkpoint at least every Young/Daly interval (`gpumeter plan --spot` gives it) and on SIGTERM; tell "
+        "checkpoint at least every Young/Daly interval (`gpumeter plan --spot` gives it) and on SIGTERM; "
+        "tell "
         "gpumeter with gpumeter.checkpoint() or --checkpoint-glob";
     f.evidence.push_back({"gap_s", static_cast<double>(a.t_ms - since_ms) / 1000.0});
     f.evidence.push_back({"at_risk_usd", micros_to_usd(at_risk)});

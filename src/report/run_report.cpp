@@ -140,7 +140,8 @@ std::string describe_status(const RunRecord& run) {
     if (run.preemption_provider) {
       s += " (" + *run.preemption_provider + " notice";
       if (run.preemption_notice_unix_ms) s += " at " + format_iso8601(*run.preemption_notice_unix_ms);
-      if (run.preemption_deadline_unix_ms) s += ", deadline " + format_iso8601(*run.preemption_deadline_unix_ms);
+      if (run.preemption_deadline_unix_ms)
+        s += ", deadline " + format_iso8601(*run.preemption_deadline_unix_ms);
       s += ")";
     }
     return s;
@@ -266,10 +267,11 @@ std::string render_run_report_json(const RunReport& r) {
   } else {
     j["preemption"] = nullptr;
   }
-  j["last_checkpoint_s"] = run.last_checkpoint_ms ? nlohmann::json(static_cast<double>(*run.last_checkpoint_ms) / 1000.0)
-                                                  : nlohmann::json(nullptr);
-  j["lost_work_usd"] = run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros))
-                                            : nlohmann::json(nullptr);
+  j["last_checkpoint_s"] = run.last_checkpoint_ms
+                               ? nlohmann::json(static_cast<double>(*run.last_checkpoint_ms) / 1000.0)
+                               : nlohmann::json(nullptr);
+  j["lost_work_usd"] =
+      run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
   return j.dump(2) + "\n";
@@ -393,18 +395,19 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  last metrics    {}\n", m);
   }
   if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
-  const auto checkpoints =
-      std::count_if(r.actions.begin(), r.actions.end(), [](const ActionRecord& a) { return a.kind == "checkpoint"; });
+  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(),
+                                         [](const ActionRecord& a) { return a.kind == "checkpoint"; });
   if (run.last_checkpoint_ms)
     o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
                      format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
   if (run.lost_work_micros)
-    o += fmt::format("  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
-                     run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
+    o += fmt::format(
+        "  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
+        run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
   for (const auto& a : r.actions)
     if (a.kind != "checkpoint")
       o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
-                     format_usd(micros_to_usd(a.cost_micros)), a.message);
+                       format_usd(micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(

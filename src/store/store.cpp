@@ -12,10 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <set>
 #include <nlohmann/json.hpp>
-
-#include <chrono>
+#include <set>
 #include <thread>
 
 #include "sys/proc.h"
@@ -136,8 +134,10 @@ T parse_json_or(const std::string& text, T fallback) {
 const char* kRunColumns =
     "id, command, user, host, labels_json, start_unix_ms, end_unix_ms, status, exit_code, stopped_by, "
     "price_micros_per_gpu_hour, price_source, provider, region, billing_granularity_s, billing_minimum_s, "
-    "gpus_allocated_json, gpus_used_json, gpu_model, budget_usd, total_steps, wall_ms, billed_s, cost_micros, "
-    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, forecast_cost_usd, "
+    "gpus_allocated_json, gpus_used_json, gpu_model, budget_usd, total_steps, wall_ms, billed_s, "
+    "cost_micros, "
+    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, "
+    "forecast_cost_usd, "
     "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done, preempt_provider, "
     "preempt_notice_unix_ms, preempt_deadline_unix_ms, last_checkpoint_ms, lost_work_micros";
 
@@ -269,8 +269,9 @@ class SqliteLedger final : public Ledger {
     if (r.meter_pid == 0) r.meter_pid = getpid();
     if (r.meter_host.empty()) r.meter_host = this_host();
     if (r.heartbeat_unix_ms == 0) r.heartbeat_unix_ms = now_unix_ms();
-    const std::string sql = std::string("INSERT INTO runs (") + (kRunColumns + 4) +
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    const std::string sql =
+        std::string("INSERT INTO runs (") + (kRunColumns + 4) +
+        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     Stmt s(db_, sql.c_str());
     if (!s.ok()) return err("prepare insert run");
     bind_run(s, r);
@@ -713,7 +714,8 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
     for (const auto& [name, type] : kRunColumnsAdded)
       if (!have.count(name)) {
         const std::string sql = std::string("ALTER TABLE runs ADD COLUMN ") + name + " " + type;
-        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot add a column");
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+          return fail("cannot add a column");
       }
   }
   {

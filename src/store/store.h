@@ -57,11 +57,11 @@ struct RunRecord {
   std::optional<std::int64_t> samples_done;  ///< last samples count reported
   std::optional<std::int64_t> tokens_done;   ///< last tokens count reported
   // Preemption (status "preempted") and checkpoints (issue 28):
-  std::optional<std::string> preemption_provider;         ///< "aws" | "gcp" | "azure"
-  std::optional<std::int64_t> preemption_notice_unix_ms;  ///< when gpumeter read the notice
+  std::optional<std::string> preemption_provider;           ///< "aws" | "gcp" | "azure"
+  std::optional<std::int64_t> preemption_notice_unix_ms;    ///< when gpumeter read the notice
   std::optional<std::int64_t> preemption_deadline_unix_ms;  ///< when the provider takes the machine
-  std::optional<std::int64_t> last_checkpoint_ms;          ///< ms since the start of the last checkpoint seen
-  std::optional<MicroUsd> lost_work_micros;  ///< spend since the last checkpoint of a run that did not succeed
+  std::optional<std::int64_t> last_checkpoint_ms;  ///< ms since the start of the last checkpoint seen
+  std::optional<MicroUsd> lost_work_micros;  ///< spend since then, of a run that did not succeed
 };
 
 /// One GPU reading of a run at one second.

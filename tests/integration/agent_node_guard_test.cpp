@@ -17,19 +17,22 @@ std::string one_gpu(const std::string& timeline_entry) {
   return R"({"driver_version": "580.95.05", "devices": [
     {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-guard-0", "pci_bus_id": "00000000:18:00.0",
      "memory_total_mib": 81559, "power_limit_w": 700, "energy_counter": true,
-     "timeline": [)" + timeline_entry + "]}]}";
+     "timeline": [)" +
+         timeline_entry + "]}]}";
 }
 
-const char* kIdle = R"({"t": 0, "util": 0, "mem_used_mib": 500, "power_w": 60, "temp_c": 35, "processes": []})";
-const char* kBusy = R"({"t": 0, "util": 90, "mem_used_mib": 9000, "power_w": 600, "temp_c": 70, "processes": []})";
+const char* kIdle =
+    R"({"t": 0, "util": 0, "mem_used_mib": 500, "power_w": 60, "temp_c": 35, "processes": []})";
+const char* kBusy =
+    R"({"t": 0, "util": 90, "mem_used_mib": 9000, "power_w": 600, "temp_c": 70, "processes": []})";
 
 class AgentNodeGuardIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
   }
-  std::unique_ptr<Background> start(const std::string& scenario, const std::vector<std::string>& flags, int& port,
-                                    const std::string& name = "agent") {
+  std::unique_ptr<Background> start(const std::string& scenario, const std::vector<std::string>& flags,
+                                    int& port, const std::string& name = "agent") {
     auto bg = start_agent(dir_.write(name + ".json", scenario), dir_.path(), flags, port, name);
     return bg;
   }
@@ -67,11 +70,13 @@ TEST_F(AgentNodeGuardIntegrationTest, AutostopOnAnIdleScenarioRunsTheCommandOnce
   EXPECT_EQ(metric(after.out, "gpumeter_autostop_remaining_seconds "), 0.0);
   EXPECT_EQ(metric(after.out, "gpumeter_node_guard_actions_total{kind=\"autostop\"} "), 1.0);
   // top and doctor show the agent's countdown.
-  auto top = run_gpumeter({"top", "--once", "--interval", "50ms", "--agent", "127.0.0.1:" + std::to_string(port)},
-                          fake_env(dir_.path() + "/agent.json", dir_.path()));
+  auto top =
+      run_gpumeter({"top", "--once", "--interval", "50ms", "--agent", "127.0.0.1:" + std::to_string(port)},
+                   fake_env(dir_.path() + "/agent.json", dir_.path()));
   EXPECT_NE(top.out.find("AGENT  autostop ran"), std::string::npos) << top.out << top.err;
-  auto doctor = run_gpumeter({"doctor", "--preemption", "off", "--agent", "127.0.0.1:" + std::to_string(port)},
-                             fake_env(dir_.path() + "/agent.json", dir_.path()));
+  auto doctor =
+      run_gpumeter({"doctor", "--preemption", "off", "--agent", "127.0.0.1:" + std::to_string(port)},
+                   fake_env(dir_.path() + "/agent.json", dir_.path()));
   EXPECT_NE(doctor.out.find("agent autostop   autostop ran"), std::string::npos) << doctor.out;
   EXPECT_EQ(agent->terminate(), 0);
 }
@@ -88,14 +93,16 @@ TEST_F(AgentNodeGuardIntegrationTest, AutostopNeverOnABusyScenarioAndDryRunRunsN
   EXPECT_FALSE(std::filesystem::exists(marker));
   auto m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
   EXPECT_EQ(metric(m.out, "gpumeter_autostop_remaining_seconds "), 1.0) << m.out;
-  auto doctor = run_gpumeter({"doctor", "--preemption", "off", "--agent", "127.0.0.1:" + std::to_string(port)},
-                             fake_env(dir_.path() + "/busy.json", dir_.path()));
-  EXPECT_NE(doctor.out.find("agent autostop   autostop armed: a GPU is busy"), std::string::npos) << doctor.out;
+  auto doctor =
+      run_gpumeter({"doctor", "--preemption", "off", "--agent", "127.0.0.1:" + std::to_string(port)},
+                   fake_env(dir_.path() + "/busy.json", dir_.path()));
+  EXPECT_NE(doctor.out.find("agent autostop   autostop armed: a GPU is busy"), std::string::npos)
+      << doctor.out;
   EXPECT_EQ(busy->terminate(), 0);
 
   auto dry = start(one_gpu(kIdle),
-                   {"--price", "3.6", "--interval", "100ms", "--preemption", "off", "--autostop-idle", "500ms",
-                    "--autostop-command", "touch " + marker, "--autostop-dry-run"},
+                   {"--price", "3.6", "--interval", "100ms", "--preemption", "off", "--autostop-idle",
+                    "500ms", "--autostop-command", "touch " + marker, "--autostop-dry-run"},
                    port, "dry");
   ASSERT_GT(port, 0) << dry->stderr_text();
   EXPECT_NE(dry->wait_stderr(R"((\[autostop_dry_run\]))", 15), "") << dry->stderr_text();
@@ -111,12 +118,15 @@ TEST_F(AgentNodeGuardIntegrationTest, OwnerBudgetStopsARealProcessAndKillsOneTha
   std::filesystem::copy_file("/bin/sleep", dir_.path() + "/" + polite);
   std::filesystem::copy_file("/bin/bash", dir_.path() + "/" + stubborn);
   Background p1({dir_.path() + "/" + polite, "300"}, {}, dir_.path(), "polite");
-  Background p2({dir_.path() + "/" + stubborn, "-c", "trap '' TERM; while :; do sleep 0.2; done"}, {}, dir_.path(),
-                "stubborn");
+  Background p2({dir_.path() + "/" + stubborn, "-c", "trap '' TERM; while :; do sleep 0.2; done"}, {},
+                dir_.path(), "stubborn");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const std::string scenario = one_gpu(R"({"t": 0, "util": 90, "mem_used_mib": 9000, "power_w": 600, "temp_c": 70,
-    "processes": [{"comm": ")" + polite + R"(", "mem_mib": 4000, "sm_util": 50},
-                  {"comm": ")" + stubborn + R"(", "mem_mib": 4000, "sm_util": 40}]})");
+  const std::string scenario =
+      one_gpu(R"({"t": 0, "util": 90, "mem_used_mib": 9000, "power_w": 600, "temp_c": 70,
+    "processes": [{"comm": ")" +
+              polite + R"(", "mem_mib": 4000, "sm_util": 50},
+                  {"comm": ")" +
+              stubborn + R"(", "mem_mib": 4000, "sm_util": 40}]})");
   // Whose processes they are: this test's user, as the agent's owner resolver reads it from /proc.
   const std::string me = run_command({"id", "-un"}).out;
   const std::string name = me.substr(0, me.find('\n'));
@@ -147,17 +157,19 @@ TEST_F(AgentNodeGuardIntegrationTest, AwsImdsV2DocumentedFormatNoticesAreCounted
   MetadataStandIn imds(CloudProvider::aws);
   int port = 0;
   auto agent = start(one_gpu(kBusy),
-                     {"--price", "3.6", "--interval", "100ms", "--preemption", "aws", "--metadata-url", imds.url(),
-                      "--preemption-poll", "100ms"},
+                     {"--price", "3.6", "--interval", "100ms", "--preemption", "aws", "--metadata-url",
+                      imds.url(), "--preemption-poll", "100ms"},
                      port);
   ASSERT_GT(port, 0) << agent->stderr_text();
   auto m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
   EXPECT_NE(m.out.find("# TYPE gpumeter_preemption_notices_total counter"), std::string::npos) << m.out;
   imds.notify(120'000);
-  EXPECT_NE(agent->wait_stderr(R"((\[preempted\] AWS spot interruption notice))", 15), "") << agent->stderr_text();
+  EXPECT_NE(agent->wait_stderr(R"((\[preempted\] AWS spot interruption notice))", 15), "")
+      << agent->stderr_text();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
-  EXPECT_EQ(metric(m.out, "gpumeter_preemption_notices_total{provider=\"aws\",kind=\"terminate\"} "), 1.0) << m.out;
+  EXPECT_EQ(metric(m.out, "gpumeter_preemption_notices_total{provider=\"aws\",kind=\"terminate\"} "), 1.0)
+      << m.out;
   EXPECT_EQ(agent->terminate(), 0);
 }
 

@@ -36,7 +36,8 @@ class MetadataStandIn {
         }
         res.set_content("AQAEAFakeToken==", "text/plain");
       });
-      server_.Get("/latest/meta-data/spot/instance-action", [this](const httplib::Request& req, httplib::Response& res) {
+      server_.Get("/latest/meta-data/spot/instance-action", [this](const httplib::Request& req,
+                                                                   httplib::Response& res) {
         if (req.get_header_value("X-aws-ec2-metadata-token") != "AQAEAFakeToken==") {
           res.status = 401;
           return;
@@ -46,23 +47,27 @@ class MetadataStandIn {
           return;
         }
         served();
-        res.set_content(nlohmann::json{{"action", "terminate"}, {"time", format_iso8601(deadline_ms_)}}.dump(),
-                        "application/json");
+        res.set_content(
+            nlohmann::json{{"action", "terminate"}, {"time", format_iso8601(deadline_ms_)}}.dump(),
+            "application/json");
       });
       server_.Get("/latest/meta-data/events/recommendations/rebalance",
                   [](const httplib::Request&, httplib::Response& res) { res.status = 404; });
     } else if (provider == CloudProvider::gcp) {
-      server_.Get("/computeMetadata/v1/instance/preempted", [this](const httplib::Request& req, httplib::Response& res) {
-        if (req.get_header_value("Metadata-Flavor") != "Google") {
-          res.status = 403;
-          return;
-        }
-        if (noticed_) served();
-        res.set_header("Metadata-Flavor", "Google");
-        res.set_content(noticed_ ? "TRUE" : "FALSE", "application/text");
-      });
+      server_.Get("/computeMetadata/v1/instance/preempted",
+                  [this](const httplib::Request& req, httplib::Response& res) {
+                    if (req.get_header_value("Metadata-Flavor") != "Google") {
+                      res.status = 403;
+                      return;
+                    }
+                    if (noticed_) served();
+                    res.set_header("Metadata-Flavor", "Google");
+                    res.set_content(noticed_ ? "TRUE" : "FALSE", "application/text");
+                  });
       server_.Get("/computeMetadata/v1/instance/maintenance-event",
-                  [](const httplib::Request&, httplib::Response& res) { res.set_content("NONE", "application/text"); });
+                  [](const httplib::Request&, httplib::Response& res) {
+                    res.set_content("NONE", "application/text");
+                  });
     } else {
       server_.Get("/metadata/instance/compute/name", [](const httplib::Request& req, httplib::Response& res) {
         if (req.get_header_value("Metadata") != "true") {
@@ -151,6 +156,5 @@ class HangingService {
   int fd_ = -1;
   int port_ = 0;
 };
-
 
 }  // namespace gm::test

@@ -94,9 +94,20 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
-    std::vector<std::string> args{"run", "--price", "3600", "--quiet", "--grace", "30s", "--preemption",
-                                  std::string(provider_name(provider)), "--metadata-url", service.url(),
-                                  "--preemption-poll", "500ms", "--json-report", dir_.path() + "/r.json"};
+    std::vector<std::string> args{"run",
+                                  "--price",
+                                  "3600",
+                                  "--quiet",
+                                  "--grace",
+                                  "30s",
+                                  "--preemption",
+                                  std::string(provider_name(provider)),
+                                  "--metadata-url",
+                                  service.url(),
+                                  "--preemption-poll",
+                                  "500ms",
+                                  "--json-report",
+                                  dir_.path() + "/r.json"};
     if (!client) args.insert(args.end(), {"--checkpoint-glob", dir_.path() + "/*.pt"});
     args.insert(args.end(), {kPython, job, dir_.path(), client ? "client" : "glob"});
     auto r = run_gpumeter(args, env(), std::nullopt, 120);
@@ -111,10 +122,11 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     const double announce_to_checkpoint = final["final_checkpoint_at"].get<double>() - service.notified_at();
     RecordProperty("notice_to_signal_ms", static_cast<int>(notice_to_signal * 1000));
     RecordProperty("announce_to_signal_ms", static_cast<int>(announce_to_signal * 1000));
-    std::printf("[ measure  ] %s: notice served -> SIGTERM %.0f ms; announced -> SIGTERM %.0f ms (poll 500 ms); "
-                "announced -> final checkpoint %.0f ms\n",
-                std::string(provider_name(provider)).c_str(), notice_to_signal * 1000, announce_to_signal * 1000,
-                announce_to_checkpoint * 1000);
+    std::printf(
+        "[ measure  ] %s: notice served -> SIGTERM %.0f ms; announced -> SIGTERM %.0f ms (poll 500 ms); "
+        "announced -> final checkpoint %.0f ms\n",
+        std::string(provider_name(provider)).c_str(), notice_to_signal * 1000, announce_to_signal * 1000,
+        announce_to_checkpoint * 1000);
     EXPECT_GE(notice_to_signal, 0.0);
     EXPECT_LT(notice_to_signal, 2.0) << "the stop signal goes at once, not at the next tick";
     EXPECT_LT(announce_to_signal, 5.0) << "polled every 500 ms here (every 5 s at most by default)";
@@ -139,7 +151,8 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     ASSERT_EQ(runs.exit_code, 0) << runs.err;
     EXPECT_EQ(nlohmann::json::parse(runs.out)[0]["status"], "preempted");
     auto text = run_gpumeter({"report", "last"}, env());
-    EXPECT_NE(text.out.find("preempted (" + std::string(provider_name(provider)) + " notice"), std::string::npos)
+    EXPECT_NE(text.out.find("preempted (" + std::string(provider_name(provider)) + " notice"),
+              std::string::npos)
         << text.out;
   }
   TempDir dir_;
@@ -160,16 +173,20 @@ TEST_F(RunPreemptionIntegrationTest, AzureScheduledEventsDocumentedFormatPreempt
 TEST_F(RunPreemptionIntegrationTest, HangingOrGarbageMetadataServiceNeverDelaysOrHarmsTheJob) {
   HangingService hanging;
   httplib::Server garbage;
-  garbage.Get(".*", [](const httplib::Request&, httplib::Response& res) { res.set_content("\x01<html>{{", "text/html"); });
-  garbage.Put(".*", [](const httplib::Request&, httplib::Response& res) { res.set_content("", "text/plain"); });
+  garbage.Get(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("\x01<html>{{", "text/html");
+  });
+  garbage.Put(".*",
+              [](const httplib::Request&, httplib::Response& res) { res.set_content("", "text/plain"); });
   const int port = garbage.bind_to_any_port("127.0.0.1");
   std::thread t([&] { garbage.listen_after_bind(); });
-  const std::string job = dir_.write("job.py", "import time, sys\ntime.sleep(1.0)\nprint('job output intact')\nsys.exit(3)\n");
-  for (const auto& [provider, url] :
-       std::vector<std::pair<std::string, std::string>>{{"aws", hanging.url()},
-                                                        {"gcp", hanging.url()},
-                                                        {"azure", "http://127.0.0.1:" + std::to_string(port)},
-                                                        {"aws", "http://127.0.0.1:" + std::to_string(port)}}) {
+  const std::string job =
+      dir_.write("job.py", "import time, sys\ntime.sleep(1.0)\nprint('job output intact')\nsys.exit(3)\n");
+  for (const auto& [provider, url] : std::vector<std::pair<std::string, std::string>>{
+           {"aws", hanging.url()},
+           {"gcp", hanging.url()},
+           {"azure", "http://127.0.0.1:" + std::to_string(port)},
+           {"aws", "http://127.0.0.1:" + std::to_string(port)}}) {
     const auto t0 = std::chrono::steady_clock::now();
     auto r = run_gpumeter({"run", "--price", "3600", "--preemption", provider, "--metadata-url", url,
                            "--preemption-poll", "200ms", kPython, job},
@@ -181,13 +198,16 @@ TEST_F(RunPreemptionIntegrationTest, HangingOrGarbageMetadataServiceNeverDelaysO
     EXPECT_LT(wall, 6.0) << "a 1 s job; gpumeter never waits on the metadata service";
   }
   // doctor says what is wrong, within its bound.
-  auto d = run_gpumeter({"doctor", "--preemption", "aws", "--metadata-url", hanging.url()}, env(), std::nullopt, 30);
+  auto d = run_gpumeter({"doctor", "--preemption", "aws", "--metadata-url", hanging.url()}, env(),
+                        std::nullopt, 30);
   EXPECT_NE(d.out.find("preemption notices  aws metadata service at " + hanging.url() + ": NOT USABLE"),
             std::string::npos)
       << d.out;
-  d = run_gpumeter({"doctor", "--preemption", "gcp", "--metadata-url", "http://127.0.0.1:" + std::to_string(port)},
-                   env(), std::nullopt, 30);
-  EXPECT_NE(d.out.find("NOT USABLE (GCP instance/preempted: expected TRUE or FALSE"), std::string::npos) << d.out;
+  d = run_gpumeter(
+      {"doctor", "--preemption", "gcp", "--metadata-url", "http://127.0.0.1:" + std::to_string(port)}, env(),
+      std::nullopt, 30);
+  EXPECT_NE(d.out.find("NOT USABLE (GCP instance/preempted: expected TRUE or FALSE"), std::string::npos)
+      << d.out;
   garbage.stop();
   t.join();
 }

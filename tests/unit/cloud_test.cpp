@@ -1,6 +1,8 @@
 // The metadata services' documented answers (AWS IMDSv2 spot/instance-action and rebalance, GCP
 // instance/preempted and maintenance-event, Azure Scheduled Events), the pollers over a fake client, the
 // background watcher, the provider detection from DMI and the base URL.
+#include "cloud/cloud.h"
+
 #include <gtest/gtest.h>
 #include <poll.h>
 
@@ -9,8 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include "cloud/cloud.h"
 
 namespace gm {
 namespace {
@@ -75,7 +75,8 @@ TEST(CloudParseTest, AzureScheduledEventsPreemptStopsOthersWarnOthersVmsIgnored)
   auto mine = parse_azure_scheduled_events(body, std::string("vm1"));
   ASSERT_TRUE(mine);
   EXPECT_EQ(mine->size(), 2u) << "vm2's Terminate is another VM's";
-  EXPECT_TRUE(parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)->empty());
+  EXPECT_TRUE(
+      parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)->empty());
   EXPECT_FALSE(parse_azure_scheduled_events(R"({"Events": [{"EventType": "Preempt"}]})", std::nullopt));
   EXPECT_FALSE(parse_azure_scheduled_events("garbage", std::nullopt));
 }
@@ -135,7 +136,8 @@ struct FakeImds {
       return MetadataResponse{200, "TOKEN-1"};
     }
     bool authed = false;
-    for (const auto& [k, v] : r.headers) authed = authed || (k == "X-aws-ec2-metadata-token" && v == "TOKEN-1");
+    for (const auto& [k, v] : r.headers)
+      authed = authed || (k == "X-aws-ec2-metadata-token" && v == "TOKEN-1");
     if (!authed) return MetadataResponse{401, ""};
     if (r.path == "/latest/meta-data/spot/instance-action")
       return notice.empty() ? MetadataResponse{404, "Not Found"} : MetadataResponse{200, notice};
@@ -170,7 +172,8 @@ TEST(NoticePollerTest, GcpFlavorHeaderAndThirtySecondDeadline) {
     bool flavor = false;
     for (const auto& [k, v] : r.headers) flavor = flavor || (k == "Metadata-Flavor" && v == "Google");
     if (!flavor) return MetadataResponse{403, ""};
-    if (r.path == "/computeMetadata/v1/instance/preempted") return MetadataResponse{200, preempted ? "TRUE" : "FALSE"};
+    if (r.path == "/computeMetadata/v1/instance/preempted")
+      return MetadataResponse{200, preempted ? "TRUE" : "FALSE"};
     if (r.path == "/computeMetadata/v1/instance/maintenance-event") return MetadataResponse{200, "NONE"};
     return MetadataResponse{404, ""};
   });
@@ -202,14 +205,17 @@ TEST(NoticePollerTest, GarbageAndTransportErrorsAreErrorsNotNotices) {
 TEST(NoticeWatcherTest, DeliversThroughTheWakeDescriptorAndNeverBlocksTheCaller) {
   // Shared with the watcher's detached thread, which may outlive this test by one exchange.
   auto hang = std::make_shared<std::atomic<bool>>(true);
-  auto client = std::make_unique<FakeMetadataClient>([hang](const MetadataRequest& r) -> Result<MetadataResponse> {
-    // The first exchange hangs (a metadata service that accepts and never answers, until the test lets go).
-    while (hang->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (r.path == "/metadata/scheduledevents?api-version=2020-07-01")
-      return MetadataResponse{200, R"({"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Preempt",
+  auto client =
+      std::make_unique<FakeMetadataClient>([hang](const MetadataRequest& r) -> Result<MetadataResponse> {
+        // The first exchange hangs (a metadata service that accepts and never answers, until the test lets
+        // go).
+        while (hang->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (r.path == "/metadata/scheduledevents?api-version=2020-07-01")
+          return MetadataResponse{200,
+                                  R"({"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Preempt",
         "Resources":[],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:30:17 GMT"}]})"};
-    return MetadataResponse{404, ""};
-  });
+        return MetadataResponse{404, ""};
+      });
   NoticeWatcher watcher(CloudProvider::azure, std::move(client), 20, [] { return std::int64_t{0}; });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(watcher.take().empty());

@@ -118,9 +118,9 @@ TEST(NodeGuardTest, NeverWhileAnyGpuIsBusyAndBusyResetsTheCountdown) {
   });
   for (int t = 0; t < 100; ++t) {
     NodeInput in = idle_input(t);
-    if (t % 9 == 8) in.gpus[1].utilization_pct = 40;               // busy now and then
-    if (t % 9 == 4) in.gpus[0].processes = 1;                       // a compute process at 0 %
-    if (t == 50) in.gpus[0].utilization_pct.reset();                // unreadable: not idle
+    if (t % 9 == 8) in.gpus[1].utilization_pct = 40;  // busy now and then
+    if (t % 9 == 4) in.gpus[0].processes = 1;         // a compute process at 0 %
+    if (t == 50) in.gpus[0].utilization_pct.reset();  // unreadable: not idle
     for (const auto& e : guard.step(in)) {
       EXPECT_NE(e.kind, "autostop") << t;
     }
