@@ -1,12 +1,23 @@
 #!/bin/sh
 # Load benchmark of `gpumeter agent`: 8 fake GPUs x 200 processes (fake NVML + fake /proc), wrk on /metrics,
 # the agent's CPU per second of wall time idle (1 s interval) and under load, RSS before and after.
-# Usage: bench/agent_wrk.sh [BUILD_DIR] [WRK_SECONDS]
+# With GUARD=1 the agent also runs its node guard: preemption polling every 5 s of a stand-in AWS metadata
+# service (bench/metadata_standin.py), autostop (never due: the GPUs are busy) and a node and an owner budget.
+# Usage: [GUARD=1] bench/agent_wrk.sh [BUILD_DIR] [WRK_SECONDS]
 set -eu
 build="${1:-build}"
 secs="${2:-30}"
 tmp=$(mktemp -d /tmp/gpumeter-bench-XXXXXX)
-trap 'kill $agent 2>/dev/null; rm -rf "$tmp"' EXIT
+mdpid=""
+trap 'kill $agent $mdpid 2>/dev/null; rm -rf "$tmp"' EXIT
+guard_flags=""
+if [ "${GUARD:-0}" = 1 ]; then
+  python3 "$(dirname "$0")/metadata_standin.py" >"$tmp/md.port" &
+  mdpid=$!
+  while [ ! -s "$tmp/md.port" ]; do sleep 0.1; done
+  guard_flags="--preemption aws --metadata-url http://127.0.0.1:$(cat "$tmp/md.port") --preemption-poll 5s
+    --autostop-idle 1h --autostop-command true --node-budget 1000/day --owner-budget user:root=100/day"
+fi
 python3 - "$tmp" <<'PY'
 import json, os, sys
 root = sys.argv[1]
@@ -40,7 +51,7 @@ PY
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 GPUMETER_NVML_LIBRARY="$build/fake_nvml/libnvidia-ml.so.1" FAKE_NVML_SCENARIO="$tmp/scenario.json" \
   "$build/gpumeter" agent --listen "127.0.0.1:$port" --interval 1s --price 3 --proc-root "$tmp/proc" \
-  --pod-log-root "$tmp/pods" --container-log-root "$tmp/none" 2>"$tmp/agent.err" &
+  --pod-log-root "$tmp/pods" --container-log-root "$tmp/none" $guard_flags 2>"$tmp/agent.err" &
 agent=$!
 sleep 3
 curl -s "http://127.0.0.1:$port/metrics" | grep "^gpumeter_agent_collection"

@@ -8,8 +8,8 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "dropped", "status", "metered", "spent_usd", "HFCallback", "LightningCallback",
-           "load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["progress", "checkpoint", "enabled", "dropped", "status", "metered", "spent_usd", "HFCallback",
+           "LightningCallback", "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -102,17 +102,7 @@ def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=Non
     usable (NaN, inf, negative or fractional counts) are dropped and counted (see :func:`dropped`). Never
     raises: metering must never break a job."""
     try:
-        msg = _message(step, total_steps, samples, tokens, metrics)
-        path = os.environ.get("GPUMETER_SOCKET")
-        if not path or not msg:
-            return False
-        global _sock, _sock_pid
-        if _sock is None or _sock_pid != os.getpid():  # a forked worker gets its own socket
-            _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            _sock.setblocking(False)
-            _sock_pid = os.getpid()
-        _sock.sendto(json.dumps(msg, separators=(",", ":")).encode("utf-8"), path)
-        return True
+        return _send(_message(step, total_steps, samples, tokens, metrics))
     except Exception:  # noqa: BLE001 - delivery problems and our own bugs alike
         _dropped["errors"] += 1
         return False
@@ -168,6 +158,35 @@ def spent_usd(now=None):
         return spent + burn * min(age_s, 60.0)
     except Exception:  # noqa: BLE001
         return None
+
+
+def checkpoint(path=None):
+    """Tells ``gpumeter run`` that the job has just written a checkpoint (``path``: where, optional), right
+    after it is safely on disk. The run report then gives ``last_checkpoint_s`` and the work a stop or a
+    preemption would lose (``lost_work_usd``). Returns True when it was sent; never raises."""
+    try:
+        if path is not None:
+            path = os.fspath(path)
+            if isinstance(path, bytes):
+                path = path.decode("utf-8", "replace")
+            path = str(path)[:4096]
+        return _send({"checkpoint": path if path else True})
+    except Exception:  # noqa: BLE001
+        _dropped["errors"] += 1
+        return False
+
+
+def _send(msg):
+    path = os.environ.get("GPUMETER_SOCKET")
+    if not path or not msg:
+        return False
+    global _sock, _sock_pid
+    if _sock is None or _sock_pid != os.getpid():  # a forked worker gets its own socket
+        _sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        _sock.setblocking(False)
+        _sock_pid = os.getpid()
+    _sock.sendto(json.dumps(msg, separators=(",", ":")).encode("utf-8"), path)
+    return True
 
 
 def HFCallback(*args, **kwargs):

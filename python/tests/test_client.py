@@ -36,6 +36,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(msg, {"step": 120, "total_steps": 10000, "samples": 3840, "tokens": 491520,
                                "metrics": {"loss": 2.31}})
 
+    def test_checkpoint_sends_the_path_or_true(self):
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            self.assertTrue(gpumeter.checkpoint("ckpt/step_100.pt"))
+            self.assertTrue(gpumeter.checkpoint())
+        self.assertEqual(json.loads(self.server.recv(65536)), {"checkpoint": "ckpt/step_100.pt"})
+        self.assertEqual(json.loads(self.server.recv(65536)), {"checkpoint": True})
+        with mock.patch.dict(os.environ, {}, clear=True):
+            self.assertFalse(gpumeter.checkpoint("x.pt"))
+        self.assertFalse(gpumeter.checkpoint(object()))  # not a path: dropped, never raised
+
     def test_missing_socket_is_silent(self):
         with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path + ".gone"}):
             self.assertFalse(gpumeter.progress(step=1))

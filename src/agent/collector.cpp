@@ -339,7 +339,13 @@ Snapshot Collector::snapshot() const {
 std::string Collector::exposition() {
   std::lock_guard lock(mu_);
   ++self_.scrapes;
-  return body_ + render_self_metrics(self_, owners_.size());
+  return body_ + render_self_metrics(self_, owners_.size()) +
+         (node_ ? render_node_metrics(*node_) : std::string());
+}
+
+void Collector::set_node_status(NodeStatus status) {
+  std::lock_guard lock(mu_);
+  node_ = std::move(status);
 }
 
 std::string Collector::owners_json() const { return render_owners_json(snapshot()); }

@@ -97,6 +97,22 @@ struct SelfStats {
   std::uint64_t pod_resources_errors = 0;  ///< failed asks of the kubelet pod-resources socket
 };
 
+/// The node guard's state (autostop, node and owner budgets, preemption notices) as the agent exports it;
+/// the CLI runs the guard (guard/node.h) beside the collector and hands its status over each interval.
+struct NodeStatus {
+  std::optional<double> autostop_remaining_s;  ///< nullopt: autostop off (series omitted)
+  double idle_s = 0;                           ///< how long every GPU has been idle
+  struct Budget {
+    std::string scope;   ///< "node", "user:alice", ...
+    std::string period;  ///< "day" | "month"
+    MicroUsd limit_micros = 0, spent_micros = 0;
+  };
+  std::vector<Budget> budgets;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> notices;  ///< (provider, kind) → count
+  std::map<std::string, std::uint64_t> events;                           ///< guard action kind → count
+  bool watching_notices = false;  ///< a metadata service is polled (the notice counters are exported)
+};
+
 /// A consistent copy of everything the collector knows.
 struct Snapshot {
   std::vector<DeviceView> devices;
@@ -220,6 +236,8 @@ class Collector {
   std::string exposition();
   /// Owners and devices as JSON (/api/v1/owners).
   std::string owners_json() const;
+  /// The node guard's latest status, exported with the metrics from now on.
+  void set_node_status(NodeStatus status);
 
  private:
   std::string owner_slot(const Owner& owner, std::int64_t now_ns);
@@ -238,6 +256,7 @@ class Collector {
   std::map<std::string, Owner> owners_;                // exposed owner identities
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
+  std::optional<NodeStatus> node_;  // the node guard's, when one runs
   std::string body_;  // exposition without self metrics, rebuilt per interval
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;

@@ -343,6 +343,45 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
   return f.out;
 }
 
+std::string render_node_metrics(const NodeStatus& node) {
+  std::string out;
+  auto head = [&out](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  if (node.autostop_remaining_s) {
+    head("gpumeter_autostop_remaining_seconds", "gauge",
+         "Seconds until --autostop-command runs if every GPU stays idle (0 once it ran).");
+    out += fmt::format("gpumeter_autostop_remaining_seconds {}\n", number(*node.autostop_remaining_s));
+    head("gpumeter_node_idle_seconds", "gauge",
+         "How long every GPU has been idle (under 5% and no process).");
+    out += fmt::format("gpumeter_node_idle_seconds {}\n", number(node.idle_s));
+  }
+  if (!node.budgets.empty()) {
+    head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
+    for (const auto& b : node.budgets)
+      out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
+                         escape_label_value(b.scope), b.period, usd(b.limit_micros));
+    head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
+    for (const auto& b : node.budgets)
+      out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
+                         escape_label_value(b.scope), b.period, usd(b.spent_micros));
+  }
+  if (node.watching_notices) {
+    head("gpumeter_preemption_notices_total", "counter",
+         "Preemption and maintenance notices read from the cloud's metadata service.");
+    for (const auto& [k, n] : node.notices)
+      out += fmt::format("gpumeter_preemption_notices_total{{provider=\"{}\",kind=\"{}\"}} {}\n",
+                         escape_label_value(k.first), escape_label_value(k.second), n);
+  }
+  if (!node.events.empty()) {
+    head("gpumeter_node_guard_actions_total", "counter", "Actions of the node guard (autostop, budgets).");
+    for (const auto& [kind, n] : node.events)
+      out +=
+          fmt::format("gpumeter_node_guard_actions_total{{kind=\"{}\"}} {}\n", escape_label_value(kind), n);
+  }
+  return out;
+}
+
 std::string render_owners_json(const Snapshot& s) {
   using nlohmann::json;
   json devices = json::array();

@@ -17,6 +17,10 @@ std::string escape_label_value(std::string_view value);
 std::string render_metrics(const Snapshot& snapshot);
 /// Renders the agent's own metrics.
 std::string render_self_metrics(const SelfStats& self, std::size_t owners);
+/// Renders the node guard's metrics: gpumeter_autostop_remaining_seconds, gpumeter_node_idle_seconds,
+/// gpumeter_budget_usd / gpumeter_budget_spent_usd{scope,period}, gpumeter_preemption_notices_total
+/// {provider,kind} and gpumeter_node_guard_actions_total{kind}.
+std::string render_node_metrics(const NodeStatus& node);
 /// JSON of owners and devices with dollars, $/h now, energy and GPU-seconds.
 std::string render_owners_json(const Snapshot& snapshot);
 

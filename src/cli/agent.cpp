@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/agent_node.h"
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -90,6 +91,8 @@ int cmd_agent(int argc, char** argv) {
                  "prometheus.io/port are probed (with --inference-discover)");
   app.add_option("--kubelet-token-file", kubelet_token_file, "bearer token file for --kubelet-pods-url");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
+  NodeGuardFlags node_flags;
+  add_node_guard_flags(app, node_flags);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto interval_ms = parse_interval_flag(interval);
@@ -132,6 +135,8 @@ int cmd_agent(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto node_guard = AgentNodeGuard::create(node_flags, owner_flags.owners, *interval_ms);
+  if (!node_guard) return fail("agent", node_guard.error());
   auto backend = open_gpu_backend();
   if (!backend) return fail("agent", backend.error());
   auto prices = agent_prices(pricing, **backend);
@@ -157,6 +162,7 @@ int cmd_agent(int argc, char** argv) {
     collector.collect_once();
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
+    if (*node_guard) (*node_guard)->step(collector);
     const std::string text = collector.exposition();
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (!state.empty())
@@ -174,6 +180,7 @@ int cmd_agent(int argc, char** argv) {
   agent::StopSignal stop;
   std::atomic<bool> signalled{false};
   std::thread collect([&] { collector.run(stop); });
+  if (*node_guard) (*node_guard)->start(collector, stop);
   std::thread watch([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
@@ -186,6 +193,7 @@ int cmd_agent(int argc, char** argv) {
   if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
   watch.join();
   collect.join();
+  node_guard->reset();  // joins the node guard's loop
   return kExitOk;
 }
 

@@ -11,11 +11,14 @@
 
 #include "agent/agent.h"
 #include "catalog/catalog.h"
+#include "cli/agent_node.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cloud/cloud.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "sys/owner.h"
+#include "util/clock.h"
 
 namespace gm::cli {
 namespace {
@@ -195,6 +198,49 @@ void print_inference_discovery(GpuBackend* backend, const std::string& proc_root
               list.c_str(), models.empty() ? "none yet" : models.c_str());
 }
 
+/// Whether preemption notices can be read here: the cloud the instance detector finds (or the one named), and
+/// one bounded poll of its metadata service.
+void print_preemption(const std::string& mode_text, const std::optional<std::string>& url_flag) {
+  auto mode = parse_preemption_mode(mode_text);
+  const char* env = std::getenv("GPUMETER_METADATA_URL");
+  auto base = metadata_base_url(url_flag, env ? std::optional<std::string>(env) : std::nullopt);
+  if (!mode || !base) {
+    std::printf("preemption notices  NOT USABLE: %s\n",
+                (!mode ? mode.error() : base.error()).message.c_str());
+    return;
+  }
+  if (mode->off) {
+    std::printf("preemption notices  off (--preemption off)\n");
+    return;
+  }
+  std::optional<CloudProvider> provider = mode->provider ? mode->provider : detect_cloud_provider();
+  if (!provider) {
+    std::printf(
+        "preemption notices  this machine is not an AWS, GCP or Azure VM (DMI): `run --preemption auto` "
+        "stays "
+        "off; name the provider with --preemption to watch anyway\n");
+    return;
+  }
+  auto client = make_http_metadata_client(*base, kMetadataTimeoutMs);
+  NoticePoller poller(*provider, *client);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = poller.poll(system_clock().unix_ms());
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  const std::string name(provider_name(*provider));
+  if (!r) {
+    std::printf(
+        "preemption notices  %s metadata service at %s: NOT USABLE (%s, after %lld ms): `run` goes on "
+        "without notices, polling in the background (the job is never delayed)\n",
+        name.c_str(), base->c_str(), r.error().message.c_str(), static_cast<long long>(ms));
+    return;
+  }
+  std::string notices;
+  for (const auto& n : *r) notices += (notices.empty() ? "" : "; ") + n.detail;
+  std::printf("preemption notices  %s metadata service at %s answers in %lld ms: %s\n", name.c_str(),
+              base->c_str(), static_cast<long long>(ms), notices.empty() ? "no notice now" : notices.c_str());
+}
+
 }  // namespace
 
 int cmd_doctor(int argc, char** argv) {
@@ -215,6 +261,17 @@ int cmd_doctor(int argc, char** argv) {
       "probed once for a serving engine's /metrics");
   app.add_option("--proc-root", proc_root,
                  "the /proc tree to read listening sockets from (with --inference-discover)");
+  std::string preemption = "auto";
+  std::optional<std::string> metadata_url;
+  app.add_option(
+      "--preemption", preemption,
+      "which cloud's preemption notices to check: auto (the detected cloud), aws, gcp, azure, off");
+  std::string agent_listen = "127.0.0.1:9835";
+  app.add_option("--agent", agent_listen,
+                 "the local agent to ask about its autostop (HOST:PORT, default 127.0.0.1:9835)");
+  app.add_option(
+      "--metadata-url", metadata_url,
+      "base URL of the metadata service (default $GPUMETER_METADATA_URL, else http://169.254.169.254)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::vector<agent::InferenceEndpointSpec> specs;
   for (const auto& text : inference_endpoints) {
@@ -244,6 +301,11 @@ int cmd_doctor(int argc, char** argv) {
   print_slurm(slurm_conf);
   print_inference_endpoints(specs);
   if (inference_discover) print_inference_discovery(backend ? backend->get() : nullptr, proc_root);
+  print_preemption(preemption, metadata_url);
+  if (auto autostop = agent_autostop_text(agent_listen, 500))
+    std::printf("agent autostop   %s (agent at %s)\n", autostop->c_str(), agent_listen.c_str());
+  else
+    std::printf("agent autostop   no agent with --autostop-idle answers at %s\n", agent_listen.c_str());
   if (exit_code != kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }

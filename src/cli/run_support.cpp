@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "catalog/catalog.h"
@@ -13,6 +14,7 @@
 #include "cli/run_terminal.h"
 #include "guard/session.h"
 #include "meter/run_meter.h"
+#include "plan/plan.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "sys/proc.h"
@@ -32,6 +34,9 @@ int usage(const char* command, const std::string& msg) {
 int usage(const std::string& msg) {
   return usage("run", msg);
 }
+
+/// The time one checkpoint takes, assumed for the Young/Daly interval of a run's spot capacity.
+constexpr double kAssumedCheckpointS = 60.0;
 
 std::string host_name() {
   char buf[256] = {};
@@ -75,6 +80,17 @@ void add_run_flags(CLI::App& app, RunFlags& f) {
       "--inference-endpoint", f.inference_endpoint,
       "the job is an inference server: read its engine metrics (vLLM, SGLang, TGI, Triton) from this "
       "URL, or 'auto' for the port the job listens on; $ per 1M tokens and per 1k requests");
+  app.add_option("--preemption", f.preemption,
+                 "watch the cloud's preemption notices: auto (default: on the cloud this machine is detected "
+                 "on), aws, gcp, azure or off; on a notice the job gets the stop signal at once");
+  app.add_option("--metadata-url", f.metadata_url,
+                 "base URL of the instance metadata service (default $GPUMETER_METADATA_URL, else "
+                 "http://169.254.169.254)");
+  app.add_option("--preemption-poll", f.preemption_poll,
+                 "interval between polls of the metadata service (default 5s, at most 5s)");
+  app.add_option("--checkpoint-glob", f.checkpoint_glob,
+                 "files (relative to the job's working directory) whose new modification time marks a "
+                 "checkpoint, e.g. 'ckpt/*.pt'");
   app.footer(
       "COMMAND: the job and its arguments. gpumeter's options end at the first word that is not one of them "
       "(as with env, nohup or timeout), or at --: everything after belongs to the job.");
@@ -119,6 +135,61 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
   std::vector<char*> own(argv, argv + std::min(split, argc));
   if (auto rc = parse_args(app, static_cast<int>(own.size()), own.data())) return rc;
   for (int i = split + (dashdash ? 1 : 0); i < argc; ++i) f.command.emplace_back(argv[i]);
+  return std::nullopt;
+}
+
+
+/// Applies --preemption, --metadata-url ($GPUMETER_METADATA_URL), --preemption-poll and --checkpoint-glob
+/// to `cfg`: starts the metadata watcher into `watcher` when notices are watched (auto: on the cloud the
+/// instance detector finds, off elsewhere, no network call made to decide). `spot_provider`: the provider of a
+/// spot price quote, if any. Returns an exit code on a usage error (message printed).
+std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::string>& spot_provider,
+                                    SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
+                                    const char* command) {
+  auto bad = [&](const std::string& msg) {
+    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
+                 msg.c_str(), command);
+    return kExitUsage;
+  };
+  auto mode = parse_preemption_mode(f.preemption);
+  if (!mode) return bad(mode.error().message);
+  const char* env = std::getenv("GPUMETER_METADATA_URL");
+  auto base = metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt);
+  if (!base) return bad(base.error().message);
+  auto poll_ms = parse_duration_ms(f.preemption_poll);
+  if (!poll_ms || *poll_ms < 10 || *poll_ms > kDefaultPreemptionPollMs)
+    return bad("--preemption-poll '" + f.preemption_poll + "': expected a duration from 10ms to 5s");
+  if (f.checkpoint_glob) {
+    if (f.checkpoint_glob->empty()) return bad("--checkpoint-glob: empty pattern");
+    cfg.checkpoint_glob = f.checkpoint_glob;
+    std::error_code ec;
+    cfg.checkpoint_dir = std::filesystem::current_path(ec).string();
+    if (ec) cfg.checkpoint_dir = ".";
+    if (f.pid) {  // attach: the watched process's own working directory
+      const auto cwd = std::filesystem::read_symlink("/proc/" + std::to_string(*f.pid) + "/cwd", ec);
+      if (!ec) cfg.checkpoint_dir = cwd.string();
+    }
+  }
+  std::optional<CloudProvider> provider = mode->provider;
+  if (!mode->off && !provider) provider = detect_cloud_provider();
+  if (mode->off) provider.reset();
+  if (provider) {
+    watcher = std::make_unique<NoticeWatcher>(
+        *provider, make_http_metadata_client(*base, std::min(kMetadataTimeoutMs, *poll_ms * 2)), *poll_ms,
+        [] { return system_clock().unix_ms(); });
+    cfg.notices = watcher.get();
+  }
+  // A job on spot capacity (a spot price, or notices watched) should checkpoint at least every Young/Daly
+  // interval of its provider's interruption rate (plan's spot model, a 60 s checkpoint assumed).
+  std::optional<std::string> spot = spot_provider;
+  if (!spot && provider) spot = std::string(provider_name(*provider));
+  if (spot) {
+    const double per_hour = plan::default_interruption_rate(*spot).value;
+    if (per_hour > 0) {
+      const double interval_s = plan::daly_interval_s(kAssumedCheckpointS, 3600.0 / per_hour);
+      cfg.checkpoint_interval_ms = static_cast<std::int64_t>(interval_s * 1000.0);
+    }
+  }
   return std::nullopt;
 }
 
@@ -213,6 +284,11 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     cfg.run.gpu_model = spec ? spec->id : *gpu_name;
   }
   cfg.run.total_steps = f.total_steps;
+
+  if (auto rc = setup_preemption(
+          f, cfg.price && cfg.price->spot ? std::optional(cfg.price->provider) : std::nullopt, cfg, out.notices,
+          command))
+    return rc;
 
   if (f.inference_endpoint) {
     auto source = make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cloud/cloud.h"
 #include "guard/session.h"
 #include "meter/meter.h"
 
@@ -31,6 +32,10 @@ struct RunFlags {
   bool quiet = false;
   std::optional<std::string> status_every;
   std::optional<std::string> inference_endpoint;  ///< URL of the served engine's /metrics, or "auto"
+  std::string preemption = "auto";                ///< auto | aws | gcp | azure | off
+  std::optional<std::string> metadata_url;        ///< base URL of the metadata service
+  std::string preemption_poll = "5s";             ///< interval between polls of the metadata service
+  std::optional<std::string> checkpoint_glob;     ///< files whose new mtime marks a checkpoint
   std::vector<std::string> command;
   // attach only:
   std::optional<std::int64_t> pid;  ///< the watched process
@@ -52,6 +57,7 @@ struct SessionSetup {
   std::unique_ptr<GpuBackend> backend;  ///< null without a GPU library (wall time × price)
   std::unique_ptr<Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
   std::unique_ptr<InferenceSource> inference;
+  std::unique_ptr<NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
 };
 /// Validates the shared flags of `command` ("run" or "attach") and opens pricing, the GPU library and the
 /// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code.
@@ -59,6 +65,13 @@ std::optional<int> prepare_session(const RunFlags& flags, const char* command, S
 /// Parses `gpumeter run` flags: options end at the first word that is not one of gpumeter's options (as in
 /// env, nohup, timeout) or at `--`; everything after belongs to the job. Returns an exit code to stop with.
 std::optional<int> parse_run_args(CLI::App& app, RunFlags& flags, int argc, char** argv);
+/// Applies --preemption, --metadata-url ($GPUMETER_METADATA_URL), --preemption-poll and --checkpoint-glob
+/// to `cfg` (run and attach): starts the metadata watcher into `watcher` when notices are watched (auto: on
+/// the cloud the instance detector finds, off elsewhere, no network call made to decide). `spot_provider`:
+/// the provider of a spot price quote, if any. Returns an exit code on a usage error (message printed).
+std::optional<int> setup_preemption(const RunFlags& flags, const std::optional<std::string>& spot_provider,
+                                    SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
+                                    const char* command);
 /// Validates the flags, runs the job and prints the report; returns the exit code. `simulated` marks every
 /// line gpumeter prints with SIMULATED (the demo on a machine without a GPU).
 int execute_run(const RunFlags& flags, bool simulated);

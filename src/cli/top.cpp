@@ -10,10 +10,13 @@
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 
 #include "agent/agent.h"
+#include "cli/agent_node.h"
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
 #include "cli/common.h"
@@ -204,9 +207,24 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
   return out;
 }
 
-int interactive_view(agent::Collector& collector, std::int64_t interval_ms, SortKey key) {
+int interactive_view(agent::Collector& collector, std::int64_t interval_ms, SortKey key,
+                     const std::string& agent_listen) {
   agent::StopSignal stop;
   std::thread worker([&] { collector.run(stop); });
+  // The local agent's autostop countdown, asked every 5 s off the drawing thread (a slow agent never
+  // stalls the view).
+  std::mutex autostop_mu;
+  std::optional<std::string> autostop;
+  std::thread asker([&] {
+    while (!stop.requested()) {
+      auto text = agent_autostop_text(agent_listen, 300);
+      {
+        std::lock_guard<std::mutex> lock(autostop_mu);
+        autostop = std::move(text);
+      }
+      if (stop.wait_ns(5'000'000'000)) break;
+    }
+  });
   initscr();
   cbreak();
   noecho();
@@ -217,7 +235,11 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, Sort
   while (true) {
     const auto snapshot = collector.snapshot();
     history.update(snapshot, system_clock().monotonic_ns());
-    const auto lines = render_lines(snapshot, key, true, history);
+    auto lines = render_lines(snapshot, key, true, history);
+    {
+      std::lock_guard<std::mutex> lock(autostop_mu);
+      if (autostop) lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
+    }
     erase();
     int row = 0;
     for (const auto& l : lines) {
@@ -239,6 +261,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, Sort
   endwin();
   stop.request();
   worker.join();
+  asker.join();
   return kExitOk;
 }
 
@@ -255,6 +278,8 @@ int cmd_top(int argc, char** argv) {
   app.add_option("--sort", sort, "owner order: rate, cost, owner, energy")->check(CLI::IsMember({"rate", "cost", "owner", "energy"}));
   add_owner_flags(app, owner_flags);
   app.add_flag("--once", once, "print one plain-text view and exit (the default when stdout is not a terminal)");
+  std::string agent_listen = "127.0.0.1:9835";
+  app.add_option("--agent", agent_listen, "the local agent whose autostop countdown to show (HOST:PORT)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   auto interval_ms = parse_interval_flag(interval);
   if (!interval_ms) return fail("top", interval_ms.error());
@@ -277,11 +302,13 @@ int cmd_top(int argc, char** argv) {
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
     history.update(collector.snapshot(), system_clock().monotonic_ns());
-    for (const auto& l : render_lines(collector.snapshot(), key, false, history))
-      std::printf("%s\n", l.c_str());
+    auto lines = render_lines(collector.snapshot(), key, false, history);
+    if (auto autostop = agent_autostop_text(agent_listen, 300))
+      lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
+    for (const auto& l : lines) std::printf("%s\n", l.c_str());
     return kExitOk;
   }
-  return interactive_view(collector, *interval_ms, key);
+  return interactive_view(collector, *interval_ms, key, agent_listen);
 }
 
 }  // namespace gm::cli

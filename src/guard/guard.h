@@ -29,12 +29,17 @@ struct ProgressUpdate {
   /// From the job's output: why there is no total (or no step), in words for the status line; nullopt when
   /// the progress is unambiguous. Never a made-up total.
   std::optional<std::string> ambiguity;
+  /// The job wrote a checkpoint (`"checkpoint": true` or its path; "" when no path was given).
+  std::optional<std::string> checkpoint;
   /// True when nothing at all was reported.
-  bool empty() const { return !step && !total_steps && !samples && !tokens && metrics.empty() && !ambiguity; }
+  bool empty() const {
+    return !step && !total_steps && !samples && !tokens && metrics.empty() && !ambiguity && !checkpoint;
+  }
 };
 
 /// Parses one progress datagram: a JSON object with optional non-negative integer `step`, `total_steps`,
-/// `samples`, `tokens` and an object `metrics` of numbers. ErrorKind::usage with the reason otherwise.
+/// `samples`, `tokens`, an object `metrics` of numbers and `checkpoint` (true, or the path written).
+/// ErrorKind::usage with the reason otherwise.
 Result<ProgressUpdate> parse_progress_message(std::string_view datagram);
 
 /// One progress counter recognised in a line of the job's output.

@@ -46,6 +46,14 @@ Result<ProgressUpdate> parse_progress_message(std::string_view datagram) {
       u.metrics[k] = d;
     }
   }
+  if (auto it = j.find("checkpoint"); it != j.end() && !it->is_null() && *it != false) {
+    if (*it == true)
+      u.checkpoint = "";
+    else if (it->is_string() && it->get_ref<const std::string&>().size() <= 4096)
+      u.checkpoint = it->get<std::string>();
+    else
+      return make_error(ErrorKind::usage, "\"checkpoint\" is not true or a path");
+  }
   return u;
 }
 

@@ -104,10 +104,11 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["run_id"] = run_id;
   j["written_unix_ms"] = unix_ms;
   j["elapsed_s"] = s.elapsed_s;
-  j["spent_micros"] = s.spent_usd ? nlohmann::json(usd_to_micros(*s.spent_usd)) : nlohmann::json(nullptr);
-  j["spent_usd"] = json_or_null(s.spent_usd);
+  j["spent_micros"] = json_or_null(s.spent_micros);
+  j["spent_usd"] = s.spent_micros ? nlohmann::json(micros_to_usd(*s.spent_micros)) : nlohmann::json(nullptr);
   j["burn_usd_per_s"] = s.burn_usd_per_h ? nlohmann::json(*s.burn_usd_per_h / 3600) : nlohmann::json(nullptr);
-  j["budget_left_usd"] = json_or_null(s.budget_left_usd);
+  j["budget_left_usd"] =
+      s.budget_left_micros ? nlohmann::json(micros_to_usd(*s.budget_left_micros)) : nlohmann::json(nullptr);
   j["step"] = json_or_null(s.step);
   j["total_steps"] = json_or_null(s.total_steps);
   j["forecast_usd"] = s.forecast ? nlohmann::json(s.forecast->total_usd) : nlohmann::json(nullptr);
@@ -173,6 +174,8 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     fds.push_back({sock.fd, POLLIN, 0});
     for (int fd : outputs) fds.push_back({fd, POLLIN, 0});
     if (stdin_open && !sup.done()) fds.push_back({STDIN_FILENO, POLLIN, 0});
+    const int notice_fd = cfg.notices && !sup.done() ? cfg.notices->wake_fd() : -1;
+    if (notice_fd >= 0) fds.push_back({notice_fd, POLLIN, 0});
     const std::int64_t wake = sup.done() ? drain_deadline_ns : sup.next_wake_ns();
     const int timeout_ms =
         static_cast<int>(std::clamp<std::int64_t>((wake - now + 999'999) / 1'000'000, 0, 1000));
@@ -180,7 +183,10 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     if (pr < 0 && errno != EINTR) break;
     for (const auto& p : fds) {
       if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (p.fd == g_signal_pipe[0]) {
+      if (p.fd == notice_fd) {
+        // A notice from the metadata watcher's thread: acted on now, not at the next tick.
+        for (const auto& n : cfg.notices->take()) sup.on_notice(n);
+      } else if (p.fd == g_signal_pipe[0]) {
         unsigned char sigs[64];
         const ssize_t n = read(p.fd, sigs, sizeof sigs);
         for (ssize_t i = 0; i < n; ++i) {
@@ -228,6 +234,15 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     }
     if (!sup.done()) {
       if (auto status = runner.try_wait(child.pid)) {
+        // Datagrams the job sent before it exited (its last gpumeter.checkpoint()) count before the end.
+        char buf[65536];
+        for (int batch = 0; batch < 256; ++batch) {
+          const ssize_t n = recv(sock.fd, buf, sizeof buf, 0);
+          if (n < 0) break;
+          sup.on_datagram(std::string_view(buf, static_cast<std::size_t>(n)));
+        }
+        if (cfg.notices)
+          for (const auto& n : cfg.notices->take()) sup.on_notice(n);
         sup.on_exit(*status);
         // Output still in flight is copied; a background grandchild holding the pipe open does not hold us.
         drain_deadline_ns = clock.monotonic_ns() + 300'000'000;
@@ -260,13 +275,17 @@ Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBa
     fds.push_back({g_signal_pipe[0], POLLIN, 0});
     fds.push_back({sock.fd, POLLIN, 0});
     if (runner.end_fd() >= 0) fds.push_back({runner.end_fd(), POLLIN, 0});
+    const int notice_fd = cfg.notices && !sup.done() ? cfg.notices->wake_fd() : -1;
+    if (notice_fd >= 0) fds.push_back({notice_fd, POLLIN, 0});
     const int timeout_ms = static_cast<int>(
         std::clamp<std::int64_t>((sup.next_wake_ns() - clock.monotonic_ns() + 999'999) / 1'000'000, 0, 1000));
     const int pr = poll(fds.data(), fds.size(), timeout_ms);
     if (pr < 0 && errno != EINTR) break;
     for (const auto& p : fds) {
       if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      if (p.fd == g_signal_pipe[0]) {
+      if (p.fd == notice_fd) {
+        for (const auto& n : cfg.notices->take()) sup.on_notice(n);
+      } else if (p.fd == g_signal_pipe[0]) {
         unsigned char sigs[64];
         const ssize_t n = read(p.fd, sigs, sizeof sigs);
         for (ssize_t i = 0; i < n; ++i)

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "cloud/cloud.h"
 #include "guard/guard.h"
-#include "meter/run_meter.h"
 #include "meter/meter.h"
+#include "meter/run_meter.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "sys/spawn.h"
@@ -101,6 +102,14 @@ struct SessionConfig {
   std::optional<std::int64_t> idle_held_ms;
   /// Accept control datagrams on the progress socket (cells, budget changes; see parse_session_control).
   bool control_datagrams = false;
+  /// The cloud metadata service's preemption notices (--preemption); null when not watched.
+  NoticeWatcher* notices = nullptr;
+  /// --checkpoint-glob: a file matching it under `checkpoint_dir` with a newer mtime is a checkpoint.
+  std::optional<std::string> checkpoint_glob;
+  std::string checkpoint_dir = ".";
+  /// How long the job may go without a checkpoint before the no_recent_checkpoint warning: the Young/Daly
+  /// interval of its spot capacity; nullopt: no such warning (not spot, no notices watched).
+  std::optional<std::int64_t> checkpoint_interval_ms;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
@@ -125,6 +134,9 @@ struct SessionControl {
 /// `{"control": {"budget_usd": 0.5, "warn_at": "80%"}}`; nullopt for any other datagram (progress),
 /// usage error for a malformed one of these kinds.
 std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram);
+
+/// Before the provider's deadline, the SIGKILL of a preempted job comes this much earlier.
+inline constexpr std::int64_t kPreemptionKillMarginMs = 5'000;
 
 /// What the live status shows, rendered by the sink.
 struct StatusSnapshot {
@@ -218,6 +230,10 @@ class Supervisor {
   void on_time();
   /// A scrape of the wrapped server's engine metrics arrived (folded into the run's counters at the tick).
   void on_inference(const InferenceScrape& scrape);
+  /// The metadata service gave a notice: a stop notice sends the stop signal at once (SIGKILL after the
+  /// grace or kPreemptionKillMarginMs before the deadline, whichever first) and the run ends "preempted";
+  /// a warning is recorded and notified.
+  void on_notice(const CloudNotice& notice);
   /// The job's main process exited with this wait status.
   void on_exit(int wait_status);
   /// attach: gpumeter stops watching a job that still runs (SIGINT / SIGTERM to gpumeter).

@@ -1,7 +1,9 @@
 // The supervisor state machine of `gpumeter run`: events in, metering, guard decisions, process actions
 // (through ProcessRunner), ledger records and status snapshots out. No descriptors, no printing.
 #include <fmt/format.h>
+#include <glob.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -25,7 +28,8 @@ namespace {
 
 /// Status of a finished run (issue 19): succeeded, failed, interrupted (by a signal, or the shell
 /// conventions 129/130/143 for HUP/INT/TERM), stopped (by gpumeter).
-std::string final_status(bool stopped, int wait_status) {
+std::string final_status(bool preempted, bool stopped, int wait_status) {
+  if (preempted) return "preempted";
   if (stopped) return "stopped";
   if (WIFSIGNALED(wait_status)) return "interrupted";
   const int code = exit_code_of_wait_status(wait_status);
@@ -124,6 +128,13 @@ struct Supervisor::Impl {
   std::optional<std::int64_t> idle_held_ms;  ///< current stretch of idle GPUs with memory held
   bool idle_held_recorded = false;
   bool detached = false;
+  // Preemption notices and checkpoints (issue 28).
+  bool preempted = false;
+  std::set<std::string> warned_notices;
+  std::optional<std::int64_t> last_checkpoint_ns;
+  MicroUsd checkpoint_spent = 0;                    ///< spend when the last checkpoint was seen
+  std::optional<std::int64_t> checkpoint_mtime_ns;  ///< newest mtime matching --checkpoint-glob
+  bool checkpoint_gap_warned = false;
   bool stopping = false;
   bool killed = false;
   std::int64_t kill_deadline_ns = 0;
@@ -154,6 +165,8 @@ struct Supervisor::Impl {
 
   void on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
     if (u.empty() || !meter) return;
+    if (u.checkpoint) checkpoint_seen(now_ns, *u.checkpoint, "gpumeter.checkpoint()");
+    if (u.checkpoint && !u.step && !u.total_steps && !u.samples && !u.tokens && u.metrics.empty()) return;
     const double t_s = static_cast<double>(now_ns - start_ns) / 1e9;
     std::optional<std::int64_t> total = u.total_steps ? u.total_steps : cfg.run.total_steps;
     if (u.step && total && *u.step > *total) {
@@ -364,6 +377,107 @@ struct Supervisor::Impl {
     if (auto r = ledger->update_run(run); !r) return ledger_failed(r.error());
   }
 
+  /// The job wrote a checkpoint (a datagram or a file matching --checkpoint-glob).
+  void checkpoint_seen(std::int64_t now_ns, const std::string& path, const std::string& how) {
+    last_checkpoint_ns = now_ns;
+    checkpoint_spent = spent(now_ns, true);
+    checkpoint_gap_warned = false;
+    run.last_checkpoint_ms = elapsed_ms(now_ns);
+    // Recorded (the report's history and gaps), neither printed nor notified: jobs checkpoint often.
+    pending_actions.push_back(
+        ActionRecord{run.id, elapsed_ms(now_ns), "checkpoint", checkpoint_spent,
+                     path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
+    all_actions.push_back(pending_actions.back());
+  }
+
+  /// Newest mtime of the files matching --checkpoint-glob; a newer one than before is a checkpoint.
+  void scan_checkpoint_glob(std::int64_t now_ns) {
+    if (!cfg.checkpoint_glob) return;
+    std::string pattern = *cfg.checkpoint_glob;
+    if (pattern.empty() || pattern.front() != '/') pattern = cfg.checkpoint_dir + "/" + pattern;
+    glob_t g{};
+    std::optional<std::int64_t> newest;
+    std::string newest_path;
+    if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
+      for (std::size_t i = 0; i < g.gl_pathc && i < 100'000; ++i) {
+        struct stat st {};
+        if (::stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        const std::int64_t m =
+            static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+        if (!newest || m > *newest) {
+          newest = m;
+          newest_path = g.gl_pathv[i];
+        }
+      }
+    }
+    globfree(&g);
+    if (!newest) return;
+    // Files older than the run (a previous run's checkpoint) set the baseline without counting.
+    const bool first = !checkpoint_mtime_ns;
+    if (!first && *newest <= *checkpoint_mtime_ns) return;
+    const bool before_run = *newest / 1'000'000 < run.start_unix_ms;
+    checkpoint_mtime_ns = newest;
+    if (first && before_run) return;
+    checkpoint_seen(now_ns, newest_path, "--checkpoint-glob");
+  }
+
+  /// Warns once per gap when a spot job goes longer than its checkpoint interval without one.
+  void check_checkpoint_gap(std::int64_t now_ns) {
+    if (!cfg.checkpoint_interval_ms || checkpoint_gap_warned || stopping) return;
+    const std::int64_t since_ns = last_checkpoint_ns.value_or(start_ns);
+    const std::int64_t gap_ms = (now_ns - since_ns) / 1'000'000;
+    if (gap_ms <= *cfg.checkpoint_interval_ms) return;
+    checkpoint_gap_warned = true;
+    const MicroUsd at_risk = spent(now_ns, false) - (last_checkpoint_ns ? checkpoint_spent : 0);
+    record_action("no_recent_checkpoint",
+                  fmt::format("no checkpoint for {} (the expected interval on this spot capacity is {}): "
+                              "{} of work would be lost if the machine were taken now",
+                              format_duration_s(static_cast<double>(gap_ms) / 1000.0),
+                              format_duration_s(static_cast<double>(*cfg.checkpoint_interval_ms) / 1000.0),
+                              format_usd(micros_to_usd(std::max<MicroUsd>(0, at_risk)))),
+                  now_ns, spent(now_ns, false));
+  }
+
+  void on_notice(const CloudNotice& n, std::int64_t now_ns) {
+    const std::string provider(provider_name(n.provider));
+    const std::int64_t now_unix = clock.unix_ms();
+    std::string when;
+    if (n.deadline_unix_ms)
+      when = fmt::format(
+          " (deadline {}, in {})", format_iso8601(*n.deadline_unix_ms),
+          format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
+                            1000.0));
+    if (!n.stop) {
+      if (!warned_notices.insert(n.id).second) return;
+      record_action("preemption_warning", n.detail + when, now_ns, spent(now_ns, false));
+      return;
+    }
+    if (preempted) return;
+    preempted = true;
+    run.preemption_provider = provider;
+    run.preemption_notice_unix_ms = now_unix;
+    run.preemption_deadline_unix_ms = n.deadline_unix_ms;
+    const MicroUsd spent_now = spent(now_ns, false);
+    record_action("preempted", n.detail + when, now_ns, spent_now);
+    if (!stopping) {
+      GuardDecision d;
+      d.kind = "preempted";
+      d.stopped_by = "preemption";
+      stop_job(d, now_ns, spent_now);
+    } else {
+      run.stopped_by = "preemption";
+    }
+    // SIGKILL after the grace or just before the provider's deadline, whichever comes first (never before
+    // one second after the stop signal: a deadline already past is a clock problem, not a reason to give
+    // the job no time at all).
+    if (n.deadline_unix_ms) {
+      const std::int64_t before_deadline_ns =
+          now_ns + (*n.deadline_unix_ms - kPreemptionKillMarginMs - now_unix) * 1'000'000;
+      kill_deadline_ns = std::min(kill_deadline_ns, std::max(before_deadline_ns, now_ns + 1'000'000'000));
+    }
+    flush(false);
+  }
+
   void stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd spent_micros) {
     stopping = true;
     run.stopped_by = d.stopped_by;
@@ -523,6 +637,10 @@ struct Supervisor::Impl {
     }
     watch_idle_held(now_ns, pids, spent_now);
     tick_serving(now_ns, spent_now);
+    if (evaluate_guard) {
+      scan_checkpoint_glob(now_ns);
+      check_checkpoint_gap(now_ns);
+    }
     update_totals(now_ns);
     flush(false);
   }
@@ -698,6 +816,10 @@ void Supervisor::on_inference(const InferenceScrape& scrape) {
   if (!exited_) impl_->on_inference(scrape);
 }
 
+void Supervisor::on_notice(const CloudNotice& notice) {
+  if (!exited_ && impl_->meter && impl_->pid > 0) impl_->on_notice(notice, impl_->clock.monotonic_ns());
+}
+
 void Supervisor::on_exit(int wait_status) {
   Impl& m = *impl_;
   if (exited_) return;
@@ -705,6 +827,7 @@ void Supervisor::on_exit(int wait_status) {
   m.wait_status = wait_status;
   m.end_ns = m.clock.monotonic_ns();
   m.tick(m.end_ns, false);
+  m.scan_checkpoint_glob(m.end_ns);  // the checkpoint written on the stop signal, just before exiting
 }
 
 void Supervisor::on_detach() {
@@ -725,15 +848,22 @@ SessionOutcome Supervisor::finish() {
   const int job_exit = exit_code_of_wait_status(m.wait_status);
   m.run.exit_code = job_exit;
   m.run.end_unix_ms = m.clock.unix_ms();
-  m.run.status = final_status(m.run.stopped_by.has_value(), m.wait_status);
+  m.run.status = final_status(m.preempted, m.run.stopped_by.has_value(), m.wait_status);
   if (m.cfg.attached) {
     // Not gpumeter's child: its exit status is unknown.
     m.run.exit_code.reset();
-    m.run.status = m.run.stopped_by ? "stopped" : m.detached ? "detached" : "finished";
+    m.run.status = m.preempted         ? "preempted"
+                   : m.run.stopped_by ? "stopped"
+                   : m.detached       ? "detached"
+                                      : "finished";
   }
   for (const auto& [id, o] : m.open_cells) m.end_cell(id, o, "unfinished", m.end_ns);
   m.open_cells.clear();
   m.update_totals(m.end_ns);
+  // Work lost: the spend since the last checkpoint of a run that did not succeed (all of it without one).
+  if (m.run.status != "succeeded" && m.cfg.price)
+    m.run.lost_work_micros =
+        std::max<MicroUsd>(0, m.spent(m.end_ns, false) - (m.last_checkpoint_ns ? m.checkpoint_spent : 0));
   if (m.cfg.price) {
     const auto n_alloc = static_cast<unsigned>(m.cfg.telemetry ? m.cfg.allocated.size() : 1);
     m.run.cost_micros = billed_cost(*m.cfg.price, m.run.billed_s, n_alloc);
@@ -758,6 +888,15 @@ SessionOutcome Supervisor::finish() {
     m.warn(fmt::format("the serving engine restarted {} time(s): its counters were continued from zero",
                        m.serving_restarts));
   if (m.malformed > 0) m.warn(fmt::format("{} malformed progress message(s) ignored", m.malformed));
+  if (m.cfg.notices) {
+    const WatcherHealth h = m.cfg.notices->health();
+    if (h.polls_failed > 0)
+      m.warn(
+          fmt::format("the {} metadata service did not give a usable answer to {} of {} polls (last: {}): "
+                      "preemption notices may have been missed; `gpumeter doctor` checks it",
+                      provider_name(m.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
+                      h.last_error.empty() ? "answered later" : h.last_error));
+  }
   m.flush(true);
   for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);
   std::vector<ProgressRecord> progress;
@@ -765,7 +904,10 @@ SessionOutcome Supervisor::finish() {
   m.outcome.report =
       build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog, m.all_inference);
   m.outcome.report.cells = m.all_cells;
-  m.outcome.exit_code = m.run.stopped_by ? kExitGuardStop : m.cfg.attached ? kExitOk : job_exit;
+  m.outcome.exit_code = m.preempted          ? kExitPreempted
+                        : m.run.stopped_by   ? kExitGuardStop
+                        : m.cfg.attached     ? kExitOk
+                                             : job_exit;
   return m.outcome;
 }
 

@@ -159,6 +159,13 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
   if (r.budget_micros) summary.push_back({"budget", format_micros(*r.budget_micros)});
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
+  if (r.status == "preempted") summary.push_back({"preemption", describe_status(r)});
+  if (r.last_checkpoint_ms)
+    summary.push_back(
+        {"last checkpoint",
+         format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) + " after the start"});
+  if (r.lost_work_micros)
+    summary.push_back({"lost work (since the last checkpoint)", usd(*r.lost_work_micros)});
   if (in.kpis) {
     const auto& k = *in.kpis;
     if (k.usd_per_step) summary.push_back({"$ per step", format_usd(*k.usd_per_step)});
@@ -187,7 +194,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     const MicroUsd waste = r.idle_cost_micros + r.unused_gpu_cost_micros;
     const double rate =
         micros_to_usd(r.price_micros_per_gpu_hour) * static_cast<double>(r.gpus_allocated.size());
-    const bool failed = r.status == "failed" || r.status == "interrupted";
+    const bool failed = r.status == "failed" || r.status == "interrupted" || r.status == "preempted";
     spec["cards"] = json::array(
         {{{"label", "cost"}, {"value", usd(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},

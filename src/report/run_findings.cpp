@@ -212,6 +212,37 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.cost_nano_usd = micros_to_nanos(over);
     out.push_back(std::move(f));
   }
+  // A spot job that went longer than its Young/Daly interval without a checkpoint (the supervisor's warning):
+  // what a preemption at that moment would have thrown away.
+  for (const auto& a : r.actions) {
+    if (a.kind != "no_recent_checkpoint") continue;
+    MicroUsd since = 0;
+    std::int64_t since_ms = 0;
+    for (const auto& c : r.actions)
+      if (c.kind == "checkpoint" && c.t_ms <= a.t_ms) {
+        since = c.cost_micros;
+        since_ms = c.t_ms;
+      }
+    const MicroUsd at_risk = std::max<MicroUsd>(0, a.cost_micros - since);
+    Finding f;
+    f.kind = "no_recent_checkpoint";
+    f.severity = severity_of(at_risk, run.cost_micros);
+    if (f.severity == Severity::info && run.status == "preempted") f.severity = Severity::low;
+    f.at_stake_ns = (a.t_ms - since_ms) * 1'000'000;
+    f.summary = fmt::format("the job went {} without a checkpoint on spot capacity ({} at risk)",
+                            format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),
+                            format_usd(micros_to_usd(at_risk)));
+    f.action =
+        "checkpoint at least every Young/Daly interval (`gpumeter plan --spot` gives it) and on SIGTERM; "
+        "tell "
+        "gpumeter with gpumeter.checkpoint() or --checkpoint-glob";
+    f.evidence.push_back({"gap_s", static_cast<double>(a.t_ms - since_ms) / 1000.0});
+    f.evidence.push_back({"at_risk_usd", micros_to_usd(at_risk)});
+    if (run.lost_work_micros) f.evidence.push_back({"lost_work_usd", micros_to_usd(*run.lost_work_micros)});
+    price(f, at_risk, r);
+    out.push_back(std::move(f));
+    break;
+  }
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.cost_nano_usd.value_or(0) > b.cost_nano_usd.value_or(0);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "cloud/cloud.h"
 #include "sys/spawn.h"
 #include "util/json.h"
 #include "util/units.h"
@@ -165,6 +166,17 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
 }
 
 std::string describe_status(const RunRecord& run) {
+  if (run.status == "preempted") {
+    std::string s = "preempted";
+    if (run.preemption_provider) {
+      s += " (" + *run.preemption_provider + " notice";
+      if (run.preemption_notice_unix_ms) s += " at " + format_iso8601(*run.preemption_notice_unix_ms);
+      if (run.preemption_deadline_unix_ms)
+        s += ", deadline " + format_iso8601(*run.preemption_deadline_unix_ms);
+      s += ")";
+    }
+    return s;
+  }
   if (run.status == "stopped" || run.stopped_by) return "stopped by " + run.stopped_by.value_or("gpumeter");
   if (run.status == "running") return "running";
   // `gpumeter attach`: the process was not gpumeter's child, its exit status is unknown.
@@ -298,6 +310,21 @@ std::string render_run_report_json(const RunReport& r) {
   } else {
     j["serving"] = nullptr;
   }
+  if (run.preemption_provider) {
+    auto iso = [](const std::optional<std::int64_t>& ms) {
+      return ms ? nlohmann::json(format_iso8601(*ms)) : nlohmann::json(nullptr);
+    };
+    j["preemption"] = {{"provider", *run.preemption_provider},
+                       {"notice_at", iso(run.preemption_notice_unix_ms)},
+                       {"deadline", iso(run.preemption_deadline_unix_ms)}};
+  } else {
+    j["preemption"] = nullptr;
+  }
+  j["last_checkpoint_s"] = run.last_checkpoint_ms
+                               ? nlohmann::json(static_cast<double>(*run.last_checkpoint_ms) / 1000.0)
+                               : nlohmann::json(nullptr);
+  j["lost_work_usd"] =
+      run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
   return j.dump(2) + "\n";
@@ -428,9 +455,19 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  last metrics    {}\n", m);
   }
   if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
+  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(),
+                                         [](const ActionRecord& a) { return a.kind == "checkpoint"; });
+  if (run.last_checkpoint_ms)
+    o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
+                     format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
+  if (run.lost_work_micros)
+    o += fmt::format(
+        "  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
+        run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
   for (const auto& a : r.actions)
-    o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
-                     format_usd(micros_to_usd(a.cost_micros)), a.message);
+    if (a.kind != "checkpoint")
+      o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
+                       format_usd(micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(

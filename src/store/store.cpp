@@ -13,8 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-
-#include <chrono>
+#include <set>
 #include <thread>
 
 #include "sys/proc.h"
@@ -39,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
   unused_gpu_cost_micros INTEGER NOT NULL, energy_j REAL NOT NULL, energy_method TEXT NOT NULL,
   co2_kg REAL, carbon_source TEXT NOT NULL, forecast_cost_usd REAL, meter_pid INTEGER NOT NULL,
   meter_host TEXT NOT NULL, heartbeat_unix_ms INTEGER NOT NULL, steps INTEGER, samples_done INTEGER,
-  tokens_done INTEGER);
+  tokens_done INTEGER, preempt_provider TEXT, preempt_notice_unix_ms INTEGER, preempt_deadline_unix_ms INTEGER,
+  last_checkpoint_ms INTEGER, lost_work_micros INTEGER);
 CREATE INDEX IF NOT EXISTS runs_start ON runs(start_unix_ms);
 CREATE TABLE IF NOT EXISTS samples (
   run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, gpu_index INTEGER NOT NULL, gpu_uuid TEXT NOT NULL,
@@ -143,9 +143,17 @@ const char* kRunColumns =
     "cost_micros, "
     "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, "
     "forecast_cost_usd, "
-    "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done";
+    "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done, preempt_provider, "
+    "preempt_notice_unix_ms, preempt_deadline_unix_ms, last_checkpoint_ms, lost_work_micros";
 
-/// Binds every run column except id, starting at parameter 1 (36 parameters).
+/// Columns added to `runs` after the first release (issue 28): added to older ledgers when opened.
+const char* kRunColumnsAdded[][2] = {{"preempt_provider", "TEXT"},
+                                     {"preempt_notice_unix_ms", "INTEGER"},
+                                     {"preempt_deadline_unix_ms", "INTEGER"},
+                                     {"last_checkpoint_ms", "INTEGER"},
+                                     {"lost_work_micros", "INTEGER"}};
+
+/// Binds every run column except id, starting at parameter 1 (41 parameters).
 void bind_run(Stmt& s, const RunRecord& r) {
   int i = 1;
   s.bind(i++, r.command);
@@ -184,6 +192,11 @@ void bind_run(Stmt& s, const RunRecord& r) {
   s.bind(i++, r.steps);
   s.bind(i++, r.samples_done);
   s.bind(i++, r.tokens_done);
+  s.bind(i++, r.preemption_provider);
+  s.bind(i++, r.preemption_notice_unix_ms);
+  s.bind(i++, r.preemption_deadline_unix_ms);
+  s.bind(i++, r.last_checkpoint_ms);
+  s.bind(i++, r.lost_work_micros);
 }
 
 RunRecord read_run(const Stmt& s) {
@@ -226,6 +239,11 @@ RunRecord read_run(const Stmt& s) {
   r.steps = s.oi64(c++);
   r.samples_done = s.oi64(c++);
   r.tokens_done = s.oi64(c++);
+  r.preemption_provider = s.otext(c++);
+  r.preemption_notice_unix_ms = s.oi64(c++);
+  r.preemption_deadline_unix_ms = s.oi64(c++);
+  r.last_checkpoint_ms = s.oi64(c++);
+  r.lost_work_micros = s.oi64(c++);
   return r;
 }
 
@@ -300,8 +318,9 @@ class SqliteLedger final : public Ledger {
     if (r.meter_pid == 0) r.meter_pid = getpid();
     if (r.meter_host.empty()) r.meter_host = this_host();
     if (r.heartbeat_unix_ms == 0) r.heartbeat_unix_ms = now_unix_ms();
-    const std::string sql = std::string("INSERT INTO runs (") + (kRunColumns + 4) +
-                            ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    const std::string sql =
+        std::string("INSERT INTO runs (") + (kRunColumns + 4) +
+        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
     Stmt s(db_, sql.c_str());
     if (!s.ok()) return err("prepare insert run");
     bind_run(s, r);
@@ -332,7 +351,7 @@ class SqliteLedger final : public Ledger {
     Stmt s(db_, sql.c_str());
     if (!s.ok()) return err("prepare update run");
     bind_run(s, r);
-    s.bind(37, r.id);
+    s.bind(42, r.id);
     if (s.step() != SQLITE_DONE) return err("update run");
     if (sqlite3_changes(db_) == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
     return ok_result();
@@ -782,6 +801,21 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
   }
   sqlite3_exec(db, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   if (sqlite3_exec(db, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot create tables");
+  {
+    // Ledgers created before a column existed get it (NULL in their old rows).
+    std::set<std::string> have;
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "PRAGMA table_info(runs)", -1, &st, nullptr);
+    while (st && sqlite3_step(st) == SQLITE_ROW)
+      if (const auto* name = sqlite3_column_text(st, 1)) have.insert(reinterpret_cast<const char*>(name));
+    sqlite3_finalize(st);
+    for (const auto& [name, type] : kRunColumnsAdded)
+      if (!have.count(name)) {
+        const std::string sql = std::string("ALTER TABLE runs ADD COLUMN ") + name + " " + type;
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+          return fail("cannot add a column");
+      }
+  }
   {
     sqlite3_stmt* st = nullptr;
     sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, nullptr);

@@ -23,7 +23,7 @@ struct RunRecord {
   std::map<std::string, std::string> labels; ///< --label k=v
   std::int64_t start_unix_ms = 0;
   std::optional<std::int64_t> end_unix_ms;   ///< nullopt while running or when interrupted
-  std::string status = "running";            ///< running | finished | stopped | interrupted | failed (could not start)
+  std::string status = "running";  ///< running | succeeded | failed | stopped | preempted | interrupted
   std::optional<int> exit_code;
   std::optional<std::string> stopped_by;     ///< "budget" | "forecast" | "idle"
   MicroUsd price_micros_per_gpu_hour = 0;
@@ -56,6 +56,12 @@ struct RunRecord {
   std::optional<std::int64_t> steps;         ///< last step reported
   std::optional<std::int64_t> samples_done;  ///< last samples count reported
   std::optional<std::int64_t> tokens_done;   ///< last tokens count reported
+  // Preemption (status "preempted") and checkpoints (issue 28):
+  std::optional<std::string> preemption_provider;           ///< "aws" | "gcp" | "azure"
+  std::optional<std::int64_t> preemption_notice_unix_ms;    ///< when gpumeter read the notice
+  std::optional<std::int64_t> preemption_deadline_unix_ms;  ///< when the provider takes the machine
+  std::optional<std::int64_t> last_checkpoint_ms;  ///< ms since the start of the last checkpoint seen
+  std::optional<MicroUsd> lost_work_micros;  ///< spend since then, of a run that did not succeed
 };
 
 /// One GPU reading of a run at one second.

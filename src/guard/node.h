@@ -1,0 +1,134 @@
+#pragma once
+// The node guard of `gpumeter agent`: autostop of an idle node (a command run once when every GPU has been
+// idle long enough), node and owner budgets per day or month (the run's BudgetGuard policy on the period's
+// spend; actions notify, or stop the owner's GPU processes), and the count of the cloud's preemption notices.
+// Fed by the CLI from the collector's snapshots; acts through ProcessRunner and a command seam; prints
+// nothing.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cloud/cloud.h"
+#include "guard/guard.h"
+#include "sys/owner.h"
+#include "sys/spawn.h"
+#include "util/money.h"
+#include "util/result.h"
+
+namespace gm {
+
+/// The period a node or owner budget covers (UTC calendar day or month).
+enum class BudgetPeriod { day, month };
+
+/// One budget of `--node-budget USD/day|month` or `--owner-budget KIND:NAME=USD/day|month[,stop]`.
+struct NodeBudget {
+  std::string
+      kind;  ///< "" for the whole node; user | slurm-account | slurm-job | namespace | pod | container
+  std::string name;  ///< the owner's value for that kind
+  MicroUsd limit_micros = 0;
+  BudgetPeriod period = BudgetPeriod::day;
+  bool stop = false;  ///< over the budget: SIGTERM the owner's GPU processes (SIGKILL after the grace)
+  /// "node" or "user:alice" (the `scope` label).
+  std::string scope() const { return kind.empty() ? "node" : kind + ":" + name; }
+};
+
+/// Parses `--node-budget` ("200/day", "5000/month"); usage error naming the flag otherwise.
+Result<NodeBudget> parse_node_budget(std::string_view text);
+/// Parses `--owner-budget` ("user:alice=50/day", "namespace:ml=900/month,stop").
+Result<NodeBudget> parse_owner_budget(std::string_view text);
+/// True when `owner` is what the budget names (user, slurm-account, slurm-job, namespace, pod "ns/pod",
+/// container).
+bool budget_matches(const NodeBudget& budget, const Owner& owner);
+
+/// The node guard's settings.
+struct NodeGuardConfig {
+  std::optional<std::int64_t> autostop_idle_ms;  ///< --autostop-idle
+  std::string autostop_command;                  ///< --autostop-command (run once with /bin/sh -c)
+  bool autostop_dry_run = false;                 ///< --autostop-dry-run: warn and record, run nothing
+  std::vector<NodeBudget> budgets;
+  std::int64_t grace_ms = 60'000;  ///< stop action: SIGTERM, then SIGKILL after this
+  std::optional<std::string> notify_command;
+  std::optional<std::string> webhook_url;
+  std::string host;
+};
+
+/// One GPU as the guard sees it at a collection.
+struct NodeGpu {
+  std::optional<double> utilization_pct;  ///< nullopt: unreadable (counts as busy: never stop on doubt)
+  std::size_t processes = 0;              ///< compute processes on it
+};
+
+/// What the guard looks at, once per collection.
+struct NodeInput {
+  std::int64_t now_ns = 0;   ///< monotonic
+  std::int64_t unix_ms = 0;  ///< wall time (budget periods)
+  std::vector<NodeGpu> gpus;
+  MicroUsd node_cost_micros = 0;                               ///< cumulative cost of every priced GPU
+  std::vector<std::pair<Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
+  std::vector<std::pair<std::uint32_t, Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
+};
+
+/// One thing the guard did or saw (printed by the CLI, notified, counted in the metrics).
+struct NodeEvent {
+  std::string kind;  ///< autostop_warning | autostop | autostop_dry_run | budget_warn | budget_over |
+                     ///< budget_stop | sigkill | preempted | preemption_warning
+  std::string message;
+};
+
+/// The state exported by the agent (gpumeter_autostop_remaining_seconds and the budget series).
+struct NodeGuardStatus {
+  std::optional<double> autostop_remaining_s;  ///< nullopt: autostop off
+  double idle_s = 0;                           ///< how long every GPU has been idle
+  bool autostop_done = false;                  ///< the command ran (or would have, dry run)
+  struct Budget {
+    std::string scope, period;
+    MicroUsd limit_micros = 0, spent_micros = 0;
+  };
+  std::vector<Budget> budgets;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> notices;  ///< (provider, kind) → count
+  std::map<std::string, std::uint64_t> events;                           ///< kind → count
+};
+
+/// Runs a shell command for an event (the autostop command, --notify); the real one is run_notify_command.
+using NodeCommandRunner = std::function<Result<void>(const std::string& command, const GuardEvent& event)>;
+
+/// The guard. Call step() once per collection; on_notice() when the metadata watcher reports.
+class NodeGuard {
+ public:
+  NodeGuard(NodeGuardConfig config, ProcessRunner& runner, NodeCommandRunner command_runner);
+  /// Evaluates autostop and budgets on this collection; returns what happened.
+  std::vector<NodeEvent> step(const NodeInput& in);
+  /// A preemption notice of the node's cloud: counted, notified, returned as an event.
+  NodeEvent on_notice(const CloudNotice& notice);
+  NodeGuardStatus status() const { return status_; }
+  /// The idle threshold: a GPU under this utilization with no compute process is idle.
+  static constexpr double kIdleUtilPct = 5.0;
+
+ private:
+  struct BudgetState {
+    std::int64_t period_key = -1;  ///< day or month number of the period being counted
+    MicroUsd baseline = 0;         ///< cumulative cost when the period (or the agent) started
+    BudgetGuard policy{GuardConfig{}};
+    std::map<std::uint32_t, std::int64_t> kill_at_ns;  ///< PIDs signalled, SIGKILL due
+    bool over = false;  ///< over the budget with the stop action, for the rest of the period
+    bool over_reported = false;
+    std::string over_message;
+  };
+  NodeEvent event(const std::string& kind, const std::string& message);
+
+  NodeGuardConfig cfg_;
+  ProcessRunner& runner_;
+  NodeCommandRunner command_runner_;
+  std::vector<BudgetState> budgets_;
+  std::optional<std::int64_t> idle_since_ns_;
+  bool autostop_warned_ = false;
+  NodeGuardStatus status_;
+};
+
+}  // namespace gm

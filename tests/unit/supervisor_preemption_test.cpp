@@ -1,0 +1,236 @@
+// The supervisor on a preemption notice (stop signal at once, SIGKILL after the grace or before the
+// deadline, status preempted) and on checkpoints (last_checkpoint_s, lost_work_usd, no_recent_checkpoint),
+// on a fake clock and a fake process runner.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "guard/session.h"
+#include "report/run_report.h"
+#include "support/fixtures.h"
+#include "util/exit_codes.h"
+
+namespace gm {
+namespace {
+
+struct Sent {
+  pid_t pid;
+  int sig;
+  bool group;
+};
+
+class Runner final : public ProcessRunner {
+ public:
+  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
+  bool send_signal(pid_t pid, int sig, bool group) override {
+    sent.push_back({pid, sig, group});
+    return true;
+  }
+  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
+  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
+  std::vector<Sent> sent;
+};
+
+struct Sink final : SessionSink {
+  std::vector<std::string> messages;
+  void job_output(JobStream, std::string_view) override {}
+  void message(const std::string& text, bool) override { messages.push_back(text); }
+  void status(const StatusSnapshot&, bool) override {}
+};
+
+SessionConfig config() {
+  SessionConfig c;
+  c.argv = {"train"};
+  PriceQuote price;
+  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
+  price.source = "test";
+  c.price = price;
+  c.allocated = {0};
+  c.run.command = "train";
+  return c;
+}
+
+constexpr pid_t kPid = 4242;
+
+void run_until(Supervisor& s, FakeClock& clock, double until_s) {
+  const auto until = static_cast<std::int64_t>(until_s * 1e9);
+  while (!s.done()) {
+    const std::int64_t wake = s.next_wake_ns();
+    if (wake > until) break;
+    clock.advance_ns(wake - clock.monotonic_ns());
+    s.on_time();
+  }
+  if (clock.monotonic_ns() < until) clock.advance_ns(until - clock.monotonic_ns());
+}
+
+CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
+  CloudNotice n;
+  n.provider = CloudProvider::aws;
+  n.stop = true;
+  n.kind = "terminate";
+  n.id = "x";
+  n.deadline_unix_ms = deadline_unix_ms;
+  n.detail = "AWS spot interruption notice: terminate";
+  return n;
+}
+
+TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempted) {
+  FakeClock clock;
+  Runner runner;
+  Sink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.grace_ms = 10'000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 3.5);
+  s.on_datagram(R"({"checkpoint": "ckpt/a.pt"})");
+  run_until(s, clock, 6.25);
+  ASSERT_TRUE(runner.sent.empty());
+  s.on_notice(aws_notice(clock.unix_ms() + 120'000));
+  ASSERT_EQ(runner.sent.size(), 1u) << "the stop signal goes at once, not at the next tick";
+  EXPECT_EQ(runner.sent[0].sig, SIGTERM);
+  EXPECT_FALSE(runner.sent[0].group);
+  s.on_notice(aws_notice(clock.unix_ms() + 120'000));
+  EXPECT_EQ(runner.sent.size(), 1u) << "one notice, one stop";
+  run_until(s, clock, 16.0);
+  ASSERT_EQ(runner.sent.size(), 1u);
+  run_until(s, clock, 16.3);
+  ASSERT_EQ(runner.sent.size(), 2u) << "the grace (10 s) comes before the deadline (120 s)";
+  EXPECT_EQ(runner.sent[1].sig, SIGKILL);
+  s.on_exit(W_EXITCODE(0, SIGKILL));
+  auto out = s.finish();
+  EXPECT_EQ(out.exit_code, kExitPreempted);
+  const RunRecord& run = out.report.run;
+  EXPECT_EQ(run.status, "preempted");
+  EXPECT_EQ(*run.stopped_by, "preemption");
+  EXPECT_EQ(*run.preemption_provider, "aws");
+  ASSERT_TRUE(run.preemption_notice_unix_ms && run.preemption_deadline_unix_ms);
+  EXPECT_EQ(*run.preemption_deadline_unix_ms - *run.preemption_notice_unix_ms, 120'000);
+  ASSERT_TRUE(run.last_checkpoint_ms);
+  EXPECT_EQ(*run.last_checkpoint_ms, 3500);
+  ASSERT_TRUE(run.lost_work_micros);
+  // $1 per second from the checkpoint at 3.5 s to the exit at 16.3 s (metered, before billing rounds up).
+  EXPECT_NEAR(static_cast<double>(*run.lost_work_micros), 12'800'000.0, 1'000'000.0);
+  EXPECT_NE(describe_status(run).find("preempted (aws notice at"), std::string::npos) << describe_status(run);
+  const std::string json = render_run_report_json(out.report);
+  EXPECT_NE(json.find("\"preemption\": {"), std::string::npos);
+  EXPECT_NE(json.find("\"lost_work_usd\""), std::string::npos);
+  bool notified = false;
+  for (const auto& m : sink.messages) notified = notified || m.rfind("[preempted]", 0) == 0;
+  EXPECT_TRUE(notified);
+}
+
+TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
+  FakeClock clock;
+  Runner runner;
+  Sink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.grace_ms = 60'000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 2.0);
+  s.on_notice(aws_notice(clock.unix_ms() + 30'000));  // GCP-like: 30 s
+  run_until(s, clock, 2.0 + 30.0 - 5.0 - 0.1);
+  EXPECT_EQ(runner.sent.size(), 1u);
+  run_until(s, clock, 2.0 + 30.0 - 5.0 + 0.01);
+  ASSERT_EQ(runner.sent.size(), 2u) << "SIGKILL 5 s before the provider's deadline";
+  EXPECT_EQ(runner.sent[1].sig, SIGKILL);
+}
+
+TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
+  FakeClock clock;
+  Runner runner;
+  Sink sink;
+  auto backend = test::one_static_gpu(90);
+  Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  CloudNotice w;
+  w.provider = CloudProvider::aws;
+  w.kind = "rebalance";
+  w.id = "rebalance t";
+  w.detail = "AWS rebalance recommendation";
+  s.on_notice(w);
+  s.on_notice(w);
+  run_until(s, clock, 2.0);
+  EXPECT_TRUE(runner.sent.empty());
+  s.on_exit(W_EXITCODE(0, 0));
+  auto out = s.finish();
+  EXPECT_EQ(out.report.run.status, "succeeded");
+  EXPECT_FALSE(out.report.run.lost_work_micros) << "a run that succeeded lost nothing";
+  int warnings = 0;
+  for (const auto& a : out.report.actions) warnings += a.kind == "preemption_warning";
+  EXPECT_EQ(warnings, 1);
+}
+
+TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFinding) {
+  FakeClock clock;
+  Runner runner;
+  Sink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.checkpoint_interval_ms = 5'000;
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 12.0);
+  s.on_exit(W_EXITCODE(1, 0));
+  auto out = s.finish();
+  int warned = 0;
+  for (const auto& a : out.report.actions) warned += a.kind == "no_recent_checkpoint";
+  EXPECT_EQ(warned, 1);
+  EXPECT_EQ(out.report.run.status, "failed");
+  ASSERT_TRUE(out.report.run.lost_work_micros);
+  EXPECT_FALSE(out.report.run.last_checkpoint_ms);
+  bool found = false;
+  for (const auto& f : out.report.findings) found = found || f.kind == "no_recent_checkpoint";
+  EXPECT_TRUE(found);
+}
+
+TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
+  const auto dir = std::filesystem::temp_directory_path() / ("gm_ckpt_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "old.pt") << "x";
+  std::filesystem::last_write_time(dir / "old.pt",
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  SystemClock clock;  // file times are wall-clock times
+  Runner runner;
+  Sink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.sample_interval_ms = 20;
+  cfg.checkpoint_glob = "*.pt";
+  cfg.checkpoint_dir = dir.string();
+  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  auto tick_for = [&](int ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      s.on_time();
+    }
+  };
+  tick_for(100);
+  EXPECT_FALSE(s.done());
+  std::ofstream(dir / "new.pt") << "y";
+  tick_for(100);
+  s.on_exit(W_EXITCODE(0, SIGKILL));
+  auto out = s.finish();
+  int checkpoints = 0;
+  for (const auto& a : out.report.actions) checkpoints += a.kind == "checkpoint";
+  EXPECT_EQ(checkpoints, 1) << "the old file sets the baseline, the new one is a checkpoint";
+  EXPECT_TRUE(out.report.run.last_checkpoint_ms);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gm
