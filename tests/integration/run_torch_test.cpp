@@ -298,12 +298,13 @@ TEST_F(RunTorchIntegrationTest, StatusLinesStartOnTheirOwnLineAfterTqdmAndKeepTh
 TEST_F(RunTorchIntegrationTest, TorchrunStandInLauncherForwardsTheStopToEveryRank) {
   const std::string worker =
       script("worker.py",
-             "import os, signal, sys, time, torch\n"
+             "import os, signal, sys, time\n"
              "stop = False\n"
              "def on_term(*_):\n"
              "    global stop\n"
              "    stop = True\n"
-             "signal.signal(signal.SIGTERM, on_term)\n"
+             "signal.signal(signal.SIGTERM, on_term)  # before torch's import (seconds on a loaded machine)\n"
+             "import torch\n"
              "m = torch.nn.Linear(4, 4)\n"
              "while not stop:\n"
              "    time.sleep(0.05)\n"
