@@ -13,6 +13,7 @@
 #include "cli/run_terminal.h"
 #include "guard/session.h"
 #include "meter/run_meter.h"
+#include "report/multi.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "sys/proc.h"
@@ -209,9 +210,21 @@ int execute_run(const RunFlags& f, bool simulated) {
     cfg.inference = inference.get();
   }
 
-  const std::string ledger_path = f.ledger ? *f.ledger : Ledger::default_path();
+  if (auto it = cfg.run.labels.find("host"); it != cfg.run.labels.end()) {
+    cfg.run.host = it->second;  // --label host=NAME names the machine in the ledger
+    cfg.run.labels.erase(it);
+  }
   std::unique_ptr<Ledger> ledger;
-  if (auto l = Ledger::open(ledger_path)) {
+  SpoolingLedger* shared = nullptr;
+  auto location = ledger_location(f.ledger);
+  if (!location) return usage(location.error().message);
+  if (is_postgres_location(*location)) {
+    // A shared ledger never fails the job: unreachable, the run is spooled here and replayed later.
+    auto spooling = std::make_unique<SpoolingLedger>(*location, default_spool_dir());
+    shared = spooling.get();
+    print_ledger_notes("run", spooling->take_notes());
+    ledger = std::move(spooling);
+  } else if (auto l = Ledger::open(*location)) {
     ledger = std::move(*l);
   } else {
     std::fprintf(
@@ -220,11 +233,38 @@ int execute_run(const RunFlags& f, bool simulated) {
         "recorded in a ledger (the report is still printed%s)\n",
         l.error().message.c_str(), f.json_report ? " and written to --json-report" : "");
   }
+  if (ledger) {
+    // Team budgets: a spent one refuses the run; the others guard it while it runs.
+    auto teams = team_budgets_matching(*ledger, cfg.run, system_clock().unix_ms());
+    if (!teams) {
+      if (teams.error().kind != ErrorKind::unavailable) return fail("run", teams.error());
+      std::fprintf(stderr,
+                   "gpumeter run: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
+                   teams.error().message.c_str(), f.budget_usd ? "its own --budget" : "nothing (no --budget)");
+    } else {
+      for (const auto& t : *teams) {
+        if (t.spent_micros >= t.budget.limit_micros) {
+          std::fprintf(stderr,
+                       "gpumeter run: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s; "
+                       "the job was not started (raise it with gpumeter budget set)\n",
+                       t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
+                       t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+                       static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
+          return kExitTeamBudgetSpent;
+        }
+        cfg.guard.team_budgets.push_back(t.budget);
+      }
+    }
+  }
 
   PosixProcessRunner runner;
   auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.get(), &prices->catalog(),
                              system_clock(), runner, sink);
   sink.stop();
+  if (shared) {
+    shared->finish();
+    print_ledger_notes("run", shared->take_notes());
+  }
   if (!outcome) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);

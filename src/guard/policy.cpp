@@ -11,7 +11,7 @@ namespace gm {
 
 std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   std::vector<GuardDecision> out;
-  if (!config_.budget_usd && !config_.max_idle_ms) return out;
+  if (!config_.budget_usd && !config_.max_idle_ms && config_.team_budgets.empty()) return out;
   const double spent = micros_to_usd(in.spent_micros);
   if (config_.budget_usd) {
     const double budget = *config_.budget_usd;
@@ -27,7 +27,39 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       }
     }
   }
+  // Team budgets: this run's spend plus the other runs of the selector, as of their last heartbeat.
+  team_warned_.resize(config_.team_budgets.size());
+  std::optional<std::size_t> team_reached;
+  for (std::size_t t = 0; t < config_.team_budgets.size(); ++t) {
+    if (t >= in.team_others_micros.size() || !in.team_others_micros[t]) continue;
+    const TeamBudget& b = config_.team_budgets[t];
+    const MicroUsd total = in.spent_micros + *in.team_others_micros[t];
+    team_warned_[t].resize(config_.warn_at_pct.size(), false);
+    for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
+      const double pct = config_.warn_at_pct[i];
+      if (team_warned_[t][i] || pct >= 100.0) continue;
+      if (static_cast<double>(total) >= static_cast<double>(b.limit_micros) * pct / 100.0) {
+        team_warned_[t][i] = true;
+        out.push_back({"warn", "",
+                       fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
+                                   b.selector, format_usd(micros_to_usd(total)), b.period,
+                                   format_usd(micros_to_usd(b.limit_micros)), pct, format_usd(spent))});
+      }
+    }
+    if (!team_reached && total >= b.limit_micros) team_reached = t;
+  }
   if (stopped_) return out;
+  if (team_reached && !(config_.budget_usd && in.spent_micros >= usd_to_micros(*config_.budget_usd))) {
+    const TeamBudget& b = config_.team_budgets[*team_reached];
+    const MicroUsd total = in.spent_micros + *in.team_others_micros[*team_reached];
+    stopped_ = true;
+    out.push_back({"stop_budget", "budget",
+                   fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
+                               "the {} budget is reached",
+                               b.selector, format_usd(micros_to_usd(total)), b.period, format_usd(spent),
+                               format_usd(micros_to_usd(b.limit_micros)))});
+    return out;
+  }
   if (config_.budget_usd && in.spent_micros >= usd_to_micros(*config_.budget_usd)) {
     stopped_ = true;
     out.push_back({"stop_budget", "budget",

@@ -26,6 +26,8 @@ Result<GroupBy> parse_group_by(std::string_view text) {
     by.kind = GroupBy::Kind::day;
   } else if (text == "command") {
     by.kind = GroupBy::Kind::command;
+  } else if (text == "host") {
+    by.kind = GroupBy::Kind::host;
   } else if (text == "slurm-account" || text == "partition" || text == "slurm-partition") {
     // Runs the Slurm epilog recorded (record-job) carry these labels.
     by.kind = GroupBy::Kind::label;
@@ -36,7 +38,7 @@ Result<GroupBy> parse_group_by(std::string_view text) {
   } else {
     return make_error(ErrorKind::usage,
                       "--by '" + std::string(text) +
-                          "': expected user, label:KEY, gpu, day, command, slurm-account or partition");
+                          "': expected user, label:KEY, gpu, day, command, host, slurm-account or partition");
   }
   return by;
 }
@@ -55,6 +57,8 @@ std::string group_by_name(const GroupBy& by) {
       return "day";
     case GroupBy::Kind::command:
       return "command";
+    case GroupBy::Kind::host:
+      return "host";
   }
   return "none";
 }
@@ -158,6 +162,8 @@ std::string group_key(const RunRecord& r, const GroupBy& by) {
     }
     case GroupBy::Kind::gpu:
       return r.gpu_model.empty() ? "(unknown)" : r.gpu_model;
+    case GroupBy::Kind::host:
+      return r.host.empty() ? "(unknown)" : r.host;
     case GroupBy::Kind::day:
       return format_date_utc(r.start_unix_ms);
     case GroupBy::Kind::command: {

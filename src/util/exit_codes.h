@@ -11,6 +11,7 @@ inline constexpr int kExitNoGpuLibrary = 3;  ///< no GPU library (NVML) could be
 inline constexpr int kExitNotFound = 4;      ///< unknown run / GPU / offer / model
 inline constexpr int kExitUnavailable = 5;   ///< ledger locked or corrupt, server unreachable
 inline constexpr int kExitGuardStop = 86;    ///< `run`: gpumeter stopped the job (budget, forecast or idle)
+inline constexpr int kExitTeamBudgetSpent = 87;  ///< `run`/`attach`: a team budget the run matches is spent; not started
 
 /// Maps an error category to its exit code.
 inline int exit_code_for(ErrorKind kind) {
