@@ -100,9 +100,12 @@ int budget_rm(int argc, char** argv) {
 int cmd_budget(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::printf(
-        "Usage: gpumeter budget set SELECTOR USD --per day|week|month [--ledger L]\n"
-        "       gpumeter budget list [--json] [--ledger L]\n"
-        "       gpumeter budget rm SELECTOR [--ledger L]\n\n"
+        "Team budgets across machines\n"
+        "Usage: budget set SELECTOR USD --per day|week|month [--ledger L]\n"
+        "       budget list [--json] [--ledger L]\n"
+        "       budget rm SELECTOR [--ledger L]\n\n"
+        "Options:\n"
+        "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n\n"
         "A run (or attach) whose labels match SELECTOR (team=nlp, project=x; user=NAME and host=NAME match\n"
         "the run's user and host) counts the spend of every run of that selector on every machine writing\n"
         "the ledger: it refuses to start when the budget is spent (exit %d) and stops like --budget when it\n"

@@ -49,10 +49,14 @@ int ledger_copy(int argc, char** argv) {
 int cmd_ledger(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::printf(
-        "Usage: gpumeter ledger migrate [--ledger LOCATION]\n"
-        "       gpumeter ledger copy --from sqlite:PATH --to postgresql://user@host:port/db\n\n"
-        "migrate  create the ledger's tables or migrate them to this gpumeter's schema version\n"
-        "copy     copy every run (samples, progress, actions, rollups, serving counters) and budget\n");
+        "The ledger's schema, and moving a ledger to another back end\n"
+        "Usage: ledger migrate [--ledger LOCATION]\n"
+        "       ledger copy --from sqlite:PATH --to postgresql://user@host:port/db\n\n"
+        "Subcommands:\n"
+        "  migrate     create the ledger's tables or migrate them to this gpumeter's schema version\n"
+        "  copy        copy every run (samples, progress, actions, rollups, serving counters) and budget\n\n"
+        "Options:\n"
+        "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n");
     return argc < 2 ? kExitUsage : kExitOk;
   }
   const std::string sub = argv[1];
