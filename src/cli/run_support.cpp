@@ -113,6 +113,67 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
   return std::nullopt;
 }
 
+RunLedger open_run_ledger(const char* command, const std::optional<std::string>& flag, SessionConfig& cfg,
+                          bool json_report) {
+  RunLedger out;
+  if (auto it = cfg.run.labels.find("host"); it != cfg.run.labels.end()) {
+    cfg.run.host = it->second;  // --label host=NAME names the machine in the ledger
+    cfg.run.labels.erase(it);
+  }
+  auto location = ledger_location(flag);
+  if (!location) {
+    out.exit_code = fail(command, location.error());
+    return out;
+  }
+  if (is_postgres_location(*location)) {
+    // A shared ledger never fails the job: unreachable, the run is spooled here and replayed later.
+    auto spooling = std::make_unique<SpoolingLedger>(*location, default_spool_dir());
+    out.shared = spooling.get();
+    print_ledger_notes(command, spooling->take_notes());
+    out.ledger = std::move(spooling);
+  } else if (auto l = Ledger::open(*location)) {
+    out.ledger = std::move(*l);
+  } else {
+    std::fprintf(stderr,
+                 "gpumeter %s: warning: %s\ngpumeter %s: warning: the job runs and is metered, but this run is NOT "
+                 "recorded in a ledger (the report is still printed%s)\n",
+                 command, l.error().message.c_str(), command, json_report ? " and written to --json-report" : "");
+    return out;
+  }
+  // Team budgets: a spent one refuses the run; the others guard it while it runs.
+  auto teams = team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
+  if (!teams) {
+    if (teams.error().kind != ErrorKind::unavailable) {
+      out.exit_code = fail(command, teams.error());
+      return out;
+    }
+    std::fprintf(stderr, "gpumeter %s: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
+                 command, teams.error().message.c_str(),
+                 cfg.guard.budget_usd ? "its own --budget" : "nothing (no --budget)");
+    return out;
+  }
+  for (const auto& t : *teams) {
+    if (t.spent_micros >= t.budget.limit_micros) {
+      std::fprintf(stderr,
+                   "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s UTC; "
+                   "the job was not started (raise it with gpumeter budget set)\n",
+                   command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
+                   t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+                   static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
+      out.exit_code = kExitTeamBudgetSpent;
+      return out;
+    }
+    cfg.guard.team_budgets.push_back(t.budget);
+  }
+  return out;
+}
+
+void RunLedger::finish(const char* command) {
+  if (!shared) return;
+  shared->finish();
+  print_ledger_notes(command, shared->take_notes());
+}
+
 int execute_run(const RunFlags& f, bool simulated) {
   if (f.command.empty()) return usage("no command given: gpumeter run [flags] -- COMMAND [ARGS...]");
   SessionConfig cfg;
@@ -210,61 +271,14 @@ int execute_run(const RunFlags& f, bool simulated) {
     cfg.inference = inference.get();
   }
 
-  if (auto it = cfg.run.labels.find("host"); it != cfg.run.labels.end()) {
-    cfg.run.host = it->second;  // --label host=NAME names the machine in the ledger
-    cfg.run.labels.erase(it);
-  }
-  std::unique_ptr<Ledger> ledger;
-  SpoolingLedger* shared = nullptr;
-  auto location = ledger_location(f.ledger);
-  if (!location) return usage(location.error().message);
-  if (is_postgres_location(*location)) {
-    // A shared ledger never fails the job: unreachable, the run is spooled here and replayed later.
-    auto spooling = std::make_unique<SpoolingLedger>(*location, default_spool_dir());
-    shared = spooling.get();
-    print_ledger_notes("run", spooling->take_notes());
-    ledger = std::move(spooling);
-  } else if (auto l = Ledger::open(*location)) {
-    ledger = std::move(*l);
-  } else {
-    std::fprintf(
-        stderr,
-        "gpumeter run: warning: %s\ngpumeter run: warning: the job runs and is metered, but this run is NOT "
-        "recorded in a ledger (the report is still printed%s)\n",
-        l.error().message.c_str(), f.json_report ? " and written to --json-report" : "");
-  }
-  if (ledger) {
-    // Team budgets: a spent one refuses the run; the others guard it while it runs.
-    auto teams = team_budgets_matching(*ledger, cfg.run, system_clock().unix_ms());
-    if (!teams) {
-      if (teams.error().kind != ErrorKind::unavailable) return fail("run", teams.error());
-      std::fprintf(stderr,
-                   "gpumeter run: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
-                   teams.error().message.c_str(), f.budget_usd ? "its own --budget" : "nothing (no --budget)");
-    } else {
-      for (const auto& t : *teams) {
-        if (t.spent_micros >= t.budget.limit_micros) {
-          std::fprintf(stderr,
-                       "gpumeter run: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s; "
-                       "the job was not started (raise it with gpumeter budget set)\n",
-                       t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
-                       t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
-                       static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
-          return kExitTeamBudgetSpent;
-        }
-        cfg.guard.team_budgets.push_back(t.budget);
-      }
-    }
-  }
+  RunLedger ledger = open_run_ledger("run", f.ledger, cfg, f.json_report.has_value());
+  if (ledger.exit_code) return *ledger.exit_code;
 
   PosixProcessRunner runner;
-  auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.get(), &prices->catalog(),
+  auto outcome = run_session(cfg, backend ? backend->get() : nullptr, ledger.ledger.get(), &prices->catalog(),
                              system_clock(), runner, sink);
   sink.stop();
-  if (shared) {
-    shared->finish();
-    print_ledger_notes("run", shared->take_notes());
-  }
+  ledger.finish("run");
   if (!outcome) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);

@@ -1,11 +1,14 @@
 #pragma once
 // Flags and execution of `gpumeter run`, shared with `gpumeter demo`.
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "guard/session.h"
 #include "meter/meter.h"
+#include "store/store.h"
 
 namespace gm::cli {
 
@@ -30,6 +33,20 @@ struct RunFlags {
   std::optional<std::string> inference_endpoint;  ///< URL of the served engine's /metrics, or "auto"
   std::vector<std::string> command;
 };
+
+/// The ledger a metered run writes (`run`, `attach`).
+struct RunLedger {
+  std::unique_ptr<Ledger> ledger;   ///< null: the run is not recorded (a warning was printed)
+  SpoolingLedger* shared = nullptr; ///< a shared (PostgreSQL) ledger: spooled while unreachable
+  std::optional<int> exit_code;     ///< stop now with this (a spent team budget refuses the run; printed)
+  /// At the run's end: a spooled run is replayed when the ledger is back; notes on stderr.
+  void finish(const char* command);
+};
+/// Opens the ledger of --ledger / $GPUMETER_LEDGER / the config file for a run: `--label host=` names the
+/// run's host; a shared ledger spools when unreachable; the team budgets matching the run's labels refuse it
+/// (spent: exit 87) or go into cfg.guard; unverifiable ones fall back to the per-run budget, said on stderr.
+RunLedger open_run_ledger(const char* command, const std::optional<std::string>& flag, SessionConfig& cfg,
+                          bool json_report);
 
 /// Adds the run flags to `app`; the job's command is what follows the first word that is not one of them.
 void add_run_flags(CLI::App& app, RunFlags& flags);

@@ -136,6 +136,27 @@ std::string redact_location(const std::string& location) {
   return s;
 }
 
+Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const {
+  RunFilter f = filter;
+  f.limit.reset();
+  GM_TRY(std::vector<RollupRecord> rows, rollups(f));
+  std::map<std::pair<std::int64_t, std::int64_t>, RollupBucket> sums;
+  for (const auto& r : rows) {
+    const std::int64_t start = r.minute_unix * 60'000 / bucket_ms * bucket_ms;
+    RollupBucket& b = sums[{r.run_id, start}];
+    b.run_id = r.run_id;
+    b.start_unix_ms = start;
+    b.samples += r.samples;
+    b.utilization_sum_pct += r.utilization_sum_pct;
+    b.energy_j += r.energy_j;
+    b.cost_micros += r.cost_micros;
+  }
+  std::vector<RollupBucket> out;
+  out.reserve(sums.size());
+  for (auto& [k, b] : sums) out.push_back(b);
+  return out;
+}
+
 Result<RunBundle> load_bundle(const Ledger& ledger, std::int64_t id) {
   RunBundle b;
   GM_TRY(b.run, ledger.run(id));

@@ -162,6 +162,26 @@ class SqliteLedger final : public Ledger {
     return ok_result();
   }
 
+  Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const override {
+    std::string sql =
+        "SELECT run_id, minute_unix * 60000 / ?3 * ?3 AS bucket, SUM(samples), SUM(utilization_sum_pct), "
+        "SUM(energy_j), SUM(cost_micros) FROM rollups WHERE 1=1";
+    if (filter.since_unix_ms) sql += " AND minute_unix >= ?1";
+    if (filter.until_unix_ms) sql += " AND minute_unix < ?2";
+    sql += " GROUP BY run_id, bucket ORDER BY bucket, run_id";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare rollup buckets");
+    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms / 60000);
+    if (filter.until_unix_ms) s.bind(2, (*filter.until_unix_ms + 59999) / 60000);
+    s.bind(3, std::max<std::int64_t>(60'000, bucket_ms));
+    std::vector<RollupBucket> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(RollupBucket{s.i64(0), s.i64(1), s.i64(2), s.f64(3), s.f64(4), s.i64(5)});
+    if (rc != SQLITE_DONE) return err("select rollup buckets");
+    return out;
+  }
+
   Result<ImportOutcome> import_run(const RunBundle& b, const std::string& import_key,
                                    std::int64_t into_run_id) override {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);

@@ -123,6 +123,16 @@ struct InferenceRecord {
   MicroUsd cost_micros = 0;  ///< the run's spend at this sample
 };
 
+/// Per-minute rollups summed per run and time bucket (what the multi-run report reads).
+struct RollupBucket {
+  std::int64_t run_id = 0;
+  std::int64_t start_unix_ms = 0;  ///< bucket start: minute × 60 000 rounded down to the bucket
+  std::int64_t samples = 0;
+  double utilization_sum_pct = 0;
+  double energy_j = 0;
+  MicroUsd cost_micros = 0;
+};
+
 /// Filter for listing runs.
 struct RunFilter {
   std::optional<std::int64_t> since_unix_ms;
@@ -217,6 +227,9 @@ class Ledger {
   virtual Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const = 0;
   virtual Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const = 0;
   virtual Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const = 0;
+  /// The rollups of `filter` (limit ignored) summed per run and `bucket_ms` bucket, in the database (one
+  /// GROUP BY instead of every minute's row). The default sums rollups().
+  virtual Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const;
   /// Appends serving counters (committed before return). The default keeps none (ledgers without them).
   virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
     (void)records;

@@ -200,6 +200,19 @@ TYPED_TEST(LedgerBackendTest, ListsNewestFirstFiltersAndReplacesRollups) {
   RunFilter since;
   since.since_unix_ms = 101 * 60'000;
   EXPECT_EQ(l.rollups(since)->size(), 1u);
+  // Summed per run and hour in the database, as the default implementation sums them.
+  auto hours = l.rollup_buckets(RunFilter{}, 3'600'000);
+  ASSERT_TRUE(hours.ok()) << hours.error().message;
+  ASSERT_EQ(hours->size(), 1u);
+  EXPECT_EQ(hours->at(0).run_id, first);
+  EXPECT_EQ(hours->at(0).start_unix_ms, 3'600'000);
+  EXPECT_EQ(hours->at(0).samples, 65);
+  EXPECT_EQ(hours->at(0).cost_micros, 1007);
+  EXPECT_EQ(hours->at(0).utilization_sum_pct, 21.0);
+  auto by_default = l.Ledger::rollup_buckets(RunFilter{}, 3'600'000);
+  ASSERT_EQ(by_default->size(), 1u);
+  EXPECT_EQ(by_default->at(0).cost_micros, 1007);
+  EXPECT_EQ(l.rollup_buckets(since, 3'600'000)->at(0).samples, 5);
 }
 
 TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
