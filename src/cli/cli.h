@@ -19,6 +19,7 @@ int cmd_gpus(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
 int cmd_prices(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_attach(int argc, char** argv);
 int cmd_runs(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_compare(int argc, char** argv);

@@ -164,6 +164,7 @@ Result<RunBundle> load_bundle(const Ledger& ledger, std::int64_t id) {
   GM_TRY(b.progress, ledger.progress(id));
   GM_TRY(b.actions, ledger.actions(id));
   GM_TRY(b.inference, ledger.inference(id));
+  GM_TRY(b.cells, ledger.cells(id));
   RunFilter all;
   GM_TRY(std::vector<RollupRecord> rollups, ledger.rollups(all));
   for (auto& r : rollups)
@@ -188,6 +189,7 @@ Result<std::size_t> copy_ledger(const Ledger& from, Ledger& to) {
     GM_TRY(b.progress, from.progress(r.id));
     GM_TRY(b.actions, from.actions(r.id));
     GM_TRY(b.inference, from.inference(r.id));
+    GM_TRY(b.cells, from.cells(r.id));
     b.rollups = std::move(rollups_of[r.id]);
     const std::string key = "copy:" + source + "#" + std::to_string(r.id);
     GM_TRY(ImportOutcome done, to.import_run(b, key, 0));

@@ -53,6 +53,10 @@ CREATE TABLE IF NOT EXISTS inference (
   prompt_tokens DOUBLE PRECISION, generated_tokens DOUBLE PRECISION, cached_tokens DOUBLE PRECISION,
   requests DOUBLE PRECISION, cost_micros BIGINT NOT NULL);
 CREATE INDEX IF NOT EXISTS inference_run ON inference(run_id, t_ms);
+CREATE TABLE IF NOT EXISTS cells (
+  seq BIGSERIAL, run_id BIGINT NOT NULL, cell_id BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL,
+  cost_micros BIGINT NOT NULL, utilization_pct DOUBLE PRECISION, status TEXT NOT NULL, source TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id, start_ms);
 )sql";
 
 const char* kPgSchemaV2 = R"sql(
@@ -206,6 +210,26 @@ class PgLedger final : public Ledger {
     if (records.empty()) return ok_result();
     if (records.size() <= kRowsPerInsert) return insert_inference(records);
     return in_transaction([&]() { return insert_inference(records); });
+  }
+
+  Result<void> append_cells(const std::vector<CellRecord>& cells) override {
+    if (cells.empty()) return ok_result();
+    if (cells.size() <= kRowsPerInsert) return insert_cells(cells);
+    return in_transaction([&]() { return insert_cells(cells); });
+  }
+
+  Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override {
+    Params p;
+    p.bind(1, run_id);
+    GM_TRY(Rows r, query("SELECT run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source "
+                         "FROM cells WHERE run_id=$1 ORDER BY start_ms, seq",
+                         &p, "select cells"));
+    std::vector<CellRecord> out;
+    for (int i = 0; i < r.count(); ++i) {
+      r.at(i);
+      out.push_back(CellRecord{r.i64(0), r.i64(1), r.i64(2), r.i64(3), r.i64(4), r.of64(5), r.text(6), r.text(7)});
+    }
+    return out;
   }
 
   Result<RunRecord> run(std::int64_t id) const override {
@@ -405,6 +429,8 @@ class PgLedger final : public Ledger {
       for (auto& x : local.actions) x.run_id = id;
       for (auto& x : local.rollups) x.run_id = id;
       for (auto& x : local.inference) x.run_id = id;
+      for (auto& x : local.cells) x.run_id = id;
+      GM_TRY_VOID(insert_cells(local.cells));
       GM_TRY_VOID(insert_rows(local.samples, local.progress, local.actions));
       GM_TRY_VOID(insert_rollups(local.rollups));
       GM_TRY_VOID(insert_inference(local.inference));
@@ -626,6 +652,23 @@ class PgLedger final : public Ledger {
         "utilization_sum_pct=EXCLUDED.utilization_sum_pct, memory_max_bytes=EXCLUDED.memory_max_bytes, "
         "energy_j=EXCLUDED.energy_j, cost_micros=EXCLUDED.cost_micros",
         "insert rollups");
+  }
+
+  Result<void> insert_cells(const std::vector<CellRecord>& cells) {
+    return insert_many(
+        "INSERT INTO cells (run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source)", 8,
+        cells,
+        [](Params& p, const CellRecord& x, int i) {
+          p.bind(i, x.run_id);
+          p.bind(i + 1, x.cell_id);
+          p.bind(i + 2, x.start_ms);
+          p.bind(i + 3, x.end_ms);
+          p.bind(i + 4, x.cost_micros);
+          p.bind(i + 5, x.utilization_pct);
+          p.bind(i + 6, x.status);
+          p.bind(i + 7, x.source);
+        },
+        "", "insert cells");
   }
 
   Result<void> insert_inference(const std::vector<InferenceRecord>& records) {

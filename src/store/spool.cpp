@@ -237,6 +237,18 @@ Result<void> SpoolingLedger::append_inference(const std::vector<InferenceRecord>
   return spool_->append_inference(to_local(records));
 }
 
+Result<void> SpoolingLedger::append_cells(const std::vector<CellRecord>& cells) {
+  if (primary_) {
+    auto r = primary_->append_cells(cells);
+    if (r) return r;
+    if (!start_spool(r.error())) return r;
+  }
+  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
+  return spool_->append_cells(to_local(cells));
+}
+
+Result<std::vector<CellRecord>> SpoolingLedger::cells(std::int64_t id) const { return active().cells(local_id(id)); }
+
 std::int64_t SpoolingLedger::finish() {
   if (primary_) return target_run_id_;
   if (!spool_) return 0;

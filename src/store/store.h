@@ -123,6 +123,17 @@ struct InferenceRecord {
   MicroUsd cost_micros = 0;  ///< the run's spend at this sample
 };
 
+/// One notebook cell of a run (`gpumeter attach` under the IPython extension): its cost from the meter.
+struct CellRecord {
+  std::int64_t run_id = 0;
+  std::int64_t cell_id = 0;   ///< the kernel's execution count
+  std::int64_t start_ms = 0;  ///< ms since the run's start
+  std::int64_t end_ms = 0;
+  MicroUsd cost_micros = 0;               ///< spend between the cell's start and end
+  std::optional<double> utilization_pct;  ///< mean utilization of the allocated GPUs during the cell
+  std::string status;                     ///< ok | error | interrupted | refused
+  std::string source;                     ///< the cell's first line
+
 /// Per-minute rollups summed per run and time bucket (what the multi-run report reads).
 struct RollupBucket {
   std::int64_t run_id = 0;
@@ -163,6 +174,7 @@ struct RunBundle {
   std::vector<ActionRecord> actions;
   std::vector<RollupRecord> rollups;
   std::vector<InferenceRecord> inference;
+  std::vector<CellRecord> cells;
 };
 
 /// What import_run did.
@@ -235,6 +247,16 @@ class Ledger {
     (void)records;
     return ok_result();
   }
+  /// Appends notebook cells (committed before return). The default keeps none.
+  virtual Result<void> append_cells(const std::vector<CellRecord>& cells) {
+    (void)cells;
+    return ok_result();
+  }
+  /// A run's notebook cells in order; empty for runs (and ledgers) that have none.
+  virtual Result<std::vector<CellRecord>> cells(std::int64_t run_id) const {
+    (void)run_id;
+    return std::vector<CellRecord>{};
+  }
   /// A run's serving counters in time order; empty for runs (and ledgers) that have none.
   virtual Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const {
     (void)run_id;
@@ -294,6 +316,8 @@ class SpoolingLedger final : public Ledger {
   Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const override;
   Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const override;
   Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const override;
+  Result<void> append_cells(const std::vector<CellRecord>& cells) override;
+  Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override;
   Result<ImportOutcome> import_run(const RunBundle& bundle, const std::string& import_key,
                                    std::int64_t into_run_id) override;
   Result<void> set_budget(const BudgetRecord& budget) override;

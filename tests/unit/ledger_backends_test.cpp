@@ -118,6 +118,7 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   ASSERT_TRUE(l.append({s}, {p}, {a}).ok());
   InferenceRecord inf{*id, 3000, "llama", "vllm", 10.0, 20.0, std::nullopt, 3.0, 2'500'000};
   ASSERT_TRUE(l.append_inference({inf}).ok());
+  ASSERT_TRUE(l.append_cells({CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, "ok", "model.fit(x)"}}).ok());
   RollupRecord ru{*id, 28'333'333, 1, 60, 5820.5, 6.4e10, 39000.0, 60'000'060};
   ASSERT_TRUE(l.append_rollups({ru}).ok());
 
@@ -157,6 +158,11 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   ASSERT_EQ(is->size(), 1u);
   EXPECT_EQ(*is->at(0).generated_tokens, 20.0);
   EXPECT_FALSE(is->at(0).cached_tokens.has_value());
+  auto cs = l.cells(*id);
+  ASSERT_EQ(cs->size(), 1u);
+  EXPECT_EQ(cs->at(0).cell_id, 7);
+  EXPECT_EQ(cs->at(0).source, "model.fit(x)");
+  EXPECT_FALSE(cs->at(0).utilization_pct.has_value());
   auto rs = l.rollups(RunFilter{});
   ASSERT_EQ(rs->size(), 1u);
   EXPECT_EQ(rs->at(0).cost_micros, 60'000'060);
@@ -223,6 +229,7 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   b.run.cost_micros = 123'456;
   b.samples.push_back(SampleRecord{77, 1000, 0, "GPU-a", 50.0, std::nullopt, 300.0, 60.0, 300.0, 123'456, true});
   b.actions.push_back(ActionRecord{77, 1000, "warn", 1, "m"});
+  b.cells.push_back(CellRecord{77, 1, 0, 500, 9, 50.0, "ok", "x = 1"});
   b.rollups.push_back(RollupRecord{77, 28'333'333, 0, 1, 50, 0, 300, 123'456});
   auto first = l.import_run(b, "spool:abc#1", 0);
   ASSERT_TRUE(first.ok()) << first.error().message;
@@ -235,6 +242,8 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   auto ss = l.samples(first->run_id);
   ASSERT_EQ(ss->size(), 1u);
   EXPECT_EQ(ss->at(0).run_id, first->run_id);
+  ASSERT_EQ(l.cells(first->run_id)->size(), 1u);
+  EXPECT_EQ(l.cells(first->run_id)->at(0).run_id, first->run_id);
 
   // Into a run begun before the ledger went away: its row is updated, the spooled rows appended.
   auto begun = l.begin_run(sample_run());
