@@ -133,6 +133,7 @@ struct CellRecord {
   std::optional<double> utilization_pct;  ///< mean utilization of the allocated GPUs during the cell
   std::string status;                     ///< ok | error | interrupted | refused
   std::string source;                     ///< the cell's first line
+};
 
 /// Per-minute rollups summed per run and time bucket (what the multi-run report reads).
 struct RollupBucket {
