@@ -208,6 +208,7 @@ int cmd_attach(int argc, char** argv) {
   auto outcome = attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
                                 system_clock(), **runner, sink);
   terminal_sink.stop();
+  setup.finish_ledger("attach");
   if (!outcome) {
     std::fprintf(stderr, "gpumeter attach: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);

@@ -33,5 +33,7 @@ int cmd_agent(int argc, char** argv);
 int cmd_top(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_record_job(int argc, char** argv);
+int cmd_ledger(int argc, char** argv);
+int cmd_budget(int argc, char** argv);
 
 }  // namespace gm::cli

@@ -19,6 +19,8 @@ const Command kCommands[] = {
     {"demo", "the main job on this machine, end to end (simulated GPU when there is none)", cmd_demo},
     {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger",
      cmd_record_job},
+    {"budget", "team budgets across machines: set, list, rm (runs whose labels match are guarded)", cmd_budget},
+    {"ledger", "the ledger: migrate its schema, copy it to PostgreSQL", cmd_ledger},
 };
 }  // namespace
 

@@ -30,9 +30,17 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options);
 
 /// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
 int fail(const char* command, const Error& error);
-/// Opens the ledger for a read command (runs, report, compare): a missing file is an error naming it
-/// (kind not_found), never created. `path` empty = the default ledger.
+/// The ledger's location: --ledger, else $GPUMETER_LEDGER, else `[ledger] location` in the config file
+/// ($XDG_CONFIG_HOME/gpumeter/config.toml), else the default SQLite path. Usage error naming a bad config file.
+Result<std::string> ledger_location(const std::optional<std::string>& flag);
+/// Opens the ledger for a read command (runs, report, compare): a missing SQLite file is an error naming it
+/// (kind not_found), never created. `path` empty = the default ledger. A shared (PostgreSQL) ledger gets the
+/// runs spooled here while it was unreachable (a note on stderr names how many).
 Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path);
+/// Opens (creating) the ledger for a command that writes it, replaying spooled runs into a shared ledger.
+Result<std::unique_ptr<Ledger>> open_ledger_for_writing(const std::optional<std::string>& path);
+/// Prints gpumeter's notes about the ledger (spooled, replayed) on stderr as "gpumeter CMD: note: …".
+void print_ledger_notes(const char* command, const std::vector<std::string>& notes);
 
 /// True when stdout is a terminal.
 bool stdout_is_tty();

@@ -101,7 +101,26 @@ int cmd_record_job(int argc, char** argv) {
   r.price_source = "gpumeter agent";
   r.heartbeat_unix_ms = r.end_unix_ms.value_or(0);
 
-  auto ledger = Ledger::open(ledger_path ? *ledger_path : Ledger::default_path());
+  if (auto it = r.labels.find("host"); it != r.labels.end()) {
+    r.host = it->second;
+    r.labels.erase(it);
+  }
+
+  auto location = ledger_location(ledger_path);
+  if (!location) return fail("record-job", location.error());
+  if (is_postgres_location(*location)) {
+    // A shared ledger that cannot be reached: the run is spooled here and replayed later, never lost.
+    SpoolingLedger ledger(*location, default_spool_dir());
+    auto id = ledger.begin_run(r);
+    if (!id) return fail("record-job", id.error());
+    r.id = *id;
+    if (auto u = ledger.update_run(r); !u) return fail("record-job", u.error());
+    const std::int64_t final_id = ledger.finish();
+    print_ledger_notes("record-job", ledger.take_notes());
+    if (final_id > 0) std::printf("%lld\n", static_cast<long long>(final_id));
+    return kExitOk;
+  }
+  auto ledger = open_ledger_for_writing(ledger_path);
   if (!ledger) return fail("record-job", ledger.error());
   auto id = (*ledger)->begin_run(r);
   if (!id) return fail("record-job", id.error());

@@ -8,9 +8,11 @@
 #include <fstream>
 
 #include "cli/common.h"
+#include "report/focus.h"
 #include "report/html.h"
 #include "report/kpi.h"
 #include "report/load.h"
+#include "report/focus.h"
 #include "report/multi.h"
 #include "store/store.h"
 #include "util/table.h"
@@ -94,13 +96,14 @@ int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, b
 
 int multi_run_report(int argc, char** argv) {
   CLI::App app{"Report over many runs of the ledger: totals, groups, waste, energy, top runs", "report"};
-  std::optional<std::string> since, until, by, date, html, ledger_path, target;
+  std::optional<std::string> since, until, by, date, html, ledger_path, target, focus;
   bool daily = false, json = false, csv = false;
   std::size_t top = 5;
   std::vector<std::string> scaling;
   app.add_option("--since", since, "runs started at or after: a duration back (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)");
   app.add_option("--until", until, "runs started before (same forms as --since)");
-  app.add_option("--by", by, "group by user | label:KEY | gpu | day | command");
+  app.add_option("--by", by, "group by user | label:KEY | gpu | day | command | host");
+  app.add_option("--focus", focus, "also write the runs as FOCUS 1.x CSV (one row per run and GPU) to FILE");
   app.add_flag("--daily", daily, "the daily efficiency report: yesterday (UTC) by user, with top runs and waste");
   app.add_option("--date", date, "day of the daily report, YYYY-MM-DD (UTC); implies --daily");
   app.add_option("--top", top, "how many top runs to list (default 5)")->check(non_negative_number());
@@ -162,6 +165,11 @@ int multi_run_report(int argc, char** argv) {
                          " .. " + (options.until_unix_ms ? format_time_utc(*options.until_unix_ms) : std::string("now")) +
                          " UTC";
     return fail("report", make_error(ErrorKind::not_found, "no runs started in " + period));
+  }
+  if (focus) {
+    auto rows = render_focus_csv(**ledger, options);
+    if (!rows) return fail("report", rows.error());
+    if (int rc = write_output("report", focus, *rows); rc != kExitOk) return rc;
   }
   if (json) return write_output("report", std::nullopt, render_multi_json(*report));
   if (csv) return write_output("report", std::nullopt, render_multi_csv(*report));

@@ -15,6 +15,7 @@
 #include "guard/session.h"
 #include "meter/run_meter.h"
 #include "plan/plan.h"
+#include "report/multi.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "sys/proc.h"
@@ -297,8 +298,19 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     cfg.inference = out.inference.get();
   }
 
-  const std::string ledger_path = f.ledger ? *f.ledger : Ledger::default_path();
-  if (auto l = Ledger::open(ledger_path)) {
+  if (auto it = cfg.run.labels.find("host"); it != cfg.run.labels.end()) {
+    cfg.run.host = it->second;  // --label host=NAME names the machine in the ledger
+    cfg.run.labels.erase(it);
+  }
+  auto location = ledger_location(f.ledger);
+  if (!location) return fail(command, location.error());
+  if (is_postgres_location(*location)) {
+    // A shared ledger never fails the job: unreachable, the run is spooled here and replayed later.
+    auto spooling = std::make_unique<SpoolingLedger>(*location, default_spool_dir());
+    out.shared = spooling.get();
+    print_ledger_notes(command, spooling->take_notes());
+    out.ledger = std::move(spooling);
+  } else if (auto l = Ledger::open(*location)) {
     out.ledger = std::move(*l);
   } else {
     std::fprintf(stderr,
@@ -307,9 +319,39 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
                  command, l.error().message.c_str(), command,
                  f.json_report ? " and written to --json-report" : "");
   }
+  if (out.ledger) {
+    // Team budgets: a spent one refuses the run; the others guard it while it runs.
+    auto teams = team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
+    if (!teams) {
+      if (teams.error().kind != ErrorKind::unavailable) return fail(command, teams.error());
+      std::fprintf(stderr,
+                   "gpumeter %s: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
+                   command, teams.error().message.c_str(),
+                   cfg.guard.budget_micros ? "its own --budget" : "nothing (no --budget)");
+    } else {
+      for (const auto& t : *teams) {
+        if (t.spent_micros >= t.budget.limit_micros) {
+          std::fprintf(stderr,
+                       "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
+                       "UTC; the job was not started (raise it with gpumeter budget set)\n",
+                       command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
+                       t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+                       static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
+          return kExitTeamBudgetSpent;
+        }
+        cfg.guard.team_budgets.push_back(t.budget);
+      }
+    }
+  }
   out.prices.emplace(std::move(*prices));
   if (backend) out.backend = std::move(*backend);
   return std::nullopt;
+}
+
+void SessionSetup::finish_ledger(const char* command) {
+  if (!shared) return;
+  shared->finish();
+  print_ledger_notes(command, shared->take_notes());
 }
 
 int execute_run(const RunFlags& f, bool simulated) {
@@ -333,6 +375,7 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto outcome =
       run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, sink);
   sink.stop();
+  setup.finish_ledger("run");
   if (!outcome) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);

@@ -56,11 +56,17 @@ struct SessionSetup {
   std::optional<PricingContext> prices;
   std::unique_ptr<GpuBackend> backend;  ///< null without a GPU library (wall time × price)
   std::unique_ptr<Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
+  SpoolingLedger* shared = nullptr;     ///< a shared (PostgreSQL) ledger: spooled while unreachable
   std::unique_ptr<InferenceSource> inference;
   std::unique_ptr<NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
+  /// At the run's end: a spooled run is replayed when the shared ledger is back; notes on stderr.
+  void finish_ledger(const char* command);
 };
 /// Validates the shared flags of `command` ("run" or "attach") and opens pricing, the GPU library and the
-/// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code.
+/// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code. The ledger
+/// is --ledger / $GPUMETER_LEDGER / the config file's; `--label host=` names the run's host; a shared ledger
+/// spools while unreachable; a team budget matching the run's labels refuses it when spent (exit 87) or
+/// guards it (cfg.guard.team_budgets); one that cannot be checked falls back to --budget, said on stderr.
 std::optional<int> prepare_session(const RunFlags& flags, const char* command, SessionSetup& out);
 /// Parses `gpumeter run` flags: options end at the first word that is not one of gpumeter's options (as in
 /// env, nohup, timeout) or at `--`; everything after belongs to the job. Returns an exit code to stop with.

@@ -64,17 +64,18 @@ int cmd_runs(int argc, char** argv) {
   }
   if (runs->empty()) {
     std::printf("no runs recorded yet (ledger %s)\n",
-                (ledger_path ? *ledger_path : Ledger::default_path()).c_str());
+                (*ledger)->describe().c_str());
     return kExitOk;
   }
-  std::printf("%6s  %-19s  %-22s  %10s  %12s  %4s  %-18s  %s\n", "RUN", "STARTED (UTC)", "STATUS", "WALL",
-              "COST", "GPUS", "LABELS", "COMMAND");
+  std::printf("%6s  %-19s  %-14s  %-22s  %10s  %12s  %4s  %-18s  %s\n", "RUN", "STARTED (UTC)", "HOST", "STATUS",
+              "WALL", "COST", "GPUS", "LABELS", "COMMAND");
   for (const auto& r : *runs) {
     std::string labels;
     for (const auto& [k, v] : r.labels) labels += (labels.empty() ? "" : ",") + k + "=" + v;
     if (labels.empty()) labels = "-";
-    std::printf("%6lld  %-19s  %-22s  %10s  %12s  %4zu  %-18s  %s\n", static_cast<long long>(r.id),
-                format_time_utc(r.start_unix_ms).c_str(), describe_status(r).c_str(),
+    std::printf("%6lld  %-19s  %-14s  %-22s  %10s  %12s  %4zu  %-18s  %s\n", static_cast<long long>(r.id),
+                format_time_utc(r.start_unix_ms).c_str(), shorten_middle(r.host.empty() ? "-" : r.host, 14).c_str(),
+                describe_status(r).c_str(),
                 format_duration_s(static_cast<double>(r.wall_ms) / 1000.0).c_str(),
                 r.price_source == "none" ? "no price" : format_usd(micros_to_usd(r.cost_micros)).c_str(),
                 r.gpus_allocated.size(), shorten_middle(labels, 18).c_str(), r.command.c_str());

@@ -157,8 +157,20 @@ std::optional<ProgressUpdate> parse_output_line(std::string_view line);
 // ---- budget policy ---------------------------------------------------------------------------
 
 /// Guard configuration from the command line.
+/// A team budget guarding a run (`gpumeter budget set`): the spend of every run matching `selector`, on every
+/// machine writing the shared ledger, since the period's start.
+struct TeamBudget {
+  std::string selector;  ///< "team=nlp"
+  std::string key;       ///< "team"
+  std::string value;     ///< "nlp"
+  std::string period;    ///< day | week | month
+  MicroUsd limit_micros = 0;
+  std::int64_t period_start_unix_ms = 0;
+};
+
 struct GuardConfig {
   std::optional<MicroUsd> budget_micros;
+  std::vector<TeamBudget> team_budgets;  ///< warned at warn_at_pct and stopped at like budget_micros
   std::vector<double> warn_at_pct{80.0};  ///< of the budget (actual spend)
   bool forecast_stop = false;
   std::optional<std::int64_t> max_idle_ms;  ///< every allocated GPU under kIdleUtilPct for this long
@@ -181,6 +193,9 @@ struct GuardInput {
   std::optional<Forecast> forecast;
   std::size_t forecast_intervals = 0;
   std::optional<std::int64_t> idle_for_ms;  ///< how long every allocated GPU has been idle; nullopt = busy
+  /// Per team budget (GuardConfig order): what the other runs of its selector spent, as of their last
+  /// heartbeat; nullopt when it cannot be checked now (that budget is skipped).
+  std::vector<std::optional<MicroUsd>> team_others_micros;
 };
 
 /// Evaluates the policy; each warning fires once, and at most one stop is returned (then it is latched).
@@ -194,6 +209,7 @@ class BudgetGuard {
  private:
   GuardConfig config_;
   std::vector<bool> warned_;
+  std::vector<std::vector<bool>> team_warned_;
   bool stopped_ = false;
 };
 

@@ -12,7 +12,7 @@ namespace gm {
 
 std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   std::vector<GuardDecision> out;
-  if (!config_.budget_micros && !config_.max_idle_ms) return out;
+  if (!config_.budget_micros && !config_.max_idle_ms && config_.team_budgets.empty()) return out;
   const std::string spent = format_micros(in.spent_micros);
   if (config_.budget_micros) {
     const MicroUsd budget = *config_.budget_micros;
@@ -28,7 +28,39 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       }
     }
   }
+  // Team budgets: this run's spend plus the other runs of the selector, as of their last heartbeat.
+  team_warned_.resize(config_.team_budgets.size());
+  std::optional<std::size_t> team_reached;
+  for (std::size_t t = 0; t < config_.team_budgets.size(); ++t) {
+    if (t >= in.team_others_micros.size() || !in.team_others_micros[t]) continue;
+    const TeamBudget& b = config_.team_budgets[t];
+    const MicroUsd total = in.spent_micros + *in.team_others_micros[t];
+    team_warned_[t].resize(config_.warn_at_pct.size(), false);
+    for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
+      const double pct = config_.warn_at_pct[i];
+      if (team_warned_[t][i] || pct >= 100.0) continue;
+      if (total >= scale_micros(b.limit_micros, pct / 100.0)) {
+        team_warned_[t][i] = true;
+        out.push_back({"warn", "",
+                       fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
+                                   b.selector, format_micros(total), b.period,
+                                   format_micros(b.limit_micros), pct, spent)});
+      }
+    }
+    if (!team_reached && total >= b.limit_micros) team_reached = t;
+  }
   if (stopped_) return out;
+  if (team_reached && !(config_.budget_micros && in.spent_micros >= *config_.budget_micros)) {
+    const TeamBudget& b = config_.team_budgets[*team_reached];
+    const MicroUsd total = in.spent_micros + *in.team_others_micros[*team_reached];
+    stopped_ = true;
+    out.push_back({"stop_budget", "budget",
+                   fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
+                               "the {} budget is reached",
+                               b.selector, format_micros(total), b.period, spent,
+                               format_micros(b.limit_micros))});
+    return out;
+  }
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
     out.push_back(

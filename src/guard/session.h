@@ -66,6 +66,19 @@ class InferenceSource {
 Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
                                                                       std::int64_t interval_ms);
 
+/// A team budget and what the runs of its selector spent this period.
+struct TeamBudgetStatus {
+  TeamBudget budget;
+  MicroUsd spent_micros = 0;
+  std::int64_t runs = 0;
+  std::int64_t live_runs = 0;
+};
+/// Every budget of `ledger` with its spend this period (periods at `now_unix_ms`, UTC).
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger, std::int64_t now_unix_ms);
+/// The budgets of `ledger` whose selector matches `run` (its labels, user or host), with their spend now.
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger, const RunRecord& run,
+                                                            std::int64_t now_unix_ms);
+
 /// Everything a supervised run needs, decided by the CLI.
 struct SessionConfig {
   std::vector<std::string> argv;

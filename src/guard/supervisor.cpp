@@ -115,6 +115,7 @@ struct Supervisor::Impl {
     double generated = 0, requests = 0;
   };
   std::deque<ServingPoint> serving_window;
+  std::vector<bool> team_unchecked;  ///< per team budget: it could not be checked at the last tick
   // attach: notebook cells, the idle-with-memory-held watch, detaching.
   struct OpenCell {
     std::int64_t start_ns = 0;
@@ -631,6 +632,7 @@ struct Supervisor::Impl {
     in.forecast = forecast;
     in.forecast_intervals = forecaster.intervals();
     if (cfg.telemetry && !cfg.attached) in.idle_for_ms = meter->idle_for_ms(now_ns);
+    in.team_others_micros = team_others();
     for (const auto& d : evaluate_guard ? guard.evaluate(in) : std::vector<GuardDecision>{}) {
       record_action(d.kind, d.message, now_ns, spent_now);
       if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
@@ -643,6 +645,29 @@ struct Supervisor::Impl {
     }
     update_totals(now_ns);
     flush(false);
+  }
+
+  /// What the other runs of each team budget's selector spent, from the shared ledger (every machine's
+  /// runs write their spend there at every tick); nullopt for a budget that cannot be checked now, said once.
+  std::vector<std::optional<MicroUsd>> team_others() {
+    const auto& budgets = cfg.guard.team_budgets;
+    std::vector<std::optional<MicroUsd>> out(budgets.size());
+    team_unchecked.resize(budgets.size(), false);
+    for (std::size_t i = 0; i < budgets.size(); ++i) {
+      const TeamBudget& b = budgets[i];
+      Result<SelectorSpend> spend = ledger ? ledger->selector_spend(b.key, b.value, b.period_start_unix_ms, run.id)
+                                           : Result<SelectorSpend>(make_error(ErrorKind::unavailable, "no ledger"));
+      if (spend) {
+        out[i] = spend->spent_micros;
+        if (team_unchecked[i]) sink.message("team budget " + b.selector + " can be checked again", false);
+        team_unchecked[i] = false;
+      } else if (!team_unchecked[i]) {
+        team_unchecked[i] = true;
+        warn("team budget " + b.selector + " cannot be checked now (" + spend.error().message + "): " +
+             (cfg.guard.budget_usd ? "this run falls back to its own --budget" : "this run has no --budget to fall back to"));
+      }
+    }
+    return out;
   }
 
   StatusSnapshot snapshot(std::int64_t now_ns) const {

@@ -26,6 +26,8 @@ Result<GroupBy> parse_group_by(std::string_view text) {
     by.kind = GroupBy::Kind::day;
   } else if (text == "command") {
     by.kind = GroupBy::Kind::command;
+  } else if (text == "host") {
+    by.kind = GroupBy::Kind::host;
   } else if (text == "slurm-account" || text == "partition" || text == "slurm-partition") {
     // Runs the Slurm epilog recorded (record-job) carry these labels.
     by.kind = GroupBy::Kind::label;
@@ -36,7 +38,7 @@ Result<GroupBy> parse_group_by(std::string_view text) {
   } else {
     return make_error(ErrorKind::usage,
                       "--by '" + std::string(text) +
-                          "': expected user, label:KEY, gpu, day, command, slurm-account or partition");
+                          "': expected user, label:KEY, gpu, day, command, host, slurm-account or partition");
   }
   return by;
 }
@@ -55,6 +57,8 @@ std::string group_by_name(const GroupBy& by) {
       return "day";
     case GroupBy::Kind::command:
       return "command";
+    case GroupBy::Kind::host:
+      return "host";
   }
   return "none";
 }
@@ -158,6 +162,8 @@ std::string group_key(const RunRecord& r, const GroupBy& by) {
     }
     case GroupBy::Kind::gpu:
       return r.gpu_model.empty() ? "(unknown)" : r.gpu_model;
+    case GroupBy::Kind::host:
+      return r.host.empty() ? "(unknown)" : r.host;
     case GroupBy::Kind::day:
       return format_date_utc(r.start_unix_ms);
     case GroupBy::Kind::command: {
@@ -237,7 +243,6 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
     RunFilter rf;
     rf.since_unix_ms = options.since_unix_ms;
     rf.until_unix_ms = last_end_ms;
-    GM_TRY(std::vector<RollupRecord> rollups, ledger.rollups(rf));
     std::int64_t first_ms = runs.front().start_unix_ms, last_ms = first_ms;
     for (const auto& r : runs) {
       first_ms = std::min(first_ms, r.start_unix_ms);
@@ -246,13 +251,14 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
     const std::int64_t span_ms = (options.until_unix_ms ? *options.until_unix_ms : last_ms) -
                                  (options.since_unix_ms ? *options.since_unix_ms : first_ms);
     rep.bucket_ms = span_ms <= 3 * 86'400'000LL ? 3'600'000 : 86'400'000;
+    // Summed per run and bucket by the database: one row per run and hour (or day), not per minute.
+    GM_TRY(std::vector<RollupBucket> buckets, ledger.rollup_buckets(rf, rep.bucket_ms));
     std::map<std::int64_t, TimelineBucket> timeline;
-    for (const auto& ru : rollups) {
+    for (const auto& ru : buckets) {
       auto it = group_of_run.find(ru.run_id);
       if (it == group_of_run.end()) continue;
-      const std::int64_t bucket = ru.minute_unix * 60'000 / rep.bucket_ms * rep.bucket_ms;
-      auto& b = timeline[bucket];
-      b.start_unix_ms = bucket;
+      auto& b = timeline[ru.start_unix_ms];
+      b.start_unix_ms = ru.start_unix_ms;
       b.cost_micros += ru.cost_micros;
       b.util_samples += ru.samples;
       b.util_sum_pct += ru.utilization_sum_pct;

@@ -18,12 +18,12 @@ namespace gm {
 
 /// How runs are grouped.
 struct GroupBy {
-  enum class Kind { none, user, label, gpu, day, command };
+  enum class Kind { none, user, label, gpu, day, command, host };
   Kind kind = Kind::none;
   std::string label_key;  ///< for Kind::label
 };
 
-/// Parses `--by` text: user | label:KEY | gpu | day | command | slurm-account (label:slurm.account) |
+/// Parses `--by` text: user | label:KEY | gpu | day | command | host | slurm-account (label:slurm.account) |
 /// partition (label:slurm.partition); usage error otherwise.
 Result<GroupBy> parse_group_by(std::string_view text);
 /// "user", "label:team", ...

@@ -16,13 +16,16 @@
 #include <set>
 #include <thread>
 
+#include "store/detail.h"
 #include "sys/proc.h"
 
 namespace gm {
 namespace {
 
 // 1: the first schema. 2: runs.budget_usd REAL became runs.budget_micros INTEGER (money in micro-dollars).
-constexpr int kSchemaVersion = 2;
+// 3: team budgets and the keys of imported runs (kSchemaV2's tables).
+constexpr int kSchemaVersion = Ledger::kSchemaVersion;
+using namespace store_detail;
 
 const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,17 +72,13 @@ CREATE TABLE IF NOT EXISTS cells (
 CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id, start_ms);
 )sql";
 
-std::string this_host() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+/// Schema version 2 (issue 29): team budgets, and the keys of imported runs (idempotent copy and replay).
+const char* kSchemaV2 = R"sql(
+CREATE TABLE IF NOT EXISTS budgets (
+  selector TEXT PRIMARY KEY, limit_micros INTEGER NOT NULL, period TEXT NOT NULL, updated_unix_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS imports (
+  import_key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, imported_unix_ms INTEGER NOT NULL);
+)sql";
 
 /// RAII prepared statement with typed binders and readers.
 class Stmt {
@@ -122,30 +121,6 @@ class Stmt {
   int rc_ = SQLITE_ERROR;
 };
 
-std::string json_of(const std::vector<std::string>& v) { return nlohmann::json(v).dump(); }
-std::string json_of(const std::map<std::string, std::string>& v) { return nlohmann::json(v).dump(); }
-
-template <class T>
-T parse_json_or(const std::string& text, T fallback) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded()) return fallback;
-  try {
-    return j.get<T>();
-  } catch (const nlohmann::json::exception&) {
-    return fallback;
-  }
-}
-
-const char* kRunColumns =
-    "id, command, user, host, labels_json, start_unix_ms, end_unix_ms, status, exit_code, stopped_by, "
-    "price_micros_per_gpu_hour, price_source, provider, region, billing_granularity_s, billing_minimum_s, "
-    "gpus_allocated_json, gpus_used_json, gpu_model, budget_micros, total_steps, wall_ms, billed_s, "
-    "cost_micros, "
-    "idle_cost_micros, unused_gpu_cost_micros, energy_j, energy_method, co2_kg, carbon_source, "
-    "forecast_cost_usd, "
-    "meter_pid, meter_host, heartbeat_unix_ms, steps, samples_done, tokens_done, preempt_provider, "
-    "preempt_notice_unix_ms, preempt_deadline_unix_ms, last_checkpoint_ms, lost_work_micros";
-
 /// Columns added to `runs` after the first release (issue 28): added to older ledgers when opened.
 const char* kRunColumnsAdded[][2] = {{"preempt_provider", "TEXT"},
                                      {"preempt_notice_unix_ms", "INTEGER"},
@@ -153,109 +128,27 @@ const char* kRunColumnsAdded[][2] = {{"preempt_provider", "TEXT"},
                                      {"last_checkpoint_ms", "INTEGER"},
                                      {"lost_work_micros", "INTEGER"}};
 
-/// Binds every run column except id, starting at parameter 1 (41 parameters).
-void bind_run(Stmt& s, const RunRecord& r) {
-  int i = 1;
-  s.bind(i++, r.command);
-  s.bind(i++, r.user);
-  s.bind(i++, r.host);
-  s.bind(i++, json_of(r.labels));
-  s.bind(i++, r.start_unix_ms);
-  s.bind(i++, r.end_unix_ms);
-  s.bind(i++, r.status);
-  s.bind(i++, r.exit_code);
-  s.bind(i++, r.stopped_by);
-  s.bind(i++, r.price_micros_per_gpu_hour);
-  s.bind(i++, r.price_source);
-  s.bind(i++, r.provider);
-  s.bind(i++, r.region);
-  s.bind(i++, r.billing_granularity_s);
-  s.bind(i++, r.billing_minimum_s);
-  s.bind(i++, json_of(r.gpus_allocated));
-  s.bind(i++, json_of(r.gpus_used));
-  s.bind(i++, r.gpu_model);
-  s.bind(i++, r.budget_micros);
-  s.bind(i++, r.total_steps);
-  s.bind(i++, r.wall_ms);
-  s.bind(i++, r.billed_s);
-  s.bind(i++, r.cost_micros);
-  s.bind(i++, r.idle_cost_micros);
-  s.bind(i++, r.unused_gpu_cost_micros);
-  s.bind(i++, r.energy_j);
-  s.bind(i++, r.energy_method);
-  s.bind(i++, r.co2_kg);
-  s.bind(i++, r.carbon_source);
-  s.bind(i++, r.forecast_cost_usd);
-  s.bind(i++, r.meter_pid);
-  s.bind(i++, r.meter_host);
-  s.bind(i++, r.heartbeat_unix_ms);
-  s.bind(i++, r.steps);
-  s.bind(i++, r.samples_done);
-  s.bind(i++, r.tokens_done);
-  s.bind(i++, r.preemption_provider);
-  s.bind(i++, r.preemption_notice_unix_ms);
-  s.bind(i++, r.preemption_deadline_unix_ms);
-  s.bind(i++, r.last_checkpoint_ms);
-  s.bind(i++, r.lost_work_micros);
-}
-
-RunRecord read_run(const Stmt& s) {
-  RunRecord r;
-  int c = 0;
-  r.id = s.i64(c++);
-  r.command = s.text(c++);
-  r.user = s.text(c++);
-  r.host = s.text(c++);
-  r.labels = parse_json_or<std::map<std::string, std::string>>(s.text(c++), {});
-  r.start_unix_ms = s.i64(c++);
-  r.end_unix_ms = s.oi64(c++);
-  r.status = s.text(c++);
-  if (auto e = s.oi64(c++)) r.exit_code = static_cast<int>(*e);
-  r.stopped_by = s.otext(c++);
-  r.price_micros_per_gpu_hour = s.i64(c++);
-  r.price_source = s.text(c++);
-  r.provider = s.text(c++);
-  r.region = s.text(c++);
-  r.billing_granularity_s = s.i64(c++);
-  r.billing_minimum_s = s.i64(c++);
-  r.gpus_allocated = parse_json_or<std::vector<std::string>>(s.text(c++), {});
-  r.gpus_used = parse_json_or<std::vector<std::string>>(s.text(c++), {});
-  r.gpu_model = s.text(c++);
-  r.budget_micros = s.oi64(c++);
-  r.total_steps = s.oi64(c++);
-  r.wall_ms = s.i64(c++);
-  r.billed_s = s.i64(c++);
-  r.cost_micros = s.i64(c++);
-  r.idle_cost_micros = s.i64(c++);
-  r.unused_gpu_cost_micros = s.i64(c++);
-  r.energy_j = s.f64(c++);
-  r.energy_method = s.text(c++);
-  r.co2_kg = s.of64(c++);
-  r.carbon_source = s.text(c++);
-  r.forecast_cost_usd = s.of64(c++);
-  r.meter_pid = s.i64(c++);
-  r.meter_host = s.text(c++);
-  r.heartbeat_unix_ms = s.i64(c++);
-  r.steps = s.oi64(c++);
-  r.samples_done = s.oi64(c++);
-  r.tokens_done = s.oi64(c++);
-  r.preemption_provider = s.otext(c++);
-  r.preemption_notice_unix_ms = s.oi64(c++);
-  r.preemption_deadline_unix_ms = s.oi64(c++);
-  r.last_checkpoint_ms = s.oi64(c++);
-  r.lost_work_micros = s.oi64(c++);
-  return r;
-}
-
 /// The run columns to SELECT from a ledger of schema `version` (a version-1 ledger opened read-only still
 /// holds budget_usd in dollars).
 std::string run_select_columns(int version) {
-  std::string cols = kRunColumns;
+  std::string cols = run_columns(true);
   if (version < 2) {
     const std::string from = "budget_micros";
     cols.replace(cols.find(from), from.size(), "CAST(ROUND(budget_usd * 1000000) AS INTEGER)");
   }
   return cols;
+}
+
+/// True when `runs` still has the dollar budget column of schema 1.
+bool has_budget_usd(sqlite3* db) {
+  bool found = false;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA table_info(runs)", -1, &st, nullptr);
+  while (st && sqlite3_step(st) == SQLITE_ROW)
+    if (const auto* name = sqlite3_column_text(st, 1))
+      found = found || std::string(reinterpret_cast<const char*>(name)) == "budget_usd";
+  sqlite3_finalize(st);
+  return found;
 }
 
 /// Migrates a ledger from schema `from` to kSchemaVersion in one transaction; false on failure.
@@ -270,7 +163,7 @@ bool migrate(sqlite3* db, int from) {
     sqlite3_finalize(st);
   }
   bool ok = true;
-  if (version < 2) {
+  if (version < 2 && has_budget_usd(db)) {
     ok = sqlite3_exec(db,
                       "ALTER TABLE runs ADD COLUMN budget_micros INTEGER;"
                       "UPDATE runs SET budget_micros = CAST(ROUND(budget_usd * 1000000) AS INTEGER) "
@@ -287,20 +180,6 @@ bool migrate(sqlite3* db, int from) {
   return ok;
 }
 
-/// True when the meter that wrote a "running" run is gone.
-bool meter_is_dead(const RunRecord& r) {
-  if (r.meter_host == this_host()) {
-    if (r.meter_pid <= 0) return true;
-    const auto pid = static_cast<pid_t>(r.meter_pid);
-    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
-    // A live pid that is not a gpumeter any more was reused.
-    auto comm = read_small_file("/proc/" + std::to_string(r.meter_pid) + "/comm");
-    if (comm && comm->rfind("gpumeter", 0) != 0) return true;
-    return false;
-  }
-  return now_unix_ms() - r.heartbeat_unix_ms > Ledger::kStaleHeartbeatMs;
-}
-
 class SqliteLedger final : public Ledger {
  public:
   /// `read_only`: why the ledger can only be read ("" when it can be written); writes fail with it.
@@ -312,49 +191,26 @@ class SqliteLedger final : public Ledger {
         select_columns_(run_select_columns(version)) {}
   ~SqliteLedger() override { sqlite3_close_v2(db_); }
 
+  std::string describe() const override { return path_; }
+  std::string backend() const override { return "sqlite"; }
+  Result<int> schema_version() const override {
+    Stmt s(db_, "SELECT value FROM meta WHERE key='schema_version'");
+    if (!s.ok() || s.step() != SQLITE_ROW) return err("read schema version");
+    return static_cast<int>(s.i64(0));
+  }
+
   Result<std::int64_t> begin_run(const RunRecord& run) override {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     RunRecord r = run;
-    if (r.meter_pid == 0) r.meter_pid = getpid();
-    if (r.meter_host.empty()) r.meter_host = this_host();
-    if (r.heartbeat_unix_ms == 0) r.heartbeat_unix_ms = now_unix_ms();
-    const std::string sql =
-        std::string("INSERT INTO runs (") + (kRunColumns + 4) +
-        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
-    Stmt s(db_, sql.c_str());
-    if (!s.ok()) return err("prepare insert run");
-    bind_run(s, r);
-    if (s.step() != SQLITE_DONE) return err("insert run");
-    return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+    stamp_meter(r, false);
+    return insert_run(r);
   }
 
   Result<void> update_run(const RunRecord& run) override {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     RunRecord r = run;
-    if (r.meter_pid == 0) r.meter_pid = getpid();
-    if (r.meter_host.empty()) r.meter_host = this_host();
-    r.heartbeat_unix_ms = now_unix_ms();
-    std::string sql = "UPDATE runs SET ";
-    std::string cols = kRunColumns + 4;
-    std::size_t pos = 0;
-    bool first = true;
-    while (pos < cols.size()) {
-      auto comma = cols.find(',', pos);
-      if (comma == std::string::npos) comma = cols.size();
-      std::string name(cols.substr(pos, comma - pos));
-      while (!name.empty() && name.front() == ' ') name.erase(0, 1);
-      sql += (first ? "" : ", ") + name + "=?";
-      first = false;
-      pos = comma + 1;
-    }
-    sql += " WHERE id=?";
-    Stmt s(db_, sql.c_str());
-    if (!s.ok()) return err("prepare update run");
-    bind_run(s, r);
-    s.bind(42, r.id);
-    if (s.step() != SQLITE_DONE) return err("update run");
-    if (sqlite3_changes(db_) == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
-    return ok_result();
+    stamp_meter(r, true);
+    return write_run(r);
   }
 
   Result<void> append(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
@@ -362,55 +218,7 @@ class SqliteLedger final : public Ledger {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     if (samples.empty() && progress.empty() && actions.empty()) return ok_result();
     if (!exec("BEGIN IMMEDIATE")) return err("begin");
-    {
-      Stmt s(db_,
-             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-             "temperature_c, energy_j, cost_micros, job_present) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
-      if (!s.ok()) return rollback("prepare samples");
-      for (const auto& x : samples) {
-        s.bind(1, x.run_id);
-        s.bind(2, x.t_ms);
-        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
-        s.bind(4, x.gpu_uuid);
-        s.bind(5, x.utilization_pct);
-        if (x.memory_used_bytes) s.bind(6, static_cast<std::int64_t>(*x.memory_used_bytes));
-        else s.bind_null(6);
-        s.bind(7, x.power_w);
-        s.bind(8, x.temperature_c);
-        s.bind(9, x.energy_j);
-        s.bind(10, x.cost_micros);
-        s.bind(11, std::int64_t{x.job_present ? 1 : 0});
-        if (s.step() != SQLITE_DONE) return rollback("insert sample");
-        s.reset();
-      }
-      Stmt p(db_,
-             "INSERT INTO progress (run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros) "
-             "VALUES (?,?,?,?,?,?,?,?)");
-      if (!p.ok()) return rollback("prepare progress");
-      for (const auto& x : progress) {
-        p.bind(1, x.run_id);
-        p.bind(2, x.t_ms);
-        p.bind(3, x.step);
-        p.bind(4, x.total_steps);
-        p.bind(5, x.samples);
-        p.bind(6, x.tokens);
-        p.bind(7, nlohmann::json(x.metrics).dump());
-        p.bind(8, x.cost_micros);
-        if (p.step() != SQLITE_DONE) return rollback("insert progress");
-        p.reset();
-      }
-      Stmt a(db_, "INSERT INTO actions (run_id, t_ms, kind, cost_micros, message) VALUES (?,?,?,?,?)");
-      if (!a.ok()) return rollback("prepare actions");
-      for (const auto& x : actions) {
-        a.bind(1, x.run_id);
-        a.bind(2, x.t_ms);
-        a.bind(3, x.kind);
-        a.bind(4, x.cost_micros);
-        a.bind(5, x.message);
-        if (a.step() != SQLITE_DONE) return rollback("insert action");
-        a.reset();
-      }
-    }
+    if (auto r = insert_rows(samples, progress, actions); !r) return rollback(r.error());
     if (!exec("COMMIT")) return rollback("commit");
     return ok_result();
   }
@@ -419,26 +227,144 @@ class SqliteLedger final : public Ledger {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     if (rollups.empty()) return ok_result();
     if (!exec("BEGIN IMMEDIATE")) return err("begin");
-    {
-      Stmt s(db_,
-             "INSERT OR REPLACE INTO rollups (run_id, minute_unix, gpu_index, samples, utilization_sum_pct, "
-             "memory_max_bytes, energy_j, cost_micros) VALUES (?,?,?,?,?,?,?,?)");
-      if (!s.ok()) return rollback("prepare rollups");
-      for (const auto& x : rollups) {
-        s.bind(1, x.run_id);
-        s.bind(2, x.minute_unix);
-        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
-        s.bind(4, x.samples);
-        s.bind(5, x.utilization_sum_pct);
-        s.bind(6, x.memory_max_bytes);
-        s.bind(7, x.energy_j);
-        s.bind(8, x.cost_micros);
-        if (s.step() != SQLITE_DONE) return rollback("insert rollup");
-        s.reset();
-      }
-    }
+    if (auto r = insert_rollups(rollups); !r) return rollback(r.error());
     if (!exec("COMMIT")) return rollback("commit");
     return ok_result();
+  }
+
+  Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const override {
+    std::string sql =
+        "SELECT run_id, minute_unix * 60000 / ?3 * ?3 AS bucket, SUM(samples), SUM(utilization_sum_pct), "
+        "SUM(energy_j), SUM(cost_micros) FROM rollups WHERE 1=1";
+    if (filter.since_unix_ms) sql += " AND minute_unix >= ?1";
+    if (filter.until_unix_ms) sql += " AND minute_unix < ?2";
+    sql += " GROUP BY run_id, bucket ORDER BY bucket, run_id";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare rollup buckets");
+    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms / 60000);
+    if (filter.until_unix_ms) s.bind(2, (*filter.until_unix_ms + 59999) / 60000);
+    s.bind(3, std::max<std::int64_t>(60'000, bucket_ms));
+    std::vector<RollupBucket> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(RollupBucket{s.i64(0), s.i64(1), s.i64(2), s.f64(3), s.f64(4), s.i64(5)});
+    if (rc != SQLITE_DONE) return err("select rollup buckets");
+    return out;
+  }
+
+  Result<ImportOutcome> import_run(const RunBundle& b, const std::string& import_key,
+                                   std::int64_t into_run_id) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
+    if (!exec("BEGIN IMMEDIATE")) return err("begin");
+    {
+      Stmt q(db_, "SELECT run_id FROM imports WHERE import_key=?");
+      if (!q.ok()) return rollback("prepare imports");
+      q.bind(1, import_key);
+      if (q.step() == SQLITE_ROW) {
+        const std::int64_t id = q.i64(0);
+        exec("ROLLBACK");
+        return ImportOutcome{id, false};
+      }
+    }
+    RunRecord r = b.run;
+    std::int64_t id = into_run_id;
+    if (id > 0) {
+      r.id = id;
+      if (auto w = write_run(r); !w) return rollback(w.error());
+    } else {
+      auto ins = insert_run(r);
+      if (!ins) return rollback(ins.error());
+      id = *ins;
+    }
+    RunBundle local = b;
+    for (auto& x : local.samples) x.run_id = id;
+    for (auto& x : local.progress) x.run_id = id;
+    for (auto& x : local.actions) x.run_id = id;
+    for (auto& x : local.rollups) x.run_id = id;
+    for (auto& x : local.inference) x.run_id = id;
+    if (auto w = insert_rows(local.samples, local.progress, local.actions); !w) return rollback(w.error());
+    if (auto w = insert_rollups(local.rollups); !w) return rollback(w.error());
+    if (auto w = insert_inference(local.inference); !w) return rollback(w.error());
+    {
+      Stmt c(db_,
+             "INSERT INTO cells (run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, "
+             "source) VALUES (?,?,?,?,?,?,?,?)");
+      if (!c.ok()) return rollback("prepare cells");
+      for (const auto& x : local.cells) {
+        c.bind(1, id);
+        c.bind(2, x.cell_id);
+        c.bind(3, x.start_ms);
+        c.bind(4, x.end_ms);
+        c.bind(5, x.cost_micros);
+        c.bind(6, x.utilization_pct);
+        c.bind(7, x.status);
+        c.bind(8, x.source);
+        if (c.step() != SQLITE_DONE) return rollback("insert cells");
+        c.reset();
+      }
+    }
+    {
+      Stmt k(db_, "INSERT INTO imports (import_key, run_id, imported_unix_ms) VALUES (?,?,?)");
+      if (!k.ok()) return rollback("prepare imports");
+      k.bind(1, import_key);
+      k.bind(2, id);
+      k.bind(3, now_unix_ms());
+      if (k.step() != SQLITE_DONE) return rollback("insert import");
+    }
+    if (!exec("COMMIT")) return rollback("commit");
+    return ImportOutcome{id, true};
+  }
+
+  Result<void> set_budget(const BudgetRecord& b) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
+    Stmt s(db_, "INSERT OR REPLACE INTO budgets (selector, limit_micros, period, updated_unix_ms) VALUES (?,?,?,?)");
+    if (!s.ok()) return err("prepare budget");
+    s.bind(1, b.selector);
+    s.bind(2, b.limit_micros);
+    s.bind(3, b.period);
+    s.bind(4, b.updated_unix_ms ? b.updated_unix_ms : now_unix_ms());
+    if (s.step() != SQLITE_DONE) return err("write budget");
+    return ok_result();
+  }
+
+  Result<std::vector<BudgetRecord>> budgets() const override {
+    Stmt s(db_, "SELECT selector, limit_micros, period, updated_unix_ms FROM budgets ORDER BY selector");
+    if (!s.ok()) return err("prepare budgets");
+    std::vector<BudgetRecord> out;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) out.push_back(BudgetRecord{s.text(0), s.i64(1), s.text(2), s.i64(3)});
+    if (rc != SQLITE_DONE) return err("select budgets");
+    return out;
+  }
+
+  Result<void> remove_budget(const std::string& selector) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
+    Stmt s(db_, "DELETE FROM budgets WHERE selector=?");
+    if (!s.ok()) return err("prepare budget");
+    s.bind(1, selector);
+    if (s.step() != SQLITE_DONE) return err("remove budget");
+    if (sqlite3_changes(db_) == 0)
+      return make_error(ErrorKind::not_found, "no budget for " + selector + " in the ledger " + path_);
+    return ok_result();
+  }
+
+  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since_unix_ms,
+                                       std::int64_t exclude_run_id) const override {
+    const std::string match = key == "user"   ? "\"user\" = ?1"
+                              : key == "host" ? "host = ?1"
+                                              : "json_extract(labels_json, ?4) = ?1";
+    const std::string sql =
+        "SELECT COALESCE(SUM(cost_micros), 0), COUNT(*), COALESCE(SUM(status = 'running' AND heartbeat_unix_ms > ?5), 0) "
+        "FROM runs WHERE start_unix_ms >= ?2 AND id != ?3 AND " + match;
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare selector spend");
+    s.bind(1, value);
+    s.bind(2, since_unix_ms);
+    s.bind(3, exclude_run_id);
+    s.bind(4, "$.\"" + key + "\"");
+    s.bind(5, now_unix_ms() - kStaleHeartbeatMs);
+    if (s.step() != SQLITE_ROW) return err("selector spend");
+    return SelectorSpend{s.i64(0), s.i64(1), s.i64(2)};
   }
 
   Result<RunRecord> run(std::int64_t id) const override {
@@ -531,26 +457,7 @@ class SqliteLedger final : public Ledger {
     if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
     if (records.empty()) return ok_result();
     if (!exec("BEGIN IMMEDIATE")) return err("begin");
-    {
-      Stmt s(db_,
-             "INSERT INTO inference (run_id, t_ms, model, engine, prompt_tokens, generated_tokens, "
-             "cached_tokens, "
-             "requests, cost_micros) VALUES (?,?,?,?,?,?,?,?,?)");
-      if (!s.ok()) return rollback("prepare inference");
-      for (const auto& x : records) {
-        s.bind(1, x.run_id);
-        s.bind(2, x.t_ms);
-        s.bind(3, x.model);
-        s.bind(4, x.engine);
-        s.bind(5, x.prompt_tokens);
-        s.bind(6, x.generated_tokens);
-        s.bind(7, x.cached_tokens);
-        s.bind(8, x.requests);
-        s.bind(9, x.cost_micros);
-        if (s.step() != SQLITE_DONE) return rollback("insert inference");
-        s.reset();
-      }
-    }
+    if (auto r = insert_inference(records); !r) return rollback(r.error());
     if (!exec("COMMIT")) return rollback("commit");
     return ok_result();
   }
@@ -661,6 +568,10 @@ class SqliteLedger final : public Ledger {
     exec("ROLLBACK");
     return e;
   }
+  Error rollback(Error e) {
+    exec("ROLLBACK");
+    return e;
+  }
   RunRecord fix_status(RunRecord r) const {
     if (r.status == "running" && meter_is_dead(r)) {
       r.status = "interrupted";
@@ -675,15 +586,131 @@ class SqliteLedger final : public Ledger {
     if (!s.ok()) return;
     s.bind(1, r.id);
     if (s.step() != SQLITE_ROW || s.is_null(0)) return;
-    const std::int64_t last_t_ms = s.i64(0);
-    if (last_t_ms > r.wall_ms) {
-      r.wall_ms = last_t_ms;
-      const std::int64_t g = std::max<std::int64_t>(1, r.billing_granularity_s);
-      const std::int64_t billed = (r.wall_ms + g * 1000 - 1) / (g * 1000) * g;
-      r.billed_s = std::max({r.billed_s, billed, r.billing_minimum_s});
+    include_committed(r, s.i64(0), s.i64(1), s.f64(2));
+  }
+
+  Result<void> insert_rows(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
+                          const std::vector<ActionRecord>& actions) {
+    {
+      Stmt s(db_,
+             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+             "temperature_c, energy_j, cost_micros, job_present) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return err("prepare samples");
+      for (const auto& x : samples) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.t_ms);
+        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
+        s.bind(4, x.gpu_uuid);
+        s.bind(5, x.utilization_pct);
+        if (x.memory_used_bytes) s.bind(6, static_cast<std::int64_t>(*x.memory_used_bytes));
+        else s.bind_null(6);
+        s.bind(7, x.power_w);
+        s.bind(8, x.temperature_c);
+        s.bind(9, x.energy_j);
+        s.bind(10, x.cost_micros);
+        s.bind(11, std::int64_t{x.job_present ? 1 : 0});
+        if (s.step() != SQLITE_DONE) return err("insert sample");
+        s.reset();
+      }
+      Stmt p(db_,
+             "INSERT INTO progress (run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros) "
+             "VALUES (?,?,?,?,?,?,?,?)");
+      if (!p.ok()) return err("prepare progress");
+      for (const auto& x : progress) {
+        p.bind(1, x.run_id);
+        p.bind(2, x.t_ms);
+        p.bind(3, x.step);
+        p.bind(4, x.total_steps);
+        p.bind(5, x.samples);
+        p.bind(6, x.tokens);
+        p.bind(7, nlohmann::json(x.metrics).dump());
+        p.bind(8, x.cost_micros);
+        if (p.step() != SQLITE_DONE) return err("insert progress");
+        p.reset();
+      }
+      Stmt a(db_, "INSERT INTO actions (run_id, t_ms, kind, cost_micros, message) VALUES (?,?,?,?,?)");
+      if (!a.ok()) return err("prepare actions");
+      for (const auto& x : actions) {
+        a.bind(1, x.run_id);
+        a.bind(2, x.t_ms);
+        a.bind(3, x.kind);
+        a.bind(4, x.cost_micros);
+        a.bind(5, x.message);
+        if (a.step() != SQLITE_DONE) return err("insert action");
+        a.reset();
+      }
     }
-    r.cost_micros = std::max(r.cost_micros, s.i64(1));
-    r.energy_j = std::max(r.energy_j, s.f64(2));
+    return ok_result();
+  }
+
+  Result<void> insert_rollups(const std::vector<RollupRecord>& rollups) {
+    {
+      Stmt s(db_,
+             "INSERT OR REPLACE INTO rollups (run_id, minute_unix, gpu_index, samples, utilization_sum_pct, "
+             "memory_max_bytes, energy_j, cost_micros) VALUES (?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return err("prepare rollups");
+      for (const auto& x : rollups) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.minute_unix);
+        s.bind(3, static_cast<std::int64_t>(x.gpu_index));
+        s.bind(4, x.samples);
+        s.bind(5, x.utilization_sum_pct);
+        s.bind(6, x.memory_max_bytes);
+        s.bind(7, x.energy_j);
+        s.bind(8, x.cost_micros);
+        if (s.step() != SQLITE_DONE) return err("insert rollup");
+        s.reset();
+      }
+    }
+    return ok_result();
+  }
+
+  Result<void> insert_inference(const std::vector<InferenceRecord>& records) {
+    {
+      Stmt s(db_,
+             "INSERT INTO inference (run_id, t_ms, model, engine, prompt_tokens, generated_tokens, "
+             "cached_tokens, "
+             "requests, cost_micros) VALUES (?,?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return err("prepare inference");
+      for (const auto& x : records) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.t_ms);
+        s.bind(3, x.model);
+        s.bind(4, x.engine);
+        s.bind(5, x.prompt_tokens);
+        s.bind(6, x.generated_tokens);
+        s.bind(7, x.cached_tokens);
+        s.bind(8, x.requests);
+        s.bind(9, x.cost_micros);
+        if (s.step() != SQLITE_DONE) return err("insert inference");
+        s.reset();
+      }
+    }
+    return ok_result();
+  }
+
+  Result<std::int64_t> insert_run(const RunRecord& r) {
+    std::string marks;
+    for (int i = 0; i < kRunColumnCount; ++i) marks += i ? ",?" : "?";
+    const std::string sql = "INSERT INTO runs (" + run_columns(false) + ") VALUES (" + marks + ")";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare insert run");
+    bind_run(s, r);
+    if (s.step() != SQLITE_DONE) return err("insert run");
+    return static_cast<std::int64_t>(sqlite3_last_insert_rowid(db_));
+  }
+
+  Result<void> write_run(const RunRecord& r) {
+    std::string sql = "UPDATE runs SET ";
+    for (int i = 0; i < kRunColumnCount; ++i) sql += std::string(i ? ", " : "") + kRunColumnNames[i] + "=?";
+    sql += " WHERE id=?";
+    Stmt s(db_, sql.c_str());
+    if (!s.ok()) return err("prepare update run");
+    bind_run(s, r);
+    s.bind(kRunColumnCount + 1, r.id);
+    if (s.step() != SQLITE_DONE) return err("update run");
+    if (sqlite3_changes(db_) == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
+    return ok_result();
   }
 
   sqlite3* db_;
@@ -753,7 +780,10 @@ Result<std::unique_ptr<Ledger>> open_read_only(const std::string& path, const Er
 
 }  // namespace
 
-Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
+Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& location) {
+  if (is_postgres_location(location)) return open_postgres(location, true);
+  const std::string path = location.rfind("sqlite:", 0) == 0 ? location.substr(7) : location;
+  if (path.empty()) return make_error(ErrorKind::usage, "ledger: empty path (sqlite:PATH)");
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path p(path);
@@ -822,17 +852,25 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& path) {
     std::optional<int> version;
     if (st && sqlite3_step(st) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
-    if (!version) {
-      const std::string sql =
-          "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '" + std::to_string(kSchemaVersion) + "')";
-      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot write");
-    } else if (*version > kSchemaVersion) {
+    if (version && *version > kSchemaVersion) {
       sqlite3_close_v2(db);
       return make_error(ErrorKind::unavailable, "ledger " + path + ": schema version " + std::to_string(*version) +
                                                     " is newer than this gpumeter understands (" +
                                                     std::to_string(kSchemaVersion) + ")");
-    } else if (*version < kSchemaVersion && !migrate(db, *version)) {
+    } else if (version && *version < kSchemaVersion && !migrate(db, *version)) {
       return fail("cannot migrate the schema");
+    }
+    // Migrations in order, each in the transaction that records the new version.
+    if (!version || *version < kSchemaVersion) {
+      if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot migrate");
+      const std::string sql = std::string(kSchemaV2) +
+                              "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '" +
+                              std::to_string(kSchemaVersion) + "');";
+      if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
+        sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+        return fail("cannot migrate the schema");
+      }
+      if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) return fail("cannot migrate");
     }
   }
   chmod(path.c_str(), 0600);

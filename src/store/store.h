@@ -1,6 +1,8 @@
 #pragma once
-// The ledger: SQLite (WAL, mode 0600) under $XDG_DATA_HOME/gpumeter/ledger.db (--ledger, $GPUMETER_LEDGER).
-// Runs, 1 s samples per GPU, progress points, actions, and per-minute rollups for fast reports.
+// The ledger: one storage interface, two back ends. SQLite (WAL, mode 0600) under
+// $XDG_DATA_HOME/gpumeter/ledger.db is the default; `postgresql://user@host:port/db` (libpq) is a ledger
+// shared by many machines (--ledger, $GPUMETER_LEDGER, [ledger] location in the config file).
+// Runs, 1 s samples per GPU, progress points, actions, per-minute rollups for fast reports, team budgets.
 // Money is stored as integer micro-dollars. Every committed second survives a kill -9 of gpumeter.
 #include <cstdint>
 #include <map>
@@ -139,6 +141,16 @@ struct CellRecord {
   std::string source;                     ///< the cell's first line
 };
 
+/// Per-minute rollups summed per run and time bucket (what the multi-run report reads).
+struct RollupBucket {
+  std::int64_t run_id = 0;
+  std::int64_t start_unix_ms = 0;  ///< bucket start: minute × 60 000 rounded down to the bucket
+  std::int64_t samples = 0;
+  double utilization_sum_pct = 0;
+  double energy_j = 0;
+  MicroUsd cost_micros = 0;
+};
+
 /// Filter for listing runs.
 struct RunFilter {
   std::optional<std::int64_t> since_unix_ms;
@@ -146,18 +158,72 @@ struct RunFilter {
   std::optional<std::size_t> limit;
 };
 
+/// A team budget: the spend of every run whose `selector` (k=v) matches, per calendar period (UTC).
+struct BudgetRecord {
+  std::string selector;           ///< "team=nlp", "project=x", "user=alice" (user and host match those columns)
+  MicroUsd limit_micros = 0;
+  std::string period = "month";   ///< day | week (from Monday) | month
+  std::int64_t updated_unix_ms = 0;
+};
+
+/// What the runs matching a selector spent since a time.
+struct SelectorSpend {
+  MicroUsd spent_micros = 0;     ///< Σ cost of the matching runs started since then (live runs as of their heartbeat)
+  std::int64_t runs = 0;         ///< matching runs
+  std::int64_t live_runs = 0;    ///< of which running now (a fresh heartbeat)
+};
+
+/// A run with everything recorded about it (ledger copy, spool replay).
+struct RunBundle {
+  RunRecord run;
+  std::vector<SampleRecord> samples;
+  std::vector<ProgressRecord> progress;
+  std::vector<ActionRecord> actions;
+  std::vector<RollupRecord> rollups;
+  std::vector<InferenceRecord> inference;
+  std::vector<CellRecord> cells;
+};
+
+/// What import_run did.
+struct ImportOutcome {
+  std::int64_t run_id = 0;  ///< the run's id in this ledger
+  bool imported = false;    ///< false: the key was imported before (nothing written now)
+};
+
+/// Splits "k=v" into its key and value; usage error naming `what` for anything else (keys: letters, digits,
+/// `_ . - /`).
+Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector, const std::string& what);
+/// Start (unix ms, UTC) of the budget period `period` (day | week | month) containing `now_unix_ms`.
+Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_t now_unix_ms);
+/// True when a run's labels (or its user / host for those keys) match the selector key=value.
+bool run_matches(const RunRecord& run, const std::string& key, const std::string& value);
+/// True for a PostgreSQL location (postgresql:// or postgres://, or libpq key=value with `dbname=`).
+bool is_postgres_location(const std::string& location);
+/// The location with any password removed (URI user:password@, password=… key, ?password=…), for messages.
+std::string redact_location(const std::string& location);
+
 /// The ledger. Not thread-safe: one Ledger per thread.
 class Ledger {
  public:
-  /// Opens (creating with mode 0600 and WAL) the ledger at `path`. ErrorKind::unavailable with a clear
-  /// message when it is locked, corrupt or not a ledger.
-  static Result<std::unique_ptr<Ledger>> open(const std::string& path);
-  /// The default path: $GPUMETER_LEDGER, else $XDG_DATA_HOME/gpumeter/ledger.db, else ~/.local/share/...
+  /// The schema version this gpumeter writes; older ledgers are migrated on open (and by `ledger migrate`).
+  static constexpr int kSchemaVersion = 3;
+  /// Opens the ledger at `location`: a SQLite path (or `sqlite:PATH`), created with mode 0600 and WAL, or a
+  /// PostgreSQL URI (schema created / migrated). ErrorKind::unavailable with a clear message (the password
+  /// never in it) when it is locked, corrupt, not a ledger, or the server cannot be reached.
+  static Result<std::unique_ptr<Ledger>> open(const std::string& location);
+  /// The default location: $GPUMETER_LEDGER, else $XDG_DATA_HOME/gpumeter/ledger.db, else ~/.local/share/...
   static std::string default_path();
   /// A run left "running" is interrupted when its meter is gone: same host and the pid is dead (or reused
   /// by another program), or another host and no heartbeat for this long.
   static constexpr std::int64_t kStaleHeartbeatMs = 120'000;
   virtual ~Ledger() = default;
+
+  /// Where this ledger is, for messages (the password removed).
+  virtual std::string describe() const = 0;
+  /// "sqlite" or "postgresql".
+  virtual std::string backend() const = 0;
+  /// The schema version stored in the ledger.
+  virtual Result<int> schema_version() const = 0;
 
   /// Inserts a run (status running) and returns its id.
   virtual Result<std::int64_t> begin_run(const RunRecord& run) = 0;
@@ -180,6 +246,9 @@ class Ledger {
   virtual Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const = 0;
   virtual Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const = 0;
   virtual Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const = 0;
+  /// The rollups of `filter` (limit ignored) summed per run and `bucket_ms` bucket, in the database (one
+  /// GROUP BY instead of every minute's row). The default sums rollups().
+  virtual Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const;
   /// Appends serving counters (committed before return). The default keeps none (ledgers without them).
   virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
     (void)records;
@@ -200,6 +269,101 @@ class Ledger {
     (void)run_id;
     return std::vector<InferenceRecord>{};
   }
+
+  /// Writes a whole run in one transaction, once per `import_key`: a key already imported is skipped and its
+  /// run id returned (replays and copies are idempotent). `into_run_id` > 0: the run already exists here
+  /// (begun before the ledger went away) and is updated, its rows appended; else a new run is inserted.
+  virtual Result<ImportOutcome> import_run(const RunBundle& bundle, const std::string& import_key,
+                                           std::int64_t into_run_id) = 0;
+  /// Creates or replaces the budget of `budget.selector`.
+  virtual Result<void> set_budget(const BudgetRecord& budget) = 0;
+  /// Every budget, by selector.
+  virtual Result<std::vector<BudgetRecord>> budgets() const = 0;
+  /// Removes a budget; not_found when there is none for `selector`.
+  virtual Result<void> remove_budget(const std::string& selector) = 0;
+  /// Spend of the runs matching key=value started at or after `since_unix_ms`, leaving out run
+  /// `exclude_run_id` (0: none). One aggregate query.
+  virtual Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value,
+                                               std::int64_t since_unix_ms, std::int64_t exclude_run_id) const = 0;
 };
+
+/// A ledger for one run's writes on a shared (PostgreSQL) ledger that never fails the run: while the
+/// ledger answers, writes go to it; when it cannot be reached (at the start or mid-run) the run goes on
+/// into a local spool file (SQLite) under `spool_dir`, replayed into the ledger by finish() or, when it is
+/// still down then, by the next command that opens it (replay_spool). Replays are idempotent: a spool is
+/// imported once, even when two commands replay it at once. Reads go to where the writes go; a team budget
+/// cannot be checked while spooling (selector_spend: unavailable).
+class SpoolingLedger final : public Ledger {
+ public:
+  /// Never fails: an unreachable ledger starts the run spooled (see notes()).
+  SpoolingLedger(std::string location, std::string spool_dir);
+  ~SpoolingLedger() override;
+  /// What happened, for the user: the ledger unreachable, the run spooled, replayed (passwords removed).
+  std::vector<std::string> take_notes();
+  /// At the run's end: replays this run's spool when the ledger is back; the run's id in the ledger (0 when
+  /// it stays spooled for the next command).
+  std::int64_t finish();
+  /// True while writes go to the spool.
+  bool spooling() const { return spool_ != nullptr; }
+
+  std::string describe() const override;
+  std::string backend() const override;
+  Result<int> schema_version() const override;
+  Result<std::int64_t> begin_run(const RunRecord& run) override;
+  Result<void> update_run(const RunRecord& run) override;
+  Result<void> append(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
+                      const std::vector<ActionRecord>& actions) override;
+  Result<void> append_rollups(const std::vector<RollupRecord>& rollups) override;
+  Result<void> append_inference(const std::vector<InferenceRecord>& records) override;
+  Result<RunRecord> run(std::int64_t id) const override;
+  Result<RunRecord> last_run() const override;
+  Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override;
+  Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override;
+  Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const override;
+  Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const override;
+  Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const override;
+  Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const override;
+  Result<void> append_cells(const std::vector<CellRecord>& cells) override;
+  Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override;
+  Result<ImportOutcome> import_run(const RunBundle& bundle, const std::string& import_key,
+                                   std::int64_t into_run_id) override;
+  Result<void> set_budget(const BudgetRecord& budget) override;
+  Result<std::vector<BudgetRecord>> budgets() const override;
+  Result<void> remove_budget(const std::string& selector) override;
+  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since_unix_ms,
+                                       std::int64_t exclude_run_id) const override;
+
+ private:
+  Ledger& active() const;
+  /// Switches to the spool after `why`; false when even the spool cannot be written.
+  bool start_spool(const Error& why);
+  std::int64_t local_id(std::int64_t id) const;
+  template <class T>
+  std::vector<T> to_local(const std::vector<T>& rows) const;
+
+  std::string location_;
+  std::string spool_dir_;
+  std::unique_ptr<Ledger> primary_;
+  std::unique_ptr<Ledger> spool_;
+  std::string spool_name_;  ///< file stem under spool_dir_
+  int lock_fd_ = -1;
+  std::optional<RunRecord> run_;  ///< the run as last written
+  std::int64_t target_run_id_ = 0;
+  std::int64_t spool_run_id_ = 0;
+  std::vector<std::string> notes_;
+};
+
+/// Where spooled runs wait: $GPUMETER_SPOOL_DIR, else $XDG_DATA_HOME/gpumeter/spool, else ~/.local/share/...
+std::string default_spool_dir();
+/// Replays the finished spooled runs of `spool_dir` meant for `ledger` (idempotent; a run still being
+/// spooled by a live gpumeter is left alone); returns how many were replayed now.
+Result<std::size_t> replay_spool(Ledger& ledger, const std::string& spool_dir);
+
+/// Every record of run `id` of `ledger`.
+Result<RunBundle> load_bundle(const Ledger& ledger, std::int64_t id);
+
+/// Copies every run of `from` into `to` (idempotent per source run: a copy run twice copies nothing twice)
+/// and the budgets; returns the number of runs copied now.
+Result<std::size_t> copy_ledger(const Ledger& from, Ledger& to);
 
 }  // namespace gm

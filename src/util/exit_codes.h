@@ -12,6 +12,7 @@ inline constexpr int kExitNotFound = 4;      ///< unknown run / GPU / offer / mo
 inline constexpr int kExitUnavailable = 5;   ///< ledger locked or corrupt, server unreachable
 inline constexpr int kExitGuardStop = 86;    ///< run, attach: gpumeter stopped the job (budget, forecast or idle)
 inline constexpr int kExitPreempted = 87;    ///< run, attach: stopped on the cloud's preemption notice
+inline constexpr int kExitTeamBudgetSpent = 88;  ///< run, attach: a team budget the run matches is spent; not started
 
 /// Maps an error category to its exit code.
 inline int exit_code_for(ErrorKind kind) {

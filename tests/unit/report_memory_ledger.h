@@ -12,6 +12,30 @@ class MemoryLedger : public Ledger {
   void add_rollup(RollupRecord r) { rollups_.push_back(r); }
   void add_progress(ProgressRecord p) { progress_.push_back(std::move(p)); }
 
+  std::string describe() const override { return "memory"; }
+  std::string backend() const override { return "memory"; }
+  Result<int> schema_version() const override { return Ledger::kSchemaVersion; }
+  Result<ImportOutcome> import_run(const RunBundle& b, const std::string&, std::int64_t) override {
+    GM_TRY(std::int64_t id, begin_run(b.run));
+    return ImportOutcome{id, true};
+  }
+  Result<void> set_budget(const BudgetRecord& b) override {
+    budgets_.push_back(b);
+    return ok_result();
+  }
+  Result<std::vector<BudgetRecord>> budgets() const override { return budgets_; }
+  Result<void> remove_budget(const std::string&) override { return make_error(ErrorKind::not_found, "none"); }
+  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since,
+                                       std::int64_t exclude) const override {
+    SelectorSpend s;
+    for (const auto& r : runs_)
+      if (r.id != exclude && r.start_unix_ms >= since && run_matches(r, key, value)) {
+        s.spent_micros += r.cost_micros;
+        ++s.runs;
+      }
+    return s;
+  }
+
   Result<std::int64_t> begin_run(const RunRecord& run) override {
     runs_.push_back(run);
     runs_.back().id = static_cast<std::int64_t>(runs_.size());
@@ -78,6 +102,7 @@ class MemoryLedger : public Ledger {
   std::vector<ProgressRecord> progress_;
   std::vector<ActionRecord> actions_;
   std::vector<RollupRecord> rollups_;
+  std::vector<BudgetRecord> budgets_;
 };
 
 }  // namespace gm::test

@@ -1,0 +1,47 @@
+// Team budgets read from the ledger: which budgets guard a run, and what their selectors spent.
+#include "guard/session.h"
+
+namespace gm {
+
+namespace {
+Result<TeamBudgetStatus> status_of(const Ledger& ledger, const BudgetRecord& b, std::int64_t now_unix_ms) {
+  TeamBudgetStatus s;
+  GM_TRY(auto kv, parse_selector(b.selector, "budget"));
+  s.budget.selector = b.selector;
+  s.budget.key = kv.first;
+  s.budget.value = kv.second;
+  s.budget.period = b.period;
+  s.budget.limit_micros = b.limit_micros;
+  GM_TRY(s.budget.period_start_unix_ms, period_start_unix_ms(b.period, now_unix_ms));
+  GM_TRY(SelectorSpend spend, ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
+  s.spent_micros = spend.spent_micros;
+  s.runs = spend.runs;
+  s.live_runs = spend.live_runs;
+  return s;
+}
+}  // namespace
+
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger, std::int64_t now_unix_ms) {
+  GM_TRY(std::vector<BudgetRecord> budgets, ledger.budgets());
+  std::vector<TeamBudgetStatus> out;
+  for (const auto& b : budgets) {
+    GM_TRY(TeamBudgetStatus s, status_of(ledger, b, now_unix_ms));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger, const RunRecord& run,
+                                                            std::int64_t now_unix_ms) {
+  GM_TRY(std::vector<BudgetRecord> budgets, ledger.budgets());
+  std::vector<TeamBudgetStatus> out;
+  for (const auto& b : budgets) {
+    auto kv = parse_selector(b.selector, "budget");
+    if (!kv || !run_matches(run, kv->first, kv->second)) continue;
+    GM_TRY(TeamBudgetStatus s, status_of(ledger, b, now_unix_ms));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace gm

@@ -1,0 +1,21 @@
+#pragma once
+// FOCUS 1.x export (FinOps Open Cost and Usage Specification): one CSV row per run and allocated GPU over
+// the run's charge period, so finance tools ingest measured GPU cost. Costs are split from the run's integer
+// micro-dollars, so Σ BilledCost over the rows equals the multi-run report's total exactly.
+#include <string>
+#include <vector>
+
+#include "report/multi.h"
+#include "store/store.h"
+#include "util/result.h"
+
+namespace gm {
+
+/// The FOCUS columns, in file order.
+const std::vector<std::string>& focus_columns();
+/// FOCUS CSV (header + rows) of the runs `options` selects (the same runs as build_multi_report).
+Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& options);
+/// Micro-dollars as an exact decimal ("12.345678", "-0.000001").
+std::string format_micros_decimal(MicroUsd micros);
+
+}  // namespace gm

@@ -1,0 +1,203 @@
+// What the ledger's back ends share: run columns, liveness, selectors, budget periods, locations, copying.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <ctime>
+
+#include "store/detail.h"
+#include "sys/proc.h"
+
+namespace gm {
+namespace store_detail {
+
+std::string run_columns(bool with_id) {
+  std::string out = with_id ? "id" : "";
+  for (const char* c : kRunColumnNames) out += (out.empty() ? "" : ", ") + std::string(c);
+  return out;
+}
+
+std::string this_host() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::int64_t now_unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool meter_is_dead(const RunRecord& r) {
+  if (r.meter_host == this_host()) {
+    if (r.meter_pid <= 0) return true;
+    const auto pid = static_cast<pid_t>(r.meter_pid);
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    // A live pid that is not a gpumeter any more was reused.
+    auto comm = read_small_file("/proc/" + std::to_string(r.meter_pid) + "/comm");
+    if (comm && comm->rfind("gpumeter", 0) != 0) return true;
+    return false;
+  }
+  return now_unix_ms() - r.heartbeat_unix_ms > Ledger::kStaleHeartbeatMs;
+}
+
+void stamp_meter(RunRecord& r, bool refresh) {
+  if (r.meter_pid == 0) r.meter_pid = getpid();
+  if (r.meter_host.empty()) r.meter_host = this_host();
+  if (refresh || r.heartbeat_unix_ms == 0) r.heartbeat_unix_ms = now_unix_ms();
+}
+
+void include_committed(RunRecord& r, std::int64_t last_t_ms, MicroUsd cost, double energy_j) {
+  if (last_t_ms > r.wall_ms) {
+    r.wall_ms = last_t_ms;
+    const std::int64_t g = std::max<std::int64_t>(1, r.billing_granularity_s);
+    const std::int64_t billed = (r.wall_ms + g * 1000 - 1) / (g * 1000) * g;
+    r.billed_s = std::max({r.billed_s, billed, r.billing_minimum_s});
+  }
+  r.cost_micros = std::max(r.cost_micros, cost);
+  r.energy_j = std::max(r.energy_j, energy_j);
+}
+
+}  // namespace store_detail
+
+Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector, const std::string& what) {
+  const auto eq = selector.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == selector.size())
+    return make_error(ErrorKind::usage, what + " '" + selector + "': expected KEY=VALUE, e.g. team=nlp");
+  std::string key = selector.substr(0, eq);
+  for (char c : key)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/'))
+      return make_error(ErrorKind::usage, what + " '" + selector + "': a key has letters, digits, _ . - / only");
+  return std::make_pair(key, selector.substr(eq + 1));
+}
+
+Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_t now_unix_ms) {
+  const std::int64_t day_ms = 86'400'000;
+  const std::int64_t days = (now_unix_ms >= 0 ? now_unix_ms : now_unix_ms - day_ms + 1) / day_ms;
+  if (period == "day") return days * day_ms;
+  if (period == "week") {
+    // 1970-01-01 was a Thursday: Monday-based weekday = (days + 3) mod 7.
+    const std::int64_t weekday = ((days + 3) % 7 + 7) % 7;
+    return (days - weekday) * day_ms;
+  }
+  if (period == "month") {
+    const std::time_t t = static_cast<std::time_t>(days * 86'400);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    return static_cast<std::int64_t>(timegm(&tm)) * 1000;
+  }
+  return make_error(ErrorKind::usage, "--per '" + period + "': expected day, week or month");
+}
+
+bool run_matches(const RunRecord& run, const std::string& key, const std::string& value) {
+  if (key == "user") return run.user == value;
+  if (key == "host") return run.host == value;
+  auto it = run.labels.find(key);
+  return it != run.labels.end() && it->second == value;
+}
+
+bool is_postgres_location(const std::string& location) {
+  return location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0 ||
+         location.rfind("postgresql:", 0) == 0 || location.find("dbname=") != std::string::npos;
+}
+
+std::string redact_location(const std::string& location) {
+  std::string s = location;
+  // URI: scheme://user:password@host
+  if (const auto scheme = s.find("://"); scheme != std::string::npos) {
+    const auto at = s.find('@', scheme + 3);
+    const auto slash = s.find('/', scheme + 3);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
+      const auto colon = s.find(':', scheme + 3);
+      if (colon != std::string::npos && colon < at) s = s.substr(0, colon) + ":***" + s.substr(at);
+    }
+  }
+  // password=… as a URI parameter or a key=value word.
+  for (std::size_t pos = 0; (pos = s.find("password=", pos)) != std::string::npos;) {
+    const bool word_start = pos == 0 || s[pos - 1] == '?' || s[pos - 1] == '&' || s[pos - 1] == ' ';
+    pos += 9;
+    if (!word_start) continue;
+    std::size_t end = pos;
+    if (end < s.size() && s[end] == '\'') {
+      ++end;
+      while (end < s.size() && s[end] != '\'') end += s[end] == '\\' ? 2 : 1;
+      end = std::min(s.size(), end + 1);
+    } else {
+      while (end < s.size() && s[end] != '&' && s[end] != ' ') ++end;
+    }
+    s = s.substr(0, pos) + "***" + s.substr(end);
+  }
+  return s;
+}
+
+Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const {
+  RunFilter f = filter;
+  f.limit.reset();
+  GM_TRY(std::vector<RollupRecord> rows, rollups(f));
+  std::map<std::pair<std::int64_t, std::int64_t>, RollupBucket> sums;
+  for (const auto& r : rows) {
+    const std::int64_t start = r.minute_unix * 60'000 / bucket_ms * bucket_ms;
+    RollupBucket& b = sums[{r.run_id, start}];
+    b.run_id = r.run_id;
+    b.start_unix_ms = start;
+    b.samples += r.samples;
+    b.utilization_sum_pct += r.utilization_sum_pct;
+    b.energy_j += r.energy_j;
+    b.cost_micros += r.cost_micros;
+  }
+  std::vector<RollupBucket> out;
+  out.reserve(sums.size());
+  for (auto& [k, b] : sums) out.push_back(b);
+  return out;
+}
+
+Result<RunBundle> load_bundle(const Ledger& ledger, std::int64_t id) {
+  RunBundle b;
+  GM_TRY(b.run, ledger.run(id));
+  GM_TRY(b.samples, ledger.samples(id));
+  GM_TRY(b.progress, ledger.progress(id));
+  GM_TRY(b.actions, ledger.actions(id));
+  GM_TRY(b.inference, ledger.inference(id));
+  GM_TRY(b.cells, ledger.cells(id));
+  RunFilter all;
+  GM_TRY(std::vector<RollupRecord> rollups, ledger.rollups(all));
+  for (auto& r : rollups)
+    if (r.run_id == id) b.rollups.push_back(r);
+  return b;
+}
+
+Result<std::size_t> copy_ledger(const Ledger& from, Ledger& to) {
+  GM_TRY(std::vector<RunRecord> runs, from.runs());
+  // Rollups of every run in one read (a per-run read would scan the table once per run).
+  GM_TRY(std::vector<RollupRecord> rollups, from.rollups(RunFilter{}));
+  std::map<std::int64_t, std::vector<RollupRecord>> rollups_of;
+  for (auto& r : rollups) rollups_of[r.run_id].push_back(r);
+  const std::string source = from.backend() + ":" + redact_location(from.describe());
+  std::size_t copied = 0;
+  // Oldest first, so the copies' ids keep the source's order.
+  std::reverse(runs.begin(), runs.end());
+  for (const RunRecord& r : runs) {
+    RunBundle b;
+    b.run = r;
+    GM_TRY(b.samples, from.samples(r.id));
+    GM_TRY(b.progress, from.progress(r.id));
+    GM_TRY(b.actions, from.actions(r.id));
+    GM_TRY(b.inference, from.inference(r.id));
+    GM_TRY(b.cells, from.cells(r.id));
+    b.rollups = std::move(rollups_of[r.id]);
+    const std::string key = "copy:" + source + "#" + std::to_string(r.id);
+    GM_TRY(ImportOutcome done, to.import_run(b, key, 0));
+    if (done.imported) ++copied;
+  }
+  GM_TRY(std::vector<BudgetRecord> budgets, from.budgets());
+  for (const auto& b : budgets) GM_TRY_VOID(to.set_budget(b));
+  return copied;
+}
+
+}  // namespace gm

@@ -1,0 +1,433 @@
+// The ledger suite, run against both back ends: SQLite and a real PostgreSQL 15 server started by the tests
+// (tests/support/postgres_server.h; never a mock).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include "store/store.h"
+#include "support/postgres_server.h"
+#include "support/support.h"
+
+namespace gm {
+namespace {
+
+struct SqliteBackend {
+  test::TempDir dir;
+  std::string location() const { return dir.path() + "/ledger.db"; }
+  /// Runs SQL directly on the ledger (test set-up: an older schema).
+  void sql(const std::string& text) const {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(location().c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  static constexpr const char* kName = "Sqlite";
+};
+
+struct PostgresBackend {
+  std::string db;
+  PostgresBackend() {
+    auto& server = test::PostgresServer::shared();
+    if (server.ok()) db = server.create_database();
+  }
+  std::string location() const { return test::PostgresServer::shared().uri(db); }
+  void sql(const std::string& text) const {
+    const std::string err = test::PostgresServer::shared().exec(db, text);
+    ASSERT_EQ(err, "");
+  }
+  static constexpr const char* kName = "Postgres";
+};
+
+template <class B>
+class LedgerBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if constexpr (std::is_same_v<B, PostgresBackend>) {
+      ASSERT_TRUE(test::PostgresServer::shared().ok()) << test::PostgresServer::shared().error();
+      ASSERT_FALSE(backend.db.empty()) << "CREATE DATABASE failed";
+    }
+    auto l = Ledger::open(backend.location());
+    ASSERT_TRUE(l.ok()) << l.error().message;
+    ledger = std::move(*l);
+  }
+  B backend;
+  std::unique_ptr<Ledger> ledger;
+};
+
+struct BackendNames {
+  template <class T>
+  static std::string GetName(int) {
+    return T::kName;
+  }
+};
+using Backends = ::testing::Types<SqliteBackend, PostgresBackend>;
+TYPED_TEST_SUITE(LedgerBackendTest, Backends, BackendNames);
+
+RunRecord sample_run() {
+  RunRecord r;
+  r.command = "python train.py --lr 1e-4 'quoted' \"x\"";
+  r.user = "alice";
+  r.host = "box1";
+  r.labels = {{"team", "nlp"}, {"exp", "42"}};
+  r.start_unix_ms = 1'700'000'000'000;
+  r.price_micros_per_gpu_hour = 3'600'000'000;
+  r.price_source = "--price";
+  r.provider = "aws";
+  r.region = "us-east-1";
+  r.billing_granularity_s = 1;
+  r.billing_minimum_s = 60;
+  r.gpus_allocated = {"GPU-a", "GPU-b"};
+  r.gpu_model = "H100 SXM 80GB";
+  r.budget_usd = 40.0;
+  r.total_steps = 1000;
+  r.energy_j = 0.1 + 0.2;  // a double that needs 17 digits
+  r.co2_kg = 1.0 / 3.0;
+  return r;
+}
+
+TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
+  Ledger& l = *this->ledger;
+  auto id = l.begin_run(sample_run());
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  auto r = l.run(*id);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->status, "running");  // this process is alive
+  EXPECT_EQ(r->command, sample_run().command);
+  EXPECT_EQ(r->labels, sample_run().labels);
+  EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ(r->meter_pid, getpid());
+  EXPECT_FALSE(r->end_unix_ms.has_value());
+  EXPECT_FALSE(r->exit_code.has_value());
+  EXPECT_EQ(*r->budget_usd, 40.0);
+  EXPECT_EQ(r->energy_j, 0.1 + 0.2);
+  EXPECT_EQ(*r->co2_kg, 1.0 / 3.0);
+  EXPECT_EQ(r->price_micros_per_gpu_hour, 3'600'000'000);
+
+  SampleRecord s;
+  s.run_id = *id;
+  s.t_ms = 1000;
+  s.gpu_index = 1;
+  s.gpu_uuid = "GPU-b";
+  s.utilization_pct = 97.25;
+  s.memory_used_bytes = 61'000ull << 20;
+  s.energy_j = 650.125;
+  s.cost_micros = 1'000'001;
+  s.job_present = true;
+  ProgressRecord p{*id, 1500, 10, 1000, std::nullopt, 5000, {{"loss", 2.5}}, 1'500'000};
+  ActionRecord a{*id, 2000, "warn", 2'000'000, "80% of budget, 'quoted'"};
+  ASSERT_TRUE(l.append({s}, {p}, {a}).ok());
+  InferenceRecord inf{*id, 3000, "llama", "vllm", 10.0, 20.0, std::nullopt, 3.0, 2'500'000};
+  ASSERT_TRUE(l.append_inference({inf}).ok());
+  ASSERT_TRUE(l.append_cells({CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, "ok", "model.fit(x)"}}).ok());
+  RollupRecord ru{*id, 28'333'333, 1, 60, 5820.5, 6.4e10, 39000.0, 60'000'060};
+  ASSERT_TRUE(l.append_rollups({ru}).ok());
+
+  RunRecord done = *r;
+  done.status = "succeeded";
+  done.end_unix_ms = r->start_unix_ms + 5000;
+  done.exit_code = 0;
+  done.cost_micros = 5'000'000;
+  done.billed_s = 60;
+  done.gpus_used = {"GPU-b"};
+  done.stopped_by = std::nullopt;
+  ASSERT_TRUE(l.update_run(done).ok());
+
+  auto back = l.run(*id);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->status, "succeeded");
+  EXPECT_EQ(back->cost_micros, 5'000'000);
+  EXPECT_EQ(*back->exit_code, 0);
+  EXPECT_EQ(back->gpus_used, (std::vector<std::string>{"GPU-b"}));
+  auto ss = l.samples(*id);
+  ASSERT_TRUE(ss.ok());
+  ASSERT_EQ(ss->size(), 1u);
+  EXPECT_EQ(ss->at(0).memory_used_bytes, 61'000ull << 20);
+  EXPECT_FALSE(ss->at(0).power_w.has_value());
+  EXPECT_EQ(*ss->at(0).utilization_pct, 97.25);
+  EXPECT_TRUE(ss->at(0).job_present);
+  EXPECT_EQ(ss->at(0).cost_micros, 1'000'001);
+  auto ps = l.progress(*id);
+  ASSERT_EQ(ps->size(), 1u);
+  EXPECT_EQ(*ps->at(0).step, 10);
+  EXPECT_FALSE(ps->at(0).samples.has_value());
+  EXPECT_EQ(ps->at(0).metrics.at("loss"), 2.5);
+  auto as = l.actions(*id);
+  ASSERT_EQ(as->size(), 1u);
+  EXPECT_EQ(as->at(0).message, "80% of budget, 'quoted'");
+  auto is = l.inference(*id);
+  ASSERT_EQ(is->size(), 1u);
+  EXPECT_EQ(*is->at(0).generated_tokens, 20.0);
+  EXPECT_FALSE(is->at(0).cached_tokens.has_value());
+  auto cs = l.cells(*id);
+  ASSERT_EQ(cs->size(), 1u);
+  EXPECT_EQ(cs->at(0).cell_id, 7);
+  EXPECT_EQ(cs->at(0).source, "model.fit(x)");
+  EXPECT_FALSE(cs->at(0).utilization_pct.has_value());
+  auto rs = l.rollups(RunFilter{});
+  ASSERT_EQ(rs->size(), 1u);
+  EXPECT_EQ(rs->at(0).cost_micros, 60'000'060);
+  EXPECT_EQ(rs->at(0).utilization_sum_pct, 5820.5);
+}
+
+TYPED_TEST(LedgerBackendTest, ListsNewestFirstFiltersAndReplacesRollups) {
+  Ledger& l = *this->ledger;
+  EXPECT_EQ(l.last_run().error().kind, ErrorKind::not_found);
+  std::int64_t first = 0;
+  for (int i = 0; i < 3; ++i) {
+    RunRecord r = sample_run();
+    r.start_unix_ms += i * 60'000;
+    r.command = "job" + std::to_string(i);
+    auto id = l.begin_run(r);
+    ASSERT_TRUE(id.ok());
+    if (i == 0) first = *id;
+  }
+  auto all = l.runs();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ(all->front().command, "job2");
+  EXPECT_EQ(l.last_run()->command, "job2");
+  RunFilter f;
+  f.since_unix_ms = sample_run().start_unix_ms + 60'000;
+  EXPECT_EQ(l.runs(f)->size(), 2u);
+  f.limit = 1;
+  EXPECT_EQ(l.runs(f)->size(), 1u);
+  EXPECT_EQ(l.run(999'999).error().kind, ErrorKind::not_found);
+  RunRecord missing = sample_run();
+  missing.id = 999'999;
+  EXPECT_EQ(l.update_run(missing).error().kind, ErrorKind::not_found);
+
+  ASSERT_TRUE(l.append_rollups({RollupRecord{first, 100, 0, 30, 10, 1, 1, 500}}).ok());
+  ASSERT_TRUE(l.append_rollups({RollupRecord{first, 100, 0, 60, 20, 2, 2, 1000},
+                                RollupRecord{first, 101, 0, 5, 1, 1, 1, 7}})
+                  .ok());
+  auto rs = l.rollups(RunFilter{});
+  ASSERT_EQ(rs->size(), 2u);
+  EXPECT_EQ(rs->at(0).samples, 60);
+  EXPECT_EQ(rs->at(0).cost_micros, 1000);
+  RunFilter since;
+  since.since_unix_ms = 101 * 60'000;
+  EXPECT_EQ(l.rollups(since)->size(), 1u);
+  // Summed per run and hour in the database, as the default implementation sums them.
+  auto hours = l.rollup_buckets(RunFilter{}, 3'600'000);
+  ASSERT_TRUE(hours.ok()) << hours.error().message;
+  ASSERT_EQ(hours->size(), 1u);
+  EXPECT_EQ(hours->at(0).run_id, first);
+  EXPECT_EQ(hours->at(0).start_unix_ms, 3'600'000);
+  EXPECT_EQ(hours->at(0).samples, 65);
+  EXPECT_EQ(hours->at(0).cost_micros, 1007);
+  EXPECT_EQ(hours->at(0).utilization_sum_pct, 21.0);
+  auto by_default = l.Ledger::rollup_buckets(RunFilter{}, 3'600'000);
+  ASSERT_EQ(by_default->size(), 1u);
+  EXPECT_EQ(by_default->at(0).cost_micros, 1007);
+  EXPECT_EQ(l.rollup_buckets(since, 3'600'000)->at(0).samples, 5);
+}
+
+TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
+  Ledger& l = *this->ledger;
+  RunBundle b;
+  b.run = sample_run();
+  b.run.status = "succeeded";
+  b.run.cost_micros = 123'456;
+  b.samples.push_back(SampleRecord{77, 1000, 0, "GPU-a", 50.0, std::nullopt, 300.0, 60.0, 300.0, 123'456, true});
+  b.actions.push_back(ActionRecord{77, 1000, "warn", 1, "m"});
+  b.cells.push_back(CellRecord{77, 1, 0, 500, 9, 50.0, "ok", "x = 1"});
+  b.rollups.push_back(RollupRecord{77, 28'333'333, 0, 1, 50, 0, 300, 123'456});
+  auto first = l.import_run(b, "spool:abc#1", 0);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  EXPECT_TRUE(first->imported);
+  auto again = l.import_run(b, "spool:abc#1", 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->imported);
+  EXPECT_EQ(again->run_id, first->run_id);
+  EXPECT_EQ(l.runs()->size(), 1u);
+  auto ss = l.samples(first->run_id);
+  ASSERT_EQ(ss->size(), 1u);
+  EXPECT_EQ(ss->at(0).run_id, first->run_id);
+  ASSERT_EQ(l.cells(first->run_id)->size(), 1u);
+  EXPECT_EQ(l.cells(first->run_id)->at(0).run_id, first->run_id);
+
+  // Into a run begun before the ledger went away: its row is updated, the spooled rows appended.
+  auto begun = l.begin_run(sample_run());
+  ASSERT_TRUE(begun.ok());
+  ASSERT_TRUE(l.append({SampleRecord{*begun, 1000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 10, true}}, {}, {}).ok());
+  RunBundle rest;
+  rest.run = sample_run();
+  rest.run.status = "succeeded";
+  rest.run.cost_micros = 30;
+  rest.samples.push_back(SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true});
+  auto into = l.import_run(rest, "spool:def#1", *begun);
+  ASSERT_TRUE(into.ok()) << into.error().message;
+  EXPECT_EQ(into->run_id, *begun);
+  EXPECT_EQ(l.run(*begun)->status, "succeeded");
+  EXPECT_EQ(l.run(*begun)->cost_micros, 30);
+  EXPECT_EQ(l.samples(*begun)->size(), 2u);
+  EXPECT_EQ(l.runs()->size(), 2u);
+}
+
+TYPED_TEST(LedgerBackendTest, BudgetsSetReplaceListRemove) {
+  Ledger& l = *this->ledger;
+  EXPECT_TRUE(l.budgets()->empty());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 10'000'000, "day", 0}).ok());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"project=x", 5'000'000, "month", 0}).ok());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 20'000'000, "week", 0}).ok());
+  auto all = l.budgets();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ(all->at(0).selector, "project=x");
+  EXPECT_EQ(all->at(1).selector, "team=nlp");
+  EXPECT_EQ(all->at(1).limit_micros, 20'000'000);
+  EXPECT_EQ(all->at(1).period, "week");
+  EXPECT_GT(all->at(1).updated_unix_ms, 0);
+  ASSERT_TRUE(l.remove_budget("project=x").ok());
+  EXPECT_EQ(l.remove_budget("project=x").error().kind, ErrorKind::not_found);
+  EXPECT_EQ(l.budgets()->size(), 1u);
+}
+
+TYPED_TEST(LedgerBackendTest, SelectorSpendCountsMatchingRunsSinceThePeriodStart) {
+  Ledger& l = *this->ledger;
+  const std::int64_t since = 1'700'000'000'000;
+  auto add = [&](std::map<std::string, std::string> labels, const std::string& user, const std::string& host,
+                 std::int64_t start, MicroUsd cost, bool live) {
+    RunRecord r = sample_run();
+    r.labels = std::move(labels);
+    r.user = user;
+    r.host = host;
+    r.start_unix_ms = start;
+    if (!live) r.status = "succeeded";
+    auto id = l.begin_run(r);
+    EXPECT_TRUE(id.ok());
+    r.id = *id;
+    r.cost_micros = cost;
+    EXPECT_TRUE(l.update_run(r).ok());
+    return *id;
+  };
+  const auto a = add({{"team", "nlp"}}, "alice", "h1", since, 1'000'000, true);
+  add({{"team", "nlp"}}, "bob", "h2", since + 5, 2'000'000, false);
+  add({{"team", "cv"}}, "alice", "h1", since + 5, 4'000'000, false);
+  add({{"team", "nlp"}}, "bob", "h2", since - 1, 8'000'000, false);  // before the period
+  add({{"team", "nlp'x"}}, "eve", "h3", since, 16'000'000, false);
+
+  auto nlp = l.selector_spend("team", "nlp", since, 0);
+  ASSERT_TRUE(nlp.ok()) << nlp.error().message;
+  EXPECT_EQ(nlp->spent_micros, 3'000'000);
+  EXPECT_EQ(nlp->runs, 2);
+  EXPECT_EQ(nlp->live_runs, 1);
+  auto others = l.selector_spend("team", "nlp", since, a);
+  EXPECT_EQ(others->spent_micros, 2'000'000);
+  EXPECT_EQ(others->live_runs, 0);
+  EXPECT_EQ(l.selector_spend("user", "alice", since, 0)->spent_micros, 5'000'000);
+  EXPECT_EQ(l.selector_spend("host", "h2", since, 0)->spent_micros, 2'000'000);
+  EXPECT_EQ(l.selector_spend("team", "nlp'x", since, 0)->spent_micros, 16'000'000);
+  EXPECT_EQ(l.selector_spend("project", "x", since, 0)->runs, 0);
+}
+
+TYPED_TEST(LedgerBackendTest, MigratesAnOlderSchemaOnOpen) {
+  auto id = this->ledger->begin_run(sample_run());
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(*this->ledger->schema_version(), Ledger::kSchemaVersion);
+  this->ledger.reset();
+  // A version-1 ledger: no budgets, no imports.
+  this->backend.sql("DROP TABLE budgets; DROP TABLE imports; UPDATE meta SET value='1' WHERE key='schema_version';");
+  auto again = Ledger::open(this->backend.location());
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*(*again)->schema_version(), Ledger::kSchemaVersion);
+  EXPECT_EQ((*again)->run(*id)->command, sample_run().command);
+  EXPECT_TRUE((*again)->set_budget(BudgetRecord{"team=nlp", 1, "day", 0}).ok());
+  // A newer ledger than this gpumeter is refused, not damaged.
+  (*again).reset();
+  this->backend.sql("UPDATE meta SET value='99' WHERE key='schema_version';");
+  auto newer = Ledger::open(this->backend.location());
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.error().message.find("newer"), std::string::npos) << newer.error().message;
+}
+
+TYPED_TEST(LedgerBackendTest, CopyFromSqliteLosesNothingAndIsIdempotent) {
+  test::TempDir dir;
+  auto src = Ledger::open("sqlite:" + dir.path() + "/old.db");
+  ASSERT_TRUE(src.ok());
+  for (int i = 0; i < 3; ++i) {
+    RunRecord r = sample_run();
+    r.start_unix_ms += i * 1000;
+    r.command = "job" + std::to_string(i);
+    auto id = (*src)->begin_run(r);
+    ASSERT_TRUE(id.ok());
+    r.id = *id;
+    r.status = "succeeded";
+    r.cost_micros = 1'000'003 * (i + 1);
+    ASSERT_TRUE((*src)->update_run(r).ok());
+    ASSERT_TRUE((*src)
+                    ->append({SampleRecord{*id, 1000, 0, "GPU-a", 50.5, 1ull << 40, 300.0, 60.0, 300.0, 17, true}},
+                             {ProgressRecord{*id, 900, 5, 10, 1, 2, {{"acc", 0.25}}, 3}},
+                             {ActionRecord{*id, 950, "warn", 4, "w"}})
+                    .ok());
+    ASSERT_TRUE((*src)->append_rollups({RollupRecord{*id, 28'333'333 + i, 0, 60, 3030, 1e9, 18000, 17}}).ok());
+  }
+  ASSERT_TRUE((*src)->set_budget(BudgetRecord{"team=nlp", 9'000'000, "month", 1}).ok());
+  auto copied = copy_ledger(**src, *this->ledger);
+  ASSERT_TRUE(copied.ok()) << copied.error().message;
+  EXPECT_EQ(*copied, 3u);
+  EXPECT_EQ(*copy_ledger(**src, *this->ledger), 0u);  // a second copy adds nothing
+
+  auto from = (*src)->runs();
+  auto to = this->ledger->runs();
+  ASSERT_EQ(to->size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const RunRecord& a = from->at(i);
+    const RunRecord& b = to->at(i);
+    EXPECT_EQ(a.command, b.command);
+    EXPECT_EQ(a.cost_micros, b.cost_micros);
+    EXPECT_EQ(a.labels, b.labels);
+    EXPECT_EQ(a.energy_j, b.energy_j);
+    EXPECT_EQ(*a.co2_kg, *b.co2_kg);
+    EXPECT_EQ(a.start_unix_ms, b.start_unix_ms);
+    auto sa = (*src)->samples(a.id);
+    auto sb = this->ledger->samples(b.id);
+    ASSERT_EQ(sb->size(), 1u);
+    EXPECT_EQ(sa->at(0).memory_used_bytes, sb->at(0).memory_used_bytes);
+    EXPECT_EQ(sa->at(0).utilization_pct, sb->at(0).utilization_pct);
+    EXPECT_EQ(this->ledger->progress(b.id)->at(0).metrics.at("acc"), 0.25);
+    EXPECT_EQ(this->ledger->actions(b.id)->size(), 1u);
+  }
+  EXPECT_EQ(this->ledger->rollups(RunFilter{})->size(), 3u);
+  ASSERT_EQ(this->ledger->budgets()->size(), 1u);
+  EXPECT_EQ(this->ledger->budgets()->at(0).limit_micros, 9'000'000);
+}
+
+TEST(LedgerLocationTest, RedactsPasswordsAndTellsBackEnds) {
+  EXPECT_EQ(redact_location("postgresql://alice:s3cret@db.example:5432/gm"), "postgresql://alice:***@db.example:5432/gm");
+  EXPECT_EQ(redact_location("postgresql://alice@db/gm?sslmode=require&password=s3cret"),
+            "postgresql://alice@db/gm?sslmode=require&password=***");
+  EXPECT_EQ(redact_location("host=db dbname=gm password='a b' user=x"), "host=db dbname=gm password=*** user=x");
+  EXPECT_EQ(redact_location("/var/lib/gm/ledger.db"), "/var/lib/gm/ledger.db");
+  EXPECT_TRUE(is_postgres_location("postgresql://alice@db/gm"));
+  EXPECT_TRUE(is_postgres_location("postgres://alice@db/gm"));
+  EXPECT_TRUE(is_postgres_location("host=db dbname=gm"));
+  EXPECT_FALSE(is_postgres_location("sqlite:/tmp/x.db"));
+  EXPECT_FALSE(is_postgres_location("/tmp/postgresql.db"));
+}
+
+TEST(LedgerLocationTest, BudgetPeriodsAndSelectors) {
+  // 2026-11-25 (a Wednesday) 13:45:10 UTC.
+  const std::int64_t now = 1'795'614'310'000;
+  EXPECT_EQ(*period_start_unix_ms("day", now), 1'795'564'800'000);    // 2026-11-25 00:00
+  EXPECT_EQ(*period_start_unix_ms("week", now), 1'795'392'000'000);   // Monday 2026-11-23
+  EXPECT_EQ(*period_start_unix_ms("month", now), 1'793'491'200'000);  // 2026-11-01
+  EXPECT_EQ(period_start_unix_ms("year", now).error().kind, ErrorKind::usage);
+  auto kv = parse_selector("team=nlp", "SELECTOR");
+  ASSERT_TRUE(kv.ok());
+  EXPECT_EQ(kv->first, "team");
+  EXPECT_EQ(kv->second, "nlp");
+  EXPECT_FALSE(parse_selector("team", "SELECTOR").ok());
+  EXPECT_FALSE(parse_selector("=nlp", "SELECTOR").ok());
+  EXPECT_FALSE(parse_selector("te\"am=nlp", "SELECTOR").ok());
+  RunRecord r;
+  r.user = "alice";
+  r.host = "h1";
+  r.labels = {{"team", "nlp"}};
+  EXPECT_TRUE(run_matches(r, "team", "nlp"));
+  EXPECT_TRUE(run_matches(r, "user", "alice"));
+  EXPECT_TRUE(run_matches(r, "host", "h1"));
+  EXPECT_FALSE(run_matches(r, "team", "cv"));
+  EXPECT_FALSE(run_matches(r, "project", "nlp"));
+}
+
+}  // namespace
+}  // namespace gm
