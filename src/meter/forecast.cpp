@@ -64,10 +64,18 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   };
   const std::int64_t remaining_steps = std::max<std::int64_t>(0, *total_ - *last_step_);
   const double since_last = std::max(0.0, now_s - *last_t_s_);
+  // The step shown may lag the real one by up to one report interval (bars redraw at most every 0.1 s,
+  // rich 4-10 times a second, logs every N steps).
+  std::vector<double> reports = report_s_;
+  std::nth_element(reports.begin(), reports.begin() + static_cast<std::ptrdiff_t>(reports.size() / 2),
+                   reports.end());
+  const double report_lag_s = reports.empty() ? 0.0 : reports[reports.size() / 2];
+  // The work goes on between reports: the time since the last one counts as done, up to one report
+  // interval (a longer silence is a pause, an evaluation, not progress).
   auto remaining = [&](double s_per_step) {
     if (remaining_steps == 0) return 0.0;
-    return std::max(0.0,
-                    static_cast<double>(remaining_steps) * s_per_step - std::min(since_last, s_per_step));
+    return std::max(0.0, static_cast<double>(remaining_steps) * s_per_step -
+                             std::min(since_last, std::max(s_per_step, report_lag_s)));
   };
   // Work left but no time per step measured (every interval instant): no forecast rather than "spent".
   if (remaining_steps > 0 && percentile(0.5) <= 0) return std::nullopt;
@@ -75,12 +83,7 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   f.s_per_step = percentile(0.5);
   f.remaining_s = remaining(f.s_per_step);
   f.total_usd = spent_usd + f.remaining_s * burn_usd_per_s;
-  // The step shown may lag the real one by up to one report interval (bars redraw at most every 0.1 s,
-  // logs every N steps): the fast end of the interval allows for that much work already done.
-  std::vector<double> reports = report_s_;
-  std::nth_element(reports.begin(), reports.begin() + static_cast<std::ptrdiff_t>(reports.size() / 2),
-                   reports.end());
-  const double report_lag_s = reports.empty() ? 0.0 : reports[reports.size() / 2];
+  // The fast end of the interval allows for one more report interval of work already done.
   // A steady job can still change pace: the interval is at least ±kMinSpread of the remaining time.
   const double low_s = std::min(remaining(percentile(0.1)) - report_lag_s, (1 - kMinSpread) * f.remaining_s);
   const double high_s = std::max(remaining(percentile(0.9)), (1 + kMinSpread) * f.remaining_s);
