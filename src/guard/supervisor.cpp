@@ -88,6 +88,7 @@ struct Supervisor::Impl {
   std::optional<ProgressRecord> latest_progress;
   std::optional<Forecast> forecast;
   std::optional<std::string> progress_note;  ///< why the progress is ambiguous, for the status line
+  bool nesting_revised = false;  ///< the nesting changed and the status line has not shown a new forecast
   std::int64_t malformed = 0;
   /// Notifications in flight: detached threads share this, so a hanging webhook never holds the run.
   struct Notifications {
@@ -178,10 +179,11 @@ struct Supervisor::Impl {
       progress_note = total ? std::nullopt : u.ambiguity;
     }
     if (u.nesting_changed) {
-      // The unit of a step changed: no forecast mixes two units; it is withheld until it is re-estimated.
+      // The unit of a step changed: no forecast mixes two units; it is withheld until it is re-estimated,
+      // and the status line says so at least once.
       forecaster = Forecaster();
       forecast.reset();
-      if (!progress_note) progress_note = "progress nesting revised: forecast restarts";
+      nesting_revised = true;
     }
     if (u.step) forecaster.add(t_s, *u.step, total);
     ProgressRecord p;
@@ -693,6 +695,8 @@ struct Supervisor::Impl {
       s.total_steps = latest_progress->total_steps;
     }
     s.progress_note = progress_note;
+    if (nesting_revised && !s.progress_note)
+      s.progress_note = forecast ? "progress nesting revised" : "progress nesting revised: forecast restarts";
     s.forecast = forecast;
     if (meter) s.gpus = meter->latest();
     s.stopping = stopping;
@@ -820,6 +824,7 @@ void Supervisor::on_time() {
       while (m.next_status_every_ns <= now) m.next_status_every_ns += *m.cfg.status_every_ms * 1'000'000;
     }
     m.sink.status(m.snapshot(now), periodic);
+    if (m.forecast) m.nesting_revised = false;  // shown, and the forecast is back
   }
   if (m.stopping && !m.killed && now >= m.kill_deadline_ns) {
     m.killed = true;

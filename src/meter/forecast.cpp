@@ -14,26 +14,37 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
       seen_first_interval_ = false;
       last_step_.reset();
       last_t_s_.reset();
+      base_step_.reset();
+      base_t_s_.reset();
     }
     total_ = total_steps;
   }
   if (last_step_ && step == *last_step_) return;  // a repeated report keeps the first time it was seen
-  if (last_step_ && step > *last_step_ && last_t_s_) {
-    const double dt = t_s - *last_t_s_;
-    report_s_.push_back(std::max(0.0, dt));
-    if (report_s_.size() > kWindow) report_s_.erase(report_s_.begin());
-    const std::int64_t dsteps = step - *last_step_;
-    const bool warm_up =
-        !seen_first_interval_ || (total_ && static_cast<double>(step) <= 0.02 * static_cast<double>(*total_));
-    seen_first_interval_ = true;
-    if (!warm_up && dt >= 0) {
-      per_step_s_.push_back({dt / static_cast<double>(dsteps), dsteps});
-      if (per_step_s_.size() > kWindow) per_step_s_.erase(per_step_s_.begin());
-    }
-  }
-  // A step going backwards (a restarted counter) starts a new base without an interval.
+  const bool backwards = last_step_ && step < *last_step_;
   last_step_ = step;
   last_t_s_ = t_s;
+  if (!base_step_ || !base_t_s_ || backwards) {
+    // The first report, or a step going backwards (a restarted counter): a new base without an interval.
+    base_step_ = step;
+    base_t_s_ = t_s;
+    return;
+  }
+  const double dt = t_s - *base_t_s_;
+  // Reports read together (several output lines in one read) carry no timing: the interval waits until
+  // time has passed, over all their steps.
+  if (dt < kMinIntervalS) return;
+  const std::int64_t dsteps = step - *base_step_;
+  base_step_ = step;
+  base_t_s_ = t_s;
+  report_s_.push_back(dt);
+  if (report_s_.size() > kWindow) report_s_.erase(report_s_.begin());
+  const bool warm_up =
+      !seen_first_interval_ || (total_ && static_cast<double>(step) <= 0.02 * static_cast<double>(*total_));
+  seen_first_interval_ = true;
+  if (!warm_up) {
+    per_step_s_.push_back({dt / static_cast<double>(dsteps), dsteps});
+    if (per_step_s_.size() > kWindow) per_step_s_.erase(per_step_s_.begin());
+  }
 }
 
 std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, double burn_usd_per_s) const {
@@ -53,10 +64,18 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   };
   const std::int64_t remaining_steps = std::max<std::int64_t>(0, *total_ - *last_step_);
   const double since_last = std::max(0.0, now_s - *last_t_s_);
+  // The step shown may lag the real one by up to one report interval (bars redraw at most every 0.1 s,
+  // rich 4-10 times a second, logs every N steps).
+  std::vector<double> reports = report_s_;
+  std::nth_element(reports.begin(), reports.begin() + static_cast<std::ptrdiff_t>(reports.size() / 2),
+                   reports.end());
+  const double report_lag_s = reports.empty() ? 0.0 : reports[reports.size() / 2];
+  // The work goes on between reports: the time since the last one counts as done, up to one report
+  // interval (a longer silence is a pause, an evaluation, not progress).
   auto remaining = [&](double s_per_step) {
     if (remaining_steps == 0) return 0.0;
-    return std::max(0.0,
-                    static_cast<double>(remaining_steps) * s_per_step - std::min(since_last, s_per_step));
+    return std::max(0.0, static_cast<double>(remaining_steps) * s_per_step -
+                             std::min(since_last, std::max(s_per_step, report_lag_s)));
   };
   // Work left but no time per step measured (every interval instant): no forecast rather than "spent".
   if (remaining_steps > 0 && percentile(0.5) <= 0) return std::nullopt;
@@ -64,14 +83,12 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   f.s_per_step = percentile(0.5);
   f.remaining_s = remaining(f.s_per_step);
   f.total_usd = spent_usd + f.remaining_s * burn_usd_per_s;
-  // The step shown may lag the real one by up to one report interval (bars redraw at most every 0.1 s,
-  // logs every N steps): the fast end of the interval allows for that much work already done.
-  std::vector<double> reports = report_s_;
-  std::nth_element(reports.begin(), reports.begin() + static_cast<std::ptrdiff_t>(reports.size() / 2),
-                   reports.end());
-  const double report_lag_s = reports.empty() ? 0.0 : reports[reports.size() / 2];
-  f.low_usd = spent_usd + std::max(0.0, remaining(percentile(0.1)) - report_lag_s) * burn_usd_per_s;
-  f.high_usd = spent_usd + remaining(percentile(0.9)) * burn_usd_per_s;
+  // The fast end of the interval allows for one more report interval of work already done.
+  // A steady job can still change pace: the interval is at least ±kMinSpread of the remaining time.
+  const double low_s = std::min(remaining(percentile(0.1)) - report_lag_s, (1 - kMinSpread) * f.remaining_s);
+  const double high_s = std::max(remaining(percentile(0.9)), (1 + kMinSpread) * f.remaining_s);
+  f.low_usd = spent_usd + std::max(0.0, low_s) * burn_usd_per_s;
+  f.high_usd = spent_usd + high_s * burn_usd_per_s;
   // Never narrower than the spend: low >= spent, and with work left the upper end is above it.
   f.low_usd = std::max(f.low_usd, spent_usd);
   f.total_usd = std::max(f.total_usd, f.low_usd);

@@ -106,13 +106,18 @@ struct Forecast {
 /// data-loader warm-up) and every interval ending within the first 2 % of the steps are excluded; the
 /// estimate is the median of per-step times over the last kWindow intervals (each interval weighted by its
 /// step count); the interval comes from their 10th and 90th percentiles, its low end less the median time
-/// between reports (the step shown lags the real one). It never reaches below the spend, and with steps left
+/// between reports (the step shown lags the real one), and is at least ±kMinSpread of the remaining time.
+/// Reports less than kMinIntervalS apart are merged. It never reaches below the spend, and with steps left
 /// its high end is above it. No forecast until kMinIntervals usable intervals exist, when the total is
 /// unknown, or when steps are left but no time per step was measured.
 class Forecaster {
  public:
   static constexpr std::size_t kWindow = 64;
   static constexpr std::size_t kMinIntervals = 3;
+  /// Reports closer together than this (read in one burst) are merged into one interval.
+  static constexpr double kMinIntervalS = 0.05;
+  /// The interval is at least this fraction of the remaining time either side of the median estimate.
+  static constexpr double kMinSpread = 0.05;
 
   /// Records that `step` was reached at `t_s` seconds since the run's start (`total_steps` when known).
   void add(double t_s, std::int64_t step, std::optional<std::int64_t> total_steps);
@@ -132,6 +137,8 @@ class Forecaster {
   std::vector<double> report_s_;      // seconds between progress reports, window
   std::optional<double> last_t_s_;
   std::optional<std::int64_t> last_step_;
+  std::optional<double> base_t_s_;  // where the next interval starts
+  std::optional<std::int64_t> base_step_;
   std::optional<std::int64_t> total_;
   bool seen_first_interval_ = false;
 };

@@ -89,7 +89,7 @@ class ProgressMatrixIntegrationTest : public ::testing::Test {
 
 TEST_F(ProgressMatrixIntegrationTest,
        EveryLayoutEndsAtItsWorkWithAForecastWithinTenPercentAtAQuarterToAHalf) {
-  const nlohmann::json index = run_layouts({}, 4);
+  const nlohmann::json index = run_layouts({}, 6);
   ASSERT_GE(index.size(), 20u) << "at least 20 layouts";
   for (const auto& layout : index) {
     const std::string name = layout["name"];

@@ -15,7 +15,7 @@ import time
 
 from tqdm import tqdm, trange
 
-WORK_S = float(os.environ.get("LAYOUT_WORK_S", "6.0"))  # seconds of counted work per layout
+WORK_S = float(os.environ.get("LAYOUT_WORK_S", "9.0"))  # seconds of counted work per layout
 STEPS = 180
 
 
