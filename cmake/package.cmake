@@ -43,6 +43,9 @@ install(PROGRAMS ${CMAKE_SOURCE_DIR}/deploy/slurm/gpumeter-prolog.sh ${CMAKE_SOU
 # Debian 12 keeps units in /lib/systemd/system (the merged-/usr moratorium); absolute paths below are the
 # package's own, whatever the install prefix.
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/debian/gpumeter-agent.service DESTINATION /lib/systemd/system)
+# prices update, daily, disabled by default (docs/catalog.md).
+install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/gpumeter-prices-update.service
+        ${CMAKE_SOURCE_DIR}/deploy/systemd/gpumeter-prices-update.timer DESTINATION /lib/systemd/system)
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/debian/config.toml DESTINATION /etc/gpumeter)
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/debian/gpumeter-agent.default DESTINATION /etc/default
         RENAME gpumeter-agent)

@@ -8,7 +8,8 @@ import math
 import os
 import socket
 
-__all__ = ["progress", "enabled", "dropped", "HFCallback", "LightningCallback"]
+__all__ = ["progress", "enabled", "dropped", "HFCallback", "LightningCallback", "load_ipython_extension",
+           "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 _sock = None
@@ -127,3 +128,16 @@ def LightningCallback(*args, **kwargs):
     """A PyTorch Lightning ``Callback`` reporting steps and logged metrics."""
     from .integrations import make_lightning_callback
     return make_lightning_callback()(*args, **kwargs)
+
+
+def load_ipython_extension(ipython):
+    """``%load_ext gpumeter``: a live cost badge, per-cell costs and a budget for this notebook's kernel
+    (see :mod:`gpumeter.notebook`)."""
+    from .notebook import load_ipython_extension as load
+    load(ipython)
+
+
+def unload_ipython_extension(ipython):
+    """``%unload_ext gpumeter``: the meter detaches and records what it metered."""
+    from .notebook import unload_ipython_extension as unload
+    unload(ipython)

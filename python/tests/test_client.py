@@ -108,3 +108,15 @@ class ClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ExtensionEntryPointTest(unittest.TestCase):
+    def test_package_is_an_ipython_extension_without_importing_ipython(self):
+        # %load_ext gpumeter finds these on the package; importing the stdlib-only client must not need IPython.
+        self.assertTrue(callable(gpumeter.load_ipython_extension))
+        self.assertTrue(callable(gpumeter.unload_ipython_extension))
+        code = "import sys, gpumeter; print('IPython' in sys.modules)"
+        import subprocess
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(gpumeter.__file__))))
+        self.assertEqual(out.stdout.strip(), "False", out.stderr)

@@ -1,10 +1,13 @@
 #include "catalog/catalog.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -83,6 +86,31 @@ Result<std::vector<GpuSpec>> load_gpus(std::string_view text, std::string_view o
   return out;
 }
 
+std::vector<InstanceGpus> load_instance_gpus() {
+  std::vector<InstanceGpus> out;
+  auto text = embedded_file("instance_gpus.csv");
+  if (!text) return out;
+  auto t = parse_csv(*text, "instance_gpus.csv");
+  if (!t) return out;
+  for (const auto& r : t->rows) {
+    Cols c{*t, r};
+    InstanceGpus g;
+    g.provider = to_lower(c.get("provider"));
+    g.instance = c.get("instance");
+    g.gpu = c.get("gpu");
+    auto count = parse_number(c.get("gpu_count"));
+    if (!count || *count <= 0 || g.instance.empty()) continue;
+    g.gpu_count = *count;
+    if (auto v = parse_number(c.get("vcpus"))) g.vcpus = *v;
+    if (auto m = parse_number(c.get("memory_gib"))) g.memory_gib = *m;
+    g.host_family = c.get("host_family");
+    g.gpu_sku = c.get("gpu_sku");
+    g.source = c.get("source");
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view origin, bool user) {
   GM_TRY(auto t, parse_csv(text, origin));
   GM_TRY_VOID(require_columns(t, {"provider", "region", "instance", "gpu", "gpu_count", "ondemand_usd_per_hour"}, origin));
@@ -98,6 +126,14 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
       return make_error(fmt::format("{}:{}: provider and instance must not be empty", origin, r.line));
     GM_TRY(auto count, opt_num(c, "gpu_count", origin));
     o.gpu_count = count.value_or(0);
+    const std::string kind = c.get("kind");
+    if (kind != "host_vm" && kind != "gpu_only") {
+      // A row without its GPU count (or model) takes it from the documented instance family.
+      if (const InstanceGpus* fam = find_instance_gpus(o.provider, o.instance)) {
+        if (!count) o.gpu_count = fam->gpu_count;
+        if (o.gpu.empty()) o.gpu = fam->gpu;
+      }
+    }
     GM_TRY(o.vcpus, opt_num(c, "vcpus", origin));
     GM_TRY(o.memory_gib, opt_num(c, "memory_gib", origin));
     GM_TRY(o.ondemand_usd_per_hour, opt_num(c, "ondemand_usd_per_hour", origin));
@@ -107,11 +143,11 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
         return make_error(fmt::format("{}:{}: ${}/h for {} GPUs is more than ${} per GPU-hour", origin, r.line,
                                       *price, o.gpu_count, kMaxUsdPerGpuHour));
     }
-    const std::string kind = c.get("kind");
     if (kind == "gpu_only") o.flags.push_back("gpu_only_needs_host_vm");
     if (kind == "host_vm") o.flags.push_back("host_vm_row");
     o.source = c.get("source");
     o.date = c.get("date");
+    o.fetched_at = c.get("fetched_at");
     if (user) {
       o.user_override = true;
       if (o.source.empty()) o.source = std::string(origin);
@@ -200,6 +236,7 @@ const std::vector<DeviceName>& device_names() {
 
 // GPUs an instance type holds, from the providers' naming schemes; nullopt when the name says nothing.
 std::optional<double> expected_gpu_count(const std::string& provider, const std::string& instance) {
+  if (const InstanceGpus* fam = find_instance_gpus(provider, instance)) return fam->gpu_count;
   std::smatch m;
   if (provider == "gcp") {
     static const std::regex re(R"(-(\d+)g$)");
@@ -239,6 +276,18 @@ std::optional<double> expected_gpu_count(const std::string& provider, const std:
 }
 
 }  // namespace
+
+const std::vector<InstanceGpus>& instance_gpus_table() {
+  static const std::vector<InstanceGpus> table = load_instance_gpus();
+  return table;
+}
+
+const InstanceGpus* find_instance_gpus(std::string_view provider, std::string_view instance) {
+  const std::string p = to_lower(provider);
+  for (const auto& g : instance_gpus_table())
+    if (g.provider == p && g.instance == instance) return &g;
+  return nullptr;
+}
 
 std::optional<double> Offer::usd_per_gpu_hour(bool spot) const {
   const auto& price = spot ? spot_usd_per_hour : ondemand_usd_per_hour;
@@ -453,14 +502,90 @@ std::optional<Pue> Catalog::pue_for(std::string_view provider, std::string_view 
   return std::nullopt;
 }
 
-std::string Catalog::newest_price_date() const {
+std::string Catalog::newest_price_date(std::string_view provider) const {
   std::string newest;
-  for (const auto& o : offers_) newest = std::max(newest, o.date);
+  for (const auto& o : offers_)
+    if (provider.empty() || o.provider == provider) newest = std::max(newest, o.date);
   return newest;
+}
+
+namespace {
+
+std::string number_text(const std::optional<double>& v) {
+  return v ? fmt::format("{}", *v) : std::string();
+}
+
+}  // namespace
+
+std::string offers_to_csv(const std::vector<Offer>& offers) {
+  std::string out =
+      "provider,region,instance,gpu,gpu_count,vcpus,memory_gib,ondemand_usd_per_hour,spot_usd_per_hour,kind,"
+      "source,"
+      "date,fetched_at\n";
+  for (const auto& o : offers) {
+    const bool host_vm = std::find(o.flags.begin(), o.flags.end(), "host_vm_row") != o.flags.end();
+    const bool gpu_only =
+        std::find(o.flags.begin(), o.flags.end(), "gpu_only_needs_host_vm") != o.flags.end();
+    const std::string fields[] = {o.provider,
+                                  o.region,
+                                  o.instance,
+                                  o.gpu,
+                                  o.gpu_count > 0 ? fmt::format("{}", o.gpu_count) : std::string(),
+                                  number_text(o.vcpus),
+                                  number_text(o.memory_gib),
+                                  number_text(o.ondemand_usd_per_hour),
+                                  number_text(o.spot_usd_per_hour),
+                                  host_vm    ? "host_vm"
+                                  : gpu_only ? "gpu_only"
+                                             : "instance",
+                                  o.source,
+                                  o.date,
+                                  o.fetched_at};
+    bool first = true;
+    for (const auto& f : fields) {
+      if (!first) out += ',';
+      out += csv_escape(f);
+      first = false;
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+Result<std::vector<Offer>> read_offers_file(const std::string& path) {
+  auto text = read_small_file(path);
+  if (!text) return make_error(fmt::format("{}: cannot read the offers file", path));
+  return load_offers(*text, path, true);
+}
+
+namespace {
+
+constexpr const char* kSystemCatalog = "/var/lib/gpumeter/offers.csv";
+
+}  // namespace
+
+std::string user_catalog_path() {
+  if (const char* d = std::getenv("GPUMETER_DATA_DIR"); d && *d) return std::string(d) + "/offers.csv";
+  if (const char* x = std::getenv("XDG_DATA_HOME"); x && *x) return std::string(x) + "/gpumeter/offers.csv";
+  if (::geteuid() == 0) return kSystemCatalog;
+  if (const char* h = std::getenv("HOME"); h && *h)
+    return std::string(h) + "/.local/share/gpumeter/offers.csv";
+  return kSystemCatalog;
+}
+
+std::optional<std::string> existing_user_catalog_path() {
+  std::error_code ec;
+  const std::string mine = user_catalog_path();
+  if (std::filesystem::exists(mine, ec)) return mine;
+  // An explicit data directory is the whole answer (tests, the packaged timer); otherwise the node's catalog.
+  if (const char* d = std::getenv("GPUMETER_DATA_DIR"); d && *d) return std::nullopt;
+  if (std::filesystem::exists(kSystemCatalog, ec)) return std::string(kSystemCatalog);
+  return std::nullopt;
 }
 
 Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override) {
   GM_TRY(auto catalog, Catalog::builtin());
+  if (auto fetched = existing_user_catalog_path()) GM_TRY_VOID(catalog.merge_offers_file(*fetched));
   if (catalog_override) GM_TRY_VOID(catalog.merge_offers_file(*catalog_override));
   return catalog;
 }

@@ -49,12 +49,31 @@ struct Offer {
   std::optional<double> spot_usd_per_hour;      ///< whole instance
   std::string source;                      ///< where the price was read
   std::string date;                        ///< when (YYYY-MM-DD)
+  std::string fetched_at;  ///< when `prices update` fetched it (ISO 8601 UTC); "" for built-in rows
   std::vector<std::string> flags;          ///< sanity-check flags ("spot_above_ondemand", ...)
   bool user_override = false;              ///< came from the user's override file
 
   /// On-demand (or spot) $/GPU-hour, if the price is known.
   std::optional<double> usd_per_gpu_hour(bool spot = false) const;
 };
+
+/// What an instance type holds, from the provider's documented instance family (data/instance_gpus.csv).
+struct InstanceGpus {
+  std::string provider;
+  std::string instance;  ///< "Standard_ND96isr_H100_v5"
+  std::string gpu;       ///< GpuSpec::id (or a name the specs do not have yet)
+  double gpu_count = 0;
+  std::optional<double> vcpus;
+  std::optional<double> memory_gib;
+  std::string host_family;  ///< GCP: machine family whose core and RAM SKUs price the host ("A3")
+  std::string gpu_sku;      ///< GCP: the GPU SKU's description before " running in" ("Nvidia H100 80GB GPU")
+  std::string source;       ///< the provider's page that documents it
+};
+
+/// The built-in instance family table (data/instance_gpus.csv).
+const std::vector<InstanceGpus>& instance_gpus_table();
+/// The documented GPUs of `instance` at `provider`; nullptr when the table does not know it.
+const InstanceGpus* find_instance_gpus(std::string_view provider, std::string_view instance);
 
 /// How a provider bills: billed_s = max(ceil(wall_s / granularity_s) * granularity_s, minimum_s).
 struct BillingRule {
@@ -130,8 +149,8 @@ class Catalog {
                                     std::string_view dataset = {}) const;
   /// PUE for provider+region, falling back to the provider average; nullopt if none.
   std::optional<Pue> pue_for(std::string_view provider, std::string_view region) const;
-  /// Date of the newest price in the catalog (YYYY-MM-DD), for `doctor`'s "catalog age".
-  std::string newest_price_date() const;
+  /// Date of the newest price in the catalog (YYYY-MM-DD), for `doctor`'s "catalog age"; `provider` "" = all.
+  std::string newest_price_date(std::string_view provider = {}) const;
 
  private:
   std::vector<GpuSpec> gpus_;
@@ -146,7 +165,22 @@ class Catalog {
 /// matching the instance family, zero or missing prices, GCP GPU-only rows without their host VM price...).
 void flag_offers(std::vector<Offer>& offers, const std::vector<GpuSpec>& gpus);
 
-/// The built-in catalog with the --catalog override file (when given) merged on top.
+/// Offers as CSV with the columns of data/offers.csv plus `fetched_at` (what `prices update` writes).
+std::string offers_to_csv(const std::vector<Offer>& offers);
+
+/// Reads an offers CSV file (data/offers.csv columns) without merging it; errors name file:line.
+Result<std::vector<Offer>> read_offers_file(const std::string& path);
+
+/// Where `prices update` writes the fetched catalog: $GPUMETER_DATA_DIR/offers.csv, else
+/// $XDG_DATA_HOME/gpumeter/offers.csv, else /var/lib/gpumeter/offers.csv for root, else
+/// ~/.local/share/gpumeter/offers.csv.
+std::string user_catalog_path();
+/// The fetched catalog commands read: user_catalog_path() when it exists, else the system one
+/// (/var/lib/gpumeter/offers.csv, written by the packaged timer) when it exists.
+std::optional<std::string> existing_user_catalog_path();
+
+/// The built-in catalog, the fetched catalog (existing_user_catalog_path()) over it, offer by offer, and the
+/// --catalog override file (when given) on top.
 Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override);
 
 }  // namespace gm

@@ -18,7 +18,10 @@ std::span<const Command> commands();
 int cmd_gpus(int argc, char** argv);
 int cmd_doctor(int argc, char** argv);
 int cmd_prices(int argc, char** argv);
+/// gpumeter prices update: fetch the providers' price lists into the user catalog.
+int cmd_prices_update(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_attach(int argc, char** argv);
 int cmd_runs(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_compare(int argc, char** argv);

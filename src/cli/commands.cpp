@@ -8,6 +8,7 @@ const Command kCommands[] = {
     {"doctor", "what works here: NVML, driver, energy counter, MIG, permissions, catalog age", cmd_doctor},
     {"prices", "GPU offers from the catalog, cheapest first, with source and date", cmd_prices},
     {"run", "run a command metered: live cost, forecast, budget guard, report", cmd_run},
+    {"attach", "meter a running process gpumeter did not start (a notebook kernel, a job)", cmd_attach},
     {"runs", "the ledger's runs", cmd_runs},
     {"report", "report on one run, many runs, or the fleet (Prometheus)", cmd_report},
     {"compare", "compare two runs: cost, time, KPIs; a release gate for CI", cmd_compare},
@@ -16,7 +17,8 @@ const Command kCommands[] = {
     {"agent", "per-owner cost on this node as Prometheus metrics", cmd_agent},
     {"top", "live view of devices and owners with $/h and $ so far", cmd_top},
     {"demo", "the main job on this machine, end to end (simulated GPU when there is none)", cmd_demo},
-    {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger", cmd_record_job},
+    {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger",
+     cmd_record_job},
 };
 }  // namespace
 

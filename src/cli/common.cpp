@@ -32,8 +32,8 @@ const char* group_of(const std::string& name) {
       {"Server", {"--listen", "--web-config", "--interval", "--state", "--once"}},
       {"Ledger and notifications", {"--ledger", "--label", "--notify", "--webhook"}},
       {"Output",
-       {"--json", "--csv", "--html", "--json-report", "--quiet", "--status-every", "--top", "--by",
-        "--no-progress", "--partial"}},
+       {"--json", "--csv", "--html", "--json-report", "--json-lines", "--quiet", "--status-every", "--top",
+        "--by", "--no-progress", "--partial"}},
   };
   for (const auto& [group, names] : groups)
     for (const auto& n : names)

@@ -76,7 +76,7 @@ std::optional<long> days_since(const std::string& date) {
 }
 
 void print_catalog() {
-  auto catalog = Catalog::builtin();
+  auto catalog = load_catalog(std::nullopt);
   if (!catalog) {
     std::printf("\ncatalog          NOT AVAILABLE: %s\n", catalog.error().message.c_str());
     return;
@@ -86,6 +86,34 @@ void print_catalog() {
   std::printf("\ncatalog          %zu GPUs, %zu offers; newest price %s%s\n", catalog->gpus().size(),
               catalog->offers().size(), newest.empty() ? "unknown" : newest.c_str(),
               age ? fmt::format(" ({} days old)", *age).c_str() : "");
+  const auto fetched = existing_user_catalog_path();
+  std::printf("  fetched prices %s\n",
+              fetched
+                  ? fetched->c_str()
+                  : fmt::format("none yet ({} after 'gpumeter prices update')", user_catalog_path()).c_str());
+  std::set<std::string> providers;
+  for (const auto& o : catalog->offers()) providers.insert(o.provider);
+  bool stale = false;
+  for (const auto& p : providers) {
+    const std::string date = catalog->newest_price_date(p);
+    const auto days = days_since(date);
+    std::size_t n = 0, from_fetch = 0;
+    for (const auto& o : catalog->offers())
+      if (o.provider == p) {
+        ++n;
+        if (!o.fetched_at.empty()) ++from_fetch;
+      }
+    const bool old = days && *days > 30;
+    stale = stale || old;
+    std::printf("  %-14s %zu offers (%zu fetched), newest %s%s%s\n", p.c_str(), n, from_fetch,
+                date.empty() ? "undated" : date.c_str(),
+                days ? fmt::format(", {} days old", *days).c_str() : "",
+                old ? "  WARNING: older than 30 days" : "");
+  }
+  if (stale)
+    std::printf(
+        "  prices older than 30 days may no longer match your bill: run 'gpumeter prices update' "
+        "(or enable gpumeter-prices-update.timer)\n");
 }
 
 /// Whether the kubelet pod-resources socket answers (pod names and GPUs held by pods for agent and top).

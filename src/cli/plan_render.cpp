@@ -370,6 +370,10 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
   out += fmt::format("At {:.0f} %: {} is cheaper by {}.\n", in.utilization * 100,
                      r.own_total_usd < r.cloud_total_usd ? "owning" : "the cloud",
                      format_usd(std::fabs(r.own_total_usd - r.cloud_total_usd)));
+  out += fmt::format(
+      "To meter runs on these GPUs at this cost: [pricing] onprem_usd_per_gpu_hour = {:.4f} in the config "
+      "file (docs/catalog.md).\n",
+      r.own_usd_per_used_gpu_hour);
   return out;
 }
 

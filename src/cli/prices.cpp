@@ -11,6 +11,7 @@
 #include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "meter/meter.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
@@ -45,11 +46,12 @@ Result<std::set<std::string>> select_gpus(const Catalog& catalog, const std::str
 }  // namespace
 
 int cmd_prices(int argc, char** argv) {
+  if (argc > 1 && std::string_view(argv[1]) == "update") return cmd_prices_update(argc - 1, argv + 1);
   CLI::App app{"GPU offers from the catalog, cheapest first, with source and date", "prices"};
   std::string gpu_query;
   std::string provider, region;
   bool spot = false, all_regions = false, json = false;
-  std::optional<std::string> catalog_file;
+  std::optional<std::string> catalog_file, config_file;
   app.add_option("gpu", gpu_query, "GPU[:N], e.g. H100, H100:8, A100-80GB, L4");
   app.add_option("--provider", provider, "only this provider (aws, gcp, azure, lambda, ...)");
   app.add_option("--region", region, "only this region");
@@ -57,10 +59,17 @@ int cmd_prices(int argc, char** argv) {
   app.add_flag("--all-regions", all_regions, "one row per region (default: each instance at its cheapest region)");
   app.add_flag("--json", json, "machine-readable output");
   app.add_option("--catalog", catalog_file, "offers CSV merged over the built-in catalog");
+  app.add_option("--config", config_file,
+                 "config file with your [pricing] rates (default $XDG_CONFIG_HOME/gpumeter/config.toml)");
+  app.footer(
+      "Subcommand: gpumeter prices update [--provider P] [--region R]... [--endpoint URL] [--dry-run] "
+      "[--accept-changes]");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto catalog = load_catalog(catalog_file);
   if (!catalog) return fail("prices", catalog.error());
+  auto rates = load_contract_rates(config_file);
+  if (!rates) return fail("prices", rates.error());
 
   std::optional<std::set<std::string>> gpus;
   std::optional<double> count;
@@ -115,17 +124,27 @@ int cmd_prices(int argc, char** argv) {
   if (json) {
     nlohmann::json out = {{"offers", nlohmann::json::array()}};
     for (const Offer* o : rows) {
-      out["offers"].push_back({{"provider", o->provider},
-                               {"region", o->region},
-                               {"instance", o->instance},
-                               {"gpu", o->gpu},
-                               {"gpu_count", o->gpu_count == std::floor(o->gpu_count) ? nlohmann::json(static_cast<long long>(o->gpu_count)) : nlohmann::json(o->gpu_count)},
-                               {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
-                               {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
-                               {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
-                               {"source", o->source},
-                               {"date", o->date},
-                               {"flags", o->flags}});
+      out["offers"].push_back(
+          {{"provider", o->provider},
+           {"region", o->region},
+           {"instance", o->instance},
+           {"gpu", o->gpu},
+           {"gpu_count", o->gpu_count == std::floor(o->gpu_count)
+                             ? nlohmann::json(static_cast<long long>(o->gpu_count))
+                             : nlohmann::json(o->gpu_count)},
+           {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
+           {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
+           {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
+           {"your_usd_per_gpu_hour", nlohmann::json(nullptr)},
+           {"your_price_basis", nlohmann::json(nullptr)},
+           {"source", o->source},
+           {"date", o->date},
+           {"fetched_at", o->fetched_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(o->fetched_at)},
+           {"flags", o->flags}});
+      if (auto mine = your_price(*o, spot, *rates)) {
+        out["offers"].back()["your_usd_per_gpu_hour"] = mine->usd_per_gpu_hour();
+        out["offers"].back()["your_price_basis"] = mine->basis;
+      }
     }
     std::puts(out.dump(2).c_str());
     return kExitOk;
@@ -136,14 +155,39 @@ int cmd_prices(int argc, char** argv) {
   }
   TextTable t;
   using A = TextTable::Align;
-  t.header({"GPU", "N", "PROVIDER", "REGION", "INSTANCE", "ON-DEMAND/H", "SPOT/H", spot ? "SPOT $/GPU-H" : "$/GPU-H", "DATE", "FLAGS"},
-           {A::left, A::right, A::left, A::left, A::left, A::right, A::right, A::right, A::left, A::left});
+  const bool mine = !rates->empty();
+  std::vector<std::string> titles = {
+      "GPU",      "N",           "PROVIDER", "REGION",
+      "INSTANCE", "ON-DEMAND/H", "SPOT/H",   spot ? "SPOT $/GPU-H" : "$/GPU-H"};
+  std::vector<A> align = {A::left, A::left, A::left, A::left, A::left, A::right, A::right, A::right};
+  align[1] = A::right;
+  if (mine) {
+    titles.push_back("YOUR $/GPU-H");
+    align.push_back(A::right);
+  }
+  for (const char* c : {"DATE", "FLAGS"}) {
+    titles.push_back(c);
+    align.push_back(A::left);
+  }
+  t.header(titles, align);
   auto money = [](const std::optional<double>& v) { return v ? format_usd(*v) : std::string("-"); };
   std::set<std::string> sources;
   for (const Offer* o : rows) {
-    t.row({o->gpu, fmt::format("{:g}", o->gpu_count), o->provider, o->region, o->instance, money(o->ondemand_usd_per_hour),
-           money(o->spot_usd_per_hour), money(o->usd_per_gpu_hour(spot)), o->date,
-           o->flags.empty() ? "" : "! " + fmt::format("{}", fmt::join(o->flags, ","))});
+    std::vector<std::string> cells = {o->gpu,
+                                      fmt::format("{:g}", o->gpu_count),
+                                      o->provider,
+                                      o->region,
+                                      o->instance,
+                                      money(o->ondemand_usd_per_hour),
+                                      money(o->spot_usd_per_hour),
+                                      money(o->usd_per_gpu_hour(spot))};
+    if (mine) {
+      const auto y = your_price(*o, spot, *rates);
+      cells.push_back(y ? format_usd(y->usd_per_gpu_hour()) : "-");
+    }
+    cells.push_back(o->fetched_at.empty() ? o->date : o->date + " (fetched)");
+    cells.push_back(o->flags.empty() ? "" : "! " + fmt::format("{}", fmt::join(o->flags, ",")));
+    t.row(cells);
     sources.insert(o->source);
   }
   std::fputs(t.render().c_str(), stdout);
@@ -153,6 +197,10 @@ int cmd_prices(int argc, char** argv) {
   bool flagged = false;
   for (const Offer* o : rows) flagged = flagged || !o->flags.empty();
   if (flagged) std::puts("Rows marked ! failed a sanity check: see docs/catalog.md for each flag.");
+  if (mine)
+    std::printf(
+        "YOUR $/GPU-H: your [pricing] rates from %s (discounts, committed rates); '-' where none applies.\n",
+        rates->origin.c_str());
   return kExitOk;
 }
 

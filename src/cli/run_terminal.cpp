@@ -49,6 +49,7 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
   if (s.step)
     f.push_back(
         {4, fmt::format(" · step {}{}", *s.step, s.total_steps ? fmt::format("/{}", *s.total_steps) : "")});
+  if (s.progress_note) f.push_back({4, fmt::format(" ({})", *s.progress_note)});
   if (s.forecast) {
     f.push_back({2, fmt::format(" · forecast {}", format_usd(s.forecast->total_usd))});
     f.push_back(

@@ -1,5 +1,6 @@
-// Progress recognised in a job's own output: tqdm-style bars, "Epoch e/E" lines and Trainer log dicts, and
-// their combination into one global progress when bars are nested (DESIGN §5, issue 19).
+// Progress recognised in a job's own output, line by line: tqdm-style bars (Trainer, Lightning and Keras bars
+// included), rich.progress bars, "Epoch e/E" lines and Trainer log dicts (DESIGN §5, issues 19 and 26). The
+// combination of several bars into one global progress is progress_tracker.cpp.
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -16,24 +17,42 @@ bool is_digit(char c) {
 }
 
 /// The line without terminal escape sequences (CSI "ESC [ ... final", two-byte ESC sequences) and other
-/// control characters: tqdm moves between nested bars with ESC[A.
-std::string strip_ansi(std::string_view line) {
+/// control characters. `trailing_up` gets the cursor-up moves (CSI A) after the last visible character:
+/// tqdm draws a bar at `position` p by moving down p lines, drawing, and moving up p lines (ESC[A each).
+std::string strip_ansi(std::string_view line, int* trailing_up) {
   std::string out;
   out.reserve(line.size());
+  int up = 0;
   for (std::size_t i = 0; i < line.size(); ++i) {
     const auto c = static_cast<unsigned char>(line[i]);
     if (c == 0x1b) {
       if (i + 1 < line.size() && line[i + 1] == '[') {
+        const std::size_t p0 = i + 2;
         i += 2;
         while (i < line.size() && !(line[i] >= 0x40 && line[i] <= 0x7e)) ++i;
+        if (i < line.size() && line[i] == 'A') {
+          int count = 0;
+          bool digits = p0 < i;
+          for (std::size_t k = p0; k < i; ++k) {
+            if (!is_digit(line[k]) || count > 1000) {
+              digits = false;
+              break;
+            }
+            count = count * 10 + (line[k] - '0');
+          }
+          up += digits ? std::max(count, 1) : (p0 == i ? 1 : 0);
+          up = std::min(up, 1000);
+        }
       } else {
         ++i;
       }
       continue;
     }
     if (c < 0x20 && c != '\t') continue;
+    if (c != ' ' && c != '\t') up = 0;
     out.push_back(static_cast<char>(c));
   }
+  if (trailing_up) *trailing_up = up;
   return out;
 }
 
@@ -150,10 +169,178 @@ std::string bar_description(std::string_view prefix) {
   return std::string(prefix);
 }
 
+/// "[H:]MM:SS" into seconds.
+std::optional<double> parse_clock(std::string_view s) {
+  s = trim(s);
+  double total = 0;
+  int parts = 0;
+  std::size_t pos = 0;
+  while (pos <= s.size() && parts < 3) {
+    std::size_t colon = s.find(':', pos);
+    if (colon == std::string_view::npos) colon = s.size();
+    const std::string_view part = s.substr(pos, colon - pos);
+    if (part.empty() || part.size() > 6) return std::nullopt;
+    auto v = parse_count(part);
+    if (!v || *v < 0) return std::nullopt;
+    total = total * 60 + static_cast<double>(*v);
+    ++parts;
+    pos = colon + 1;
+    if (colon == s.size()) break;
+  }
+  if (parts < 2 || pos < s.size()) return std::nullopt;
+  return total;
+}
+
+/// The unit of a tqdm rate: "30.1it/s" and "?it/s" -> "it", "1.23s/it" -> "it", "12.0samples/s" -> "samples".
+std::string rate_unit(std::string_view rate) {
+  rate = trim(rate);
+  while (!rate.empty() && (is_digit(rate.front()) || rate.front() == '.' || rate.front() == '?'))
+    rate.remove_prefix(1);
+  if (rate.size() > 2 && rate.substr(0, 2) == "s/") return std::string(rate.substr(2));
+  if (rate.size() > 2 && rate.substr(rate.size() - 2) == "/s")
+    return std::string(rate.substr(0, rate.size() - 2));
+  return {};
+}
+
+/// The inside of tqdm's brackets, "00:01<00:02, 30.1it/s, loss=2.3" or "00:01, 30.1it/s": elapsed time,
+/// unit and postfix metrics.
+void parse_bracket(std::string_view inside, BarReading& r) {
+  const auto first_comma = inside.find(',');
+  const std::string_view head = inside.substr(0, first_comma);
+  r.elapsed_s = parse_clock(head.substr(0, head.find('<')));
+  if (first_comma == std::string_view::npos) return;
+  const auto second = inside.find(',', first_comma + 1);
+  const std::string unit = rate_unit(inside.substr(
+      first_comma + 1, second == std::string_view::npos ? std::string_view::npos : second - first_comma - 1));
+  if (r.unit.empty()) r.unit = unit;
+  if (second != std::string_view::npos) parse_postfix(inside.substr(second + 1), r.metrics);
+}
+
+/// Keras' " - ETA: 3s - loss: 0.4512 - accuracy: 0.8700" after its bar.
+void parse_keras_metrics(std::string_view rest, std::map<std::string, double>& metrics) {
+  std::size_t pos = 0;
+  while ((pos = rest.find(" - ", pos)) != std::string_view::npos) {
+    pos += 3;
+    std::size_t end = rest.find(" - ", pos);
+    const std::string_view item = rest.substr(pos, end == std::string_view::npos ? end : end - pos);
+    const auto colon = item.find(':');
+    if (colon != std::string_view::npos) {
+      const std::string_view key = trim(item.substr(0, colon));
+      if (auto v = parse_double(item.substr(colon + 1)); v && !key.empty() && key != "ETA")
+        metrics[std::string(key)] = *v;
+    }
+  }
+}
+
+/// Sets the key (and epoch) of a reading from the text before its counter: the description with every
+/// number as '#' ("ep0" and "ep1", "epoch 1/3" and "epoch 2/3" are passes of one loop).
+void describe(BarReading& r, std::string_view prefix) {
+  const std::string desc = bar_description(prefix);
+  find_epoch(desc, r, nullptr);
+  r.key.clear();
+  for (std::size_t i = 0; i < desc.size(); ++i) {
+    if (!is_digit(desc[i])) {
+      r.key.push_back(desc[i]);
+      continue;
+    }
+    r.key.push_back('#');
+    while (i + 1 < desc.size() && is_digit(desc[i + 1])) ++i;
+  }
+}
+
+/// The bar glyphs of rich.progress (━ ╸ ╺ ╾ ╼): returns the length of the UTF-8 glyph at `i`, 0 if none.
+std::size_t rich_glyph(std::string_view s, std::size_t i) {
+  if (i + 3 > s.size()) return 0;
+  const auto a = static_cast<unsigned char>(s[i]), b = static_cast<unsigned char>(s[i + 1]),
+             c = static_cast<unsigned char>(s[i + 2]);
+  if (a != 0xE2) return 0;
+  if (b == 0x94 && c == 0x81) return 3;                                           // ━
+  if (b == 0x95 && (c == 0xB8 || c == 0xBA || c == 0xBE || c == 0xBC)) return 3;  // ╸ ╺ ╾ ╼
+  return 0;
+}
+
+/// A rich.progress line: "desc ━━━━╺━━━ 45/100 0:00:02" (MofNCompleteColumn) or "desc ━━━╺━━ 45% 0:00:02".
+std::optional<BarReading> parse_rich(std::string_view line) {
+  std::size_t start = 0;
+  while (start < line.size() && rich_glyph(line, start) == 0) ++start;
+  if (start >= line.size()) return std::nullopt;
+  std::size_t end = start;
+  std::size_t glyphs = 0;
+  while (end < line.size()) {
+    const std::size_t g = rich_glyph(line, end);
+    if (g == 0) break;
+    end += g;
+    ++glyphs;
+  }
+  if (glyphs < 3) return std::nullopt;
+  std::optional<BarReading> mofn, pct;
+  std::size_t pos = end;
+  while (pos < line.size()) {
+    while (pos < line.size() && line[pos] == ' ') ++pos;
+    std::size_t tok_end = line.find(' ', pos);
+    if (tok_end == std::string_view::npos) tok_end = line.size();
+    const std::string_view tok = line.substr(pos, tok_end - pos);
+    pos = tok_end;
+    if (tok.empty()) continue;
+    if (const auto slash = tok.find('/'); slash != std::string_view::npos && !mofn) {
+      auto n = parse_count(tok.substr(0, slash));
+      auto t = parse_count(tok.substr(slash + 1));
+      if (n && t && *n >= 0 && *t > 0 && *n <= *t) {
+        mofn.emplace();
+        mofn->n = n;
+        mofn->total = t;
+      }
+    } else if (tok.back() == '%' && !pct) {
+      auto p = parse_count(tok.substr(0, tok.size() - 1));
+      if (p && *p >= 0 && *p <= 100) {
+        pct.emplace();
+        pct->n = p;
+        pct->total = 100;
+        pct->unit = "%";
+      }
+    }
+  }
+  std::optional<BarReading> r = mofn ? mofn : pct;
+  if (!r) return std::nullopt;
+  describe(*r, line.substr(0, start));
+  return r;
+}
+
+/// tqdm without a total: "train: 45it [00:01, 30.00it/s]" (n, unit, elapsed; no total).
+std::optional<BarReading> parse_unknown_total(std::string_view line) {
+  std::optional<BarReading> found;
+  std::size_t search = 0;
+  while (true) {
+    const auto open = line.find(" [", search);
+    if (open == std::string_view::npos) break;
+    search = open + 1;
+    std::size_t u = open;
+    while (u > 0 && (std::isalpha(static_cast<unsigned char>(line[u - 1])) || line[u - 1] == '_')) --u;
+    std::size_t a = u;
+    while (a > 0 && is_digit(line[a - 1])) --a;
+    if (u == open || a == u || u - a > 18) continue;
+    if (a > 0 && line[a - 1] != ' ' && line[a - 1] != ':' && line[a - 1] != '|') continue;
+    const auto close = line.find(']', open);
+    if (close == std::string_view::npos) continue;
+    const std::string_view inside = line.substr(open + 2, close - open - 2);
+    const auto comma = inside.find(',');
+    if (comma == std::string_view::npos || !parse_clock(inside.substr(0, comma))) continue;
+    BarReading r;
+    r.n = parse_count(line.substr(a, u - a));
+    if (!r.n) continue;
+    r.unit = std::string(line.substr(u, open - u));
+    parse_bracket(inside, r);
+    describe(r, line.substr(0, a));
+    found = std::move(r);
+  }
+  return found;
+}
+
 }  // namespace
 
 std::optional<BarReading> parse_bar_line(std::string_view raw) {
-  const std::string clean = strip_ansi(raw);
+  int position = 0;
+  const std::string clean = strip_ansi(raw, &position);
   const std::string_view line = clean;
   // The last "N/M [" in the line (a tqdm bar redrawn with \r ends in its latest state).
   std::optional<BarReading> found;
@@ -177,20 +364,28 @@ std::optional<BarReading> parse_bar_line(std::string_view raw) {
     r.total = total;
     const auto close = line.find(']', b);
     if (close != std::string_view::npos) {
-      std::string_view inside = line.substr(b + 2, close - b - 2);
-      // "00:01<00:02, 30.1it/s, loss=2.3" -> the postfix after the rate
-      const auto first_comma = inside.find(',');
-      if (first_comma != std::string_view::npos) {
-        const auto second = inside.find(',', first_comma + 1);
-        if (second != std::string_view::npos) parse_postfix(inside.substr(second + 1), r.metrics);
-      }
+      const std::string_view inside = line.substr(b + 2, close - b - 2);
+      if (inside.find(':') != std::string_view::npos)
+        parse_bracket(inside, r);
+      else
+        parse_keras_metrics(line.substr(close + 1), r.metrics);  // "[=====>....] - ETA: 3s - loss: 0.5"
     }
-    r.key = bar_description(line.substr(0, a));
-    std::string key;
-    if (find_epoch(r.key, r, &key)) r.key = key;
+    describe(r, line.substr(0, a));
     found = std::move(r);
   }
-  if (found) return found;
+  if (!found) found = parse_rich(line);
+  if (!found) found = parse_unknown_total(line);
+  if (found) {
+    found->position = position;
+    return found;
+  }
+  // A blank redraw: tqdm erasing a bar (leave=False, or around tqdm.write).
+  if (!line.empty() && line.find_first_not_of(' ') == std::string_view::npos) {
+    BarReading r;
+    r.cleared = true;
+    r.position = position;
+    return r;
+  }
   // "Epoch 2/3" alone at the start of a line (Keras, accelerate-style scripts): an epoch marker.
   const std::string_view t = trim(line);
   if (t.size() >= 9 && to_lower(t.substr(0, 6)) == "epoch ") {
@@ -202,7 +397,7 @@ std::optional<BarReading> parse_bar_line(std::string_view raw) {
 
 std::optional<ProgressUpdate> parse_output_line(std::string_view line) {
   auto r = parse_bar_line(line);
-  if (!r || (!r->n && r->metrics.empty())) return std::nullopt;
+  if (!r || r->cleared || (!r->n && r->metrics.empty())) return std::nullopt;
   ProgressUpdate u;
   u.step = r->n;
   u.total_steps = r->total;
@@ -210,127 +405,28 @@ std::optional<ProgressUpdate> parse_output_line(std::string_view line) {
   return u;
 }
 
-std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r) {
-  if (r.epoch) {
-    if (!epoch_base_) epoch_base_ = (*r.epoch == 0 || !r.epochs) ? 0 : 1;
-    const std::int64_t e = std::max<std::int64_t>(0, *r.epoch - *epoch_base_);
-    if (r.epochs) epochs_ = r.epochs;
-    // A new epoch closes the bars of the last one (a Lightning bar is one per epoch).
-    if (epoch_ && e != *epoch_) open_.clear();
-    epoch_ = e;
-  }
-  if (!r.n) {
-    if (r.epoch) return global(r.metrics);
-    if (r.metrics.empty()) return std::nullopt;
-    ProgressUpdate u;
-    u.metrics = r.metrics;
-    return u;
-  }
-  const std::int64_t n = *r.n;
-  auto it = std::find_if(open_.begin(), open_.end(),
-                         [&](const Bar& b) { return b.key == r.key && b.total == r.total; });
-  if (it != open_.end()) {
-    const auto i = static_cast<std::size_t>(it - open_.begin());
-    const bool had_children = i + 1 < open_.size();
-    if (n < it->n) {
-      // The bar restarted: its loop ran once more inside the bar around it.
-      if (i > 0 && !it->side) ++open_[i - 1].children_done;
-      open_.resize(i + 1);
-      open_[i].n = n;
-      open_[i].children_done = 0;
-    } else if (n > it->n) {
-      if (!had_children) it->advanced_alone = true;
-      it->n = n;
-      it->children_done = 0;
-      open_.resize(i + 1);
-    }
-  } else {
-    while (!open_.empty() && open_.back().total && open_.back().n >= *open_.back().total) open_.pop_back();
-    Bar b;
-    b.key = r.key;
-    b.n = n;
-    b.total = r.total;
-    b.side = !open_.empty() && (open_.back().side || open_.back().advanced_alone);
-    // A different bar where an established step level was (Lightning's validation bar after the epoch's
-    // training bar completed, a val bar after a train bar) is a side bar: the step level comes back.
-    const std::size_t depth = open_.size();
-    if (depth < levels_.size() && (levels_[depth].key != b.key || levels_[depth].total != b.total))
-      b.side = true;
-    open_.push_back(std::move(b));
-  }
-  const Bar& bar = *std::find_if(open_.begin(), open_.end(),
-                                 [&](const Bar& b) { return b.key == r.key && b.total == r.total; });
-  if (bar.side) {
-    if (r.metrics.empty()) return std::nullopt;
-    ProgressUpdate u;
-    u.metrics = r.metrics;
-    return u;
-  }
-  return global(r.metrics);
-}
-
-std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, double> metrics) {
-  // The step levels open now, outermost first; they extend or replace the nesting seen so far.
-  std::size_t depth = 0;
-  while (depth < open_.size() && !open_[depth].side) ++depth;
-  bool same = depth <= levels_.size();
-  for (std::size_t i = 0; same && i < depth; ++i)
-    same = levels_[i].key == open_[i].key && levels_[i].total == open_[i].total;
-  if (!same) {
-    levels_.clear();
-    for (std::size_t i = 0; i < depth; ++i) levels_.push_back({open_[i].key, open_[i].total});
-  }
-  // Global step: the levels' counts as digits of a mixed-radix number (outer × inner); levels not open now
-  // (an inner bar between two epochs) count 0. An epoch level from "Epoch e" is the outermost digit.
-  constexpr std::int64_t kMax = std::int64_t{1} << 50;
-  std::int64_t step = epoch_.value_or(0);
-  std::optional<std::int64_t> total = epoch_ ? epochs_ : std::optional<std::int64_t>(1);
-  for (std::size_t i = 0; i < levels_.size(); ++i) {
-    std::int64_t n = 0;
-    if (i < depth) {
-      n = open_[i].n + open_[i].children_done;
-      if (open_[i].total) n = std::min(n, *open_[i].total);
-    }
-    if (i > 0 || epoch_) {
-      if (!levels_[i].total || step > kMax / *levels_[i].total)
-        return std::nullopt;  // no total inside: no count
-      step = step * *levels_[i].total;
-    }
-    step += n;
-    if (total) {
-      if (!levels_[i].total || *total > kMax / *levels_[i].total)
-        total.reset();
-      else
-        total = *total * *levels_[i].total;
-    }
-  }
-  ProgressUpdate u;
-  u.step = step;
-  if (total && *total > 0 && step <= *total) u.total_steps = total;
-  u.metrics = std::move(metrics);
-  return u;
-}
-
-std::vector<ProgressUpdate> OutputProgressParser::feed(std::string_view bytes) {
+std::vector<ProgressUpdate> OutputProgressParser::feed(std::string_view bytes, double now_s,
+                                                       unsigned stream) {
   constexpr std::size_t kMaxLine = 64 * 1024;
+  Line& line = lines_[stream == 0 ? 0 : 1];
   std::vector<ProgressUpdate> out;
   for (char c : bytes) {
     if (c == '\n' || c == '\r') {
-      if (!overlong_ && !line_.empty()) {
-        if (auto r = parse_bar_line(line_))
-          if (auto u = tracker_.add(*r)) out.push_back(std::move(*u));
+      if (!line.overlong && !line.text.empty()) {
+        if (auto r = parse_bar_line(line.text))
+          if (auto u = tracker_.add(*r, now_s)) out.push_back(std::move(*u));
       }
-      line_.clear();
-      overlong_ = false;
+      line.text.clear();
+      line.overlong = false;
       continue;
     }
-    if (overlong_) continue;
-    if (line_.size() >= kMaxLine) {
-      overlong_ = true;
-      line_.clear();
+    if (line.overlong) continue;
+    if (line.text.size() >= kMaxLine) {
+      line.overlong = true;
+      line.text.clear();
       continue;
     }
-    line_.push_back(c);
+    line.text.push_back(c);
   }
   return out;
 }

@@ -97,6 +97,7 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
   const std::int64_t run_id = sup.begin();
   SignalPipe signals;
   if (auto r = signals.install(); !r) return r.error();
+  sink.session_started(run_id, sock.path, clock.unix_ms());
 
   SpawnOptions so;
   so.argv = cfg.argv;
@@ -196,6 +197,54 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
   }
   for (int fd : outputs) close(fd);
   if (child.owns_terminal) restore_terminal_foreground();
+  return sup.finish();
+}
+
+Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBackend* backend,
+                                      Ledger* ledger, const Catalog* catalog, Clock& clock,
+                                      WatchedProcessRunner& runner, SessionSink& sink) {
+  ProgressSocket sock;
+  if (auto r = sock.open(); !r) return r.error();
+  Supervisor sup(cfg, backend, ledger, catalog, clock, runner, sink);
+  const std::int64_t run_id = sup.begin();
+  SignalPipe signals;
+  if (auto r = signals.install(); !r) return r.error();
+  sup.started(pid);
+  sink.session_started(run_id, sock.path, clock.unix_ms() - cfg.started_ago_ms);
+  sink.job_started();
+  if (auto status = runner.try_wait(pid)) sup.on_exit(*status);  // gone before the first poll
+
+  while (!sup.done()) {
+    const std::int64_t now = clock.monotonic_ns();
+    if (now >= sup.next_wake_ns()) sup.on_time();
+    std::vector<pollfd> fds;
+    fds.push_back({g_signal_pipe[0], POLLIN, 0});
+    fds.push_back({sock.fd, POLLIN, 0});
+    if (runner.end_fd() >= 0) fds.push_back({runner.end_fd(), POLLIN, 0});
+    const int timeout_ms = static_cast<int>(
+        std::clamp<std::int64_t>((sup.next_wake_ns() - clock.monotonic_ns() + 999'999) / 1'000'000, 0, 1000));
+    const int pr = poll(fds.data(), fds.size(), timeout_ms);
+    if (pr < 0 && errno != EINTR) break;
+    for (const auto& p : fds) {
+      if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (p.fd == g_signal_pipe[0]) {
+        unsigned char sigs[64];
+        const ssize_t n = read(p.fd, sigs, sizeof sigs);
+        for (ssize_t i = 0; i < n; ++i)
+          if (sigs[i] == SIGINT || sigs[i] == SIGTERM || sigs[i] == SIGHUP || sigs[i] == SIGQUIT)
+            sup.on_detach();
+      } else if (p.fd == sock.fd) {
+        char buf[65536];
+        for (int batch = 0; batch < 256; ++batch) {
+          const ssize_t n = recv(sock.fd, buf, sizeof buf, 0);
+          if (n < 0) break;
+          sup.on_datagram(std::string_view(buf, static_cast<std::size_t>(n)));
+        }
+      }
+    }
+    if (!sup.done())
+      if (auto status = runner.try_wait(pid)) sup.on_exit(*status);
+  }
   return sup.finish();
 }
 

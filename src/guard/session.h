@@ -87,7 +87,44 @@ struct SessionConfig {
   std::optional<std::pair<unsigned short, unsigned short>> window;
   /// The engine metrics of the server the job runs (--inference-endpoint); null when it serves none.
   InferenceSource* inference = nullptr;
+  // `gpumeter attach` (a process gpumeter did not start):
+  /// The job is not gpumeter's child: no exit status (the run ends "finished", or "detached" when gpumeter
+  /// was told to stop watching), and gpumeter's exit code is 0 unless it stopped the job.
+  bool attached = false;
+  /// false: the stop signal is the whole stop action, never SIGKILL after the grace period (a notebook
+  /// kernel interrupted by SIGINT must survive with its variables).
+  bool kill_after_grace = true;
+  /// The run counts from this long before begin() (attach: the process's start), billed at the price.
+  std::int64_t started_ago_ms = 0;
+  /// Record an `idle_gpus_held` action when every allocated GPU is under kIdleUtilPct this long while a
+  /// process of the job holds memory on one (no action is taken); nullopt: never.
+  std::optional<std::int64_t> idle_held_ms;
+  /// Accept control datagrams on the progress socket (cells, budget changes; see parse_session_control).
+  bool control_datagrams = false;
 };
+
+/// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
+inline constexpr std::int64_t kDefaultIdleHeldMs = 30 * 60'000;
+
+/// A notebook cell as the IPython extension reports it on the progress socket.
+struct CellEvent {
+  std::int64_t cell_id = 0;  ///< the kernel's execution count (or the extension's own counter)
+  bool start = false;        ///< true: the cell starts; false: it ended
+  std::string status;        ///< at the end: ok | error | interrupted | refused
+  std::string source;        ///< the cell's first line, at most 200 bytes
+};
+
+/// A control datagram of an attached session.
+struct SessionControl {
+  std::optional<CellEvent> cell;
+  std::optional<MicroUsd> budget_micros;           ///< a new budget (a stop latched earlier is released)
+  std::optional<std::vector<double>> warn_at_pct;  ///< new warning percentages
+};
+
+/// Parses `{"cell": {"id": 3, "event": "start"|"end", "status": "ok", "source": "…"}}` or
+/// `{"control": {"budget_usd": 0.5, "warn_at": "80%"}}`; nullopt for any other datagram (progress),
+/// usage error for a malformed one of these kinds.
+std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram);
 
 /// What the live status shows, rendered by the sink.
 struct StatusSnapshot {
@@ -98,10 +135,17 @@ struct StatusSnapshot {
   std::optional<double> burn_usd_per_h;  ///< a rate for display
   std::optional<std::int64_t> step;
   std::optional<std::int64_t> total_steps;
+  /// Why the progress is ambiguous ("total unknown", "progress nesting revised: forecast restarts").
+  std::optional<std::string> progress_note;
   std::optional<Forecast> forecast;
   std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
   std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
   bool stopping = false;
+  std::int64_t run_id = 0;            ///< 0 when not recorded
+  std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
+  std::optional<double> idle_held_s;  ///< `idle_gpus_held`: how long the GPUs have idled with memory held
+  std::optional<double> idle_held_usd_per_h;  ///< what they cost meanwhile
+  std::optional<MicroUsd> idle_cost_micros;   ///< Σ interval cost × (1 − utilization) on used GPUs so far
   /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.
   std::optional<double> usd_per_1m_generated_tokens;
   std::optional<double> usd_per_1k_requests;
@@ -129,6 +173,15 @@ class SessionSink {
   virtual void status(const StatusSnapshot& snapshot, bool periodic) = 0;
   /// gpumeter's terminal was resized: the job's new pty window (rows, cols), if it has one.
   virtual std::optional<std::pair<unsigned short, unsigned short>> resized() { return std::nullopt; }
+  /// The run has begun: its ledger id (0: not recorded), progress socket and start time.
+  virtual void session_started(std::int64_t run_id, const std::string& socket_path,
+                               std::int64_t start_unix_ms) {
+    (void)run_id, (void)socket_path, (void)start_unix_ms;
+  }
+  /// An action was recorded (also shown through message()).
+  virtual void action(const ActionRecord& action) { (void)action; }
+  /// A notebook cell ended with its cost.
+  virtual void cell(const CellRecord& cell) { (void)cell; }
 };
 
 /// The outcome of a supervised run.
@@ -167,6 +220,8 @@ class Supervisor {
   void on_inference(const InferenceScrape& scrape);
   /// The job's main process exited with this wait status.
   void on_exit(int wait_status);
+  /// attach: gpumeter stops watching a job that still runs (SIGINT / SIGTERM to gpumeter).
+  void on_detach();
   /// When on_time must run next (monotonic ns).
   std::int64_t next_wake_ns() const;
   /// True once the job has exited.
@@ -189,5 +244,12 @@ class Supervisor {
 Result<SessionOutcome> run_session(const SessionConfig& config, GpuBackend* backend, Ledger* ledger,
                                    const Catalog* catalog, Clock& clock, ProcessRunner& runner,
                                    SessionSink& sink);
+
+/// `gpumeter attach`: meters the running process `runner` watches (config.attached) until it ends or a
+/// SIGINT / SIGTERM / SIGHUP reaches gpumeter (then it detaches); the progress socket takes progress and
+/// control datagrams. The run counts from config.started_ago_ms before now.
+Result<SessionOutcome> attach_session(const SessionConfig& config, pid_t pid, GpuBackend* backend,
+                                      Ledger* ledger, const Catalog* catalog, Clock& clock,
+                                      WatchedProcessRunner& runner, SessionSink& sink);
 
 }  // namespace gm

@@ -36,6 +36,9 @@ std::string final_status(bool stopped, int wait_status) {
 /// Models of one engine that get counters (an engine's labels are input, not trusted).
 constexpr std::size_t kMaxServedModels = 64;
 
+/// Notebook cells started and not ended that an attached session keeps (the oldest are dropped).
+constexpr std::size_t kMaxOpenCells = 64;
+
 /// How long a finished run waits for its notifications (a --notify command or webhook still running).
 constexpr std::int64_t kNotifySettleMs = 2000;
 
@@ -63,7 +66,7 @@ struct Supervisor::Impl {
   SessionSink& sink;
   BudgetGuard guard;
   Forecaster forecaster;
-  OutputProgressParser out_parser, err_parser;
+  OutputProgressParser output_parser;  ///< one tracker for both streams: bars nest across them
   std::optional<RunMeter> meter;
   SessionOutcome outcome;
   RunRecord run;
@@ -80,6 +83,7 @@ struct Supervisor::Impl {
   std::set<std::pair<std::int64_t, unsigned>> dirty_rollups;
   std::optional<ProgressRecord> latest_progress;
   std::optional<Forecast> forecast;
+  std::optional<std::string> progress_note;  ///< why the progress is ambiguous, for the status line
   std::int64_t malformed = 0;
   /// Notifications in flight: detached threads share this, so a hanging webhook never holds the run.
   struct Notifications {
@@ -107,6 +111,19 @@ struct Supervisor::Impl {
     double generated = 0, requests = 0;
   };
   std::deque<ServingPoint> serving_window;
+  // attach: notebook cells, the idle-with-memory-held watch, detaching.
+  struct OpenCell {
+    std::int64_t start_ns = 0;
+    MicroUsd spent_start = 0;
+    double util_sum = 0;
+    std::int64_t util_n = 0;
+    std::string source;
+  };
+  std::map<std::int64_t, OpenCell> open_cells;
+  std::vector<CellRecord> pending_cells, all_cells;
+  std::optional<std::int64_t> idle_held_ms;  ///< current stretch of idle GPUs with memory held
+  bool idle_held_recorded = false;
+  bool detached = false;
   bool stopping = false;
   bool killed = false;
   std::int64_t kill_deadline_ns = 0;
@@ -139,13 +156,31 @@ struct Supervisor::Impl {
     if (u.empty() || !meter) return;
     const double t_s = static_cast<double>(now_ns - start_ns) / 1e9;
     std::optional<std::int64_t> total = u.total_steps ? u.total_steps : cfg.run.total_steps;
+    if (u.step && total && *u.step > *total) {
+      // Never a step past its total: the total (--total-steps, or the client's) was wrong.
+      total.reset();
+      progress_note = "step past the given total: total unknown";
+    } else if (u.step || u.ambiguity) {
+      progress_note = total ? std::nullopt : u.ambiguity;
+    }
+    if (u.nesting_changed) {
+      // The unit of a step changed: no forecast mixes two units; it is withheld until it is re-estimated.
+      forecaster = Forecaster();
+      forecast.reset();
+      if (!progress_note) progress_note = "progress nesting revised: forecast restarts";
+    }
     if (u.step) forecaster.add(t_s, *u.step, total);
     ProgressRecord p;
     if (latest_progress) p = *latest_progress;  // fields not in this update keep their last value
     p.run_id = run.id;
     p.t_ms = elapsed_ms(now_ns);
-    if (u.step) p.step = u.step;
+    if (u.step) {
+      p.step = u.step;
+      // A step from the job's output comes with its whole context: no total carried over from before.
+      if (u.total_steps || u.ambiguity || u.nesting_changed) p.total_steps.reset();
+    }
     if (total) p.total_steps = total;
+    if (p.step && p.total_steps && *p.step > *p.total_steps) p.total_steps.reset();
     if (u.samples) p.samples = u.samples;
     if (u.tokens) p.tokens = u.tokens;
     for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
@@ -196,12 +231,13 @@ struct Supervisor::Impl {
     pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
     all_actions.push_back(pending_actions.back());
     sink.message(fmt::format("[{}] {}", kind, message), false);
+    sink.action(all_actions.back());
     GuardEvent e;
     e.run_id = run.id;
     e.kind = kind;
     e.message = message;
     e.cost_micros = spent_micros;
-    e.budget_micros = cfg.guard.budget_micros;
+    e.budget_micros = guard.config().budget_micros;
     if (forecast) e.forecast_usd = forecast->total_usd;
     e.command = run.command;
     e.host = run.host;
@@ -300,6 +336,7 @@ struct Supervisor::Impl {
   void flush(bool final) {
     if (!ledger) {
       pending_inference.clear();
+      pending_cells.clear();
       pending_samples.clear();
       pending_progress.clear();
       pending_actions.clear();
@@ -312,6 +349,8 @@ struct Supervisor::Impl {
     pending_actions.clear();
     if (auto r = ledger->append_inference(pending_inference); !r) return ledger_failed(r.error());
     pending_inference.clear();
+    if (auto r = ledger->append_cells(pending_cells); !r) return ledger_failed(r.error());
+    pending_cells.clear();
     if (final || !dirty_rollups.empty()) {
       std::vector<RollupRecord> rs;
       for (const auto& k : dirty_rollups) rs.push_back(rollups[k]);
@@ -330,16 +369,124 @@ struct Supervisor::Impl {
     run.stopped_by = d.stopped_by;
     const bool group = cfg.stop_to == StopTarget::group;
     runner.send_signal(pid, cfg.stop_signal, group);
+    const std::string target = group ? (cfg.attached ? "process tree" : "process group") : "main process";
+    if (!cfg.kill_after_grace) {
+      killed = true;  // the signal is the whole action: nothing follows
+      record_action(
+          to_lower(signal_name(cfg.stop_signal)),
+          fmt::format("sent {} to the job's {} (no SIGKILL follows)", signal_name(cfg.stop_signal), target),
+          now_ns, spent_micros);
+      return;
+    }
     record_action(to_lower(signal_name(cfg.stop_signal)),
-                  fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its process group",
-                              signal_name(cfg.stop_signal), group ? "process group" : "main process",
-                              format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0)),
+                  fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}",
+                              signal_name(cfg.stop_signal), target,
+                              format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
+                              cfg.attached ? "process tree" : "process group"),
                   now_ns, spent_micros);
     kill_deadline_ns = now_ns + cfg.grace_ms * 1'000'000;
   }
 
+  /// Mean utilization of the allocated GPUs' latest samples (nullopt when none is known).
+  std::optional<double> mean_util() const {
+    double sum = 0;
+    int n = 0;
+    for (const auto& d : meter->latest())
+      if (d.utilization_pct) {
+        sum += std::min<double>(100.0, *d.utilization_pct);
+        ++n;
+      }
+    if (n == 0) return std::nullopt;
+    return sum / n;
+  }
+
+  /// The idle_gpus_held watch at a tick: every allocated GPU idle while a process of the job holds memory.
+  void watch_idle_held(std::int64_t now_ns, const std::set<std::uint32_t>& pids, MicroUsd spent_now) {
+    if (!cfg.idle_held_ms || !cfg.telemetry) return;
+    bool held = false;
+    for (const auto& d : meter->latest())
+      for (const auto& p : d.processes)
+        if (pids.count(p.pid) && p.memory_bytes.value_or(0) > 0) held = true;
+    const auto idle = meter->idle_for_ms(now_ns);
+    if (!held || !idle || *idle < *cfg.idle_held_ms) {
+      idle_held_ms.reset();
+      idle_held_recorded = false;
+      return;
+    }
+    idle_held_ms = *idle;
+    if (idle_held_recorded) return;
+    idle_held_recorded = true;
+    record_action(
+        "idle_gpus_held",
+        fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
+                    "on them: {}/h for nothing (free the memory or shut the kernel down)",
+                    kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
+                    format_usd(burn_usd_per_s() * 3600.0)),
+        now_ns, spent_now);
+  }
+
+  void cell_event(const CellEvent& c, std::int64_t now_ns) {
+    if (c.start) {
+      // Cells are sequential in a kernel; starts without ends (a sender gone wrong) must not grow without
+      // end.
+      if (open_cells.size() >= kMaxOpenCells && !open_cells.count(c.cell_id))
+        open_cells.erase(open_cells.begin());
+      OpenCell& o = open_cells[c.cell_id];
+      o = OpenCell{now_ns, spent(now_ns, true), 0, 0, c.source};
+      return;
+    }
+    auto it = open_cells.find(c.cell_id);
+    if (it == open_cells.end()) {
+      if (c.status != "refused") return;  // an end without a start: nothing was metered
+      it = open_cells.emplace(c.cell_id, OpenCell{now_ns, spent(now_ns, true), 0, 0, c.source}).first;
+    }
+    end_cell(it->first, it->second, c.status, now_ns);
+    open_cells.erase(it);
+  }
+
+  void end_cell(std::int64_t id, const OpenCell& o, const std::string& status, std::int64_t now_ns) {
+    CellRecord r;
+    r.run_id = run.id;
+    r.cell_id = id;
+    r.start_ms = elapsed_ms(o.start_ns);
+    r.end_ms = elapsed_ms(now_ns);
+    r.cost_micros = std::max<MicroUsd>(0, spent(now_ns, true) - o.spent_start);
+    if (o.util_n > 0)
+      r.utilization_pct = o.util_sum / static_cast<double>(o.util_n);
+    else if (cfg.telemetry)
+      r.utilization_pct = mean_util();
+    r.status = status;
+    r.source = o.source;
+    pending_cells.push_back(r);
+    all_cells.push_back(r);
+    sink.cell(r);
+  }
+
+  void control(const SessionControl& c, std::int64_t now_ns) {
+    if (c.cell) cell_event(*c.cell, now_ns);
+    if (c.budget_micros || c.warn_at_pct) {
+      GuardConfig g = guard.config();
+      if (c.budget_micros) g.budget_micros = *c.budget_micros;
+      if (c.warn_at_pct) g.warn_at_pct = *c.warn_at_pct;
+      guard = BudgetGuard(g);  // a latched stop is released: the new budget is evaluated afresh
+      if (stopping && !cfg.kill_after_grace) stopping = false;
+      killed = !cfg.kill_after_grace;
+      run.budget_micros = g.budget_micros;
+      record_action("budget",
+                    g.budget_micros ? fmt::format("budget set to {}", format_micros(*g.budget_micros))
+                                 : std::string("warning percentages changed"),
+                    now_ns, spent(now_ns, true));
+    }
+  }
+
   void tick(std::int64_t now_ns, bool evaluate_guard) {
-    auto samples = meter->tick(now_ns, pid > 0 ? runner.job_pids(pid) : std::set<std::uint32_t>{});
+    const auto pids = pid > 0 ? runner.job_pids(pid) : std::set<std::uint32_t>{};
+    auto samples = meter->tick(now_ns, pids);
+    if (const auto util = mean_util())
+      for (auto& [id, o] : open_cells) {
+        o.util_sum += *util;
+        ++o.util_n;
+      }
     const std::int64_t minute = clock.unix_ms() / 60'000;
     for (auto& s : samples) {
       s.run_id = run.id;
@@ -369,11 +516,12 @@ struct Supervisor::Impl {
     in.spent_micros = spent_now;
     in.forecast = forecast;
     in.forecast_intervals = forecaster.intervals();
-    if (cfg.telemetry) in.idle_for_ms = meter->idle_for_ms(now_ns);
+    if (cfg.telemetry && !cfg.attached) in.idle_for_ms = meter->idle_for_ms(now_ns);
     for (const auto& d : evaluate_guard ? guard.evaluate(in) : std::vector<GuardDecision>{}) {
       record_action(d.kind, d.message, now_ns, spent_now);
       if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
     }
+    watch_idle_held(now_ns, pids, spent_now);
     tick_serving(now_ns, spent_now);
     update_totals(now_ns);
     flush(false);
@@ -387,13 +535,21 @@ struct Supervisor::Impl {
     if (cfg.price) {
       s.spent_micros = spent(now_ns, true);
       s.burn_usd_per_h = burn_usd_per_s() * 3600.0;
-      if (cfg.guard.budget_micros)
-        s.budget_left_micros = budget_left_micros(*cfg.guard.budget_micros, *s.spent_micros);
+      if (guard.config().budget_micros)
+        s.budget_left_micros = budget_left_micros(*guard.config().budget_micros, *s.spent_micros);
+    }
+    s.run_id = run.id;
+    s.budget_micros = guard.config().budget_micros;
+    if (cfg.price && cfg.telemetry) s.idle_cost_micros = run.idle_cost_micros;
+    if (idle_held_ms) {
+      s.idle_held_s = static_cast<double>(*idle_held_ms) / 1000.0;
+      if (cfg.price) s.idle_held_usd_per_h = burn_usd_per_s() * 3600.0;
     }
     if (latest_progress) {
       s.step = latest_progress->step;
       s.total_steps = latest_progress->total_steps;
     }
+    s.progress_note = progress_note;
     s.forecast = forecast;
     if (meter) s.gpus = meter->latest();
     s.stopping = stopping;
@@ -432,7 +588,8 @@ std::int64_t Supervisor::begin() {
     m.run.price_source = "none";
   }
   m.run.budget_micros = m.cfg.guard.budget_micros;
-  m.run.start_unix_ms = m.clock.unix_ms();
+  const std::int64_t ago_ms = std::max<std::int64_t>(0, m.cfg.started_ago_ms);
+  m.run.start_unix_ms = m.clock.unix_ms() - ago_ms;
   m.run.energy_method = "none";
   for (unsigned idx : m.cfg.allocated)
     for (const auto& d : m.backend->devices())
@@ -446,11 +603,12 @@ std::int64_t Supervisor::begin() {
       m.ledger = nullptr;
     }
   }
-  m.start_ns = m.clock.monotonic_ns();
+  const std::int64_t now_ns = m.clock.monotonic_ns();
+  m.start_ns = now_ns - ago_ms * 1'000'000;
   m.meter.emplace(*m.backend, m.cfg.telemetry ? m.cfg.allocated : std::vector<unsigned>{}, m.price_micros(),
                   m.start_ns);
-  m.next_tick_ns = m.start_ns + m.cfg.sample_interval_ms * 1'000'000;
-  if (m.cfg.status_every_ms) m.next_status_every_ns = m.start_ns + *m.cfg.status_every_ms * 1'000'000;
+  m.next_tick_ns = now_ns + m.cfg.sample_interval_ms * 1'000'000;
+  if (m.cfg.status_every_ms) m.next_status_every_ns = now_ns + *m.cfg.status_every_ms * 1'000'000;
   if (!m.cfg.telemetry)
     m.warn(m.cfg.price ? "no GPU telemetry here (no NVIDIA GPU library): metering wall time × the price"
                        : "no GPU telemetry and no price: recording the run's time only");
@@ -473,6 +631,14 @@ void Supervisor::started(pid_t pid) {
 }
 
 void Supervisor::on_datagram(std::string_view datagram) {
+  if (impl_->cfg.control_datagrams && !exited_)
+    if (auto c = parse_session_control(datagram)) {
+      if (*c)
+        impl_->control(**c, impl_->clock.monotonic_ns());
+      else
+        ++impl_->malformed;
+      return;
+    }
   auto u = parse_progress_message(datagram);
   if (u)
     impl_->on_progress(*u, impl_->clock.monotonic_ns());
@@ -483,9 +649,10 @@ void Supervisor::on_datagram(std::string_view datagram) {
 void Supervisor::on_output(JobStream stream, std::string_view bytes) {
   Impl& m = *impl_;
   m.sink.job_output(stream, bytes);
-  auto& parser = stream == JobStream::err ? m.err_parser : m.out_parser;
   const std::int64_t now = m.clock.monotonic_ns();
-  for (const auto& u : parser.feed(bytes)) m.on_progress(u, now);
+  for (const auto& u : m.output_parser.feed(bytes, static_cast<double>(now - m.start_ns) / 1e9,
+                                            stream == JobStream::err ? 1u : 0u))
+    m.on_progress(u, now);
 }
 
 void Supervisor::on_signal(int sig) {
@@ -540,6 +707,13 @@ void Supervisor::on_exit(int wait_status) {
   m.tick(m.end_ns, false);
 }
 
+void Supervisor::on_detach() {
+  Impl& m = *impl_;
+  if (exited_) return;
+  m.detached = true;
+  on_exit(0);
+}
+
 StatusSnapshot Supervisor::snapshot() const {
   return impl_->snapshot(impl_->clock.monotonic_ns());
 }
@@ -552,6 +726,13 @@ SessionOutcome Supervisor::finish() {
   m.run.exit_code = job_exit;
   m.run.end_unix_ms = m.clock.unix_ms();
   m.run.status = final_status(m.run.stopped_by.has_value(), m.wait_status);
+  if (m.cfg.attached) {
+    // Not gpumeter's child: its exit status is unknown.
+    m.run.exit_code.reset();
+    m.run.status = m.run.stopped_by ? "stopped" : m.detached ? "detached" : "finished";
+  }
+  for (const auto& [id, o] : m.open_cells) m.end_cell(id, o, "unfinished", m.end_ns);
+  m.open_cells.clear();
   m.update_totals(m.end_ns);
   if (m.cfg.price) {
     const auto n_alloc = static_cast<unsigned>(m.cfg.telemetry ? m.cfg.allocated.size() : 1);
@@ -583,7 +764,8 @@ SessionOutcome Supervisor::finish() {
   if (m.latest_progress) progress.push_back(*m.latest_progress);
   m.outcome.report =
       build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog, m.all_inference);
-  m.outcome.exit_code = m.run.stopped_by ? kExitGuardStop : job_exit;
+  m.outcome.report.cells = m.all_cells;
+  m.outcome.exit_code = m.run.stopped_by ? kExitGuardStop : m.cfg.attached ? kExitOk : job_exit;
   return m.outcome;
 }
 

@@ -62,6 +62,37 @@ class DmiInstanceDetector final : public InstanceDetector {
 /// $XDG_CONFIG_HOME/gpumeter/config.toml (or ~/.config/...) when that file exists.
 std::optional<std::string> default_config_path();
 
+/// Your own rates from `[pricing]` in the config file: discounts per provider, committed-use / reserved rates
+/// per instance, an on-premises $/GPU-hour.
+struct ContractRates {
+  std::map<std::string, std::int64_t>
+      discount_ppm;  ///< provider ("*" = every provider) -> parts per million off
+  std::map<std::string, double> committed_usd_per_hour;  ///< "provider:instance" -> $/h of the whole instance
+  std::optional<double> onprem_usd_per_gpu_hour;         ///< your own machines
+  std::string origin;                                    ///< the config file
+  /// True when no rate is set.
+  bool empty() const {
+    return discount_ppm.empty() && committed_usd_per_hour.empty() && !onprem_usd_per_gpu_hour;
+  }
+};
+
+/// Reads the rates from the config file at `config_path` (the explicit one, else default_config_path(); none:
+/// no rates). Error (usage) naming the file and key for a bad value (a discount of 100 % or more, a rate <=
+/// 0).
+Result<ContractRates> load_contract_rates(const std::optional<std::string>& config_path);
+
+/// What you pay per GPU-hour for an offer under your rates, and why.
+struct YourPrice {
+  MicroUsd micros_per_gpu_hour = 0;
+  std::string basis;  ///< "committed rate (config FILE)", "30% aws discount (config FILE)"
+  double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
+};
+
+/// Your price for `offer` (on-demand, or spot): a committed rate for its instance replaces the on-demand
+/// list price; otherwise the provider's discount (or the "*" one) applies to the list price. nullopt when no
+/// rate applies or the offer has no such price.
+std::optional<YourPrice> your_price(const Offer& offer, bool spot, const ContractRates& rates);
+
 /// Resolves the price per GPU-hour in the order: --price > --offer > config file > detected instance >
 /// catalog reference price of `nvml_gpu_name`. Error (usage / not_found) for a bad --offer or config.
 Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,

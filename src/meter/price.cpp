@@ -21,9 +21,11 @@ std::string trimmed_file(const std::string& path) {
 }
 
 PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const Catalog& catalog,
-                            const std::string& how) {
+                            const std::string& how, const ContractRates& rates) {
   PriceQuote q;
   q.micros_per_gpu_hour = usd_to_micros(*o.usd_per_gpu_hour(spot));
+  const auto mine = your_price(o, spot, rates);
+  if (mine) q.micros_per_gpu_hour = mine->micros_per_gpu_hour;
   q.origin = origin;
   q.provider = o.provider;
   q.region = o.region;
@@ -32,12 +34,15 @@ PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const
   q.source = fmt::format("{} {}:{} ({}, {}, {} GPU{} at {}/h; {}, {})", how, o.provider, o.instance, o.region,
                          spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
                          format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
+  if (mine)
+    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", format_usd(mine->usd_per_gpu_hour()),
+                            mine->basis, format_usd(*o.usd_per_gpu_hour(spot)));
   return q;
 }
 
 // "provider:instance[@region][:spot|:ondemand]"
 Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& catalog, PriceOrigin origin,
-                                        const std::string& how) {
+                                        const std::string& how, const ContractRates& rates) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   while (true) {
@@ -75,7 +80,7 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
   if (!o->usd_per_gpu_hour(spot))
     return make_error(ErrorKind::not_found,
                       fmt::format("{} '{}': the catalog has no {} price for it", how, text, spot ? "spot" : "on-demand"));
-  return quote_from_offer(*o, spot, origin, catalog, how);
+  return quote_from_offer(*o, spot, origin, catalog, how, rates);
 }
 
 }  // namespace
@@ -116,8 +121,6 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     q.billing = catalog.billing_rule("");
     return q;
   }
-  if (options.offer) return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer");
-
   std::optional<std::string> config = options.config_path;
   if (config) {
     std::error_code ec;
@@ -126,6 +129,10 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
   } else {
     config = default_config_path();
   }
+  GM_TRY(const ContractRates rates, load_contract_rates(config));
+  if (options.offer)
+    return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
+
   if (config) {
     toml::table tbl;
     try {
@@ -151,15 +158,27 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
         return q;
       }
       if (auto o = (*pricing)["offer"].value<std::string>())
-        return quote_for_offer_text(*o, catalog, PriceOrigin::config_file, "config " + *config + ": offer");
+        return quote_for_offer_text(*o, catalog, PriceOrigin::config_file, "config " + *config + ": offer",
+                                    rates);
     }
   }
 
   if (detector) {
     if (auto type = detector->instance_type()) {
       if (const Offer* o = catalog.find_offer_by_instance(*type); o && o->usd_per_gpu_hour())
-        return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance");
+        return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance",
+                                rates);
     }
+  }
+
+  if (rates.onprem_usd_per_gpu_hour) {
+    PriceQuote q;
+    q.micros_per_gpu_hour = usd_to_micros(*rates.onprem_usd_per_gpu_hour);
+    q.origin = PriceOrigin::config_file;
+    q.source = fmt::format("config {}: on-premises rate {}/GPU-h", rates.origin,
+                           format_usd(*rates.onprem_usd_per_gpu_hour));
+    q.billing = catalog.billing_rule("");
+    return q;
   }
 
   if (nvml_gpu_name) {

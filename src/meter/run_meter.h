@@ -102,8 +102,10 @@ struct Forecast {
 /// Robust seconds-per-step over recent steps. The first reported interval (start-up, compilation,
 /// data-loader warm-up) and every interval ending within the first 2 % of the steps are excluded; the
 /// estimate is the median of per-step times over the last kWindow intervals (each interval weighted by its
-/// step count); the interval comes from their 10th and 90th percentiles. No forecast until kMinIntervals
-/// usable intervals exist, or when the total is unknown.
+/// step count); the interval comes from their 10th and 90th percentiles, its low end less the median time
+/// between reports (the step shown lags the real one). It never reaches below the spend, and with steps left
+/// its high end is above it. No forecast until kMinIntervals usable intervals exist, when the total is
+/// unknown, or when steps are left but no time per step was measured.
 class Forecaster {
  public:
   static constexpr std::size_t kWindow = 64;
@@ -124,6 +126,7 @@ class Forecaster {
     std::int64_t steps;
   };
   std::vector<Interval> per_step_s_;  // window, oldest first
+  std::vector<double> report_s_;      // seconds between progress reports, window
   std::optional<double> last_t_s_;
   std::optional<std::int64_t> last_step_;
   std::optional<std::int64_t> total_;

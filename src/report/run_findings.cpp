@@ -2,6 +2,8 @@
 // peak memory, a forecast beyond the budget. Money in integer nano-dollars from the run's micro-dollars.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "meter/meter.h"
 #include "report/multi.h"
 #include "report/run_report.h"
@@ -130,6 +132,35 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"price_ratio", h.price_ratio});
     f.evidence.push_back({"price_basis", h.price_basis});
     price(f, saved, r);
+    out.push_back(std::move(f));
+  }
+
+  // `gpumeter attach` recorded idle GPUs with the job's memory held on them (a notebook kernel left open).
+  const bool idle_held = std::any_of(r.actions.begin(), r.actions.end(),
+                                     [](const ActionRecord& a) { return a.kind == "idle_gpus_held"; });
+  if (idle_held) {
+    const GpuUsage* worst = nullptr;
+    for (const auto& g : r.gpus)
+      if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
+    const MicroUsd usd_per_h_micros =
+        run.price_micros_per_gpu_hour *
+        static_cast<MicroUsd>(std::max<std::size_t>(1, run.gpus_allocated.size()));
+    Finding f;
+    f.kind = "idle_gpus_held";
+    const MicroUsd part = worst ? worst->idle_stretch_cost_micros * static_cast<MicroUsd>(r.gpus.size()) : 0;
+    f.severity = std::max(Severity::medium, severity_of(part, run.cost_micros));
+    f.at_stake_ns = worst ? worst->idle_stretch_ms * 1'000'000 : 0;
+    f.summary = fmt::format(
+        "the GPUs idled under 5% utilization for {} while the process held memory on them, "
+        "at {}/h",
+        format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
+        format_micros(usd_per_h_micros));
+    f.action =
+        "free the GPU memory (del the tensors, torch.cuda.empty_cache()) or shut the kernel down when it is "
+        "not computing; save the state and restart later";
+    f.evidence.push_back({"idle_s", worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0.0});
+    f.evidence.push_back({"usd_per_h", micros_to_usd(usd_per_h_micros)});
+    price(f, part, r);
     out.push_back(std::move(f));
   }
 

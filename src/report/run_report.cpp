@@ -130,12 +130,18 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
       usage.push_back(g);
     }
   if (run.status == "interrupted" && run.wall_ms == 0 && !samples.empty()) run.wall_ms = samples.back().t_ms;
-  return build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
+  GM_TRY(auto cells, ledger.cells(run_id));
+  auto report = build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
+  report.cells = std::move(cells);
+  return report;
 }
 
 std::string describe_status(const RunRecord& run) {
   if (run.status == "stopped" || run.stopped_by) return "stopped by " + run.stopped_by.value_or("gpumeter");
   if (run.status == "running") return "running";
+  // `gpumeter attach`: the process was not gpumeter's child, its exit status is unknown.
+  if (run.status == "detached") return "detached (gpumeter stopped watching; the process went on)";
+  if (run.status == "finished" && !run.exit_code) return "ended";
   if (run.status == "interrupted") {
     if (run.exit_code && *run.exit_code > 128)
       return "interrupted (" + signal_name(*run.exit_code - 128) + ")";
@@ -200,6 +206,7 @@ std::string render_run_report_json(const RunReport& r) {
                     {"memory_avg_bytes", json_or_null(g.mem_avg_bytes)},
                     {"memory_peak_bytes", json_or_null(g.mem_peak_bytes)},
                     {"busy_s", g.busy_s},
+                    {"cost_usd", micros_to_usd(g.cost_micros)},
                     {"energy_kwh", g.energy_j / 3.6e6}});
   }
   j["gpus"] = gpus;
@@ -210,6 +217,19 @@ std::string render_run_report_json(const RunReport& r) {
                        {"cost_usd", micros_to_usd(a.cost_micros)},
                        {"message", a.message}});
   j["actions"] = actions;
+  if (!r.cells.empty()) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (const auto& c : r.cells)
+      cells.push_back(
+          {{"cell_id", c.cell_id},
+           {"start_s", static_cast<double>(c.start_ms) / 1000.0},
+           {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
+           {"cost_usd", micros_to_usd(c.cost_micros)},
+           {"util_pct", c.utilization_pct ? nlohmann::json(*c.utilization_pct) : nlohmann::json()},
+           {"status", c.status},
+           {"source", c.source}});
+    j["cells"] = cells;
+  }
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     j["rightsizing"] = {{"gpu", h.gpu},
@@ -381,6 +401,21 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
         h.price_ratio, h.price_basis, h.assumption);
   }
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
+  if (!r.cells.empty()) {
+    // Notebook cells, the most expensive first (at most 5 here; all of them in --json).
+    std::vector<const CellRecord*> top;
+    for (const auto& c : r.cells) top.push_back(&c);
+    std::stable_sort(top.begin(), top.end(), [](const CellRecord* a, const CellRecord* b) {
+      return a->cost_micros > b->cost_micros;
+    });
+    o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
+    for (std::size_t i = 0; i < top.size() && i < 5; ++i)
+      o += fmt::format(
+          "    [{}] {} · {} · {}{}\n", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
+          format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
+          top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
+          top[i]->source);
+  }
   return o;
 }
 

@@ -43,6 +43,7 @@ struct RunReport {
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
   std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;
+  std::vector<CellRecord> cells;  ///< notebook cells (`gpumeter attach` under the IPython extension)
 };
 
 /// A run's status in words, the same in text, JSON and HTML: "succeeded", "failed (exit 1)",

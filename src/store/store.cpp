@@ -63,6 +63,10 @@ CREATE TABLE IF NOT EXISTS inference (
   run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, model TEXT NOT NULL, engine TEXT NOT NULL,
   prompt_tokens REAL, generated_tokens REAL, cached_tokens REAL, requests REAL, cost_micros INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS inference_run ON inference(run_id, t_ms);
+CREATE TABLE IF NOT EXISTS cells (
+  run_id INTEGER NOT NULL, cell_id INTEGER NOT NULL, start_ms INTEGER NOT NULL, end_ms INTEGER NOT NULL,
+  cost_micros INTEGER NOT NULL, utilization_pct REAL, status TEXT NOT NULL, source TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id, start_ms);
 )sql";
 
 std::string this_host() {
@@ -530,6 +534,49 @@ class SqliteLedger final : public Ledger {
     }
     if (!exec("COMMIT")) return rollback("commit");
     return ok_result();
+  }
+
+  Result<void> append_cells(const std::vector<CellRecord>& cells) override {
+    if (!read_only_.empty()) return make_error(ErrorKind::unavailable, read_only_);
+    if (cells.empty()) return ok_result();
+    if (!exec("BEGIN IMMEDIATE")) return err("begin");
+    {
+      Stmt s(db_,
+             "INSERT INTO cells (run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, "
+             "source) VALUES (?,?,?,?,?,?,?,?)");
+      if (!s.ok()) return rollback("prepare cells");
+      for (const auto& x : cells) {
+        s.bind(1, x.run_id);
+        s.bind(2, x.cell_id);
+        s.bind(3, x.start_ms);
+        s.bind(4, x.end_ms);
+        s.bind(5, x.cost_micros);
+        s.bind(6, x.utilization_pct);
+        s.bind(7, x.status);
+        s.bind(8, x.source);
+        if (s.step() != SQLITE_DONE) return rollback("insert cells");
+        s.reset();
+      }
+    }
+    if (!exec("COMMIT")) return rollback("commit");
+    return ok_result();
+  }
+
+  Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override {
+    std::vector<CellRecord> out;
+    // A ledger an older gpumeter created and opened read-only has no such table: no cells.
+    Stmt s(
+        db_,
+        "SELECT run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source FROM cells "
+        "WHERE run_id=? ORDER BY start_ms, rowid");
+    if (!s.ok()) return out;
+    s.bind(1, run_id);
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW)
+      out.push_back(
+          CellRecord{s.i64(0), s.i64(1), s.i64(2), s.i64(3), s.i64(4), s.of64(5), s.text(6), s.text(7)});
+    if (rc != SQLITE_DONE) return err("select cells");
+    return out;
   }
 
   Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const override {

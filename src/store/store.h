@@ -121,6 +121,18 @@ struct InferenceRecord {
   MicroUsd cost_micros = 0;  ///< the run's spend at this sample
 };
 
+/// One notebook cell of a run (`gpumeter attach` under the IPython extension): its cost from the meter.
+struct CellRecord {
+  std::int64_t run_id = 0;
+  std::int64_t cell_id = 0;   ///< the kernel's execution count
+  std::int64_t start_ms = 0;  ///< ms since the run's start
+  std::int64_t end_ms = 0;
+  MicroUsd cost_micros = 0;               ///< spend between the cell's start and end
+  std::optional<double> utilization_pct;  ///< mean utilization of the allocated GPUs during the cell
+  std::string status;                     ///< ok | error | interrupted | refused
+  std::string source;                     ///< the cell's first line
+};
+
 /// Filter for listing runs.
 struct RunFilter {
   std::optional<std::int64_t> since_unix_ms;
@@ -166,6 +178,16 @@ class Ledger {
   virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
     (void)records;
     return ok_result();
+  }
+  /// Appends notebook cells (committed before return). The default keeps none.
+  virtual Result<void> append_cells(const std::vector<CellRecord>& cells) {
+    (void)cells;
+    return ok_result();
+  }
+  /// A run's notebook cells in order; empty for runs (and ledgers) that have none.
+  virtual Result<std::vector<CellRecord>> cells(std::int64_t run_id) const {
+    (void)run_id;
+    return std::vector<CellRecord>{};
   }
   /// A run's serving counters in time order; empty for runs (and ledgers) that have none.
   virtual Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const {

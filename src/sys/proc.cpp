@@ -2,7 +2,9 @@
 
 #include <dirent.h>
 #include <pwd.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <map>
@@ -119,6 +121,37 @@ std::string user_name(std::uint32_t uid) {
   char buf[4096];
   if (getpwuid_r(uid, &pw, buf, sizeof buf, &result) == 0 && result) return pw.pw_name;
   return std::to_string(uid);
+}
+
+}  // namespace gm
+
+namespace gm {
+
+std::optional<std::string> ProcReader::start_ticks(std::uint32_t pid) const {
+  auto stat = read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
+  if (!stat) return std::nullopt;
+  const auto close = stat->rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  // Fields after the command: state (3) ... starttime (22).
+  std::istringstream rest(stat->substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i)
+    if (!(rest >> field)) return std::nullopt;
+  if (field.empty() || field.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  return field;
+}
+
+std::optional<std::int64_t> ProcReader::age_ms(std::uint32_t pid) const {
+  auto ticks = start_ticks(pid);
+  auto uptime = read_small_file(root_ + "/uptime");
+  if (!ticks || !uptime) return std::nullopt;
+  double up_s = 0;
+  std::istringstream in(*uptime);
+  if (!(in >> up_s)) return std::nullopt;
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0) return std::nullopt;
+  const double start_s = static_cast<double>(std::stoll(*ticks)) / static_cast<double>(hz);
+  return static_cast<std::int64_t>(std::max(0.0, up_s - start_s) * 1000.0);
 }
 
 }  // namespace gm

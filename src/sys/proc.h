@@ -29,6 +29,11 @@ class ProcReader {
   std::optional<std::string> environ_var(std::uint32_t pid, const std::string& name) const;
   /// All descendants of `root_pid` (not including it), from the ppid links of the current snapshot.
   std::vector<std::uint32_t> descendants(std::uint32_t root_pid) const;
+  /// How long ago process `pid` started (ms), from <root>/PID/stat's start time and <root>/uptime; nullopt
+  /// when either cannot be read.
+  std::optional<std::int64_t> age_ms(std::uint32_t pid) const;
+  /// The start time field of <root>/PID/stat (clock ticks after boot, as text); nullopt when unreadable.
+  std::optional<std::string> start_ticks(std::uint32_t pid) const;
   /// The root directory ("/proc").
   const std::string& root() const { return root_; }
 

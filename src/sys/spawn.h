@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -73,5 +74,37 @@ int exit_code_of_wait_status(int status);
 Result<int> parse_signal(const std::string& text);
 /// "SIGTERM" for 15.
 std::string signal_name(int sig);
+
+}  // namespace gm
+
+namespace gm {
+
+/// The ProcessRunner of `gpumeter attach`: the job is a process gpumeter did not start (not its child).
+/// Its end is seen through a pidfd (pidfd_open, Linux 5.3+; immune to PID reuse) or, without one, by
+/// polling /proc. It has no wait status for gpumeter: try_wait returns 0 once it is gone. `group` signals
+/// go to the process and its live descendants, never to its process group (that may be a shell's).
+class WatchedProcessRunner final : public ProcessRunner {
+ public:
+  /// Watches `pid`; not_found when no such process exists, failure when it cannot be signalled (another
+  /// user's process without permission).
+  static Result<std::unique_ptr<WatchedProcessRunner>> watch(pid_t pid);
+  ~WatchedProcessRunner() override;
+  WatchedProcessRunner(const WatchedProcessRunner&) = delete;
+  WatchedProcessRunner& operator=(const WatchedProcessRunner&) = delete;
+  /// Always an error: an attached session starts nothing.
+  Result<SpawnedChild> spawn(const SpawnOptions& options) override;
+  bool send_signal(pid_t pid, int sig, bool group) override;
+  std::optional<int> try_wait(pid_t pid) override;
+  std::set<std::uint32_t> job_pids(pid_t pid) override;
+  /// A descriptor that becomes readable when the process ends (-1 without pidfd support: poll try_wait).
+  int end_fd() const { return pidfd_; }
+
+ private:
+  WatchedProcessRunner(pid_t pid, int pidfd, std::string start_ticks);
+  bool alive() const;
+  pid_t pid_;
+  int pidfd_;
+  std::string start_ticks_;  ///< /proc/PID/stat field 22, to tell PID reuse apart without a pidfd
+};
 
 }  // namespace gm

@@ -99,9 +99,10 @@ TEST(DebPackageTest, ControlDependenciesLayoutAndLintian) {
         "./usr/share/gpumeter/deploy/kubernetes/gpumeter-daemonset.yaml",
         "./usr/share/gpumeter/deploy/prometheus/gpumeter-rules.yml",
         "./lib/systemd/system/gpumeter-agent.service", "./etc/gpumeter/config.toml",
-        "./etc/default/gpumeter-agent", "./usr/lib/gpumeter/gpumeter-epilog.sh",
-        "./usr/share/doc/gpumeter/copyright", "./usr/share/doc/gpumeter/changelog.gz",
-        "./usr/share/gpumeter/examples/alexnet.pt.trace.json.gz"})
+        "./lib/systemd/system/gpumeter-prices-update.service",
+        "./lib/systemd/system/gpumeter-prices-update.timer", "./etc/default/gpumeter-agent",
+        "./usr/lib/gpumeter/gpumeter-epilog.sh", "./usr/share/doc/gpumeter/copyright",
+        "./usr/share/doc/gpumeter/changelog.gz", "./usr/share/gpumeter/examples/alexnet.pt.trace.json.gz"})
     EXPECT_NE(files.out.find(std::string(path) + "\n"), std::string::npos) << path;
   // The fake NVML is a test library: never in the package.
   EXPECT_EQ(files.out.find("libnvidia-ml"), std::string::npos);
@@ -228,6 +229,11 @@ TEST(DebPackageTest, GettingStartedOnASlurmNodeRegistersTheAgentAndTheProlog) {
   // systemd itself accepts the unit with the Slurm drop-in, and the drop-in takes effect.
   auto verify = in_root(root, "systemd-analyze verify --man=no gpumeter-agent.service");
   EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+  // The daily price fetch is shipped, valid and disabled until its timer is enabled.
+  auto verify_prices = in_root(
+      root, "systemd-analyze verify --man=no gpumeter-prices-update.service gpumeter-prices-update.timer");
+  EXPECT_EQ(verify_prices.exit_code, 0) << verify_prices.out << verify_prices.err;
+  EXPECT_FALSE(fs::exists(root + "/etc/systemd/system/timers.target.wants/gpumeter-prices-update.timer"));
   EXPECT_NE(read_file(root + "/lib/systemd/system/gpumeter-agent.service").find("ProtectSystem=strict"),
             std::string::npos);
   EXPECT_NE(read_file(root + "/etc/systemd/system/gpumeter-agent.service.d/slurm.conf").find("User=root"),

@@ -4,6 +4,7 @@
 #include "support/support.h"
 
 namespace gm {
+using test::TempDir;
 namespace {
 
 const Catalog& cat() {
@@ -60,7 +61,7 @@ TEST(CatalogTest, LooseGpuSpellings) {
 }
 
 TEST(CatalogTest, SanityFlags) {
-  bool spot_above = false, gpu_only = false, missing_count = false, spot_equal = false;
+  bool spot_above = false, gpu_only = false, nd_h100 = false, spot_equal = false;
   for (const auto& o : cat().offers()) {
     if (o.provider == "gcp" && o.instance == "gpu-only-a100-80gbx8" && o.region == "us-central1") {
       EXPECT_TRUE(has_flag(o, "spot_above_ondemand"));
@@ -70,10 +71,56 @@ TEST(CatalogTest, SanityFlags) {
       EXPECT_TRUE(has_flag(o, "gpu_only_needs_host_vm")) << o.instance;
       gpu_only = true;
     }
-    if (o.instance == "Standard_ND96isr_H100_v5") missing_count = has_flag(o, "gpu_count_missing");
+    if (o.instance == "Standard_ND96isr_H100_v5") {
+      // data/offers.csv has no count for it; the documented instance family (data/instance_gpus.csv) fills
+      // it.
+      EXPECT_EQ(o.gpu_count, 8);
+      EXPECT_FALSE(has_flag(o, "gpu_count_missing"));
+      ASSERT_TRUE(o.usd_per_gpu_hour().has_value());
+      EXPECT_DOUBLE_EQ(*o.usd_per_gpu_hour(), *o.ondemand_usd_per_hour / 8);
+      nd_h100 = true;
+    }
     if (o.instance == "Standard_NC40ads_H100_v5") spot_equal = has_flag(o, "spot_equals_ondemand");
   }
-  EXPECT_TRUE(spot_above && gpu_only && missing_count && spot_equal);
+  EXPECT_TRUE(spot_above && gpu_only && nd_h100 && spot_equal);
+}
+
+TEST(CatalogTest, EveryGpuOfferHasACountAndEveryFamilyRowNamesItsSource) {
+  for (const auto& o : cat().offers()) {
+    if (has_flag(o, "host_vm_row")) continue;
+    EXPECT_GT(o.gpu_count, 0) << o.provider << " " << o.instance;
+  }
+  for (const auto& f : instance_gpus_table()) {
+    EXPECT_GT(f.gpu_count, 0) << f.instance;
+    EXPECT_EQ(f.source.rfind("https://", 0), 0u) << f.instance;
+    EXPECT_FALSE(f.gpu.empty()) << f.instance;
+  }
+  const InstanceGpus* nd = find_instance_gpus("azure", "Standard_ND96isr_H100_v5");
+  ASSERT_NE(nd, nullptr);
+  EXPECT_EQ(nd->gpu, "H100 SXM 80GB");
+  EXPECT_EQ(nd->gpu_count, 8);
+  EXPECT_EQ(find_instance_gpus("azure", "Standard_D2s_v3"), nullptr);
+}
+
+TEST(CatalogTest, OffersCsvRoundTripsThroughTheLoader) {
+  std::vector<Offer> rows;
+  for (const auto& o : cat().offers())
+    if (o.provider == "azure") rows.push_back(o);
+  rows[0].fetched_at = "2026-11-25T10:00:00Z";
+  rows[0].source = "a source, with a comma and \"quotes\"";
+  TempDir d;
+  const std::string path = d.write("offers.csv", offers_to_csv(rows));
+  auto back = read_offers_file(path);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_EQ(back->size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ((*back)[i].instance, rows[i].instance);
+    EXPECT_EQ((*back)[i].gpu_count, rows[i].gpu_count);
+    EXPECT_EQ((*back)[i].ondemand_usd_per_hour, rows[i].ondemand_usd_per_hour);
+    EXPECT_EQ((*back)[i].spot_usd_per_hour, rows[i].spot_usd_per_hour);
+    EXPECT_EQ((*back)[i].source, rows[i].source);
+    EXPECT_EQ((*back)[i].fetched_at, rows[i].fetched_at);
+  }
 }
 
 TEST(CatalogTest, GpuCountMismatchIsFlagged) {

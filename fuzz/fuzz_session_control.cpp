@@ -1,0 +1,31 @@
+// libFuzzer target: control datagrams of an attached session (notebook cells, budget changes; docs/cli.md)
+// arrive on the progress socket from the user's processes. A bad one is an error or "not a control datagram",
+// never a crash, a negative cell id, an over-long source or a non-positive budget.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fuzz_util.h"
+#include "guard/session.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using gm::fuzz::check;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto r = gm::parse_session_control(text);
+  if (!r) return 0;  // a progress datagram (or not JSON): the progress parser's business
+  if (!*r) {
+    check(!r->error().message.empty());
+    return 0;
+  }
+  const gm::SessionControl& c = **r;
+  if (c.cell) {
+    check(c.cell->cell_id >= 0);
+    check(c.cell->source.size() <= 200);
+    check(c.cell->start || !c.cell->status.empty());
+  }
+  if (c.budget_usd) check(std::isfinite(*c.budget_usd) && *c.budget_usd > 0);
+  if (c.warn_at_pct)
+    for (double p : *c.warn_at_pct) check(p > 0 && p <= 100);
+  return 0;
+}
