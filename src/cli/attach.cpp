@@ -74,7 +74,7 @@ class JsonLinesSink final : public SessionSink {
     j["usd_per_h"] = opt(s.burn_usd_per_h);
     j["budget_usd"] = usd(s.budget_micros);
     j["budget_left_usd"] = usd(s.budget_left_micros);
-    j["idle_cost_usd"] = opt(s.idle_cost_usd);
+    j["idle_cost_usd"] = usd(s.idle_cost_micros);
     j["step"] = opt(s.step);
     j["total_steps"] = opt(s.total_steps);
     j["telemetry"] = s.telemetry;

@@ -170,7 +170,7 @@ struct StatusSnapshot {
   std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
   std::optional<double> idle_held_s;  ///< `idle_gpus_held`: how long the GPUs have idled with memory held
   std::optional<double> idle_held_usd_per_h;  ///< what they cost meanwhile
-  std::optional<double> idle_cost_usd;        ///< Σ interval cost × (1 − utilization) on used GPUs so far
+  std::optional<MicroUsd> idle_cost_micros;   ///< Σ interval cost × (1 − utilization) on used GPUs so far
   /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.
   std::optional<double> usd_per_1m_generated_tokens;
   std::optional<double> usd_per_1k_requests;

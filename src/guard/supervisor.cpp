@@ -666,7 +666,7 @@ struct Supervisor::Impl {
       } else if (!team_unchecked[i]) {
         team_unchecked[i] = true;
         warn("team budget " + b.selector + " cannot be checked now (" + spend.error().message + "): " +
-             (cfg.guard.budget_usd ? "this run falls back to its own --budget" : "this run has no --budget to fall back to"));
+             (cfg.guard.budget_micros ? "this run falls back to its own --budget" : "this run has no --budget to fall back to"));
       }
     }
     return out;
@@ -685,7 +685,7 @@ struct Supervisor::Impl {
     }
     s.run_id = run.id;
     s.budget_micros = guard.config().budget_micros;
-    if (cfg.price && cfg.telemetry) s.idle_cost_usd = micros_to_usd(run.idle_cost_micros);
+    if (cfg.price && cfg.telemetry) s.idle_cost_micros = run.idle_cost_micros;
     if (idle_held_ms) {
       s.idle_held_s = static_cast<double>(*idle_held_ms) / 1000.0;
       if (cfg.price) s.idle_held_usd_per_h = burn_usd_per_s() * 3600.0;

@@ -187,7 +187,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "the GPUs idled under 5% utilization for {} while the process held memory on them, "
         "at {}/h",
         format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
-        format_usd(micros_to_usd(usd_per_h_micros)));
+        format_micros(usd_per_h_micros));
     f.action =
         "free the GPU memory (del the tensors, torch.cuda.empty_cache()) or shut the kernel down when it is "
         "not computing; save the state and restart later";

@@ -70,7 +70,7 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   Sink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = attach_config();
-  cfg.guard.budget_usd = 5.0;
+  cfg.guard.budget_micros = 5 * kMicrosPerUsd;
   Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
@@ -84,13 +84,13 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   run_until(s, clock, 40.0);
   ASSERT_EQ(runner.sent.size(), 2u) << "the new budget stops again";
   ASSERT_TRUE(sink.last);
-  EXPECT_EQ(sink.last->budget_usd, 40.0);
+  EXPECT_EQ(sink.last->budget_micros, 40 * kMicrosPerUsd);
   s.on_detach();
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
   EXPECT_EQ(out.report.run.status, "stopped");
   EXPECT_FALSE(out.report.run.exit_code) << "no exit status for a process gpumeter did not start";
-  EXPECT_EQ(out.report.run.budget_usd, 40.0);
+  EXPECT_EQ(out.report.run.budget_micros, 40 * kMicrosPerUsd);
 }
 
 TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
@@ -141,7 +141,7 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   s.started(kPid);
   run_until(s, clock, 2.0);
   ASSERT_TRUE(sink.last);
-  EXPECT_DOUBLE_EQ(*sink.last->spent_usd, 12.0) << "10 s before attaching + 2 s metered, at $1/s";
+  EXPECT_EQ(*sink.last->spent_micros, 12 * kMicrosPerUsd) << "10 s before attaching + 2 s metered, at $1/s";
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
@@ -190,7 +190,7 @@ TEST(AttachSessionTest, ControlDatagramsParse) {
   EXPECT_EQ((*c)->cell->status, "ok") << "an end without a status is ok";
   c = parse_session_control(R"({"control": {"budget_usd": 2.5, "warn_at": "50%,90%"}})");
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ(*(*c)->budget_usd, 2.5);
+  EXPECT_EQ(*(*c)->budget_micros, 2'500'000);
   EXPECT_EQ((*c)->warn_at_pct->size(), 2u);
   for (const char* bad :
        {R"({"cell": {"id": -1, "event": "start"}})", R"({"cell": {"id": 1, "event": "go"}})",

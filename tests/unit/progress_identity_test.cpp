@@ -195,7 +195,7 @@ TEST(ProgressIdentityTest, AnEpochSummaryAfterItsBarDoesNotRewind) {
 TEST(ProgressIdentityTest, StatusLineSaysWhenTheTotalIsUnknown) {
   StatusSnapshot s;
   s.elapsed_s = 12;
-  s.spent_usd = 12;
+  s.spent_micros = 12 * kMicrosPerUsd;
   s.step = 45;
   s.progress_note = "total unknown";
   const std::string line = cli::render_status_line(s, 200);
