@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(c.cell->source.size() <= 200);
     check(c.cell->start || !c.cell->status.empty());
   }
-  if (c.budget_usd) check(std::isfinite(*c.budget_usd) && *c.budget_usd > 0);
+  if (c.budget_micros) check(*c.budget_micros > 0);
   if (c.warn_at_pct)
     for (double p : *c.warn_at_pct) check(p > 0 && p <= 100);
   return 0;

@@ -78,7 +78,7 @@ RunRecord sample_run() {
   r.billing_minimum_s = 60;
   r.gpus_allocated = {"GPU-a", "GPU-b"};
   r.gpu_model = "H100 SXM 80GB";
-  r.budget_usd = 40.0;
+  r.budget_micros = 40'000'000;  // $40
   r.total_steps = 1000;
   r.energy_j = 0.1 + 0.2;  // a double that needs 17 digits
   r.co2_kg = 1.0 / 3.0;
@@ -98,7 +98,7 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   EXPECT_EQ(r->meter_pid, getpid());
   EXPECT_FALSE(r->end_unix_ms.has_value());
   EXPECT_FALSE(r->exit_code.has_value());
-  EXPECT_EQ(*r->budget_usd, 40.0);
+  EXPECT_EQ(*r->budget_micros, 40'000'000);
   EXPECT_EQ(r->energy_j, 0.1 + 0.2);
   EXPECT_EQ(*r->co2_kg, 1.0 / 3.0);
   EXPECT_EQ(r->price_micros_per_gpu_hour, 3'600'000'000);
