@@ -185,7 +185,8 @@ TEST(FindingsTest, Fp32MathOnTheResNet50V100SampleWithDollars) {
   EXPECT_NE(f->action.find("GradScaler"), std::string::npos);
   EXPECT_NE(f->action.find("channels_last"), std::string::npos);
   // Without a catalog, computeMajor still says tensor cores; the speed-up is then the stated 2x assumption.
-  const Finding* bare = find(for_trace_device(d, MicroUsd{3'000'000}), "fp32_math");
+  const auto bare_findings = for_trace_device(d, MicroUsd{3'000'000});
+  const Finding* bare = find(bare_findings, "fp32_math");
   ASSERT_NE(bare, nullptr);
   EXPECT_EQ(evidence<double>(*bare, "speedup_assumed"), 2.0);
   // A Pascal GPU (no tensor cores) gets no fp32_math finding.
