@@ -60,16 +60,18 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
     // A scrape may take at most half an interval, so a slow engine never stalls the collection.
     scrape_timeout_ms_ =
         std::max<std::int64_t>(10, std::min(options_.inference_timeout_ms, options_.interval_ms / 2));
-    scrapers_ = std::make_unique<InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
+    scrapers_ =
+        std::make_unique<serving::InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
     init_endpoints();
   }
   if (options_.inference_discover) {
-    DiscoveryOptions d;
+    serving::DiscoveryOptions d;
     d.proc_root = options_.proc_root;
     d.kubelet_pods_url = options_.kubelet_pods_url;
     d.kubelet_token_file = options_.kubelet_token_file;
     d.timeout_ms = scrape_timeout_ms_;
-    discovery_ = std::make_unique<EndpointDiscovery>(d);
+    d.note = options_.discovery_note;
+    discovery_ = std::make_unique<serving::EndpointDiscovery>(d);
   }
 }
 
@@ -189,7 +191,7 @@ void Collector::collect_once() {
     });
   }
 
-  std::vector<ScrapeOutcome> outcomes;
+  std::vector<serving::ScrapeOutcome> outcomes;
   if (scrapers_) {
     const auto deadline = wall0 + std::chrono::milliseconds(scrape_timeout_ms_);
     outcomes = scrapers_->finish_round(

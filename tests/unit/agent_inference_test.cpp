@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "serving/serving.h"
 #include "support/fixtures.h"
 #include "support/support.h"
 
@@ -19,6 +20,7 @@ namespace gm::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gm::serving;
 
 // ---- stand-in expositions, from the engines' metric definitions (docs/inference.md cites versions) ----
 

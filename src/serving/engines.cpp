@@ -1,7 +1,5 @@
 // Serving engines' own metrics: endpoint specs, reading vLLM / SGLang / TGI / Triton counters from a parsed
 // exposition, counter resets, bounded scrapes on background threads, and the cost split across models.
-#include "agent/inference.h"
-
 #include <httplib.h>
 #include <toml++/toml.h>
 
@@ -11,7 +9,9 @@
 #include <filesystem>
 #include <thread>
 
-namespace gm::agent {
+#include "serving/serving.h"
+
+namespace gm::serving {
 
 const char* to_string(InferenceEngine engine) {
   switch (engine) {
@@ -393,4 +393,4 @@ std::vector<ScrapeOutcome> InferenceScrapers::finish_round(std::int64_t deadline
   return out;
 }
 
-}  // namespace gm::agent
+}  // namespace gm::serving
