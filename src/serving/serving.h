@@ -95,6 +95,7 @@ Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::s
 
 /// Counter deltas with reset detection: a value below the previous one, or a changed process start time,
 /// is an engine restart and the new value counts from zero (never a negative delta, never counted twice).
+/// The agent's cost join and the run supervisor's serving counters both count with it.
 class CounterDelta {
  public:
   /// The increase since the previous value (0 for the first value seen: it is the baseline).
@@ -153,8 +154,9 @@ class InferenceScrapers {
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
-/// The per-model split: `cost` over the models' token counts `weights` in proportion (largest
-/// remainder, Σ = cost exactly); all-zero weights split equally. Empty weights give an empty split.
+/// The per-model split: `cost` over the models' token counts `weights` in proportion (meter's
+/// split_micros: largest remainder, Σ = cost exactly); all-zero weights split equally. Empty weights give an
+/// empty split.
 std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weights);
 
 /// PID of a process with a TCP socket listening on `port` (IPv4 or IPv6), from `proc_root`/net/tcp{,6} and
