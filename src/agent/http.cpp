@@ -8,8 +8,8 @@
 #include "agent/exposition.h"
 #include "agent/http_connection.h"
 #include "agent/server.h"
-#include "sys/proc.h"
 #include "util/embedded.h"
+#include "util/file.h"
 #include "util/units.h"
 
 namespace gm::agent {

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/collector.h"
-#include "sys/proc.h"
+#include "util/file.h"
 
 namespace gm::agent {
 

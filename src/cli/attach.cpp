@@ -15,6 +15,7 @@
 #include "guard/session.h"
 #include "sys/proc.h"
 #include "sys/spawn.h"
+#include "util/file.h"
 #include "util/money.h"
 
 namespace gm::cli {

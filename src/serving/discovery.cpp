@@ -14,6 +14,7 @@
 #include "serving/detail/proc_net.h"
 #include "serving/serving.h"
 #include "sys/proc.h"
+#include "util/file.h"
 
 namespace gm::serving {
 
