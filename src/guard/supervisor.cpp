@@ -931,11 +931,12 @@ SessionOutcome Supervisor::finish() {
   }
   m.flush(true);
   for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);
-  std::vector<ProgressRecord> progress;
-  if (m.latest_progress) progress.push_back(*m.latest_progress);
-  m.outcome.report =
-      build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog, m.all_inference);
-  m.outcome.report.cells = m.all_cells;
+  m.outcome.run = m.run;
+  m.outcome.gpus = m.meter->usage();
+  if (m.latest_progress) m.outcome.progress.push_back(*m.latest_progress);
+  m.outcome.actions = m.all_actions;
+  m.outcome.inference = m.all_inference;
+  m.outcome.cells = m.all_cells;
   m.outcome.exit_code = m.preempted          ? kExitPreempted
                         : m.run.stopped_by   ? kExitGuardStop
                         : m.cfg.attached     ? kExitOk
