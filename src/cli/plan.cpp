@@ -16,7 +16,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/plan_demo.h"
-#include "cli/plan_render.h"
+#include "report/plan_render.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -284,7 +284,7 @@ int run_tco(int argc, char** argv) {
   }
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());
-  std::fputs(render_tco(in, *r, json).c_str(), stdout);
+  std::fputs(report::render_tco(in, *r, json).c_str(), stdout);
   return kExitOk;
 }
 
@@ -350,7 +350,7 @@ int cmd_plan(int argc, char** argv) {
     return *rc;
   }
   if (f.list_models) {
-    std::fputs(render_model_list(f.json).c_str(), stdout);
+    std::fputs(report::render_model_list(f.json).c_str(), stdout);
     return kExitOk;
   }
 
@@ -372,7 +372,7 @@ int cmd_plan(int argc, char** argv) {
   if (!result) return fail(kCmd, result.error());
   add_default_assumptions(f, *result);
   const std::string out =
-      f.json ? render_plan_json(*result, req->objective) : render_plan_text(*result, f.top, req->objective);
+      f.json ? report::render_plan_json(*result, req->objective) : report::render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);
   return kExitOk;
 }
@@ -399,7 +399,7 @@ int plan_demo_section(std::FILE* out) {
     return kExitFailure;
   }
   std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
-  std::fputs(render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
+  std::fputs(report::render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
   return kExitOk;
 }
 

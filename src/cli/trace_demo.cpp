@@ -1,6 +1,6 @@
 #include "cli/trace_demo.h"
 
-#include "cli/trace_render.h"
+#include "report/trace_render.h"
 #include "trace/trace.h"
 
 namespace gm::cli {
@@ -45,13 +45,13 @@ int trace_demo_section(std::optional<MicroUsd> price_micros_per_gpu_hour, const 
     std::fprintf(stderr, "gpumeter demo: error: %s\n", r.error().message.c_str());
     return 1;
   }
-  TraceRenderOptions options;
+  report::TraceRenderOptions options;
   options.price_micros_per_gpu_hour = price_micros_per_gpu_hour;
   options.price_source = price_source;
   options.project_steps = 10000;
   options.top = 5;
   std::fputs("== gpumeter trace: where the money goes in a PyTorch profiler trace ==\n", out);
-  std::fputs(trace_text({*r}, options).c_str(), out);
+  std::fputs(report::trace_text({*r}, options).c_str(), out);
   return 0;
 }
 

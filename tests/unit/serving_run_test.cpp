@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 
 #include "guard/session.h"
-#include "report/compare.h"
+#include "report/gate.h"
 #include "report/kpi.h"
 #include "report/run_report.h"
 #include "store/store.h"
