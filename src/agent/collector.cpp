@@ -6,8 +6,6 @@
 #include <map>
 #include <thread>
 
-#include "agent/exposition.h"  // the text is rendered once per collection and cached for scrapes
-
 namespace gm::agent {
 
 Owner other_owner() {
@@ -277,18 +275,6 @@ void Collector::collect_once() {
   ++self_.collections;
   self_.last_collection_s = took_s;
   self_.collection_seconds_total += took_s;
-  // Render from the live state without copying it (the lock is held): swap it into a snapshot and back.
-  Snapshot snap;
-  snap.devices.swap(devices_);
-  snap.owners.swap(owners_);
-  const bool other = std::any_of(snap.devices.begin(), snap.devices.end(),
-                                 [](const DeviceView& d) { return d.owners.count(other_key()) > 0; });
-  if (other) snap.owners[other_key()] = other_owner();
-  fill_inference(snap);
-  body_ = render_metrics(snap);
-  if (other) snap.owners.erase(other_key());
-  devices_.swap(snap.devices);
-  owners_.swap(snap.owners);
 }
 
 void StopSignal::request() {
@@ -338,19 +324,16 @@ Snapshot Collector::snapshot() const {
   return s;
 }
 
-std::string Collector::exposition() {
+ScrapeStats Collector::count_scrape() {
   std::lock_guard lock(mu_);
   ++self_.scrapes;
-  return body_ + render_self_metrics(self_, owners_.size()) +
-         (node_ ? render_node_metrics(*node_) : std::string());
+  return {self_, owners_.size(), node_};
 }
 
 void Collector::set_node_status(NodeStatus status) {
   std::lock_guard lock(mu_);
   node_ = std::move(status);
 }
-
-std::string Collector::owners_json() const { return render_owners_json(snapshot()); }
 
 std::vector<OwnerTotal> owner_totals(const Snapshot& s) {
   std::map<std::string, OwnerTotal> by_key;

@@ -1,7 +1,8 @@
 #pragma once
 // The collector: samples every GPU each interval, prices the interval (meter), splits it over processes and
 // their owners (DESIGN §3), keeps counters (optionally continued across restarts through a state file);
-// kubelet device holders; inference endpoint discovery. Knows nothing of text formats or HTTP.
+// kubelet device holders; inference endpoint discovery. Knows nothing of text formats or HTTP: the exposition
+// (agent/exposition.h) renders its snapshots.
 #include <array>
 #include <atomic>
 #include <compare>
@@ -157,6 +158,13 @@ struct Snapshot {
   std::int64_t inference_window_ms = 60000;
 };
 
+/// What a scrape exports besides the snapshot's metric families.
+struct ScrapeStats {
+  SelfStats self;                  ///< the agent's own figures, this scrape counted
+  std::size_t owners = 0;          ///< owner identities exposed (without "other")
+  std::optional<NodeStatus> node;  ///< the node guard's status, when one runs
+};
+
 /// One owner's totals over every device of a snapshot: computed once, shown by /api/v1/owners and `top`.
 struct OwnerTotal {
   std::string key;
@@ -262,10 +270,8 @@ class Collector {
   void run(StopSignal& stop);
   /// A copy of the current state.
   Snapshot snapshot() const;
-  /// The Prometheus text exposition (counts a scrape).
-  std::string exposition();
-  /// Owners and devices as JSON (/api/v1/owners).
-  std::string owners_json() const;
+  /// What one scrape exports besides a snapshot's families, read at once, with this scrape counted.
+  ScrapeStats count_scrape();
   /// The node guard's latest status, exported with the metrics from now on.
   void set_node_status(NodeStatus status);
 
@@ -287,7 +293,6 @@ class Collector {
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
   std::optional<NodeStatus> node_;  // the node guard's, when one runs
-  std::string body_;  // exposition without self metrics, rebuilt per interval
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;

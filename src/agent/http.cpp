@@ -183,10 +183,13 @@ std::optional<std::string> base64_decode(std::string_view in) {
 }  // namespace
 
 struct Server::Impl {
+  explicit Impl(Collector& collector) : exporter(collector) {}
   std::unique_ptr<httplib::Server> server;
+  Exporter exporter;
 };
 
-Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+Server::Server(Collector& collector, ServeOptions options)
+    : impl_(std::make_unique<Impl>(collector)), options_(std::move(options)) {
   // Each connection gets a read deadline and byte budget per request (slow or endless clients are cut off).
   impl_->server = options_.web ? detail::make_guarded_server(options_.web->cert_file, options_.web->key_file)
                                : detail::make_guarded_server("", "");
@@ -213,11 +216,11 @@ Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_uni
       return httplib::Server::HandlerResponse::Handled;
     });
   }
-  srv.Get("/metrics", [&collector](const httplib::Request&, httplib::Response& res) {
-    res.set_content(collector.exposition(), "text/plain; version=0.0.4; charset=utf-8");
+  srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(impl_->exporter.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
   srv.Get("/api/v1/owners", [&collector](const httplib::Request&, httplib::Response& res) {
-    res.set_content(collector.owners_json(), "application/json");
+    res.set_content(owners_json(collector), "application/json");
   });
   srv.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kLivePage, "text/html; charset=utf-8"); });
 }

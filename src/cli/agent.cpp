@@ -168,7 +168,7 @@ int cmd_agent(int argc, char** argv) {
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
     if (*node_guard) (*node_guard)->step(collector);
-    const std::string text = collector.exposition();
+    const std::string text = agent::exposition_text(collector);
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (!state.empty())
       if (auto r = collector.save_state(); !r) return fail("agent", r.error());
