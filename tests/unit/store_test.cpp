@@ -260,7 +260,7 @@ TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
                                -1, &st, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), 2);
+  EXPECT_EQ(sqlite3_column_int(st, 0), Ledger::kSchemaVersion) << "migrated to the current schema";
   EXPECT_EQ(sqlite3_column_int(st, 1), 0) << "the dollar column is gone";
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), "INTEGER");
   sqlite3_finalize(st);
