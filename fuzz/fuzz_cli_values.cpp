@@ -12,7 +12,7 @@
 #include "guard/guard.h"
 #include "guard/node.h"
 #include "plan/plan.h"
-#include "report/compare.h"
+#include "report/gate.h"
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "sys/spawn.h"

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "agent/agent.h"
+#include "serving/serving.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto e = gm::agent::parse_exposition(text);
+  auto e = gm::serving::parse_exposition(text);
   if (!e) {
     if (e.error().message.rfind("line ", 0) != 0) std::abort();  // every error names its line
     return 0;
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& [k, v] : s.labels)
       if (k.empty()) std::abort();
   }
-  auto r = gm::agent::read_engine(*e, "default");
+  auto r = gm::serving::read_engine(*e, "default");
   if (r)
     for (const auto& [model, m] : r->models)
       for (const auto& v : {m.prompt_tokens, m.generated_tokens, m.cached_tokens, m.requests})

@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "agent/agent.h"
+#include "serving/serving.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto targets = gm::agent::parse_kubelet_pods(text, "kubelet");
+  auto targets = gm::serving::parse_kubelet_pods(text, "kubelet");
   if (!targets) {
     if (targets.error().message.rfind("kubelet: ", 0) != 0) std::abort();  // errors name the source
     return 0;
@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& t : *targets) {
     if (t.owner.empty()) std::abort();
     // A URL built from annotations either parses as an endpoint or is skipped by the discovery; never UB.
-    (void)gm::agent::parse_inference_endpoint(t.url + ",owner=" + t.owner, "annotation");
+    (void)gm::serving::parse_inference_endpoint(t.url + ",owner=" + t.owner, "annotation");
   }
   return 0;
 }

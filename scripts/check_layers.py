@@ -1,6 +1,13 @@
 #!/usr/bin/env python3
-"""Architecture checks over src/ (docs/architecture.md): no include cycle between modules, and no printing
-outside src/cli and src/main.cpp (library code returns errors; the CLI renders them).
+"""Architecture checks over src/ (docs/architecture.md):
+
+- every include of another module's header is an edge the table below allows, and the table itself only goes
+  down the layers: a sideways or upward include fails, so does a module the table does not place, and an
+  allowed edge no file uses any more (the table matches the tree);
+- no include cycle between modules;
+- no printing outside src/cli and src/main.cpp (library code returns errors; the CLI renders them);
+- a header's name belongs to one module: no other module has a file of that name (except the subcommand
+  file in src/cli named after the module it drives, e.g. src/plan/plan.h and src/cli/plan.cpp).
 
 Usage: check_layers.py SRC_DIR   (exit 0 clean, 1 with every violation listed)
 """
@@ -8,24 +15,118 @@ import pathlib
 import re
 import sys
 
+# The layers, bottom first. Data flows up: telemetry -> meter -> (serving) -> guard | agent -> report -> cli.
+LAYERS = [
+    # Knows no domain.
+    ['util'],
+    # Inputs and persistence, each on util alone: the OS, GPUs, the catalog's data, cloud metadata services,
+    # the kubelet, profiler traces, and the ledger. The ledger sits this low because it knows no meter: it
+    # stores the integer micro-dollars meter computes, in record types of its own that meter fills.
+    ['sys', 'gpu', 'catalog', 'cloud', 'kubelet', 'trace', 'store'],
+    # Money and the pure planners over the catalog.
+    ['meter', 'plan', 'prices'],
+    # Advice over traces and runs; the serving-engine intake that the agent and the run supervisor share.
+    ['findings', 'serving'],
+    # The run supervisor and the node agent.
+    ['guard', 'agent'],
+    # Reports and every renderer: over the ledger, the supervisor's outcome, traces and plans.
+    ['report'],
+    # Flags and dispatch.
+    ['cli'],
+]
+
+# Which modules each module may include. Every edge goes to a lower layer (checked below).
+ALLOWED = {
+    'util': set(),
+    'sys': {'util'},
+    'gpu': {'util'},
+    'catalog': {'util'},
+    'cloud': {'util'},
+    'kubelet': {'util'},
+    'trace': {'util'},
+    'store': {'util'},
+    'meter': {'util', 'catalog', 'gpu', 'store'},  # RunMeter fills the ledger's SampleRecord rows
+    'plan': {'util', 'catalog'},
+    'prices': {'util', 'catalog'},
+    'findings': {'util', 'catalog', 'meter', 'trace'},
+    'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
+    'guard': {'util', 'catalog', 'cloud', 'meter', 'serving', 'store', 'sys'},
+    'agent': {'util', 'findings', 'gpu', 'kubelet', 'meter', 'serving', 'sys'},
+    'report': {'util', 'catalog', 'cloud', 'findings', 'guard', 'meter', 'plan', 'prices', 'store', 'sys',
+               'trace'},
+    'cli': {'util', 'agent', 'catalog', 'cloud', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices', 'report',
+            'serving', 'store', 'sys', 'trace'},
+}
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/')
 PRINTING = re.compile(r'\b(std::)?(printf|fprintf|vfprintf|puts|fputs|perror)\s*\(|std::(cout|cerr|clog)\b|'
                       r'fmt::print\s*\(')
 COMMENT = re.compile(r'//.*$')
 
 
-def module_graph(src):
-    edges = {}
+def sources(src):
+    """Every .h and .cpp under a module folder of src, with its module."""
     for path in sorted(src.rglob('*')):
-        if path.suffix not in ('.h', '.cpp') or path.parent == src:
-            continue
-        module = path.relative_to(src).parts[0]
+        if path.suffix in ('.h', '.cpp') and path.parent != src:
+            yield path, path.relative_to(src).parts[0]
+
+
+def module_graph(src):
+    """module -> {included module: first 'file:line' that includes it}."""
+    edges = {}
+    for path, module in sources(src):
         edges.setdefault(module, {})
         for number, line in enumerate(path.read_text(encoding='utf-8', errors='replace').splitlines(), 1):
             m = INCLUDE.match(line)
             if m and m.group(1) != module and (src / m.group(1)).is_dir():
                 edges[module].setdefault(m.group(1), f'{path.relative_to(src.parent)}:{number}')
     return edges
+
+
+def layer_of():
+    return {module: i for i, layer in enumerate(LAYERS) for module in layer}
+
+
+def table_problems():
+    """The table against the layers: each module placed once, every allowed edge downward."""
+    out = []
+    layer = layer_of()
+    placed = [m for l in LAYERS for m in l]
+    for m in sorted({m for m in placed if placed.count(m) > 1}):
+        out.append(f'scripts/check_layers.py: module {m} is in more than one layer')
+    for m in sorted(set(placed) ^ set(ALLOWED)):
+        out.append(f'scripts/check_layers.py: module {m} must be in both LAYERS and ALLOWED')
+    for m, deps in sorted(ALLOWED.items()):
+        for d in sorted(deps):
+            if m in layer and d in layer and layer[d] >= layer[m]:
+                out.append(f'scripts/check_layers.py: ALLOWED lets {m} include {d}, which is not in a lower layer')
+    return out
+
+
+def edge_problems(edges):
+    out = []
+    layer = layer_of()
+    for module in sorted(edges):
+        if module not in ALLOWED:
+            out.append(f'src/{module}: a module the table in scripts/check_layers.py does not place in a layer')
+            continue
+        for dep, where in sorted(edges[module].items()):
+            if dep in ALLOWED[module]:
+                continue
+            if dep not in layer:
+                kind = 'a module the table does not place'
+            elif layer[dep] > layer[module]:
+                kind = 'upward'
+            elif layer[dep] == layer[module]:
+                kind = 'sideways'
+            else:
+                kind = 'not an allowed edge'
+            out.append(f'{where}: {module} includes {dep} ({kind}); {module} may include only: '
+                       f'{", ".join(sorted(ALLOWED[module])) or "nothing of gpumeter"}')
+        for dep in sorted(ALLOWED[module] - set(edges[module])):
+            out.append(f'scripts/check_layers.py: ALLOWED lets {module} include {dep}, but no file of src/{module} '
+                       f'does: remove the edge')
+    return out
 
 
 def cycles(edges):
@@ -61,22 +162,46 @@ def printing(src):
     return out
 
 
+def header_names(src):
+    """A header X.h of module M: no other module has a file named X (.h or .cpp), but for src/cli/M.cpp."""
+    names = {}
+    for path, module in sources(src):
+        names.setdefault(path.stem, []).append((module, path))
+    out = []
+    for stem, files in sorted(names.items()):
+        for module, path in files:
+            if path.suffix != '.h':
+                continue
+            for other, other_path in files:
+                if other == module or (stem == module and other == 'cli'):
+                    continue
+                out.append(f'{path.relative_to(src.parent)}: header name also used by '
+                           f'{other_path.relative_to(src.parent)} (one name, one module)')
+    return out
+
+
+def check(src):
+    edges = module_graph(src)
+    problems = table_problems() + edge_problems(edges)
+    for cycle in cycles(edges):
+        hops = [f'{a} -> {b} ({edges[a][b]})' for a, b in zip(cycle, cycle[1:])]
+        problems.append('include cycle: ' + '; '.join(hops))
+    problems += printing(src)
+    problems += header_names(src)
+    return edges, problems
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     src = pathlib.Path(sys.argv[1]).resolve()
-    edges = module_graph(src)
-    problems = []
-    for cycle in cycles(edges):
-        hops = [f'{a} -> {b} ({edges[a][b]})' for a, b in zip(cycle, cycle[1:])]
-        problems.append('include cycle: ' + '; '.join(hops))
-    problems += printing(src)
+    edges, problems = check(src)
     for p in problems:
         print(p)
     if not problems:
-        print(f'{len(edges)} modules, {sum(len(v) for v in edges.values())} module dependencies, no cycle; '
-              'no printing outside src/cli')
+        print(f'{len(edges)} modules in {len(LAYERS)} layers, {sum(len(v) for v in edges.values())} module '
+              'dependencies, each allowed and downward; no cycle; no printing outside src/cli; header names unique')
     return 1 if problems else 0
 
 

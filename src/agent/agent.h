@@ -3,10 +3,9 @@
 // splits it over processes and their owners (DESIGN §3), keeps counters (optionally continued across
 // restarts through a state file), renders them in the Prometheus text format and JSON, and serves them
 // over HTTP (optionally TLS and basic auth from an exporter-toolkit web-config file).
-// The node agent's public header, in layers: inference intake (agent/inference.h) -> collector
-// (agent/collector.h) -> exposition (agent/exposition.h) and server (agent/server.h). Code inside the agent
+// The node agent's public header, in layers: collector (agent/collector.h, over the serving-engine intake of
+// serving/serving.h) -> exposition (agent/exposition.h) -> server (agent/server.h). Code inside the agent
 // includes only the layer it needs.
 #include "agent/collector.h"
 #include "agent/exposition.h"
-#include "agent/inference.h"
 #include "agent/server.h"

@@ -6,8 +6,6 @@
 #include <map>
 #include <thread>
 
-#include "agent/exposition.h"  // the text is rendered once per collection and cached for scrapes
-
 namespace gm::agent {
 
 Owner other_owner() {
@@ -60,16 +58,18 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
     // A scrape may take at most half an interval, so a slow engine never stalls the collection.
     scrape_timeout_ms_ =
         std::max<std::int64_t>(10, std::min(options_.inference_timeout_ms, options_.interval_ms / 2));
-    scrapers_ = std::make_unique<InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
+    scrapers_ =
+        std::make_unique<serving::InferenceScrapers>(options_.inference_endpoints, scrape_timeout_ms_);
     init_endpoints();
   }
   if (options_.inference_discover) {
-    DiscoveryOptions d;
+    serving::DiscoveryOptions d;
     d.proc_root = options_.proc_root;
     d.kubelet_pods_url = options_.kubelet_pods_url;
     d.kubelet_token_file = options_.kubelet_token_file;
     d.timeout_ms = scrape_timeout_ms_;
-    discovery_ = std::make_unique<EndpointDiscovery>(d);
+    d.note = options_.discovery_note;
+    discovery_ = std::make_unique<serving::EndpointDiscovery>(d);
   }
 }
 
@@ -189,7 +189,7 @@ void Collector::collect_once() {
     });
   }
 
-  std::vector<ScrapeOutcome> outcomes;
+  std::vector<serving::ScrapeOutcome> outcomes;
   if (scrapers_) {
     const auto deadline = wall0 + std::chrono::milliseconds(scrape_timeout_ms_);
     outcomes = scrapers_->finish_round(
@@ -275,18 +275,6 @@ void Collector::collect_once() {
   ++self_.collections;
   self_.last_collection_s = took_s;
   self_.collection_seconds_total += took_s;
-  // Render from the live state without copying it (the lock is held): swap it into a snapshot and back.
-  Snapshot snap;
-  snap.devices.swap(devices_);
-  snap.owners.swap(owners_);
-  const bool other = std::any_of(snap.devices.begin(), snap.devices.end(),
-                                 [](const DeviceView& d) { return d.owners.count(other_key()) > 0; });
-  if (other) snap.owners[other_key()] = other_owner();
-  fill_inference(snap);
-  body_ = render_metrics(snap);
-  if (other) snap.owners.erase(other_key());
-  devices_.swap(snap.devices);
-  owners_.swap(snap.owners);
 }
 
 void StopSignal::request() {
@@ -336,19 +324,16 @@ Snapshot Collector::snapshot() const {
   return s;
 }
 
-std::string Collector::exposition() {
+ScrapeStats Collector::count_scrape() {
   std::lock_guard lock(mu_);
   ++self_.scrapes;
-  return body_ + render_self_metrics(self_, owners_.size()) +
-         (node_ ? render_node_metrics(*node_) : std::string());
+  return {self_, owners_.size(), node_};
 }
 
 void Collector::set_node_status(NodeStatus status) {
   std::lock_guard lock(mu_);
   node_ = std::move(status);
 }
-
-std::string Collector::owners_json() const { return render_owners_json(snapshot()); }
 
 std::vector<OwnerTotal> owner_totals(const Snapshot& s) {
   std::map<std::string, OwnerTotal> by_key;

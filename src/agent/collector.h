@@ -1,7 +1,8 @@
 #pragma once
 // The collector: samples every GPU each interval, prices the interval (meter), splits it over processes and
 // their owners (DESIGN §3), keeps counters (optionally continued across restarts through a state file);
-// kubelet device holders; inference endpoint discovery. Knows nothing of text formats or HTTP.
+// kubelet device holders; inference endpoint discovery. Knows nothing of text formats or HTTP: the exposition
+// (agent/exposition.h) renders its snapshots.
 #include <array>
 #include <atomic>
 #include <compare>
@@ -20,11 +21,11 @@
 #include <utility>
 #include <vector>
 
-#include "agent/inference.h"
 #include "findings/findings.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
+#include "serving/serving.h"
 #include "sys/owner.h"
 #include "util/clock.h"
 #include "util/money.h"
@@ -42,13 +43,45 @@ struct AgentOptions {
   /// --slurm-job-expiry: a Slurm job absent this long leaves the exposition; its counters fold into the
   /// "slurm_finished" owner of its user and account on each GPU (0 = never).
   std::int64_t slurm_job_expiry_ms = 300000;
-  std::vector<InferenceEndpointSpec> inference_endpoints;  ///< --inference-endpoint
+  std::vector<serving::InferenceEndpointSpec> inference_endpoints;  ///< --inference-endpoint
   std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
   std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
   std::string proc_root = "/proc";           ///< where listening sockets of engines are found
   bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
   std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
   std::string kubelet_token_file;            ///< --kubelet-token-file
+  /// What discovery learnt besides endpoints (a server that serves no metrics, and why), for the log; called
+  /// on the discovery thread. May be empty.
+  std::function<void(const std::string&)> discovery_note;
+};
+
+/// Live counters of one model served by one owner.
+struct InferenceModelCounters {
+  Owner owner;
+  std::string model;
+  serving::InferenceEngine engine = serving::InferenceEngine::vllm;
+  double prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, requests = 0;
+  bool has_prompt = false, has_generated = false, has_cached = false, has_requests = false;
+  MicroUsd cost = 0;  ///< this model's share of the owner's measured GPU cost
+  /// Per booked interval over the live window: time, seconds, cost and counts (for the live ratios).
+  struct Slice {
+    std::int64_t t_ns = 0;
+    double seconds = 0;
+    MicroUsd cost = 0;
+    double prompt = 0, generated = 0, requests = 0;
+  };
+  std::vector<Slice> window;
+};
+
+/// Scrape state of one endpoint.
+struct EndpointView {
+  std::string endpoint;                            ///< display URL
+  std::optional<serving::InferenceEngine> engine;  ///< from the last good scrape
+  bool up = false;                                 ///< last scrape succeeded
+  bool linked = false;                             ///< its owner was found on a GPU
+  std::map<std::string, std::uint64_t> errors;     ///< by reason
+  std::string last_error;                          ///< detail of the last failure ("" after a success)
+  unsigned resets = 0;                             ///< engine restarts detected
 };
 
 /// Counters of one owner on one device.
@@ -123,6 +156,13 @@ struct Snapshot {
   bool inference_priced = true;                   ///< every GPU has a price (else cost series are omitted)
   std::int64_t now_ns = 0;                        ///< clock at the last collection (live window end)
   std::int64_t inference_window_ms = 60000;
+};
+
+/// What a scrape exports besides the snapshot's metric families.
+struct ScrapeStats {
+  SelfStats self;                  ///< the agent's own figures, this scrape counted
+  std::size_t owners = 0;          ///< owner identities exposed (without "other")
+  std::optional<NodeStatus> node;  ///< the node guard's status, when one runs
 };
 
 /// One owner's totals over every device of a snapshot: computed once, shown by /api/v1/owners and `top`.
@@ -208,8 +248,6 @@ struct HeldShare {
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
                                          const DeviceHolders& holders);
 
-class EndpointDiscovery;
-
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
@@ -232,10 +270,8 @@ class Collector {
   void run(StopSignal& stop);
   /// A copy of the current state.
   Snapshot snapshot() const;
-  /// The Prometheus text exposition (counts a scrape).
-  std::string exposition();
-  /// Owners and devices as JSON (/api/v1/owners).
-  std::string owners_json() const;
+  /// What one scrape exports besides a snapshot's families, read at once, with this scrape counted.
+  ScrapeStats count_scrape();
   /// The node guard's latest status, exported with the metrics from now on.
   void set_node_status(NodeStatus status);
 
@@ -257,7 +293,6 @@ class Collector {
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
   std::optional<NodeStatus> node_;  // the node guard's, when one runs
-  std::string body_;  // exposition without self metrics, rebuilt per interval
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;
@@ -270,13 +305,13 @@ class Collector {
   void init_endpoints();
   void link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
                       const std::map<std::string, Owner>& present, std::int64_t now_ns);
-  void book_inference(std::vector<ScrapeOutcome> outcomes, const std::map<std::string, MicroUsd>& owner_cost,
-                      std::int64_t now_ns);
+  void book_inference(std::vector<serving::ScrapeOutcome> outcomes,
+                      const std::map<std::string, MicroUsd>& owner_cost, std::int64_t now_ns);
   void fill_inference(Snapshot& snap) const;
   nlohmann::json inference_state_json() const;         // state.cpp
   void load_inference_state(const nlohmann::json& j);  // state.cpp
-  std::unique_ptr<InferenceScrapers> scrapers_;
-  std::unique_ptr<EndpointDiscovery> discovery_;  // --inference-discover
+  std::unique_ptr<serving::InferenceScrapers> scrapers_;
+  std::unique_ptr<serving::EndpointDiscovery> discovery_;  // --inference-discover
   void add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of);
   std::int64_t scrape_timeout_ms_ = 0;
   std::vector<std::unique_ptr<EndpointState>> endpoints_;
@@ -289,7 +324,7 @@ class Collector {
 
 /// Scrape, link and counter state of one endpoint (collector internals).
 struct Collector::EndpointState {
-  InferenceEndpointSpec spec;
+  serving::InferenceEndpointSpec spec;
   EndpointView view;
   std::optional<Owner> owner;                 // linked owner (labels of its series)
   std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
@@ -297,7 +332,7 @@ struct Collector::EndpointState {
   bool baselined = false;  // a reading was taken while linked
   std::optional<double> start_time_s;
   unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
-  std::map<std::string, std::array<CounterDelta, 4>>
+  std::map<std::string, std::array<serving::CounterDelta, 4>>
       deltas;  // per model: prompt, generated, cached, requests
   // From the state file (state.cpp): the owner and counter values of the last run of the agent, resumed when
   // the endpoint links to the same owner again, so tokens served across an agent restart count once.

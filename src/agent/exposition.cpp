@@ -423,4 +423,34 @@ std::string render_owners_json(const Snapshot& s) {
   return root.dump();
 }
 
+namespace {
+
+std::string scrape_tail(const ScrapeStats& stats) {
+  return render_self_metrics(stats.self, stats.owners) +
+         (stats.node ? render_node_metrics(*stats.node) : std::string());
+}
+
+}  // namespace
+
+std::string exposition_text(Collector& collector) {
+  const ScrapeStats stats = collector.count_scrape();
+  // Before the first collection there is nothing to render but the agent's own metrics.
+  return (stats.self.collections == 0 ? std::string() : render_metrics(collector.snapshot())) +
+         scrape_tail(stats);
+}
+
+std::string owners_json(const Collector& collector) {
+  return render_owners_json(collector.snapshot());
+}
+
+std::string Exporter::metrics_text() {
+  std::lock_guard lock(mu_);
+  const ScrapeStats stats = collector_.count_scrape();
+  if (stats.self.collections != rendered_collections_) {
+    body_ = render_metrics(collector_.snapshot());
+    rendered_collections_ = stats.self.collections;
+  }
+  return body_ + scrape_tail(stats);
+}
+
 }  // namespace gm::agent

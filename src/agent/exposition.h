@@ -1,7 +1,10 @@
 #pragma once
-// The exposition: typed snapshots of the collector rendered as Prometheus text (format 0.0.4) and JSON.
-// A serializer only: it reads a Snapshot and never samples or serves.
+// The exposition: typed snapshots of the collector rendered as Prometheus text (format 0.0.4) and JSON, the
+// serializer between the collector (the model) and the server (prometheus-cpp's split). It reads snapshots
+// and never samples or serves.
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -23,5 +26,26 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners);
 std::string render_node_metrics(const NodeStatus& node);
 /// JSON of owners and devices with dollars, $/h now, energy and GPU-seconds.
 std::string render_owners_json(const Snapshot& snapshot);
+
+/// A collector's Prometheus text now: its metric families, the agent's own metrics (this scrape counted) and
+/// the node guard's. Renders everything each call (`agent --once`); the server caches through an Exporter.
+std::string exposition_text(Collector& collector);
+/// A collector's owners and devices now as JSON (/api/v1/owners).
+std::string owners_json(const Collector& collector);
+
+/// What the server exports of a collector: the metric families are rendered once per collection (at the
+/// first scrape after it) and cached, so 200 scrapes a second do not render 200 times. Thread-safe.
+class Exporter {
+ public:
+  explicit Exporter(Collector& collector) : collector_(collector) {}
+  /// The Prometheus text (counts a scrape).
+  std::string metrics_text();
+
+ private:
+  Collector& collector_;
+  std::mutex mu_;
+  std::uint64_t rendered_collections_ = 0;  // the collection body_ shows (0: none yet, body_ empty)
+  std::string body_;
+};
 
 }  // namespace gm::agent

@@ -8,8 +8,8 @@
 #include "agent/exposition.h"
 #include "agent/http_connection.h"
 #include "agent/server.h"
-#include "sys/proc.h"
 #include "util/embedded.h"
+#include "util/file.h"
 #include "util/units.h"
 
 namespace gm::agent {
@@ -132,28 +132,6 @@ Result<ServeOptions> parse_listen(std::string_view text) {
 
 namespace {
 
-const char* kLivePage = R"HTML(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>gpumeter agent</title>
-<style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
-td,th{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
-h1{font-size:1.3em}.down{color:#b00}</style></head>
-<body><h1>gpumeter agent</h1><p><a href="metrics">/metrics</a> · <a href="api/v1/owners">/api/v1/owners</a></p>
-<h2>GPUs</h2><table id="d"><thead><tr><th>GPU</th><th>model</th><th>state</th><th>util</th><th>power</th><th>$/h</th><th>$ so far</th><th>unallocated $</th></tr></thead><tbody></tbody></table>
-<h2>Owners</h2><table id="o"><thead><tr><th>kind</th><th>owner</th><th>namespace</th><th>user</th><th>GPUs</th><th>$/h now</th><th>$ so far</th><th>energy</th></tr></thead><tbody></tbody></table>
-<script>
-function esc(s){return s==null?'':String(s).replace(/[&<>"]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c]))}
-function usd(v){return v==null?'n/a':'$'+v.toFixed(v<1?4:2)}
-function row(cells){return '<tr>'+cells.map(c=>c[1]?'<td class="n">'+c[0]+'</td>':'<td>'+c[0]+'</td>').join('')+'</tr>'}
-async function tick(){try{const r=await fetch('api/v1/owners');const j=await r.json();
-document.querySelector('#d tbody').innerHTML=j.devices.map(d=>row([[d.gpu],[esc(d.model)],[d.up?'ok':'<span class="down">'+esc(d.state)+'</span>'],
-[d.utilization_ratio==null?'n/a':Math.round(d.utilization_ratio*100)+' %',1],[d.power_w==null?'n/a':d.power_w.toFixed(0)+' W',1],
-[usd(d.price_usd_per_hour),1],[usd(d.cost_usd),1],[usd(d.unallocated_cost_usd),1]])).join('');
-document.querySelector('#o tbody').innerHTML=j.owners.map(o=>row([[esc(o.kind)],[esc(o.owner)],[esc(o.namespace)],[esc(o.user)],[o.gpus.join(',')],
-[usd(o.usd_per_hour),1],[usd(o.cost_usd),1],[(o.energy_j/3.6e6).toFixed(4)+' kWh',1]])).join('');}catch(e){}}
-tick();setInterval(tick,2000);
-</script></body></html>
-)HTML";
-
 std::optional<std::string> base64_decode(std::string_view in) {
   auto val = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';
@@ -183,10 +161,13 @@ std::optional<std::string> base64_decode(std::string_view in) {
 }  // namespace
 
 struct Server::Impl {
+  explicit Impl(Collector& collector) : exporter(collector) {}
   std::unique_ptr<httplib::Server> server;
+  Exporter exporter;
 };
 
-Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
+Server::Server(Collector& collector, ServeOptions options)
+    : impl_(std::make_unique<Impl>(collector)), options_(std::move(options)) {
   // Each connection gets a read deadline and byte budget per request (slow or endless clients are cut off).
   impl_->server = options_.web ? detail::make_guarded_server(options_.web->cert_file, options_.web->key_file)
                                : detail::make_guarded_server("", "");
@@ -213,13 +194,17 @@ Server::Server(Collector& collector, ServeOptions options) : impl_(std::make_uni
       return httplib::Server::HandlerResponse::Handled;
     });
   }
-  srv.Get("/metrics", [&collector](const httplib::Request&, httplib::Response& res) {
-    res.set_content(collector.exposition(), "text/plain; version=0.0.4; charset=utf-8");
+  srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(impl_->exporter.metrics_text(), "text/plain; version=0.0.4; charset=utf-8");
   });
   srv.Get("/api/v1/owners", [&collector](const httplib::Request&, httplib::Response& res) {
-    res.set_content(collector.owners_json(), "application/json");
+    res.set_content(owners_json(collector), "application/json");
   });
-  srv.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kLivePage, "text/html; charset=utf-8"); });
+  // The live page (web/src/agent.html, embedded at build time) polls /api/v1/owners.
+  static const std::string live_page(embedded_file("agent.html").value_or(std::string_view()));
+  srv.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(live_page, "text/html; charset=utf-8");
+  });
 }
 
 Server::~Server() = default;

@@ -57,7 +57,7 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
           e->listener_pid &&
           ::access((options_.proc_root + "/" + std::to_string(*e->listener_pid)).c_str(), F_OK) == 0;
       if (!alive && (e->listener_checked_ns < 0 || now_ns - e->listener_checked_ns >= 10'000'000'000)) {
-        e->listener_pid = find_listening_pid(options_.proc_root, endpoint_port(e->spec));
+        e->listener_pid = serving::find_listening_pid(options_.proc_root, serving::endpoint_port(e->spec));
         e->listener_checked_ns = now_ns;
       }
       if (e->listener_pid) {
@@ -98,18 +98,18 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
   }
 }
 
-void Collector::book_inference(std::vector<ScrapeOutcome> outcomes,
+void Collector::book_inference(std::vector<serving::ScrapeOutcome> outcomes,
                                const std::map<std::string, MicroUsd>& owner_cost, std::int64_t now_ns) {
   using Counts = std::array<double, 4>;  // prompt, generated, cached, requests
   struct Booking {
     std::map<std::string, Counts> models;
     std::map<std::string, std::array<bool, 4>> has;
-    std::map<std::string, InferenceEngine> engine;
+    std::map<std::string, serving::InferenceEngine> engine;
   };
   std::map<std::string, Booking> by_owner;
   for (std::size_t i = 0; i < endpoints_.size() && i < outcomes.size(); ++i) {
     EndpointState& e = *endpoints_[i];
-    ScrapeOutcome& out = outcomes[i];
+    serving::ScrapeOutcome& out = outcomes[i];
     if (!out.reading) {
       e.view.up = false;
       ++e.view.errors[out.error];
@@ -117,7 +117,7 @@ void Collector::book_inference(std::vector<ScrapeOutcome> outcomes,
       if (e.owner) by_owner[e.owner->key()];
       continue;
     }
-    const EngineReading& r = *out.reading;
+    const serving::EngineReading& r = *out.reading;
     e.view.up = true;
     e.view.engine = r.engine;
     e.view.last_error.clear();
@@ -179,7 +179,7 @@ void Collector::book_inference(std::vector<ScrapeOutcome> outcomes,
       names.push_back(model);
       weights.push_back(counts[1]);
     }
-    const std::vector<MicroUsd> shares = split_cost(pending_cost_[key], weights);
+    const std::vector<MicroUsd> shares = serving::split_cost(pending_cost_[key], weights);
     const std::int64_t since = last_booked_ns_.count(key) ? last_booked_ns_[key] : now_ns;
     const double seconds = static_cast<double>(now_ns - since) / 1e9;
     const Owner* owner = nullptr;

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/collector.h"
-#include "sys/proc.h"
+#include "util/file.h"
 
 namespace gm::agent {
 
@@ -182,8 +182,8 @@ void Collector::load_inference_state(const nlohmann::json& j) {
     ic.owner = owner_from_json(mj.at("owner"));
     ic.model = mj.at("model").get<std::string>();
     const std::string engine = mj.value("engine", "vllm");
-    for (InferenceEngine e :
-         {InferenceEngine::vllm, InferenceEngine::sglang, InferenceEngine::tgi, InferenceEngine::triton})
+    for (serving::InferenceEngine e : {serving::InferenceEngine::vllm, serving::InferenceEngine::sglang,
+                                       serving::InferenceEngine::tgi, serving::InferenceEngine::triton})
       if (engine == to_string(e)) ic.engine = e;
     ic.prompt_tokens = mj.at("prompt_tokens").get<double>();
     ic.generated_tokens = mj.at("generated_tokens").get<double>();

@@ -12,9 +12,9 @@
 #include <regex>
 #include <set>
 
-#include "sys/proc.h"
 #include "util/csv.h"
 #include "util/embedded.h"
+#include "util/file.h"
 #include "util/units.h"
 
 namespace gm {

@@ -12,6 +12,7 @@
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "serving/serving.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -106,16 +107,17 @@ int cmd_agent(int argc, char** argv) {
     if (!wc) return fail("agent", wc.error());
     serve->web = *wc;
   }
-  std::vector<agent::InferenceEndpointSpec> endpoint_specs;
+  std::vector<serving::InferenceEndpointSpec> endpoint_specs;
   for (const auto& text : inference_endpoints) {
-    auto spec = agent::parse_inference_endpoint(text);
+    auto spec = serving::parse_inference_endpoint(text);
     if (!spec) return fail("agent", spec.error());
     endpoint_specs.push_back(*spec);
   }
   // The config file's endpoints come after the flags' (same file as the pricing section).
   const std::optional<std::string> config = pricing.config_path ? pricing.config_path : default_config_path();
   if (config) {
-    if (auto more = agent::load_inference_endpoints(*config); !more) return fail("agent", more.error());
+    if (auto more = serving::load_inference_endpoints(*config); !more)
+      return fail("agent", more.error());
     else endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
   }
   auto window_ms = parse_duration_ms(inference_window);
@@ -125,7 +127,7 @@ int cmd_agent(int argc, char** argv) {
   if (!kubelet_pods_url.empty()) {
     if (!inference_discover)
       return fail("agent", make_error(ErrorKind::usage, "--kubelet-pods-url needs --inference-discover"));
-    if (auto u = agent::parse_inference_endpoint(kubelet_pods_url, "--kubelet-pods-url"); !u)
+    if (auto u = serving::parse_inference_endpoint(kubelet_pods_url, "--kubelet-pods-url"); !u)
       return fail("agent", u.error());
   }
   // SIGTERM and SIGINT are taken by one thread in sigwait(), so no thread polls for them. They are blocked
@@ -153,6 +155,9 @@ int cmd_agent(int argc, char** argv) {
   opts.inference_discover = inference_discover;
   opts.kubelet_pods_url = kubelet_pods_url;
   opts.kubelet_token_file = kubelet_token_file;
+  opts.discovery_note = [](const std::string& note) {
+    std::fprintf(stderr, "gpumeter agent: note: %s\n", note.c_str());
+  };
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
@@ -163,7 +168,7 @@ int cmd_agent(int argc, char** argv) {
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
     if (*node_guard) (*node_guard)->step(collector);
-    const std::string text = collector.exposition();
+    const std::string text = agent::exposition_text(collector);
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (!state.empty())
       if (auto r = collector.save_state(); !r) return fail("agent", r.error());

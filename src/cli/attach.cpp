@@ -13,8 +13,10 @@
 #include "cli/run_support.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
+#include "report/run_report.h"
 #include "sys/proc.h"
 #include "sys/spawn.h"
+#include "util/file.h"
 #include "util/money.h"
 
 namespace gm::cli {
@@ -213,7 +215,7 @@ int cmd_attach(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter attach: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);
   }
-  const RunReport& report = outcome->report;
+  const RunReport report = session_report(*outcome, &setup.prices->catalog());
   if (f.json_lines) {
     json_sink.emit(
         {{"type", "end"},

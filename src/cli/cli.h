@@ -24,6 +24,23 @@ int cmd_run(int argc, char** argv);
 int cmd_attach(int argc, char** argv);
 int cmd_runs(int argc, char** argv);
 int cmd_report(int argc, char** argv);
+// The modes of `report`, chosen by cmd_report from the flags (report_run.cpp, report_html.cpp,
+// report_multi.cpp, report_fleet.cpp); each returns the exit code.
+/// `report RUN|last [--json|--csv]`: one run's report from the ledger (0 ok, 2 usage, 4 unknown run,
+/// 5 ledger unavailable).
+int single_run_report(int argc, char** argv);
+/// True when argv asks for one run's HTML page (`report RUN|last --html FILE`, no multi-run flags).
+bool wants_run_html_report(int argc, char** argv);
+/// `report RUN|last --html FILE [--target M=V] [--params N] [--inference]`: one run's HTML page.
+int run_html_report(int argc, char** argv);
+/// True when argv asks for a multi-run report (--since, --until, --by, --daily, --date or --scaling).
+bool wants_multi_run_report(int argc, char** argv);
+/// The multi-run report (0 ok, 2 usage, 4 unknown run or no runs in the period, 5 ledger unavailable).
+int multi_run_report(int argc, char** argv);
+/// True when the report arguments ask for the fleet report (a --prometheus flag is present).
+bool wants_fleet_report(int argc, char** argv);
+/// `report --prometheus URL --since 7d --by namespace|job|account|user|gpu`: the fleet report.
+int fleet_report(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
 /// `gpumeter trace diff BASE NEW`: the per-step cost comparison and gate (dispatched by cmd_trace).

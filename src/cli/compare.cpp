@@ -2,7 +2,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "report/compare.h"
+#include "report/gate.h"
 #include "report/load.h"
 #include "store/store.h"
 #include "util/exit_codes.h"

@@ -9,7 +9,6 @@
 #include <set>
 #include <string>
 
-#include "agent/agent.h"
 #include "catalog/catalog.h"
 #include "cli/agent_node.h"
 #include "cli/cli.h"
@@ -17,6 +16,7 @@
 #include "cloud/cloud.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
+#include "serving/serving.h"
 #include "sys/owner.h"
 #include "util/clock.h"
 
@@ -141,18 +141,21 @@ void print_slurm(const std::string& conf_path) {
 
 /// Whether each serving engine's metrics endpoint answers with counters gpumeter can read (one bounded
 /// scrape).
-void print_inference_endpoints(const std::vector<agent::InferenceEndpointSpec>& specs) {
+void print_inference_endpoints(const std::vector<serving::InferenceEndpointSpec>& specs) {
   for (const auto& spec : specs) {
-    const agent::ScrapeOutcome out = agent::scrape_endpoint(spec, 2000);
+    const serving::ScrapeOutcome out = serving::scrape_endpoint(spec, 2000);
     if (!out.reading) {
       std::printf("inference endpoint  %s: NOT USABLE: %s: %s\n", spec.display.c_str(), out.error.c_str(),
                   out.detail.c_str());
+      if (out.error == "http")
+        if (auto why = serving::metrics_disabled_reason(spec, 2000))
+          std::printf("inference endpoint  %s: %s\n", spec.display.c_str(), why->c_str());
       continue;
     }
     std::string models;
     for (const auto& [name, m] : out.reading->models) models += (models.empty() ? "" : ", ") + name;
     std::printf("inference endpoint  %s: %s, %zu model(s): %s\n", spec.display.c_str(),
-                agent::to_string(out.reading->engine), out.reading->models.size(), models.c_str());
+                serving::to_string(out.reading->engine), out.reading->models.size(), models.c_str());
   }
 }
 
@@ -170,7 +173,7 @@ void print_inference_discovery(GpuBackend* backend, const std::string& proc_root
     std::printf("inference discovery  no GPU process on this node now: nothing to probe\n");
     return;
   }
-  const auto ports = agent::listening_ports(proc_root, pids);
+  const auto ports = serving::listening_ports(proc_root, pids);
   if (ports.empty()) {
     std::printf(
         "inference discovery  %zu GPU process(es); none listens on a TCP port visible here (another network "
@@ -180,7 +183,9 @@ void print_inference_discovery(GpuBackend* backend, const std::string& proc_root
   }
   std::string list;
   for (auto port : ports) list += (list.empty() ? "" : ",") + std::to_string(port);
-  auto found = agent::probe_engine_ports("127.0.0.1", ports, 2000);
+  const serving::ProbeResult probe = serving::probe_engine_ports("127.0.0.1", ports, 2000);
+  for (const auto& note : probe.notes) std::printf("inference discovery  %s\n", note.c_str());
+  const auto& found = probe.found;
   if (!found) {
     std::printf(
         "inference discovery  %zu GPU process(es) listen on port(s) %s; none answers /metrics as vLLM, "
@@ -189,12 +194,12 @@ void print_inference_discovery(GpuBackend* backend, const std::string& proc_root
         pids.size(), list.c_str());
     return;
   }
-  const agent::ScrapeOutcome out = agent::scrape_endpoint(*found, 2000);
+  const serving::ScrapeOutcome out = serving::scrape_endpoint(*found, 2000);
   std::string models;
   if (out.reading)
     for (const auto& [name, m] : out.reading->models) models += (models.empty() ? "" : ", ") + name;
   std::printf("inference discovery  found %s at %s (GPU processes' ports: %s); model(s): %s\n",
-              out.reading ? agent::to_string(out.reading->engine) : "an engine", found->display.c_str(),
+              out.reading ? serving::to_string(out.reading->engine) : "an engine", found->display.c_str(),
               list.c_str(), models.empty() ? "none yet" : models.c_str());
 }
 
@@ -273,9 +278,9 @@ int cmd_doctor(int argc, char** argv) {
       "--metadata-url", metadata_url,
       "base URL of the metadata service (default $GPUMETER_METADATA_URL, else http://169.254.169.254)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  std::vector<agent::InferenceEndpointSpec> specs;
+  std::vector<serving::InferenceEndpointSpec> specs;
   for (const auto& text : inference_endpoints) {
-    auto spec = agent::parse_inference_endpoint(text);
+    auto spec = serving::parse_inference_endpoint(text);
     if (!spec) return fail("doctor", spec.error());
     specs.push_back(*spec);
   }

@@ -16,7 +16,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/plan_demo.h"
-#include "cli/plan_render.h"
+#include "report/plan_render.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -108,7 +108,7 @@ Result<plan::Objective> parse_objective(const std::string& text) {
 
 struct PlanFlags {
   std::optional<std::string> model, params, model_file, tokens;
-  std::string task = "finetune";
+  std::string task = plan::default_rule("task");
   std::optional<int> seq, batch, prompt_tokens;
   std::optional<std::string> precision, recompute, gpu, weights, optimize, optimizer;
   std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
@@ -199,34 +199,6 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   return req;
 }
 
-/// The job settings the user did not give, with the value the plan used.
-void add_default_assumptions(const PlanFlags& f, plan::PlanResult& r) {
-  const plan::JobSpec& j = r.job;
-  const bool inference = j.task == plan::Task::inference;
-  std::vector<plan::Assumption> add;
-  if (!f.seq)
-    add.push_back({"seq", std::to_string(j.seq),
-                   fmt::format("the model's native length capped at {} (--seq)", inference ? 4096 : 2048)});
-  if (!f.batch) add.push_back({"batch", std::to_string(j.batch), "one sequence per GPU (--batch)"});
-  if (!f.precision)
-    add.push_back({"precision", std::string(plan::precision_name(j.precision)),
-                   "mixed for training; bf16 for LoRA and inference (--precision)"});
-  if (!inference && !f.optimizer) add.push_back({"optimizer", "adamw", "gpumeter default (--optimizer)"});
-  if (!inference && !f.recompute)
-    add.push_back({"recompute", std::string(plan::recompute_name(j.recompute)),
-                   "full for fine-tuning (what Hugging Face gradient checkpointing does), selective for "
-                   "pre-training (Megatron-LM) (--recompute)"});
-  if (plan::uses_adapters(j) && !f.lora_rank)
-    add.push_back({"lora_rank", std::to_string(j.lora_rank), "gpumeter default (--lora-rank)"});
-  if (!f.zero && !f.fsdp && !inference)
-    add.push_back({"zero", std::to_string(r.parallel.zero),
-                   "lowest ZeRO stage that fits; value of the first option (--zero)"});
-  if (!f.gpus && !f.dp)
-    add.push_back(
-        {"gpus", "per GPU model", "the fewest that fit; every GPU of a rented instance is used (--gpus)"});
-  r.assumptions.insert(r.assumptions.begin(), add.begin(), add.end());
-}
-
 int run_tco(int argc, char** argv) {
   CLI::App app{"Own hardware vs cloud over N years, with the break-even utilization", "plan tco"};
   std::string gpu_name;
@@ -238,12 +210,13 @@ int run_tco(int argc, char** argv) {
   app.add_option("--gpus", in.gpus, "GPUs in the system")->capture_default_str();
   app.add_option("--years", in.years, "years of ownership (depreciation period)")->capture_default_str();
   app.add_option("--capex-usd", in.capex_usd, "purchase price of the whole system, USD")->required();
-  app.add_option("--gpu-power-w", gpu_power_w, "power per GPU at load, W (default: the GPU's TDP)");
+  app.add_option("--gpu-power-w", gpu_power_w,
+                 "power per GPU at load, W (default: " + plan::default_rule("gpu-power-w") + ")");
   app.add_option("--host-power-w", in.host_power_w, "CPU, memory and network of the system at load, W")
       ->capture_default_str();
   app.add_option("--idle-power", in.idle_power_fraction, "idle draw as a fraction of full load")
       ->capture_default_str();
-  app.add_option("--pue", pue, "data-centre PUE of your site (default 1.4)");
+  app.add_option("--pue", pue, "data-centre PUE of your site (default " + plan::default_rule("pue") + ")");
   app.add_option("--usd-per-kwh", in.usd_per_kwh, "electricity price, USD/kWh")->capture_default_str();
   app.add_option("--ops-usd-per-year", in.ops_usd_per_year, "staff, space, support contracts per year, USD")
       ->capture_default_str();
@@ -284,7 +257,7 @@ int run_tco(int argc, char** argv) {
   }
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());
-  std::fputs(render_tco(in, *r, json).c_str(), stdout);
+  std::fputs(report::render_tco(in, *r, json).c_str(), stdout);
   return kExitOk;
 }
 
@@ -310,32 +283,36 @@ int cmd_plan(int argc, char** argv) {
                  "training tokens (inference: generated tokens), e.g. 2e9; without it: memory and fit only");
   app.add_option("--seq", f.seq, "sequence length (inference: context = prompt + output)");
   app.add_option("--batch", f.batch, "micro-batch per GPU (inference: concurrent sequences per replica)");
-  app.add_option("--prompt-tokens", f.prompt_tokens,
-                 "inference: prompt length of each request (default: half of --seq)");
+  app.add_option(
+      "--prompt-tokens", f.prompt_tokens,
+      "inference: prompt length of each request (default: " + plan::default_rule("prompt-tokens") + ")");
   app.add_option("--precision", f.precision,
-                 "fp32, bf16, fp16 or mixed (default: mixed; bf16 for lora/inference)");
-  app.add_option("--optimizer", f.optimizer, "adamw, adam8bit or sgd (momentum) (default: adamw)");
+                 "fp32, bf16, fp16 or mixed (default: " + plan::default_rule("precision") + ")");
+  app.add_option("--optimizer", f.optimizer,
+                 "adamw, adam8bit or sgd (momentum) (default: " + plan::default_rule("optimizer") + ")");
   app.add_option("--dp", f.dp, "data-parallel degree");
-  app.add_option("--zero", f.zero, "ZeRO stage 0..3 over --dp (default: lowest stage that fits)");
+  app.add_option("--zero", f.zero, "ZeRO stage 0..3 over --dp (default: " + plan::default_rule("zero") + ")");
   app.add_flag("--fsdp", f.fsdp, "FSDP full sharding (as ZeRO-3)");
   app.add_option("--tp", f.tp, "tensor-parallel degree");
   app.add_option("--pp", f.pp, "pipeline-parallel degree");
   app.add_option("--recompute", f.recompute, "activation recompute: none, selective or full");
-  app.add_option("--lora-rank", f.lora_rank, "LoRA rank (default 16)");
+  app.add_option("--lora-rank", f.lora_rank, "LoRA rank (default " + plan::default_rule("lora-rank") + ")");
   app.add_flag("--qlora", f.qlora, "QLoRA: 4-bit NF4 frozen base, adapters trained");
   app.add_option("--gpu", f.gpu, "only this GPU model (H100, A100-80GB, L4, ...)");
-  app.add_option("--gpus", f.gpus,
-                 "total GPUs (default: the fewest that fit, every GPU of the instance used)");
-  app.add_option("--mfu", f.mfu, "model FLOPs utilization, e.g. 0.4 (default by task and scale)");
+  app.add_option("--gpus", f.gpus, "total GPUs (default: " + plan::default_rule("gpus") + ")");
+  app.add_option("--mfu", f.mfu,
+                 "model FLOPs utilization, e.g. 0.4 (default " + plan::default_rule("mfu") + ")");
   app.add_flag("--spot", f.spot, "spot prices, with interruptions, checkpoints and restarts");
-  app.add_option("--interruption-rate", f.interruption_rate,
-                 "spot interruptions per instance-hour (default per provider)");
+  app.add_option(
+      "--interruption-rate", f.interruption_rate,
+      "spot interruptions per instance-hour (default " + plan::default_rule("interruption-rate") + ")");
   app.add_option("--checkpoint-s", f.checkpoint_s,
-                 "seconds to write one checkpoint (default: size / 2 GB/s)");
+                 "seconds to write one checkpoint (default: " + plan::default_rule("checkpoint-s") + ")");
   app.add_option("--restart-s", f.restart_s,
-                 "seconds to get capacity back and reload after an interruption (default 600)");
+                 "seconds to get capacity back and reload after an interruption (default " +
+                     plan::default_rule("restart-s") + ")");
   app.add_option("--optimize", f.optimize,
-                 "rank by cost, time or score (default: cost; score with --weights)");
+                 "rank by cost, time or score (default: " + plan::default_rule("optimize") + ")");
   app.add_option("--weights", f.weights,
                  "score weights, e.g. cost=0.3,perf=0.3,memory=0.2,risk=0.1,carbon=0.1");
   app.add_option("--top", f.top, "options shown in the table")->capture_default_str();
@@ -350,7 +327,7 @@ int cmd_plan(int argc, char** argv) {
     return *rc;
   }
   if (f.list_models) {
-    std::fputs(render_model_list(f.json).c_str(), stdout);
+    std::fputs(report::render_model_list(f.json).c_str(), stdout);
     return kExitOk;
   }
 
@@ -370,9 +347,20 @@ int cmd_plan(int argc, char** argv) {
   }
   auto result = plan::make_plan(*req, plan::offers_from_catalog(*catalog));
   if (!result) return fail(kCmd, result.error());
-  add_default_assumptions(f, *result);
-  const std::string out =
-      f.json ? render_plan_json(*result, req->objective) : render_plan_text(*result, f.top, req->objective);
+  plan::GivenSettings given;
+  given.seq = f.seq.has_value();
+  given.batch = f.batch.has_value();
+  given.precision = f.precision.has_value();
+  given.optimizer = f.optimizer.has_value();
+  given.recompute = f.recompute.has_value();
+  given.lora_rank = f.lora_rank.has_value();
+  given.zero = f.zero.has_value();
+  given.fsdp = f.fsdp;
+  given.gpus = f.gpus.has_value();
+  given.dp = f.dp.has_value();
+  plan::add_default_assumptions(*result, given);
+  const std::string out = f.json ? report::render_plan_json(*result, req->objective)
+                                 : report::render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);
   return kExitOk;
 }
@@ -399,7 +387,7 @@ int plan_demo_section(std::FILE* out) {
     return kExitFailure;
   }
   std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
-  std::fputs(render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
+  std::fputs(report::render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
   return kExitOk;
 }
 

@@ -1,7 +1,5 @@
 // gpumeter prices update [--provider P]... [--region R]... [--endpoint URL] [--dry-run] [--accept-changes]
 // [--json]
-#include "report/prices_update.h"
-
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "prices/prices.h"
+#include "report/price_update_render.h"
 #include "util/clock.h"
 
 namespace gm::cli {

@@ -2,9 +2,6 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/report_fleet.h"
-#include "cli/report_multi.h"
-#include "cli/report_run.h"
 #include "util/exit_codes.h"
 
 namespace gm::cli {

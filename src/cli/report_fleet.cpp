@@ -1,6 +1,4 @@
 // The fleet report: dollars per namespace / Slurm job / user / GPU over a range, from Prometheus.
-#include "cli/report_fleet.h"
-
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -8,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "cli/cli.h"
 #include "cli/common.h"
 #include "report/fleet.h"
 #include "util/json.h"

@@ -1,17 +1,18 @@
 #include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include "catalog/catalog.h"
+#include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/report_multi.h"
 #include "report/html.h"
-#include "report/run_report.h"
-#include "util/units.h"
 #include "report/load.h"
+#include "report/run_report.h"
 #include "store/store.h"
+#include "util/units.h"
 
 namespace gm::cli {
 

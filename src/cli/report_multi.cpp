@@ -1,5 +1,3 @@
-#include "cli/report_multi.h"
-
 #include <fmt/format.h>
 
 #include <chrono>
@@ -7,12 +5,12 @@
 #include <cstring>
 #include <fstream>
 
+#include "cli/cli.h"
 #include "cli/common.h"
 #include "report/focus.h"
 #include "report/html.h"
 #include "report/kpi.h"
 #include "report/load.h"
-#include "report/focus.h"
 #include "report/multi.h"
 #include "store/store.h"
 #include "util/table.h"

@@ -4,7 +4,6 @@
 #include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/report_run.h"
 #include "report/run_report.h"
 #include "store/store.h"
 #include "util/exit_codes.h"

@@ -384,13 +384,14 @@ int execute_run(const RunFlags& f, bool simulated) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome->start_error->c_str());
     return outcome->exit_code;
   }
+  const RunReport report = session_report(*outcome, &prices->catalog());
   if (!f.quiet) {
-    const std::string text = render_run_report_text(outcome->report, simulated);
+    const std::string text = render_run_report_text(report, simulated);
     std::fputs(text.c_str(), stderr);
   }
   if (f.json_report) {
     std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
-    out << render_run_report_json(outcome->report);
+    out << render_run_report_json(report);
     if (!out)
       std::fprintf(stderr, "gpumeter run: warning: cannot write --json-report %s\n", f.json_report->c_str());
   }

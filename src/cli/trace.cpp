@@ -1,4 +1,6 @@
 // gpumeter trace: Kineto traces explained in dollars (DESIGN §3 "Trace costs").
+#include "trace/trace.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -11,10 +13,9 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/trace_render.h"
 #include "meter/meter.h"
 #include "report/html.h"
-#include "trace/trace.h"
+#include "report/trace_render.h"
 #include "util/exit_codes.h"
 
 namespace gm::cli {
@@ -25,7 +26,7 @@ int cmd_trace(int argc, char** argv) {
                "idle, cost per kernel, operator, annotation and step.",
                "trace"};
   std::vector<std::string> paths;
-  TraceRenderOptions ro;
+  report::TraceRenderOptions ro;
   PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
   std::optional<std::string> html;
@@ -103,12 +104,12 @@ int cmd_trace(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter trace: wrote %s\n", html->c_str());
   }
   if (json) {
-    std::fputs(trace_json(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_json(*result, ro).c_str(), stdout);
     std::fputc('\n', stdout);
   } else if (csv) {
-    std::fputs(trace_csv(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_csv(*result, ro).c_str(), stdout);
   } else {
-    std::fputs(trace_text(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_text(*result, ro).c_str(), stdout);
   }
   for (const auto& f : *result)
     if (f.partial) std::fprintf(stderr, "gpumeter trace: warning: PARTIAL results for %s: %s\n", f.file.c_str(),

@@ -8,7 +8,8 @@
 
 namespace gm::cli {
 
-/// The bundled sample: a small Kineto trace in the torch.profiler format (the unit tests check its figures).
+/// The bundled sample (data/demo/trace.json, embedded): a small Kineto trace in the torch.profiler format
+/// (the unit tests check its figures). NUL-terminated.
 const char* demo_trace_json();
 
 /// Analyses the bundled sample trace (one training step on an H100: two GEMMs on two streams, an NCCL

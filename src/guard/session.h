@@ -18,7 +18,6 @@
 #include "guard/guard.h"
 #include "meter/meter.h"
 #include "meter/run_meter.h"
-#include "report/run_report.h"
 #include "store/store.h"
 #include "sys/spawn.h"
 #include "util/clock.h"
@@ -213,7 +212,14 @@ class SessionSink {
 struct SessionOutcome {
   int exit_code = 0;                       ///< the job's, kExitGuardStop, or 126/127 when it could not start
   std::optional<std::string> start_error;  ///< why the job could not be started
-  RunReport report;
+  /// What the run's report is built from (report's session_report): the final record, per-GPU usage,
+  /// the latest progress point, every action, the serving counters and the notebook cells.
+  RunRecord run;
+  std::vector<GpuUsage> gpus;
+  std::vector<ProgressRecord> progress;
+  std::vector<ActionRecord> actions;
+  std::vector<InferenceRecord> inference;
+  std::vector<CellRecord> cells;
   bool recorded = false;              ///< the ledger holds the run
   std::vector<std::string> warnings;  ///< ledger problems and the like (also given to the sink)
 };

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "guard/session.h"
+#include "serving/serving.h"
 #include "util/exit_codes.h"
 #include "util/units.h"
 
@@ -100,7 +101,7 @@ struct Supervisor::Impl {
   std::shared_ptr<Notifications> notifications = std::make_shared<Notifications>();
   // Serving counters (--inference-endpoint), per model: cumulative since the run's start, restarts folded in.
   struct ModelServed {
-    std::array<std::optional<double>, 4> prev;  // prompt, generated, cached, requests as last read
+    std::array<serving::CounterDelta, 4> deltas;  // prompt, generated, cached, requests
     std::array<double, 4> total{};
     std::array<bool, 4> has{};
   };
@@ -299,16 +300,17 @@ struct Supervisor::Impl {
       if (!served.count(name) && served.size() >= kMaxServedModels) continue;
       auto [it, added] = served.try_emplace(name);
       ModelServed& m = it->second;
-      if (added) served_changed = true;
+      if (added) {
+        served_changed = true;
+        for (auto& d : m.deltas) d.start_from_zero();  // the run's own server: everything it served counts
+      }
       const std::array<std::optional<double>, 4> now{counts.prompt_tokens, counts.generated_tokens,
                                                      counts.cached_tokens, counts.requests};
       for (std::size_t k = 0; k < 4; ++k) {
         if (!now[k] || !std::isfinite(*now[k])) continue;
-        const double v = std::max(0.0, *now[k]);
-        const bool reset = m.prev[k] && v < *m.prev[k];
-        dropped = dropped || reset;
-        const double delta = !m.prev[k] || restarted || reset ? v : v - *m.prev[k];
-        m.prev[k] = v;
+        const unsigned resets = m.deltas[k].resets();
+        const double delta = m.deltas[k].add(std::max(0.0, *now[k]), restarted);
+        dropped = dropped || m.deltas[k].resets() > resets;
         if (!m.has[k]) served_changed = true;
         m.has[k] = true;
         if (delta > 0) {
@@ -929,11 +931,12 @@ SessionOutcome Supervisor::finish() {
   }
   m.flush(true);
   for (const auto& problem : m.settle_notifications(kNotifySettleMs)) m.warn(problem);
-  std::vector<ProgressRecord> progress;
-  if (m.latest_progress) progress.push_back(*m.latest_progress);
-  m.outcome.report =
-      build_run_report(m.run, m.meter->usage(), progress, m.all_actions, m.catalog, m.all_inference);
-  m.outcome.report.cells = m.all_cells;
+  m.outcome.run = m.run;
+  m.outcome.gpus = m.meter->usage();
+  if (m.latest_progress) m.outcome.progress.push_back(*m.latest_progress);
+  m.outcome.actions = m.all_actions;
+  m.outcome.inference = m.all_inference;
+  m.outcome.cells = m.all_cells;
   m.outcome.exit_code = m.preempted          ? kExitPreempted
                         : m.run.stopped_by   ? kExitGuardStop
                         : m.cfg.attached     ? kExitOk

@@ -22,6 +22,26 @@ MicroUsd CostIntegrator::add_ns(std::int64_t duration_ns) {
   return q;
 }
 
+std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64_t>& weights) {
+  std::vector<MicroUsd> out(weights.size(), 0);
+  if (weights.empty()) return out;
+  Int128 sum = 0;
+  for (std::uint64_t w : weights) sum += w;
+  const bool equal = sum == 0;
+  if (equal) sum = static_cast<Int128>(weights.size());
+  std::vector<std::pair<Int128, std::size_t>> rem;
+  MicroUsd given = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const Int128 num = static_cast<Int128>(total) * (equal ? 1 : static_cast<Int128>(weights[i]));
+    out[i] = static_cast<MicroUsd>(num / sum);
+    rem.emplace_back(num % sum, i);
+    given += out[i];
+  }
+  std::stable_sort(rem.begin(), rem.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (std::size_t k = 0; given < total && k < rem.size(); ++k, ++given) ++out[rem[k].second];
+  return out;
+}
+
 Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample& sample) {
   Attribution a;
   a.device_cost = device_cost;
@@ -44,18 +64,7 @@ Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample&
     std::fill(w.begin(), w.end(), 1);
     total = w.size();
   }
-  // Largest remainder: floor shares, then one micro-dollar each to the largest fractional parts.
-  std::vector<MicroUsd> cost(procs.size());
-  std::vector<std::pair<Int128, std::size_t>> rem;
-  MicroUsd given = 0;
-  for (std::size_t i = 0; i < procs.size(); ++i) {
-    const Int128 num = static_cast<Int128>(device_cost) * static_cast<Int128>(w[i]);
-    cost[i] = static_cast<MicroUsd>(num / total);
-    rem.emplace_back(num % total, i);
-    given += cost[i];
-  }
-  std::stable_sort(rem.begin(), rem.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-  for (std::size_t k = 0; given < device_cost && k < rem.size(); ++k, ++given) ++cost[rem[k].second];
+  const std::vector<MicroUsd> cost = split_micros(device_cost, w);
   const std::optional<std::uint32_t> util = sample.utilization_pct;
   for (std::size_t i = 0; i < procs.size(); ++i) {
     ProcessShare s;

@@ -210,6 +210,11 @@ struct Attribution {
   bool by_sm = false;                            ///< weights from SM util (else memory share)
 };
 
+/// Splits `total` over `weights` in proportion by the largest remainder: floor shares, then one micro-dollar
+/// each to the largest fractional parts (the earlier first on ties), so Σ = total exactly. All-zero weights
+/// split equally; empty weights give an empty split. Every integer cost split of gpumeter's goes through it.
+std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64_t>& weights);
+
 /// Splits `device_cost` (and `energy_j`) over the processes of `sample` per DESIGN §3: SM-utilization
 /// share when any process has non-zero SM samples, else memory share; idle part by device utilization.
 /// Integer split by largest remainder so the invariant holds exactly.

@@ -1,13 +1,12 @@
 // Price resolution (DESIGN §3 order) and billing.
 #include <fmt/format.h>
-
 #include <toml++/toml.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "meter/meter.h"
-#include "sys/proc.h"
+#include "util/file.h"
 #include "util/units.h"
 
 namespace gm {

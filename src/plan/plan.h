@@ -356,8 +356,26 @@ struct PlanResult {
   std::vector<std::string> notes;
 };
 
+/// Longest default sequence of a training job and of an inference job (the model's native length is capped).
+inline constexpr int kDefaultSeqCapTraining = 2048;
+inline constexpr int kDefaultSeqCapInference = 4096;
+
 /// Fills unset job fields with defaults for the task and model (sequence, precision, recompute...).
 JobSpec resolve_job_defaults(const JobSpec& job, bool seq_given, bool precision_given, bool recompute_given);
+
+/// Which job settings the user gave; the others are defaults, stated as assumptions.
+struct GivenSettings {
+  bool seq = false, batch = false, precision = false, optimizer = false, recompute = false;
+  bool lora_rank = false, zero = false, fsdp = false, gpus = false, dp = false;
+};
+/// Puts the defaults the plan used for the settings the user did not give first among the assumptions,
+/// each with its value and the rule that chose it.
+void add_default_assumptions(PlanResult& result, const GivenSettings& given);
+/// How a setting left out gets its value, in words, for `plan --help` (the rules resolve_job_defaults,
+/// make_plan and compute_tco apply): "precision" gives "mixed; bf16 for lora/inference". Keys are the flags'
+/// names without "--": task, prompt-tokens, precision, optimizer, zero, lora-rank, gpus, mfu,
+/// interruption-rate, checkpoint-s, restart-s, optimize, pue, gpu-power-w. Empty for any other key.
+std::string default_rule(std::string_view setting);
 /// Default interruptions per instance-hour of a provider's spot capacity, with its reason.
 StatedDefault default_interruption_rate(std::string_view provider);
 /// Plans the job over `offers` (GPU specs from the offers).

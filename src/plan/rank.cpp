@@ -199,22 +199,6 @@ void time_option(const PlanRequest& req, const JobSpec& job, const ComputeEstima
 
 }  // namespace
 
-JobSpec resolve_job_defaults(const JobSpec& in, bool seq_given, bool precision_given, bool recompute_given) {
-  JobSpec job = in;
-  const bool inference = job.task == Task::inference;
-  if (!seq_given) {
-    const int native = job.model.seq > 0 ? job.model.seq : 2048;
-    job.seq = std::min(native, inference ? 4096 : 2048);
-  }
-  if (inference && job.prompt_tokens <= 0 && job.model.arch == Arch::decoder) job.prompt_tokens = job.seq / 2;
-  if (!precision_given)
-    job.precision = (inference || job.task == Task::lora) ? Precision::bf16 : Precision::mixed;
-  if (!recompute_given)
-    job.recompute =
-        (job.task == Task::finetune || job.task == Task::lora) ? Recompute::full : Recompute::selective;
-  return job;
-}
-
 Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferContext>& offers) {
   PlanResult out;
   out.job = req.job;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud.h"
+#include "guard/session.h"
 #include "sys/spawn.h"
 #include "util/json.h"
 #include "util/units.h"
@@ -114,6 +115,13 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
         "second");
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
   r.findings = run_findings(r);
+  return r;
+}
+
+RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog) {
+  RunReport r = build_run_report(outcome.run, outcome.gpus, outcome.progress, outcome.actions, catalog,
+                                 outcome.inference);
+  r.cells = outcome.cells;
   return r;
 }
 

@@ -15,6 +15,8 @@
 
 namespace gm {
 
+struct SessionOutcome;
+
 /// A cheaper GPU whose memory holds the observed peak with headroom.
 struct RightsizingHint {
   std::string gpu;               ///< catalog id
@@ -78,6 +80,9 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                            const Catalog* catalog, const std::vector<InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
+/// Builds the end-of-run report of a supervised run (`run`, `attach`) from its outcome, as
+/// `report RUN` builds it from the ledger. `catalog` may be null (no rightsizing hint then).
+RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog);
 
 /// Findings of a run: unused GPUs, low effective utilisation, a cheaper GPU that holds the peak memory, a
 /// forecast beyond the budget; most severe first. Empty without a price.

@@ -17,7 +17,6 @@
 #include <thread>
 
 #include "store/detail.h"
-#include "sys/proc.h"
 
 namespace gm {
 namespace {

@@ -4,12 +4,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstdio>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <vector>
+
+#include "util/file.h"
 
 namespace gm {
 

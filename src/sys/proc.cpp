@@ -10,16 +10,9 @@
 #include <map>
 #include <sstream>
 
-namespace gm {
+#include "util/file.h"
 
-std::optional<std::string> read_small_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
-}
+namespace gm {
 
 std::vector<std::uint32_t> ProcReader::pids() const {
   std::vector<std::uint32_t> out;

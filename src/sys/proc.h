@@ -41,9 +41,6 @@ class ProcReader {
   std::string root_;
 };
 
-/// Reads a whole small file; nullopt if it cannot be read.
-std::optional<std::string> read_small_file(const std::string& path);
-
 /// User name for a uid (getpwuid_r), or the number as text.
 std::string user_name(std::uint32_t uid);
 

@@ -8,6 +8,7 @@
 
 #include "sys/proc.h"
 #include "sys/spawn.h"
+#include "util/file.h"
 
 namespace gm {
 

@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <map>
 
-#include "agent/agent.h"
 #include "integration/agent_fixture.h"
+#include "serving/serving.h"
 
 namespace gm::test {
 namespace {
 
 // Sum of the samples of `name` whose labels include every pair in `match`.
-double sum_of(const agent::Exposition& e, const std::string& name,
+double sum_of(const serving::Exposition& e, const std::string& name,
               const std::map<std::string, std::string>& match) {
   double total = 0;
   bool any = false;
@@ -71,12 +71,12 @@ TEST_F(AgentInferenceIntegrationTest, VllmStandInOnFakeGpuCostPerMillionTokensIs
   ASSERT_GT(port, 0) << agent->stderr_text();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
   // Wait until the endpoint is linked to its owner and has been charged.
-  agent::Exposition a;
+  serving::Exposition a;
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const CmdResult m = curl(url);
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    auto parsed = agent::parse_exposition(m.out);
+    auto parsed = serving::parse_exposition(m.out);
     ASSERT_TRUE(parsed) << parsed.error().message;
     a = *parsed;
     if (sum_of(a, "gpumeter_inference_cost_usd_total", {}) > 0) break;
@@ -90,7 +90,7 @@ TEST_F(AgentInferenceIntegrationTest, VllmStandInOnFakeGpuCostPerMillionTokensIs
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const CmdResult mb = curl(url);
   ASSERT_EQ(mb.exit_code, 0);
-  const auto b = *agent::parse_exposition(mb.out);
+  const auto b = *serving::parse_exposition(mb.out);
 
   const std::map<std::string, std::string> model{{"owner", owner}, {"model", "standin/llama-3-8b"}};
   auto gen = model, prompt = model, cached = model;
@@ -144,12 +144,12 @@ TEST_F(AgentInferenceIntegrationTest, DiscoveredListeningPortOfGpuProcessIsScrap
                            {"--price", "3.6", "--interval", "200ms", "--inference-discover"}, port);
   ASSERT_GT(port, 0) << agent->stderr_text();
   const std::string endpoint = "http://127.0.0.1:" + std::to_string(engine_port_) + "/metrics";
-  agent::Exposition e;
+  serving::Exposition e;
   for (int i = 0; i < 100; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const CmdResult m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    e = *agent::parse_exposition(m.out);
+    e = *serving::parse_exposition(m.out);
     if (sum_of(e, "gpumeter_inference_tokens_total", {{"kind", "generated"}}) > 0) break;
   }
   EXPECT_EQ(sum_of(e, "gpumeter_inference_endpoint_up", {{"endpoint", endpoint}}), 1) << agent->stderr_text();
@@ -169,7 +169,7 @@ TEST_F(AgentInferenceIntegrationTest, DownEndpointIsCountedAndTheAgentKeepsItsIn
   ASSERT_GT(port, 0) << agent->stderr_text();
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   const CmdResult m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
-  const auto e = *agent::parse_exposition(m.out);
+  const auto e = *serving::parse_exposition(m.out);
   EXPECT_EQ(sum_of(e, "gpumeter_inference_endpoint_up", {}), 0);
   EXPECT_GE(sum_of(e, "gpumeter_inference_scrape_errors_total", {{"reason", "connect"}}), 3);
   EXPECT_GE(sum_of(e, "gpumeter_agent_collections_total", {}), 4);  // the interval held at 200 ms

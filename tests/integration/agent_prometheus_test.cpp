@@ -12,7 +12,7 @@
 #include <set>
 
 #include "agent/agent.h"
-#include "cli/report_fleet.h"
+#include "cli/cli.h"
 #include "integration/agent_fixture.h"
 #include "report/fleet.h"
 

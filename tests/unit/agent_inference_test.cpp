@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "serving/serving.h"
 #include "support/fixtures.h"
 #include "support/support.h"
 
@@ -19,6 +20,7 @@ namespace gm::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gm::serving;
 
 // ---- stand-in expositions, from the engines' metric definitions (docs/inference.md cites versions) ----
 
@@ -609,7 +611,7 @@ TEST(InferenceJoin, TwoModelsOneServerAndTwoServersOneGpuSumToTheDeviceCost) {
   EXPECT_EQ(lora->generated_tokens, 500);
   EXPECT_EQ(qwen->requests, 10);
   // The live figures over the window are cost ÷ tokens exactly.
-  const std::string text = c.exposition();
+  const std::string text = exposition_text(c);
   const std::string llama_sel = "owner_kind=\"container\",owner=\"" + fx.a + "\",container=\"" + fx.a +
                                 "\",user=\"root\",model=\"llama\"";
   auto value = [&](const std::string& line_prefix) {
@@ -656,7 +658,7 @@ TEST(InferenceJoin, EngineRestartNeverYieldsNegativeOrDoubledTokens) {
   EXPECT_EQ(m->cost, 2250);  // every interval after the baseline is charged, restart included
   EXPECT_EQ(s.endpoints.at(0).resets, 1u);
   EXPECT_NE(
-      c.exposition().find("gpumeter_inference_engine_restarts_total{endpoint=\"" + eng.url() + "\"} 1\n"),
+      exposition_text(c).find("gpumeter_inference_engine_restarts_total{endpoint=\"" + eng.url() + "\"} 1\n"),
       std::string::npos);
 }
 
@@ -833,7 +835,7 @@ TEST(InferenceJoin, DownSlowAndGarbageEndpointsAreCountedAndNeverStallTheInterva
   ASSERT_TRUE(m);
   EXPECT_EQ(m->generated_tokens, 40);
   EXPECT_EQ(m->cost, 3000);  // four intervals of 750 µ$: three waited for the fourth's good scrape
-  const std::string text = c.exposition();
+  const std::string text = exposition_text(c);
   EXPECT_NE(text.find("gpumeter_inference_scrape_errors_total{endpoint=\"http://127.0.0.1:1/"
                       "metrics\",reason=\"connect\"} 5\n"),
             std::string::npos)
@@ -855,7 +857,7 @@ TEST(InferenceJoin, NoOwnerOnAGpuMeansNoChargeAndNotLinked) {
   EXPECT_TRUE(s.inference.empty());
   EXPECT_FALSE(s.endpoints.at(0).linked);
   EXPECT_TRUE(s.endpoints.at(0).up);
-  EXPECT_NE(c.exposition().find("gpumeter_inference_endpoint_linked{endpoint=\"" + eng.url() + "\"} 0\n"),
+  EXPECT_NE(exposition_text(c).find("gpumeter_inference_endpoint_linked{endpoint=\"" + eng.url() + "\"} 0\n"),
             std::string::npos);
 }
 

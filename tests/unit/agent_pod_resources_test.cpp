@@ -300,7 +300,7 @@ TEST(AgentPodResources, CollectorNamesPodFromSocketOverLogs) {
   EXPECT_EQ(n.source.asks, 1);  // 3 s: within one refresh period
   ASSERT_TRUE(s.self.pod_resources_up.has_value());
   EXPECT_TRUE(*s.self.pod_resources_up);
-  EXPECT_NE(c->exposition().find("gpumeter_agent_pod_resources_up 1\n"), std::string::npos);
+  EXPECT_NE(exposition_text(*c).find("gpumeter_agent_pod_resources_up 1\n"), std::string::npos);
 }
 
 TEST(AgentPodResources, HeldIdleGpuIsChargedToItsPodExactly) {
@@ -389,7 +389,7 @@ TEST(AgentPodResources, SocketDownFallsBackToLogLayout) {
   EXPECT_EQ(s.devices[1].unallocated_cost, s.devices[1].cost);  // nobody known to hold GPU 1
   EXPECT_FALSE(*s.self.pod_resources_up);
   EXPECT_EQ(s.self.pod_resources_errors, 1u);
-  const std::string text = c->exposition();
+  const std::string text = exposition_text(*c);
   EXPECT_NE(text.find("gpumeter_agent_pod_resources_up 0\n"), std::string::npos);
   EXPECT_NE(text.find("gpumeter_agent_pod_resources_errors_total 1\n"), std::string::npos);
 }
@@ -399,7 +399,7 @@ TEST(AgentPodResources, DisabledOmitsTheSelfSeries) {
   auto c = n.collector(false);
   n.run(*c, 1);
   EXPECT_FALSE(c->snapshot().self.pod_resources_up.has_value());
-  const std::string text = c->exposition();
+  const std::string text = exposition_text(*c);
   EXPECT_EQ(text.find("gpumeter_agent_pod_resources"), std::string::npos);
   const Snapshot snap = c->snapshot();
   const Owner* o = find_owner(snap, OwnerKind::pod);

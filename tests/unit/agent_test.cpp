@@ -118,7 +118,7 @@ TEST(AgentCollector, SplitsEveryIntervalExactly) {
     }
   }
   EXPECT_TRUE(saw_container && saw_job && saw_process);
-  const std::string text = c.exposition();
+  const std::string text = exposition_text(c);
   EXPECT_NEAR(metric_value(text, "gpumeter_gpu_cost_usd_total{"), 0.010349, 1e-12);
   EXPECT_NE(text.find("kind=\"slurm_job\",owner=\"4242\",slurm_job=\"4242\",user=\"root\""), std::string::npos) << text;
   EXPECT_NE(text.find("gpumeter_agent_scrapes_total 1\n"), std::string::npos);
@@ -180,7 +180,7 @@ TEST(AgentCollector, LostDeviceIsDownAndStillCosts) {
   fx.backend.samples[0] = lost;
   fx.clock.advance_ns(1'000'000'000);
   c.collect_once();
-  const std::string text = c.exposition();
+  const std::string text = exposition_text(c);
   EXPECT_NE(text.find("gpumeter_gpu_up{gpu=\"0\",uuid=\"GPU-0\",model=\"NVIDIA H100 80GB HBM3\"} 0\n"), std::string::npos);
   EXPECT_EQ(text.find("gpumeter_gpu_power_watts{"), std::string::npos);
   EXPECT_NEAR(metric_value(text, "gpumeter_gpu_unallocated_cost_usd_total{"), 0.001, 1e-12);
@@ -201,7 +201,7 @@ TEST(AgentCollector, BoundedOwnersGoToOther) {
   MicroUsd sum = 0;
   for (const auto& [k, oc] : d.owners) sum += oc.cost;
   EXPECT_EQ(sum + d.unallocated_cost, d.cost);
-  EXPECT_NE(c.exposition().find("kind=\"other\",owner=\"other\""), std::string::npos);
+  EXPECT_NE(exposition_text(c).find("kind=\"other\",owner=\"other\""), std::string::npos);
 }
 
 TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
@@ -330,7 +330,7 @@ TEST(AgentCollector, OwnersJson) {
   c.collect_once();
   fx.clock.advance_ns(1'000'000'000);
   c.collect_once();
-  const auto j = nlohmann::json::parse(c.owners_json());
+  const auto j = nlohmann::json::parse(owners_json(c));
   ASSERT_EQ(j["devices"].size(), 2u);
   ASSERT_EQ(j["owners"].size(), 3u);
   EXPECT_EQ(j["owners"][0]["kind"], "container");

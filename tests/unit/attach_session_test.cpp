@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include "guard/session.h"
+#include "report/run_report.h"
 #include "support/fixtures.h"
 #include "util/exit_codes.h"
 
@@ -88,9 +89,9 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   s.on_detach();
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.report.run.status, "stopped");
-  EXPECT_FALSE(out.report.run.exit_code) << "no exit status for a process gpumeter did not start";
-  EXPECT_EQ(out.report.run.budget_micros, 40 * kMicrosPerUsd);
+  EXPECT_EQ(out.run.status, "stopped");
+  EXPECT_FALSE(out.run.exit_code) << "no exit status for a process gpumeter did not start";
+  EXPECT_EQ(out.run.budget_micros, 40 * kMicrosPerUsd);
 }
 
 TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
@@ -122,10 +123,10 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   s.on_exit(0);
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitOk);
-  EXPECT_EQ(out.report.run.status, "finished");
-  ASSERT_EQ(out.report.cells.size(), 3u) << "a cell still open at the end is recorded unfinished";
-  EXPECT_EQ(out.report.cells[2].status, "unfinished");
-  EXPECT_EQ(out.report.run.cost_micros, 6'000'000);
+  EXPECT_EQ(out.run.status, "finished");
+  ASSERT_EQ(out.cells.size(), 3u) << "a cell still open at the end is recorded unfinished";
+  EXPECT_EQ(out.cells[2].status, "unfinished");
+  EXPECT_EQ(out.run.cost_micros, 6'000'000);
 }
 
 TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
@@ -145,10 +146,10 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
-  EXPECT_EQ(out.report.run.status, "detached");
+  EXPECT_EQ(out.run.status, "detached");
   EXPECT_EQ(out.exit_code, kExitOk);
-  EXPECT_EQ(out.report.run.start_unix_ms, unix_before - 10'000);
-  EXPECT_EQ(out.report.run.cost_micros, 12'000'000);
+  EXPECT_EQ(out.run.start_unix_ms, unix_before - 10'000);
+  EXPECT_EQ(out.run.cost_micros, 12'000'000);
 }
 
 TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndNeverStops) {
@@ -178,7 +179,7 @@ TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndN
   s.on_exit(0);
   auto out = s.finish();
   bool finding = false;
-  for (const auto& f : out.report.findings) finding = finding || f.kind == "idle_gpus_held";
+  for (const auto& f : session_report(out, nullptr).findings) finding = finding || f.kind == "idle_gpus_held";
   EXPECT_TRUE(finding);
 }
 

@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/compare.h"
+#include "report/gate.h"
 #include "report/html.h"
 #include "report/kpi.h"
 #include "report/multi.h"

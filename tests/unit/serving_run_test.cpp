@@ -6,8 +6,9 @@
 #include <sys/wait.h>
 
 #include "guard/session.h"
-#include "report/compare.h"
+#include "report/gate.h"
 #include "report/kpi.h"
+#include "report/run_report.h"
 #include "store/store.h"
 #include "support/fixtures.h"
 #include "support/support.h"
@@ -94,14 +95,15 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   ASSERT_TRUE(sink.last.usd_per_1m_generated_tokens);
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  ASSERT_TRUE(out.report.serving);
-  const ServingKpis& k = *out.report.serving;
+  const RunReport report = session_report(out, nullptr);
+  ASSERT_TRUE(report.serving);
+  const ServingKpis& k = *report.serving;
   // llama: 300 before the restart + 150 after; lora: 40 + 30.
   EXPECT_DOUBLE_EQ(*k.generated_tokens, 520);
   EXPECT_DOUBLE_EQ(*k.prompt_tokens, 1040);
   EXPECT_DOUBLE_EQ(*k.requests, 52);
   EXPECT_EQ(k.models, (std::vector<std::string>{"llama", "lora"}));
-  const double cost = micros_to_usd(out.report.run.cost_micros);
+  const double cost = micros_to_usd(out.run.cost_micros);
   EXPECT_DOUBLE_EQ(*k.usd_per_1m_generated_tokens, cost / 520 * 1e6);
   EXPECT_DOUBLE_EQ(*k.usd_per_1k_requests, cost / 52 * 1e3);
   bool restart_warned = false;
@@ -109,10 +111,10 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
     restart_warned = restart_warned || w.find("restarted 1 time") != std::string::npos;
   EXPECT_TRUE(restart_warned);
   // The ledger holds the same counters.
-  auto stored = (*ledger)->inference(out.report.run.id);
+  auto stored = (*ledger)->inference(out.run.id);
   ASSERT_TRUE(stored.ok());
   ASSERT_FALSE(stored->empty());
-  EXPECT_EQ(serving_kpis(out.report.run, *stored)->generated_tokens, k.generated_tokens);
+  EXPECT_EQ(serving_kpis(out.run, *stored)->generated_tokens, k.generated_tokens);
 }
 
 TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
@@ -133,7 +135,7 @@ TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
   s.on_time();
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_FALSE(out.report.serving);
+  EXPECT_FALSE(session_report(out, nullptr).serving);
   ASSERT_FALSE(sink.warnings.empty());
   EXPECT_NE(sink.warnings.back().find("127.0.0.1:9"), std::string::npos) << sink.warnings.back();
   EXPECT_FALSE(sink.last.usd_per_1m_generated_tokens);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "report/run_report.h"
 #include "support/fixtures.h"
 #include "support/support.h"
 #include "util/exit_codes.h"
@@ -49,7 +50,7 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 3);
   EXPECT_TRUE(out->recorded);
-  const RunRecord& r = out->report.run;
+  const RunRecord& r = out->run;
   EXPECT_EQ(r.billed_s, (r.wall_ms + 999) / 1000);
   EXPECT_EQ(r.cost_micros, r.billed_s * 1'000'000);
   auto stored = (*ledger)->last_run();
@@ -78,8 +79,8 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, kExitGuardStop);
-  EXPECT_EQ(*out->report.run.stopped_by, "budget");
-  EXPECT_LT(out->report.run.wall_ms, 4000);
+  EXPECT_EQ(*out->run.stopped_by, "budget");
+  EXPECT_LT(out->run.wall_ms, 4000);
   auto actions = (*ledger)->actions((*ledger)->last_run()->id);
   ASSERT_TRUE(actions.ok());
   std::vector<std::string> kinds;
@@ -105,9 +106,10 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 0);
   EXPECT_FALSE(out->recorded);
-  EXPECT_EQ(*out->report.steps, 3);
-  EXPECT_EQ(*out->report.total_steps, 9);
-  EXPECT_EQ(*out->report.tokens, 3000);
+  const RunReport report = session_report(*out, nullptr);
+  EXPECT_EQ(*report.steps, 3);
+  EXPECT_EQ(*report.total_steps, 9);
+  EXPECT_EQ(*report.tokens, 3000);
   ASSERT_FALSE(out->warnings.empty());
   EXPECT_NE(out->warnings.back().find("2 malformed"), std::string::npos) << out->warnings.back();
 }
@@ -122,8 +124,8 @@ TEST(SessionTest, IdleGpusStopTheJob) {
   auto out = run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, kExitGuardStop);
-  EXPECT_EQ(*out->report.run.stopped_by, "idle");
-  EXPECT_LT(out->report.run.wall_ms, 4000);
+  EXPECT_EQ(*out->run.stopped_by, "idle");
+  EXPECT_LT(out->run.wall_ms, 4000);
 }
 
 TEST(SessionTest, UnrunnableProgramIsAnError) {

@@ -106,7 +106,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitPreempted);
-  const RunRecord& run = out.report.run;
+  const RunRecord& run = out.run;
   EXPECT_EQ(run.status, "preempted");
   EXPECT_EQ(*run.stopped_by, "preemption");
   EXPECT_EQ(*run.preemption_provider, "aws");
@@ -118,7 +118,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   // $1 per second from the checkpoint at 3.5 s to the exit at 16.3 s (metered, before billing rounds up).
   EXPECT_NEAR(static_cast<double>(*run.lost_work_micros), 12'800'000.0, 1'000'000.0);
   EXPECT_NE(describe_status(run).find("preempted (aws notice at"), std::string::npos) << describe_status(run);
-  const std::string json = render_run_report_json(out.report);
+  const std::string json = render_run_report_json(session_report(out, nullptr));
   EXPECT_NE(json.find("\"preemption\": {"), std::string::npos);
   EXPECT_NE(json.find("\"lost_work_usd\""), std::string::npos);
   bool notified = false;
@@ -164,10 +164,10 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
   EXPECT_TRUE(runner.sent.empty());
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_EQ(out.report.run.status, "succeeded");
-  EXPECT_FALSE(out.report.run.lost_work_micros) << "a run that succeeded lost nothing";
+  EXPECT_EQ(out.run.status, "succeeded");
+  EXPECT_FALSE(out.run.lost_work_micros) << "a run that succeeded lost nothing";
   int warnings = 0;
-  for (const auto& a : out.report.actions) warnings += a.kind == "preemption_warning";
+  for (const auto& a : out.actions) warnings += a.kind == "preemption_warning";
   EXPECT_EQ(warnings, 1);
 }
 
@@ -185,13 +185,14 @@ TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFindi
   s.on_exit(W_EXITCODE(1, 0));
   auto out = s.finish();
   int warned = 0;
-  for (const auto& a : out.report.actions) warned += a.kind == "no_recent_checkpoint";
+  for (const auto& a : out.actions) warned += a.kind == "no_recent_checkpoint";
   EXPECT_EQ(warned, 1);
-  EXPECT_EQ(out.report.run.status, "failed");
-  ASSERT_TRUE(out.report.run.lost_work_micros);
-  EXPECT_FALSE(out.report.run.last_checkpoint_ms);
+  EXPECT_EQ(out.run.status, "failed");
+  ASSERT_TRUE(out.run.lost_work_micros);
+  EXPECT_FALSE(out.run.last_checkpoint_ms);
   bool found = false;
-  for (const auto& f : out.report.findings) found = found || f.kind == "no_recent_checkpoint";
+  for (const auto& f : session_report(out, nullptr).findings)
+    found = found || f.kind == "no_recent_checkpoint";
   EXPECT_TRUE(found);
 }
 
@@ -226,9 +227,9 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   int checkpoints = 0;
-  for (const auto& a : out.report.actions) checkpoints += a.kind == "checkpoint";
+  for (const auto& a : out.actions) checkpoints += a.kind == "checkpoint";
   EXPECT_EQ(checkpoints, 1) << "the old file sets the baseline, the new one is a checkpoint";
-  EXPECT_TRUE(out.report.run.last_checkpoint_ms);
+  EXPECT_TRUE(out.run.last_checkpoint_ms);
   std::filesystem::remove_all(dir);
 }
 

@@ -106,15 +106,15 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.report.run.status, "stopped");
-  EXPECT_EQ(*out.report.run.stopped_by, "budget");
+  EXPECT_EQ(out.run.status, "stopped");
+  EXPECT_EQ(*out.run.stopped_by, "budget");
   // The stop's message quotes exactly what the ledger records for it.
-  ASSERT_GE(out.report.actions.size(), 2u);
-  for (const auto& a : out.report.actions)
+  ASSERT_GE(out.actions.size(), 2u);
+  for (const auto& a : out.actions)
     if (a.kind == "stop_budget") {
       EXPECT_NE(a.message.find(format_usd(micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
     }
-  EXPECT_EQ(out.report.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
+  EXPECT_EQ(out.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
 }
 
 TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
@@ -165,7 +165,7 @@ TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
   EXPECT_NEAR(snap.forecast->total_usd, 150.0, 15.0);
   s.on_exit(W_EXITCODE(0, SIGTERM));
   auto out = s.finish();
-  EXPECT_EQ(*out.report.run.stopped_by, "forecast");
+  EXPECT_EQ(*out.run.stopped_by, "forecast");
 }
 
 TEST(SupervisorTest, IdleGpusStopTheJob) {
@@ -183,7 +183,7 @@ TEST(SupervisorTest, IdleGpusStopTheJob) {
   run_until(s, clock, 3.0);
   ASSERT_EQ(runner.sent.size(), 1u) << "idle from the start for --max-idle 3s";
   s.on_exit(W_EXITCODE(0, SIGTERM));
-  EXPECT_EQ(*s.finish().report.run.stopped_by, "idle");
+  EXPECT_EQ(*s.finish().run.stopped_by, "idle");
 }
 
 TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
@@ -208,8 +208,8 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
     EXPECT_FALSE(runner.sent[0].group);
     s.on_exit(c.wait_status);
     auto out = s.finish();
-    EXPECT_EQ(out.report.run.status, c.status);
-    EXPECT_FALSE(out.report.run.stopped_by);
+    EXPECT_EQ(out.run.status, c.status);
+    EXPECT_FALSE(out.run.stopped_by);
     EXPECT_EQ(out.exit_code, exit_code_of_wait_status(c.wait_status));
   }
 }
@@ -250,9 +250,9 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   EXPECT_EQ(*s.snapshot().spent_micros, 3'200'000);
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_EQ(out.report.run.billed_s, 4);
-  EXPECT_EQ(out.report.run.cost_micros, 4'000'000);
-  EXPECT_TRUE(out.report.run.gpus_allocated.empty());
+  EXPECT_EQ(out.run.billed_s, 4);
+  EXPECT_EQ(out.run.cost_micros, 4'000'000);
+  EXPECT_TRUE(out.run.gpus_allocated.empty());
 
   auto no_price = config();
   no_price.telemetry = false;
@@ -266,8 +266,8 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   EXPECT_FALSE(t.snapshot().spent_micros);
   t.on_exit(W_EXITCODE(0, 0));
   auto out2 = t.finish();
-  EXPECT_EQ(out2.report.run.price_source, "none");
-  EXPECT_GT(out2.report.run.wall_ms, 2000);
+  EXPECT_EQ(out2.run.price_source, "none");
+  EXPECT_GT(out2.run.wall_ms, 2000);
 }
 
 }  // namespace

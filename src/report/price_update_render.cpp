@@ -1,5 +1,5 @@
 // gpumeter prices update: the per-offer report of the sanity rules, as text or JSON.
-#include "report/prices_update.h"
+#include "report/price_update_render.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "cli/plan_render.h"
+#include "report/plan_render.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "util/table.h"
 #include "util/units.h"
 
-namespace gm::cli {
+namespace gm::report {
 
 namespace {
 
@@ -377,4 +377,4 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
   return out;
 }
 
-}  // namespace gm::cli
+}  // namespace gm::report

@@ -1,7 +1,5 @@
 // Serving engines' own metrics: endpoint specs, reading vLLM / SGLang / TGI / Triton counters from a parsed
 // exposition, counter resets, bounded scrapes on background threads, and the cost split across models.
-#include "agent/inference.h"
-
 #include <httplib.h>
 #include <toml++/toml.h>
 
@@ -11,7 +9,10 @@
 #include <filesystem>
 #include <thread>
 
-namespace gm::agent {
+#include "meter/meter.h"
+#include "serving/serving.h"
+
+namespace gm::serving {
 
 const char* to_string(InferenceEngine engine) {
   switch (engine) {
@@ -231,30 +232,13 @@ double CounterDelta::add(double value, bool restarted) {
 }
 
 std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weights) {
-  std::vector<MicroUsd> out(weights.size(), 0);
-  if (weights.empty()) return out;
-  std::vector<Int128> w(weights.size(), 0);
-  Int128 total = 0;
+  // Token counts as integer weights (a count over 1e15 is capped: it says nothing more).
+  std::vector<std::uint64_t> w(weights.size(), 0);
   for (std::size_t i = 0; i < weights.size(); ++i) {
     const double x = weights[i];
-    w[i] = std::isfinite(x) && x > 0 ? static_cast<Int128>(std::llround(std::min(x, 1e15))) : 0;
-    total += w[i];
+    w[i] = std::isfinite(x) && x > 0 ? static_cast<std::uint64_t>(std::llround(std::min(x, 1e15))) : 0;
   }
-  if (total == 0) {
-    std::fill(w.begin(), w.end(), 1);
-    total = static_cast<Int128>(w.size());
-  }
-  std::vector<std::pair<Int128, std::size_t>> rem;
-  MicroUsd given = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const Int128 num = static_cast<Int128>(cost) * w[i];
-    out[i] = static_cast<MicroUsd>(num / total);
-    rem.emplace_back(num % total, i);
-    given += out[i];
-  }
-  std::stable_sort(rem.begin(), rem.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
-  for (std::size_t k = 0; given < cost && k < rem.size(); ++k, ++given) ++out[rem[k].second];
-  return out;
+  return split_micros(cost, w);
 }
 
 // ---- scraping ----------------------------------------------------------------------------------------
@@ -393,4 +377,4 @@ std::vector<ScrapeOutcome> InferenceScrapers::finish_round(std::int64_t deadline
   return out;
 }
 
-}  // namespace gm::agent
+}  // namespace gm::serving

@@ -11,17 +11,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "agent/inference.h"
-#include "agent/proc_net.h"
+#include "serving/detail/proc_net.h"
+#include "serving/serving.h"
 #include "sys/proc.h"
+#include "util/file.h"
 
-namespace gm::agent {
+namespace gm::serving {
 
 std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
                                            const std::set<std::uint32_t>& pids) {
   std::map<std::string, std::uint16_t> by_link;
   for (const char* table : {"/net/tcp", "/net/tcp6"})
-    if (auto text = read_small_file(proc_root + table)) listen_table(*text, by_link);
+    if (auto text = read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
   std::set<std::uint16_t> ports;
   if (by_link.empty()) return {};
   for (std::uint32_t pid : pids) {
@@ -41,17 +42,45 @@ std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
   return {ports.begin(), ports.end()};
 }
 
-std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
-                                                        const std::vector<std::uint16_t>& ports,
-                                                        std::int64_t timeout_ms) {
+std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec,
+                                                   std::int64_t timeout_ms) {
+  httplib::Client client(spec.scheme_host_port);
+  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::milliseconds(timeout_ms));
+  client.set_connection_timeout(t);
+  client.set_read_timeout(t);
+  client.set_write_timeout(t);
+  // SGLang (python/sglang/srt/entrypoints/http_server.py) answers /get_server_info with its server
+  // arguments, `enable_metrics` among them; without the flag it mounts no /metrics at all.
+  const auto res = client.Get("/get_server_info", httplib::Headers{{"Accept", "application/json"}});
+  if (!res || res->status != 200 || res->body.size() > (4u << 20)) return std::nullopt;
+  const auto j = nlohmann::json::parse(res->body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("enable_metrics") || j["enable_metrics"] != false)
+    return std::nullopt;
+  std::string model;
+  if (j.contains("model_path") && j["model_path"].is_string())
+    model = " (" + j["model_path"].get<std::string>() + ")";
+  return spec.scheme_host_port + " is an SGLang server" + model +
+         " started without --enable-metrics: it serves no /metrics; restart it with --enable-metrics";
+}
+
+ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::uint16_t>& ports,
+                               std::int64_t timeout_ms) {
+  ProbeResult out;
   for (std::uint16_t port : ports) {
     const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                             ":" + std::to_string(port) + "/metrics";
     auto spec = parse_inference_endpoint(url, "discovery");
     if (!spec) continue;
-    if (scrape_endpoint(*spec, timeout_ms).reading) return *spec;
+    const ScrapeOutcome scrape = scrape_endpoint(*spec, timeout_ms);
+    if (scrape.reading) {
+      out.found = std::move(*spec);
+      return out;
+    }
+    // A server that answered HTTP may say why it has no metrics.
+    if (scrape.error == "http")
+      if (auto why = metrics_disabled_reason(*spec, timeout_ms)) out.notes.push_back(std::move(*why));
   }
-  return std::nullopt;
+  return out;
 }
 
 Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
@@ -182,7 +211,10 @@ void EndpointDiscovery::loop() {
     };
     for (std::uint16_t port : fresh) {
       if (stopping()) return;  // shutting down: the remaining probes are not needed
-      if (auto spec = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms)) found.push_back(*spec);
+      ProbeResult probe = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms);
+      if (probe.found) found.push_back(std::move(*probe.found));
+      if (options_.note)
+        for (const auto& n : probe.notes) options_.note(n);
     }
     if (!options_.kubelet_pods_url.empty() && now_ms() >= next_kubelet_ms) {
       next_kubelet_ms = now_ms() + options_.kubelet_every_ms;
@@ -192,7 +224,12 @@ void EndpointDiscovery::loop() {
             if (stopping()) return;
             if (!probed_urls.insert(t.url).second) continue;
             auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
-            if (spec && scrape_endpoint(*spec, options_.timeout_ms).reading) found.push_back(*spec);
+            if (!spec) continue;
+            const ScrapeOutcome scrape = scrape_endpoint(*spec, options_.timeout_ms);
+            if (scrape.reading)
+              found.push_back(*spec);
+            else if (scrape.error == "http" && options_.note)
+              if (auto why = metrics_disabled_reason(*spec, options_.timeout_ms)) options_.note(*why);
           }
     }
     lock.lock();
@@ -200,4 +237,4 @@ void EndpointDiscovery::loop() {
   }
 }
 
-}  // namespace gm::agent
+}  // namespace gm::serving

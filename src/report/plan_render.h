@@ -4,7 +4,7 @@
 
 #include "plan/plan.h"
 
-namespace gm::cli {
+namespace gm::report {
 
 /// The one-line recommendation (or why nothing fits).
 std::string plan_recommendation(const plan::PlanResult& result);
@@ -19,4 +19,4 @@ std::string render_model_list(bool json);
 /// The TCO report (text or JSON), every input shown.
 std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool json);
 
-}  // namespace gm::cli
+}  // namespace gm::report

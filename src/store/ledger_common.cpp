@@ -9,7 +9,7 @@
 #include <ctime>
 
 #include "store/detail.h"
-#include "sys/proc.h"
+#include "util/file.h"
 
 namespace gm {
 namespace store_detail {

@@ -1,4 +1,4 @@
-#include "cli/trace_render.h"
+#include "report/trace_render.h"
 
 #include <fmt/format.h>
 
@@ -14,7 +14,7 @@
 #include "util/table.h"
 #include "util/units.h"
 
-namespace gm::cli {
+namespace gm::report {
 namespace {
 
 using trace::Bucket;
@@ -431,4 +431,4 @@ std::string trace_csv(const std::vector<FileAnalysis>& files, const TraceRenderO
   return out;
 }
 
-}  // namespace gm::cli
+}  // namespace gm::report

@@ -8,9 +8,9 @@
 #include <limits>
 #include <string>
 
-#include "agent/inference.h"
+#include "serving/serving.h"
 
-namespace gm::agent {
+namespace gm::serving {
 
 const std::string* ExpositionSample::label(std::string_view label_name) const {
   for (const auto& [k, v] : labels)
@@ -261,4 +261,4 @@ Result<Exposition> parse_exposition(std::string_view text) {
   return out;
 }
 
-}  // namespace gm::agent
+}  // namespace gm::serving

@@ -6,11 +6,12 @@
 #include <charconv>
 #include <sstream>
 
-#include "agent/inference.h"
-#include "agent/proc_net.h"
+#include "serving/detail/proc_net.h"
+#include "serving/serving.h"
 #include "sys/proc.h"
+#include "util/file.h"
 
-namespace gm::agent {
+namespace gm::serving {
 
 std::uint16_t endpoint_port(const InferenceEndpointSpec& spec) {
   const std::string& s = spec.scheme_host_port;
@@ -26,7 +27,7 @@ std::uint16_t endpoint_port(const InferenceEndpointSpec& spec) {
   return static_cast<std::uint16_t>(port);
 }
 
-void listen_table(const std::string& table, std::map<std::string, std::uint16_t>& out) {
+void detail::listen_table(const std::string& table, std::map<std::string, std::uint16_t>& out) {
   std::istringstream in(table);
   std::string line;
   std::getline(in, line);  // header
@@ -48,7 +49,7 @@ void listen_table(const std::string& table, std::map<std::string, std::uint16_t>
 std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port) {
   std::map<std::string, std::uint16_t> by_link;
   for (const char* table : {"/net/tcp", "/net/tcp6"})
-    if (auto text = read_small_file(proc_root + table)) listen_table(*text, by_link);
+    if (auto text = read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
   std::vector<std::string> targets;
   for (const auto& [link, p] : by_link)
     if (p == port) targets.push_back(link);
@@ -74,4 +75,4 @@ std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, st
   return std::nullopt;
 }
 
-}  // namespace gm::agent
+}  // namespace gm::serving

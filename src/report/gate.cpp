@@ -1,4 +1,4 @@
-#include "report/compare.h"
+#include "report/gate.h"
 
 #include <fmt/format.h>
 

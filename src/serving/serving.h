@@ -1,16 +1,14 @@
 #pragma once
-// Engine metrics intake: the Prometheus exposition parser, the serving engines gpumeter reads (vLLM,
-// SGLang, TGI, Triton), endpoint specs, counter deltas with restart detection and background scrapers.
-#include <array>
-#include <atomic>
-#include <compare>
+// The serving-engine intake, shared by the node agent and `gpumeter run --inference-endpoint`: the
+// Prometheus exposition parser, the serving engines gpumeter reads (vLLM, SGLang, TGI, Triton), endpoint
+// specs, counter deltas with restart detection, the per-model cost split, bounded scrapes on background
+// threads, the listening sockets of processes and endpoint discovery. Knows no collector, owner or run.
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -19,15 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/gpu.h"
-#include "kubelet/pod_resources.h"
-#include "meter/meter.h"
-#include "sys/owner.h"
-#include "util/clock.h"
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm::agent {
+namespace gm::serving {
 
 // ---- engine metrics intake (inference serving) -----------------------------------------------
 
@@ -102,6 +95,7 @@ Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::s
 
 /// Counter deltas with reset detection: a value below the previous one, or a changed process start time,
 /// is an engine restart and the new value counts from zero (never a negative delta, never counted twice).
+/// The agent's cost join and the run supervisor's serving counters both count with it.
 class CounterDelta {
  public:
   /// The increase since the previous value (0 for the first value seen: it is the baseline).
@@ -160,38 +154,10 @@ class InferenceScrapers {
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
-/// Splits `cost` over `weights` in proportion (largest remainder, Σ = cost exactly); all-zero weights split
-/// equally. Empty weights give an empty split.
+/// The per-model split: `cost` over the models' token counts `weights` in proportion (meter's
+/// split_micros: largest remainder, Σ = cost exactly); all-zero weights split equally. Empty weights give an
+/// empty split.
 std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weights);
-
-/// Live counters of one model served by one owner.
-struct InferenceModelCounters {
-  Owner owner;
-  std::string model;
-  InferenceEngine engine = InferenceEngine::vllm;
-  double prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, requests = 0;
-  bool has_prompt = false, has_generated = false, has_cached = false, has_requests = false;
-  MicroUsd cost = 0;  ///< this model's share of the owner's measured GPU cost
-  /// Per booked interval over the live window: time, seconds, cost and counts (for the live ratios).
-  struct Slice {
-    std::int64_t t_ns = 0;
-    double seconds = 0;
-    MicroUsd cost = 0;
-    double prompt = 0, generated = 0, requests = 0;
-  };
-  std::vector<Slice> window;
-};
-
-/// Scrape state of one endpoint.
-struct EndpointView {
-  std::string endpoint;                         ///< display URL
-  std::optional<InferenceEngine> engine;        ///< from the last good scrape
-  bool up = false;                              ///< last scrape succeeded
-  bool linked = false;                          ///< its owner was found on a GPU
-  std::map<std::string, std::uint64_t> errors;  ///< by reason
-  std::string last_error;                       ///< detail of the last failure ("" after a success)
-  unsigned resets = 0;                          ///< engine restarts detected
-};
 
 /// PID of a process with a TCP socket listening on `port` (IPv4 or IPv6), from `proc_root`/net/tcp{,6} and
 /// the processes' fd links; nullopt when none is visible (another network namespace, no permission).
@@ -204,11 +170,23 @@ std::uint16_t endpoint_port(const InferenceEndpointSpec& spec);
 /// TCP ports that processes in `pids` listen on (IPv4 and IPv6, from `proc_root`/net/tcp{,6} and their fd
 /// links), ascending.
 std::vector<std::uint16_t> listening_ports(const std::string& proc_root, const std::set<std::uint32_t>& pids);
+/// Why the server behind `spec` serves no engine metrics, when it tells: an SGLang server started without
+/// `--enable-metrics` has no /metrics, and its /get_server_info says `"enable_metrics": false`. The text
+/// names the endpoint and the flag; nullopt when the server says nothing of the kind (one bounded request).
+std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec,
+                                                   std::int64_t timeout_ms);
+
+/// What probing ports found.
+struct ProbeResult {
+  std::optional<InferenceEndpointSpec> found;  ///< the first port whose /metrics is a known engine's
+  std::vector<std::string> notes;  ///< ports probed before it that serve no metrics, with why (SGLang)
+};
+
 /// Probes http://HOST:PORT/metrics on each port in order, once, and returns the first endpoint whose answer
-/// parses as one of the known engines' expositions; nullopt when none does.
-std::optional<InferenceEndpointSpec> probe_engine_ports(const std::string& host,
-                                                        const std::vector<std::uint16_t>& ports,
-                                                        std::int64_t timeout_ms);
+/// parses as one of the known engines' expositions; a port that does not is asked why
+/// (metrics_disabled_reason) and noted.
+ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::uint16_t>& ports,
+                               std::int64_t timeout_ms);
 
 /// A pod that announces a metrics endpoint with its annotations.
 struct PodScrapeTarget {
@@ -229,6 +207,9 @@ struct DiscoveryOptions {
   std::string kubelet_token_file;  ///< bearer token for the kubelet ("" = none)
   std::int64_t timeout_ms = 2000;  ///< one probe's limit
   std::int64_t kubelet_every_ms = 30'000;
+  /// Called (on the discovery thread) with what a probe learnt besides endpoints: a server that serves no
+  /// metrics, and why. May be empty.
+  std::function<void(const std::string&)> note;
 };
 
 /// Finds engine endpoints on a background thread (the collector never waits for a probe): the TCP ports the
@@ -259,4 +240,4 @@ class EndpointDiscovery {
   std::thread thread_;
 };
 
-}  // namespace gm::agent
+}  // namespace gm::serving

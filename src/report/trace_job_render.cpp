@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "cli/trace_render.h"
+#include "report/trace_render.h"
 #include "meter/meter.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
-namespace gm::cli {
+namespace gm::report {
 namespace {
 
 std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
@@ -158,4 +158,4 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
   return j;
 }
 
-}  // namespace gm::cli
+}  // namespace gm::report

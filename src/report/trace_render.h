@@ -12,7 +12,7 @@ namespace gm {
 class Catalog;
 }
 
-namespace gm::cli {
+namespace gm::report {
 
 /// How to price and present trace results.
 struct TraceRenderOptions {
@@ -39,4 +39,4 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
 /// The --csv table: one row per (file, device, breakdown, entry).
 std::string trace_csv(const std::vector<trace::FileAnalysis>& files, const TraceRenderOptions& options);
 
-}  // namespace gm::cli
+}  // namespace gm::report

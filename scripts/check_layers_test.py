@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Tests of scripts/check_layers.py: the real tree passes; a copy of it with a planted sideways or upward
+include, an unplaced module, a stale table edge, a colliding header name or printing in library code fails
+with exit 1 and names the file.
+
+Usage: check_layers_test.py [SRC_DIR]   (default: the src/ next to this script's folder)
+"""
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent / 'check_layers.py'
+SRC = pathlib.Path(__file__).resolve().parent.parent / 'src'
+
+
+def run(src):
+    r = subprocess.run([sys.executable, str(SCRIPT), str(src)], capture_output=True, text=True, check=False)
+    return r.returncode, r.stdout + r.stderr
+
+
+class PlantedTree(unittest.TestCase):
+    """Each test plants one change in a fresh copy of src/."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.src = pathlib.Path(self.tmp.name) / 'src'
+        shutil.copytree(SRC, self.src)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def plant(self, relative, text):
+        path = self.src / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        old = path.read_text(encoding='utf-8') if path.exists() else ''
+        path.write_text(old + text, encoding='utf-8')
+        return len((old + text).splitlines())
+
+    def test_the_tree_as_it_is_passes(self):
+        code, out = run(self.src)
+        self.assertEqual(code, 0, out)
+        self.assertIn('each allowed and downward', out)
+
+    def test_a_sideways_include_fails(self):
+        line = self.plant('gpu/gpu.cpp', '#include "sys/proc.h"\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/gpu/gpu.cpp:{line}: gpu includes sys (sideways)', out)
+
+    def test_an_upward_include_fails(self):
+        line = self.plant('meter/price.cpp', '#include "report/run_report.h"\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/meter/price.cpp:{line}: meter includes report (upward)', out)
+
+    def test_an_include_down_that_the_table_does_not_allow_fails(self):
+        line = self.plant('trace/io.cpp', '#include "util/money.h"\n#include "store/store.h"\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/trace/io.cpp:{line}: trace includes store (sideways)', out)
+        self.plant('serving/engines.cpp', '#include "gpu/gpu.h"\n')
+        code, out = run(self.src)
+        self.assertIn('serving includes gpu (not an allowed edge)', out)
+
+    def test_a_module_the_table_does_not_place_fails(self):
+        self.plant('billing/billing.h', '#pragma once\n#include "util/money.h"\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/billing: a module the table in scripts/check_layers.py does not place', out)
+
+    def test_an_edge_no_file_uses_any_more_fails(self):
+        for path in (self.src / 'guard').rglob('*'):
+            if path.suffix in ('.h', '.cpp'):
+                text = path.read_text(encoding='utf-8')
+                path.write_text(text.replace('#include "serving/serving.h"\n', ''), encoding='utf-8')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('ALLOWED lets guard include serving, but no file of src/guard does', out)
+
+    def test_a_header_name_of_two_modules_fails(self):
+        self.plant('report/gpus.h', '#pragma once\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/report/gpus.h: header name also used by src/cli/gpus.cpp', out)
+
+    def test_printing_in_library_code_fails(self):
+        line = self.plant('meter/price.cpp', 'static void f() { std::puts("x"); }\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/meter/price.cpp:{line}: prints outside src/cli', out)
+
+
+if __name__ == '__main__':
+    if len(sys.argv) > 1 and not sys.argv[1].startswith('-'):
+        SRC = pathlib.Path(sys.argv.pop(1)).resolve()
+    unittest.main()
