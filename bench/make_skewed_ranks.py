@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Make a folder of per-rank Kineto traces of one job with straggler ranks, for `gpumeter trace FOLDER`.
 
-One rank trace is synthesized from a real source trace with ../shared/tools/synth_kineto.py (--copies or
+One rank trace is synthesized from a real source trace with bench/synth_kineto.py (--copies or
 --target-mb, as there); every rank is then a copy of it with:
 
   * distributedInfo.rank = r and world_size = --ranks;
@@ -29,7 +29,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_SYNTH = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "tools", "synth_kineto.py"))
+DEFAULT_SYNTH = os.path.join(HERE, "synth_kineto.py")
 
 
 class Num(str):

@@ -47,7 +47,7 @@ double owner_cost_on(const std::string& text, const std::string& gpu) {
 class AgentPodResourcesIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+    GM_ASSERT_BUILT();
     std::string uid_ = kUid;
     for (char& c : uid_)
       if (c == '-') c = '_';

@@ -112,7 +112,7 @@ std::string scenario(int seconds, int jobs) {
 }
 
 TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSecond) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   const int seconds = soak_seconds();
   const int jobs = 300;
   TempDir dir;

@@ -307,7 +307,7 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
 // metadata (sampled traces). The job's window and cost are there; the straggler figures are null and each
 // rank is reported as without collective metadata, not guessed.
 TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReportedAsSuch) {
-  const std::string folder = shared_dir() + "/traces/trace_filter";
+  const std::string folder = sample_traces_dir() + "/trace_filter";
   ASSERT_TRUE(std::filesystem::exists(folder + "/sampled_rank-0.json.gz")) << folder;
   auto res = run_gpumeter({"trace", folder, "--json", "--price", "2"});
   ASSERT_EQ(res.exit_code, 0) << res.err;
@@ -354,12 +354,12 @@ TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReport
   EXPECT_NE(text.out.find("no collective metadata"), std::string::npos) << text.out;
 }
 
-/// Runs bench/make_skewed_ranks.py (over ../shared/tools/synth_kineto.py) and returns what it expects.
+/// Runs bench/make_skewed_ranks.py (over bench/synth_kineto.py) and returns what it expects.
 json make_skewed_ranks(const std::string& out, const std::vector<std::string>& extra) {
   std::vector<std::string> argv{"/usr/bin/python3",
                                 source_dir() + "/bench/make_skewed_ranks.py",
                                 "--source",
-                                shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz",
+                                sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz",
                                 "--copies",
                                 "1",
                                 "--out",

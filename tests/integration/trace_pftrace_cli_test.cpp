@@ -50,7 +50,7 @@ void expect_same_as_json(const std::string& json_path) {
 TEST(TracePftraceCliIntegrationTest, SameFiguresAsTheJsonOfTheSameRun) {
   expect_same_as_json(source_dir() + "/tests/data/trace/amd_mi250.json.gz");
   expect_same_as_json(source_dir() + "/tests/data/trace/triton_example.json.gz");
-  expect_same_as_json(shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz");
+  expect_same_as_json(sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz");
 }
 
 TEST(TracePftraceCliIntegrationTest, DamagedFileFailsWithOffsetAndPartialKeepsWhatWasRead) {
