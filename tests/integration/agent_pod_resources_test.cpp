@@ -51,9 +51,9 @@ class AgentPodResourcesIntegrationTest : public ::testing::Test {
     std::string uid_ = kUid;
     for (char& c : uid_)
       if (c == '-') c = '_';
-    fake_proc(dir_.path() + "/proc", 4001, "python3",
-              "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ + ".slice/cri-containerd-" +
-                  std::string(64, 'c') + ".scope\n");
+    write_fake_process(dir_.path() + "/proc", 4001, "python3",
+                       "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
+                           ".slice/cri-containerd-" + std::string(64, 'c') + ".scope\n");
     scenario_ = dir_.write("scenario.json", scenario());
   }
   // Owner flags with no kubelet log trees: names can only come from the socket.

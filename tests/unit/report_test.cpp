@@ -8,7 +8,7 @@
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "report/run_report.h"
-#include "unit/report_memory_ledger.h"
+#include "support/fakes.h"
 
 namespace gm {
 namespace {
