@@ -1,4 +1,5 @@
-# gpumeter: `make demo` runs the main job, `make test` passes the tests. Both do the set-up themselves.
+# gpumeter: `make demo` runs the main job, `make test` passes the tests. Both do the set-up themselves: the
+# demo only its own share of it (scripts/setup.sh demo), the tests all of it.
 BUILD      ?= build
 SAN_BUILD  ?= build-san
 JOBS       ?= $(shell nproc)
@@ -11,8 +12,11 @@ all: build
 setup:
 	@scripts/setup.sh
 
+CONFIGURE = cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMETER_WERROR=ON \
+            $(CMAKE_FLAGS)
+
 build: setup
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMETER_WERROR=ON $(CMAKE_FLAGS) >/dev/null
+	@$(CONFIGURE) -DGPUMETER_TESTS=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # One sanitized build serves the sanitizer test run and the fuzz targets (a fresh machine compiles the
@@ -22,7 +26,7 @@ build: setup
 SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 san: setup
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
+	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter fake_nvml \
 	  $$(for f in fuzz/*.cpp; do basename $$f .cpp; done)
 
@@ -77,7 +81,12 @@ package: build
 image: build
 	@scripts/build_image.sh $(BUILD)
 
-demo: build
+# The demo's share of the set-up (the compiler, the libraries gpumeter links, Python and PyTorch for the job)
+# and of the build (gpumeter and the fake NVML it simulates an H100 with), then the demo itself.
+demo:
+	@scripts/setup.sh demo
+	@$(CONFIGURE) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target gpumeter fake_nvml
 	@$(BUILD)/gpumeter demo
 
 format:

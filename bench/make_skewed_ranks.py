@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Make a folder of per-rank Kineto traces of one job with straggler ranks, for `gpumeter trace FOLDER`.
 
-One rank trace is synthesized from a real source trace with ../shared/tools/synth_kineto.py (--copies or
---target-mb, as there); every rank is then a copy of it with:
+One rank trace is made from a real source trace: with --copies 1 it is the source itself, rewritten one event
+per block; larger ones are synthesized by ../shared/tools/synth_kineto.py (--copies N or --target-mb, as
+there; --synth names another path). Every rank is then a copy of it with:
 
   * distributedInfo.rank = r and world_size = --ranks;
   * on every NCCL kernel that carries collective metadata ("Collective name"): "Group size" = --ranks,
@@ -23,6 +24,7 @@ Usage:
 """
 import argparse
 import decimal
+import gzip
 import json
 import os
 import subprocess
@@ -48,8 +50,8 @@ def shift(token, delta_us):
 def events(lines):
     """Yields ("raw", line) for lines outside events and ("event", [lines]) for each event block.
 
-    synth_kineto.py writes every event as a block that starts with a line "  {" and ends with a line
-    "  }" (followed by "," between events)."""
+    The base trace has every event as a block that starts with a line "  {" and ends with a line "  }"
+    (followed by "," between events): synth_kineto.py's layout, and write_source's."""
     block = None
     for line in lines:
         if block is None:
@@ -90,7 +92,13 @@ def main():
     base = os.path.join(args.out, ".base.json")
     cmd = [sys.executable, args.synth, "--source", args.source, "--out", base, "--rank", "0"]
     cmd += ["--copies", str(args.copies)] if args.copies else ["--target-mb", str(args.target_mb)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if args.copies == 1:
+        write_source(args.source, base)
+    else:
+        if not os.path.exists(args.synth):
+            raise SystemExit("%s not found: --copies above 1 and --target-mb need synth_kineto.py (--synth)"
+                             % args.synth)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
     ranks_text = "[" + ", ".join(str(r) for r in range(args.ranks)) + "]"
     instances = 0
@@ -144,17 +152,40 @@ def main():
                       "expected_wait_suffered_ns_per_early_rank": skewed * args.skew_us * 1000}))
 
 
+def write_source(source, path):
+    """The source trace itself in the block layout events() reads, its numbers as written, rank 0."""
+    opener = gzip.open if source.endswith(".gz") else open
+    with opener(source, "rt") as fh:
+        doc = json.load(fh, parse_float=Num, parse_int=Num)
+    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
+        raise SystemExit("%s: not a Kineto trace (no traceEvents list)" % source)
+    info = dict(doc.get("distributedInfo") or {})
+    info["rank"] = Num(0)
+    doc["distributedInfo"] = info
+    with open(path, "w") as out:
+        out.write("{\n")
+        for key, value in doc.items():
+            if key != "traceEvents":
+                out.write("  %s: %s,\n" % (json.dumps(key), value_text(value)))
+        out.write('  "traceEvents": [\n')
+        out.write(",\n".join(render(ev) for ev in doc["traceEvents"] if isinstance(ev, dict)))
+        out.write("\n  ]\n}\n")
+
+
+def value_text(v):
+    """A JSON value as text, Num tokens unquoted."""
+    if isinstance(v, Num):
+        return str(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join("%s: %s" % (json.dumps(k), value_text(x)) for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(value_text(x) for x in v) + "]"
+    return json.dumps(v)
+
+
 def render(ev):
     """One event in synth_kineto.py's layout; numbers kept as the text they were parsed from."""
-    def val(v):
-        if isinstance(v, Num):
-            return str(v)
-        if isinstance(v, dict):
-            return "{" + ", ".join("%s: %s" % (json.dumps(k), val(x)) for k, x in v.items()) + "}"
-        if isinstance(v, list):
-            return "[" + ", ".join(val(x) for x in v) + "]"
-        return json.dumps(v)
-
+    val = value_text
     head = [k for k in ev if k not in ("ts", "dur", "args")]
     parts = ["  {\n    " + ", ".join('"%s": %s' % (k, val(ev[k])) for k in head)]
     timing = ['"%s": %s' % (k, ev[k]) for k in ("ts", "dur") if k in ev]

@@ -1,25 +1,42 @@
 #!/usr/bin/env bash
-# Installs everything gpumeter's build, tests and demo need on Debian 12. Idempotent: does nothing when
-# all packages are present. Works as root (or with sudo) on a fresh machine.
+# Installs what gpumeter needs on Debian 12. Idempotent: does nothing when all packages are present. Works
+# as root (or with sudo) on a fresh machine.
+#   scripts/setup.sh        everything the build, the tests and the demo need (`make test`, `make build`)
+#   scripts/setup.sh demo   only what building gpumeter and running `gpumeter demo` need (`make demo`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+profile=${1:-all}
+case "$profile" in
+  all | demo) ;;
+  *) echo "usage: scripts/setup.sh [demo]" >&2; exit 2 ;;
+esac
+
+# The compiler and the libraries the gpumeter binary links, and Python for the demo's job. (The demo's job
+# trains a real PyTorch model when python3-torch is installed, as the full set-up does; without it the job
+# is a stand-in loop.)
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git python3
-  libcli11-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libtomlplusplus-dev libsimdjson-dev
-  zlib1g-dev libdeflate-dev libisal-dev isal libsqlite3-dev sqlite3 libcpp-httplib-dev libssl-dev
-  libncurses-dev libcrypt-dev libgtest-dev libgmock-dev libbenchmark-dev clang-14
-  prometheus wrk tmux curl chromium procps openssl python3-yaml
-  python3-torch python3-tqdm python3-numpy
+  build-essential cmake ninja-build ccache pkg-config python3
+  libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev libsimdjson-dev
+  zlib1g-dev libdeflate-dev libisal-dev libsqlite3-dev libcpp-httplib-dev libssl-dev
+  libncurses-dev libcrypt-dev libpq-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  slurmctld slurmd slurm-client munge slurmdbd mariadb-server
-  debootstrap umoci lintian help2man skopeo docker-registry zsh groff-base
-  postgresql-15 libpq-dev
-  python3-ipykernel python3-nbclient python3-nbformat jupyter-notebook python3-optuna python3-rich
 )
-# Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
-command -v node >/dev/null 2>&1 || packages+=(nodejs)
-command -v npm >/dev/null 2>&1 || packages+=(npm)
+if [ "$profile" = all ]; then
+  # The tests, benchmarks, sanitizers and fuzzers, and the services the integration tests start.
+  packages+=(
+    git libspdlog-dev isal sqlite3 libgtest-dev libgmock-dev libbenchmark-dev clang-14
+    prometheus wrk tmux curl chromium procps openssl python3-yaml
+    python3-torch python3-tqdm python3-numpy
+    slurmctld slurmd slurm-client munge slurmdbd mariadb-server
+    debootstrap umoci lintian help2man skopeo docker-registry zsh groff-base
+    postgresql-15
+    python3-ipykernel python3-nbclient python3-nbformat jupyter-notebook python3-optuna python3-rich
+  )
+  # Node.js and npm (for the charting library) ship in the machine image; install Debian's only when absent.
+  command -v node >/dev/null 2>&1 || packages+=(nodejs)
+  command -v npm >/dev/null 2>&1 || packages+=(npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -47,8 +64,9 @@ if ((${#missing[@]})); then
   [ "$status" -eq 0 ] || exit "$status"
 fi
 
-# Front-end packages (the charting library inlined into HTML reports) come from the npm registry.
-if [ -f web/package.json ]; then
+# Front-end packages (the charting library inlined into HTML reports) come from the npm registry. The demo
+# writes no HTML page: a binary built without them says so when asked for one.
+if [ "$profile" = all ] && [ -f web/package.json ]; then
   if [ ! -d web/node_modules ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
     echo "setup: npm ci in web/"
     (cd web && npm ci --no-audit --no-fund --loglevel=error)

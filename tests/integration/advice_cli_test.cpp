@@ -51,10 +51,7 @@ const nlohmann::json* finding(const nlohmann::json& fs, const std::string& kind)
 
 class AdviceIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string lib = test::fake_nvml_library();
-    if (lib.empty() || !std::filesystem::exists(lib)) GTEST_SKIP() << "fake NVML library not built";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
   std::map<std::string, std::string> env(const std::string& scenario) {
     auto e = test::fake_env(dir_.write("scenario.json", scenario), dir_.path());
     e["PYTHONPATH"] = test::source_dir() + "/python";

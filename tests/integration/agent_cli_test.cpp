@@ -30,7 +30,7 @@ std::string scenario(unsigned base, const std::string& extra1 = "", const std::s
 class AgentCliIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+    GM_ASSERT_BUILT();
     fake_node(dir_.path(), 1000, "ml-team", "trainer-0", "4242");
   }
   // Every agent this test started (each test checks that SIGTERM ends it with status 0) left no sanitizer
@@ -257,7 +257,7 @@ namespace gm::test {
 namespace {
 
 TEST(AgentMigIntegrationTest, InstancesPricedByTheirShareOfTheBoard) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   TempDir dir;
   const std::string scen = dir.write("mig.json", R"({"devices": [{"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-mig",
     "memory_total_mib": 81920, "energy_counter": true, "mig": true, "mig_instances": [
@@ -277,7 +277,7 @@ TEST(AgentMigIntegrationTest, InstancesPricedByTheirShareOfTheBoard) {
 }
 
 TEST(AgentMigIntegrationTest, SlicesFromNvmlPriceInstancesBySliceNotMemory) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   TempDir dir;
   // An H100 split 3g.40gb + 1g.10gb: by slices 3/7 and 1/7 of the board, by memory 40192/81559 and 9856/81559.
   const std::string scen = dir.write("mig.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-h",

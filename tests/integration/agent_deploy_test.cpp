@@ -112,7 +112,7 @@ print(len(docs))
 }
 
 TEST(AgentDeployIntegrationTest, SlurmEpilogRecordsTheJobCost) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   TempDir dir;
   fake_node(dir.path(), 1000, "ml", "p", "4242");
   const std::string scen = dir.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1",

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/fakes.h"
 #include "support/support.h"
 
 namespace gm::test {
@@ -22,16 +23,6 @@ namespace gm::test {
 inline void write_text(const std::string& path, const std::string& content) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << content;
-}
-
-/// A process in a fake /proc tree. The command line holds a secret that must never reach any output.
-inline void fake_proc(const std::string& root, unsigned pid, const std::string& comm, const std::string& cgroup) {
-  const std::string dir = root + "/" + std::to_string(pid);
-  write_text(dir + "/stat", std::to_string(pid) + " (" + comm + ") S 1 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 7 0 0\n");
-  write_text(dir + "/comm", comm + "\n");
-  write_text(dir + "/status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\n");
-  write_text(dir + "/cgroup", cgroup);
-  write_text(dir + "/cmdline", std::string("python3\0train.py\0--api-key=TOPSECRET\0", 38));
 }
 
 /// A node: /proc with a Kubernetes pod (PID base+1), a Docker container (base+2), a Slurm job (base+3)
@@ -43,12 +34,13 @@ inline void fake_node(const std::string& dir, unsigned base, const std::string& 
   std::string uid_ = uid;
   for (char& c : uid_)
     if (c == '-') c = '_';
-  fake_proc(dir + "/proc", base + 1, "python3",
-            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ + ".slice/cri-containerd-" +
-                cid + ".scope\n");
-  fake_proc(dir + "/proc", base + 2, "python3", "0::/system.slice/docker-" + std::string(64, 'f') + ".scope\n");
-  fake_proc(dir + "/proc", base + 3, "python3", "4:memory:/slurm/uid_0/job_" + job + "/step_0\n");
-  fake_proc(dir + "/proc", base + 4, "ollama", "0::/system.slice/ollama.service\n");
+  write_fake_process(dir + "/proc", base + 1, "python3",
+                     "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
+                         ".slice/cri-containerd-" + cid + ".scope\n");
+  write_fake_process(dir + "/proc", base + 2, "python3",
+                     "0::/system.slice/docker-" + std::string(64, 'f') + ".scope\n");
+  write_fake_process(dir + "/proc", base + 3, "python3", "4:memory:/slurm/uid_0/job_" + job + "/step_0\n");
+  write_fake_process(dir + "/proc", base + 4, "ollama", "0::/system.slice/ollama.service\n");
   std::filesystem::create_directories(dir + "/log/pods/" + ns + "_" + pod + "_" + uid + "/trainer");
   write_text(dir + "/log/containers/" + pod + "_" + ns + "_trainer-" + cid + ".log", "");
 }

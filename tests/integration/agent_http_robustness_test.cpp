@@ -121,9 +121,7 @@ long rss_kib(pid_t pid) {
 
 class AgentHttpRobustnessIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
   void TearDown() override {
     if (agent_) {
       EXPECT_TRUE(agent_->running()) << "the agent died: " << agent_->stderr_text();

@@ -30,7 +30,7 @@ double sum_of(const serving::Exposition& e, const std::string& name,
 class AgentInferenceIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+    GM_ASSERT_BUILT();
     // The engine's process gets a name of its own (comm comes from the executable's link name), so the
     // fake NVML puts exactly this process on the GPU.
     comm_ = "gmvllm" + std::to_string(getpid() % 100000);

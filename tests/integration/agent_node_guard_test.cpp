@@ -28,9 +28,7 @@ const char* kBusy =
 
 class AgentNodeGuardIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
   std::unique_ptr<Background> start(const std::string& scenario, const std::vector<std::string>& flags,
                                     int& port, const std::string& name = "agent") {
     auto bg = start_agent(dir_.write(name + ".json", scenario), dir_.path(), flags, port, name);

@@ -47,13 +47,13 @@ double owner_cost_on(const std::string& text, const std::string& gpu) {
 class AgentPodResourcesIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+    GM_ASSERT_BUILT();
     std::string uid_ = kUid;
     for (char& c : uid_)
       if (c == '-') c = '_';
-    fake_proc(dir_.path() + "/proc", 4001, "python3",
-              "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ + ".slice/cri-containerd-" +
-                  std::string(64, 'c') + ".scope\n");
+    write_fake_process(dir_.path() + "/proc", 4001, "python3",
+                       "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uid_ +
+                           ".slice/cri-containerd-" + std::string(64, 'c') + ".scope\n");
     scenario_ = dir_.write("scenario.json", scenario());
   }
   // Owner flags with no kubelet log trees: names can only come from the socket.

@@ -56,7 +56,7 @@ double query_scalar(const std::string& prom, const std::string& promql) {
 }
 
 TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   ASSERT_EQ(run_command({"sh", "-c", "command -v prometheus"}).exit_code, 0)
       << "prometheus missing (scripts/setup.sh installs it)";
   TempDir dir;

@@ -112,14 +112,14 @@ std::string scenario(int seconds, int jobs) {
 }
 
 TEST(AgentSoakIntegrationTest, ChurnLostGpusFlappingKubeletAndScrapesAt200PerSecond) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   const int seconds = soak_seconds();
   const int jobs = 300;
   TempDir dir;
   fake_node(dir.path(), 1000, "ml", "trainer-0", "4242");
   for (int j = 0; j < jobs; ++j)
-    fake_proc(dir.path() + "/proc", static_cast<unsigned>(20000 + j), "python3",
-              "4:memory:/slurm/uid_0/job_" + std::to_string(50000 + j) + "/step_0\n");
+    write_fake_process(dir.path() + "/proc", static_cast<unsigned>(20000 + j), "python3",
+                       "4:memory:/slurm/uid_0/job_" + std::to_string(50000 + j) + "/step_0\n");
   const std::string socket = dir.path() + "/kubelet.sock";
   int port = 0;
   std::vector<std::string> flags = node_flags(dir.path());

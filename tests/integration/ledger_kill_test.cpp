@@ -278,10 +278,7 @@ void kill_lane(int lane, int kills, std::atomic<int>& done_kills, std::vector<st
 
 class LedgerKillIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (test::fake_nvml_library().empty() || !std::filesystem::exists(test::fake_nvml_library()))
-      GTEST_SKIP() << "fake NVML library not built";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
 };
 
 TEST_F(LedgerKillIntegrationTest, HundredKillsLoseNoCommittedSecond) {

@@ -10,7 +10,7 @@ namespace gm::test {
 namespace {
 
 TEST(ReportFindingsIntegrationTest, UnusedGpusAreAFindingWithTheirCostPerRunAndPerMonth) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   TempDir dir;
   const auto env = fake_env(source_dir() + "/tests/data/gpu/two_gpus.json", dir.path());
   auto run = run_gpumeter({"run", "--price", "4", "--", "sleep", "2"}, env);

@@ -418,8 +418,7 @@ TEST_F(ReportHtmlIntegrationTest, TracePageFromTypedAnalysesDrawsEveryChart) {
 
 TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
   const std::string trace =
-      test::shared_dir() + "/traces/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz";
-  if (!std::filesystem::exists(trace)) GTEST_SKIP() << "sample trace not available: " << trace;
+      test::sample_traces_dir() + "/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz";
   test::TempDir dir;
   const std::string out = dir.path() + "/trace.html";
   auto r = test::run_gpumeter({"trace", trace, "--price", "3", "--html", out, "--no-progress"});
@@ -433,7 +432,7 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlFromTheBinaryOnASampleTrace) {
 TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfTheResNet50SampleShowsStepsStreamsAndTheInputBoundFinding) {
   // A real PyTorch profiler trace (ResNet-50, DataLoader num_workers=0): 5 profiler steps, kernels on one
   // stream and host-to-device copies, 38 % of the window waiting on the host.
-  const std::string trace = test::shared_dir() + "/traces/kineto_tb_plugin_samples/resnet50_num_workers_0";
+  const std::string trace = test::sample_traces_dir() + "/kineto_tb_plugin_samples/resnet50_num_workers_0";
   test::TempDir dir;
   const std::string out = dir.path() + "/resnet.html";
   auto r = test::run_gpumeter({"trace", trace, "--price", "3", "--html", out, "--no-progress"});
@@ -454,7 +453,7 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfAFolderOfRanksShowsTheJobAndItsStra
   const std::string folder = dir.path() + "/job";
   auto made =
       test::run_command({"/usr/bin/python3", test::source_dir() + "/bench/make_skewed_ranks.py", "--source",
-                         test::shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz", "--copies", "1",
+                         test::sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz", "--copies", "1",
                          "--ranks", "4", "--skew-us", "300", "--out", folder},
                         {}, std::nullopt, 120);
   ASSERT_EQ(made.exit_code, 0) << made.err;
@@ -472,7 +471,7 @@ TEST_F(ReportHtmlIntegrationTest, TraceHtmlOfAFolderOfRanksShowsTheJobAndItsStra
 }
 
 TEST_F(ReportHtmlIntegrationTest, TraceDiffPageFromTheBinaryShowsTheVerdictAndWhatFailed) {
-  const std::string root = test::shared_dir() + "/traces/kineto_tb_plugin_samples/";
+  const std::string root = test::sample_traces_dir() + "/kineto_tb_plugin_samples/";
   const std::string base = root + "resnet50_num_workers_0", now = root + "resnet50_num_workers_4";
   test::TempDir dir;
   const std::string pass_page = dir.path() + "/diff-pass.html";

@@ -30,11 +30,7 @@ const char* kScenario = R"({
 
 class ReportMeterIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!std::filesystem::exists(test::fake_nvml_library())) GTEST_SKIP() << "fake NVML library not built";
-    auto probe = test::run_gpumeter({"run", "--help"});
-    if (probe.exit_code != 0) GTEST_SKIP() << "`gpumeter run` not available in this build";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
 };
 
 TEST_F(ReportMeterIntegrationTest, TotalsPerGroupFromMeteredRuns) {

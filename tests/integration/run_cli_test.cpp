@@ -27,10 +27,7 @@ using test::TempDir;
 
 class RunCliIntegrationTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string lib = test::fake_nvml_library();
-    if (lib.empty() || !std::filesystem::exists(lib)) GTEST_SKIP() << "fake NVML library not built";
-  }
+  void SetUp() override { GM_ASSERT_BUILT(); }
   std::map<std::string, std::string> env(const std::string& comm, int util = 97) {
     auto e = test::fake_env(dir_.write("scenario.json", test::one_gpu_scenario(comm, util)), dir_.path());
     e["PYTHONPATH"] = test::source_dir() + "/python";

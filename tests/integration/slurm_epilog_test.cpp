@@ -70,7 +70,7 @@ TEST_F(SlurmEpilogIntegrationTest, UnreachableOrHungAgentDoesNotDelayTheJob) {
 
 TEST_F(SlurmEpilogIntegrationTest, MissingScontrolIsLoggedAndTheJobStillRecorded) {
   // The real agent (fake NVML, one idle GPU), and a PATH with every tool the epilog uses except scontrol.
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   const std::string scen =
       dir_.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1",
     "memory_total_mib": 81559, "energy_counter": true, "timeline": [{"t": 0, "util": 0, "mem_used_mib": 100,

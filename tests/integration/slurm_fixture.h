@@ -34,13 +34,19 @@ namespace gm::test {
 /// How the cluster tracks job processes.
 enum class SlurmProctrack { automatic, linuxproc };
 
-/// Why the Slurm tests cannot run here ("" when they can): not root, or Slurm/munge not installed.
+/// Why the Slurm tests cannot run here ("" when they can): slurmd runs jobs as their users, so it needs root.
 inline std::string slurm_unavailable() {
   if (geteuid() != 0) return "Slurm tests need root (slurmd runs jobs as their users)";
+  return "";
+}
+
+/// The Slurm and munge programs scripts/setup.sh installs that are missing ("" when none is).
+inline std::string slurm_missing() {
+  std::string missing;
   for (const char* b : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/sbatch",
                         "/usr/bin/sinfo", "/usr/bin/scontrol", "/usr/bin/squeue", "/usr/bin/scancel"})
-    if (access(b, X_OK) != 0) return std::string(b) + " not installed (scripts/setup.sh installs it)";
-  return "";
+    if (access(b, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + b;
+  return missing.empty() ? "" : missing + " not installed (scripts/setup.sh installs it)";
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released: another process may take it, rarely).
@@ -83,12 +89,13 @@ struct SlurmClusterOptions {
   bool accounting = false;
 };
 
-/// Why accounting cannot run here ("" when it can): slurmdbd or MariaDB not installed.
-inline std::string slurm_accounting_unavailable() {
+/// The accounting programs (slurmdbd, MariaDB) scripts/setup.sh installs that are missing ("" when none is).
+inline std::string slurm_accounting_missing() {
+  std::string missing;
   for (const char* b : {"/usr/sbin/slurmdbd", "/usr/sbin/mariadbd", "/usr/bin/mariadb-install-db",
                         "/usr/bin/mariadb", "/usr/bin/sacctmgr", "/usr/bin/sacct"})
-    if (access(b, X_OK) != 0) return std::string(b) + " not installed (scripts/setup.sh installs it)";
-  return "";
+    if (access(b, X_OK) != 0) missing += std::string(missing.empty() ? "" : ", ") + b;
+  return missing.empty() ? "" : missing + " not installed (scripts/setup.sh installs it)";
 }
 
 /// The cluster. Construct, then check ok(); error() says what failed (with the daemons' logs).

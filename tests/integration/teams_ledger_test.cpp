@@ -31,8 +31,7 @@ bool can_unshare_uts() {
 class TeamsLedgerIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string lib = test::fake_nvml_library();
-    if (lib.empty() || !std::filesystem::exists(lib)) GTEST_SKIP() << "fake NVML library not built";
+    GM_ASSERT_BUILT();
     ASSERT_TRUE(PostgresServer::shared().ok()) << PostgresServer::shared().error();
     db_ = PostgresServer::shared().create_database();
     ASSERT_FALSE(db_.empty());

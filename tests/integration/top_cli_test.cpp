@@ -13,7 +13,7 @@ const char* kScenario = R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid"
   "processes": [{"pid": 1001, "sm_util": 60}, {"pid": 1003, "sm_util": 20}]}]}]})";
 
 TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   TempDir dir;
   fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
   const std::string scen = dir.write("s.json", kScenario);
@@ -35,7 +35,7 @@ TEST(TopCliIntegrationTest, PlainTextWithoutTerminal) {
 }
 
 TEST(TopCliIntegrationTest, OwnersHoldingIdleGpusGetAFindingWithTheirRate) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   // GPU 0: the pod keeps it 80 % busy (no finding). GPU 1: Slurm job 4242 holds it at 0 % utilization, the
   // whole $3.60/h idle: idle_gpus_held at $2,628/month.
   const char* scenario = R"({"devices": [
@@ -64,7 +64,7 @@ TEST(TopCliIntegrationTest, OwnersHoldingIdleGpusGetAFindingWithTheirRate) {
 }
 
 TEST(TopCliIntegrationTest, CursesViewInTmux) {
-  if (fake_nvml_library().empty()) GTEST_SKIP() << "fake NVML not built";
+  GM_ASSERT_BUILT();
   ASSERT_EQ(run_command({"sh", "-c", "command -v tmux"}).exit_code, 0) << "tmux missing (scripts/setup.sh installs it)";
   TempDir dir;
   fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");

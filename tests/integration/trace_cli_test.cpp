@@ -134,10 +134,10 @@ TEST(TraceCliIntegrationTest, NamedFilesThatAreNotTracesFailWithWhatTheyAre) {
     EXPECT_NE(r.err.find(path + ": not a trace: "), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(c.what), std::string::npos) << r.err;
   }
-  auto et = run_gpumeter({"trace", shared_dir() + "/traces/execution_trace/benchmark_simple_add_et.json.gz"});
+  auto et = run_gpumeter({"trace", sample_traces_dir() + "/execution_trace/benchmark_simple_add_et.json.gz"});
   EXPECT_EQ(et.exit_code, 1);
   EXPECT_NE(et.err.find("Chakra execution trace"), std::string::npos) << et.err;
-  auto mem = run_gpumeter({"trace", shared_dir() + "/traces/memory_analysis/memory_timeline.raw.gz"});
+  auto mem = run_gpumeter({"trace", sample_traces_dir() + "/memory_analysis/memory_timeline.raw.gz"});
   EXPECT_EQ(mem.exit_code, 1);
   EXPECT_NE(mem.err.find("JSON array without trace events"), std::string::npos) << mem.err;
   // A folder with nothing analysable fails too; one with a trace among other files does not.
@@ -148,7 +148,7 @@ TEST(TraceCliIntegrationTest, NamedFilesThatAreNotTracesFailWithWhatTheyAre) {
   auto junk = run_gpumeter({"trace", dir.path()});
   EXPECT_EQ(junk.exit_code, 1);
   EXPECT_NE(junk.err.find("nothing to analyse"), std::string::npos) << junk.err;
-  auto mixed = run_gpumeter({"trace", shared_dir() + "/traces/execution_trace", "--json"});
+  auto mixed = run_gpumeter({"trace", sample_traces_dir() + "/execution_trace", "--json"});
   EXPECT_EQ(mixed.exit_code, 0) << mixed.err;
 }
 
@@ -199,13 +199,13 @@ TEST(TraceCliIntegrationTest, LegacyTraceRecordedWithSystemPytorchIsCpuOnly) {
 }
 
 TEST(TraceCliIntegrationTest, TensorboardPluginLayoutReportsEachRunFolder) {
-  const std::string root = shared_dir() + "/traces/kineto_tb_plugin_samples";
+  const std::string root = sample_traces_dir() + "/kineto_tb_plugin_samples";
   auto r = run_gpumeter({"trace", root, "--json", "--price", "2"}, {}, std::nullopt, 280);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   std::set<std::string> groups;
   for (const auto& d : j["devices"]) groups.insert(d["group"].get<std::string>());
-  EXPECT_EQ(groups.size(), 3u) << r.out.substr(0, 2000);
+  EXPECT_EQ(groups.size(), 2u) << r.out.substr(0, 2000);
   EXPECT_TRUE(groups.contains(root + "/resnet50_num_workers_0"));
   auto text = run_gpumeter({"trace", root, "--by", "kernel", "--top", "2"}, {}, std::nullopt, 280);
   ASSERT_EQ(text.exit_code, 0) << text.err;
@@ -260,9 +260,9 @@ TEST(TraceCliIntegrationTest, TruncatedAndInvalidFilesFailWithOffset) {
   EXPECT_NE(missing.exit_code, 0);
 }
 
-// Every sample under ../shared/traces: no crash, exact sums on every device.
-TEST(TraceCliIntegrationTest, EverySharedSampleAnalysesWithExactSums) {
-  const std::string root = shared_dir() + "/traces";
+// Every real sample of tests/data/sample_traces: no crash, exact sums on every device.
+TEST(TraceCliIntegrationTest, EveryRealSampleAnalysesWithExactSums) {
+  const std::string root = sample_traces_dir();
   ASSERT_TRUE(fs::is_directory(root)) << root;
   std::vector<std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(root))

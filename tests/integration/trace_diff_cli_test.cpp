@@ -20,7 +20,7 @@ const nlohmann::json* find_row(const nlohmann::json& rows, const std::string& na
 }
 
 TEST(TraceDiffCliIntegrationTest, MoreDataLoaderWorkersCutIdleCostPerStepAndPass) {
-  const std::string root = shared_dir() + "/traces/kineto_tb_plugin_samples/";
+  const std::string root = sample_traces_dir() + "/kineto_tb_plugin_samples/";
   const std::string base = root + "resnet50_num_workers_0", now = root + "resnet50_num_workers_4";
   auto r = run_gpumeter({"trace", "diff", base, now, "--price", "3", "--json"}, {}, std::nullopt, 280);
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out.substr(0, 3000);
@@ -107,8 +107,8 @@ std::pair<std::string, std::string> thirty_percent_slower(const TempDir& dir, co
 
 TEST(TraceDiffCliIntegrationTest, OneKernelThirtyPercentSlowerFailsAndIsNamed) {
   const std::string resnet =
-      shared_dir() +
-      "/traces/kineto_tb_plugin_samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz";
+      sample_traces_dir() +
+      "/kineto_tb_plugin_samples/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz";
   for (const std::string& base : {source_dir() + "/tests/data/trace/amd_mi250.json.gz", resnet}) {
     SCOPED_TRACE(base);
     TempDir dir;

@@ -1,7 +1,6 @@
-// The job view of a folder of rank traces: synthetic 4-rank Kineto traces (the arg names of real NCCL
-// kernels: "Collective name", "Process Group Name", "In msg nelems", "Group size", "Seq") with known
-// delays give exactly those waits and their cost; ranks without metadata and collectives that do not line
-// up are reported, not guessed. The same through the binary, and from Perfetto files of the same events.
+// The job view of a folder of rank traces through the binary: synthetic 4-rank Kineto traces with known
+// delays (support/job_traces.h) give those waits and their cost in JSON, text and HTML, and from Perfetto
+// files of the same events; the real two-rank sample and ranks made from the real NCCL trace.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "meter/meter.h"
+#include "support/job_traces.h"
 #include "support/pftrace_writer.h"
 #include "support/support.h"
 #include "trace/trace.h"
@@ -20,215 +20,6 @@ namespace gm::test {
 namespace {
 
 using nlohmann::json;
-
-/// One collective instance: its start on every rank (µs) and the common end.
-struct Coll {
-  std::string name = "allreduce";
-  std::map<int, std::int64_t> start_us;  // rank -> start
-  std::int64_t end_us = 0;
-  int step = 1;
-};
-
-/// A Kineto trace of rank `rank`: two ProfilerSteps, a compute kernel, and each collective's launch and
-/// NCCL kernel (metadata unless `metadata` is false; "Seq" when `seq_base` >= 0).
-std::string rank_trace(int rank, const std::vector<Coll>& colls, bool metadata = true, int seq_base = -1) {
-  json ev = json::array();
-  const int pid = 100 + rank;
-  ev.push_back({{"ph", "X"},
-                {"cat", "cpu_op"},
-                {"name", "ProfilerStep#1"},
-                {"pid", pid},
-                {"tid", 1},
-                {"ts", 1000},
-                {"dur", 10000}});
-  ev.push_back({{"ph", "X"},
-                {"cat", "cpu_op"},
-                {"name", "ProfilerStep#2"},
-                {"pid", pid},
-                {"tid", 1},
-                {"ts", 11000},
-                {"dur", 10000}});
-  ev.push_back({{"ph", "X"},
-                {"cat", "kernel"},
-                {"name", "sm90_gemm"},
-                {"pid", 0},
-                {"tid", 7},
-                {"ts", 1500},
-                {"dur", 300},
-                {"args", {{"correlation", 1}}}});
-  ev.push_back({{"ph", "X"},
-                {"cat", "cuda_runtime"},
-                {"name", "cudaLaunchKernel"},
-                {"pid", pid},
-                {"tid", 1},
-                {"ts", 1400},
-                {"dur", 5},
-                {"args", {{"correlation", 1}}}});
-  for (std::size_t k = 0; k < colls.size(); ++k) {
-    const auto& c = colls[k];
-    auto it = c.start_us.find(rank);
-    if (it == c.start_us.end()) continue;
-    const int corr = 1000 + static_cast<int>(k);
-    const std::int64_t launch =
-        c.step == 1 ? 2000 + 100 * static_cast<std::int64_t>(k) : 12000 + 100 * static_cast<std::int64_t>(k);
-    ev.push_back({{"ph", "X"},
-                  {"cat", "cuda_runtime"},
-                  {"name", "cudaLaunchKernel"},
-                  {"pid", pid},
-                  {"tid", 1},
-                  {"ts", launch},
-                  {"dur", 5},
-                  {"args", {{"correlation", corr}}}});
-    json args = {{"correlation", corr}};
-    if (metadata) {
-      args["Collective name"] = c.name;
-      args["Process Group Name"] = "0";
-      args["Process Group Description"] = "default_pg";
-      args["In msg nelems"] = 1024;
-      args["Group size"] = 4;
-      if (seq_base >= 0) args["Seq"] = seq_base + static_cast<int>(k);
-    }
-    ev.push_back({{"ph", "X"},
-                  {"cat", "kernel"},
-                  {"name", "ncclKernel_AllReduce_RING_LL_Sum_float"},
-                  {"pid", 0},
-                  {"tid", 20},
-                  {"ts", it->second},
-                  {"dur", c.end_us - it->second},
-                  {"args", args}});
-  }
-  return json{{"distributedInfo", {{"rank", rank}, {"world_size", 4}, {"backend", "nccl"}}},
-              {"traceEvents", ev}}
-      .dump();
-}
-
-/// The four collectives of the tests: rank 1 late by 50 µs on #0, rank 3 late by 250 µs on #1 and 400 µs
-/// on #3, everyone together on #2.
-std::vector<Coll> four_collectives() {
-  std::vector<Coll> c(4);
-  const std::int64_t base[4] = {3000, 5000, 13000, 15000};
-  const std::int64_t late[4] = {50, 250, 0, 400};
-  const int late_rank[4] = {1, 3, 3, 3};
-  for (int k = 0; k < 4; ++k) {
-    for (int r = 0; r < 4; ++r) c[k].start_us[r] = base[k] + (r == late_rank[k] ? late[k] : 0);
-    c[k].end_us = base[k] + late[k] + 100;
-    c[k].step = k < 2 ? 1 : 2;
-  }
-  return c;
-}
-
-std::vector<trace::FileAnalysis> analyse(const std::vector<std::string>& texts) {
-  std::vector<trace::FileAnalysis> files;
-  for (std::size_t r = 0; r < texts.size(); ++r) {
-    auto f = trace::analyze_buffer("job/rank" + std::to_string(r) + ".json", texts[r]);
-    EXPECT_TRUE(f.ok()) << f.error().message;
-    if (f) files.push_back(std::move(*f));
-  }
-  return files;
-}
-
-TEST(TraceJob, KnownDelaysGiveExactlyThoseWaitsPerRankAndStep) {
-  const auto colls = four_collectives();
-  std::vector<std::string> texts;
-  for (int r = 0; r < 4; ++r) texts.push_back(rank_trace(r, colls));
-  const auto files = analyse(texts);
-  ASSERT_EQ(files.size(), 4u);
-  ASSERT_EQ(files[0].collectives.size(), 4u);
-  EXPECT_EQ(files[0].collectives[0].group, "0");
-  EXPECT_EQ(files[0].collectives[0].name, "allreduce");
-  EXPECT_EQ(files[0].collectives[0].step, "ProfilerStep#1");
-  EXPECT_EQ(files[0].collectives[3].step, "ProfilerStep#2");
-  const auto jobs = trace::analyze_jobs(files);
-  ASSERT_EQ(jobs.size(), 1u);
-  const auto& job = jobs[0];
-  EXPECT_EQ(job.group, "job");
-  EXPECT_EQ(job.instances, 4);
-  EXPECT_EQ(job.gpus, 4);
-  // Window: the first activity (the gemm at 1500 µs) to the last collective's end (15000 + 400 + 100 µs).
-  EXPECT_EQ(job.window_ns, (15500 - 1500) * 1000);
-  EXPECT_EQ(job.gpu_ns, 4 * job.window_ns);
-  // 3 × 50 + 3 × 250 + 0 + 3 × 400 µs of GPU time spent waiting.
-  EXPECT_EQ(job.wait_ns, 2'100'000);
-  ASSERT_EQ(job.ranks.size(), 4u);
-  const std::int64_t suffered[4] = {700'000, 650'000, 700'000, 50'000};
-  const std::int64_t caused[4] = {0, 150'000, 0, 1'950'000};
-  const std::int64_t last[4] = {0, 1, 0, 2};
-  for (int r = 0; r < 4; ++r) {
-    SCOPED_TRACE(r);
-    EXPECT_EQ(job.ranks[r].rank, r);
-    EXPECT_TRUE(job.ranks[r].collective_metadata);
-    EXPECT_EQ(job.ranks[r].collectives, 4);
-    EXPECT_EQ(job.ranks[r].wait_suffered_ns, suffered[r]);
-    EXPECT_EQ(job.ranks[r].wait_caused_ns, caused[r]);
-    EXPECT_EQ(job.ranks[r].arrivals_last, last[r]);
-  }
-  ASSERT_EQ(job.steps.size(), 2u);
-  EXPECT_EQ(job.steps[0].step, "ProfilerStep#1");
-  EXPECT_EQ(job.steps[0].wait_ns, 900'000);
-  EXPECT_EQ(job.steps[0].last_rank, 1);  // ranks 1 and 3 are last once each: the lower
-  EXPECT_EQ(job.steps[0].wait_by_rank_ns, (std::vector<std::int64_t>{300'000, 250'000, 300'000, 50'000}));
-  EXPECT_EQ(job.steps[1].step, "ProfilerStep#2");
-  EXPECT_EQ(job.steps[1].wait_ns, 1'200'000);
-  EXPECT_EQ(job.steps[1].last_rank, 3);
-  EXPECT_TRUE(job.notes.empty()) << job.notes[0];
-}
-
-TEST(TraceJob, SequenceNumbersMatchRanksWhoseProfilesStartAtDifferentCollectives) {
-  // Rank 2's profile begins one collective earlier (an extra, unmatched first call, Seq 9): with "Seq" the
-  // instances still line up; the same files without Seq are reported as not matched.
-  auto colls = four_collectives();
-  Coll early;
-  early.start_us = {{2, 2500}};
-  early.end_us = 2600;
-  std::vector<Coll> with_extra{early};
-  with_extra.insert(with_extra.end(), colls.begin(), colls.end());
-  std::vector<std::string> texts;
-  for (int r = 0; r < 4; ++r)
-    texts.push_back(r == 2 ? rank_trace(r, with_extra, true, 9) : rank_trace(r, colls, true, 10));
-  auto jobs = trace::analyze_jobs(analyse(texts));
-  ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].instances, 4);  // Seq 9 is on one rank only
-  EXPECT_EQ(jobs[0].wait_ns, 2'100'000);
-
-  texts.clear();
-  for (int r = 0; r < 4; ++r) texts.push_back(r == 2 ? rank_trace(r, with_extra) : rank_trace(r, colls));
-  jobs = trace::analyze_jobs(analyse(texts));
-  ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].instances, 0);
-  ASSERT_EQ(jobs[0].notes.size(), 1u);
-  EXPECT_NE(jobs[0].notes[0].find("do not cover the same collectives"), std::string::npos)
-      << jobs[0].notes[0];
-}
-
-TEST(TraceJob, RanksWithoutMetadataAndMisalignedCollectivesAreReportedNotGuessed) {
-  const auto colls = four_collectives();
-  std::vector<std::string> texts;
-  for (int r = 0; r < 4; ++r) texts.push_back(rank_trace(r, colls, r != 2));
-  auto jobs = trace::analyze_jobs(analyse(texts));
-  ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_FALSE(jobs[0].ranks[2].collective_metadata);
-  EXPECT_EQ(jobs[0].ranks[2].collectives, 0);
-  bool noted = false;
-  for (const auto& n : jobs[0].notes)
-    noted = noted ||
-            n == "rank 2: no collective metadata (its 4 NCCL kernels name no process group): not matched";
-  EXPECT_TRUE(noted);
-  // The three others are still matched among themselves.
-  EXPECT_EQ(jobs[0].instances, 4);
-  EXPECT_EQ(jobs[0].wait_ns, 2 * 50'000 + 2 * 250'000 + 2 * 400'000);
-
-  // Rank 1's second collective is a broadcast where the others have an allreduce: the order is not the same
-  // collective, nothing is matched.
-  auto other = colls;
-  other[1].name = "broadcast";
-  texts.clear();
-  for (int r = 0; r < 4; ++r) texts.push_back(rank_trace(r, r == 1 ? other : colls));
-  jobs = trace::analyze_jobs(analyse(texts));
-  ASSERT_EQ(jobs.size(), 1u);
-  EXPECT_EQ(jobs[0].instances, 0);
-  ASSERT_FALSE(jobs[0].notes.empty());
-  EXPECT_NE(jobs[0].notes[0].find("do not line up"), std::string::npos) << jobs[0].notes[0];
-}
 
 TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAndText) {
   TempDir dir;
@@ -307,7 +98,7 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
 // metadata (sampled traces). The job's window and cost are there; the straggler figures are null and each
 // rank is reported as without collective metadata, not guessed.
 TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReportedAsSuch) {
-  const std::string folder = shared_dir() + "/traces/trace_filter";
+  const std::string folder = sample_traces_dir() + "/trace_filter";
   ASSERT_TRUE(std::filesystem::exists(folder + "/sampled_rank-0.json.gz")) << folder;
   auto res = run_gpumeter({"trace", folder, "--json", "--price", "2"});
   ASSERT_EQ(res.exit_code, 0) << res.err;
@@ -354,12 +145,12 @@ TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReport
   EXPECT_NE(text.out.find("no collective metadata"), std::string::npos) << text.out;
 }
 
-/// Runs bench/make_skewed_ranks.py (over ../shared/tools/synth_kineto.py) and returns what it expects.
+/// Runs bench/make_skewed_ranks.py on the source trace itself (--copies 1) and returns what it expects.
 json make_skewed_ranks(const std::string& out, const std::vector<std::string>& extra) {
   std::vector<std::string> argv{"/usr/bin/python3",
                                 source_dir() + "/bench/make_skewed_ranks.py",
                                 "--source",
-                                shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz",
+                                sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz",
                                 "--copies",
                                 "1",
                                 "--out",

@@ -126,11 +126,20 @@ std::string gpumeter_binary() {
 std::string fake_nvml_library() {
   return GPUMETER_FAKE_NVML;
 }
+std::string missing_build_output() {
+  std::string missing;
+  for (const auto& [path, what] : {std::pair{gpumeter_binary(), "the gpumeter binary"},
+                                   std::pair{fake_nvml_library(), "the fake NVML library"}})
+    if (path.empty() || !std::filesystem::exists(path))
+      missing += std::string(missing.empty() ? "" : "; ") + what + " (" + path +
+                 ") is missing: build the gpumeter, fake_nvml and gpumeter_tests targets together";
+  return missing;
+}
 std::string source_dir() {
   return GPUMETER_SOURCE_DIR;
 }
-std::string shared_dir() {
-  return GPUMETER_SHARED_DIR;
+std::string sample_traces_dir() {
+  return source_dir() + "/tests/data/sample_traces";
 }
 
 std::string read_file(const std::string& path) {

@@ -50,14 +50,22 @@ class TempDir {
   std::string path_;
 };
 
+/// "" when the gpumeter binary and the fake NVML library are both built, else a sentence naming what is
+/// missing.
+std::string missing_build_output();
+
+/// Fails the calling test (never skips it) unless the gpumeter binary and the fake NVML library are built:
+/// they are built with the tests, so a missing one is a broken build. Use in a test body or in SetUp().
+#define GM_ASSERT_BUILT() ASSERT_EQ(::gm::test::missing_build_output(), "")
+
 /// Path of the gpumeter binary under test.
 std::string gpumeter_binary();
 /// Path of the fake NVML library (build/fake_nvml/libnvidia-ml.so.1).
 std::string fake_nvml_library();
 /// The source tree root.
 std::string source_dir();
-/// ../shared next to the source tree.
-std::string shared_dir();
+/// The real profiler traces of the repository (tests/data/sample_traces, licences in its README.md).
+std::string sample_traces_dir();
 /// Reads a whole file ("" if missing).
 std::string read_file(const std::string& path);
 

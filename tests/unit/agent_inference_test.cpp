@@ -13,7 +13,7 @@
 
 #include "agent/agent.h"
 #include "serving/serving.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "support/support.h"
 
 namespace gm::agent {
@@ -393,7 +393,7 @@ TEST(InferenceListeners, FindsTheProcessListeningOnAPortInAProcTree) {
          "   1: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 98765 "
          "1\n";
   std::ofstream(proc + "/net/tcp6") << "  sl  local_address ...\n";
-  for (const char* pid : {"4242", "77"}) std::ofstream(proc + "/" + pid + "/stat") << pid << " (x) S 1 1 0\n";
+  for (std::uint32_t pid : {4242u, 77u}) test::write_fake_process(proc, pid, "x", "");
   fs::create_symlink("socket:[111]", proc + "/77/fd/3");
   fs::create_symlink("socket:[98765]", proc + "/4242/fd/7");
   EXPECT_EQ(find_listening_pid(proc, 8000),
@@ -511,16 +511,6 @@ class StandInEngine {
   int port_ = 0;
 };
 
-void add_proc(const std::string& root, std::uint32_t pid, const std::string& comm,
-              const std::string& cgroup) {
-  const std::string dir = root + "/" + std::to_string(pid);
-  fs::create_directories(dir);
-  std::ofstream(dir + "/stat") << pid << " (" << comm << ") S 1 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n";
-  std::ofstream(dir + "/comm") << comm << "\n";
-  std::ofstream(dir + "/status") << "Name:\t" << comm << "\nUid:\t0\t0\t0\t0\n";
-  std::ofstream(dir + "/cgroup") << cgroup;
-}
-
 // One GPU at 3.6 $/h (1000 micro-dollars a second) shared 75:25 by two containers, each serving an engine.
 struct JoinFixture {
   test::TempDir dir;
@@ -530,8 +520,10 @@ struct JoinFixture {
   std::unique_ptr<OwnerResolver> resolver;
   const std::string a = std::string(12, 'a'), b = std::string(12, 'b');
   JoinFixture() {
-    add_proc(proc, 100, "vllm", "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
-    add_proc(proc, 200, "python3", "0::/system.slice/docker-" + std::string(64, 'b') + ".scope\n");
+    test::write_fake_process(proc, 100, "vllm",
+                             "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
+    test::write_fake_process(proc, 200, "python3",
+                             "0::/system.slice/docker-" + std::string(64, 'b') + ".scope\n");
     backend.infos.push_back(test::h100_info(0));
     Capabilities c;
     c.utilization = c.memory = c.processes = c.process_utilization = true;
@@ -720,12 +712,12 @@ TEST(InferenceDiscovery, ParentOfTheGpuProcessListeningOnAnEnginePortIsFound) {
   const std::string proc = dir.path() + "/proc";
   fs::create_directories(proc + "/net");
   auto add = [&](std::uint32_t pid, std::uint32_t ppid, const std::string& cgroup) {
-    const std::string d = proc + "/" + std::to_string(pid);
-    fs::create_directories(d + "/fd");
-    std::ofstream(d + "/stat") << pid << " (p) S " << ppid << " 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n";
-    std::ofstream(d + "/comm") << "p\n";
-    std::ofstream(d + "/status") << "Name:\tp\nUid:\t0\t0\t0\t0\n";
-    std::ofstream(d + "/cgroup") << cgroup;
+    test::FakeProcess p;
+    p.pid = pid;
+    p.comm = "p";
+    p.cgroup = cgroup;
+    p.ppid = ppid;
+    test::write_fake_process(proc, p);
   };
   add(100, 1, "0::/system.slice/other.service\n");
   add(200, 100, "0::/system.slice/docker-x.scope\n");

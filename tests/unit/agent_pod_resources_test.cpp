@@ -6,13 +6,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "agent/agent.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "support/support.h"
 
 namespace gm::agent {
@@ -38,19 +37,6 @@ PodDeviceAssignment gpu(std::string ns, std::string pod, std::string container, 
   return PodDeviceAssignment{std::move(ns), std::move(pod), std::move(container), "nvidia.com/gpu", std::move(id)};
 }
 
-void write_file(const std::string& path, const std::string& content) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path, std::ios::binary) << content;
-}
-
-void add_proc(const std::string& root, std::uint32_t pid, const std::string& cgroup) {
-  const std::string dir = root + "/" + std::to_string(pid);
-  write_file(dir + "/stat", std::to_string(pid) + " (python3) S 1 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n");
-  write_file(dir + "/comm", "python3\n");
-  write_file(dir + "/status", "Name:\tpython3\nUid:\t0\t0\t0\t0\n");
-  write_file(dir + "/cgroup", cgroup);
-}
-
 std::string pod_cgroup(const std::string& uid, char container) {
   std::string u = uid;
   for (char& c : u)
@@ -70,7 +56,7 @@ struct Node {
   std::unique_ptr<OwnerResolver> resolver;
 
   Node() {
-    add_proc(proc, 100, pod_cgroup(kUid, 'a'));
+    test::write_fake_process(proc, 100, "python3", pod_cgroup(kUid, 'a'));
     for (unsigned i = 0; i < 2; ++i) {
       backend.infos.push_back(test::h100_info(i));
       Capabilities c;

@@ -1,15 +1,15 @@
 // The agent's collector, exposition, state file and web config, on a StaticGpuBackend and a FakeClock.
+#include "agent/agent.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "agent/agent.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "support/support.h"
 
 namespace gm::agent {
@@ -18,15 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 
 void write_file(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
-
-void add_proc(const std::string& root, std::uint32_t pid, const std::string& comm, const std::string& cgroup) {
-  const std::string dir = root + "/" + std::to_string(pid);
-  fs::create_directories(dir);
-  write_file(dir + "/stat", std::to_string(pid) + " (" + comm + ") S 1 1 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 0 0\n");
-  write_file(dir + "/comm", comm + "\n");
-  write_file(dir + "/status", "Name:\t" + comm + "\nUid:\t0\t0\t0\t0\n");
-  write_file(dir + "/cgroup", cgroup);
-}
 
 DeviceSample busy_sample(unsigned index) {
   DeviceSample s;
@@ -48,9 +39,10 @@ struct Fixture {
 
   explicit Fixture(unsigned gpus = 1) {
     fs::create_directories(proc);
-    add_proc(proc, 100, "python3", "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
-    add_proc(proc, 200, "python3", "4:memory:/slurm/uid_0/job_4242/step_0\n");
-    add_proc(proc, 300, "ollama", "0::/system.slice/ollama.service\n");
+    test::write_fake_process(proc, 100, "python3",
+                             "0::/system.slice/docker-" + std::string(64, 'a') + ".scope\n");
+    test::write_fake_process(proc, 200, "python3", "4:memory:/slurm/uid_0/job_4242/step_0\n");
+    test::write_fake_process(proc, 300, "ollama", "0::/system.slice/ollama.service\n");
     for (unsigned i = 0; i < gpus; ++i) {
       backend.infos.push_back(test::h100_info(i));
       Capabilities c;
@@ -247,7 +239,9 @@ TEST(AgentCollector, FinishedSlurmJobsFoldIntoUserAndAccountTotals) {
   std::size_t most_series = 0;
   for (int j = 0; j < jobs; ++j) {
     const std::uint32_t pid = 10000 + static_cast<std::uint32_t>(j);
-    add_proc(fx.proc, pid, "python3", "4:memory:/slurm/uid_" + std::to_string(j % 4) + "/job_" + std::to_string(j + 1) + "/step_0\n");
+    test::write_fake_process(
+        fx.proc, pid, "python3",
+        "4:memory:/slurm/uid_" + std::to_string(j % 4) + "/job_" + std::to_string(j + 1) + "/step_0\n");
     write_file(fx.proc + "/" + std::to_string(pid) + "/environ",
                std::string("SLURM_JOB_ACCOUNT=acct") + std::to_string(j % 3) + '\0' + "SLURM_JOB_ID=" + std::to_string(j + 1) + '\0');
     procs = {{pid, 10ull << 30, 50}};

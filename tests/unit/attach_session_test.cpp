@@ -6,7 +6,7 @@
 
 #include "guard/session.h"
 #include "report/run_report.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "util/exit_codes.h"
 
 namespace gm {
@@ -14,33 +14,7 @@ namespace {
 
 constexpr pid_t kPid = 5151;
 
-class Runner final : public ProcessRunner {
- public:
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
-  bool send_signal(pid_t pid, int sig, bool group) override {
-    sent.push_back({pid, sig, group});
-    return true;
-  }
-  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
-  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
-  struct Sent {
-    pid_t pid;
-    int sig;
-    bool group;
-  };
-  std::vector<Sent> sent;
-};
-
-struct Sink final : SessionSink {
-  std::vector<CellRecord> cells;
-  std::vector<ActionRecord> actions;
-  std::optional<StatusSnapshot> last;
-  void job_output(JobStream, std::string_view) override {}
-  void message(const std::string&, bool) override {}
-  void status(const StatusSnapshot& s, bool) override { last = s; }
-  void action(const ActionRecord& a) override { actions.push_back(a); }
-  void cell(const CellRecord& c) override { cells.push_back(c); }
-};
+using test::run_until;
 
 SessionConfig attach_config() {
   SessionConfig c;
@@ -54,21 +28,10 @@ SessionConfig attach_config() {
   return c;
 }
 
-void run_until(Supervisor& s, FakeClock& clock, double until_s) {
-  const auto until = static_cast<std::int64_t>(until_s * 1e9);
-  while (!s.done()) {
-    const std::int64_t wake = s.next_wake_ns();
-    if (wake > until) break;
-    clock.advance_ns(wake - clock.monotonic_ns());
-    s.on_time();
-  }
-  if (clock.monotonic_ns() < until) clock.advance_ns(until - clock.monotonic_ns());
-}
-
 TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfresh) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = attach_config();
   cfg.guard.budget_micros = 5 * kMicrosPerUsd;
@@ -96,8 +59,8 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
 
 TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(80);
   Supervisor s(attach_config(), &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
@@ -131,8 +94,8 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
 
 TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = attach_config();
   cfg.started_ago_ms = 10'000;
@@ -154,8 +117,8 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
 
 TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndNeverStops) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(1);
   ProcessSample p;
   p.pid = kPid;

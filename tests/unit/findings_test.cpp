@@ -15,7 +15,7 @@ namespace {
 
 trace::DeviceAnalysis resnet(const std::string& workers) {
   auto set =
-      trace::analyze_inputs({test::shared_dir() + "/traces/kineto_tb_plugin_samples/resnet50_" + workers});
+      trace::analyze_inputs({test::sample_traces_dir() + "/kineto_tb_plugin_samples/resnet50_" + workers});
   EXPECT_TRUE(set.ok());
   EXPECT_EQ(set->files.size(), 1u);
   EXPECT_EQ(set->files.front().devices.size(), 1u);

@@ -8,26 +8,10 @@
 #include <thread>
 
 #include "guard/node.h"
+#include "support/fakes.h"
 
 namespace gm {
 namespace {
-
-struct Sent {
-  pid_t pid;
-  int sig;
-};
-
-class Runner final : public ProcessRunner {
- public:
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
-  bool send_signal(pid_t pid, int sig, bool) override {
-    sent.push_back({pid, sig});
-    return true;
-  }
-  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
-  std::set<std::uint32_t> job_pids(pid_t) override { return {}; }
-  std::vector<Sent> sent;
-};
 
 constexpr std::int64_t kS = 1'000'000'000;
 constexpr std::int64_t kDayMs = 86'400'000;
@@ -77,7 +61,7 @@ TEST(NodeBudgetParseTest, NodeAndOwnerBudgets) {
 }
 
 TEST(NodeGuardTest, AutostopWarnsThenRunsTheCommandOnceAfterTheIdleSpell) {
-  Runner runner;
+  test::RecordingRunner runner;
   std::atomic<int> ran{0};
   std::string command;
   NodeGuardConfig cfg;
@@ -107,7 +91,7 @@ TEST(NodeGuardTest, AutostopWarnsThenRunsTheCommandOnceAfterTheIdleSpell) {
 }
 
 TEST(NodeGuardTest, NeverWhileAnyGpuIsBusyAndBusyResetsTheCountdown) {
-  Runner runner;
+  test::RecordingRunner runner;
   std::atomic<int> ran{0};
   NodeGuardConfig cfg;
   cfg.autostop_idle_ms = 10'000;
@@ -131,7 +115,7 @@ TEST(NodeGuardTest, NeverWhileAnyGpuIsBusyAndBusyResetsTheCountdown) {
 }
 
 TEST(NodeGuardTest, DryRunRunsNothing) {
-  Runner runner;
+  test::RecordingRunner runner;
   std::atomic<int> ran{0};
   NodeGuardConfig cfg;
   cfg.autostop_idle_ms = 5'000;
@@ -151,7 +135,7 @@ TEST(NodeGuardTest, DryRunRunsNothing) {
 }
 
 TEST(NodeGuardTest, OwnerBudgetStopsOnlyThatOwnersProcessesThenKillsAfterGraceAndResetsNextDay) {
-  Runner runner;
+  test::RecordingRunner runner;
   NodeGuardConfig cfg;
   cfg.budgets = {*parse_owner_budget("user:alice=10/day,stop"), *parse_node_budget("100/day")};
   cfg.grace_ms = 5'000;
@@ -195,7 +179,7 @@ TEST(NodeGuardTest, OwnerBudgetStopsOnlyThatOwnersProcessesThenKillsAfterGraceAn
 }
 
 TEST(NodeGuardTest, NoticesAreCounted) {
-  Runner runner;
+  test::RecordingRunner runner;
   NodeGuard guard(NodeGuardConfig{}, runner, nullptr);
   CloudNotice n;
   n.provider = CloudProvider::gcp;

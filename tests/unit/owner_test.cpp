@@ -1,13 +1,15 @@
 // Owner attribution from fake /proc trees: Docker, containerd, Kubernetes (cgroupfs and systemd, v1 and
 // v2), Slurm (v1 and v2), login users and bare processes.
+#include "sys/owner.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "support/fakes.h"
 #include "support/support.h"
-#include "sys/owner.h"
 
 namespace gm {
 namespace {
@@ -21,20 +23,18 @@ void write_file(const std::string& path, const std::string& content) {
   std::ofstream(path, std::ios::binary) << content;
 }
 
+/// Process `pid` of user `uid`, leader of its process group.
 void add_proc(const std::string& root, std::uint32_t pid, const std::string& comm, std::uint32_t uid,
               const std::string& cgroup, std::uint64_t start_ticks = 100, const std::string& environ = "") {
-  const std::string dir = root + "/" + std::to_string(pid);
-  fs::create_directories(dir);
-  write_file(dir + "/stat", std::to_string(pid) + " (" + comm +
-                                             ") S 1 " + std::to_string(pid) +
-                                             " 0 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " +
-                                             std::to_string(start_ticks) + " 0 0\n");
-  write_file(dir + "/comm", comm + "\n");
-  write_file(dir + "/status", "Name:\t" + comm + "\nUid:\t" + std::to_string(uid) + "\t" +
-                                               std::to_string(uid) + "\t0\t0\n");
-  write_file(dir + "/cgroup", cgroup);
-  write_file(dir + "/cmdline", std::string("python3\0train.py\0--token=SECRET\0", 33));
-  if (!environ.empty()) write_file(dir + "/environ", environ);
+  test::FakeProcess p;
+  p.pid = pid;
+  p.comm = comm;
+  p.cgroup = cgroup;
+  p.pgrp = pid;
+  p.uid = uid;
+  p.start_ticks = start_ticks;
+  p.environ = environ;
+  test::write_fake_process(root, p);
 }
 
 TEST(CgroupParse, DockerCgroupfsV1) {

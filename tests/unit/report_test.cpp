@@ -8,7 +8,7 @@
 #include "report/kpi.h"
 #include "report/multi.h"
 #include "report/run_report.h"
-#include "unit/report_memory_ledger.h"
+#include "support/fakes.h"
 
 namespace gm {
 namespace {
@@ -372,7 +372,7 @@ TEST(ReportRobustness, LongRunPagesAreBucketed) {
       in.samples.push_back(s);
     }
   auto page = render_run_html(in);
-  if (!page.ok()) GTEST_SKIP() << page.error().message;  // charting library not embedded
+  ASSERT_TRUE(page.ok()) << page.error().message;  // scripts/setup.sh fetches the charting library
   EXPECT_NE(page->find("charts show 3-second buckets (10000 samples per GPU)"), std::string::npos);
   // The cumulative cost still ends at the exact total: 20 000 µ$ = 0.02 USD.
   EXPECT_NE(page->find("0.02]"), std::string::npos);
@@ -389,9 +389,8 @@ TEST(ReportRobustness, ForeignBytesAndTypesNeverThrow) {
   auto j = nlohmann::json::parse(render_multi_json(*rep));
   EXPECT_EQ(j["total"]["runs"], 1);
   auto page = render_multi_html(*rep);
-  if (page.ok()) {  // only when the charting library is embedded in this build
-    EXPECT_EQ(page->find("\xff"), std::string::npos);
-  }
+  ASSERT_TRUE(page.ok()) << page.error().message;
+  EXPECT_EQ(page->find("\xff"), std::string::npos);
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
+#include "meter/run_meter.h"
+
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
-#include "meter/run_meter.h"
 #include "report/run_report.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 
 namespace gm {
 namespace {

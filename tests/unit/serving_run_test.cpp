@@ -10,29 +10,11 @@
 #include "report/kpi.h"
 #include "report/run_report.h"
 #include "store/store.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "support/support.h"
 
 namespace gm {
 namespace {
-
-class NoRunner final : public ProcessRunner {
- public:
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
-  bool send_signal(pid_t, int, bool) override { return true; }
-  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
-  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
-};
-
-struct LastStatus final : SessionSink {
-  StatusSnapshot last;
-  std::vector<std::string> warnings;
-  void job_output(JobStream, std::string_view) override {}
-  void message(const std::string& text, bool warning) override {
-    if (warning) warnings.push_back(text);
-  }
-  void status(const StatusSnapshot& s, bool) override { last = s; }
-};
 
 InferenceScrape scrape(double start_time, std::map<std::string, double> generated) {
   InferenceScrape s;
@@ -44,14 +26,7 @@ InferenceScrape scrape(double start_time, std::map<std::string, double> generate
 }
 
 SessionConfig served_config(InferenceSource* source) {
-  SessionConfig c;
-  c.argv = {"serve"};
-  PriceQuote price;
-  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
-  price.source = "test";
-  c.price = price;
-  c.allocated = {0};
-  c.run.command = "serve";
+  auto c = test::dollar_per_second_session({"serve"});
   c.inference = source;
   return c;
 }
@@ -63,8 +38,8 @@ class NoSource final : public InferenceSource {
 
 TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubles) {
   FakeClock clock;
-  NoRunner runner;
-  LastStatus sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   NoSource source;
   auto backend = test::one_static_gpu(90);
   auto cfg = served_config(&source);
@@ -92,7 +67,8 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   s.on_inference(scrape(200, {{"llama", 150}, {"lora", 30}}));
   second();
   // Live window: 5 s of $1/s over 300 + 50 + 100 + 40 + 20 - 100 generated tokens since the first tick.
-  ASSERT_TRUE(sink.last.usd_per_1m_generated_tokens);
+  ASSERT_TRUE(sink.last);
+  ASSERT_TRUE(sink.last->usd_per_1m_generated_tokens);
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
   const RunReport report = session_report(out, nullptr);
@@ -119,8 +95,8 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
 
 TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
   FakeClock clock;
-  NoRunner runner;
-  LastStatus sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   NoSource source;
   auto backend = test::one_static_gpu(90);
   auto cfg = served_config(&source);
@@ -138,7 +114,8 @@ TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
   EXPECT_FALSE(session_report(out, nullptr).serving);
   ASSERT_FALSE(sink.warnings.empty());
   EXPECT_NE(sink.warnings.back().find("127.0.0.1:9"), std::string::npos) << sink.warnings.back();
-  EXPECT_FALSE(sink.last.usd_per_1m_generated_tokens);
+  ASSERT_TRUE(sink.last);
+  EXPECT_FALSE(sink.last->usd_per_1m_generated_tokens);
 }
 
 InferenceRecord rec(std::int64_t t_ms, const std::string& model, double generated) {

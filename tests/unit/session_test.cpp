@@ -4,34 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "report/run_report.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "support/support.h"
 #include "util/exit_codes.h"
 
 namespace gm {
 namespace {
 
-StaticGpuBackend one_gpu(std::uint32_t util_pct) {
-  return test::one_static_gpu(util_pct);
-}
-
-/// Collects what a run shows.
-struct CollectingSink final : SessionSink {
-  std::string out, err;
-  std::vector<std::string> messages;
-  void job_output(JobStream s, std::string_view b) override { (s == JobStream::err ? err : out).append(b); }
-  void message(const std::string& text, bool) override { messages.push_back(text); }
-  void status(const StatusSnapshot&, bool) override {}
-};
-
 SessionConfig config(std::vector<std::string> argv) {
-  SessionConfig c;
-  c.argv = std::move(argv);
-  PriceQuote price;
-  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
-  price.source = "test";
-  c.price = price;
-  c.allocated = {0};
+  auto c = test::dollar_per_second_session(std::move(argv));
   c.run.command = "test job";
   c.run.user = "u";
   c.run.host = "h";
@@ -42,9 +23,9 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   test::TempDir dir;
   auto ledger = Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   PosixProcessRunner runner;
-  CollectingSink sink;
+  test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 1.2; exit 3"});
   auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
@@ -69,9 +50,9 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   test::TempDir dir;
   auto ledger = Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   PosixProcessRunner runner;
-  CollectingSink sink;
+  test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 20 & wait"});
   cfg.stop_to = StopTarget::group;
   cfg.guard.budget_micros = 1 * kMicrosPerUsd;
@@ -91,9 +72,9 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
 }
 
 TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   PosixProcessRunner runner;
-  CollectingSink sink;
+  test::RecordingSink sink;
   auto cfg = config({"python3", "-c",
                      "import os, socket\n"
                      "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
@@ -115,9 +96,9 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
 }
 
 TEST(SessionTest, IdleGpusStopTheJob) {
-  auto backend = one_gpu(0);
+  auto backend = test::one_static_gpu(0);
   PosixProcessRunner runner;
-  CollectingSink sink;
+  test::RecordingSink sink;
   auto cfg = config({"sleep", "20"});
   cfg.guard.max_idle_ms = 2000;
   cfg.grace_ms = 1000;
@@ -129,9 +110,9 @@ TEST(SessionTest, IdleGpusStopTheJob) {
 }
 
 TEST(SessionTest, UnrunnableProgramIsAnError) {
-  auto backend = one_gpu(0);
+  auto backend = test::one_static_gpu(0);
   PosixProcessRunner runner;
-  CollectingSink sink;
+  test::RecordingSink sink;
   auto out =
       run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());

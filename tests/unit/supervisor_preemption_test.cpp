@@ -11,61 +11,20 @@
 
 #include "guard/session.h"
 #include "report/run_report.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "util/exit_codes.h"
 
 namespace gm {
 namespace {
 
-struct Sent {
-  pid_t pid;
-  int sig;
-  bool group;
-};
+using test::run_until;
 
-class Runner final : public ProcessRunner {
- public:
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
-  bool send_signal(pid_t pid, int sig, bool group) override {
-    sent.push_back({pid, sig, group});
-    return true;
-  }
-  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
-  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
-  std::vector<Sent> sent;
-};
-
-struct Sink final : SessionSink {
-  std::vector<std::string> messages;
-  void job_output(JobStream, std::string_view) override {}
-  void message(const std::string& text, bool) override { messages.push_back(text); }
-  void status(const StatusSnapshot&, bool) override {}
-};
-
+/// A run of "train" at $1 per GPU-second.
 SessionConfig config() {
-  SessionConfig c;
-  c.argv = {"train"};
-  PriceQuote price;
-  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
-  price.source = "test";
-  c.price = price;
-  c.allocated = {0};
-  c.run.command = "train";
-  return c;
+  return test::dollar_per_second_session({"train"});
 }
 
 constexpr pid_t kPid = 4242;
-
-void run_until(Supervisor& s, FakeClock& clock, double until_s) {
-  const auto until = static_cast<std::int64_t>(until_s * 1e9);
-  while (!s.done()) {
-    const std::int64_t wake = s.next_wake_ns();
-    if (wake > until) break;
-    clock.advance_ns(wake - clock.monotonic_ns());
-    s.on_time();
-  }
-  if (clock.monotonic_ns() < until) clock.advance_ns(until - clock.monotonic_ns());
-}
 
 CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
   CloudNotice n;
@@ -80,8 +39,8 @@ CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
 
 TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempted) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.grace_ms = 10'000;
@@ -128,8 +87,8 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
 
 TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.grace_ms = 60'000;
@@ -147,8 +106,8 @@ TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
 
 TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
@@ -173,8 +132,8 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
 
 TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFinding) {
   FakeClock clock;
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.checkpoint_interval_ms = 5'000;
@@ -203,8 +162,8 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   std::filesystem::last_write_time(dir / "old.pt",
                                    std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
   SystemClock clock;  // file times are wall-clock times
-  Runner runner;
-  Sink sink;
+  test::RecordingRunner runner;
+  test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.sample_interval_ms = 20;

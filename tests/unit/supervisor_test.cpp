@@ -6,81 +6,30 @@
 #include <sys/wait.h>
 
 #include "guard/session.h"
-#include "support/fixtures.h"
+#include "support/fakes.h"
 #include "util/exit_codes.h"
 #include "util/units.h"
 
 namespace gm {
 namespace {
 
-struct SentSignal {
-  pid_t pid;
-  int sig;
-  bool group;
-};
+using test::RecordingRunner;
+using test::RecordingSink;
+using test::run_until;
 
-/// Records what the supervisor does to the job; the job never runs.
-class FakeProcessRunner final : public ProcessRunner {
- public:
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
-  bool send_signal(pid_t pid, int sig, bool group) override {
-    sent.push_back({pid, sig, group});
-    return true;
-  }
-  std::optional<int> try_wait(pid_t) override { return std::nullopt; }
-  std::set<std::uint32_t> job_pids(pid_t pid) override { return {static_cast<std::uint32_t>(pid)}; }
-  std::vector<SentSignal> sent;
-};
-
-struct RecordingSink final : SessionSink {
-  std::string out;
-  std::vector<std::string> messages, warnings;
-  std::vector<double> periodic_at_s;
-  void job_output(JobStream, std::string_view b) override { out.append(b); }
-  void message(const std::string& text, bool warning) override {
-    (warning ? warnings : messages).push_back(text);
-  }
-  void status(const StatusSnapshot& s, bool periodic) override {
-    if (periodic) periodic_at_s.push_back(s.elapsed_s);
-  }
-};
-
-StaticGpuBackend one_gpu(std::uint32_t util_pct) {
-  return test::one_static_gpu(util_pct);
-}
-
+/// A run of "train" at $1 per GPU-second.
 SessionConfig config() {
-  SessionConfig c;
-  c.argv = {"train"};
-  PriceQuote price;
-  price.micros_per_gpu_hour = 3'600'000'000;  // $1 per GPU-second
-  price.source = "test";
-  c.price = price;
-  c.allocated = {0};
-  c.run.command = "train";
-  return c;
+  return test::dollar_per_second_session({"train"});
 }
 
 constexpr pid_t kPid = 4242;
 constexpr std::int64_t kSecond = 1'000'000'000;
 
-/// Advances the fake clock second by second, calling on_time at each wake-up, until `until_s`.
-void run_until(Supervisor& s, FakeClock& clock, double until_s) {
-  const auto until = static_cast<std::int64_t>(until_s * 1e9);
-  while (!s.done()) {
-    const std::int64_t wake = s.next_wake_ns();
-    if (wake > until) break;
-    clock.advance_ns(wake - clock.monotonic_ns());
-    s.on_time();
-  }
-  if (clock.monotonic_ns() < until) clock.advance_ns(until - clock.monotonic_ns());
-}
-
 TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.guard.budget_micros = 5 * kMicrosPerUsd;
   cfg.guard.warn_at_pct = {50};
@@ -119,9 +68,9 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
 
 TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.guard.budget_micros = 2 * kMicrosPerUsd;
   cfg.stop_to = StopTarget::group;
@@ -143,9 +92,9 @@ TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
 
 TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.guard.budget_micros = 100 * kMicrosPerUsd;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
   cfg.guard.forecast_stop = true;
@@ -170,9 +119,9 @@ TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
 
 TEST(SupervisorTest, IdleGpusStopTheJob) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
-  auto backend = one_gpu(0);
+  auto backend = test::one_static_gpu(0);
   auto cfg = config();
   cfg.guard.max_idle_ms = 3000;
   Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
@@ -195,9 +144,9 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
        {Case{W_EXITCODE(0, 0), "succeeded"}, Case{W_EXITCODE(1, 0), "failed"},
         Case{W_EXITCODE(0, SIGINT), "interrupted"}, Case{W_EXITCODE(130, 0), "interrupted"}}) {
     FakeClock clock;
-    FakeProcessRunner runner;
+    RecordingRunner runner;
     RecordingSink sink;
-    auto backend = one_gpu(90);
+    auto backend = test::one_static_gpu(90);
     Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
     s.begin();
     s.started(kPid);
@@ -216,9 +165,9 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
 
 TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
-  auto backend = one_gpu(90);
+  auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.status_every_ms = 5000;
   Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
@@ -236,7 +185,7 @@ TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
 
 TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   FakeClock clock;
-  FakeProcessRunner runner;
+  RecordingRunner runner;
   RecordingSink sink;
   auto cfg = config();
   cfg.telemetry = false;

@@ -324,12 +324,11 @@ TEST(TraceFairShare, FallbackForExtremeConcurrencyStillAddsUp) {
 }
 
 TEST(TraceFairShare, ExactWithinOneNanosecondOnRealTraces) {
-  const std::string shared = test::shared_dir() + "/traces/";
-  ASSERT_TRUE(fs::is_directory(shared)) << shared;
+  const std::string samples = test::sample_traces_dir() + "/";
   expect_exact_shares(test::source_dir() + "/tests/data/trace/amd_mi250.json.gz");
-  expect_exact_shares(shared + "nccl_parser_config/nccl_data.json.gz");
-  expect_exact_shares(shared + "negative_queue_length_values_check/rank0.json.gz");
-  expect_exact_shares(shared + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
+  expect_exact_shares(samples + "nccl_parser_config/nccl_data.json.gz");
+  expect_exact_shares(samples + "negative_queue_length_values_check/rank0.json.gz");
+  expect_exact_shares(samples + "ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz");
 }
 
 }  // namespace

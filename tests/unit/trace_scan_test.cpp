@@ -103,7 +103,7 @@ TEST(TraceScan, OnARealTraceEveryCutIsBetweenTwoEvents) {
   // The events of a real trace (the NCCL sample: names with templates, parentheses, quotes in args),
   // scanned in 4 KiB pieces: each reported comma is followed, after whitespace, by the next event's '{'
   // and preceded by the '}' of the one before, and the scan ends at the array's ']'.
-  auto text = trace::read_trace_text(shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz");
+  auto text = trace::read_trace_text(sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz");
   ASSERT_TRUE(text.ok()) << text.error().message;
   const std::size_t open = text->find('[', text->find("\"traceEvents\""));
   ASSERT_NE(open, std::string::npos);

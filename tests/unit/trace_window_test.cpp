@@ -71,8 +71,8 @@ trace::FileAnalysis windowed(const std::string& path, std::size_t window, unsign
 
 TEST(TraceWindow, EveryShippedSampleGivesTheSameAnalysisWithAnyWindow) {
   std::vector<std::string> files;
-  for (const auto& root : {shared_dir() + "/traces", source_dir() + "/tests/data/trace",
-                           source_dir() + "/tests/data/trace_formats"})
+  for (const auto& root :
+       {sample_traces_dir(), source_dir() + "/tests/data/trace", source_dir() + "/tests/data/trace_formats"})
     for (const auto& e : fs::recursive_directory_iterator(root))
       if (e.is_regular_file() &&
           (e.path().string().ends_with(".json") || e.path().string().ends_with(".json.gz")) &&
@@ -134,7 +134,7 @@ TEST(TraceWindow, EventsStraddlingTinyWindowsStringsWithBracketsAndMetadataAfter
 TEST(TraceWindow, DamagedFilesKeepTheWholeFileReadersErrorsAndPartialResults) {
   TempDir dir;
   const std::string full =
-      *trace::read_trace_text(shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz");
+      *trace::read_trace_text(sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz");
   const std::string cut = dir.write("cut.json", full.substr(0, 3'000'000));
   trace::Options o;
   o.window_bytes = 4096;
@@ -161,7 +161,7 @@ TEST(TraceWindow, DamagedFilesKeepTheWholeFileReadersErrorsAndPartialResults) {
 TEST(TraceWindow, ParallelBatchesMergeInFileOrderWithTheSameInternedIdsAndCollectives) {
   // A real multi-GPU trace with NCCL collectives: kernels, launches, spans and collective metadata spread
   // over many batches parsed on several threads give the sequential tables exactly.
-  const std::string path = shared_dir() + "/traces/nccl_parser_config/nccl_data.json.gz";
+  const std::string path = sample_traces_dir() + "/nccl_parser_config/nccl_data.json.gz";
   const auto one = windowed(path, 64 * 1024, 1);
   ASSERT_GT(one.event_count, 1000);
   ASSERT_FALSE(one.collectives.empty());
