@@ -3,7 +3,7 @@
 # the agent's CPU per second of wall time idle (1 s interval) and under load, RSS before and after.
 # With GUARD=1 the agent also runs its node guard: preemption polling every 5 s of a stand-in AWS metadata
 # service (bench/metadata_standin.py), autostop (never due: the GPUs are busy) and a node and an owner budget.
-# Usage: [GUARD=1] bench/agent_wrk.sh [BUILD_DIR] [WRK_SECONDS]
+# Usage: [GUARD=1] [IDLE_SECONDS=20] bench/agent_wrk.sh [BUILD_DIR] [WRK_SECONDS]
 set -eu
 build="${1:-build}"
 secs="${2:-30}"
@@ -60,8 +60,9 @@ ticks() { awk '{print $14 + $15}' "/proc/$agent/stat"; }
 hz=$(getconf CLK_TCK)
 echo "series: $(curl -s "http://127.0.0.1:$port/metrics" | grep -vc '^#') lines, $(curl -s "http://127.0.0.1:$port/metrics" | wc -c) bytes"
 echo "RSS before: $(rss)"
-t0=$(ticks); sleep 20; t1=$(ticks)
-echo "CPU idle (1 s interval, 8 GPUs x 200 processes): $(awk -v a="$t0" -v b="$t1" -v hz="$hz" 'BEGIN { printf "%.2f %% of one core", (b - a) / hz / 20 * 100 }')"
+idle=${IDLE_SECONDS:-20}
+t0=$(ticks); sleep "$idle"; t1=$(ticks)
+echo "CPU idle (1 s interval, 8 GPUs x 200 processes, ${idle} s): $(awk -v a="$t0" -v b="$t1" -v hz="$hz" -v s="$idle" 'BEGIN { printf "%.3f %% of one core (%d ticks)", (b - a) / hz / s * 100, b - a }')"
 t0=$(ticks)
 wrk -t2 -c8 -d"${secs}s" --latency "http://127.0.0.1:$port/metrics" | tee "$tmp/wrk.txt"
 t1=$(ticks)

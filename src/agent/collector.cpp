@@ -271,6 +271,7 @@ void Collector::collect_once() {
     book_inference(std::move(outcomes), owner_cost, t0);
     if (discovery_) add_discovered_endpoints(owner_of);
   }
+  last_owner_of_ = std::move(owner_of);
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ++self_.collections;
   self_.last_collection_s = took_s;
@@ -322,6 +323,35 @@ Snapshot Collector::snapshot() const {
   s.self = self_;
   fill_inference(s);
   return s;
+}
+
+NodeView Collector::node_view() const {
+  std::lock_guard lock(mu_);
+  NodeView v;
+  std::map<std::string, MicroUsd> cost_of;
+  for (const auto& d : devices_) {
+    NodeView::Gpu g;
+    if (d.last && d.last->state == DeviceState::ok) {
+      if (d.last->utilization_pct) g.utilization_pct = *d.last->utilization_pct;
+      g.processes = d.last->processes.size();
+      for (const auto& p : d.last->processes) {
+        const auto it = last_owner_of_.find(p.pid);
+        v.gpu_processes.emplace_back(p.pid, it != last_owner_of_.end() ? it->second : Owner{});
+      }
+    }
+    v.gpus.push_back(g);
+    if (!d.price) continue;
+    v.node_cost += d.cost;
+    for (const auto& [key, oc] : d.owners) cost_of[key] += oc.cost;
+  }
+  for (const auto& [key, cost] : cost_of) {
+    if (key == other_key()) {
+      v.owner_costs.emplace_back(other_owner(), cost);
+    } else if (const auto it = owners_.find(key); it != owners_.end()) {
+      v.owner_costs.emplace_back(it->second, cost);
+    }
+  }
+  return v;
 }
 
 ScrapeStats Collector::count_scrape() {

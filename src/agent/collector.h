@@ -248,6 +248,19 @@ struct HeldShare {
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
                                          const DeviceHolders& holders);
 
+/// What the node guard reads each interval (guard/node.h), without a snapshot's copy of every counter and
+/// without resolving owners again: the collector's own last collection.
+struct NodeView {
+  struct Gpu {
+    std::optional<double> utilization_pct;  ///< nullopt: not sampled yet, lost, or not supported
+    std::size_t processes = 0;
+  };
+  std::vector<Gpu> gpus;                                       ///< in device order
+  MicroUsd node_cost = 0;                                      ///< Σ cost of the priced devices
+  std::vector<std::pair<Owner, MicroUsd>> owner_costs;         ///< Σ over priced devices, per owner
+  std::vector<std::pair<std::uint32_t, Owner>> gpu_processes;  ///< PIDs on GPUs at the last collection
+};
+
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
 class Collector {
  public:
@@ -270,6 +283,8 @@ class Collector {
   void run(StopSignal& stop);
   /// A copy of the current state.
   Snapshot snapshot() const;
+  /// The node guard's reading of the last collection.
+  NodeView node_view() const;
   /// What one scrape exports besides a snapshot's families, read at once, with this scrape counted.
   ScrapeStats count_scrape();
   /// The node guard's latest status, exported with the metrics from now on.
@@ -293,6 +308,7 @@ class Collector {
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
   std::optional<NodeStatus> node_;  // the node guard's, when one runs
+  std::map<std::uint32_t, Owner> last_owner_of_;  // owners of the last collection's processes
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;

@@ -44,7 +44,6 @@ void add_node_guard_flags(CLI::App& app, NodeGuardFlags& f) {
 }
 
 Result<std::unique_ptr<AgentNodeGuard>> AgentNodeGuard::create(const NodeGuardFlags& f,
-                                                               const OwnerOptions& owners,
                                                                std::int64_t interval_ms) {
   NodeGuardConfig cfg;
   if (f.autostop_idle || f.autostop_command || f.autostop_dry_run) {
@@ -106,7 +105,6 @@ Result<std::unique_ptr<AgentNodeGuard>> AgentNodeGuard::create(const NodeGuardFl
   if (!cfg.autostop_idle_ms && cfg.budgets.empty() && !watch) return std::unique_ptr<AgentNodeGuard>();
   std::unique_ptr<AgentNodeGuard> g(new AgentNodeGuard());
   g->interval_ms_ = interval_ms;
-  g->resolver_ = std::make_unique<OwnerResolver>(owners);
   g->guard_ = std::make_unique<NodeGuard>(cfg, g->runner_, [](const std::string& cmd, const GuardEvent& e) {
     return run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
   });
@@ -122,22 +120,19 @@ AgentNodeGuard::~AgentNodeGuard() {
 }
 
 void AgentNodeGuard::step(agent::Collector& collector) {
-  const agent::Snapshot snap = collector.snapshot();
+  agent::NodeView view = collector.node_view();
   NodeInput in;
   in.now_ns = system_clock().monotonic_ns();
   in.unix_ms = system_clock().unix_ms();
-  for (const auto& d : snap.devices) {
+  for (const auto& d : view.gpus) {
     NodeGpu g;
-    if (d.last && d.last->state == DeviceState::ok) {
-      if (d.last->utilization_pct) g.utilization_pct = *d.last->utilization_pct;
-      g.processes = d.last->processes.size();
-      for (const auto& p : d.last->processes) in.gpu_processes.emplace_back(p.pid, resolver_->resolve(p.pid));
-    }
+    if (d.utilization_pct) g.utilization_pct = *d.utilization_pct;
+    g.processes = d.processes;
     in.gpus.push_back(g);
-    if (d.price) in.node_cost_micros += d.cost;
   }
-  resolver_->end_interval();
-  for (const auto& t : agent::owner_totals(snap)) in.owner_costs.emplace_back(t.owner, t.cost);
+  in.node_cost_micros = view.node_cost;
+  in.owner_costs = std::move(view.owner_costs);
+  in.gpu_processes = std::move(view.gpu_processes);
   std::vector<NodeEvent> events = guard_->step(in);
   if (watcher_)
     for (const auto& n : watcher_->take()) events.push_back(guard_->on_notice(n));

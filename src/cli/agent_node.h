@@ -1,6 +1,6 @@
 #pragma once
 // `gpumeter agent`'s node guard flags (--autostop-*, --node-budget, --owner-budget, --preemption) and the
-// loop that feeds guard/node.h from the collector's snapshots and hands its status to the exposition.
+// loop that feeds guard/node.h from the collector's collections and hands its status to the exposition.
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <memory>
@@ -12,7 +12,6 @@
 #include "agent/agent.h"
 #include "cloud/cloud.h"
 #include "guard/node.h"
-#include "sys/owner.h"
 #include "sys/spawn.h"
 
 namespace gm::cli {
@@ -40,14 +39,14 @@ void add_node_guard_flags(CLI::App& app, NodeGuardFlags& flags);
 /// autostop. For `top` and `doctor`.
 std::optional<std::string> agent_autostop_text(const std::string& host_port, std::int64_t timeout_ms);
 
-/// The running node guard: a thread that, every interval, reads the collector's snapshot, steps the guard,
+/// The running node guard: a thread that, every interval, reads the collector's last collection (owners as
+/// the collector resolved them), steps the guard,
 /// prints its events on stderr (the agent's log) and exports its status.
 class AgentNodeGuard {
  public:
   /// Validates the flags; nullptr (and no error) when no guard feature is asked for and no cloud is
   /// detected. Usage error naming the flag otherwise.
-  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags,
-                                                        const OwnerOptions& owners, std::int64_t interval_ms);
+  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags, std::int64_t interval_ms);
   ~AgentNodeGuard();
   /// Starts the loop over `collector` until `stop`.
   void start(agent::Collector& collector, agent::StopSignal& stop);
@@ -58,7 +57,6 @@ class AgentNodeGuard {
   AgentNodeGuard() = default;
   std::unique_ptr<NodeGuard> guard_;
   std::unique_ptr<NoticeWatcher> watcher_;
-  std::unique_ptr<OwnerResolver> resolver_;
   PosixProcessRunner runner_;
   std::int64_t interval_ms_ = 1000;
   std::thread thread_;

@@ -196,6 +196,43 @@ TEST(AgentCollector, BoundedOwnersGoToOther) {
   EXPECT_NE(exposition_text(c).find("kind=\"other\",owner=\"other\""), std::string::npos);
 }
 
+// The node guard's view is the snapshot's figures without the copy: per-GPU utilization and processes, the
+// node's cost, each owner's cost as owner_totals() sums it ("other" included), and every PID's owner as the
+// collector resolved it.
+TEST(AgentCollector, NodeViewIsTheSnapshotsOwnerTotalsAndProcesses) {
+  Fixture fx(2);
+  fx.backend.samples[1].utilization_pct = std::nullopt;
+  AgentOptions o;
+  o.max_owners = 2;
+  Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), o);
+  EXPECT_EQ(c.node_view().gpus.size(), 2u);
+  EXPECT_FALSE(c.node_view().gpus[0].utilization_pct);  // nothing sampled yet
+  for (int i = 0; i < 3; ++i) {
+    c.collect_once();
+    fx.clock.advance_ns(1'000'000'000);
+  }
+  const NodeView v = c.node_view();
+  const Snapshot s = c.snapshot();
+  ASSERT_EQ(v.gpus.size(), 2u);
+  EXPECT_EQ(v.gpus[0].utilization_pct, 75.0);
+  EXPECT_FALSE(v.gpus[1].utilization_pct);
+  EXPECT_EQ(v.gpus[0].processes, 3u);
+  EXPECT_EQ(v.node_cost, s.devices[0].cost + s.devices[1].cost);
+  EXPECT_GT(v.node_cost, 0);
+  std::map<std::string, MicroUsd> expected, got;
+  for (const OwnerTotal& t : owner_totals(s)) expected[t.key] = t.cost;
+  for (const auto& [owner, cost] : v.owner_costs) got[owner.key()] = cost;
+  EXPECT_EQ(got, expected);
+  EXPECT_TRUE(got.count(other_owner().key()));
+  ASSERT_EQ(v.gpu_processes.size(), 6u);
+  for (const auto& [pid, owner] : v.gpu_processes) {
+    EXPECT_EQ(owner.key(), fx.resolver->resolve(pid).key()) << pid;
+    if (pid == 200) {
+      EXPECT_EQ(owner.slurm_job, "4242");
+    }
+  }
+}
+
 TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
   Fixture fx;
   AgentOptions o;
