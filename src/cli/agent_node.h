@@ -46,7 +46,8 @@ class AgentNodeGuard {
  public:
   /// Validates the flags; nullptr (and no error) when no guard feature is asked for and no cloud is
   /// detected. Usage error naming the flag otherwise.
-  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags, std::int64_t interval_ms);
+  static Result<std::unique_ptr<AgentNodeGuard>> create(const NodeGuardFlags& flags,
+                                                        std::int64_t interval_ms);
   ~AgentNodeGuard();
   /// Starts the loop over `collector` until `stop`.
   void start(agent::Collector& collector, agent::StopSignal& stop);
