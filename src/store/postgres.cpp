@@ -113,6 +113,9 @@ class Rows {
   std::int64_t i64(int c) const { return std::strtoll(PQgetvalue(r_, row_, c), nullptr, 10); }
   double f64(int c) const { return std::strtod(PQgetvalue(r_, row_, c), nullptr); }
   std::string text(int c) const { return PQgetvalue(r_, row_, c); }
+  std::string_view view(int c) const {
+    return {PQgetvalue(r_, row_, c), static_cast<std::size_t>(PQgetlength(r_, row_, c))};
+  }
   std::optional<std::int64_t> oi64(int c) const { return is_null(c) ? std::nullopt : std::optional(i64(c)); }
   std::optional<double> of64(int c) const { return is_null(c) ? std::nullopt : std::optional(f64(c)); }
   std::optional<std::string> otext(int c) const { return is_null(c) ? std::nullopt : std::optional(text(c)); }
@@ -248,25 +251,27 @@ class PgLedger final : public Ledger {
   }
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
-    std::string sql = "SELECT " + run_columns(true) + " FROM runs WHERE true";
-    Params p;
-    int n = 0;
-    if (filter.since_unix_ms) {
-      p.bind(++n, *filter.since_unix_ms);
-      sql += fmt::format(" AND start_unix_ms >= ${}", n);
-    }
-    if (filter.until_unix_ms) {
-      p.bind(++n, *filter.until_unix_ms);
-      sql += fmt::format(" AND start_unix_ms < ${}", n);
-    }
-    sql += " ORDER BY start_unix_ms DESC, id DESC";
-    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
-    GM_TRY(Rows r, query(sql, &p, "select runs"));
+    GM_TRY(Rows r, select_runs(run_columns(true), filter));
     std::vector<RunRecord> out;
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
       out.push_back(fix_status(read_run(r)));
+    }
+    return out;
+  }
+
+  Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const override {
+    GM_TRY(Rows r, select_runs(kSummaryColumns, filter));
+    std::vector<RunSummary> out;
+    out.reserve(static_cast<std::size_t>(r.count()));
+    for (int i = 0; i < r.count(); ++i) {
+      r.at(i);
+      out.push_back(read_summary(r));
+      if (out.back().status == "running") {  // live, or its meter died: the run's own read decides
+        GM_TRY(RunRecord full, run(out.back().id));
+        out.back() = summarize(full);
+      }
     }
     return out;
   }
@@ -498,6 +503,24 @@ class PgLedger final : public Ledger {
   }
 
  private:
+  /// SELECT `columns` of the runs of `filter`, newest first.
+  Result<Rows> select_runs(const std::string& columns, const RunFilter& filter) const {
+    std::string sql = "SELECT " + columns + " FROM runs WHERE true";
+    Params p;
+    int n = 0;
+    if (filter.since_unix_ms) {
+      p.bind(++n, *filter.since_unix_ms);
+      sql += fmt::format(" AND start_unix_ms >= ${}", n);
+    }
+    if (filter.until_unix_ms) {
+      p.bind(++n, *filter.until_unix_ms);
+      sql += fmt::format(" AND start_unix_ms < ${}", n);
+    }
+    sql += " ORDER BY start_unix_ms DESC, id DESC";
+    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
+    return query(sql, &p, "select runs");
+  }
+
   /// One statement; a broken connection is reset once (the server restarted) before giving up.
   Result<Rows> query(const std::string& sql, Params* p, const char* what) const {
     for (int attempt = 0;; ++attempt) {
