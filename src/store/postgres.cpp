@@ -1,11 +1,12 @@
 // The PostgreSQL ledger (libpq): the same tables as the SQLite ledger, shared by many machines. Passwords come
 // from the URI, PGPASSFILE / ~/.pgpass or PGPASSWORD as libpq reads them, TLS as libpq negotiates it; no
 // message carries the password (redact_location).
+#include <fmt/format.h>
 #include <libpq-fe.h>
 
 #include <cstdlib>
-#include <fmt/format.h>
 #include <optional>
+#include <unordered_map>
 
 #include "store/detail.h"
 
@@ -521,26 +522,43 @@ class PgLedger final : public Ledger {
     return query(sql, &p, "select runs");
   }
 
-  /// One statement; a broken connection is reset once (the server restarted) before giving up.
-  Result<Rows> query(const std::string& sql, Params* p, const char* what) const {
+  /// One statement; a broken connection is reset once (the server restarted) before giving up. `prepare`: a
+  /// statement run every interval, parsed and planned by the server once per connection.
+  Result<Rows> query(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
     for (int attempt = 0;; ++attempt) {
-      PGresult* res = p ? PQexecParams(conn_, sql.c_str(), p->size(), nullptr, p->pointers(), nullptr, nullptr, 0)
-                        : PQexec(conn_, sql.c_str());
+      const std::string* name = prepare && p ? prepared(sql) : nullptr;
+      PGresult* res =
+          name ? PQexecPrepared(conn_, name->c_str(), p->size(), p->pointers(), nullptr, nullptr, 0)
+          : p  ? PQexecParams(conn_, sql.c_str(), p->size(), nullptr, p->pointers(), nullptr, nullptr, 0)
+               : PQexec(conn_, sql.c_str());
       const auto status = PQresultStatus(res);
       if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return Rows(res);
       PQclear(res);
       if (PQstatus(conn_) == CONNECTION_BAD && attempt == 0 && PQtransactionStatus(conn_) != PQTRANS_INTRANS &&
           depth_ == 0) {
         PQreset(conn_);
+        prepared_.clear();  // a new session: its statements are gone
         if (PQstatus(conn_) == CONNECTION_OK) continue;
       }
       return error(what);
     }
   }
-  Result<void> command(const std::string& sql, Params* p, const char* what) const {
-    GM_TRY(Rows r, query(sql, p, what));
+  Result<void> command(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
+    GM_TRY(Rows r, query(sql, p, what, prepare));
     (void)r;
     return ok_result();
+  }
+  /// The name of `sql` prepared on this connection (prepared now if new); null when it cannot be (too many
+  /// already, a failed transaction, a lost connection): then the statement is sent with its text.
+  const std::string* prepared(const std::string& sql) const {
+    if (auto it = prepared_.find(sql); it != prepared_.end()) return &it->second;
+    if (prepared_.size() >= kMaxPrepared || PQtransactionStatus(conn_) == PQTRANS_INERROR) return nullptr;
+    std::string name = "gm_" + std::to_string(prepared_.size());
+    PGresult* r = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!ok) return nullptr;
+    return &prepared_.emplace(sql, std::move(name)).first->second;
   }
   Result<void> exec(const char* sql, const char* what) const { return command(sql, nullptr, what); }
 
@@ -582,7 +600,7 @@ class PgLedger final : public Ledger {
     Params p;
     bind_run(p, r);
     p.bind(kRunColumnCount + 1, r.id);
-    GM_TRY(Rows rows, query(sql, &p, "update run"));
+    GM_TRY(Rows rows, query(sql, &p, "update run", true));
     if (rows.count() == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
     return ok_result();
   }
@@ -603,7 +621,7 @@ class PgLedger final : public Ledger {
         bind_row(p, rows[i], n + 1);
         n += columns;
       }
-      GM_TRY_VOID(command(sql + tail, &p, what));
+      GM_TRY_VOID(command(sql + tail, &p, what, true));
     }
     return ok_result();
   }
@@ -727,9 +745,13 @@ class PgLedger final : public Ledger {
     return r;
   }
 
+  /// A run's statements per interval: its row and each table's INSERT of one row count.
+  static constexpr std::size_t kMaxPrepared = 32;
+
   PGconn* conn_;
   std::string location_;  ///< redacted
   int depth_ = 0;         ///< open transactions (no reset inside one)
+  mutable std::unordered_map<std::string, std::string> prepared_;  ///< SQL text → prepared statement name
 };
 
 }  // namespace
