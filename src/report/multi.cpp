@@ -150,7 +150,7 @@ Result<std::pair<std::int64_t, std::int64_t>> daily_period(const std::optional<s
 
 namespace {
 
-std::string group_key(const RunRecord& r, const GroupBy& by) {
+std::string group_key(const RunSummary& r, const GroupBy& by) {
   switch (by.kind) {
     case GroupBy::Kind::none:
       return "";
@@ -187,12 +187,12 @@ std::string group_key(const RunRecord& r, const GroupBy& by) {
   return "";
 }
 
-void add_run(GroupTotals& g, const RunRecord& r) {
+void add_run(GroupTotals& g, const RunSummary& r) {
   ++g.runs;
   if (r.stopped_by) ++g.stopped_runs;
   if (r.status == "interrupted" || (!r.stopped_by && r.exit_code && *r.exit_code != 0)) ++g.failed_runs;
   g.wall_s += static_cast<double>(r.wall_ms) / 1000.0;
-  g.gpu_hours += static_cast<double>(r.billed_s) * static_cast<double>(r.gpus_allocated.size()) / 3600.0;
+  g.gpu_hours += static_cast<double>(r.billed_s) * static_cast<double>(r.gpus_allocated) / 3600.0;
   g.cost_micros += r.cost_micros;
   g.idle_cost_micros += r.idle_cost_micros;
   g.unused_gpu_cost_micros += r.unused_gpu_cost_micros;
@@ -218,16 +218,13 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
   RunFilter filter;
   filter.since_unix_ms = options.since_unix_ms;
   filter.until_unix_ms = options.until_unix_ms;
-  GM_TRY(std::vector<RunRecord> all, ledger.runs(filter));
-  std::vector<RunRecord> runs;
-  runs.reserve(all.size());
+  GM_TRY(std::vector<RunSummary> runs, ledger.run_summaries(filter));
+  std::erase_if(runs, [&](const RunSummary& r) {
+    return (options.since_unix_ms && r.start_unix_ms < *options.since_unix_ms) ||
+           (options.until_unix_ms && r.start_unix_ms >= *options.until_unix_ms);
+  });
   std::int64_t last_end_ms = 0;
-  for (auto& r : all) {
-    if (options.since_unix_ms && r.start_unix_ms < *options.since_unix_ms) continue;
-    if (options.until_unix_ms && r.start_unix_ms >= *options.until_unix_ms) continue;
-    last_end_ms = std::max(last_end_ms, r.start_unix_ms + r.wall_ms + 60'000);
-    runs.push_back(std::move(r));
-  }
+  for (const auto& r : runs) last_end_ms = std::max(last_end_ms, r.start_unix_ms + r.wall_ms + 60'000);
   std::map<std::string, GroupTotals> groups;
   std::unordered_map<std::int64_t, GroupTotals*> group_of_run;
   for (const auto& r : runs) {
@@ -277,17 +274,23 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
         return a.cost_micros > b.cost_micros;
       });
   }
-  std::vector<const RunRecord*> by_cost;
+  std::vector<const RunSummary*> by_cost;
+  by_cost.reserve(runs.size());
   for (const auto& r : runs) by_cost.push_back(&r);
-  std::stable_sort(by_cost.begin(), by_cost.end(), [](auto* a, auto* b) {
-    return a->cost_micros != b->cost_micros ? a->cost_micros > b->cost_micros : a->id < b->id;
-  });
-  for (std::size_t i = 0; i < by_cost.size() && i < options.top; ++i) {
-    const RunRecord& r = *by_cost[i];
-    rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated.size(),
-                                  r.start_unix_ms, static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
+  // Cost, then id: a total order, so the first `top` are the same as after a full sort.
+  const std::size_t top = std::min(options.top, by_cost.size());
+  std::partial_sort(by_cost.begin(), by_cost.begin() + static_cast<std::ptrdiff_t>(top), by_cost.end(),
+                    [](auto* a, auto* b) {
+                      return a->cost_micros != b->cost_micros ? a->cost_micros > b->cost_micros
+                                                              : a->id < b->id;
+                    });
+  for (std::size_t i = 0; i < top; ++i) {
+    const RunSummary& r = *by_cost[i];
+    GM_TRY(const RunRecord full, ledger.run(r.id));  // its status in words needs the whole record
+    rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated, r.start_unix_ms,
+                                  static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
                                   r.idle_cost_micros + r.unused_gpu_cost_micros, r.status, std::nullopt,
-                                  describe_status(r)});
+                                  describe_status(full)});
     if (options.target) {
       GM_TRY(std::vector<ProgressRecord> progress, ledger.progress(r.id));
       rep.top_runs.back().target_hit = cost_to_target(progress, *options.target);

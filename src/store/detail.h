@@ -5,6 +5,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "store/store.h"
@@ -30,7 +31,7 @@ inline std::string json_of(const std::map<std::string, std::string>& v) { return
 inline std::string json_of(const std::map<std::string, double>& v) { return nlohmann::json(v).dump(); }
 
 template <class T>
-T parse_json_or(const std::string& text, T fallback) {
+T parse_json_or(std::string_view text, T fallback) {
   auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) return fallback;
   try {
@@ -39,6 +40,13 @@ T parse_json_or(const std::string& text, T fallback) {
     return fallback;
   }
 }
+
+/// The list / map json_of wrote: a fast path for plain ASCII strings without escapes (every GPU UUID, most
+/// labels), the JSON parser for anything else; empty for text that is not such a list / map.
+std::vector<std::string> parse_string_list(std::string_view text);
+std::map<std::string, std::string> parse_string_map(std::string_view text);
+/// parse_string_list(text).size(), without building the list.
+std::size_t count_string_list(std::string_view text);
 
 /// Binds every run column except id, starting at parameter `first` (36 parameters). `S` has bind(int, T)
 /// for std::int64_t, double, std::string and std::optional of those.
@@ -88,7 +96,8 @@ void bind_run(S& s, const RunRecord& r, int first = 1) {
   s.bind(i++, r.lost_work_micros);
 }
 
-/// Reads a row selected with run_columns(true). `S` has i64, f64, text, oi64, of64, otext by column.
+/// Reads a row selected with run_columns(true). `S` has i64, f64, text, view (valid until the next row),
+/// oi64, of64, otext by column.
 template <class S>
 RunRecord read_run(const S& s) {
   RunRecord r;
@@ -97,7 +106,7 @@ RunRecord read_run(const S& s) {
   r.command = s.text(c++);
   r.user = s.text(c++);
   r.host = s.text(c++);
-  r.labels = parse_json_or<std::map<std::string, std::string>>(s.text(c++), {});
+  r.labels = parse_string_map(s.view(c++));
   r.start_unix_ms = s.i64(c++);
   r.end_unix_ms = s.oi64(c++);
   r.status = s.text(c++);
@@ -109,8 +118,8 @@ RunRecord read_run(const S& s) {
   r.region = s.text(c++);
   r.billing_granularity_s = s.i64(c++);
   r.billing_minimum_s = s.i64(c++);
-  r.gpus_allocated = parse_json_or<std::vector<std::string>>(s.text(c++), {});
-  r.gpus_used = parse_json_or<std::vector<std::string>>(s.text(c++), {});
+  r.gpus_allocated = parse_string_list(s.view(c++));
+  r.gpus_used = parse_string_list(s.view(c++));
   r.gpu_model = s.text(c++);
   r.budget_micros = s.oi64(c++);
   r.total_steps = s.oi64(c++);
@@ -135,6 +144,39 @@ RunRecord read_run(const S& s) {
   r.preemption_deadline_unix_ms = s.oi64(c++);
   r.last_checkpoint_ms = s.oi64(c++);
   r.lost_work_micros = s.oi64(c++);
+  return r;
+}
+
+/// The columns of a run's summary, in read_summary's order.
+inline constexpr const char* kSummaryColumns =
+    "id, command, \"user\", host, labels_json, start_unix_ms, status, exit_code, stopped_by, gpu_model, "
+    "gpus_allocated_json, wall_ms, billed_s, cost_micros, idle_cost_micros, unused_gpu_cost_micros, "
+    "energy_j, "
+    "co2_kg";
+
+/// Reads a row selected with kSummaryColumns (S as for read_run).
+template <class S>
+RunSummary read_summary(const S& s) {
+  RunSummary r;
+  int c = 0;
+  r.id = s.i64(c++);
+  r.command = s.text(c++);
+  r.user = s.text(c++);
+  r.host = s.text(c++);
+  r.labels = parse_string_map(s.view(c++));
+  r.start_unix_ms = s.i64(c++);
+  r.status = s.text(c++);
+  if (auto e = s.oi64(c++)) r.exit_code = static_cast<int>(*e);
+  r.stopped_by = s.otext(c++);
+  r.gpu_model = s.text(c++);
+  r.gpus_allocated = count_string_list(s.view(c++));
+  r.wall_ms = s.i64(c++);
+  r.billed_s = s.i64(c++);
+  r.cost_micros = s.i64(c++);
+  r.idle_cost_micros = s.i64(c++);
+  r.unused_gpu_cost_micros = s.i64(c++);
+  r.energy_j = s.f64(c++);
+  r.co2_kg = s.of64(c++);
   return r;
 }
 

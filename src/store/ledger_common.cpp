@@ -20,6 +20,83 @@ std::string run_columns(bool with_id) {
   return out;
 }
 
+namespace {
+
+/// Reads the JSON string at text[i] when it is plain printable ASCII without escapes (then the JSON parser
+/// reads the same characters) and moves i past it; false for anything else.
+bool plain_string(std::string_view text, std::size_t& i, std::string_view& out) {
+  if (i >= text.size() || text[i] != '"') return false;
+  const std::size_t start = ++i;
+  for (; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"') {
+      out = text.substr(start, i - start);
+      ++i;
+      return true;
+    }
+    if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+  }
+  return false;
+}
+
+/// Reads `[` or `{` … `]` or `}` as json_of writes it (no whitespace): `item` reads one element at text[i];
+/// false where the text is anything else.
+template <class Item>
+bool plain_sequence(std::string_view text, char open, char close, Item item) {
+  if (text.size() < 2 || text.front() != open) return false;
+  std::size_t i = 1;
+  if (text[i] == close) return text.size() == 2;
+  for (;;) {
+    if (!item(i)) return false;
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    return i + 1 == text.size() && text[i] == close;
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> parse_string_list(std::string_view text) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), ',')) + 1);
+  const bool plain = plain_sequence(text, '[', ']', [&](std::size_t& i) {
+    std::string_view v;
+    if (!plain_string(text, i, v)) return false;
+    out.emplace_back(v);
+    return true;
+  });
+  if (plain) return out;
+  return parse_json_or<std::vector<std::string>>(text, {});
+}
+
+std::size_t count_string_list(std::string_view text) {
+  std::size_t n = 0;
+  const bool plain = plain_sequence(text, '[', ']', [&](std::size_t& i) {
+    std::string_view v;
+    if (!plain_string(text, i, v)) return false;
+    ++n;
+    return true;
+  });
+  if (plain) return n;
+  return parse_string_list(text).size();
+}
+
+std::map<std::string, std::string> parse_string_map(std::string_view text) {
+  std::map<std::string, std::string> out;
+  const bool plain = plain_sequence(text, '{', '}', [&](std::size_t& i) {
+    std::string_view k, v;
+    if (!plain_string(text, i, k) || i >= text.size() || text[i] != ':') return false;
+    ++i;
+    if (!plain_string(text, i, v)) return false;
+    out.insert_or_assign(std::string(k), std::string(v));  // a repeated key: the last one, as the parser does
+    return true;
+  });
+  if (plain) return out;
+  return parse_json_or<std::map<std::string, std::string>>(text, {});
+}
+
 std::string this_host() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
@@ -136,6 +213,35 @@ std::string redact_location(const std::string& location) {
   return s;
 }
 
+RunSummary summarize(const RunRecord& r) {
+  return RunSummary{r.id,
+                    r.command,
+                    r.user,
+                    r.host,
+                    r.labels,
+                    r.start_unix_ms,
+                    r.status,
+                    r.exit_code,
+                    r.stopped_by,
+                    r.gpu_model,
+                    r.gpus_allocated.size(),
+                    r.wall_ms,
+                    r.billed_s,
+                    r.cost_micros,
+                    r.idle_cost_micros,
+                    r.unused_gpu_cost_micros,
+                    r.energy_j,
+                    r.co2_kg};
+}
+
+Result<std::vector<RunSummary>> Ledger::run_summaries(const RunFilter& filter) const {
+  GM_TRY(std::vector<RunRecord> all, runs(filter));
+  std::vector<RunSummary> out;
+  out.reserve(all.size());
+  for (const auto& r : all) out.push_back(summarize(r));
+  return out;
+}
+
 Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const {
   RunFilter f = filter;
   f.limit.reset();
@@ -143,7 +249,7 @@ Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter
   std::map<std::pair<std::int64_t, std::int64_t>, RollupBucket> sums;
   for (const auto& r : rows) {
     const std::int64_t start = r.minute_unix * 60'000 / bucket_ms * bucket_ms;
-    RollupBucket& b = sums[{r.run_id, start}];
+    RollupBucket& b = sums[{start, r.run_id}];
     b.run_id = r.run_id;
     b.start_unix_ms = start;
     b.samples += r.samples;

@@ -1,11 +1,12 @@
 // The PostgreSQL ledger (libpq): the same tables as the SQLite ledger, shared by many machines. Passwords come
 // from the URI, PGPASSFILE / ~/.pgpass or PGPASSWORD as libpq reads them, TLS as libpq negotiates it; no
 // message carries the password (redact_location).
+#include <fmt/format.h>
 #include <libpq-fe.h>
 
 #include <cstdlib>
-#include <fmt/format.h>
 #include <optional>
+#include <unordered_map>
 
 #include "store/detail.h"
 
@@ -113,6 +114,9 @@ class Rows {
   std::int64_t i64(int c) const { return std::strtoll(PQgetvalue(r_, row_, c), nullptr, 10); }
   double f64(int c) const { return std::strtod(PQgetvalue(r_, row_, c), nullptr); }
   std::string text(int c) const { return PQgetvalue(r_, row_, c); }
+  std::string_view view(int c) const {
+    return {PQgetvalue(r_, row_, c), static_cast<std::size_t>(PQgetlength(r_, row_, c))};
+  }
   std::optional<std::int64_t> oi64(int c) const { return is_null(c) ? std::nullopt : std::optional(i64(c)); }
   std::optional<double> of64(int c) const { return is_null(c) ? std::nullopt : std::optional(f64(c)); }
   std::optional<std::string> otext(int c) const { return is_null(c) ? std::nullopt : std::optional(text(c)); }
@@ -248,25 +252,27 @@ class PgLedger final : public Ledger {
   }
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
-    std::string sql = "SELECT " + run_columns(true) + " FROM runs WHERE true";
-    Params p;
-    int n = 0;
-    if (filter.since_unix_ms) {
-      p.bind(++n, *filter.since_unix_ms);
-      sql += fmt::format(" AND start_unix_ms >= ${}", n);
-    }
-    if (filter.until_unix_ms) {
-      p.bind(++n, *filter.until_unix_ms);
-      sql += fmt::format(" AND start_unix_ms < ${}", n);
-    }
-    sql += " ORDER BY start_unix_ms DESC, id DESC";
-    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
-    GM_TRY(Rows r, query(sql, &p, "select runs"));
+    GM_TRY(Rows r, select_runs(run_columns(true), filter));
     std::vector<RunRecord> out;
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
       out.push_back(fix_status(read_run(r)));
+    }
+    return out;
+  }
+
+  Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const override {
+    GM_TRY(Rows r, select_runs(kSummaryColumns, filter));
+    std::vector<RunSummary> out;
+    out.reserve(static_cast<std::size_t>(r.count()));
+    for (int i = 0; i < r.count(); ++i) {
+      r.at(i);
+      out.push_back(read_summary(r));
+      if (out.back().status == "running") {  // live, or its meter died: the run's own read decides
+        GM_TRY(RunRecord full, run(out.back().id));
+        out.back() = summarize(full);
+      }
     }
     return out;
   }
@@ -498,26 +504,61 @@ class PgLedger final : public Ledger {
   }
 
  private:
-  /// One statement; a broken connection is reset once (the server restarted) before giving up.
-  Result<Rows> query(const std::string& sql, Params* p, const char* what) const {
+  /// SELECT `columns` of the runs of `filter`, newest first.
+  Result<Rows> select_runs(const std::string& columns, const RunFilter& filter) const {
+    std::string sql = "SELECT " + columns + " FROM runs WHERE true";
+    Params p;
+    int n = 0;
+    if (filter.since_unix_ms) {
+      p.bind(++n, *filter.since_unix_ms);
+      sql += fmt::format(" AND start_unix_ms >= ${}", n);
+    }
+    if (filter.until_unix_ms) {
+      p.bind(++n, *filter.until_unix_ms);
+      sql += fmt::format(" AND start_unix_ms < ${}", n);
+    }
+    sql += " ORDER BY start_unix_ms DESC, id DESC";
+    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
+    return query(sql, &p, "select runs");
+  }
+
+  /// One statement; a broken connection is reset once (the server restarted) before giving up. `prepare`: a
+  /// statement run every interval, parsed and planned by the server once per connection.
+  Result<Rows> query(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
     for (int attempt = 0;; ++attempt) {
-      PGresult* res = p ? PQexecParams(conn_, sql.c_str(), p->size(), nullptr, p->pointers(), nullptr, nullptr, 0)
-                        : PQexec(conn_, sql.c_str());
+      const std::string* name = prepare && p ? prepared(sql) : nullptr;
+      PGresult* res =
+          name ? PQexecPrepared(conn_, name->c_str(), p->size(), p->pointers(), nullptr, nullptr, 0)
+          : p  ? PQexecParams(conn_, sql.c_str(), p->size(), nullptr, p->pointers(), nullptr, nullptr, 0)
+               : PQexec(conn_, sql.c_str());
       const auto status = PQresultStatus(res);
       if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return Rows(res);
       PQclear(res);
       if (PQstatus(conn_) == CONNECTION_BAD && attempt == 0 && PQtransactionStatus(conn_) != PQTRANS_INTRANS &&
           depth_ == 0) {
         PQreset(conn_);
+        prepared_.clear();  // a new session: its statements are gone
         if (PQstatus(conn_) == CONNECTION_OK) continue;
       }
       return error(what);
     }
   }
-  Result<void> command(const std::string& sql, Params* p, const char* what) const {
-    GM_TRY(Rows r, query(sql, p, what));
+  Result<void> command(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
+    GM_TRY(Rows r, query(sql, p, what, prepare));
     (void)r;
     return ok_result();
+  }
+  /// The name of `sql` prepared on this connection (prepared now if new); null when it cannot be (too many
+  /// already, a failed transaction, a lost connection): then the statement is sent with its text.
+  const std::string* prepared(const std::string& sql) const {
+    if (auto it = prepared_.find(sql); it != prepared_.end()) return &it->second;
+    if (prepared_.size() >= kMaxPrepared || PQtransactionStatus(conn_) == PQTRANS_INERROR) return nullptr;
+    std::string name = "gm_" + std::to_string(prepared_.size());
+    PGresult* r = PQprepare(conn_, name.c_str(), sql.c_str(), 0, nullptr);
+    const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (!ok) return nullptr;
+    return &prepared_.emplace(sql, std::move(name)).first->second;
   }
   Result<void> exec(const char* sql, const char* what) const { return command(sql, nullptr, what); }
 
@@ -559,7 +600,7 @@ class PgLedger final : public Ledger {
     Params p;
     bind_run(p, r);
     p.bind(kRunColumnCount + 1, r.id);
-    GM_TRY(Rows rows, query(sql, &p, "update run"));
+    GM_TRY(Rows rows, query(sql, &p, "update run", true));
     if (rows.count() == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
     return ok_result();
   }
@@ -580,7 +621,7 @@ class PgLedger final : public Ledger {
         bind_row(p, rows[i], n + 1);
         n += columns;
       }
-      GM_TRY_VOID(command(sql + tail, &p, what));
+      GM_TRY_VOID(command(sql + tail, &p, what, true));
     }
     return ok_result();
   }
@@ -704,9 +745,13 @@ class PgLedger final : public Ledger {
     return r;
   }
 
+  /// A run's statements per interval: its row and each table's INSERT of one row count.
+  static constexpr std::size_t kMaxPrepared = 32;
+
   PGconn* conn_;
   std::string location_;  ///< redacted
   int depth_ = 0;         ///< open transactions (no reset inside one)
+  mutable std::unordered_map<std::string, std::string> prepared_;  ///< SQL text → prepared statement name
 };
 
 }  // namespace

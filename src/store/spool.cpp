@@ -277,6 +277,9 @@ std::int64_t SpoolingLedger::finish() {
 Result<RunRecord> SpoolingLedger::run(std::int64_t id) const { return active().run(local_id(id)); }
 Result<RunRecord> SpoolingLedger::last_run() const { return active().last_run(); }
 Result<std::vector<RunRecord>> SpoolingLedger::runs(const RunFilter& filter) const { return active().runs(filter); }
+Result<std::vector<RunSummary>> SpoolingLedger::run_summaries(const RunFilter& filter) const {
+  return active().run_summaries(filter);
+}
 Result<std::vector<SampleRecord>> SpoolingLedger::samples(std::int64_t id) const {
   return active().samples(local_id(id));
 }

@@ -151,6 +151,33 @@ struct RollupBucket {
   MicroUsd cost_micros = 0;
 };
 
+/// What a report over many runs reads of each run (Ledger::run_summaries): the run's figures without its
+/// GPU lists (their count instead) and metering details, a fraction of a RunRecord's allocations.
+struct RunSummary {
+  std::int64_t id = 0;
+  std::string command;
+  std::string user;
+  std::string host;
+  std::map<std::string, std::string> labels;
+  std::int64_t start_unix_ms = 0;
+  std::string status = "running";  ///< as RunRecord::status (a run whose meter died reads as interrupted)
+  std::optional<int> exit_code;
+  std::optional<std::string> stopped_by;
+  std::string gpu_model;
+  std::size_t gpus_allocated = 0;  ///< how many GPUs were allocated
+  std::int64_t wall_ms = 0;
+  std::int64_t billed_s = 0;
+  MicroUsd cost_micros = 0;
+  MicroUsd idle_cost_micros = 0;
+  MicroUsd unused_gpu_cost_micros = 0;
+  double energy_j = 0;
+  std::optional<double> co2_kg;
+  bool operator==(const RunSummary&) const = default;
+};
+
+/// The summary of a run.
+RunSummary summarize(const RunRecord& run);
+
 /// Filter for listing runs.
 struct RunFilter {
   std::optional<std::int64_t> since_unix_ms;
@@ -235,19 +262,22 @@ class Ledger {
                               const std::vector<ActionRecord>& actions) = 0;
   /// Appends rollups (idempotent per run/minute/gpu: replaces).
   virtual Result<void> append_rollups(const std::vector<RollupRecord>& rollups) = 0;
-
   /// A run by id; ErrorKind::not_found if absent. Runs left "running" by a dead gpumeter read as interrupted.
   virtual Result<RunRecord> run(std::int64_t id) const = 0;
   /// The newest run; not_found when the ledger is empty.
   virtual Result<RunRecord> last_run() const = 0;
   /// Runs, newest first.
   virtual Result<std::vector<RunRecord>> runs(const RunFilter& filter = {}) const = 0;
+  /// The summaries of runs(filter), in its order: what reports over many runs read. The default summarizes
+  /// runs().
+  virtual Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const;
   virtual Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const = 0;
   virtual Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const = 0;
   virtual Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const = 0;
   virtual Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const = 0;
-  /// The rollups of `filter` (limit ignored) summed per run and `bucket_ms` bucket, in the database (one
-  /// GROUP BY instead of every minute's row). The default sums rollups().
+  /// The rollups of `filter` (limit ignored) summed per run and `bucket_ms` bucket, by bucket then run: one
+  /// row per run and bucket, not per minute (PostgreSQL sums in the server; SQLite while stepping through
+  /// the rows). The default sums rollups().
   virtual Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const;
   /// Appends serving counters (committed before return). The default keeps none (ledgers without them).
   virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
@@ -318,6 +348,7 @@ class SpoolingLedger final : public Ledger {
   Result<RunRecord> run(std::int64_t id) const override;
   Result<RunRecord> last_run() const override;
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override;
+  Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const override;
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override;
   Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const override;
   Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const override;

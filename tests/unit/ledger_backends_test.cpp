@@ -319,6 +319,122 @@ TYPED_TEST(LedgerBackendTest, SelectorSpendCountsMatchingRunsSinceThePeriodStart
   EXPECT_EQ(l.selector_spend("project", "x", since, 0)->runs, 0);
 }
 
+TYPED_TEST(LedgerBackendTest, SummariesAreTheRunsSummarizedInTheirOrder) {
+  Ledger& l = *this->ledger;
+  const auto add = [&](RunRecord r) {
+    auto id = l.begin_run(r);
+    EXPECT_TRUE(id.ok()) << id.error().message;
+    r.id = *id;
+    if (r.status != "running") {
+      EXPECT_TRUE(l.update_run(r).ok());
+    }
+    return *id;
+  };
+  RunRecord plain = sample_run();
+  plain.status = "succeeded";
+  plain.exit_code = 0;
+  plain.cost_micros = 7'000'000;
+  plain.idle_cost_micros = 1'000'000;
+  plain.unused_gpu_cost_micros = 500'000;
+  plain.wall_ms = 61'000;
+  plain.billed_s = 61;
+  add(plain);
+  // GPU lists and labels the fast path leaves to the JSON parser: escapes, non-ASCII, an empty list.
+  RunRecord odd = plain;
+  odd.start_unix_ms += 60'000;
+  odd.gpus_allocated = {"GPU-\"quoted\"", "GPU-é", "GPU-back\\slash", "GPU-tab\t"};
+  odd.labels = {{"team", "n\"l\\p"}, {"ünï", "cødé"}, {"empty", ""}};
+  odd.status = "stopped";
+  odd.stopped_by = "budget";
+  odd.exit_code = 143;
+  odd.co2_kg = std::nullopt;
+  add(odd);
+  RunRecord none = plain;
+  none.start_unix_ms += 120'000;
+  none.gpus_allocated.clear();
+  none.labels.clear();
+  add(none);
+  // A run whose meter died on another machine: interrupted, with its committed samples counted.
+  RunRecord dead = sample_run();
+  dead.start_unix_ms += 180'000;
+  dead.meter_host = "elsewhere";
+  dead.meter_pid = 42;
+  dead.heartbeat_unix_ms = 1;
+  const auto dead_id = add(dead);
+  SampleRecord s;
+  s.run_id = dead_id;
+  s.t_ms = 30'000;
+  s.gpu_uuid = "GPU-a";
+  s.energy_j = 9.5;
+  s.cost_micros = 2'500'000;
+  ASSERT_TRUE(l.append({s}, {}, {}).ok());
+  // And one still running here (this process).
+  RunRecord live = sample_run();
+  live.start_unix_ms += 240'000;
+  add(live);
+
+  for (RunFilter f : {RunFilter{}, RunFilter{sample_run().start_unix_ms + 60'000, std::nullopt, std::nullopt},
+                      RunFilter{std::nullopt, sample_run().start_unix_ms + 180'000, std::nullopt},
+                      RunFilter{std::nullopt, std::nullopt, 2}}) {
+    auto runs = l.runs(f);
+    auto summaries = l.run_summaries(f);
+    ASSERT_TRUE(runs.ok() && summaries.ok());
+    std::vector<RunSummary> expected;
+    for (const auto& r : *runs) expected.push_back(summarize(r));
+    EXPECT_EQ(*summaries, expected);
+    EXPECT_EQ(*summaries, *l.Ledger::run_summaries(f));
+  }
+  auto all = l.run_summaries(RunFilter{});
+  ASSERT_EQ(all->size(), 5u);
+  EXPECT_EQ(all->at(0).status, "running");
+  EXPECT_EQ(all->at(1).status, "interrupted");
+  EXPECT_EQ(all->at(1).cost_micros, 2'500'000);
+  EXPECT_EQ(all->at(1).wall_ms, 30'000);
+  EXPECT_EQ(all->at(2).gpus_allocated, 0u);
+  EXPECT_EQ(all->at(3).gpus_allocated, 4u);
+  EXPECT_EQ(all->at(3).labels.at("team"), "n\"l\\p");
+  EXPECT_EQ(all->at(3).labels.at("ünï"), "cødé");
+  EXPECT_EQ(all->at(4).gpus_allocated, 2u);
+  EXPECT_EQ(l.runs(RunFilter{})->at(3).gpus_allocated, odd.gpus_allocated);
+}
+
+/// Every field of a bucket, for comparing lists of them.
+std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, double, double, MicroUsd>> fields(
+    const std::vector<RollupBucket>& buckets) {
+  std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t, double, double, MicroUsd>> out;
+  for (const auto& b : buckets)
+    out.emplace_back(b.run_id, b.start_unix_ms, b.samples, b.utilization_sum_pct, b.energy_j, b.cost_micros);
+  return out;
+}
+
+TYPED_TEST(LedgerBackendTest, RollupBucketsAreTheDefaultSumsInBucketThenRunOrder) {
+  Ledger& l = *this->ledger;
+  std::vector<RollupRecord> rows;
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    RunRecord r = sample_run();
+    r.start_unix_ms = 1'700'000'000'000 + i * 1'800'000;
+    ids.push_back(*l.begin_run(r));
+  }
+  // Three runs over 2.5 hours, two GPUs each: minutes on both sides of hour and day boundaries.
+  const std::int64_t minute0 = 1'700'000'000'000 / 60'000;
+  for (int i = 0; i < 3; ++i)
+    for (std::int64_t m = minute0 + i * 30; m < minute0 + i * 30 + 90; m += 7)
+      for (unsigned g = 0; g < 2; ++g)
+        rows.push_back(RollupRecord{ids[static_cast<std::size_t>(i)], m, g, 60,
+                                    50.0 * static_cast<double>(g + 1), 1e9, 100.5, 1'000 + i});
+  ASSERT_TRUE(l.append_rollups(rows).ok());
+  for (std::int64_t bucket_ms : {std::int64_t{60'000}, std::int64_t{3'600'000}, std::int64_t{86'400'000}})
+    for (RunFilter f :
+         {RunFilter{}, RunFilter{(minute0 + 40) * 60'000, (minute0 + 100) * 60'000, std::nullopt}}) {
+      auto got = l.rollup_buckets(f, bucket_ms);
+      auto want = l.Ledger::rollup_buckets(f, bucket_ms);
+      ASSERT_TRUE(got.ok() && want.ok());
+      EXPECT_FALSE(got->empty());
+      EXPECT_EQ(fields(*got), fields(*want)) << "bucket " << bucket_ms;
+    }
+}
+
 TYPED_TEST(LedgerBackendTest, MigratesAnOlderSchemaOnOpen) {
   auto id = this->ledger->begin_run(sample_run());
   ASSERT_TRUE(id.ok());

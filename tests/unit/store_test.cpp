@@ -1,3 +1,5 @@
+#include "store/store.h"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -5,8 +7,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
-#include "store/store.h"
+#include "store/detail.h"
 #include "support/support.h"
 
 namespace gm {
@@ -29,6 +32,66 @@ RunRecord sample_run() {
   r.budget_micros = 40 * kMicrosPerUsd;
   r.total_steps = 1000;
   return r;
+}
+
+TEST(StoreTest, StringListsAndMapsReadAsTheJsonParserReadsThem) {
+  // The fast path (plain ASCII without escapes) and the parser's fallback give what nlohmann gives, for what
+  // the ledger writes and for text it never writes.
+  const std::vector<std::string> lists = {"[]",
+                                          "[\"GPU-a\"]",
+                                          "[\"GPU-a\",\"GPU-b\"]",
+                                          "[\"\"]",
+                                          "[\"a\\\"b\"]",
+                                          "[\"é\"]",
+                                          "[\"a\\u0041\"]",
+                                          "[ \"a\" ]",
+                                          "[\"a\",]",
+                                          "[\"a\"",
+                                          "",
+                                          "null",
+                                          "{}",
+                                          "[1,2]",
+                                          "[\"a\",\"b\"] ",
+                                          "[\"tab\\t\"]",
+                                          "[\"a\"]x",
+                                          "[\"a\" , \"b\"]",
+                                          "[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\"]"};
+  for (const auto& text : lists) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    std::vector<std::string> want;
+    if (!j.is_discarded()) {
+      try {
+        want = j.get<std::vector<std::string>>();
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+    EXPECT_EQ(store_detail::parse_string_list(text), want) << text;
+    EXPECT_EQ(store_detail::count_string_list(text), want.size()) << text;
+  }
+  const std::vector<std::string> maps = {"{}",
+                                         "{\"team\":\"nlp\"}",
+                                         "{\"a\":\"1\",\"b\":\"2\"}",
+                                         "{\"a\":\"1\",\"a\":\"2\"}",
+                                         "{\"k\":\"v\\\\\"}",
+                                         "{\"ü\":\"x\"}",
+                                         "{ \"a\":\"1\"}",
+                                         "{\"a\":1}",
+                                         "{\"a\"}",
+                                         "{\"a\":\"1\",}",
+                                         "[]",
+                                         "",
+                                         "{\"a\":\"1\"}}"};
+  for (const auto& text : maps) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    std::map<std::string, std::string> want;
+    if (!j.is_discarded()) {
+      try {
+        want = j.get<std::map<std::string, std::string>>();
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+    EXPECT_EQ(store_detail::parse_string_map(text), want) << text;
+  }
 }
 
 TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
