@@ -25,7 +25,7 @@ namespace {
 
 constexpr const char* kCmd = "plan";
 
-Error usage(std::string message) {
+Error usage_error(std::string message) {
   return make_error(ErrorKind::usage, std::move(message));
 }
 
@@ -55,7 +55,7 @@ Result<double> parse_count(const std::string& text, const char* flag) {
   }
   auto v = parse_number(s);
   if (!v || !std::isfinite(*v) || !(*v > 0))
-    return usage(fmt::format("{} '{}' must be a positive number (e.g. 2e9, 7B, 770M)", flag, text));
+    return usage_error(fmt::format("{} '{}' must be a positive number (e.g. 2e9, 7B, 770M)", flag, text));
   return *v * scale;
 }
 
@@ -67,7 +67,7 @@ Result<E> parse_enum(const std::string& text, const char* flag,
     if (to_lower(text) == name) return value;
     names += (names.empty() ? "" : ", ") + std::string(name);
   }
-  return usage(fmt::format("{} '{}' is not one of {}", flag, text, names));
+  return usage_error(fmt::format("{} '{}' is not one of {}", flag, text, names));
 }
 
 Result<plan::Task> parse_task(const std::string& text) {
@@ -120,7 +120,7 @@ struct PlanFlags {
 };
 
 Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
-  if (f.model && f.model_file) return usage("give one of --model and --model-file");
+  if (f.model && f.model_file) return usage_error("give one of --model and --model-file");
   std::optional<plan::ModelSpec> base;
   if (f.model) {
     GM_TRY(base, plan::find_model(*f.model));
@@ -146,13 +146,13 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   GM_TRY(job.model, model_from_flags(f));
   GM_TRY(job.task, parse_task(f.task));
   if (f.qlora && job.task != plan::Task::lora && job.task != plan::Task::finetune)
-    return usage("--qlora goes with --task lora (or finetune)");
+    return usage_error("--qlora goes with --task lora (or finetune)");
   if (f.qlora) {
     job.task = plan::Task::lora;
     job.qlora = true;
   }
   if (f.lora_rank && job.task != plan::Task::lora)
-    return usage("--lora-rank goes with --task lora or --qlora");
+    return usage_error("--lora-rank goes with --task lora or --qlora");
   if (f.lora_rank) job.lora_rank = *f.lora_rank;
   if (f.tokens) {
     GM_TRY(job.tokens, parse_count(*f.tokens, "--tokens"));
@@ -169,7 +169,7 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   if (f.seq) job.seq = *f.seq;
   if (f.batch) job.batch = *f.batch;
   if (f.prompt_tokens) {
-    if (*f.prompt_tokens <= 0) return usage("--prompt-tokens must be a positive number");
+    if (*f.prompt_tokens <= 0) return usage_error("--prompt-tokens must be a positive number");
     job.prompt_tokens = *f.prompt_tokens;
   }
   job = plan::resolve_job_defaults(job, f.seq.has_value(), f.precision.has_value(), f.recompute.has_value());
@@ -179,14 +179,14 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   req.zero = f.zero;
   req.fsdp = f.fsdp;
   if (f.fsdp && f.zero && *f.zero != 3)
-    return usage("--fsdp shards like ZeRO-3; it cannot go with --zero 0, 1 or 2");
+    return usage_error("--fsdp shards like ZeRO-3; it cannot go with --zero 0, 1 or 2");
   req.gpus = f.gpus;
   req.mfu = f.mfu;
   req.spot = f.spot;
   req.interruptions_per_hour = f.interruption_rate;
   req.checkpoint_s = f.checkpoint_s;
   if (f.restart_s) {
-    if (!(*f.restart_s >= 0)) return usage("--restart-s must not be negative");
+    if (!(*f.restart_s >= 0)) return usage_error("--restart-s must not be negative");
     req.restart_s = *f.restart_s;
   }
   if (f.weights) {
@@ -205,7 +205,7 @@ int run_tco(int argc, char** argv) {
   plan::TcoInput in;
   std::optional<double> gpu_power_w, cloud_price, pue;
   std::optional<std::string> catalog_file;
-  bool json = false;
+  bool as_json = false;
   app.add_option("--gpu", gpu_name, "GPU model (catalog name, e.g. H100, A100-80GB, L4)")->required();
   app.add_option("--gpus", in.gpus, "GPUs in the system")->capture_default_str();
   app.add_option("--years", in.years, "years of ownership (depreciation period)")->capture_default_str();
@@ -225,7 +225,7 @@ int run_tco(int argc, char** argv) {
   app.add_option("--cloud-usd-per-gpu-hour", cloud_price,
                  "cloud price to compare with (default: the catalog's median on-demand $/GPU-h of this GPU)");
   app.add_option("--catalog", catalog_file, "offers CSV merged over the built-in catalog");
-  app.add_flag("--json", json, "machine-readable output");
+  app.add_flag("--json", as_json, "machine-readable output");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
   auto catalog = load_catalog(catalog_file);
@@ -233,7 +233,7 @@ int run_tco(int argc, char** argv) {
   const GpuSpec* gpu = catalog->find_gpu(gpu_name);
   if (!gpu) {
     const std::string close = catalog->suggest_gpu(gpu_name);
-    return fail("plan tco", usage(fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,
+    return fail("plan tco", usage_error(fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,
                                               close.empty() ? "" : " (did you mean: " + close + "?)")));
   }
   in.gpu = gpu->id;
@@ -242,7 +242,7 @@ int run_tco(int argc, char** argv) {
   else if (gpu->tdp_w)
     in.gpu_power_w = *gpu->tdp_w;
   else
-    return fail("plan tco", usage(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
+    return fail("plan tco", usage_error(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
   if (pue) in.pue = *pue;
   if (cloud_price) {
     in.cloud_usd_per_gpu_hour = *cloud_price;
@@ -253,11 +253,11 @@ int run_tco(int argc, char** argv) {
   } else {
     return fail(
         "plan tco",
-        usage(fmt::format("{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour", gpu->id)));
+        usage_error(fmt::format("{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour", gpu->id)));
   }
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());
-  std::fputs(report::render_tco(in, *r, json).c_str(), stdout);
+  std::fputs(report::render_tco(in, *r, as_json).c_str(), stdout);
   return kExitOk;
 }
 

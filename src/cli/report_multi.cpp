@@ -49,7 +49,7 @@ std::int64_t now_unix_ms() {
       .count();
 }
 
-int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool json) {
+int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
   std::vector<ScalingInput> inputs;
   for (const auto& ref : refs) {
     auto run = resolve_run(ledger, ref);
@@ -60,7 +60,7 @@ int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, b
   }
   auto study = scaling_study(inputs);
   if (!study) return fail("report", study.error());
-  if (json) {
+  if (as_json) {
     std::string out = fmt::format("{{\n  \"unit\": \"{}\",\n  \"runs\": [\n", study->unit);
     for (std::size_t i = 0; i < study->rows.size(); ++i) {
       const auto& r = study->rows[i];
@@ -95,7 +95,7 @@ int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, b
 int multi_run_report(int argc, char** argv) {
   CLI::App app{"Report over many runs of the ledger: totals, groups, waste, energy, top runs", "report"};
   std::optional<std::string> since, until, by, date, html, ledger_path, target, focus;
-  bool daily = false, json = false, csv = false;
+  bool daily = false, as_json = false, csv = false;
   std::size_t top = 5;
   std::vector<std::string> scaling;
   app.add_option("--since", since, "runs started at or after: a duration back (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)");
@@ -109,7 +109,7 @@ int multi_run_report(int argc, char** argv) {
       ->expected(2, 1000);
   app.add_option("--target", target, "with the top runs, the $ to reach a metric target: acc=0.9, loss<=1.8");
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
-  auto* json_flag = app.add_flag("--json", json, "JSON output");
+  auto* json_flag = app.add_flag("--json", as_json, "JSON output");
   auto* csv_flag = app.add_flag("--csv", csv, "CSV output: one row per group and a TOTAL row");
   auto* html_opt = app.add_option("--html", html, "write a self-contained HTML page with charts to FILE");
   json_flag->excludes(csv_flag)->excludes(html_opt);
@@ -154,7 +154,7 @@ int multi_run_report(int argc, char** argv) {
 
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
-  if (!scaling.empty()) return scaling_report(**ledger, scaling, json);
+  if (!scaling.empty()) return scaling_report(**ledger, scaling, as_json);
 
   auto report = build_multi_report(**ledger, options);
   if (!report) return fail("report", report.error());
@@ -169,7 +169,7 @@ int multi_run_report(int argc, char** argv) {
     if (!rows) return fail("report", rows.error());
     if (int rc = write_output("report", focus, *rows); rc != kExitOk) return rc;
   }
-  if (json) return write_output("report", std::nullopt, render_multi_json(*report));
+  if (as_json) return write_output("report", std::nullopt, render_multi_json(*report));
   if (csv) return write_output("report", std::nullopt, render_multi_csv(*report));
   if (html) {
     auto page = render_multi_html(*report);

@@ -7,22 +7,13 @@
 #include "report/trace_render.h"
 #include "meter/meter.h"
 #include "util/json.h"
+#include "report/detail/trace_text.h"
 #include "util/table.h"
 #include "util/units.h"
 
 namespace gm::report {
 namespace {
 
-std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
-  return trace_cost_usd(ns, o);
-}
-
-std::string ms(std::int64_t ns) {
-  return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6);
-}
-std::string usd(const std::optional<double>& v) {
-  return format_usd_or(v);
-}
 
 nlohmann::json usd_json(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -34,17 +25,17 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
   std::string out;
   for (const auto& job : jobs) {
     out += fmt::format("job {} — {} ranks, {} GPUs: window {} ms, {} GPU-hours held", job.group,
-                       job.ranks.size(), job.gpus, ms(job.window_ns),
+                       job.ranks.size(), job.gpus, detail::ms_text(job.window_ns),
                        fmt::format("{:.6f}", static_cast<double>(job.gpu_ns) / 3.6e12));
-    if (auto c = cost_of(job.gpu_ns, o)) out += fmt::format(", cost {}", format_usd(*c));
+    if (auto c = trace_cost_usd(job.gpu_ns, o)) out += fmt::format(", cost {}", format_usd(*c));
     out += "\n";
     if (job.instances > 0) {
       out += fmt::format(
           "straggler wait: {} ms of GPU time in {} collectives waiting for the last rank ({:.1f}% of "
           "the GPU time held)",
-          ms(job.wait_ns), job.instances,
+          detail::ms_text(job.wait_ns), job.instances,
           job.gpu_ns > 0 ? 100.0 * static_cast<double>(job.wait_ns) / static_cast<double>(job.gpu_ns) : 0.0);
-      if (auto c = cost_of(job.wait_ns, o)) out += fmt::format(", {}", format_usd(*c));
+      if (auto c = trace_cost_usd(job.wait_ns, o)) out += fmt::format(", {}", format_usd(*c));
       out += "\n";
       std::vector<const trace::JobRank*> by_last;
       for (const auto& r : job.ranks)
@@ -57,9 +48,9 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
         const auto& r = *by_last[i];
         out += fmt::format("  {} rank {}: last in {} of {} collectives; the others waited {} ms for it{}\n",
                            i == 0 ? "most often last:" : "            then", r.rank, r.arrivals_last,
-                           r.collectives, ms(r.wait_caused_ns),
-                           cost_of(r.wait_caused_ns, o)
-                               ? fmt::format(" ({})", format_usd(*cost_of(r.wait_caused_ns, o)))
+                           r.collectives, detail::ms_text(r.wait_caused_ns),
+                           trace_cost_usd(r.wait_caused_ns, o)
+                               ? fmt::format(" ({})", format_usd(*trace_cost_usd(r.wait_caused_ns, o)))
                                : "");
       }
     } else {
@@ -78,13 +69,13 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
          TextTable::Align::right, TextTable::Align::right});
     for (const auto& r : job.ranks) {
       if (!r.collective_metadata) {
-        t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
+        t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns), detail::ms_text(r.idle_ns),
                "no collective metadata", "-", "-", "-", "-", "-"});
         continue;
       }
-      t.row({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
-             std::to_string(r.collectives), std::to_string(r.arrivals_last), ms(r.wait_suffered_ns),
-             usd(cost_of(r.wait_suffered_ns, o)), ms(r.wait_caused_ns), usd(cost_of(r.wait_caused_ns, o))});
+      t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns), detail::ms_text(r.idle_ns),
+             std::to_string(r.collectives), std::to_string(r.arrivals_last), detail::ms_text(r.wait_suffered_ns),
+             format_usd_or(trace_cost_usd(r.wait_suffered_ns, o)), detail::ms_text(r.wait_caused_ns), format_usd_or(trace_cost_usd(r.wait_caused_ns, o))});
     }
     out += t.render();
     if (!job.steps.empty()) {
@@ -95,8 +86,8 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
           out += fmt::format("; … ({} steps)", job.steps.size());
           break;
         }
-        out += fmt::format("{} {} {} ms", shown == 1 ? "" : ";", s.step, ms(s.wait_ns));
-        if (auto c = cost_of(s.wait_ns, o)) out += fmt::format(" {}", format_usd(*c));
+        out += fmt::format("{} {} {} ms", shown == 1 ? "" : ";", s.step, detail::ms_text(s.wait_ns));
+        if (auto c = trace_cost_usd(s.wait_ns, o)) out += fmt::format(" {}", format_usd(*c));
         if (s.last_rank) out += fmt::format(" (last: rank {})", *s.last_rank);
       }
       out += "\n";
@@ -115,11 +106,11 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
   j["gpus"] = job.gpus;
   j["gpu_ns"] = job.gpu_ns;
   j["busy_ns"] = job.busy_ns;
-  j["cost_usd"] = usd_json(cost_of(job.gpu_ns, o));
+  j["cost_usd"] = usd_json(trace_cost_usd(job.gpu_ns, o));
   j["collectives_matched"] = job.instances;
   // No collective matched: the straggler figures are unknown (null), not zero.
   j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
-  j["straggler_cost_usd"] = job.instances > 0 ? usd_json(cost_of(job.wait_ns, o)) : nlohmann::json(nullptr);
+  j["straggler_cost_usd"] = job.instances > 0 ? usd_json(trace_cost_usd(job.wait_ns, o)) : nlohmann::json(nullptr);
   auto ranks = nlohmann::json::array();
   for (const auto& r : job.ranks) {
     // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
@@ -135,9 +126,9 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
          {"collectives", n(r.collectives)},
          {"arrivals_last", n(r.arrivals_last)},
          {"wait_caused_ns", n(r.wait_caused_ns)},
-         {"wait_caused_cost_usd", m ? usd_json(cost_of(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
+         {"wait_caused_cost_usd", m ? usd_json(trace_cost_usd(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
          {"wait_suffered_ns", n(r.wait_suffered_ns)},
-         {"wait_suffered_cost_usd", m ? usd_json(cost_of(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
+         {"wait_suffered_cost_usd", m ? usd_json(trace_cost_usd(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();
@@ -146,10 +137,10 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
     for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
       by_rank.push_back({{"rank", job.ranks[i].rank},
                          {"wait_ns", s.wait_by_rank_ns[i]},
-                         {"cost_usd", usd_json(cost_of(s.wait_by_rank_ns[i], o))}});
+                         {"cost_usd", usd_json(trace_cost_usd(s.wait_by_rank_ns[i], o))}});
     steps.push_back({{"step", s.step},
                      {"wait_ns", s.wait_ns},
-                     {"cost_usd", usd_json(cost_of(s.wait_ns, o))},
+                     {"cost_usd", usd_json(trace_cost_usd(s.wait_ns, o))},
                      {"last_rank", json_or_null(s.last_rank)},
                      {"ranks", std::move(by_rank)}});
   }

@@ -11,6 +11,7 @@
 #include "meter/meter.h"
 #include "util/csv.h"
 #include "util/json.h"
+#include "report/detail/trace_text.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -20,10 +21,6 @@ namespace {
 using trace::Bucket;
 using trace::DeviceAnalysis;
 using trace::FileAnalysis;
-
-std::optional<double> cost_of(std::int64_t ns, const TraceRenderOptions& o) {
-  return trace_cost_usd(ns, o);
-}
 
 std::vector<findings::Finding> device_findings(const DeviceAnalysis& d, const TraceRenderOptions& o) {
   return findings::for_trace_device(d, o.price_micros_per_gpu_hour, o.catalog);
@@ -43,12 +40,8 @@ std::optional<double> mean_step_ns(const DeviceAnalysis& d) {
   return d.step_ns.mean;
 }
 
-std::string ms(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
 std::string pct(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
-}
-std::string usd(const std::optional<double>& v) {
-  return format_usd_or(v);
 }
 
 nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOptions& o, bool kernels, bool steps) {
@@ -60,11 +53,11 @@ nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOpti
     j["count"] = b.count;
     j["kernel_ns"] = b.kernel_ns;
     j["attributed_ns"] = b.attributed_ns;
-    j["cost_usd"] = json_or_null(cost_of(b.attributed_ns, o));
+    j["cost_usd"] = json_or_null(trace_cost_usd(b.attributed_ns, o));
     if (steps) {
       const bool real_step = b.step_ns > 0 || b.name != "(outside steps)";
       j["step_ns"] = real_step ? nlohmann::json(b.step_ns) : nlohmann::json(nullptr);
-      j["step_cost_usd"] = real_step ? json_or_null(cost_of(b.step_ns, o)) : nlohmann::json(nullptr);
+      j["step_cost_usd"] = real_step ? json_or_null(trace_cost_usd(b.step_ns, o)) : nlohmann::json(nullptr);
     }
     arr.push_back(std::move(j));
   }
@@ -114,15 +107,15 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
     ++shown_rows;
     std::vector<std::string> row{display[shown_rows - 1]};
     if (kernels) row.push_back(b.klass);
-    row.insert(row.end(), {std::to_string(b.count), ms(b.kernel_ns), ms(b.attributed_ns), pct(b.attributed_ns, d.busy_ns),
-                           usd(cost_of(b.attributed_ns, o))});
+    row.insert(row.end(), {std::to_string(b.count), detail::ms_text(b.kernel_ns), detail::ms_text(b.attributed_ns), pct(b.attributed_ns, d.busy_ns),
+                           format_usd_or(trace_cost_usd(b.attributed_ns, o))});
     t.row(row);
   }
   if (bs.size() > shown_rows) {
     std::vector<std::string> row{fmt::format("({} more)", bs.size() - shown_rows)};
     if (kernels) row.push_back("");
-    row.insert(row.end(), {std::to_string(rest_count), ms(rest_kernel), ms(rest_ns), pct(rest_ns, d.busy_ns),
-                           usd(cost_of(rest_ns, o))});
+    row.insert(row.end(), {std::to_string(rest_count), detail::ms_text(rest_kernel), detail::ms_text(rest_ns), pct(rest_ns, d.busy_ns),
+                           format_usd_or(trace_cost_usd(rest_ns, o))});
     t.row(row);
   }
   out += t.render();
@@ -137,7 +130,7 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
   j["label"] = f.devices.empty() ? nlohmann::json("CPU only") : nlohmann::json(nullptr);
   j["window_start_ns"] = h.window_start_ns;
   j["window_ns"] = h.window_ns;
-  j["cost_usd"] = json_or_null(cost_of(h.window_ns, o));
+  j["cost_usd"] = json_or_null(trace_cost_usd(h.window_ns, o));
   j["span_count"] = h.span_count;
   j["step_count"] = h.step_ns.count;
   j["step_time_ns"] = stats_json(h.step_ns);
@@ -146,7 +139,7 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
                                : nlohmann::json(nullptr);
   auto steps = nlohmann::json::array();
   for (const auto& b : h.steps)
-    steps.push_back({{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(cost_of(b.step_ns, o))}});
+    steps.push_back({{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(trace_cost_usd(b.step_ns, o))}});
   j["steps"] = std::move(steps);
   auto ops = nlohmann::json::array();
   for (const auto& op : h.operators)
@@ -159,8 +152,8 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
 /// The CPU-only report of a trace without GPU activity: host window, steps, operators by self CPU time.
 void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions& o) {
   const auto& h = *f.host;
-  out += fmt::format("host window {} ms", ms(h.window_ns));
-  if (auto c = cost_of(h.window_ns, o)) out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c));
+  out += fmt::format("host window {} ms", detail::ms_text(h.window_ns));
+  if (auto c = trace_cost_usd(h.window_ns, o)) out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c));
   out += fmt::format("; {} CPU spans\n", h.span_count);
   if (h.step_ns.count > 0) {
     out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})", h.step_ns.count,
@@ -190,7 +183,7 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
   std::size_t rows = 0;
   for (const auto& op : h.operators) {
     if (rows++ >= o.top) break;
-    t.row({display[rows - 1], std::to_string(op.count), ms(op.self_ns), ms(op.total_ns),
+    t.row({display[rows - 1], std::to_string(op.count), detail::ms_text(op.self_ns), detail::ms_text(op.total_ns),
            pct(op.self_ns, self_total)});
   }
   if (h.operators.size() > o.top) t.row({fmt::format("({} more)", h.operators.size() - o.top), "", "", "", ""});
@@ -246,7 +239,7 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       t.header({"", "ms", "of window", "cost"},
                {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
       auto row = [&](const char* name, std::int64_t ns) {
-        t.row({name, ms(ns), pct(ns, d.window_ns), usd(cost_of(ns, o))});
+        t.row({name, detail::ms_text(ns), pct(ns, d.window_ns), format_usd_or(trace_cost_usd(ns, o))});
       };
       row("window", d.window_ns);
       row("  compute", d.compute_ns);
@@ -266,7 +259,7 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
         out += "CPU work while the GPU was idle (outermost ops):";
         for (std::size_t i = 0; i < d.idle_cpu_ops.size() && i < 3; ++i)
           out += fmt::format("{} {} {} ms", i == 0 ? "" : ",", trace::short_name(d.idle_cpu_ops[i].name, 40),
-                             ms(d.idle_cpu_ops[i].overlap_ns));
+                             detail::ms_text(d.idle_cpu_ops[i].overlap_ns));
         out += "\n";
       }
       if (d.launch_delay_ns.count > 0)
@@ -352,9 +345,9 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["activity_count"] = d.activity_count;
       j["zero_length_count"] = d.zero_length_count;
       j["fair_share_exact"] = d.fair_share_exact;
-      j["cost_usd"] = json_or_null(cost_of(d.window_ns, o));
-      j["busy_cost_usd"] = json_or_null(cost_of(d.busy_ns, o));
-      j["idle_cost_usd"] = json_or_null(cost_of(d.idle_ns, o));
+      j["cost_usd"] = json_or_null(trace_cost_usd(d.window_ns, o));
+      j["busy_cost_usd"] = json_or_null(trace_cost_usd(d.busy_ns, o));
+      j["idle_cost_usd"] = json_or_null(trace_cost_usd(d.idle_ns, o));
       j["price_usd_per_gpu_hour"] = o.price_micros_per_gpu_hour
                                         ? nlohmann::json(micros_to_usd(*o.price_micros_per_gpu_hour))
                                         : nlohmann::json(nullptr);
@@ -368,7 +361,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["cost_per_step_usd"] = json_or_null(per_step);
       j["idle_cost_per_1k_steps_usd"] =
           (m && o.price_micros_per_gpu_hour)
-              ? nlohmann::json(*cost_of(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
+              ? nlohmann::json(*trace_cost_usd(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
               : nlohmann::json(nullptr);
       j["projected_steps"] = json_or_null(o.project_steps);
       j["projected_cost_usd"] = nullptr;
@@ -412,7 +405,7 @@ std::string trace_csv(const std::vector<FileAnalysis>& files, const TraceRenderO
       const std::string rank = f.rank ? std::to_string(*f.rank) : "";
       auto emit = [&](const char* kind, const std::vector<Bucket>& bs) {
         for (const auto& b : bs) {
-          auto c = cost_of(b.attributed_ns, o);
+          auto c = trace_cost_usd(b.attributed_ns, o);
           out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", csv_escape(f.file), rank, csv_escape(d.device), kind,
                              csv_escape(b.name), b.klass, b.count, b.kernel_ns, b.attributed_ns,
                              c ? fmt::format("{:.9f}", *c) : "");

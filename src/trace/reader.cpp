@@ -445,8 +445,6 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
 
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 /// Restores one byte of the buffer when it goes out of scope.
 struct ByteGuard {
   char* at;
@@ -496,10 +494,10 @@ bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrac
   const std::size_t key = text.find("\"traceEvents\"");
   if (key == std::string_view::npos) return false;
   std::size_t p = key + 13;
-  while (p < len && is_ws(data[p])) ++p;
+  while (p < len && is_json_ws(data[p])) ++p;
   if (p >= len || data[p] != ':') return false;
   ++p;
-  while (p < len && is_ws(data[p])) ++p;
+  while (p < len && is_json_ws(data[p])) ++p;
   if (p >= len || data[p] != '[') return false;
   const std::size_t array_open = p;
   od::parser parser;

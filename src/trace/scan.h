@@ -35,4 +35,7 @@ ElementScan scan_elements(const char* data, std::size_t n, ElementScanState& sta
 /// The same, one byte at a time: the reference the block scanner is tested against.
 ElementScan scan_elements_bytewise(const char* data, std::size_t n, ElementScanState& state);
 
+/// JSON's insignificant whitespace (RFC 8259: space, tab, line feed, carriage return).
+inline bool is_json_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
 }  // namespace gm::trace::detail

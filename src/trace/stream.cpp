@@ -152,10 +152,6 @@ class ByteStream {
   inflate_state state_{};
 };
 
-bool is_ws(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
 /// After the opening quote: the byte after the closing quote, nullptr when the string goes past `end`.
 const char* skip_string(const char* p, const char* end) {
   for (;;) {
@@ -179,7 +175,7 @@ Scan scan_value(const char* p, const char* end, const char*& value_end) {
   }
   if (*p != '{' && *p != '[') {
     const char* q = p;
-    while (q < end && !is_ws(*q) && *q != ',' && *q != '}' && *q != ']') {
+    while (q < end && !is_json_ws(*q) && *q != ',' && *q != '}' && *q != ']') {
       if (*q == '{' || *q == '[' || *q == '"' || *q == ':') return Scan::invalid;
       ++q;
     }
@@ -247,7 +243,7 @@ struct Window {
   /// Skips whitespace, reading more as needed; false at the end of the file.
   bool skip_ws() {
     for (;;) {
-      while (pos < buf.size() && is_ws(buf.data()[pos])) ++pos;
+      while (pos < buf.size() && is_json_ws(buf.data()[pos])) ++pos;
       if (pos < buf.size()) return true;
       if (!more(pos)) return false;
     }
