@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Times `make demo` on a fresh Debian 12 (docs/performance.md, "make demo on a fresh machine"): a clean
+# minbase root filesystem (scripts/debian_rootfs.sh, cached in CACHE_DIR), `make` installed, a clone of HEAD
+# with nothing beside it, then `make demo` inside. Needs root (chroot, mounts). The demo's output goes to
+# LOG (default /tmp/gpumeter-demo.log).
+# Usage: scripts/time_demo.sh [CACHE_DIR] [LOG]   (CACHE_DIR defaults to build/debian-cache)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${1:-build/debian-cache}
+log=${2:-/tmp/gpumeter-demo.log}
+root=$(mktemp -u /tmp/gpumeter-demo-root.XXXXXX)
+mounts=(proc dev dev/pts tmp)
+cleanup() {
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "$root/${mounts[i]}" 2>/dev/null || true; done
+  for m in "${mounts[@]}"; do
+    if mountpoint -q "$root/$m"; then
+      echo "time_demo: $root/$m is still mounted; $root left in place" >&2
+      return
+    fi
+  done
+  rm -rf "$root"
+}
+trap cleanup EXIT
+scripts/debian_rootfs.sh "$cache" "$root"
+mount -t proc proc "$root/proc"
+mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
+mount -t tmpfs tmpfs "$root/tmp"
+git clone -q . "$root/root/gpumeter"
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends make >/dev/null
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+start=$(date +%s)
+status=0
+chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=xterm \
+  bash -c 'cd /root/gpumeter && make demo' >"$log" 2>&1 || status=$?
+end=$(date +%s)
+echo "make demo: exit $status in $((end - start)) s (output: $log); load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"
