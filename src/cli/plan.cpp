@@ -234,7 +234,7 @@ int run_tco(int argc, char** argv) {
   if (!gpu) {
     const std::string close = catalog->suggest_gpu(gpu_name);
     return fail("plan tco", usage_error(fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,
-                                              close.empty() ? "" : " (did you mean: " + close + "?)")));
+                                                    close.empty() ? "" : " (did you mean: " + close + "?)")));
   }
   in.gpu = gpu->id;
   if (gpu_power_w)
@@ -242,7 +242,8 @@ int run_tco(int argc, char** argv) {
   else if (gpu->tdp_w)
     in.gpu_power_w = *gpu->tdp_w;
   else
-    return fail("plan tco", usage_error(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
+    return fail("plan tco",
+                usage_error(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
   if (pue) in.pue = *pue;
   if (cloud_price) {
     in.cloud_usd_per_gpu_hour = *cloud_price;
@@ -251,9 +252,9 @@ int run_tco(int argc, char** argv) {
     in.cloud_usd_per_gpu_hour = ref->usd_per_gpu_hour;
     in.cloud_source = fmt::format("catalog median on-demand over {} offers", ref->offers);
   } else {
-    return fail(
-        "plan tco",
-        usage_error(fmt::format("{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour", gpu->id)));
+    return fail("plan tco",
+                usage_error(fmt::format(
+                    "{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour", gpu->id)));
   }
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());

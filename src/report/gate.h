@@ -45,7 +45,7 @@ struct GateOptions {
 
 /// One line of the verdict table.
 struct CompareRow {
-  std::string name;                 ///< "cost_usd", "wall_s", "usd_per_1m_tokens", "metric:acc"
+  std::string name;  ///< "cost_usd", "wall_s", "usd_per_1m_tokens", "metric:acc"
   std::optional<double> a;
   std::optional<double> b;
   std::optional<double> delta;      ///< b − a
@@ -59,7 +59,7 @@ struct CompareResult {
   std::int64_t run_a = 0;
   std::int64_t run_b = 0;
   std::vector<CompareRow> rows;
-  bool pass = true;                 ///< every gated row passed
+  bool pass = true;  ///< every gated row passed
   std::vector<std::string> failures;
 };
 
@@ -68,7 +68,8 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
 
 /// Table for the terminal, with PASS / FAIL.
 std::string render_compare_text(const CompareResult& result);
-/// JSON for CI: {"run_a", "run_b", "pass", "failures", "rows": [{"name", "a", "b", "delta", "delta_pct", "limit", "pass"}]}.
+/// JSON for CI: {"run_a", "run_b", "pass", "failures", "rows": [{"name", "a", "b", "delta", "delta_pct",
+/// "limit", "pass"}]}.
 std::string render_compare_json(const CompareResult& result);
 
 }  // namespace gm

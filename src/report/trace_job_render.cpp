@@ -4,16 +4,15 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "report/trace_render.h"
 #include "meter/meter.h"
-#include "util/json.h"
 #include "report/detail/trace_text.h"
+#include "report/trace_render.h"
+#include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
 
 namespace gm::report {
 namespace {
-
 
 nlohmann::json usd_json(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -69,13 +68,14 @@ std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRen
          TextTable::Align::right, TextTable::Align::right});
     for (const auto& r : job.ranks) {
       if (!r.collective_metadata) {
-        t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns), detail::ms_text(r.idle_ns),
-               "no collective metadata", "-", "-", "-", "-", "-"});
+        t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns),
+               detail::ms_text(r.idle_ns), "no collective metadata", "-", "-", "-", "-", "-"});
         continue;
       }
-      t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns), detail::ms_text(r.idle_ns),
-             std::to_string(r.collectives), std::to_string(r.arrivals_last), detail::ms_text(r.wait_suffered_ns),
-             format_usd_or(trace_cost_usd(r.wait_suffered_ns, o)), detail::ms_text(r.wait_caused_ns), format_usd_or(trace_cost_usd(r.wait_caused_ns, o))});
+      t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns),
+             detail::ms_text(r.idle_ns), std::to_string(r.collectives), std::to_string(r.arrivals_last),
+             detail::ms_text(r.wait_suffered_ns), format_usd_or(trace_cost_usd(r.wait_suffered_ns, o)),
+             detail::ms_text(r.wait_caused_ns), format_usd_or(trace_cost_usd(r.wait_caused_ns, o))});
     }
     out += t.render();
     if (!job.steps.empty()) {
@@ -110,25 +110,27 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
   j["collectives_matched"] = job.instances;
   // No collective matched: the straggler figures are unknown (null), not zero.
   j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
-  j["straggler_cost_usd"] = job.instances > 0 ? usd_json(trace_cost_usd(job.wait_ns, o)) : nlohmann::json(nullptr);
+  j["straggler_cost_usd"] =
+      job.instances > 0 ? usd_json(trace_cost_usd(job.wait_ns, o)) : nlohmann::json(nullptr);
   auto ranks = nlohmann::json::array();
   for (const auto& r : job.ranks) {
     // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
     const bool m = r.collective_metadata;
     auto n = [m](std::int64_t v) { return m ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    ranks.push_back(
-        {{"rank", r.rank},
-         {"file", r.file},
-         {"gpus", r.gpus},
-         {"busy_ns", r.busy_ns},
-         {"idle_ns", r.idle_ns},
-         {"collective_metadata", m},
-         {"collectives", n(r.collectives)},
-         {"arrivals_last", n(r.arrivals_last)},
-         {"wait_caused_ns", n(r.wait_caused_ns)},
-         {"wait_caused_cost_usd", m ? usd_json(trace_cost_usd(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
-         {"wait_suffered_ns", n(r.wait_suffered_ns)},
-         {"wait_suffered_cost_usd", m ? usd_json(trace_cost_usd(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
+    ranks.push_back({{"rank", r.rank},
+                     {"file", r.file},
+                     {"gpus", r.gpus},
+                     {"busy_ns", r.busy_ns},
+                     {"idle_ns", r.idle_ns},
+                     {"collective_metadata", m},
+                     {"collectives", n(r.collectives)},
+                     {"arrivals_last", n(r.arrivals_last)},
+                     {"wait_caused_ns", n(r.wait_caused_ns)},
+                     {"wait_caused_cost_usd",
+                      m ? usd_json(trace_cost_usd(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
+                     {"wait_suffered_ns", n(r.wait_suffered_ns)},
+                     {"wait_suffered_cost_usd",
+                      m ? usd_json(trace_cost_usd(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();

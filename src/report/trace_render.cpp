@@ -9,9 +9,9 @@
 
 #include "findings/findings.h"
 #include "meter/meter.h"
+#include "report/detail/trace_text.h"
 #include "util/csv.h"
 #include "util/json.h"
-#include "report/detail/trace_text.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -41,10 +41,12 @@ std::optional<double> mean_step_ns(const DeviceAnalysis& d) {
 }
 
 std::string pct(std::int64_t part, std::int64_t whole) {
-  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "-";
+  return whole > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole))
+                   : "-";
 }
 
-nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOptions& o, bool kernels, bool steps) {
+nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOptions& o, bool kernels,
+                            bool steps) {
   auto arr = nlohmann::json::array();
   for (const auto& b : bs) {
     nlohmann::json j;
@@ -66,7 +68,7 @@ nlohmann::json buckets_json(const std::vector<Bucket>& bs, const TraceRenderOpti
 
 nlohmann::json stats_json(const trace::Stats& s) {
   if (s.count == 0) return nullptr;
-  return {{"count", s.count}, {"mean", s.mean}, {"min", s.min}, {"p50", s.p50},
+  return {{"count", s.count}, {"mean", s.mean}, {"min", s.min},    {"p50", s.p50},
           {"p95", s.p95},     {"max", s.max},   {"stdev", s.stdev}};
 }
 
@@ -78,8 +80,8 @@ std::string device_label(const FileAnalysis& f, const DeviceAnalysis& d) {
   return s;
 }
 
-void breakdown_text(std::string& out, const char* title, const std::vector<Bucket>& bs, const DeviceAnalysis& d,
-                    const TraceRenderOptions& o, bool kernels) {
+void breakdown_text(std::string& out, const char* title, const std::vector<Bucket>& bs,
+                    const DeviceAnalysis& d, const TraceRenderOptions& o, bool kernels) {
   TextTable t;
   std::vector<std::string> head{title};
   std::vector<TextTable::Align> al{TextTable::Align::left};
@@ -107,15 +109,16 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
     ++shown_rows;
     std::vector<std::string> row{display[shown_rows - 1]};
     if (kernels) row.push_back(b.klass);
-    row.insert(row.end(), {std::to_string(b.count), detail::ms_text(b.kernel_ns), detail::ms_text(b.attributed_ns), pct(b.attributed_ns, d.busy_ns),
-                           format_usd_or(trace_cost_usd(b.attributed_ns, o))});
+    row.insert(row.end(),
+               {std::to_string(b.count), detail::ms_text(b.kernel_ns), detail::ms_text(b.attributed_ns),
+                pct(b.attributed_ns, d.busy_ns), format_usd_or(trace_cost_usd(b.attributed_ns, o))});
     t.row(row);
   }
   if (bs.size() > shown_rows) {
     std::vector<std::string> row{fmt::format("({} more)", bs.size() - shown_rows)};
     if (kernels) row.push_back("");
-    row.insert(row.end(), {std::to_string(rest_count), detail::ms_text(rest_kernel), detail::ms_text(rest_ns), pct(rest_ns, d.busy_ns),
-                           format_usd_or(trace_cost_usd(rest_ns, o))});
+    row.insert(row.end(), {std::to_string(rest_count), detail::ms_text(rest_kernel), detail::ms_text(rest_ns),
+                           pct(rest_ns, d.busy_ns), format_usd_or(trace_cost_usd(rest_ns, o))});
     t.row(row);
   }
   out += t.render();
@@ -139,11 +142,13 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
                                : nlohmann::json(nullptr);
   auto steps = nlohmann::json::array();
   for (const auto& b : h.steps)
-    steps.push_back({{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(trace_cost_usd(b.step_ns, o))}});
+    steps.push_back(
+        {{"name", b.name}, {"step_ns", b.step_ns}, {"cost_usd", json_or_null(trace_cost_usd(b.step_ns, o))}});
   j["steps"] = std::move(steps);
   auto ops = nlohmann::json::array();
   for (const auto& op : h.operators)
-    ops.push_back({{"name", op.name}, {"count", op.count}, {"self_ns", op.self_ns}, {"total_ns", op.total_ns}});
+    ops.push_back(
+        {{"name", op.name}, {"count", op.count}, {"self_ns", op.self_ns}, {"total_ns", op.total_ns}});
   j["operators"] = std::move(ops);
   j["findings"] = findings::to_json(host_findings(h, o));
   return j;
@@ -153,11 +158,12 @@ nlohmann::json host_json(const FileAnalysis& f, const TraceRenderOptions& o) {
 void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions& o) {
   const auto& h = *f.host;
   out += fmt::format("host window {} ms", detail::ms_text(h.window_ns));
-  if (auto c = trace_cost_usd(h.window_ns, o)) out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c));
+  if (auto c = trace_cost_usd(h.window_ns, o))
+    out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c));
   out += fmt::format("; {} CPU spans\n", h.span_count);
   if (h.step_ns.count > 0) {
-    out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})", h.step_ns.count,
-                       h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
+    out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})",
+                       h.step_ns.count, h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
                        static_cast<double>(h.step_ns.p50) / 1e6, static_cast<double>(h.step_ns.max) / 1e6);
     if (o.price_micros_per_gpu_hour)
       out += fmt::format("; cost per step {}",
@@ -183,10 +189,11 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
   std::size_t rows = 0;
   for (const auto& op : h.operators) {
     if (rows++ >= o.top) break;
-    t.row({display[rows - 1], std::to_string(op.count), detail::ms_text(op.self_ns), detail::ms_text(op.total_ns),
-           pct(op.self_ns, self_total)});
+    t.row({display[rows - 1], std::to_string(op.count), detail::ms_text(op.self_ns),
+           detail::ms_text(op.total_ns), pct(op.self_ns, self_total)});
   }
-  if (h.operators.size() > o.top) t.row({fmt::format("({} more)", h.operators.size() - o.top), "", "", "", ""});
+  if (h.operators.size() > o.top)
+    t.row({fmt::format("({} more)", h.operators.size() - o.top), "", "", "", ""});
   out += t.render();
   out += "\n";
 }
@@ -219,25 +226,31 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       out += fmt::format("{}: skipped, not a trace: {}\n\n", f.file, *f.skipped);
       continue;
     }
-    if (f.partial) out += fmt::format("{}: PARTIAL — damaged file, figures cover only what parsed ({})\n", f.file, f.partial_error);
+    if (f.partial)
+      out += fmt::format("{}: PARTIAL — damaged file, figures cover only what parsed ({})\n", f.file,
+                         f.partial_error);
     if (f.devices.empty()) {
       const std::string rank = f.rank ? fmt::format(" (rank {})", *f.rank) : "";
       if (f.partial)
-        out += fmt::format("{}{}: PARTIAL — the file is cut before its first GPU event: no GPU figures; the CPU "
-                           "figures below cover what parsed\n",
-                           f.file, rank);
-      out += fmt::format("{}{}: CPU only — no GPU activity in this trace (no kernel, memcpy or memset events)\n", f.file,
-                         rank);
-      if (f.host) host_text(out, f, o);
-      else out += "no CPU operators either: nothing to report\n\n";
+        out += fmt::format(
+            "{}{}: PARTIAL — the file is cut before its first GPU event: no GPU figures; the CPU "
+            "figures below cover what parsed\n",
+            f.file, rank);
+      out +=
+          fmt::format("{}{}: CPU only — no GPU activity in this trace (no kernel, memcpy or memset events)\n",
+                      f.file, rank);
+      if (f.host)
+        host_text(out, f, o);
+      else
+        out += "no CPU operators either: nothing to report\n\n";
       continue;
     }
     for (const auto& d : f.devices) {
       out += device_label(f, d) + "\n";
       out += findings::to_text(device_findings(d, o));
       TextTable t;
-      t.header({"", "ms", "of window", "cost"},
-               {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right});
+      t.header({"", "ms", "of window", "cost"}, {TextTable::Align::left, TextTable::Align::right,
+                                                 TextTable::Align::right, TextTable::Align::right});
       auto row = [&](const char* name, std::int64_t ns) {
         t.row({name, detail::ms_text(ns), pct(ns, d.window_ns), format_usd_or(trace_cost_usd(ns, o))});
       };
@@ -251,9 +264,10 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       row("comm/compute overlap", d.overlap_ns);
       row("kernel time (Σ durations)", d.kernel_ns);
       out += t.render();
-      out += fmt::format("activities {} ({} zero-length), idle gaps {}", d.activity_count, d.zero_length_count,
-                         d.idle_gap_count);
-      if (f.skipped_events > 0) out += fmt::format(", {} GPU events without usable ts/dur skipped", f.skipped_events);
+      out += fmt::format("activities {} ({} zero-length), idle gaps {}", d.activity_count,
+                         d.zero_length_count, d.idle_gap_count);
+      if (f.skipped_events > 0)
+        out += fmt::format(", {} GPU events without usable ts/dur skipped", f.skipped_events);
       out += "\n";
       if (!d.idle_cpu_ops.empty()) {
         out += "CPU work while the GPU was idle (outermost ops):";
@@ -263,25 +277,29 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
         out += "\n";
       }
       if (d.launch_delay_ns.count > 0)
-        out += fmt::format("launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
-                           "mean {:.1f}, p95 {}, max {}\n",
-                           d.launch_delay_ns.mean / 1e3, static_cast<double>(d.launch_delay_ns.p50) / 1e3,
-                           static_cast<double>(d.launch_delay_ns.p95) / 1e3,
-                           static_cast<double>(d.launch_delay_ns.max) / 1e3, d.queue_depth.mean, d.queue_depth.p95,
-                           d.queue_depth.max);
+        out += fmt::format(
+            "launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
+            "mean {:.1f}, p95 {}, max {}\n",
+            d.launch_delay_ns.mean / 1e3, static_cast<double>(d.launch_delay_ns.p50) / 1e3,
+            static_cast<double>(d.launch_delay_ns.p95) / 1e3,
+            static_cast<double>(d.launch_delay_ns.max) / 1e3, d.queue_depth.mean, d.queue_depth.p95,
+            d.queue_depth.max);
       if (auto m = mean_step_ns(d)) {
-        out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f}, stdev {:.3f})",
-                           d.step_ns.count, *m / 1e6, static_cast<double>(d.step_ns.min) / 1e6,
-                           static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
-                           d.step_ns.stdev / 1e6);
+        out += fmt::format(
+            "steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f}, stdev {:.3f})",
+            d.step_ns.count, *m / 1e6, static_cast<double>(d.step_ns.min) / 1e6,
+            static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
+            d.step_ns.stdev / 1e6);
         if (o.price_micros_per_gpu_hour) {
           const double per_step = gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, *m);
           const double idle_per_1k =
               gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, static_cast<double>(d.idle_ns)) /
               static_cast<double>(d.step_ns.count) * 1000;
-          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step), format_usd(idle_per_1k));
+          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step),
+                             format_usd(idle_per_1k));
           if (o.project_steps)
-            out += fmt::format(" ; {} steps ≈ {}", *o.project_steps, format_usd(per_step * static_cast<double>(*o.project_steps)));
+            out += fmt::format(" ; {} steps ≈ {}", *o.project_steps,
+                               format_usd(per_step * static_cast<double>(*o.project_steps)));
         }
         out += "\n";
       } else {
@@ -307,14 +325,17 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
     jf["group"] = f.group;
     jf["format"] = f.format.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.format);
     jf["rank"] = json_or_null(f.rank);
-    if (f.skipped) jf["skipped"] = *f.skipped;
-    else jf["skipped"] = nullptr;
+    if (f.skipped)
+      jf["skipped"] = *f.skipped;
+    else
+      jf["skipped"] = nullptr;
     jf["partial"] = f.partial;
     jf["partial_error"] = f.partial ? nlohmann::json(f.partial_error) : nlohmann::json(nullptr);
     jf["gpu_activity"] = !f.devices.empty();
-    jf["note"] = (!f.skipped && f.devices.empty())
-                     ? nlohmann::json(f.partial ? "no GPU activity before the damage (PARTIAL)" : "no GPU activity")
-                     : nlohmann::json(nullptr);
+    jf["note"] =
+        (!f.skipped && f.devices.empty())
+            ? nlohmann::json(f.partial ? "no GPU activity before the damage (PARTIAL)" : "no GPU activity")
+            : nlohmann::json(nullptr);
     jf["host"] = host_json(f, o);
     jf["bytes"] = f.bytes;
     jf["events"] = f.event_count;
@@ -406,9 +427,9 @@ std::string trace_csv(const std::vector<FileAnalysis>& files, const TraceRenderO
       auto emit = [&](const char* kind, const std::vector<Bucket>& bs) {
         for (const auto& b : bs) {
           auto c = trace_cost_usd(b.attributed_ns, o);
-          out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", csv_escape(f.file), rank, csv_escape(d.device), kind,
-                             csv_escape(b.name), b.klass, b.count, b.kernel_ns, b.attributed_ns,
-                             c ? fmt::format("{:.9f}", *c) : "");
+          out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", csv_escape(f.file), rank,
+                             csv_escape(d.device), kind, csv_escape(b.name), b.klass, b.count, b.kernel_ns,
+                             b.attributed_ns, c ? fmt::format("{:.9f}", *c) : "");
         }
       };
       emit("summary", {Bucket{"window", "", d.activity_count, d.kernel_ns, d.window_ns, 0},

@@ -17,11 +17,11 @@ namespace gm::report {
 /// How to price and present trace results.
 struct TraceRenderOptions {
   std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< none: figures in time only
-  std::string price_source;                      ///< where the price came from ("--price", ...)
-  std::optional<std::int64_t> project_steps;     ///< --steps N
-  std::size_t top = 10;                          ///< rows per terminal breakdown
-  std::vector<std::string> by;                   ///< kernel / op / annotation / step; empty = all
-  const Catalog* catalog = nullptr;              ///< GPU specs for the findings (fp32_math); may be null
+  std::string price_source;                           ///< where the price came from ("--price", ...)
+  std::optional<std::int64_t> project_steps;          ///< --steps N
+  std::size_t top = 10;                               ///< rows per terminal breakdown
+  std::vector<std::string> by;                        ///< kernel / op / annotation / step; empty = all
+  const Catalog* catalog = nullptr;                   ///< GPU specs for the findings (fp32_math); may be null
 };
 
 /// The cost of `ns` GPU-nanoseconds at the options' price (meter's integer pico-dollars); none without a

@@ -141,14 +141,16 @@ void include_committed(RunRecord& r, std::int64_t last_t_ms, MicroUsd cost, doub
 
 }  // namespace store_detail
 
-Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector, const std::string& what) {
+Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector,
+                                                           const std::string& what) {
   const auto eq = selector.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == selector.size())
     return make_error(ErrorKind::usage, what + " '" + selector + "': expected KEY=VALUE, e.g. team=nlp");
   std::string key = selector.substr(0, eq);
   for (char c : key)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/'))
-      return make_error(ErrorKind::usage, what + " '" + selector + "': a key has letters, digits, _ . - / only");
+      return make_error(ErrorKind::usage,
+                        what + " '" + selector + "': a key has letters, digits, _ . - / only");
   return std::make_pair(key, selector.substr(eq + 1));
 }
 
@@ -242,7 +244,8 @@ Result<std::vector<RunSummary>> Ledger::run_summaries(const RunFilter& filter) c
   return out;
 }
 
-Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const {
+Result<std::vector<RollupBucket>> Ledger::rollup_buckets(const RunFilter& filter,
+                                                         std::int64_t bucket_ms) const {
   RunFilter f = filter;
   f.limit.reset();
   GM_TRY(std::vector<RollupRecord> rows, rollups(f));

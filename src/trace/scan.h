@@ -36,6 +36,8 @@ ElementScan scan_elements(const char* data, std::size_t n, ElementScanState& sta
 ElementScan scan_elements_bytewise(const char* data, std::size_t n, ElementScanState& state);
 
 /// JSON's insignificant whitespace (RFC 8259: space, tab, line feed, carriage return).
-inline bool is_json_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+inline bool is_json_ws(char c) {
+  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 }  // namespace gm::trace::detail

@@ -8,6 +8,8 @@
 namespace gm::report::detail {
 
 /// Nanoseconds as milliseconds with three decimals ("12.345").
-inline std::string ms_text(std::int64_t ns) { return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6); }
+inline std::string ms_text(std::int64_t ns) {
+  return fmt::format("{:.3f}", static_cast<double>(ns) / 1e6);
+}
 
 }  // namespace gm::report::detail
