@@ -12,13 +12,6 @@
 #include "util/units.h"
 
 namespace gm::report {
-namespace {
-
-nlohmann::json usd_json(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
-}
-
-}  // namespace
 
 std::string job_text(const std::vector<trace::JobAnalysis>& jobs, const TraceRenderOptions& o) {
   std::string out;
@@ -106,12 +99,12 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
   j["gpus"] = job.gpus;
   j["gpu_ns"] = job.gpu_ns;
   j["busy_ns"] = job.busy_ns;
-  j["cost_usd"] = usd_json(trace_cost_usd(job.gpu_ns, o));
+  j["cost_usd"] = json_or_null(trace_cost_usd(job.gpu_ns, o));
   j["collectives_matched"] = job.instances;
   // No collective matched: the straggler figures are unknown (null), not zero.
   j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
   j["straggler_cost_usd"] =
-      job.instances > 0 ? usd_json(trace_cost_usd(job.wait_ns, o)) : nlohmann::json(nullptr);
+      job.instances > 0 ? json_or_null(trace_cost_usd(job.wait_ns, o)) : nlohmann::json(nullptr);
   auto ranks = nlohmann::json::array();
   for (const auto& r : job.ranks) {
     // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
@@ -127,10 +120,10 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
                      {"arrivals_last", n(r.arrivals_last)},
                      {"wait_caused_ns", n(r.wait_caused_ns)},
                      {"wait_caused_cost_usd",
-                      m ? usd_json(trace_cost_usd(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
+                      m ? json_or_null(trace_cost_usd(r.wait_caused_ns, o)) : nlohmann::json(nullptr)},
                      {"wait_suffered_ns", n(r.wait_suffered_ns)},
                      {"wait_suffered_cost_usd",
-                      m ? usd_json(trace_cost_usd(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
+                      m ? json_or_null(trace_cost_usd(r.wait_suffered_ns, o)) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();
@@ -139,10 +132,10 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const TraceRenderOptions&
     for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
       by_rank.push_back({{"rank", job.ranks[i].rank},
                          {"wait_ns", s.wait_by_rank_ns[i]},
-                         {"cost_usd", usd_json(trace_cost_usd(s.wait_by_rank_ns[i], o))}});
+                         {"cost_usd", json_or_null(trace_cost_usd(s.wait_by_rank_ns[i], o))}});
     steps.push_back({{"step", s.step},
                      {"wait_ns", s.wait_ns},
-                     {"cost_usd", usd_json(trace_cost_usd(s.wait_ns, o))},
+                     {"cost_usd", json_or_null(trace_cost_usd(s.wait_ns, o))},
                      {"last_rank", json_or_null(s.last_rank)},
                      {"ranks", std::move(by_rank)}});
   }

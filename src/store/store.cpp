@@ -417,6 +417,24 @@ class SqliteLedger final : public Ledger {
     return fix_status(read_run(s));
   }
 
+  /// Each run of `filter`, newest first, as `read` makes it from a row of `columns`.
+  template <class T, class Read>
+  Result<std::vector<T>> each_run(const std::string& columns, const RunFilter& filter, Read read) const {
+    Stmt s(db_, select_runs(columns, filter).c_str());
+    if (!s.ok()) return err("prepare select runs");
+    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms);
+    if (filter.until_unix_ms) s.bind(2, *filter.until_unix_ms);
+    std::vector<T> out;
+    out.reserve(count_runs(filter));
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+      GM_TRY(T row, read(s));
+      out.push_back(std::move(row));
+    }
+    if (rc != SQLITE_DONE) return err("select runs");
+    return out;
+  }
+
   Result<RunRecord> last_run() const override {
     auto all = runs(RunFilter{std::nullopt, std::nullopt, 1});
     if (!all) return all.error();
@@ -425,35 +443,17 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
-    Stmt s(db_, select_runs(select_columns_, filter).c_str());
-    if (!s.ok()) return err("prepare select runs");
-    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms);
-    if (filter.until_unix_ms) s.bind(2, *filter.until_unix_ms);
-    std::vector<RunRecord> out;
-    out.reserve(count_runs(filter));
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW) out.push_back(fix_status(read_run(s)));
-    if (rc != SQLITE_DONE) return err("select runs");
-    return out;
+    return each_run<RunRecord>(select_columns_, filter,
+                               [&](const Stmt& s) -> Result<RunRecord> { return fix_status(read_run(s)); });
   }
 
   Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const override {
-    Stmt s(db_, select_runs(kSummaryColumns, filter).c_str());
-    if (!s.ok()) return err("prepare select runs");
-    if (filter.since_unix_ms) s.bind(1, *filter.since_unix_ms);
-    if (filter.until_unix_ms) s.bind(2, *filter.until_unix_ms);
-    std::vector<RunSummary> out;
-    out.reserve(count_runs(filter));
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW) {
-      out.push_back(read_summary(s));
-      if (out.back().status == "running") {  // live, or its meter died: the run's own read decides
-        GM_TRY(RunRecord full, run(out.back().id));
-        out.back() = summarize(full);
-      }
-    }
-    if (rc != SQLITE_DONE) return err("select runs");
-    return out;
+    return each_run<RunSummary>(kSummaryColumns, filter, [&](const Stmt& s) -> Result<RunSummary> {
+      RunSummary r = read_summary(s);
+      if (r.status != "running") return r;
+      GM_TRY(RunRecord full, run(r.id));  // live, or its meter died: the run's own read decides
+      return summarize(full);
+    });
   }
 
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
