@@ -7,8 +7,10 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "agent/agent.h"
@@ -47,8 +49,12 @@ std::string node_scenario(unsigned base, const std::string& model) {
      "timeline": [{"t": 0, "util": 0, "mem_used_mib": 0, "power_w": 70, "temp_c": 30, "processes": []}]}]})";
 }
 
-double query_scalar(const std::string& prom, const std::string& promql) {
-  const CmdResult r = curl(prom + "/api/v1/query", {"-G", "--data-urlencode", "query=" + promql});
+/// An instant query's scalar; at `at_unix_s` when given (queries that must see the same scrapes), else now.
+double query_scalar(const std::string& prom, const std::string& promql,
+                    std::optional<double> at_unix_s = std::nullopt) {
+  std::vector<std::string> args{"-G", "--data-urlencode", "query=" + promql};
+  if (at_unix_s) args.insert(args.end(), {"--data-urlencode", fmt::format("time={:.3f}", *at_unix_s)});
+  const CmdResult r = curl(prom + "/api/v1/query", args);
   if (r.exit_code != 0) return std::nan("");
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
   if (j.is_discarded() || j.value("status", "") != "success" || j["data"]["result"].empty()) return std::nan("");
@@ -98,8 +104,12 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   std::this_thread::sleep_for(std::chrono::seconds(5));  // past the scenario's t=2 change, several scrapes
 
   // Instant check while the agents run: every scrape is consistent, so owners + unallocated = devices.
-  const double devices = query_scalar(url, "sum(gpumeter_gpu_cost_usd_total)");
-  const double split = query_scalar(url, "sum(gpumeter_owner_cost_usd_total) + sum(gpumeter_gpu_unallocated_cost_usd_total)");
+  // Both sums at one evaluation time: two queries at "now" can straddle a scrape.
+  const double at_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const double devices = query_scalar(url, "sum(gpumeter_gpu_cost_usd_total)", at_s);
+  const double split = query_scalar(
+      url, "sum(gpumeter_owner_cost_usd_total) + sum(gpumeter_gpu_unallocated_cost_usd_total)", at_s);
   const double one_interval = price * interval_s / 3600.0;
   ASSERT_FALSE(std::isnan(devices));
   EXPECT_GT(devices, 0);
