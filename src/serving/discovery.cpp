@@ -93,7 +93,7 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
   KubeletPodList out;
   // A pod part of the wrong JSON type skips that pod; the first such part is named in `problem`.
   auto malformed = [&](const JsonPath& where, std::string_view expected, const nlohmann::json* v) {
-    if (out.malformed++ == 0) out.problem = source + ": " + where.wrong_type(expected, v);
+    if (out.problem.empty()) out.problem = source + ": " + where.wrong_type(expected, v);
   };
   const JsonPath items_path("items");
   for (std::size_t i = 0; i < items->size(); ++i) {
@@ -101,6 +101,7 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
     const JsonPath at = items_path / i;
     if (!pod.is_object()) {
       malformed(at, "an object", &pod);
+      ++out.malformed;
       continue;
     }
     bool ok = true;
@@ -116,7 +117,10 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
     const nlohmann::json* meta = object_part(pod, at, "metadata");
     const nlohmann::json* status = object_part(pod, at, "status");
     const nlohmann::json* ann = meta ? object_part(*meta, at / "metadata", "annotations") : nullptr;
-    if (!ok) continue;
+    if (!ok) {
+      ++out.malformed;
+      continue;
+    }
     // Strings that are present with another type make the pod malformed; absent ones read as "".
     auto text = [&](const nlohmann::json* parent, const JsonPath& where, std::string_view key) -> std::string {
       const nlohmann::json* v = parent ? json_member(*parent, key) : nullptr;
@@ -132,7 +136,10 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
     std::string path = text(ann, ann_at, "prometheus.io/path");
     const std::string scheme_text = text(ann, ann_at, "prometheus.io/scheme");
     const std::string ns = text(meta, meta_at, "namespace"), name = text(meta, meta_at, "name");
-    if (!ok) continue;
+    if (!ok) {
+      ++out.malformed;
+      continue;
+    }
     if (port.empty() || ip.empty() || phase != "Running") continue;
     if (scrape == "false") continue;
     unsigned p = 0;

@@ -11,7 +11,7 @@ namespace {
 // the reason instead of throwing (a syntax error, or a number too large for a double).
 class DomBuilder : public nlohmann::detail::json_sax_dom_parser<nlohmann::json> {
  public:
-  explicit DomBuilder(nlohmann::json& root) : json_sax_dom_parser(root, false) {}
+  explicit DomBuilder(nlohmann::json& document) : json_sax_dom_parser(document, false) {}
   bool parse_error(std::size_t byte, const std::string& /*token*/, const nlohmann::detail::exception& e) {
     error_byte = byte;
     error = e.what();
