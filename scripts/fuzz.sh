@@ -14,7 +14,7 @@
 #
 # Fails when any target finds a crash, a hang (-timeout), a sanitizer report or a leak; prints its log's end
 # and the input that did it.
-# Usage: scripts/fuzz.sh BUILD_DIR check|explore [JOBS] [SECONDS]
+# Usage: scripts/fuzz.sh BUILD_DIR check|explore [JOBS] [SECONDS]   (env: FUZZ_SEED, FUZZ_RUNS, FUZZ_TARGETS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?build dir}
@@ -24,8 +24,13 @@ seconds=${4:-30}
 seed=${FUZZ_SEED:-1}
 case $mode in check | explore) ;; *) echo "fuzz: mode '$mode': expected check or explore" >&2; exit 2 ;; esac
 
+# FUZZ_TARGETS="fuzz_a fuzz_b" runs only those (default: every fuzz/*.cpp).
 targets=()
-for f in fuzz/*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+if [ -n "${FUZZ_TARGETS:-}" ]; then
+  read -r -a targets <<<"$FUZZ_TARGETS"
+else
+  for f in fuzz/*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
 for t in "${targets[@]}"; do
   [ -x "$build/$t" ] || { echo "fuzz: $build/$t is not built (make san)" >&2; exit 2; }
 done
@@ -63,10 +68,15 @@ run_check() {
       { fail "$n" $? "$log.replay"; return 1; }
   fi
   # Seeded fuzzing from the checked-in corpus only; what it finds goes to a scratch folder, then away.
-  scratch=$(mktemp -d "$build/fuzz-scratch-$n.XXXXXX")
+  scratch="$build/fuzz-scratch/$n"
+  rm -rf "$scratch" && mkdir -p "$scratch"
   local seeds=()
   [ -d "fuzz/corpus/$n" ] && seeds=("fuzz/corpus/$n")
-  "$build/$n" "${common[@]}" -seed="$seed" -runs="$runs" -artifact_prefix="$build/crash-$n-" \
+  # Two things would make runs with the same seed differ: libFuzzer rereads its output folder every second
+  # (-reload=0 turns that off), and it feeds the operands of the target's comparisons, pointers included,
+  # back into its mutations, so heap and stack addresses that ASLR moves change the inputs it tries
+  # (no_aslr runs the target with address randomisation off, as setarch -R does).
+  $no_aslr "$build/$n" "${common[@]}" -seed="$seed" -runs="$runs" -reload=0 -artifact_prefix="$build/crash-$n-" \
     "$scratch" "${seeds[@]}" >"$log" 2>&1
   local rc=$?
   rm -rf "$scratch"
@@ -92,6 +102,13 @@ run_explore() {
 }
 export -f run_check run_explore runs_of stat fail
 export common_str="${common[*]}"
+no_aslr="setarch $(uname -m) -R"
+if ! $no_aslr true 2>/dev/null; then
+  [ "$mode" = check ] && echo "fuzz: note: address randomisation cannot be turned off here (setarch -R failed):" \
+    "the seeded runs may differ from run to run"
+  no_aslr=""
+fi
+export no_aslr
 
 mkdir -p "$build/fuzz-logs"
 rm -f "$build"/fuzz-logs/*.result
