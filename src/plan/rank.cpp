@@ -454,4 +454,16 @@ std::string_view recompute_name(Recompute r) {
   return "none";
 }
 
+std::string_view attention_name(Attention a) {
+  switch (a) {
+    case Attention::eager:
+      return "eager";
+    case Attention::sdpa:
+      return "sdpa";
+    case Attention::flash:
+      return "flash";
+  }
+  return "sdpa";
+}
+
 }  // namespace gm::plan
