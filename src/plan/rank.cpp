@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cmath>
 #include <map>
 #include <set>
@@ -301,9 +302,9 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     opt.memory = fit.mem;
     const int paid = opt.instances * per_instance;
     if (!req.gpus && !req.dp && paid > need) {
-      const int model_parallel = fit.par.tp * fit.par.pp;
-      opt.parallel.dp = paid / model_parallel;
-      opt.memory = estimate_memory(job, opt.parallel);
+      // More data parallelism: DDP's gradient buckets come with it, so the ZeRO stage is chosen again.
+      std::tie(opt.parallel, opt.memory) =
+          config_for(req, job, paid, fit.par.tp, fit.par.pp, opt.gpu_memory_bytes);
     }
     opt.headroom_bytes = opt.gpu_memory_bytes - opt.memory.total_bytes;
     opt.fits = fit.fits && opt.headroom_bytes >= 0;
