@@ -151,9 +151,11 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
   const plan::MemoryBreakdown& mem = r.memory;
   out += fmt::format("\nMemory per GPU ({}): {} total\n", parallel_text(r.parallel), gb(mem.total_bytes));
   out += fmt::format(
-      "  weights {}  gradients {}  optimizer {} (fp32 master + states)  activations {}  KV cache {}  "
+      "  weights {}  gradients {}  optimizer {} ({})  activations {}  KV cache {}  "
       "overhead {}\n",
       gb(mem.weights_bytes), gb(mem.gradients_bytes), gb(mem.optimizer_bytes),
+      j.precision == plan::Precision::mixed && r.parallel.zero >= 1 && !plan::uses_adapters(j) ? "fp32 master + states"
+                                                                                          : "states",
       mem.activations_known ? gb(mem.activations_bytes) : std::string("unknown"), gb(mem.kv_cache_bytes),
       gb(mem.overhead_bytes));
   if (!mem.peak.phase.empty()) {
