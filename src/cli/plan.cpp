@@ -102,9 +102,10 @@ Result<plan::Recompute> parse_recompute(const std::string& text) {
 }
 
 Result<plan::Attention> parse_attention(const std::string& text) {
-  return parse_enum<plan::Attention>(
-      text, "--attention",
-      {{"eager", plan::Attention::eager}, {"sdpa", plan::Attention::sdpa}, {"flash", plan::Attention::flash}});
+  return parse_enum<plan::Attention>(text, "--attention",
+                                     {{"eager", plan::Attention::eager},
+                                      {"sdpa", plan::Attention::sdpa},
+                                      {"flash", plan::Attention::flash}});
 }
 
 /// Where `--model org/name` is looked up: the Hugging Face hub cache folders of this environment.

@@ -190,7 +190,7 @@ double outside_layers_token_bytes(const ModelSpec& m, Precision p) {
   const double h = m.hidden, e = activation_bytes(p), r = residual_bytes(p);
   double bytes = m.impl.embedding_dropout > 0 ? kMaskBytes * h : 0.0;
   bytes += norm_token_bytes(m.impl.norm, r, e, p == Precision::mixed, h);  // final norm
-  bytes += linear_inputs(h, 1, p);                                          // the head's input
+  bytes += linear_inputs(h, 1, p);                                         // the head's input
   return bytes;
 }
 

@@ -37,11 +37,12 @@ class Fields {
     auto it = cfg_.find(key);
     if (it == cfg_.end() || it->is_null()) return std::optional<double>();
     if (it->is_boolean() || !it->is_number())
-      return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a number, not {}", origin_, key, it->dump()));
+      return make_error(ErrorKind::usage,
+                        fmt::format("{}: '{}' must be a number, not {}", origin_, key, it->dump()));
     const double v = it->get<double>();
     if (!(v >= 0) || v > 1e15)
-      return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a non-negative number, not {}", origin_,
-                                                      key, it->dump()));
+      return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a non-negative number, not {}",
+                                                      origin_, key, it->dump()));
     return std::optional<double>(v);
   }
   Result<double> number(const char* key) const {
@@ -94,9 +95,9 @@ class Fields {
 };
 
 bool llama_like(std::string_view t) {
-  return t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" || t == "gemma2" || t == "gemma3_text" ||
-         t == "phi3" || t == "mixtral" || t == "qwen2_moe" || t == "qwen3_moe" || t == "deepseek_v3" ||
-         t == "gpt_oss";
+  return t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" || t == "gemma2" ||
+         t == "gemma3_text" || t == "phi3" || t == "mixtral" || t == "qwen2_moe" || t == "qwen3_moe" ||
+         t == "deepseek_v3" || t == "gpt_oss";
 }
 
 Result<ModelSpec> parse_gpt2(const Fields& f) {
@@ -205,7 +206,8 @@ std::optional<std::string> cached_config(const fs::path& cache, const std::strin
     return (repo / "snapshots" / ref / "config.json").string();
   std::vector<std::string> found;
   for (const auto& entry : fs::directory_iterator(repo / "snapshots", ec))
-    if (fs::is_regular_file(entry.path() / "config.json", ec)) found.push_back((entry.path() / "config.json").string());
+    if (fs::is_regular_file(entry.path() / "config.json", ec))
+      found.push_back((entry.path() / "config.json").string());
   if (found.empty()) return std::nullopt;
   std::sort(found.begin(), found.end());
   return found.front();
@@ -216,18 +218,22 @@ std::optional<std::string> cached_config(const fs::path& cache, const std::strin
 Result<ModelSpec> parse_hf_config(std::string_view text, std::string_view origin, std::string_view name) {
   const json root = json::parse(text, nullptr, false);
   if (root.is_discarded() || !root.is_object())
-    return make_error(ErrorKind::usage, fmt::format("{}: not a JSON object (a Hugging Face config.json)", origin));
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}: not a JSON object (a Hugging Face config.json)", origin));
   const json* cfg = &root;
   std::string type;
   if (auto it = root.find("model_type"); it != root.end() && it->is_string()) type = it->get<std::string>();
   // Multimodal wrappers (Gemma 3, Mistral 3) keep the language model's fields in text_config.
   if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
     cfg = &*tc;
-    if (auto it = tc->find("model_type"); it != tc->end() && it->is_string()) type = it->get<std::string>();
-    else if (type == "gemma3") type = "gemma3_text";
+    if (auto it = tc->find("model_type"); it != tc->end() && it->is_string())
+      type = it->get<std::string>();
+    else if (type == "gemma3")
+      type = "gemma3_text";
   }
   if (type.empty())
-    return make_error(ErrorKind::usage, fmt::format("{}: missing 'model_type' (one of {})", origin, kFamilies));
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}: missing 'model_type' (one of {})", origin, kFamilies));
   if (type == "gemma3") type = "gemma3_text";
   const Fields f(*cfg, origin, type);
   ModelSpec m;
@@ -236,23 +242,26 @@ Result<ModelSpec> parse_hf_config(std::string_view text, std::string_view origin
   } else if (llama_like(type)) {
     GM_TRY(m, parse_llama_like(f));
   } else {
-    return make_error(ErrorKind::usage, fmt::format("{}: model_type '{}' is not one gpumeter plans (it reads {})",
-                                                    origin, type, kFamilies));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{}: model_type '{}' is not one gpumeter plans (it reads {})", origin, type, kFamilies));
   }
   m.family = type;
   m.arch = Arch::decoder;
   m.name = name.empty() ? std::string("custom") : std::string(name);
   m.source = fmt::format("Hugging Face config {}", origin);
   if (m.heads <= 0 || m.hidden <= 0 || m.layers <= 0 || m.ffn <= 0)
-    return make_error(ErrorKind::usage,
-                      fmt::format("{}: hidden size, layers, heads and intermediate size must be positive", origin));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{}: hidden size, layers, heads and intermediate size must be positive", origin));
   if (m.kv_heads <= 0) m.kv_heads = m.heads;
   if (m.head_size == 0 && m.hidden % m.heads != 0)
-    return make_error(ErrorKind::usage, fmt::format("{}: {} heads do not divide the hidden size {} (give 'head_dim')",
-                                                    origin, m.heads, m.hidden));
+    return make_error(ErrorKind::usage,
+                      fmt::format("{}: {} heads do not divide the hidden size {} (give 'head_dim')", origin,
+                                  m.heads, m.hidden));
   if (m.heads % m.kv_heads != 0)
-    return make_error(ErrorKind::usage, fmt::format("{}: {} key/value heads do not divide the {} heads", origin,
-                                                    m.kv_heads, m.heads));
+    return make_error(ErrorKind::usage, fmt::format("{}: {} key/value heads do not divide the {} heads",
+                                                    origin, m.kv_heads, m.heads));
   m.params = params_from_shape(m);
   m.active_params = active_params_from_shape(m);
   GM_TRY_VOID(validate_model(m));
@@ -289,8 +298,7 @@ Result<ModelSpec> resolve_model(std::string_view what, const ModelSearch& search
   const auto slash = what.find('/');
   if (slash != std::string_view::npos && slash > 0 && what.find('/', slash + 1) == std::string_view::npos &&
       slash + 1 < what.size()) {
-    const std::string repo_dir =
-        fmt::format("models--{}--{}", what.substr(0, slash), what.substr(slash + 1));
+    const std::string repo_dir = fmt::format("models--{}--{}", what.substr(0, slash), what.substr(slash + 1));
     for (const auto& cache : search.hub_caches) {
       if (cache.empty()) continue;
       if (auto config = cached_config(cache, repo_dir)) {
@@ -303,10 +311,11 @@ Result<ModelSpec> resolve_model(std::string_view what, const ModelSearch& search
     std::string looked;
     for (const auto& c : search.hub_caches)
       if (!c.empty()) looked += (looked.empty() ? "" : ", ") + c;
-    return make_error(ErrorKind::usage,
-                      fmt::format("--model: '{}' is not a built-in model, a file or a folder, and no "
-                                  "{} was found in the Hugging Face cache ({}); give the path of its config.json",
-                                  what, repo_dir, looked.empty() ? "no cache folder" : looked));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("--model: '{}' is not a built-in model, a file or a folder, and no "
+                    "{} was found in the Hugging Face cache ({}); give the path of its config.json",
+                    what, repo_dir, looked.empty() ? "no cache folder" : looked));
   }
   return table.error();
 }

@@ -65,20 +65,20 @@ double autocast_cast_params(const ModelSpec& m) {
 PeakDetail training_peak(const JobSpec& job, const Parallelism& par, const MemoryBreakdown& mem) {
   const ModelSpec& m = job.model;
   const double e = activation_bytes(job.precision);
-  const double logits = m.vocab > 0 && m.arch != Arch::cnn
-                            ? static_cast<double>(job.seq) * job.batch * m.vocab / par.tp
-                            : 0.0;
+  const double logits =
+      m.vocab > 0 && m.arch != Arch::cnn ? static_cast<double>(job.seq) * job.batch * m.vocab / par.tp : 0.0;
   // DDP (no ZeRO) keeps flat gradient buckets as large as the gradients from its construction on.
   const double buckets = par.dp > 1 && par.zero == 0 ? mem.gradients_bytes : 0.0;
   // torch.optim.AdamW (foreach, PyTorch's default on CUDA) makes one temporary of the states' size.
   double adam_temp = 0;
   if (job.optimizer == Optimizer::adamw) {
-    const double state_bytes = job.precision == Precision::bf16 || job.precision == Precision::fp16 ? 2.0
-                                                                                                   : kFp32Bytes;
+    const double state_bytes =
+        job.precision == Precision::bf16 || job.precision == Precision::fp16 ? 2.0 : kFp32Bytes;
     const double model_parallel = static_cast<double>(par.tp) * par.pp;
     adam_temp = mem.trainable_params / model_parallel * state_bytes / (par.zero >= 1 ? par.dp : 1);
   }
-  std::vector<MemoryTerm> states = {{"weights", mem.weights_bytes}, {"optimizer states", mem.optimizer_bytes}};
+  std::vector<MemoryTerm> states = {{"weights", mem.weights_bytes},
+                                    {"optimizer states", mem.optimizer_bytes}};
   if (mem.weight_copies_bytes > 0) states.push_back({"autocast bf16 weight copies", mem.weight_copies_bytes});
   if (buckets > 0) states.push_back({"DDP gradient buckets", buckets});
 

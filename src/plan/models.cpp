@@ -217,8 +217,8 @@ double params_from_shape(const ModelSpec& m) {
     // DeepSeek MLA: compressed query (q_a, its norm, q_b), compressed key/value with the shared rotary key
     // (kv_a, its norm, kv_b), output projection.
     const double r = m.q_lora_rank, c = m.kv_lora_rank, nope = hd - m.rope_head_dim;
-    attn = (r > 0 ? h * r + r + r * a * hd : h * a * hd) + h * (c + m.rope_head_dim) + c + c * a * (nope + vhd) +
-           a * vhd * h;
+    attn = (r > 0 ? h * r + r + r * a * hd : h * a * hd) + h * (c + m.rope_head_dim) + c +
+           c * a * (nope + vhd) + a * vhd * h;
   } else {
     const double q = a * hd;
     attn = h * (q + 2 * kv) + q * h + (m.qkv_bias ? q + 2 * kv : 0.0) + (m.o_bias ? h : 0.0) +
@@ -438,21 +438,28 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
     if (*slot >= 1) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be below 1", origin, key));
   }
   if (auto n = tbl["norm"].value<std::string>()) {
-    if (*n == "layernorm") m.impl.norm = NormKind::layernorm;
-    else if (*n == "rmsnorm_fp32") m.impl.norm = NormKind::rmsnorm_fp32;
-    else if (*n == "rmsnorm") m.impl.norm = NormKind::rmsnorm;
+    if (*n == "layernorm")
+      m.impl.norm = NormKind::layernorm;
+    else if (*n == "rmsnorm_fp32")
+      m.impl.norm = NormKind::rmsnorm_fp32;
+    else if (*n == "rmsnorm")
+      m.impl.norm = NormKind::rmsnorm;
     else
-      return make_error(ErrorKind::usage,
-                        fmt::format("{}: norm '{}' is not one of layernorm, rmsnorm_fp32, rmsnorm", origin, *n));
+      return make_error(
+          ErrorKind::usage,
+          fmt::format("{}: norm '{}' is not one of layernorm, rmsnorm_fp32, rmsnorm", origin, *n));
   }
   if (auto a = tbl["mlp_activation"].value<std::string>()) {
-    if (*a == "gelu") m.impl.mlp = MlpActivation::gelu;
-    else if (*a == "gelu_python") m.impl.mlp = MlpActivation::gelu_python;
-    else if (*a == "gated") m.impl.mlp = MlpActivation::gated;
+    if (*a == "gelu")
+      m.impl.mlp = MlpActivation::gelu;
+    else if (*a == "gelu_python")
+      m.impl.mlp = MlpActivation::gelu_python;
+    else if (*a == "gated")
+      m.impl.mlp = MlpActivation::gated;
     else
-      return make_error(ErrorKind::usage, fmt::format(
-                                              "{}: mlp_activation '{}' is not one of gelu, gelu_python, gated",
-                                              origin, *a));
+      return make_error(
+          ErrorKind::usage,
+          fmt::format("{}: mlp_activation '{}' is not one of gelu, gelu_python, gated", origin, *a));
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;
   if (m.params <= 0) m.params = params_from_shape(m);

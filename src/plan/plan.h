@@ -28,10 +28,10 @@ enum class MlpActivation { gelu, gelu_python, gated };
 /// How a model's layers are written, as far as the tensors they keep for backward differ (docs/accuracy.md).
 struct Implementation {
   NormKind norm = NormKind::rmsnorm_fp32;
-  int norms_per_layer = 2;    ///< Gemma 2/3: 4 (pre and post norms)
-  bool softmax_fp32 = true;   ///< eager attention: softmax in fp32, then cast (Hugging Face Llama family)
-  bool fused_qkv = false;     ///< one projection for q, k and v (GPT-2 c_attn, Phi-3 qkv_proj)
-  bool fused_gate_up = false; ///< one projection for gate and up (Phi-3 gate_up_proj)
+  int norms_per_layer = 2;     ///< Gemma 2/3: 4 (pre and post norms)
+  bool softmax_fp32 = true;    ///< eager attention: softmax in fp32, then cast (Hugging Face Llama family)
+  bool fused_qkv = false;      ///< one projection for q, k and v (GPT-2 c_attn, Phi-3 qkv_proj)
+  bool fused_gate_up = false;  ///< one projection for gate and up (Phi-3 gate_up_proj)
   MlpActivation mlp = MlpActivation::gated;
   double attention_dropout = 0;  ///< probability on the attention weights
   double hidden_dropout = 0;     ///< probability on both residual branches
@@ -63,20 +63,20 @@ struct ModelSpec {
   double fwd_flops_per_sample = 0;    ///< CNN: forward FLOPs per input sample
   double activations_per_sample = 0;  ///< CNN: activation elements per sample (conv outputs)
   std::string source;
-  std::string family;         ///< Hugging Face model_type the layers follow ("" = by gated_mlp)
-  int head_size = 0;          ///< per-head size when it is not hidden / heads (Qwen3, Gemma 3); MLA: q/k
-  bool qk_norm = false;       ///< RMSNorm on each query and key head (Qwen3, Gemma 3)
-  bool o_bias = false;        ///< bias on the output projection (gpt-oss)
+  std::string family;            ///< Hugging Face model_type the layers follow ("" = by gated_mlp)
+  int head_size = 0;             ///< per-head size when it is not hidden / heads (Qwen3, Gemma 3); MLA: q/k
+  bool qk_norm = false;          ///< RMSNorm on each query and key head (Qwen3, Gemma 3)
+  bool o_bias = false;           ///< bias on the output projection (gpt-oss)
   bool attention_sinks = false;  ///< one learned sink logit per head (gpt-oss)
-  int shared_ffn = 0;         ///< MoE: inner size of the shared experts together
-  int dense_layers = 0;       ///< MoE: leading layers with a dense MLP (DeepSeek first_k_dense_replace)
-  int dense_ffn = 0;          ///< MoE: their MLP inner size
-  bool moe_biases = false;    ///< MoE: biases on the router and the experts (gpt-oss)
-  int q_lora_rank = 0;        ///< MLA (DeepSeek-V3): query compression rank (0 = none)
-  int kv_lora_rank = 0;       ///< MLA: key/value compression rank (0 = not MLA)
-  int rope_head_dim = 0;      ///< MLA: rotary part of each query/key head
-  int v_head_dim = 0;         ///< MLA: value head size
-  Implementation impl;        ///< how the layers are written (family_implementation unless given)
+  int shared_ffn = 0;            ///< MoE: inner size of the shared experts together
+  int dense_layers = 0;          ///< MoE: leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+  int dense_ffn = 0;             ///< MoE: their MLP inner size
+  bool moe_biases = false;       ///< MoE: biases on the router and the experts (gpt-oss)
+  int q_lora_rank = 0;           ///< MLA (DeepSeek-V3): query compression rank (0 = none)
+  int kv_lora_rank = 0;          ///< MLA: key/value compression rank (0 = not MLA)
+  int rope_head_dim = 0;         ///< MLA: rotary part of each query/key head
+  int v_head_dim = 0;            ///< MLA: value head size
+  Implementation impl;           ///< how the layers are written (family_implementation unless given)
 
   /// True when layers, hidden size and heads are known (transformer formulas apply).
   bool has_transformer_shape() const { return layers > 0 && hidden > 0 && heads > 0; }
@@ -190,8 +190,8 @@ struct MemoryTerm {
 struct PeakDetail {
   std::string phase;  ///< "forward", "loss backward", "backward end", "optimizer step"; "inference"
   double bytes = 0;   ///< what torch.cuda.max_memory_allocated() reports
-  std::vector<MemoryTerm> terms;            ///< live at the peak; they sum to `bytes`
-  std::vector<MemoryTerm> phases;           ///< every phase's total (name = phase)
+  std::vector<MemoryTerm> terms;   ///< live at the peak; they sum to `bytes`
+  std::vector<MemoryTerm> phases;  ///< every phase's total (name = phase)
 };
 
 /// Bytes per GPU. Mixed precision: with ZeRO ≥ 1, fp32 master weights count under optimizer (ZeRO's

@@ -2,10 +2,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <tuple>
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "plan/plan.h"
 

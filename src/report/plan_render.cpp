@@ -154,8 +154,9 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
       "  weights {}  gradients {}  optimizer {} ({})  activations {}  KV cache {}  "
       "overhead {}\n",
       gb(mem.weights_bytes), gb(mem.gradients_bytes), gb(mem.optimizer_bytes),
-      j.precision == plan::Precision::mixed && r.parallel.zero >= 1 && !plan::uses_adapters(j) ? "fp32 master + states"
-                                                                                          : "states",
+      j.precision == plan::Precision::mixed && r.parallel.zero >= 1 && !plan::uses_adapters(j)
+          ? "fp32 master + states"
+          : "states",
       mem.activations_known ? gb(mem.activations_bytes) : std::string("unknown"), gb(mem.kv_cache_bytes),
       gb(mem.overhead_bytes));
   if (!mem.peak.phase.empty()) {
@@ -338,9 +339,9 @@ std::string render_model_list(bool json) {
                      {"source", m.source}});
     return arr.dump(2) + "\n";
   }
-  std::string out =
-      fmt::format("{:<22} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}  {}\n", "model", "arch",
-                  "params", "active", "layers", "hidden", "heads", "kv", "ffn", "vocab", "seq", "source");
+  std::string out = fmt::format("{:<22} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}  {}\n",
+                                "model", "arch", "params", "active", "layers", "hidden", "heads", "kv", "ffn",
+                                "vocab", "seq", "source");
   for (const auto& m : models)
     out += fmt::format("{:<22} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}  {}\n", m.name,
                        plan::arch_name(m.arch), si(m.params), si(m.active_params), m.layers, m.hidden,

@@ -23,9 +23,10 @@ TEST(PlanHfCliTest, ListModelsShowsTodaysModelsWithTheirSource) {
   auto r = run_gpumeter({"plan", "--list-models"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* name :
-       {"llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b", "qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b",
-        "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "gemma-3-1b", "gemma-3-4b", "gemma-3-12b",
-        "gemma-3-27b", "phi-4", "gpt-oss-20b", "gpt-oss-120b", "deepseek-v3", "mistral-small-3.1-24b"})
+       {"llama-3.2-1b",    "llama-3.2-3b", "llama-3.3-70b", "qwen3-0.6b",  "qwen3-1.7b",
+        "qwen3-4b",        "qwen3-8b",     "qwen3-14b",     "qwen3-32b",   "qwen3-30b-a3b",
+        "qwen3-235b-a22b", "gemma-3-1b",   "gemma-3-4b",    "gemma-3-12b", "gemma-3-27b",
+        "phi-4",           "gpt-oss-20b",  "gpt-oss-120b",  "deepseek-v3", "mistral-small-3.1-24b"})
     EXPECT_NE(r.out.find(std::string("\n") + name + " "), std::string::npos) << name;
   EXPECT_NE(r.out.find("Hugging Face deepseek-ai/DeepSeek-V3 config.json"), std::string::npos);
   auto j = run_gpumeter({"plan", "--list-models", "--json"});
@@ -42,8 +43,9 @@ TEST(PlanHfCliTest, ListModelsShowsTodaysModelsWithTheirSource) {
 }
 
 TEST(PlanHfCliTest, ConfigPathAndTableNameGiveTheSamePlanWithThePeakTerms) {
-  const std::vector<std::string> job = {"--task", "train", "--precision", "bf16", "--batch", "4", "--seq", "2048",
-                                        "--recompute", "none", "--attention", "eager", "--gpus", "1", "--json"};
+  const std::vector<std::string> job = {"--task",      "train", "--precision", "bf16",        "--batch",
+                                        "4",           "--seq", "2048",        "--recompute", "none",
+                                        "--attention", "eager", "--gpus",      "1",           "--json"};
   std::vector<std::string> by_path = {"plan", "--model", config("qwen3-0.6b")};
   std::vector<std::string> by_name = {"plan", "--model", "qwen3-0.6b"};
   by_path.insert(by_path.end(), job.begin(), job.end());
@@ -61,21 +63,23 @@ TEST(PlanHfCliTest, ConfigPathAndTableNameGiveTheSamePlanWithThePeakTerms) {
   EXPECT_EQ(pa["memory"]["peak"]["phase"], "loss backward");
   std::set<std::string> names;
   for (const auto& t : pa["memory"]["peak"]["terms"]) names.insert(t["name"].get<std::string>());
-  for (const char* t : {"weights", "optimizer states", "activations", "nll_loss gradient", "log-softmax gradient"})
+  for (const char* t :
+       {"weights", "optimizer states", "activations", "nll_loss gradient", "log-softmax gradient"})
     EXPECT_TRUE(names.count(t)) << t;
   EXPECT_EQ(pa["memory"]["peak"]["phases"].size(), 4u);
 }
 
 TEST(PlanHfCliTest, AttentionFlagAndTextReport) {
-  auto sdpa = run_gpumeter({"plan", "--model", "smollm2-360m", "--task", "train", "--batch", "4", "--seq", "2048",
-                            "--precision", "bf16", "--recompute", "none", "--gpus", "1"});
+  auto sdpa = run_gpumeter({"plan", "--model", "smollm2-360m", "--task", "train", "--batch", "4", "--seq",
+                            "2048", "--precision", "bf16", "--recompute", "none", "--gpus", "1"});
   ASSERT_EQ(sdpa.exit_code, 0) << sdpa.err;
   EXPECT_NE(sdpa.out.find("attention sdpa"), std::string::npos) << sdpa.out;
   EXPECT_NE(sdpa.out.find("peak "), std::string::npos);
   EXPECT_NE(sdpa.out.find("at the loss backward"), std::string::npos) << sdpa.out;
   auto bad = run_gpumeter({"plan", "--model", "gpt2", "--attention", "paged"});
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--attention 'paged' is not one of eager, sdpa, flash"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--attention 'paged' is not one of eager, sdpa, flash"), std::string::npos)
+      << bad.err;
 }
 
 TEST(PlanHfCliTest, BadConfigsAreUsageErrorsNamingTheFileAndKey) {
@@ -105,7 +109,8 @@ TEST(PlanHfCliTest, HubIdFromTheLocalCache) {
   auto r = run_gpumeter({"plan", "--model", "Qwen/Qwen3-0.6B-Base", "--json"}, {{"HF_HOME", home.string()}});
   // Not cached under that id: a clear error; the cached id plans.
   EXPECT_EQ(r.exit_code, 2);
-  std::filesystem::rename(home / "hub" / "models--Qwen--Qwen3-0.6B", home / "hub" / "models--Qwen--Qwen3-0.6B-Base");
+  std::filesystem::rename(home / "hub" / "models--Qwen--Qwen3-0.6B",
+                          home / "hub" / "models--Qwen--Qwen3-0.6B-Base");
   auto ok = run_gpumeter({"plan", "--model", "Qwen/Qwen3-0.6B-Base", "--json"}, {{"HF_HOME", home.string()}});
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   const json p = json::parse(ok.out);

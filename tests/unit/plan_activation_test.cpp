@@ -53,7 +53,8 @@ TEST(PlanActivations, LlamaStyleLayerKeepsFp32NormsSoftmaxAndSiluOutput) {
   EXPECT_DOUBLE_EQ(bf16.attention, 4.0 + 2.0);                  // fp32 softmax and its bf16 copy
   EXPECT_DOUBLE_EQ(bf16.split, 4.0 * 2.0 + 4.0 * 2.0 * ratio);  // gate, SiLU, up, product
   // Each RMSNorm: the fp32 copy of its input and the normalized tensor cast back (4 + 2), the projections'
-  // input (2). PyTorch 1.13's mean() also kept the fp32 square; PyTorch 2 does not (H200 data, docs/accuracy.md).
+  // input (2). PyTorch 1.13's mean() also kept the fp32 square; PyTorch 2 does not (H200 data,
+  // docs/accuracy.md).
   EXPECT_NEAR(bf16.replicated, 2.0 * (4.0 + 2.0) + 4.0, 1e-2);
   const LayerActivationTerms fp32 = eager_layer_terms(llama, Precision::fp32);
   EXPECT_DOUBLE_EQ(fp32.attention, 4.0);  // the softmax is already fp32

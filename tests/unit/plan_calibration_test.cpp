@@ -63,7 +63,8 @@ TEST(PlanCalibration, HuggingFaceModelsOnH200WithinTenPercentFromTheirConfig) {
     auto model = load_hf_config(data_dir() + "hf_configs/" + m.line["model"].get<std::string>() + ".json");
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_DOUBLE_EQ(model->params, m.line["params"].get<double>());
-    const Attention attention = m.line["attn"].get<std::string>() == "eager" ? Attention::eager : Attention::sdpa;
+    const Attention attention =
+        m.line["attn"].get<std::string>() == "eager" ? Attention::eager : Attention::sdpa;
     const MemoryBreakdown mem = estimate_memory(job_for(*model, m.line, attention, false), Parallelism{});
     const double real = m.line["peak_allocated_bytes"].get<double>();
     EXPECT_NEAR(mem.peak_bytes / real, 1.0, 0.10) << "planned " << mem.peak_bytes << " measured " << real;
@@ -80,11 +81,13 @@ TEST(PlanCalibration, ProjectScriptModelsOnH200WithinTenPercentFromWhatItBuilds)
   ASSERT_EQ(lines.size(), 12u);
   for (const auto& m : lines) {
     SCOPED_TRACE(m.what);
-    auto model = load_model_toml(data_dir() + "peak_memory_models/" + m.line["model"].get<std::string>() + ".toml");
+    auto model =
+        load_model_toml(data_dir() + "peak_memory_models/" + m.line["model"].get<std::string>() + ".toml");
     ASSERT_TRUE(model.ok()) << model.error().message;
     EXPECT_DOUBLE_EQ(model->params, m.line["params"].get<double>());
     // The script's attention is explicit (eager) and its loop holds `logits` through backward.
-    const MemoryBreakdown mem = estimate_memory(job_for(*model, m.line, Attention::eager, true), Parallelism{});
+    const MemoryBreakdown mem =
+        estimate_memory(job_for(*model, m.line, Attention::eager, true), Parallelism{});
     const double real = m.line["peak_allocated_bytes"].get<double>();
     EXPECT_NEAR(mem.peak_bytes / real, 1.0, 0.10) << "planned " << mem.peak_bytes << " measured " << real;
   }
@@ -94,9 +97,12 @@ TEST(PlanCalibration, EagerAttentionCostsTheScoreMatrixSdpaDoesNot) {
   auto model = load_hf_config(data_dir() + "hf_configs/smollm2-360m.json");
   ASSERT_TRUE(model.ok()) << model.error().message;
   json line = {{"seq", 2048}, {"batch", 4}, {"precision", "bf16"}};
-  const double eager = estimate_memory(job_for(*model, line, Attention::eager, false), Parallelism{}).peak_bytes;
-  const double sdpa = estimate_memory(job_for(*model, line, Attention::sdpa, false), Parallelism{}).peak_bytes;
-  const double flash = estimate_memory(job_for(*model, line, Attention::flash, false), Parallelism{}).peak_bytes;
+  const double eager =
+      estimate_memory(job_for(*model, line, Attention::eager, false), Parallelism{}).peak_bytes;
+  const double sdpa =
+      estimate_memory(job_for(*model, line, Attention::sdpa, false), Parallelism{}).peak_bytes;
+  const double flash =
+      estimate_memory(job_for(*model, line, Attention::flash, false), Parallelism{}).peak_bytes;
   EXPECT_DOUBLE_EQ(sdpa, flash);
   // fp32 softmax (4 bytes) and its bf16 copy (2) per score element, per layer: 4·15·2048²·32·6 bytes.
   const double scores = 4.0 * 15 * 2048.0 * 2048.0 * 32 * 6;

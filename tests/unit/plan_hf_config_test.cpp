@@ -45,13 +45,14 @@ void expect_same_plan(const ModelSpec& a, const ModelSpec& b) {
   inf.task = Task::inference;
   JobSpec inf_b = inf;
   inf_b.model = b;
-  EXPECT_DOUBLE_EQ(estimate_memory(inf, Parallelism{}).total_bytes, estimate_memory(inf_b, Parallelism{}).total_bytes);
+  EXPECT_DOUBLE_EQ(estimate_memory(inf, Parallelism{}).total_bytes,
+                   estimate_memory(inf_b, Parallelism{}).total_bytes);
   EXPECT_DOUBLE_EQ(training_flops_per_token(a, 2048), training_flops_per_token(b, 2048));
 }
 
 TEST(PlanHfConfig, TableNameAndConfigGiveTheSameBytes) {
-  // Table rows typed by hand (qwen2.5-0.5b, smollm2-360m, gpt2) and rows read from data/hf_configs (qwen3-0.6b)
-  // against the config.json a user has.
+  // Table rows typed by hand (qwen2.5-0.5b, smollm2-360m, gpt2) and rows read from data/hf_configs
+  // (qwen3-0.6b) against the config.json a user has.
   for (const char* name : {"qwen2.5-0.5b", "smollm2-360m", "qwen3-0.6b", "gpt2"}) {
     SCOPED_TRACE(name);
     auto table = find_model(name);
@@ -66,16 +67,29 @@ TEST(PlanHfConfig, TableNameAndConfigGiveTheSameBytes) {
 TEST(PlanHfConfig, TodaysModelsAreInTheTableWithTheirSourceAndPublishedSizes) {
   struct Case {
     const char* name;
-    double params_b;   // published total (language model)
-    double active_b;   // 0: dense
+    double params_b;  // published total (language model)
+    double active_b;  // 0: dense
   };
-  const Case cases[] = {{"llama-3.2-1b", 1.236, 0},     {"llama-3.2-3b", 3.213, 0},    {"llama-3.3-70b", 70.55, 0},
-                        {"qwen3-0.6b", 0.596, 0},       {"qwen3-1.7b", 1.72, 0},       {"qwen3-4b", 4.02, 0},
-                        {"qwen3-8b", 8.19, 0},          {"qwen3-14b", 14.77, 0},       {"qwen3-32b", 32.76, 0},
-                        {"qwen3-30b-a3b", 30.53, 3.35}, {"qwen3-235b-a22b", 235.1, 22.2},
-                        {"gemma-3-1b", 1.0, 0},         {"gemma-3-4b", 3.88, 0},       {"gemma-3-12b", 11.77, 0},
-                        {"gemma-3-27b", 27.0, 0},       {"phi-4", 14.66, 0},           {"gpt-oss-20b", 20.91, 4.19},
-                        {"gpt-oss-120b", 116.83, 5.75}, {"deepseek-v3", 671.0, 37.6},  {"mistral-small-3.1-24b", 23.57, 0}};
+  const Case cases[] = {{"llama-3.2-1b", 1.236, 0},
+                        {"llama-3.2-3b", 3.213, 0},
+                        {"llama-3.3-70b", 70.55, 0},
+                        {"qwen3-0.6b", 0.596, 0},
+                        {"qwen3-1.7b", 1.72, 0},
+                        {"qwen3-4b", 4.02, 0},
+                        {"qwen3-8b", 8.19, 0},
+                        {"qwen3-14b", 14.77, 0},
+                        {"qwen3-32b", 32.76, 0},
+                        {"qwen3-30b-a3b", 30.53, 3.35},
+                        {"qwen3-235b-a22b", 235.1, 22.2},
+                        {"gemma-3-1b", 1.0, 0},
+                        {"gemma-3-4b", 3.88, 0},
+                        {"gemma-3-12b", 11.77, 0},
+                        {"gemma-3-27b", 27.0, 0},
+                        {"phi-4", 14.66, 0},
+                        {"gpt-oss-20b", 20.91, 4.19},
+                        {"gpt-oss-120b", 116.83, 5.75},
+                        {"deepseek-v3", 671.0, 37.6},
+                        {"mistral-small-3.1-24b", 23.57, 0}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
     auto m = find_model(c.name);
@@ -191,7 +205,7 @@ TEST(PlanHfConfig, ResolvesNamesFilesFoldersAndHubIdsInTheLocalCache) {
   const ModelSearch search{{(tmp / "nowhere").string(), (tmp / "hub").string()}};
   const double want = find_model("smollm2-360m")->params;
   for (const std::string& what : {(tmp / "any-name.txt").string(), (tmp / "SmolLM2-360M").string(),
-                                 std::string("HuggingFaceTB/SmolLM2-Foo"), std::string("smollm2-360m")}) {
+                                  std::string("HuggingFaceTB/SmolLM2-Foo"), std::string("smollm2-360m")}) {
     SCOPED_TRACE(what);
     auto m = resolve_model(what, search);
     ASSERT_TRUE(m.ok()) << m.error().message;
@@ -199,11 +213,13 @@ TEST(PlanHfConfig, ResolvesNamesFilesFoldersAndHubIdsInTheLocalCache) {
   }
   EXPECT_EQ(resolve_model((tmp / "SmolLM2-360M").string(), search)->name, "SmolLM2-360M");
   EXPECT_EQ(resolve_model("HuggingFaceTB/SmolLM2-Foo", search)->name, "HuggingFaceTB/SmolLM2-Foo");
-  EXPECT_NE(resolve_model("HuggingFaceTB/SmolLM2-Foo", search)->source.find("local cache"), std::string::npos);
+  EXPECT_NE(resolve_model("HuggingFaceTB/SmolLM2-Foo", search)->source.find("local cache"),
+            std::string::npos);
 
   auto missing = resolve_model("org/not-cached", search);
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("models--org--not-cached"), std::string::npos) << missing.error().message;
+  EXPECT_NE(missing.error().message.find("models--org--not-cached"), std::string::npos)
+      << missing.error().message;
   auto empty_folder = resolve_model(tmp.string(), search);
   ASSERT_FALSE(empty_folder.ok());
   EXPECT_NE(empty_folder.error().message.find("has no config.json"), std::string::npos);

@@ -1,4 +1,6 @@
 // Planner math against published figures: ZeRO, Korthikanti, KV cache, 6·N·D, Young/Daly.
+#include "plan/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include <string>
 
 #include "cli/plan_demo.h"
-#include "plan/plan.h"
 
 namespace gm::plan {
 namespace {
@@ -28,7 +29,9 @@ TEST(PlanMemory, ZeroModelStatesMatchThePaper) {
 TEST(PlanMemory, KorthikantiPerLayerActivationsGpt3) {
   // Korthikanti et al. 2022, Table 2 / Figure 7: GPT-3 175B, s=2048, b=1, h=12288, a=96, t=8.
   const double s = 2048, b = 1, h = 12288, a = 96;
-  auto gb = [&](int t, bool sp, Recompute r) { return activation_bytes_per_layer(s, b, h, a, t, sp, r) / 1e9; };
+  auto gb = [&](int t, bool sp, Recompute r) {
+    return activation_bytes_per_layer(s, b, h, a, t, sp, r) / 1e9;
+  };
   EXPECT_NEAR(gb(1, false, Recompute::none), 2.869, 0.0005);
   EXPECT_NEAR(gb(8, false, Recompute::none), 0.579, 0.0005);
   EXPECT_NEAR(gb(8, true, Recompute::none), 0.359, 0.0005);
@@ -129,7 +132,8 @@ TEST(PlanModels, UnknownModelSuggestsCloseNames) {
 
 TEST(PlanModels, TomlModelFile) {
   auto m = parse_model_toml(
-      "name = \"tiny\"\nlayers = 4\nhidden = 256\nheads = 4\nkv_heads = 2\nffn = 1024\nvocab = 1000\nseq = 512\n"
+      "name = \"tiny\"\nlayers = 4\nhidden = 256\nheads = 4\nkv_heads = 2\nffn = 1024\nvocab = 1000\nseq = "
+      "512\n"
       "gated_mlp = true\n",
       "tiny.toml");
   ASSERT_TRUE(m.ok()) << m.error().message;
@@ -208,7 +212,8 @@ TEST(PlanMemory, ShardingAndParallelismReduceMemoryPerGpu) {
   Parallelism tp;
   tp.tp = 4;
   tp.sp = true;
-  const MemoryBreakdown a = estimate_memory(job, one), b = estimate_memory(job, z3), c = estimate_memory(job, tp);
+  const MemoryBreakdown a = estimate_memory(job, one), b = estimate_memory(job, z3),
+                        c = estimate_memory(job, tp);
   // Mixed precision splits the 16 bytes as PyTorch autocast (4 + 4 + 8) without ZeRO and as ZeRO (2 + 2 + 12)
   // with it: the states as a whole are sharded 8 ways.
   EXPECT_NEAR(b.weights_bytes + b.gradients_bytes + b.optimizer_bytes,
@@ -239,8 +244,8 @@ TEST(PlanCompute, TrainingAddsAttentionAndRecompute) {
   EXPECT_DOUBLE_EQ(c.attention_flops, 12.0 * 32 * 4096 * 2048 * 1e9);
   EXPECT_DOUBLE_EQ(c.model_flops, 6.0 * 8030261248.0 * 1e9 + c.attention_flops);
   job.recompute = Recompute::full;
-  EXPECT_DOUBLE_EQ(estimate_compute(job).hardware_flops, c.model_flops + 2.0 * 8030261248.0 * 1e9 +
-                                                              c.attention_flops / 3);
+  EXPECT_DOUBLE_EQ(estimate_compute(job).hardware_flops,
+                   c.model_flops + 2.0 * 8030261248.0 * 1e9 + c.attention_flops / 3);
   // MoE: only the active parameters count.
   JobSpec moe = job_for("mixtral-8x7b", Task::train);
   EXPECT_NEAR(estimate_compute(moe).model_flops - estimate_compute(moe).attention_flops,
