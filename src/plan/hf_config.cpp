@@ -85,8 +85,9 @@ class Fields {
 
  private:
   Result<int> whole(const char* key, double v) const {
-    if (v != static_cast<double>(static_cast<long long>(v)) || v > 1e9)
-      return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a whole number", origin_, key));
+    if (v != static_cast<double>(static_cast<long long>(v)) || v > 1e8)
+      return make_error(ErrorKind::usage,
+                        fmt::format("{}: '{}' must be a whole number up to 100,000,000", origin_, key));
     return static_cast<int>(v);
   }
   const json& cfg_;
@@ -164,6 +165,8 @@ Result<ModelSpec> parse_llama_like(const Fields& f) {
     GM_TRY(int shared, f.integer_or("n_shared_experts", 0));
     m.dense_ffn = m.ffn;
     GM_TRY(m.ffn, f.integer("moe_intermediate_size"));
+    if (static_cast<long long>(shared) * m.ffn > 100'000'000)
+      return make_error(ErrorKind::usage, "n_shared_experts × moe_intermediate_size is too large");
     m.shared_ffn = shared * m.ffn;
     GM_TRY(m.dense_layers, f.integer_or("first_k_dense_replace", 0));
     GM_TRY(m.q_lora_rank, f.integer_or("q_lora_rank", 0));
@@ -264,7 +267,8 @@ Result<ModelSpec> parse_hf_config(std::string_view text, std::string_view origin
                                                     origin, m.kv_heads, m.heads));
   m.params = params_from_shape(m);
   m.active_params = active_params_from_shape(m);
-  GM_TRY_VOID(validate_model(m));
+  if (auto valid = validate_model(m); !valid)
+    return make_error(ErrorKind::usage, fmt::format("{}: {}", origin, valid.error().message));
   return m;
 }
 
