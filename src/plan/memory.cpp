@@ -1,5 +1,5 @@
-// Memory per GPU: model states (ZeRO accounting), activations (the tensors eager PyTorch keeps; Korthikanti
-// et al. 2022 for a 16-bit GPT layer), KV cache, LoRA / QLoRA, framework overhead.
+// Memory per GPU: model states (ZeRO accounting; PyTorch autocast's without ZeRO), activations
+// (activations.cpp), KV cache, LoRA / QLoRA, the training peak over the phases of a step, framework overhead.
 #include <algorithm>
 #include <cmath>
 
@@ -72,8 +72,9 @@ PeakDetail training_peak(const JobSpec& job, const Parallelism& par, const Memor
   // torch.optim.AdamW (foreach, PyTorch's default on CUDA) makes one temporary of the states' size.
   double adam_temp = 0;
   if (job.optimizer == Optimizer::adamw) {
-    const double state_bytes =
-        job.precision == Precision::bf16 || job.precision == Precision::fp16 ? 2.0 : kFp32Bytes;
+    // States in the parameters' dtype: 2 bytes in pure bf16/fp16; LoRA adapters are fp32.
+    const bool sixteen = job.precision == Precision::bf16 || job.precision == Precision::fp16;
+    const double state_bytes = sixteen && !uses_adapters(job) ? 2.0 : kFp32Bytes;
     const double model_parallel = static_cast<double>(par.tp) * par.pp;
     adam_temp = mem.trainable_params / model_parallel * state_bytes / (par.zero >= 1 ? par.dp : 1);
   }
