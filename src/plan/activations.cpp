@@ -83,7 +83,10 @@ TokenBytes layer_token_bytes(const ModelSpec& m, Precision p, Attention attentio
       case MlpActivation::gelu:
         return 2.0 * e * f;  // input and output of one GELU kernel
       case MlpActivation::gelu_python:
-        return 5.0 * e * f;  // x, x·0.5, tanh(...), 1 + tanh(...), the product
+        // x (pow's input), tanh(...), 1 + tanh(...), x·0.5, the product. Under autocast pow runs in fp32 (it
+        // keeps the fp32 copy of x), tanh and 1 + tanh stay fp32, the product is cast to bf16 for the next
+        // linear: 4 + 4 + 4 + 2 + 2 bytes.
+        return mixed ? 16.0 * f : 5.0 * e * f;
     }
     return 2.0 * e * f;
   };

@@ -62,6 +62,16 @@ TEST(PlanActivations, LlamaStyleLayerKeepsFp32NormsSoftmaxAndSiluOutput) {
   EXPECT_GT(bf16.split + bf16.replicated, korthikanti_terms(2.0 + 6.0 * ratio).split + 10.0);
 }
 
+TEST(PlanActivations, HuggingFaceGpt2GeluNewKeepsFiveTensorsOfTheMlpWidth) {
+  // gelu_new as Python operations: x, tanh(...), 1 + tanh(...), 0.5·x and the product (f = 4h).
+  const ModelSpec hf = model("gpt2");
+  EXPECT_EQ(hf.impl.mlp, MlpActivation::gelu_python);
+  EXPECT_DOUBLE_EQ(eager_layer_terms(hf, Precision::bf16).split, 4.0 * 2.0 + 5.0 * 2.0 * 4.0);
+  // Autocast: pow's fp32 copy of x, tanh and 1 + tanh in fp32, 0.5·x and the bf16 cast of the product.
+  EXPECT_DOUBLE_EQ(eager_layer_terms(hf, Precision::mixed).split, 4.0 * 2.0 + 16.0 * 4.0);
+  EXPECT_DOUBLE_EQ(eager_layer_terms(fused_gelu_gpt2(), Precision::mixed).split, 4.0 * 2.0 + 2.0 * 2.0 * 4.0);
+}
+
 TEST(PlanActivations, RecomputeKeepsItsMeaning) {
   const ModelSpec gpt2 = model("gpt2");
   const LayerActivationTerms t = eager_layer_terms(gpt2, Precision::bf16);
