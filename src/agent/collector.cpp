@@ -205,7 +205,8 @@ void Collector::collect_once() {
     self_.pod_resources_up = pod_resources_->up();
     self_.pod_resources_errors = pod_resources_->errors();
   }
-  if (discovery_ && !options_.kubelet_pods_url.empty()) self_.kubelet_pods_errors = discovery_->kubelet_errors();
+  if (discovery_ && !options_.kubelet_pods_url.empty())
+    self_.kubelet_pods_errors = discovery_->kubelet_errors();
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     DeviceView& d = devices_[i];
     DeviceSample& s = samples[i];

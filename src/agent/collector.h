@@ -129,7 +129,8 @@ struct SelfStats {
   std::int64_t started_unix_ms = 0;
   std::optional<bool> pod_resources_up;    ///< nullopt: pod-resources socket disabled (series omitted)
   std::uint64_t pod_resources_errors = 0;  ///< failed asks of the kubelet pod-resources socket
-  std::optional<std::uint64_t> kubelet_pods_errors;  ///< failed asks / malformed answers of --kubelet-pods-url
+  std::optional<std::uint64_t>
+      kubelet_pods_errors;  ///< failed asks / malformed answers of --kubelet-pods-url
 };
 
 /// The node guard's state (autostop, node and owner budgets, preemption notices) as the agent exports it;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+
 #include "cloud/cloud.h"
 #include "util/json_in.h"
 
@@ -58,7 +59,9 @@ Result<nlohmann::json> metadata_object(std::string_view body, std::string_view w
   return j;
 }
 
-std::optional<std::string> string_field(const nlohmann::json& j, const char* key) { return json_string(j, key); }
+std::optional<std::string> string_field(const nlohmann::json& j, const char* key) {
+  return json_string(j, key);
+}
 
 }  // namespace
 

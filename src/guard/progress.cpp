@@ -47,7 +47,8 @@ Result<ProgressUpdate> parse_progress_message(std::string_view datagram) {
       u.metrics[k] = *d;
     }
   }
-  if (const nlohmann::json* it = json_member(j, "checkpoint"); it && !it->is_null() && json_bool(it) != false) {
+  if (const nlohmann::json* it = json_member(j, "checkpoint");
+      it && !it->is_null() && json_bool(it) != false) {
     const auto path = json_string(it);
     if (json_bool(it) == true)
       u.checkpoint = "";

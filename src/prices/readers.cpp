@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
 #include "util/json_in.h"
 #include "util/units.h"
 
@@ -18,7 +19,9 @@ bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-std::string str(const nlohmann::json& j, const char* key) { return json_string(j, key).value_or(""); }
+std::string str(const nlohmann::json& j, const char* key) {
+  return json_string(j, key).value_or("");
+}
 
 // A JSON value that should be a price: numbers are read through their shortest decimal text (the text the
 // provider wrote for any price with up to 17 significant digits), strings as decimal text.
@@ -319,7 +322,8 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
       if (const nlohmann::json* expr = json_object(*first, "pricingExpression")) {
         sku.usage_unit = str(*expr, "usageUnit");
         const nlohmann::json* tiers = json_array(*expr, "tieredRates");
-        const nlohmann::json* last = tiers && !tiers->empty() ? json_object(json_element(*tiers, tiers->size() - 1)) : nullptr;
+        const nlohmann::json* last =
+            tiers && !tiers->empty() ? json_object(json_element(*tiers, tiers->size() - 1)) : nullptr;
         if (last) {
           // The last tier is the rate past any free amount (GPUs and cores have one tier).
           if (const nlohmann::json* price = json_object(*last, "unitPrice")) {

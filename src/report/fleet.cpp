@@ -32,8 +32,8 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
                                                   ", not a Prometheus API answer");
   const json& j = *parsed;
   if (json_string(j, "status") != "success")
-    return make_error(ErrorKind::unavailable, where + ": query '" + promql +
-                                                  "' failed: " + json_string(j, "error").value_or("?"));
+    return make_error(ErrorKind::unavailable,
+                      where + ": query '" + promql + "' failed: " + json_string(j, "error").value_or("?"));
   auto unexpected = [&](const std::string& what) {
     return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + what);
   };
@@ -41,7 +41,8 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
   if (!data) return unexpected(JsonPath("data").wrong_type("an object", json_member(j, "data")));
   if (json_string(*data, "resultType") != "vector") return unexpected("resultType is not \"vector\"");
   const json* result = json_array(*data, "result");
-  if (!result) return unexpected(JsonPath("data.result").wrong_type("an array", json_member(*data, "result")));
+  if (!result)
+    return unexpected(JsonPath("data.result").wrong_type("an array", json_member(*data, "result")));
   std::vector<Sample> out;
   for (std::size_t i = 0; i < result->size(); ++i) {
     const json& r = (*result)[i];

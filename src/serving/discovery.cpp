@@ -122,7 +122,8 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
       continue;
     }
     // Strings that are present with another type make the pod malformed; absent ones read as "".
-    auto text = [&](const nlohmann::json* parent, const JsonPath& where, std::string_view key) -> std::string {
+    auto text = [&](const nlohmann::json* parent, const JsonPath& where,
+                    std::string_view key) -> std::string {
       const nlohmann::json* v = parent ? json_member(*parent, key) : nullptr;
       if (v == nullptr) return {};
       if (auto s = json_string(v)) return *s;
@@ -132,7 +133,8 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
     };
     const JsonPath meta_at = at / "metadata", status_at = at / "status", ann_at = meta_at / "annotations";
     const std::string port = text(ann, ann_at, "prometheus.io/port"), ip = text(status, status_at, "podIP");
-    const std::string phase = text(status, status_at, "phase"), scrape = text(ann, ann_at, "prometheus.io/scrape");
+    const std::string phase = text(status, status_at, "phase"),
+                      scrape = text(ann, ann_at, "prometheus.io/scrape");
     std::string path = text(ann, ann_at, "prometheus.io/path");
     const std::string scheme_text = text(ann, ann_at, "prometheus.io/scheme");
     const std::string ns = text(meta, meta_at, "namespace"), name = text(meta, meta_at, "name");
@@ -270,9 +272,9 @@ void EndpointDiscovery::loop() {
         fail(list.error().message);
       } else {
         if (list->malformed > 0)
-          fail(list->problem + (list->malformed > 1 ? " (and " + std::to_string(list->malformed - 1) +
-                                                          " more malformed pods)"
-                                                    : std::string()) +
+          fail(list->problem +
+               (list->malformed > 1 ? " (and " + std::to_string(list->malformed - 1) + " more malformed pods)"
+                                    : std::string()) +
                "; those pods are skipped");
         targets = std::move(list->targets);
       }

@@ -202,7 +202,8 @@ struct PodScrapeTarget {
 struct KubeletPodList {
   std::vector<PodScrapeTarget> targets;
   std::size_t malformed = 0;  ///< pods skipped because a part had the wrong JSON type
-  std::string problem;        ///< the first such part: "SOURCE: items[2].metadata: expected an object, got a string"
+  std::string
+      problem;  ///< the first such part: "SOURCE: items[2].metadata: expected an object, got a string"
 };
 /// Reads a kubelet `/pods` answer (see KubeletPodList); never throws.
 Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std::string& source);

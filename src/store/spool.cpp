@@ -4,13 +4,13 @@
 //   STEM.db    a SQLite ledger holding the one run
 //   STEM.lock  held (flock) by the gpumeter still writing it: a replay leaves such a spool alone
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>

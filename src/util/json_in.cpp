@@ -30,7 +30,8 @@ Result<nlohmann::json> json_parse(std::string_view text, std::string_view what) 
   if (!ok || !builder.error.empty()) {
     // "[json.exception.parse_error.101] parse error at line 1, column 2: …": the part after the tag.
     std::string reason = builder.error;
-    if (auto close = reason.find("] "); reason.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+    if (auto close = reason.find("] ");
+        reason.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
       reason.erase(0, close + 2);
     return make_error(std::string(what) + ": invalid JSON at byte " + std::to_string(builder.error_byte) +
                       (reason.empty() ? std::string() : ": " + reason));
@@ -49,9 +50,13 @@ const nlohmann::json* json_element(const nlohmann::json& j, std::size_t index) {
   return &j[index];  // checked above: an array with this element
 }
 
-const nlohmann::json* json_object(const nlohmann::json* v) { return v && v->is_object() ? v : nullptr; }
+const nlohmann::json* json_object(const nlohmann::json* v) {
+  return v && v->is_object() ? v : nullptr;
+}
 
-const nlohmann::json* json_array(const nlohmann::json* v) { return v && v->is_array() ? v : nullptr; }
+const nlohmann::json* json_array(const nlohmann::json* v) {
+  return v && v->is_array() ? v : nullptr;
+}
 
 std::optional<std::string> json_string(const nlohmann::json* v) {
   if (!v || !v->is_string()) return std::nullopt;

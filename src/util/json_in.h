@@ -4,9 +4,8 @@
 // a wrong type; every parser of outside input reads through these instead (scripts/check_json_access.py
 // enforces it). A missing member and a member of the wrong type both read as "absent"; json_type_name and
 // JsonPath build the message that says which.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,7 +62,8 @@ inline const nlohmann::json* json_array(const nlohmann::json& j, std::string_vie
   return json_array(json_member(j, key));
 }
 
-/// What `v` is, for messages: "missing", "null", "a string", "a number", "a boolean", "an object", "an array".
+/// What `v` is, for messages: "missing", "null", "a string", "a number", "a boolean", "an object", "an
+/// array".
 std::string_view json_type_name(const nlohmann::json* v);
 
 /// A path into a document for messages: JsonPath("items") / 3 / "metadata" reads "items[3].metadata".

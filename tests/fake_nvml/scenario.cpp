@@ -1,12 +1,11 @@
 #include "scenario.h"
 
-#include <nlohmann/json.hpp>
-
-#include "util/json_in.h"
-
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "util/json_in.h"
 
 namespace fake_nvml {
 namespace {
@@ -27,7 +26,8 @@ std::optional<double> number(const json& obj, const char* key, const std::string
   if (!it->is_number()) bad(where, std::string("\"") + key + "\" must be a number");
   const auto finite = gm::json_number(it);
   const double v = finite.value_or(0);
-  if (!finite || (non_negative && v < 0)) bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
+  if (!finite || (non_negative && v < 0))
+    bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
   // Every quantity of the format (seconds, MiB, W, %, MHz, ms, ids) fits; the library converts them to integers.
   if (std::fabs(v) > kMaxNumber) bad(where, std::string("\"") + key + "\" must be at most 1e9");
   return v;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -60,9 +61,11 @@ std::vector<std::string> malformed_pod_lists() {
   const std::string running = R"("status": {"phase": "Running", "podIP": "10.1.0.5"})";
   return {
       R"({"items": [{"metadata": "vllm-0", )" + running + "}]}",  // the answer that aborted the agent
-      R"({"items": [{"metadata": {"name": "a", "annotations": "prometheus.io/port=8000"}, )" + running + "}]}",
+      R"({"items": [{"metadata": {"name": "a", "annotations": "prometheus.io/port=8000"}, )" + running +
+          "}]}",
       R"({"items": [{"metadata": {"name": 7, "namespace": ["ml"]}, )" + running + "}]}",
-      R"({"items": [{"metadata": {"name": "a", "annotations": {"prometheus.io/port": 8000}}, )" + running + "}]}",
+      R"({"items": [{"metadata": {"name": "a", "annotations": {"prometheus.io/port": 8000}}, )" + running +
+          "}]}",
       R"({"items": [{"metadata": {"name": "a"}, "status": "Running"}]})",
       R"({"items": [{"metadata": {"name": "a"}, "status": {"phase": true, "podIP": 167837957}}]})",
       R"({"items": [{"metadata": null, "status": null}, null, 1, "pod", [], true]})",
@@ -95,13 +98,15 @@ class AgentMalformedInputIntegrationTest : public ::testing::Test {
   TempDir dir_;
 };
 
-TEST_F(AgentMalformedInputIntegrationTest, MalformedKubeletPodListsFor20sAreCountedWhileMetricsKeepAnswering) {
+TEST_F(AgentMalformedInputIntegrationTest,
+       MalformedKubeletPodListsFor20sAreCountedWhileMetricsKeepAnswering) {
   const auto lists = malformed_pod_lists();
-  StandIn kubelet([&](const std::string&, int n) { return lists[static_cast<std::size_t>(n) % lists.size()]; });
+  StandIn kubelet(
+      [&](const std::string&, int n) { return lists[static_cast<std::size_t>(n) % lists.size()]; });
   int port = 0;
   auto agent = start_agent(scenario(), dir_.path(),
-                           {"--price", "3.6", "--interval", "500ms", "--inference-discover", "--kubelet-pods-url",
-                            kubelet.url() + "/pods", "--kubelet-pods-every", "1s"},
+                           {"--price", "3.6", "--interval", "500ms", "--inference-discover",
+                            "--kubelet-pods-url", kubelet.url() + "/pods", "--kubelet-pods-every", "1s"},
                            port);
   ASSERT_GT(port, 0) << agent->stderr_text();
   const std::string metrics_url = "http://127.0.0.1:" + std::to_string(port) + "/metrics";
@@ -129,6 +134,8 @@ TEST_F(AgentMalformedInputIntegrationTest, MalformedKubeletPodListsFor20sAreCoun
   EXPECT_GE(served, 10) << "the kubelet is asked every second";
   const CmdResult m = curl(metrics_url);
   const double errors = metric(m.out, "gpumeter_agent_kubelet_pods_errors_total ");
+  std::cout << "kubelet stand-in served " << served << " answers in 20 s; the agent counted " << errors
+            << " errors over " << scrapes << " scrapes of /metrics\n";
   EXPECT_GE(errors, served - 1);
   EXPECT_LE(errors, served);
   // One clear message per bad answer, naming the URL and, for a pod of the wrong shape, the part.
@@ -155,12 +162,13 @@ TEST_F(AgentMalformedInputIntegrationTest, ServingEngineServerInfoOfWrongTypesIs
                                           R"({"enable_metrics": false, "model_path": {"a": 1}})"};
   for (const auto& info : infos) {
     StandIn engine([&](const std::string& path, int) { return path == "/get_server_info" ? info : ""; });
-    const CmdResult doc = run_gpumeter({"doctor", "--preemption", "off", "--inference-endpoint",
-                                        engine.url() + "/metrics"},
-                                       fake_env(scenario(), dir_.path()));
+    const CmdResult doc =
+        run_gpumeter({"doctor", "--preemption", "off", "--inference-endpoint", engine.url() + "/metrics"},
+                     fake_env(scenario(), dir_.path()));
     EXPECT_LT(doc.exit_code, 128) << info << doc.err;
-    EXPECT_NE(doc.out.find("inference endpoint  " + engine.url() + "/metrics: NOT USABLE: http: HTTP status 404"),
-              std::string::npos)
+    EXPECT_NE(
+        doc.out.find("inference endpoint  " + engine.url() + "/metrics: NOT USABLE: http: HTTP status 404"),
+        std::string::npos)
         << info << doc.out;
     // Only a real `false` says the server runs without metrics; the model name only when it is a string.
     const bool said = doc.out.find("started without --enable-metrics") != std::string::npos;
@@ -176,14 +184,16 @@ TEST_F(AgentMalformedInputIntegrationTest, ServingEngineServerInfoOfWrongTypesIs
 TEST_F(AgentMalformedInputIntegrationTest, MetadataAnswersOfWrongTypesNeverHarmTheRun) {
   const std::map<std::string, std::string> answers = {
       {"aws", R"({"action": 5, "time": ["2026-01-01T00:00:00Z"]})"},
-      {"azure", R"({"DocumentIncarnation": 1, "Events": [{"EventId": 3, "EventType": null, "Resources": 1}]})"},
+      {"azure",
+       R"({"DocumentIncarnation": 1, "Events": [{"EventId": 3, "EventType": null, "Resources": 1}]})"},
   };
-  const std::string job = dir_.write("job.py", "import sys, time\ntime.sleep(1.0)\nprint('job output intact')\n"
-                                               "sys.exit(3)\n");
+  const std::string job = dir_.write("job.py",
+                                     "import sys, time\ntime.sleep(1.0)\nprint('job output intact')\n"
+                                     "sys.exit(3)\n");
   for (const auto& [provider, body] : answers) {
     StandIn service([&](const std::string&, int) { return body; });
-    auto r = run_gpumeter({"run", "--price", "3600", "--preemption", provider, "--metadata-url", service.url(),
-                           "--preemption-poll", "200ms", "/usr/bin/python3", job},
+    auto r = run_gpumeter({"run", "--price", "3600", "--preemption", provider, "--metadata-url",
+                           service.url(), "--preemption-poll", "200ms", "/usr/bin/python3", job},
                           fake_env(scenario(), dir_.path()), std::nullopt, 60);
     EXPECT_EQ(r.exit_code, 3) << provider << ": " << r.err;
     EXPECT_NE(r.out.find("job output intact"), std::string::npos) << provider;
@@ -229,8 +239,9 @@ TEST_F(AgentMalformedInputIntegrationTest, PriceApiPagesOfWrongTypesAreSetAsideO
   const std::string offers = dir_.path() + "/data/offers.csv";
   auto update = [&](const std::string& body) {
     StandIn api([&](const std::string&, int) { return body; });
-    auto r = run_gpumeter({"prices", "update", "--provider", "azure", "--region", "eastus", "--endpoint", api.url()},
-                          env, std::nullopt, 60);
+    auto r = run_gpumeter(
+        {"prices", "update", "--provider", "azure", "--region", "eastus", "--endpoint", api.url()}, env,
+        std::nullopt, 60);
     r.err += "\n(endpoint " + api.url() + ")";
     return r;
   };
@@ -238,7 +249,8 @@ TEST_F(AgentMalformedInputIntegrationTest, PriceApiPagesOfWrongTypesAreSetAsideO
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_NE(r.err.find("no Items array: not an Azure Retail Prices page"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(offers));
-  r = update(R"({"Items": [null, 1, {"type": 5, "armSkuName": [], "retailPrice": {"x": 1}}], "NextPageLink": 7})");
+  r = update(
+      R"({"Items": [null, 1, {"type": 5, "armSkuName": [], "retailPrice": {"x": 1}}], "NextPageLink": 7})");
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("3 price rows read, 3 set aside"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Wrote 0 offers"), std::string::npos) << r.out;

@@ -477,17 +477,18 @@ TEST(InferenceDiscovery, KubeletPodListOfWrongTypesNeverThrowsAndNamesTheFirstBa
       {"metadata": {"name": {"x": 1}, "annotations": {"prometheus.io/port": 1e999999}}}]})";
   auto t = parse_kubelet_pods(list, "kubelet");
   ASSERT_FALSE(t);  // 1e999999 is out of a double's range: the whole answer is not JSON
-  auto t2 = parse_kubelet_pods(
-      R"({"items": [{"metadata": "vllm-0"}, )" + good +
-          R"(, {"metadata": {"annotations": [1]}}, {"status": {"podIP": 7}}, null, 12,
+  auto t2 =
+      parse_kubelet_pods(R"({"items": [{"metadata": "vllm-0"}, )" + good +
+                             R"(, {"metadata": {"annotations": [1]}}, {"status": {"podIP": 7}}, null, 12,
            {"metadata": {"name": {"x": 1}, "annotations": {"prometheus.io/port": 18446744073709551616}}}]})",
-      "kubelet");
+                         "kubelet");
   ASSERT_TRUE(t2) << t2.error().message;
   ASSERT_EQ(t2->targets.size(), 1u);
   EXPECT_EQ(t2->targets[0].owner, "ml/ok");
   EXPECT_EQ(t2->malformed, 6u);
   EXPECT_EQ(t2->problem, "kubelet: items[0].metadata: expected an object, got a string");
-  for (const char* not_a_list : {"[]", "null", R"({"items": {}})", R"({"items": null})", "\"items\"", "1e5"}) {
+  for (const char* not_a_list :
+       {"[]", "null", R"({"items": {}})", R"({"items": null})", "\"items\"", "1e5"}) {
     auto r = parse_kubelet_pods(not_a_list, "kubelet");
     ASSERT_FALSE(r) << not_a_list;
     EXPECT_EQ(r.error().message.rfind("kubelet: ", 0), 0u) << r.error().message;
