@@ -63,8 +63,9 @@ test-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Integration tests that run the sanitized binary: the agent under faults (lost GPU, hung calls, missing
-# symbols, process churn, TLS) must exit 0 on SIGTERM with no ASan/LSan/UBSan report.
-ASAN_INTEGRATION ?= ^Agent(Cli|Mig|PodResources|HttpRobustness)IntegrationTest\.
+# symbols, process churn, TLS, malformed answers of outside services) must exit 0 on SIGTERM with no
+# ASan/LSan/UBSan report.
+ASAN_INTEGRATION ?= ^Agent(Cli|Mig|PodResources|HttpRobustness|MalformedInput)IntegrationTest\.
 test-asan: san
 	@$(MAKE) --no-print-directory phase-test-asan
 
