@@ -27,6 +27,7 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
   }
   if (last_step_ && step == *last_step_) return;  // a repeated report keeps the first time it was seen
   const bool backwards = last_step_ && step < *last_step_;
+  const double gap_s = last_t_s_ ? std::max(0.0, t_s - *last_t_s_) : 0.0;
   last_step_ = step;
   last_t_s_ = t_s;
   if (!base_step_ || !base_t_s_ || backwards) {
@@ -44,7 +45,7 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
       gaps_s_.push_back(std::max(0.0, t_s - points_.back().t_s));
       if (gaps_s_.size() > kMaxGaps) gaps_s_.erase(gaps_s_.begin());
     }
-    points_.push_back({t_s, step});
+    points_.push_back({t_s, step, gap_s});
     if (points_.size() > kMaxPoints) {
       // Thin the history by half, evenly, keeping the newest report.
       std::vector<Point> kept;
@@ -64,7 +65,8 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
     // The first interval is the start-up (compilation, autotuning, data-loader warm-up): the report that
     // closes it is the first usable one.
     seen_first_interval_ = true;
-    if (!total_ || static_cast<double>(step) > 0.02 * static_cast<double>(*total_)) points_.push_back({t_s, step});
+    if (!total_ || static_cast<double>(step) > 0.02 * static_cast<double>(*total_))
+      points_.push_back({t_s, step, gap_s});
   }
 }
 
@@ -96,7 +98,17 @@ std::optional<Forecaster::Pace> Forecaster::pace() const {
                                 [](const Point& a, double t) { return a.t_s < t; });
   const auto n = static_cast<std::size_t>(points_.end() - first);
   if (n < 2) first = points_.end() - 2;
-  const std::vector<Point> all(first, points_.end());
+  std::vector<Point> all(first, points_.end());
+  // Bursts: the reports that follow a pause (a gap of at least half the gap scale) are the heads of the
+  // bursts, all at the same phase of the GPU's work; when they are a minority the slope is fitted through them
+  // alone, once there are three (two whole bursts between them).
+  std::vector<Point> heads;
+  for (const auto& pt : all)
+    if (pt.gap_s >= p.gap_s / 2) heads.push_back(pt);
+  if (2 * heads.size() <= all.size()) {
+    if (heads.size() < 3) return std::nullopt;
+    all = std::move(heads);
+  }
   // At most kMaxFitPoints, evenly by index, the newest always in.
   const std::size_t stride = (all.size() + kMaxFitPoints - 1) / kMaxFitPoints;
   for (std::size_t i = (all.size() - 1) % stride; i < all.size(); i += stride) p.window.push_back(all[i]);

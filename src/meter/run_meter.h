@@ -109,7 +109,8 @@ struct Forecast {
 /// Progress may arrive in bursts (the CPU runs ahead of the GPU and waits at a synchronisation every k
 /// steps): the pace is a Theil–Sen slope of time against step over a window of recent reports that spans
 /// several bursts (at least kMinWindowS and kWindowGaps × the gap scale, the time-weighted 95th percentile
-/// of the gaps between reports), from pairs of reports at least half the window apart; the interval comes
+/// of the gaps between reports), from pairs of reports at least half the window apart (when the reports
+/// come in bursts, from the first report of each burst only, once there are three); the interval comes
 /// from the 10th and 90th percentiles of those slopes and from the spread of the reports about the fitted
 /// line, and is at least ±kMinSpread of the remaining time. The first interval (start-up, compilation,
 /// autotuning) and the first 2 % of the steps are excluded. It never reaches below the spend, and with steps
@@ -123,7 +124,7 @@ class Forecaster {
   /// The interval is at least this fraction of the remaining time either side of the median estimate.
   static constexpr double kMinSpread = 0.05;
   /// The pace window spans at least this much time...
-  static constexpr double kMinWindowS = 4.0;
+  static constexpr double kMinWindowS = 3.0;
   /// ...and at least this many gap scales (so it holds several bursts).
   static constexpr double kWindowGaps = 8.0;
   /// No forecast before the usable reports span this many gap scales (two bursts).
@@ -149,6 +150,7 @@ class Forecaster {
   struct Point {
     double t_s;
     std::int64_t step;
+    double gap_s;  // since the report before it
   };
   struct Pace {
     double mid, low, high;  // seconds per step

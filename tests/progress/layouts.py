@@ -384,12 +384,14 @@ def _burst_log(steps, sync, launch):
 
 
 def burst_issue_client():
-    """The issue's job: 900 steps, a synchronisation every 10, launches a tenth of the GPU time, the client."""
-    _burst_client(900, 10, 0.1)
+    """The issue's stand-in: a synchronisation every 10 steps of 20 ms, launches about a third of the GPU
+    time (a burst of 10 reports over 70 ms, then a 130 ms pause), the client every step."""
+    _burst_client(450, 10, 0.35)
 
 
 def burst_issue_tqdm():
-    _burst_tqdm(900, 10, 0.1)
+    """The same through a tqdm bar updated every step."""
+    _burst_tqdm(450, 10, 0.35)
 
 
 def burst_client_sync3_launch90():
@@ -401,7 +403,7 @@ def burst_client_sync50_launch50():
 
 
 def burst_client_sync200_launch10():
-    _burst_client(1200, 200, 0.1)
+    _burst_client(1600, 200, 0.1)
 
 
 def burst_tqdm_sync100_launch30():
@@ -443,11 +445,11 @@ LAYOUTS = {
     "lightning": (lightning, 180, ["--total-steps", "180"], {}),
     "rich_track": (rich_track, 100, [], {"FORCE_COLOR": "1", "COLUMNS": "100"}),
     "rich_nested_mofn": (rich_nested_mofn, 180, [], {"FORCE_COLOR": "1", "COLUMNS": "100"}),
-    "burst_issue_client": (burst_issue_client, 900, [], {}),
-    "burst_issue_tqdm": (burst_issue_tqdm, 900, [], {}),
+    "burst_issue_client": (burst_issue_client, 450, [], {}),
+    "burst_issue_tqdm": (burst_issue_tqdm, 450, [], {}),
     "burst_client_sync3_launch90": (burst_client_sync3_launch90, 600, [], {}),
     "burst_client_sync50_launch50": (burst_client_sync50_launch50, 1000, [], {}),
-    "burst_client_sync200_launch10": (burst_client_sync200_launch10, 1200, [], {}),
+    "burst_client_sync200_launch10": (burst_client_sync200_launch10, 1600, [], {}),
     "burst_tqdm_sync100_launch30": (burst_tqdm_sync100_launch30, 1000, [], {}),
     "burst_log_sync25_launch20": (burst_log_sync25_launch20, 900, [], {}),
     "burst_client_pace_change": (burst_client_pace_change, 900, [], {}),
