@@ -42,7 +42,7 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
       !seen_first_interval_ || (total_ && static_cast<double>(step) <= 0.02 * static_cast<double>(*total_));
   if (!warm_up) {
     if (!points_.empty()) {
-      gaps_s_.push_back(std::max(0.0, t_s - points_.back().t_s));
+      gaps_s_.push_back({std::max(0.0, t_s - points_.back().t_s), t_s});
       if (gaps_s_.size() > kMaxGaps) gaps_s_.erase(gaps_s_.begin());
     }
     points_.push_back({t_s, step, gap_s});
@@ -70,10 +70,12 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
   }
 }
 
-double Forecaster::gap_scale_s() const {
+double Forecaster::gap_scale_s(double since_s) const {
   // The time-weighted 95th percentile of the gaps between reports: the gap that 95 % of the time is spent in
   // gaps no longer than. With bursts it is the pause between them; with steady reports, their spacing.
-  std::vector<double> gaps(gaps_s_.begin(), gaps_s_.end());
+  std::vector<double> gaps;
+  for (const auto& [gap_s, t_s] : gaps_s_)
+    if (t_s >= since_s) gaps.push_back(gap_s);
   std::sort(gaps.begin(), gaps.end());
   double sum = 0;
   for (double g : gaps) sum += g;
@@ -89,8 +91,10 @@ double Forecaster::gap_scale_s() const {
 std::optional<Forecaster::Pace> Forecaster::pace() const {
   if (intervals_ < kMinIntervals || points_.size() < 2) return std::nullopt;
   Pace p{};
-  p.gap_s = gap_scale_s();
   const double t_last = points_.back().t_s;
+  // The gap scale of the recent past (of all the gaps kept first, then of the window they give): a pace that
+  // changed has its own.
+  p.gap_s = gap_scale_s(t_last - std::max(kMinWindowS, kWindowGaps * gap_scale_s(-1.0)));
   // Not before the usable reports span two bursts: one burst's steps alone tell the CPU's pace.
   if (t_last - points_.front().t_s < kMinSpanGaps * p.gap_s) return std::nullopt;
   const double window_s = std::max(kMinWindowS, kWindowGaps * p.gap_s);
@@ -99,15 +103,21 @@ std::optional<Forecaster::Pace> Forecaster::pace() const {
   const auto n = static_cast<std::size_t>(points_.end() - first);
   if (n < 2) first = points_.end() - 2;
   std::vector<Point> all(first, points_.end());
-  // Bursts: the reports that follow a pause (a gap of at least half the gap scale) are the heads of the
-  // bursts, all at the same phase of the GPU's work; when they are a minority the slope is fitted through them
-  // alone, once there are three (two whole bursts between them).
-  std::vector<Point> heads;
-  for (const auto& pt : all)
-    if (pt.gap_s >= p.gap_s / 2) heads.push_back(pt);
-  if (2 * heads.size() <= all.size()) {
+  // Bursts: the reports that follow a pause (a gap of at least a third of the gap scale) are the heads of the
+  // bursts, all at the same phase of the GPU's work. When they are a minority the slope is fitted through them
+  // alone, over at least the last kMinHeads of them (bursts can be longer than the window), and not before
+  // there are three (two whole bursts between them).
+  const auto is_head = [&](const Point& pt) { return pt.gap_s >= p.gap_s / 3; };
+  if (2 * static_cast<std::size_t>(std::count_if(all.begin(), all.end(), is_head)) <= all.size()) {
+    std::vector<Point> heads;
+    for (const auto& pt : points_)
+      if (is_head(pt)) heads.push_back(pt);
     if (heads.size() < 3) return std::nullopt;
-    all = std::move(heads);
+    const double start_s =
+        std::min(all.front().t_s, heads[heads.size() - std::min(kMinHeads, heads.size())].t_s);
+    all.clear();
+    for (const auto& pt : heads)
+      if (pt.t_s >= start_s) all.push_back(pt);
   }
   // At most kMaxFitPoints, evenly by index, the newest always in.
   const std::size_t stride = (all.size() + kMaxFitPoints - 1) / kMaxFitPoints;

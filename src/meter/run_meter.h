@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu.h"
@@ -109,8 +110,9 @@ struct Forecast {
 /// Progress may arrive in bursts (the CPU runs ahead of the GPU and waits at a synchronisation every k
 /// steps): the pace is a Theil–Sen slope of time against step over a window of recent reports that spans
 /// several bursts (at least kMinWindowS and kWindowGaps × the gap scale, the time-weighted 95th percentile
-/// of the gaps between reports), from pairs of reports at least half the window apart (when the reports
-/// come in bursts, from the first report of each burst only, once there are three); the interval comes
+/// of the recent gaps between reports), from pairs of reports at least half the window apart (when the reports
+/// come in bursts, from the first report of each burst only, over at least kMinHeads of them, once there are
+/// three); the interval comes
 /// from the 10th and 90th percentiles of those slopes and from the spread of the reports about the fitted
 /// line, and is at least ±kMinSpread of the remaining time. The first interval (start-up, compilation,
 /// autotuning) and the first 2 % of the steps are excluded. It never reaches below the spend, and with steps
@@ -127,6 +129,8 @@ class Forecaster {
   static constexpr double kMinWindowS = 3.0;
   /// ...and at least this many gap scales (so it holds several bursts).
   static constexpr double kWindowGaps = 8.0;
+  /// With bursts, the window holds at least this many burst heads (three whole bursts).
+  static constexpr std::size_t kMinHeads = 4;
   /// No forecast before the usable reports span this many gap scales (two bursts).
   static constexpr double kMinSpanGaps = 2.0;
   /// Reports kept (older ones are thinned by half when full) and used per estimate.
@@ -158,10 +162,10 @@ class Forecaster {
     std::vector<Point> window;
   };
   std::optional<Pace> pace() const;
-  double gap_scale_s() const;
+  double gap_scale_s(double since_s) const;
 
   std::vector<Point> points_;  // usable reports (after the warm-up), oldest first
-  std::vector<double> gaps_s_;  // seconds between consecutive reports, newest last
+  std::vector<std::pair<double, double>> gaps_s_;  // (seconds since the report before, at), newest last
   std::size_t intervals_ = 0;
   std::optional<double> last_t_s_;
   std::optional<std::int64_t> last_step_;

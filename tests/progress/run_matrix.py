@@ -31,7 +31,8 @@ def run_one(gpumeter, out_dir, layout):
             code = subprocess.run(cmd, stdout=out, stderr=err, env=env, timeout=120).returncode
         except subprocess.TimeoutExpired:
             code = -1
-    return {"name": name, "total": layout["total"], "exit_code": code, "wall_s": time.monotonic() - start}
+    return {"name": name, "total": layout["total"], "check_from": layout["check_from"], "exit_code": code,
+            "wall_s": time.monotonic() - start}
 
 
 def main():
