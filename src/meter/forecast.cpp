@@ -50,7 +50,8 @@ void Forecaster::add(double t_s, std::int64_t step, std::optional<std::int64_t> 
       // Thin the history by half, evenly, keeping the newest report.
       std::vector<Point> kept;
       kept.reserve(points_.size() / 2 + 1);
-      for (std::size_t i = points_.size() % 2 == 0 ? 1 : 0; i < points_.size(); i += 2) kept.push_back(points_[i]);
+      for (std::size_t i = points_.size() % 2 == 0 ? 1 : 0; i < points_.size(); i += 2)
+        kept.push_back(points_[i]);
       points_ = std::move(kept);
     }
   }
@@ -104,9 +105,9 @@ std::optional<Forecaster::Pace> Forecaster::pace() const {
   if (n < 2) first = points_.end() - 2;
   std::vector<Point> all(first, points_.end());
   // Bursts: the reports that follow a pause (a gap of at least a third of the gap scale) are the heads of the
-  // bursts, all at the same phase of the GPU's work. When they are a minority the slope is fitted through them
-  // alone, over at least the last kMinHeads of them (bursts can be longer than the window), and not before
-  // there are three (two whole bursts between them).
+  // bursts, all at the same phase of the GPU's work. When they are a minority the slope is fitted through
+  // them alone, over at least the last kMinHeads of them (bursts can be longer than the window), and not
+  // before there are three (two whole bursts between them).
   const auto is_head = [&](const Point& pt) { return pt.gap_s >= p.gap_s / 3; };
   if (2 * static_cast<std::size_t>(std::count_if(all.begin(), all.end(), is_head)) <= all.size()) {
     std::vector<Point> heads;

@@ -110,14 +110,14 @@ struct Forecast {
 /// Progress may arrive in bursts (the CPU runs ahead of the GPU and waits at a synchronisation every k
 /// steps): the pace is a Theil–Sen slope of time against step over a window of recent reports that spans
 /// several bursts (at least kMinWindowS and kWindowGaps × the gap scale, the time-weighted 95th percentile
-/// of the recent gaps between reports), from pairs of reports at least half the window apart (when the reports
-/// come in bursts, from the first report of each burst only, over at least kMinHeads of them, once there are
-/// three); the interval comes
-/// from the 10th and 90th percentiles of those slopes and from the spread of the reports about the fitted
-/// line, and is at least ±kMinSpread of the remaining time. The first interval (start-up, compilation,
-/// autotuning) and the first 2 % of the steps are excluded. It never reaches below the spend, and with steps
-/// left its high end is above it. No forecast until kMinIntervals usable intervals exist and the usable
-/// reports span kMinSpanGaps gap scales, when the total is unknown, or when no time per step was measured.
+/// of the recent gaps between reports), from pairs of reports at least half the window apart (when the
+/// reports come in bursts, from the first report of each burst only, over at least kMinHeads of them, once
+/// there are three); the interval comes from the 10th and 90th percentiles of those slopes and from the
+/// spread of the reports about the fitted line, and is at least ±kMinSpread of the remaining time. The first
+/// interval (start-up, compilation, autotuning) and the first 2 % of the steps are excluded. It never reaches
+/// below the spend, and with steps left its high end is above it. No forecast until kMinIntervals usable
+/// intervals exist and the usable reports span kMinSpanGaps gap scales, when the total is unknown, or when no
+/// time per step was measured.
 class Forecaster {
  public:
   static constexpr std::size_t kMinIntervals = 3;
@@ -164,7 +164,7 @@ class Forecaster {
   std::optional<Pace> pace() const;
   double gap_scale_s(double since_s) const;
 
-  std::vector<Point> points_;  // usable reports (after the warm-up), oldest first
+  std::vector<Point> points_;                      // usable reports (after the warm-up), oldest first
   std::vector<std::pair<double, double>> gaps_s_;  // (seconds since the report before, at), newest last
   std::size_t intervals_ = 0;
   std::optional<double> last_t_s_;

@@ -146,9 +146,10 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"share_of_run", s.share_of_run});
     if (s.share_of_total) f.evidence.push_back({"share_of_total", *s.share_of_total});
     f.evidence.push_back(
-        {"first_work", std::string("utilization >= 5% on a GPU the job used (at the start of the sample "
-                                   "interval that showed it) or the job's first progress step, whichever came "
-                                   "first")});
+        {"first_work",
+         std::string("utilization >= 5% on a GPU the job used (at the start of the sample "
+                     "interval that showed it) or the job's first progress step, whichever came "
+                     "first")});
     if (r.process_on_gpu_ms)
       f.evidence.push_back({"process_on_gpu_s", static_cast<double>(*r.process_on_gpu_ms) / 1000});
     price(f, s.cost_micros, r);

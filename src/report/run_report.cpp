@@ -189,7 +189,8 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
   const bool any_used = std::any_of(gpus.begin(), gpus.end(), [](const GpuUsage& g) { return g.used; });
   std::optional<std::int64_t> first = first_step_ms;
   for (const auto& g : gpus)
-    if (g.first_busy_ms && (g.used || !any_used)) first = std::min(first.value_or(*g.first_busy_ms), *g.first_busy_ms);
+    if (g.first_busy_ms && (g.used || !any_used))
+      first = std::min(first.value_or(*g.first_busy_ms), *g.first_busy_ms);
   if (!first) return std::nullopt;
   Startup s;
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
@@ -277,8 +278,9 @@ std::string render_run_report_json(const RunReport& r) {
       r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
   j["startup_cost_usd"] =
       r.startup ? nlohmann::json(micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
-  j["process_on_gpu_s"] = r.process_on_gpu_ms ? nlohmann::json(static_cast<double>(*r.process_on_gpu_ms) / 1000)
-                                               : nlohmann::json(nullptr);
+  j["process_on_gpu_s"] = r.process_on_gpu_ms
+                              ? nlohmann::json(static_cast<double>(*r.process_on_gpu_ms) / 1000)
+                              : nlohmann::json(nullptr);
   j["steady_state"] = json_or_null(r.steady_state);
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);

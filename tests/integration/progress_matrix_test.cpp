@@ -3,9 +3,9 @@
 // run under the real `gpumeter run` on a fake-NVML H100 at $1/s, several at a time
 // (tests/progress/run_matrix.py). Every layout must end at 100 % of its work, show a step never past its
 // total and never going back unannounced, and at a quarter to a half of its work forecast the final cost
-// within 10 % with an interval that contains it. The burst layouts (issue 35: progress in asynchronous bursts,
-// a stand-in GPU that the CPU runs ahead of) must forecast within 10 % at 25-60 % of their work with an ETA
-// within 25 % of the time really left.
+// within 10 % with an interval that contains it. The burst layouts (issue 35: progress in asynchronous
+// bursts, a stand-in GPU that the CPU runs ahead of) must forecast within 10 % at 25-60 % of their work with
+// an ETA within 25 % of the time really left.
 #include <gtest/gtest.h>
 
 #include <algorithm>

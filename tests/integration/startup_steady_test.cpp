@@ -89,9 +89,9 @@ TEST_F(StartupSteadyStateIntegrationTest, ARunStoppedDuringItsStartupGetsNoUtili
   // The process holds 17.5 GiB from 1 s and the GPU never computes; the budget stops the job at $4 (4 s).
   auto e = env(context_then_work_scenario("sleep", 1, -1, 17920));
   const std::string json_report = dir_.path() + "/r.json";
-  auto r = run_gpumeter(
-      {"run", "--price", "3600", "--budget", "4", "--grace", "1s", "--json-report", json_report, "--", "sleep", "60"},
-      e, std::nullopt, 60);
+  auto r = run_gpumeter({"run", "--price", "3600", "--budget", "4", "--grace", "1s", "--json-report",
+                         json_report, "--", "sleep", "60"},
+                        e, std::nullopt, 60);
   ASSERT_EQ(r.exit_code, 86) << r.err;
   const auto j = nlohmann::json::parse(test::read_file(json_report));
   EXPECT_EQ(j["stopped_by"], "budget");
@@ -103,7 +103,8 @@ TEST_F(StartupSteadyStateIntegrationTest, ARunStoppedDuringItsStartupGetsNoUtili
   EXPECT_EQ(finding(j["findings"], "idle_stretch"), nullptr) << j["findings"].dump();
   for (const auto& f : j["findings"]) EXPECT_TRUE(f["usd_per_month"].is_null()) << f.dump();
   bool said = false;
-  for (const auto& n : j["notes"]) said = said || n.get<std::string>().find("start-up only") != std::string::npos;
+  for (const auto& n : j["notes"])
+    said = said || n.get<std::string>().find("start-up only") != std::string::npos;
   EXPECT_TRUE(said) << j["notes"].dump();
   EXPECT_NE(r.err.find("steady state    not reached"), std::string::npos) << r.err;
 

@@ -28,7 +28,8 @@ struct Job {
 /// one, the CPU `launch × gpu_s` to launch each, and waits for the GPU every `sync` steps; progress is
 /// reported after each launch, by the client (every step), a tqdm bar (redrawn at most every 0.1 s) or a log
 /// line every 25 steps.
-Job async_job(std::int64_t steps, std::int64_t sync, double launch, Printer printer, double pace_change = 1.0) {
+Job async_job(std::int64_t steps, std::int64_t sync, double launch, Printer printer,
+              double pace_change = 1.0) {
   const double startup_s = 3.0;
   auto pace = [&](std::int64_t i) { return i <= steps / 5 ? 1.0 : pace_change; };
   double sum = 0;
@@ -73,7 +74,7 @@ std::optional<Check> forecast_at(const Job& job, std::int64_t steps, double frac
   if (!fc) return std::nullopt;
   const double left = job.end_s - now;
   return Check{fraction, (fc->total_usd - job.end_s) / job.end_s, (fc->remaining_s - left) / left,
-          fc->low_usd <= job.end_s + 1e-9 && fc->high_usd >= job.end_s - 1e-9};
+               fc->low_usd <= job.end_s + 1e-9 && fc->high_usd >= job.end_s - 1e-9};
 }
 
 TEST(ForecastBurstsTest, BurstsAcrossSyncIntervalsLaunchTimesAndPrintersForecastWithinTenPercent) {
@@ -81,10 +82,11 @@ TEST(ForecastBurstsTest, BurstsAcrossSyncIntervalsLaunchTimesAndPrintersForecast
     for (const double launch : {0.1, 0.5, 0.9})
       for (const Printer printer : {Printer::client, Printer::tqdm, Printer::log_every_25}) {
         const std::int64_t steps = std::max<std::int64_t>(900, 8 * sync);
-        SCOPED_TRACE(::testing::Message() << "sync every " << sync << ", launch " << launch << "× the GPU time, "
-                                          << (printer == Printer::client  ? "client"
-                                              : printer == Printer::tqdm ? "tqdm"
-                                                                         : "log lines"));
+        SCOPED_TRACE(::testing::Message()
+                     << "sync every " << sync << ", launch " << launch << "× the GPU time, "
+                     << (printer == Printer::client ? "client"
+                         : printer == Printer::tqdm ? "tqdm"
+                                                    : "log lines"));
         const Job job = async_job(steps, sync, launch, printer);
         for (const double at : {0.25, 0.3, 0.4, 0.5, 0.6}) {
           const auto c = forecast_at(job, steps, at);

@@ -102,7 +102,7 @@ TEST(GuardForecastTest, IntervalFromSpread) {
   // interval-median said 0.4, the faster of two equally frequent step times, and 80 s short of the truth).
   EXPECT_NEAR(fc->s_per_step, 0.5, 0.01);
   EXPECT_NEAR(fc->total_usd, t + 800 * 0.5, 1.0);
-  EXPECT_LE(fc->low_usd, fc->total_usd - 0.05 * fc->remaining_s + 1e-9);  // at least 5 % below
+  EXPECT_LE(fc->low_usd, fc->total_usd - 0.05 * fc->remaining_s + 1e-9);   // at least 5 % below
   EXPECT_GE(fc->high_usd, fc->total_usd + 0.05 * fc->remaining_s - 1e-9);  // and above
 }
 
