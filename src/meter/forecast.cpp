@@ -106,19 +106,23 @@ std::optional<Forecaster::Pace> Forecaster::pace() const {
   std::vector<Point> all(first, points_.end());
   // Bursts: the reports that follow a pause (a gap of at least a third of the gap scale) are the heads of the
   // bursts, all at the same phase of the GPU's work. When they are a minority the slope is fitted through
-  // them alone, over at least the last kMinHeads of them (bursts can be longer than the window), and not
-  // before there are three (two whole bursts between them).
+  // them alone, over at least the last kMinHeads of them (bursts can be longer than the window). Before there
+  // are three (two whole bursts between them) there is no forecast early in the run; later, fewer than three
+  // long gaps are pauses (a stall, an evaluation), not bursts, and every report is used.
   const auto is_head = [&](const Point& pt) { return pt.gap_s >= p.gap_s / 3; };
   if (2 * static_cast<std::size_t>(std::count_if(all.begin(), all.end(), is_head)) <= all.size()) {
     std::vector<Point> heads;
     for (const auto& pt : points_)
       if (is_head(pt)) heads.push_back(pt);
-    if (heads.size() < 3) return std::nullopt;
-    const double start_s =
-        std::min(all.front().t_s, heads[heads.size() - std::min(kMinHeads, heads.size())].t_s);
-    all.clear();
-    for (const auto& pt : heads)
-      if (pt.t_s >= start_s) all.push_back(pt);
+    if (heads.size() >= 3) {
+      const double start_s =
+          std::min(all.front().t_s, heads[heads.size() - std::min(kMinHeads, heads.size())].t_s);
+      all.clear();
+      for (const auto& pt : heads)
+        if (pt.t_s >= start_s) all.push_back(pt);
+    } else if (t_last - points_.front().t_s < 2 * kMinWindowS) {
+      return std::nullopt;
+    }
   }
   // At most kMaxFitPoints, evenly by index, the newest always in.
   const std::size_t stride = (all.size() + kMaxFitPoints - 1) / kMaxFitPoints;
