@@ -175,7 +175,13 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   f.remaining_s = remaining(p->mid, 0.5);
   f.total_usd = spent_usd + f.remaining_s * burn_usd_per_s;
   // A steady job can still change pace: the interval is at least ±kMinSpread of the remaining time.
-  const double low_s = std::min(remaining(p->low, 0.0), (1 - kMinSpread) * f.remaining_s);
+  // The step shown may lag the real one by up to one report interval (bars redraw at most every 0.1 s, rich
+  // 4-10 times a second, logs every N steps): the fast end allows for the median one over the window.
+  std::vector<double> report_gaps;
+  for (const auto& [gap_s, t_s] : gaps_s_)
+    if (t_s >= p->window.front().t_s) report_gaps.push_back(gap_s);
+  const double report_lag_s = report_gaps.empty() ? 0.0 : quantile(report_gaps, 0.5);
+  const double low_s = std::min(remaining(p->low, 0.0) - report_lag_s, (1 - kMinSpread) * f.remaining_s);
   const double high_s = std::max(remaining(p->high, 1.0), (1 + kMinSpread) * f.remaining_s);
   f.low_usd = spent_usd + std::max(0.0, low_s) * burn_usd_per_s;
   f.high_usd = spent_usd + high_s * burn_usd_per_s;
