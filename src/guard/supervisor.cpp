@@ -208,7 +208,9 @@ struct Supervisor::Impl {
     latest_progress = p;
     if (target_guard) target_guard->on_progress(u, p.step, t_s, micros_to_usd(p.cost_micros));
     // At most one stored point per second per source burst: replace a pending point of the same second.
-    if (!pending_progress.empty() && pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
+    // A value of the --target metric is kept (up to kTargetPointsPerSecond): `report RUN` replays the fit.
+    const bool keep = target_guard && target_guard->keeps(u, p.t_ms);
+    if (!keep && !pending_progress.empty() && pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
       pending_progress.back() = p;
     else
       pending_progress.push_back(p);

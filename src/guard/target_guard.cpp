@@ -82,6 +82,19 @@ void TargetGuard::on_progress(const ProgressUpdate& update, std::optional<std::i
   tracker_.add(last_step_, it->second, t_s, spent_usd);
 }
 
+bool TargetGuard::keeps(const ProgressUpdate& update, std::int64_t t_ms) {
+  // The point after a kept one starts a row of its own too, so the kept value stays at its step.
+  const bool after_kept = last_kept_;
+  last_kept_ = false;
+  if (!update.metrics.count(settings_.target.metric)) return after_kept;
+  if (t_ms / 1000 != kept_second_) {
+    kept_second_ = t_ms / 1000;
+    kept_in_second_ = 0;
+  }
+  last_kept_ = ++kept_in_second_ <= kTargetPointsPerSecond;
+  return last_kept_ || after_kept;
+}
+
 std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_t elapsed_ms,
                                              std::size_t forecast_intervals, MicroUsd spent_micros) {
   const TargetForecast& f = tracker_.update(in);
@@ -104,9 +117,10 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
   if (!beyond_steps && !beyond_budget) return out;
   stop_evidence_ = describe_target_forecast(settings_.target, f);
   out.push_back({"stop_target", "target",
-                 spent + (beyond_steps ? "the target is forecast unreachable within the planned steps: "
-                                       : "the target is forecast unreachable within the budget: ") +
-                     *stop_evidence_});
+                 spent + format_metric_target(settings_.target) +
+                     (beyond_steps ? " is forecast unreachable within the planned steps: "
+                                   : " is forecast unreachable within the budget: ") +
+                     f.why});
   return out;
 }
 

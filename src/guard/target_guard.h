@@ -45,6 +45,9 @@ class TargetGuard {
   /// A progress update at `t_s` (seconds since the start) with the run's spend then; `step` is the global
   /// step after it (metrics without a step count at the last one).
   void on_progress(const ProgressUpdate& update, std::optional<std::int64_t> step, double t_s, double spent_usd);
+  /// True when `update` carries a value of the target's metric that the ledger should keep as a point of
+  /// its own (at most kTargetPointsPerSecond a second), so `report RUN` replays the same curve.
+  bool keeps(const ProgressUpdate& update, std::int64_t t_ms);
   /// The forecast at a tick; returns the actions to record (a first verdict, a stop with stopped_by
   /// "target"). `spent_micros` is the figure their messages quote; `forecast_intervals` the pace's.
   std::vector<GuardDecision> tick(const TargetInputs& in, std::int64_t elapsed_ms, std::size_t forecast_intervals,
@@ -62,7 +65,13 @@ class TargetGuard {
   std::int64_t last_step_ = 0;
   std::vector<TargetVerdict> announced_;
   std::optional<std::string> stop_evidence_;
+  std::int64_t kept_second_ = -1;
+  int kept_in_second_ = 0;
+  bool last_kept_ = false;
 };
+
+/// Points of the target's metric the ledger keeps per second (others: one progress point a second).
+inline constexpr int kTargetPointsPerSecond = 10;
 
 /// The forecast's inputs at a tick of the supervisor: the latest progress point, the run's forecast (the
 /// pace of the main job's estimator, Forecaster::forecast), spend, burn rate and budget.

@@ -236,7 +236,8 @@ TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
   EXPECT_LT(*stopped, 0.6 * kTotal);
   EXPECT_GE(*stopped, 0.15 * kTotal);  // never before the minimum fraction of the steps
   EXPECT_EQ(decisions.back().kind, "stop_target");
-  EXPECT_NE(decisions.back().message.find("unreachable within the planned steps"), std::string::npos);
+  EXPECT_NE(decisions.back().message.find("loss<=1.9 is forecast unreachable within the planned steps: 0 of"), std::string::npos)
+      << decisions.back().message;
   EXPECT_NE(decisions.back().message.find("spent $"), std::string::npos);
   EXPECT_FALSE(guard_stop_step(unreachable(), false));
   EXPECT_FALSE(guard_stop_step(noisy(), true));
