@@ -64,6 +64,30 @@ class OptunaTargetPruningTest(unittest.TestCase):
         self.assertLess(unreachable.user_attrs["cost_usd"], 0.5)
         self.assertIn("pruned_for_target_cost_usd", unreachable.user_attrs)
 
+    def test_prunes_a_reachable_trial_that_costs_more_than_whats_left(self):
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        spend = {"usd": 0.0}
+        with mock.patch.object(gpumeter, "metered", return_value=True), \
+                mock.patch.object(gpumeter, "spent_usd", side_effect=lambda: spend["usd"]):
+            # Reaching loss<=2.12 takes 605 steps, $0.605; only $0.40 of the budget is left for it.
+            cost = gm_optuna.CostCallback(budget_usd=0.4, target="loss<=2.12")
+
+            def objective(trial):
+                trial.suggest_float("x", 0, 1)
+                for step in range(1, 1001):
+                    spend["usd"] += 0.001
+                    loss = 2.0 + 3 / math.sqrt(step + 20)
+                    if step % 10 == 0:
+                        cost.report(trial, step, 1000, value=loss)
+                return loss
+
+            study = optuna.create_study()
+            study.optimize(cost.wrap(objective), n_trials=1, callbacks=[cost])
+        t = study.trials[0]
+        self.assertEqual(t.state, optuna.trial.TrialState.PRUNED)
+        self.assertGreater(t.user_attrs["pruned_for_target_cost_usd"], 0.4)
+        self.assertLess(t.user_attrs["cost_usd"], 0.4)
+
 
 if __name__ == "__main__":
     unittest.main()

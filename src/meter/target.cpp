@@ -156,7 +156,9 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
     const auto hi = step_reaching(fit, harder, last_step, horizon);
     high = std::max(high, hi.value_or(kInf));
   }
-  const double reach = median_of(central);
+  // With an even count the lower middle: "unreachable" needs more than half of the fits to say so.
+  std::sort(central.begin(), central.end());
+  const double reach = central.empty() ? kInf : central[(central.size() - 1) / 2];
   // A residual bootstrap: the closest fit plus the observed residuals drawn again, refitted; the central
   // estimate of each resample widens the interval by how much the noise alone moves the answer.
   {
