@@ -103,7 +103,7 @@ std::vector<CurvePoint> prepare(std::vector<CurvePoint> points) {
   });
   std::stable_sort(points.begin(), points.end(),
                    [](const CurvePoint& x, const CurvePoint& y) { return x.step < y.step; });
-  if (points.size() <= 2 * kMaxBins) return points;
+  if (points.size() <= kMaxBins) return points;
   const double lo = points.front().step, hi = points.back().step;
   const double span = (hi - lo) / static_cast<double>(kMaxBins);
   std::vector<CurvePoint> out;

@@ -116,8 +116,8 @@ struct TargetForecast {
   std::string why;                       ///< the evidence in words
 };
 
-/// The forecast from the metric's points (in the order reported) and the run's state. `reached_at` is
-/// where the target was met already (then the verdict is `reached`).
+/// The forecast from the metric's points (in the order reported) and the run's state; never `reached`
+/// (TargetTracker decides that from the recent level).
 TargetForecast forecast_target(const MetricTarget& target, const std::vector<CurvePoint>& points,
                                const TargetInputs& in);
 
