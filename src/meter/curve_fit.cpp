@@ -187,7 +187,7 @@ std::vector<CurveFit> fit_learning_curve(std::vector<CurvePoint> input) {
         auto [l, loss] = huber_fit(g, y);
         if (!l.ok || !(loss < best_loss)) return;
         best_loss = loss;
-        best = CurveFit{family, l.a, l.b, c, rate, from, 0};
+        best = CurveFit{family, l.a, l.b, c, rate, from, 0, 0};
       };
       if (family == CurveFamily::power_law) {
         for (double alpha : kAlpha)

@@ -75,7 +75,9 @@ void expect_forecast_held_truth(const nlohmann::json& j, const std::string& name
               truth, t["reached_at_step"].get<int>());
   EXPECT_NEAR(forecast, truth, 0.25 * truth) << name;
   EXPECT_LE(h["low_usd"].get<double>(), truth) << name;
-  if (!h["high_usd"].is_null()) EXPECT_GE(h["high_usd"].get<double>(), truth) << name;
+  if (!h["high_usd"].is_null()) {
+    EXPECT_GE(h["high_usd"].get<double>(), truth) << name;
+  }
 }
 
 TEST_F(TargetIntegrationTest, ReachableTargetsAreForecastWithinAQuarterHalfwayThrough) {

@@ -27,10 +27,10 @@ struct Scenario {
 };
 
 Scenario power_law() {
-  return {"power law", [](double s) { return 2.0 + 3.0 / std::sqrt(s + 20); }, {"loss", true, 2.12}};
+  return {"power law", [](double s) { return 2.0 + 3.0 / std::sqrt(s + 20); }, {"loss", true, 2.12}, 0, 1};
 }
 Scenario exponential() {
-  return {"exponential", [](double s) { return 0.9 - 0.8 * std::exp(-s / 300); }, {"acc", false, 0.85}};
+  return {"exponential", [](double s) { return 0.9 - 0.8 * std::exp(-s / 300); }, {"acc", false, 0.85}, 0, 1};
 }
 Scenario noisy() {
   Scenario s = power_law();
@@ -148,7 +148,9 @@ TEST(TargetTest, ScenarioForecastsAtAQuarterToHalfWayHoldTheTruth) {
       ASSERT_TRUE(f.cost_to_reach_usd && f.low_usd) << sc.name;
       EXPECT_NEAR(*f.cost_to_reach_usd, truth_usd, 0.25 * truth_usd) << sc.name << " at " << at;
       EXPECT_LE(*f.low_usd, truth_usd) << sc.name << " at " << at;
-      if (f.high_usd) EXPECT_GE(*f.high_usd, truth_usd) << sc.name << " at " << at;
+      if (f.high_usd) {
+        EXPECT_GE(*f.high_usd, truth_usd) << sc.name << " at " << at;
+      }
       EXPECT_NEAR(*f.reached_at_s, *f.reached_at_step * kSecondsPerStep, 1.0) << sc.name;
     }
   }
