@@ -257,9 +257,9 @@ TEST(TargetTest, StatusLineField) {
   st.forecast.cost_to_reach_usd = 0.17;
   st.forecast.low_usd = 0.14;
   st.forecast.high_usd = 0.21;
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.17 in all [$0.14–$0.21]");
+  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–$0.210]");  // format_usd
   st.forecast.high_usd.reset();
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.17 in all [$0.14–not reached]");
+  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
   st.forecast.verdict = TargetVerdict::unreachable_within_steps;
   EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2: not within the planned steps");
 }
