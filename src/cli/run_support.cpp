@@ -72,11 +72,13 @@ void add_session_flags(CLI::App& app, RunFlags& f) {
   app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
   app.add_option("--status-every", f.status_every,
                  "without a terminal: a one-line summary on stderr this often");
-  app.add_option("--target", f.target,
-                 "a metric target (METRIC<=V or METRIC>=V, e.g. loss<=2.2, acc>=0.9): forecast when and at what "
-                 "cost the run reaches it");
-  app.add_flag("--target-stop", f.target_stop,
-               "stop gracefully when the --target is forecast unreachable within the planned steps or the budget");
+  app.add_option(
+      "--target", f.target,
+      "a metric target (METRIC<=V or METRIC>=V, e.g. loss<=2.2, acc>=0.9): forecast when and at what "
+      "cost the run reaches it");
+  app.add_flag(
+      "--target-stop", f.target_stop,
+      "stop gracefully when the --target is forecast unreachable within the planned steps or the budget");
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {

@@ -55,7 +55,8 @@ std::string render_target_field(const TargetStatus& t) {
     case TargetVerdict::unreachable_within_steps:
       return s + ": not within the planned steps";
     case TargetVerdict::unreachable_within_budget:
-      return s + fmt::format(": not before the budget (~step {:.0f}", f.reached_at_step.value_or(0)) + interval() + ")";
+      return s + fmt::format(": not before the budget (~step {:.0f}", f.reached_at_step.value_or(0)) +
+             interval() + ")";
   }
   return s;
 }

@@ -116,7 +116,9 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   if (s.target) {
     // --target: what the job (the Optuna callback) can act on.
     const TargetForecast& f = s.target->forecast;
-    auto num = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    auto num = [](const std::optional<double>& v) {
+      return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
     j["target"] = {{"metric", s.target->target.metric},
                    {"op", s.target->target.at_most ? "<=" : ">="},
                    {"value", s.target->target.threshold},

@@ -71,8 +71,8 @@ struct Supervisor::Impl {
   SessionSink& sink;
   BudgetGuard guard;
   Forecaster forecaster;
-  std::optional<TargetGuard> target_guard = cfg.target ? std::optional<TargetGuard>(std::in_place, *cfg.target, cfg.guard)
-                                                 : std::nullopt;
+  std::optional<TargetGuard> target_guard =
+      cfg.target ? std::optional<TargetGuard>(std::in_place, *cfg.target, cfg.guard) : std::nullopt;
   OutputProgressParser output_parser;  ///< one tracker for both streams: bars nest across them
   std::optional<RunMeter> meter;
   SessionOutcome outcome;
@@ -147,7 +147,9 @@ struct Supervisor::Impl {
 
   MicroUsd price_micros() const { return cfg.price ? cfg.price->micros_per_gpu_hour : 0; }
   std::int64_t elapsed_ms(std::int64_t now_ns) const { return (now_ns - start_ns) / 1'000'000; }
-  double seconds_since_start(std::int64_t now_ns) const { return static_cast<double>(now_ns - start_ns) / 1e9; }
+  double seconds_since_start(std::int64_t now_ns) const {
+    return static_cast<double>(now_ns - start_ns) / 1e9;
+  }
 
   /// Spend so far: metered GPU cost, or without GPU telemetry the wall time at the price (one unit).
   MicroUsd spent(std::int64_t now_ns, bool extrapolate) const {
@@ -648,9 +650,10 @@ struct Supervisor::Impl {
       if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
     }
     if (target_guard && evaluate_guard)
-      for (const auto& d : target_guard->tick(target_inputs(seconds_since_start(now_ns), latest_progress, forecast, spent_now, burn_usd_per_s(),
-                                                      guard.config().budget_micros, cfg.price.has_value()),
-                                        in.elapsed_ms, in.forecast_intervals, spent_now)) {
+      for (const auto& d : target_guard->tick(
+               target_inputs(seconds_since_start(now_ns), latest_progress, forecast, spent_now,
+                             burn_usd_per_s(), guard.config().budget_micros, cfg.price.has_value()),
+               in.elapsed_ms, in.forecast_intervals, spent_now)) {
         record_action(d.kind, d.message, now_ns, spent_now);
         if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
       }
@@ -768,7 +771,8 @@ std::int64_t Supervisor::begin() {
   }
   const std::int64_t now_ns = m.clock.monotonic_ns();
   m.start_ns = now_ns - ago_ms * 1'000'000;
-  if (m.target_guard) m.pending_actions.push_back(target_set_action(m.run.id, *m.cfg.target));  // report RUN replays it
+  if (m.target_guard)
+    m.pending_actions.push_back(target_set_action(m.run.id, *m.cfg.target));  // report RUN replays it
   m.meter.emplace(*m.backend, m.cfg.telemetry ? m.cfg.allocated : std::vector<unsigned>{}, m.price_micros(),
                   m.start_ns);
   m.next_tick_ns = now_ns + m.cfg.sample_interval_ms * 1'000'000;

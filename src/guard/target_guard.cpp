@@ -16,11 +16,13 @@ std::string describe_target_forecast(const MetricTarget& target, const TargetFor
     case TargetVerdict::too_early:
       return name + ": too early to tell (" + f.why + ")";
     case TargetVerdict::reached:
-      return name + ": reached" + (f.cost_to_reach_usd ? " with " + format_usd(*f.cost_to_reach_usd) + " spent" : "") +
-             " (" + f.why + ")";
+      return name + ": reached" +
+             (f.cost_to_reach_usd ? " with " + format_usd(*f.cost_to_reach_usd) + " spent" : "") + " (" +
+             f.why + ")";
     case TargetVerdict::on_track:
     case TargetVerdict::unreachable_within_budget: {
-      std::string s = name + (f.verdict == TargetVerdict::on_track ? ": on track" : ": not before the budget");
+      std::string s =
+          name + (f.verdict == TargetVerdict::on_track ? ": on track" : ": not before the budget");
       if (f.reached_at_step) s += fmt::format(", at ~step {:.0f}", *f.reached_at_step);
       if (f.cost_to_reach_usd) {
         s += ", " + format_usd(*f.cost_to_reach_usd) + " in all";
@@ -53,8 +55,8 @@ TargetInputs target_inputs(double now_s, const std::optional<ProgressRecord>& la
 }
 
 ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings) {
-  return ActionRecord{run_id, 0, "target_set",
-                      0, format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
+  return ActionRecord{run_id, 0, "target_set", 0,
+                      format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
 }
 
 std::optional<TargetSettings> target_of_actions(const std::vector<ActionRecord>& actions) {
@@ -106,7 +108,8 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
     announced_.push_back(f.verdict);
     out.push_back({"target", "", spent + describe_target_forecast(settings_.target, f)});
   }
-  if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ || forecast_intervals < min_intervals_)
+  if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ ||
+      forecast_intervals < min_intervals_)
     return out;
   // A stop needs every plausible fit to agree: none reaches even the eased target within the planned
   // steps, or even the optimistic end of the cost is over the budget.

@@ -40,18 +40,21 @@ struct TargetOutcome {
 class TargetGuard {
  public:
   TargetGuard(TargetSettings settings, const GuardConfig& guard)
-      : settings_(std::move(settings)), tracker_(settings_.target), min_elapsed_ms_(guard.forecast_min_elapsed_ms),
+      : settings_(std::move(settings)),
+        tracker_(settings_.target),
+        min_elapsed_ms_(guard.forecast_min_elapsed_ms),
         min_intervals_(guard.forecast_min_intervals) {}
   /// A progress update at `t_s` (seconds since the start) with the run's spend then; `step` is the global
   /// step after it (metrics without a step count at the last one).
-  void on_progress(const ProgressUpdate& update, std::optional<std::int64_t> step, double t_s, double spent_usd);
+  void on_progress(const ProgressUpdate& update, std::optional<std::int64_t> step, double t_s,
+                   double spent_usd);
   /// True when `update` carries a value of the target's metric that the ledger should keep as a point of
   /// its own (at most kTargetPointsPerSecond a second), so `report RUN` replays the same curve.
   bool keeps(const ProgressUpdate& update, std::int64_t t_ms);
   /// The forecast at a tick; returns the actions to record (a first verdict, a stop with stopped_by
   /// "target"). `spent_micros` is the figure their messages quote; `forecast_intervals` the pace's.
-  std::vector<GuardDecision> tick(const TargetInputs& in, std::int64_t elapsed_ms, std::size_t forecast_intervals,
-                                  MicroUsd spent_micros);
+  std::vector<GuardDecision> tick(const TargetInputs& in, std::int64_t elapsed_ms,
+                                  std::size_t forecast_intervals, MicroUsd spent_micros);
   /// For the status line (nullopt before the first tick).
   std::optional<TargetStatus> status() const;
   /// For the report.

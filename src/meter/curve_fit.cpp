@@ -110,7 +110,7 @@ std::vector<CurvePoint> prepare(std::vector<CurvePoint> points) {
   std::size_t i = 0;
   for (std::size_t bin = 0; bin < kMaxBins && i < points.size(); ++bin) {
     const double end = bin + 1 == kMaxBins ? std::numeric_limits<double>::infinity()
-                                            : lo + span * static_cast<double>(bin + 1);
+                                           : lo + span * static_cast<double>(bin + 1);
     std::vector<double> values;
     double step_sum = 0;
     while (i < points.size() && points[i].step < end) {
@@ -152,10 +152,10 @@ std::vector<CurveFit> fit_learning_curve(std::vector<CurvePoint> input) {
   const double span = std::max(1.0, last - first);
   // Shape grids, in units of the steps seen so the same grid serves 100 steps and 1,000,000.
   static constexpr std::array<double, 14> kAlpha{0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
-                                                0.65, 0.8, 1.0, 1.3, 1.7, 2.2, 3.0};
+                                                 0.65, 0.8, 1.0,  1.3, 1.7, 2.2, 3.0};
   static constexpr std::array<double, 6> kOffset{0.0, 0.01, 0.03, 0.1, 0.3, 1.0};  // × last step
-  static constexpr std::array<double, 14> kRate{0.1, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5,
-                                               2.0, 3.0, 4.0, 6.0, 9.0, 14.0, 20.0};  // ÷ last step
+  static constexpr std::array<double, 14> kRate{0.1, 0.2, 0.35, 0.5, 0.75, 1.0,  1.5,
+                                                2.0, 3.0, 4.0,  6.0, 9.0,  14.0, 20.0};  // ÷ last step
   const double scale = std::max(1.0, last);
   const double recent_from = first + span / 2;
   double recent_lo = std::numeric_limits<double>::infinity(), recent_hi = -recent_lo;
@@ -245,7 +245,8 @@ std::vector<CurveFit> plausible_fits(const std::vector<CurveFit>& fits) {
   for (const auto& f : fits) best = std::min(best, f.recent_msr);
   std::vector<CurveFit> out;
   for (const auto& f : fits)
-    if (f.recent_msr <= kPlausibleRatio * best + kPlausibleFloor * kPlausibleFloor * f.recent_range * f.recent_range)
+    if (f.recent_msr <=
+        kPlausibleRatio * best + kPlausibleFloor * kPlausibleFloor * f.recent_range * f.recent_range)
       out.push_back(f);
   return out;
 }

@@ -41,8 +41,9 @@ std::string steps_text(double step) {
 Result<MetricTarget> parse_metric_target(std::string_view text) {
   const std::string original(text);
   auto bad = [&](const std::string& why) {
-    return make_error(ErrorKind::usage, "--target '" + original + "': " + why +
-                                            " (expected METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE, e.g. acc=0.9)");
+    return make_error(ErrorKind::usage,
+                      "--target '" + original + "': " + why +
+                          " (expected METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE, e.g. acc=0.9)");
   };
   MetricTarget t;
   std::size_t op = text.find_first_of("<>=");
@@ -132,7 +133,8 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
   std::size_t recent_n = 0;
   const double recent_from = points.empty() ? 0 : last_step - (last_step - points.front().step) / 2;
   for (const auto& p : points) recent_n += p.step >= recent_from;
-  const double shift = 2 * std::sqrt(best->recent_msr) / std::sqrt(static_cast<double>(std::max<std::size_t>(1, recent_n)));
+  const double shift =
+      2 * std::sqrt(best->recent_msr) / std::sqrt(static_cast<double>(std::max<std::size_t>(1, recent_n)));
   MetricTarget easier = target, harder = target;
   easier.threshold += target.at_most ? shift : -shift;
   harder.threshold += target.at_most ? -shift : shift;
@@ -190,14 +192,15 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
     }
   }
   f.value_at_total = best->value_at(horizon);
-  const std::string within =
-      in.total_steps ? fmt::format("the planned {} steps", *in.total_steps)
-                     : fmt::format("{} steps ({:g}× the steps so far; the total is unknown)", steps_text(horizon),
-                                   kTargetHorizonNoTotal);
-  f.why = fmt::format("{} of {} plausible fits of {} reach {} within {}; the closest fit ({}) gives {:.4g} at "
-                      "step {}",
-                      f.fits_reaching, f.fits, target.metric, format_metric_target(target), within,
-                      curve_family_name(best->family), *f.value_at_total, steps_text(horizon));
+  const std::string within = in.total_steps
+                                 ? fmt::format("the planned {} steps", *in.total_steps)
+                                 : fmt::format("{} steps ({:g}× the steps so far; the total is unknown)",
+                                               steps_text(horizon), kTargetHorizonNoTotal);
+  f.why = fmt::format(
+      "{} of {} plausible fits of {} reach {} within {}; the closest fit ({}) gives {:.4g} at "
+      "step {}",
+      f.fits_reaching, f.fits, target.metric, format_metric_target(target), within,
+      curve_family_name(best->family), *f.value_at_total, steps_text(horizon));
   if (low < kInf) f.low_step = low;
   if (high < kInf) f.high_step = high;
   if (!(reach < kInf)) {
@@ -264,7 +267,8 @@ const TargetForecast& TargetTracker::update(const TargetInputs& in) {
   if (!due && !history_.empty() && history_.size() < 1000) {
     const auto& prev = history_.back();
     if (in.total_steps)
-      due = static_cast<double>(in.step - prev.forecast.step) >= kTargetHistoryEvery * static_cast<double>(*in.total_steps);
+      due = static_cast<double>(in.step - prev.forecast.step) >=
+            kTargetHistoryEvery * static_cast<double>(*in.total_steps);
     else
       due = in.now_s - prev.t_s >= 30;
   }

@@ -74,7 +74,13 @@ std::optional<double> step_reaching(const CurveFit& fit, const MetricTarget& tar
 
 // ---- the forecast ----------------------------------------------------------------------------
 
-enum class TargetVerdict { too_early, on_track, reached, unreachable_within_steps, unreachable_within_budget };
+enum class TargetVerdict {
+  too_early,
+  on_track,
+  reached,
+  unreachable_within_steps,
+  unreachable_within_budget
+};
 /// "too_early", "on_track", "reached", "unreachable_within_steps", "unreachable_within_budget".
 std::string_view verdict_name(TargetVerdict verdict);
 
@@ -102,18 +108,18 @@ struct TargetInputs {
 /// The forecast of when and at what cost the target is reached.
 struct TargetForecast {
   TargetVerdict verdict = TargetVerdict::too_early;
-  std::optional<double> current_value;   ///< the recent level: median of the last 3 to 15 points
-  std::int64_t step = 0;                 ///< the step it was made at
-  std::optional<double> reached_at_step; ///< central estimate (or the step where it was reached)
+  std::optional<double> current_value;        ///< the recent level: median of the last 3 to 15 points
+  std::int64_t step = 0;                      ///< the step it was made at
+  std::optional<double> reached_at_step;      ///< central estimate (or the step where it was reached)
   std::optional<double> low_step, high_step;  ///< the interval over plausible fits; high nullopt: not reached
-  std::optional<double> reached_at_s;    ///< seconds since the run's start
-  std::optional<double> cost_to_reach_usd;     ///< the run's total cost when the target is reached
-  std::optional<double> low_usd, high_usd;     ///< high nullopt: some plausible fit does not reach it
-  std::size_t points = 0;                ///< metric points seen
-  std::size_t fits = 0;                  ///< plausible fits
-  std::size_t fits_reaching = 0;         ///< of them, those reaching the target within the horizon
-  std::optional<double> value_at_total;  ///< central fit's value at the planned total
-  std::string why;                       ///< the evidence in words
+  std::optional<double> reached_at_s;         ///< seconds since the run's start
+  std::optional<double> cost_to_reach_usd;    ///< the run's total cost when the target is reached
+  std::optional<double> low_usd, high_usd;    ///< high nullopt: some plausible fit does not reach it
+  std::size_t points = 0;                     ///< metric points seen
+  std::size_t fits = 0;                       ///< plausible fits
+  std::size_t fits_reaching = 0;              ///< of them, those reaching the target within the horizon
+  std::optional<double> value_at_total;       ///< central fit's value at the planned total
+  std::string why;                            ///< the evidence in words
 };
 
 /// The forecast from the metric's points (in the order reported) and the run's state; never `reached`

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "meter/run_meter.h"
-#include "report/html_page.h"
 #include "report/detail/target_render.h"
+#include "report/html_page.h"
 #include "report/run_report.h"
 #include "util/json.h"
 #include "util/units.h"
@@ -212,8 +212,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   // --target: the forecast to reach it, replayed from the stored progress as the live run made it.
   const auto target = replay_run_target(in.run, in.progress, in.actions);
-  if (target) summary.push_back({"target " + format_metric_target(target->target),
-                                 describe_target_forecast(target->target, target->forecast)});
+  if (target)
+    summary.push_back({"target " + format_metric_target(target->target),
+                       describe_target_forecast(target->target, target->forecast)});
   spec["summary"] = summary;
   json cards = json::array();
   html::add_finding_cards(cards, in.findings, "");

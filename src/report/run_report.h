@@ -84,7 +84,8 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
 /// A stored run's target (--target): replayed from its progress points as the live run forecast it (the
 /// ledger's `target_set` action names it); nullopt when the run had none.
-std::optional<TargetOutcome> replay_run_target(const RunRecord& run, const std::vector<ProgressRecord>& progress,
+std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
+                                               const std::vector<ProgressRecord>& progress,
                                                const std::vector<ActionRecord>& actions);
 /// Builds the end-of-run report of a supervised run (`run`, `attach`) from its outcome, as
 /// `report RUN` builds it from the ledger. `catalog` may be null (no rightsizing hint then).

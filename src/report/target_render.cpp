@@ -1,17 +1,19 @@
 // The money to reach a target in a run's report and on its page (docs/run.md "Targets").
+#include "report/detail/target_render.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "report/detail/target_render.h"
 #include "report/run_report.h"
 #include "util/units.h"
 
 namespace gm {
 
-std::optional<TargetOutcome> replay_run_target(const RunRecord& run, const std::vector<ProgressRecord>& progress,
+std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
+                                               const std::vector<ProgressRecord>& progress,
                                                const std::vector<ActionRecord>& actions) {
   const auto settings = target_of_actions(actions);
   if (!settings) return std::nullopt;
@@ -127,13 +129,14 @@ std::optional<nlohmann::json> target_chart(const MetricTarget& target, const std
     series.push_back({{"label", "fits_high"}, {"values", high}});
   }
   series.push_back({{"label", "target " + format_metric_target(target)}, {"values", line}, {"dash", true}});
-  nlohmann::json chart = {{"id", "target"},
-                          {"title", "Target " + format_metric_target(target) + ": the metric, its fits and the target"},
-                          {"kind", "line"},
-                          {"x_label", "step"},
-                          {"y_label", target.metric},
-                          {"x", x},
-                          {"series", series}};
+  nlohmann::json chart = {
+      {"id", "target"},
+      {"title", "Target " + format_metric_target(target) + ": the metric, its fits and the target"},
+      {"kind", "line"},
+      {"x_label", "step"},
+      {"y_label", target.metric},
+      {"x", x},
+      {"series", series}};
   if (best) chart["band"] = {{"upper", "fits_high"}, {"lower", "fits_low"}};
   return chart;
 }

@@ -34,13 +34,13 @@ class TargetIntegrationTest : public ::testing::Test {
                                                        const std::string& every, const std::string& noise,
                                                        std::vector<std::string> extra = {}) {
     const std::string report = dir_.path() + "/" + kind + every + noise + ".json";
-    std::vector<std::string> args{"run", "--price", "3600", "--target", target, "--status-every", "1s",
-                                  "--json-report", report};
+    std::vector<std::string> args{"run", "--price",       "3600", "--target", target, "--status-every",
+                                  "1s",  "--json-report", report};
     args.insert(args.end(), extra.begin(), extra.end());
-    for (const std::string& a : {std::string("--"), std::string("python3"),
-                                 test::source_dir() + "/tests/data/python/target_curve.py", kind,
-                                 std::to_string(kSteps), std::string(kStepS), every, noise, std::string("1"),
-                                 dir_.path() + "/checkpoint.txt"})
+    for (const std::string& a :
+         {std::string("--"), std::string("python3"),
+          test::source_dir() + "/tests/data/python/target_curve.py", kind, std::to_string(kSteps),
+          std::string(kStepS), every, noise, std::string("1"), dir_.path() + "/checkpoint.txt"})
       args.push_back(a);
     auto r = run_gpumeter(args, env(), std::nullopt, 120);
     nlohmann::json j;
@@ -61,7 +61,8 @@ void expect_forecast_held_truth(const nlohmann::json& j, const std::string& name
   for (const auto& h : t["forecast_history"]) {
     const double frac = h["step"].get<double>() / kSteps;
     if (frac < 0.35 || frac > 0.5 || h["verdict"] != "on_track") continue;
-    if (!chosen || std::abs(frac - 0.45) < std::abs((*chosen)["step"].get<double>() / kSteps - 0.45)) chosen = &h;
+    if (!chosen || std::abs(frac - 0.45) < std::abs((*chosen)["step"].get<double>() / kSteps - 0.45))
+      chosen = &h;
   }
   ASSERT_NE(chosen, nullptr) << name << ": no on_track forecast between 35 % and 50 %:\n"
                              << t["forecast_history"].dump(1);
@@ -71,8 +72,8 @@ void expect_forecast_held_truth(const nlohmann::json& j, const std::string& name
   if (!h["high_usd"].is_null()) std::snprintf(high, sizeof high, "$%.2f", h["high_usd"].get<double>());
   std::printf("%s: at step %d of %d forecast $%.2f [$%.2f–%s] to reach %s%s%g; it cost $%.2f (step %d)\n",
               name.c_str(), h["step"].get<int>(), kSteps, forecast, h["low_usd"].get<double>(), high,
-              t["metric"].get<std::string>().c_str(), t["op"].get<std::string>().c_str(), t["value"].get<double>(),
-              truth, t["reached_at_step"].get<int>());
+              t["metric"].get<std::string>().c_str(), t["op"].get<std::string>().c_str(),
+              t["value"].get<double>(), truth, t["reached_at_step"].get<int>());
   EXPECT_NEAR(forecast, truth, 0.25 * truth) << name;
   EXPECT_LE(h["low_usd"].get<double>(), truth) << name;
   if (!h["high_usd"].is_null()) {
@@ -98,7 +99,8 @@ TEST_F(TargetIntegrationTest, ReachableTargetsAreForecastWithinAQuarterHalfwayTh
     // The status line carried the target field, too early at first and then with the forecast.
     EXPECT_NE(r.err.find(": too early to tell"), std::string::npos) << c.name << "\n" << r.err;
     EXPECT_TRUE(std::regex_search(r.err, std::regex(" → [0-9.]+ at ~step [0-9]+, \\$[0-9.,]+ in all \\[")))
-        << c.name << "\n" << r.err;
+        << c.name << "\n"
+        << r.err;
   }
 }
 
@@ -122,8 +124,8 @@ TEST_F(TargetIntegrationTest, UnreachableTargetIsStoppedGracefullyBeforeSixtyPer
     sigterm = sigterm || a["kind"] == "sigterm";
   }
   EXPECT_TRUE(stop_action && sigterm) << j["actions"].dump(1);
-  std::printf("unreachable loss<=1.95: stopped at step %d of %d, $%.2f spent\n", j["steps"].get<int>(), kSteps,
-              j["cost_usd"].get<double>());
+  std::printf("unreachable loss<=1.95: stopped at step %d of %d, $%.2f spent\n", j["steps"].get<int>(),
+              kSteps, j["cost_usd"].get<double>());
   // `report last` replays the target from the ledger: the same verdict and the stop's evidence.
   auto rep = run_gpumeter({"report", "last", "--json"}, env());
   ASSERT_EQ(rep.exit_code, 0) << rep.err;

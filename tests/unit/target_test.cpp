@@ -1,5 +1,7 @@
 // The money to reach a target: curve fits, the forecast and its interval, verdicts, the guard's stop and the
 // status line field (docs/run.md "Targets").
+#include "meter/target.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "cli/run_terminal.h"
 #include "guard/target_guard.h"
-#include "meter/target.h"
 
 namespace gm {
 namespace {
@@ -108,7 +109,8 @@ TEST(TargetTest, FitsRecoverKnownCurvesBeyondTheirPoints) {
       if (f.recent_msr < best->recent_msr) best = &f;
     // Extrapolated 2.5× past the last point, the closest fit is within 1 % of the curve's remaining fall.
     const double fall = std::abs(sc.curve(400) - sc.curve(1000));
-    EXPECT_NEAR(best->value_at(1000), sc.curve(1000), 0.01 * std::abs(sc.curve(1000)) + 0.2 * fall) << sc.name;
+    EXPECT_NEAR(best->value_at(1000), sc.curve(1000), 0.01 * std::abs(sc.curve(1000)) + 0.2 * fall)
+        << sc.name;
     EXPECT_NEAR(best->value_at(200), sc.curve(200), 1e-3) << sc.name;
   }
 }
@@ -119,7 +121,8 @@ TEST(TargetTest, FitsIgnoreSpikesAndBinManyPoints) {
   for (int s = 1; s <= 6000; ++s) points.push_back({double(s), sc.curve(s) + (s % 20 == 0 ? 1.5 : 0.0)});
   const auto fits = plausible_fits(fit_learning_curve(points));
   ASSERT_FALSE(fits.empty());
-  for (const auto& f : fits) EXPECT_NEAR(f.value_at(6000), sc.curve(6000), 0.02) << curve_family_name(f.family);
+  for (const auto& f : fits)
+    EXPECT_NEAR(f.value_at(6000), sc.curve(6000), 0.02) << curve_family_name(f.family);
   EXPECT_TRUE(fit_learning_curve({{1, 2}, {2, 1.9}, {3, 1.8}}).empty());
 }
 
@@ -176,8 +179,8 @@ TEST(TargetTest, ScenarioForecastsOverSeedsMostlyHoldTheTruth) {
   RecordProperty("within_25pct", within);
   RecordProperty("interval_held", held);
   RecordProperty("cases", cases);
-  std::printf("target forecasts over seeds: %d of %d within 25 %%, interval held the truth in %d\n", within, cases,
-              held);
+  std::printf("target forecasts over seeds: %d of %d within 25 %%, interval held the truth in %d\n", within,
+              cases, held);
   EXPECT_GE(within, cases * 7 / 10);
   EXPECT_GE(held, cases * 8 / 10);
 }
@@ -207,7 +210,8 @@ TEST(TargetTest, ReachedOnTheRecentLevelNotOneNoisyPoint) {
   EXPECT_EQ(t.history().back().forecast.verdict, TargetVerdict::reached);
 }
 
-/// A run of the scenario through the TargetGuard with `stop`: the step where it decided to stop (nullopt: never).
+/// A run of the scenario through the TargetGuard with `stop`: the step where it decided to stop (nullopt:
+/// never).
 std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<GuardDecision>* all = nullptr) {
   GuardConfig g;
   TargetGuard guard(TargetSettings{sc.target, stop}, g);
@@ -240,7 +244,8 @@ TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
   EXPECT_LT(*stopped, 0.6 * kTotal);
   EXPECT_GE(*stopped, 0.15 * kTotal);  // never before the minimum fraction of the steps
   EXPECT_EQ(decisions.back().kind, "stop_target");
-  EXPECT_NE(decisions.back().message.find("loss<=1.9 is forecast unreachable within the planned steps: 0 of"), std::string::npos)
+  EXPECT_NE(decisions.back().message.find("loss<=1.9 is forecast unreachable within the planned steps: 0 of"),
+            std::string::npos)
       << decisions.back().message;
   EXPECT_NE(decisions.back().message.find("spent $"), std::string::npos);
   EXPECT_FALSE(guard_stop_step(unreachable(), false));
@@ -257,7 +262,8 @@ TEST(TargetTest, StatusLineField) {
   st.forecast.cost_to_reach_usd = 0.17;
   st.forecast.low_usd = 0.14;
   st.forecast.high_usd = 0.21;
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–$0.210]");  // format_usd
+  EXPECT_EQ(cli::render_target_field(st),
+            "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–$0.210]");  // format_usd
   st.forecast.high_usd.reset();
   EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
   st.forecast.verdict = TargetVerdict::unreachable_within_steps;

@@ -1,7 +1,6 @@
 #pragma once
 // The `target` object of a run's report (run_report.cpp) and its chart on the run page (html.cpp).
 #include <nlohmann/json.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
