@@ -84,6 +84,7 @@ class _Session:
         self.offer = None
         self.budget = None
         self.warn_at = "80%"
+        self.target = None
         self.max_idle = "30m"
         self.cell_threshold = 0.01
         self.proc = None
@@ -130,6 +131,8 @@ class _Session:
             args += ["--offer", self.offer]
         if self.budget is not None:
             args += ["--budget", repr(float(self.budget))]
+        if self.target is not None:
+            args += ["--target", self.target]
         return args
 
     def start(self):
@@ -307,6 +310,8 @@ class _Session:
             parts.append(mem)
         if s.get("forecast_usd") is not None:
             parts.append("forecast %s" % _usd(s["forecast_usd"]))
+        if (s.get("target") or {}).get("text"):
+            parts.append(s["target"]["text"])
         extra = []
         budget = s.get("budget_usd")
         color = "#2a7"
@@ -434,9 +439,10 @@ class _Session:
     # ---- the magic ---------------------------------------------------------------------------------------
 
     def configure(self, args):
-        restart_needed = args.price is not None or args.offer is not None or args.max_idle is not None
+        restart_needed = (args.price is not None or args.offer is not None or args.max_idle is not None
+                          or args.target is not None)
         if restart_needed and self.started and self.proc is not None:
-            print("gpumeter: the price and --max-idle of a metered session are fixed once it runs (they apply to "
+            print("gpumeter: the price, --max-idle and --target of a metered session are fixed once it runs (they apply to "
                   "the whole session): set them before the first cell, or restart the kernel", file=sys.stderr)
             return
         if args.price is not None:
@@ -445,6 +451,8 @@ class _Session:
             self.offer, self.price = args.offer, None
         if args.max_idle is not None:
             self.max_idle = args.max_idle
+        if args.target is not None:
+            self.target = args.target
         if args.cell_threshold is not None:
             self.cell_threshold = args.cell_threshold
         control = {}
@@ -545,6 +553,7 @@ def _magic_parser():
     p.add_argument("--warn-at", dest="warn_at")
     p.add_argument("--max-idle", dest="max_idle")
     p.add_argument("--cell-threshold", dest="cell_threshold", type=float)
+    p.add_argument("--target")
     p.add_argument("-h", "--help", action="store_true")
     return p
 
@@ -553,7 +562,10 @@ _HELP = """%gpumeter                       the session summary (spent, $/h, GPUs
 %gpumeter cells                 each executed cell's cost: wall time, $ and share of the session, GPU util
 %gpumeter badge                 show the live badge here
 %gpumeter [--price USD_PER_GPU_HOUR | --offer PROVIDER:INSTANCE[:spot]] [--budget USD] [--warn-at 80%]
-          [--max-idle 30m] [--cell-threshold USD]    configure (price, offer and --max-idle before the first cell)"""
+          [--max-idle 30m] [--cell-threshold USD] [--target METRIC<=V|METRIC>=V]
+                                configure (price, offer, --max-idle and --target before the first cell);
+                                --target forecasts when and at what cost the metric the job reports
+                                (gpumeter.progress(metrics=...)) reaches the target"""
 
 
 def _magic(line):
@@ -582,11 +594,14 @@ def _magic(line):
                 _parse_pct(item)
         if args.cell_threshold is not None and args.cell_threshold < 0:
             raise ValueError("--cell-threshold must be at least 0")
+        if args.target is not None:
+            from gpumeter.optuna import parse_target
+            parse_target(args.target)
     except ValueError as e:
         print("gpumeter: %s" % e, file=sys.stderr)
         return
     configuring = any(v is not None for v in (args.price, args.offer, args.budget, args.warn_at, args.max_idle,
-                                              args.cell_threshold))
+                                              args.cell_threshold, args.target))
     if configuring:
         session.configure(args)
         return

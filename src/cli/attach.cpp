@@ -88,6 +88,10 @@ class JsonLinesSink final : public SessionSink {
     } else {
       j["forecast_usd"] = nullptr;
     }
+    if (s.target)
+      j["target"] = {{"text", render_target_field(*s.target)},
+                     {"verdict", std::string(verdict_name(s.target->forecast.verdict))},
+                     {"cost_to_reach_usd", opt(s.target->forecast.cost_to_reach_usd)}};
     nlohmann::json gpus = nlohmann::json::array();
     double util_sum = 0, mem_sum = 0, mem_total = 0;
     int util_n = 0;

@@ -24,7 +24,7 @@ const char* group_of(const std::string& name) {
        {"--price", "--offer", "--config", "--catalog", "--provider", "--region", "--spot", "--all-regions"}},
       {"Budget guard",
        {"--budget", "--warn-at", "--forecast-stop", "--max-idle", "--grace", "--stop-signal", "--stop-to",
-        "--total-steps"}},
+        "--total-steps", "--target", "--target-stop"}},
       {"Serving engines",
        {"--inference-endpoint", "--inference-window", "--inference-discover", "--kubelet-pods-url",
         "--kubelet-token-file", "--kubelet-pods-every"}},

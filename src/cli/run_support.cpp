@@ -72,6 +72,13 @@ void add_session_flags(CLI::App& app, RunFlags& f) {
   app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
   app.add_option("--status-every", f.status_every,
                  "without a terminal: a one-line summary on stderr this often");
+  app.add_option(
+      "--target", f.target,
+      "a metric target (METRIC<=V or METRIC>=V, e.g. loss<=2.2, acc>=0.9): forecast when and at what "
+      "cost the run reaches it");
+  app.add_flag(
+      "--target-stop", f.target_stop,
+      "stop gracefully when the --target is forecast unreachable within the planned steps or the budget");
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {
@@ -208,6 +215,12 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   cfg.guard.warn_at_pct = *warn;
   cfg.guard.forecast_stop = f.forecast_stop;
   if (f.forecast_stop && !f.budget) return usage(command, "--forecast-stop needs --budget");
+  if (f.target_stop && !f.target) return usage(command, "--target-stop needs --target");
+  if (f.target) {
+    auto t = parse_metric_target(*f.target);
+    if (!t) return usage(command, t.error().message);
+    cfg.target = TargetSettings{*t, f.target_stop};
+  }
   if (f.max_idle) {
     auto ms = parse_duration_ms(*f.max_idle);
     if (!ms || *ms <= 0)

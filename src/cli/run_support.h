@@ -19,6 +19,8 @@ struct RunFlags {
   std::optional<std::string> budget;  ///< --budget as written; parsed to micro-dollars
   std::string warn_at = "80%";
   bool forecast_stop = false;
+  std::optional<std::string> target;  ///< --target METRIC<=V|METRIC>=V
+  bool target_stop = false;           ///< --target-stop
   std::optional<std::string> max_idle;
   std::string grace = "60s";
   std::string stop_signal = "TERM";

@@ -33,6 +33,34 @@ std::string cut_to_columns(const std::string& s, std::size_t width) {
 
 }  // namespace
 
+std::string render_target_field(const TargetStatus& t) {
+  const TargetForecast& f = t.forecast;
+  std::string s = fmt::format("{} {} → {:g}", t.target.metric,
+                              f.current_value ? fmt::format("{:.4g}", *f.current_value) : std::string("?"),
+                              t.target.threshold);
+  auto interval = [&] {
+    if (!f.cost_to_reach_usd) return std::string();
+    return fmt::format(", {} in all [{}–{}]", format_usd(*f.cost_to_reach_usd),
+                       format_usd(f.low_usd.value_or(*f.cost_to_reach_usd)),
+                       f.high_usd ? format_usd(*f.high_usd) : std::string("not reached"));
+  };
+  switch (f.verdict) {
+    case TargetVerdict::too_early:
+      return s + ": too early to tell";
+    case TargetVerdict::reached:
+      return s + fmt::format(": reached at step {:.0f}", f.reached_at_step.value_or(0)) +
+             (f.cost_to_reach_usd ? ", " + format_usd(*f.cost_to_reach_usd) : std::string());
+    case TargetVerdict::on_track:
+      return s + fmt::format(" at ~step {:.0f}", f.reached_at_step.value_or(0)) + interval();
+    case TargetVerdict::unreachable_within_steps:
+      return s + ": not within the planned steps";
+    case TargetVerdict::unreachable_within_budget:
+      return s + fmt::format(": not before the budget (~step {:.0f}", f.reached_at_step.value_or(0)) +
+             interval() + ")";
+  }
+  return s;
+}
+
 std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
   struct Field {
     int drop_order;  // higher goes first
@@ -56,6 +84,7 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
         {6, fmt::format(" [{}–{}]", format_usd(s.forecast->low_usd), format_usd(s.forecast->high_usd))});
     f.push_back({1, fmt::format(" · ETA {}", format_duration_s(s.forecast->remaining_s))});
   }
+  if (s.target) f.push_back({3, " · " + render_target_field(*s.target)});
   if (s.budget_left_micros)
     f.push_back({1, fmt::format(" · budget left {}", format_micros(*s.budget_left_micros))});
   if (!s.telemetry) f.push_back({3, " · no GPU telemetry"});

@@ -113,6 +113,22 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["total_steps"] = json_or_null(s.total_steps);
   j["forecast_usd"] = s.forecast ? nlohmann::json(s.forecast->total_usd) : nlohmann::json(nullptr);
   j["stopping"] = s.stopping;
+  if (s.target) {
+    // --target: what the job (the Optuna callback) can act on.
+    const TargetForecast& f = s.target->forecast;
+    auto num = [](const std::optional<double>& v) {
+      return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+    };
+    j["target"] = {{"metric", s.target->target.metric},
+                   {"op", s.target->target.at_most ? "<=" : ">="},
+                   {"value", s.target->target.threshold},
+                   {"verdict", std::string(verdict_name(f.verdict))},
+                   {"current_value", num(f.current_value)},
+                   {"reached_at_step", num(f.reached_at_step)},
+                   {"cost_to_reach_usd", num(f.cost_to_reach_usd)},
+                   {"low_usd", num(f.low_usd)},
+                   {"high_usd", num(f.high_usd)}};
+  }
   const std::string text = j.dump() + "\n";
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -16,6 +16,7 @@
 #include "catalog/catalog.h"
 #include "cloud/cloud.h"
 #include "guard/guard.h"
+#include "guard/target_guard.h"
 #include "meter/meter.h"
 #include "meter/run_meter.h"
 #include "store/store.h"
@@ -122,6 +123,8 @@ struct SessionConfig {
   /// How long the job may go without a checkpoint before the no_recent_checkpoint warning: the Young/Daly
   /// interval of its spot capacity; nullopt: no such warning (not spot, no notices watched).
   std::optional<std::int64_t> checkpoint_interval_ms;
+  /// --target (and --target-stop): the money to reach a metric target; nullopt: none.
+  std::optional<TargetSettings> target;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
@@ -174,6 +177,7 @@ struct StatusSnapshot {
   std::optional<double> usd_per_1m_generated_tokens;
   std::optional<double> usd_per_1k_requests;
   std::optional<double> generated_tokens_per_s;
+  std::optional<TargetStatus> target;  ///< --target: the forecast to reach it
 };
 
 /// Window of the live serving figures of the status line.
@@ -220,6 +224,7 @@ struct SessionOutcome {
   std::vector<ActionRecord> actions;
   std::vector<InferenceRecord> inference;
   std::vector<CellRecord> cells;
+  std::optional<TargetOutcome> target;  ///< --target: its forecast, history and a stop's evidence
   bool recorded = false;              ///< the ledger holds the run
   std::vector<std::string> warnings;  ///< ledger problems and the like (also given to the sink)
 };

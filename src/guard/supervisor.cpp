@@ -71,6 +71,8 @@ struct Supervisor::Impl {
   SessionSink& sink;
   BudgetGuard guard;
   Forecaster forecaster;
+  std::optional<TargetGuard> target_guard =
+      cfg.target ? std::optional<TargetGuard>(std::in_place, *cfg.target, cfg.guard) : std::nullopt;
   OutputProgressParser output_parser;  ///< one tracker for both streams: bars nest across them
   std::optional<RunMeter> meter;
   SessionOutcome outcome;
@@ -147,6 +149,9 @@ struct Supervisor::Impl {
 
   MicroUsd price_micros() const { return cfg.price ? cfg.price->micros_per_gpu_hour : 0; }
   std::int64_t elapsed_ms(std::int64_t now_ns) const { return (now_ns - start_ns) / 1'000'000; }
+  double seconds_since_start(std::int64_t now_ns) const {
+    return static_cast<double>(now_ns - start_ns) / 1e9;
+  }
 
   /// Spend so far: metered GPU cost, or without GPU telemetry the wall time at the price (one unit).
   MicroUsd spent(std::int64_t now_ns, bool extrapolate) const {
@@ -205,15 +210,18 @@ struct Supervisor::Impl {
     for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
     p.cost_micros = spent(now_ns, true);
     latest_progress = p;
+    if (target_guard) target_guard->on_progress(u, p.step, t_s, micros_to_usd(p.cost_micros));
     // At most one stored point per second per source burst: replace a pending point of the same second,
-    // except the job's first step, kept at its own time (it can end the start-up, docs/run.md "Report").
+    // except the job's first step, kept at its own time (it can end the start-up, docs/run.md "Report"), and a
+    // value of the --target metric (up to kTargetPointsPerSecond: `report RUN` replays the fit).
     const bool first_step = p.step && *p.step > 0 && !first_step_stored;
-    if (!first_step && !pending_progress.empty() && !keep_pending_back &&
+    const bool keep = first_step || (target_guard && target_guard->keeps(u, p.t_ms));
+    if (!keep && !pending_progress.empty() && !keep_pending_back &&
         pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
       pending_progress.back() = p;
     else
       pending_progress.push_back(p);
-    keep_pending_back = first_step;
+    keep_pending_back = keep;
     first_step_stored = first_step_stored || first_step;
   }
 
@@ -648,6 +656,14 @@ struct Supervisor::Impl {
       record_action(d.kind, d.message, now_ns, spent_now);
       if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
     }
+    if (target_guard && evaluate_guard)
+      for (const auto& d : target_guard->tick(
+               target_inputs(seconds_since_start(now_ns), latest_progress, forecast, spent_now,
+                             burn_usd_per_s(), guard.config().budget_micros, cfg.price.has_value()),
+               in.elapsed_ms, in.forecast_intervals, spent_now)) {
+        record_action(d.kind, d.message, now_ns, spent_now);
+        if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
+      }
     watch_idle_held(now_ns, pids, spent_now);
     tick_serving(now_ns, spent_now);
     if (evaluate_guard) {
@@ -707,6 +723,7 @@ struct Supervisor::Impl {
     if (nesting_revised && !s.progress_note)
       s.progress_note = forecast ? "progress nesting revised" : "progress nesting revised: forecast restarts";
     s.forecast = forecast;
+    if (target_guard) s.target = target_guard->status();
     if (meter) s.gpus = meter->latest();
     s.stopping = stopping;
     if (serving_window.size() >= 2) {
@@ -761,6 +778,8 @@ std::int64_t Supervisor::begin() {
   }
   const std::int64_t now_ns = m.clock.monotonic_ns();
   m.start_ns = now_ns - ago_ms * 1'000'000;
+  if (m.target_guard)
+    m.pending_actions.push_back(target_set_action(m.run.id, *m.cfg.target));  // report RUN replays it
   m.meter.emplace(*m.backend, m.cfg.telemetry ? m.cfg.allocated : std::vector<unsigned>{}, m.price_micros(),
                   m.start_ns);
   m.next_tick_ns = now_ns + m.cfg.sample_interval_ms * 1'000'000;
@@ -944,6 +963,7 @@ SessionOutcome Supervisor::finish() {
   m.outcome.actions = m.all_actions;
   m.outcome.inference = m.all_inference;
   m.outcome.cells = m.all_cells;
+  if (m.target_guard) m.outcome.target = m.target_guard->outcome();
   m.outcome.exit_code = m.preempted          ? kExitPreempted
                         : m.run.stopped_by   ? kExitGuardStop
                         : m.cfg.attached     ? kExitOk

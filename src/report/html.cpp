@@ -8,6 +8,7 @@
 #include <set>
 
 #include "meter/run_meter.h"
+#include "report/detail/target_render.h"
 #include "report/html_page.h"
 #include "report/run_report.h"
 #include "util/json.h"
@@ -209,6 +210,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
            in.findings.empty() ? describe_status(r) : fmt::format("{} finding(s)", in.findings.size())},
           {"tone", failed || !in.findings.empty() ? "bad" : "good"}}});
   }
+  // --target: the forecast to reach it, replayed from the stored progress as the live run made it.
+  const auto target = replay_run_target(in.run, in.progress, in.actions);
+  if (target)
+    summary.push_back({"target " + format_metric_target(target->target),
+                       describe_target_forecast(target->target, target->forecast)});
   spec["summary"] = summary;
   json cards = json::array();
   html::add_finding_cards(cards, in.findings, "");
@@ -388,6 +394,13 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (std::any_of(steps.begin(), steps.end(), [](auto& o) { return o.has_value(); }))
     charts.push_back(html::line_chart("progress", "Progress", "seconds", "step", px,
                                       json::array({series("step", steps)})));
+  if (target) {
+    std::optional<std::int64_t> total = in.run.total_steps;
+    for (auto* p : prog)
+      if (p->total_steps) total = p->total_steps;
+    if (auto c = report::detail::target_chart(target->target, target->points, total))
+      charts.push_back(std::move(*c));
+  }
   std::size_t shown = 0;
   for (const auto& m : metric_names) {
     if (++shown > 8) {

@@ -9,46 +9,6 @@
 
 namespace gm {
 
-Result<MetricTarget> parse_metric_target(std::string_view text) {
-  const std::string original(text);
-  auto bad = [&](const std::string& why) {
-    return make_error(ErrorKind::usage, "--target '" + original + "': " + why +
-                                            " (expected METRIC=VALUE, METRIC>=VALUE or METRIC<=VALUE, e.g. acc=0.9)");
-  };
-  MetricTarget t;
-  std::size_t op = text.find_first_of("<>=");
-  if (op == std::string_view::npos) return bad("no '=' in it");
-  std::string_view name = trim(text.substr(0, op));
-  std::string_view rest = text.substr(op);
-  if (rest.starts_with("<=")) {
-    t.at_most = true;
-    rest.remove_prefix(2);
-  } else if (rest.starts_with(">=")) {
-    rest.remove_prefix(2);
-  } else if (rest.starts_with("=")) {
-    rest.remove_prefix(1);
-  } else {
-    return bad("use '=', '>=' or '<='");
-  }
-  if (name.empty()) return bad("no metric name");
-  for (char c : name)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/'))
-      return bad("metric name has '" + std::string(1, c) + "'");
-  rest = trim(rest);
-  if (rest.empty()) return bad("no value");
-  std::string value_text(rest);
-  bool negative = false;
-  if (value_text.front() == '-') {
-    negative = true;
-    value_text.erase(0, 1);
-  }
-  auto value = parse_number(value_text);
-  if (!value) return bad("value '" + std::string(rest) + "' is not a number");
-  t.metric = std::string(name);
-  t.threshold = negative ? -*value : *value;
-  return t;
-}
-
 std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress, const MetricTarget& target) {
   std::vector<const ProgressRecord*> sorted;
   sorted.reserve(progress.size());

@@ -8,21 +8,14 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "meter/target.h"
 #include "store/store.h"
 #include "util/money.h"
 #include "util/result.h"
 
 namespace gm {
 
-/// A target on a progress metric: "acc=0.9" / "acc>=0.9" (reach at least), "loss<=1.8" (reach at most).
-struct MetricTarget {
-  std::string metric;
-  bool at_most = false;  ///< true: value <= threshold; false: value >= threshold
-  double threshold = 0;
-};
-
-/// Parses `--target` text; usage error naming the text when malformed.
-Result<MetricTarget> parse_metric_target(std::string_view text);
+// MetricTarget and parse_metric_target live in meter/target.h (the live target forecast uses them too).
 
 /// The first progress point meeting a target.
 struct TargetHit {

@@ -7,6 +7,7 @@
 
 #include "cloud/cloud.h"
 #include "guard/session.h"
+#include "report/detail/target_render.h"
 #include "sys/spawn.h"
 #include "util/json.h"
 #include "util/units.h"
@@ -133,6 +134,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
         "second");
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
+  r.target = replay_run_target(run, progress, r.actions);
   r.findings = run_findings(r);
   return r;
 }
@@ -141,6 +143,7 @@ RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog) 
   RunReport r = build_run_report(outcome.run, outcome.gpus, outcome.progress, outcome.actions, catalog,
                                  outcome.inference);
   r.cells = outcome.cells;
+  if (outcome.target) r.target = outcome.target;  // the live forecast and its whole history
   return r;
 }
 
@@ -374,6 +377,7 @@ std::string render_run_report_json(const RunReport& r) {
                                : nlohmann::json(nullptr);
   j["lost_work_usd"] =
       run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
+  j["target"] = r.target ? report::detail::target_json(*r.target) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
   return j.dump(2) + "\n";
@@ -517,6 +521,7 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format(
         "  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
         run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
+  if (r.target) o += report::detail::target_text(*r.target);
   for (const auto& a : r.actions)
     if (a.kind != "checkpoint")
       o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,

@@ -9,6 +9,7 @@
 
 #include "catalog/catalog.h"
 #include "findings/findings.h"
+#include "guard/target_guard.h"
 #include "meter/run_meter.h"
 #include "report/kpi.h"
 #include "store/store.h"
@@ -77,6 +78,7 @@ struct RunReport {
   std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;
   std::vector<CellRecord> cells;  ///< notebook cells (`gpumeter attach` under the IPython extension)
+  std::optional<TargetOutcome> target;  ///< --target: the forecast to reach it (docs/run.md "Targets")
 };
 
 /// A run's status in words, the same in text, JSON and HTML: "succeeded", "failed (exit 1)",
@@ -93,6 +95,11 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                            const Catalog* catalog, const std::vector<InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
 Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
+/// A stored run's target (--target): replayed from its progress points as the live run forecast it (the
+/// ledger's `target_set` action names it); nullopt when the run had none.
+std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
+                                               const std::vector<ProgressRecord>& progress,
+                                               const std::vector<ActionRecord>& actions);
 /// Builds the end-of-run report of a supervised run (`run`, `attach`) from its outcome, as
 /// `report RUN` builds it from the ledger. `catalog` may be null (no rightsizing hint then).
 RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog);

@@ -10,7 +10,7 @@ inline constexpr int kExitUsage = 2;         ///< bad flags or arguments
 inline constexpr int kExitNoGpuLibrary = 3;  ///< no GPU library (NVML) could be loaded or initialised (gpus, doctor, agent)
 inline constexpr int kExitNotFound = 4;      ///< unknown run / GPU / offer / model
 inline constexpr int kExitUnavailable = 5;   ///< ledger locked or corrupt, server unreachable
-inline constexpr int kExitGuardStop = 86;    ///< run, attach: gpumeter stopped the job (budget, forecast or idle)
+inline constexpr int kExitGuardStop = 86;    ///< run, attach: gpumeter stopped the job (see stopped_by)
 inline constexpr int kExitPreempted = 87;    ///< run, attach: stopped on the cloud's preemption notice
 inline constexpr int kExitTeamBudgetSpent = 88;  ///< run, attach: a team budget the run matches is spent; not started
 

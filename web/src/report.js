@@ -235,6 +235,10 @@ function drawTimeline(ch, box) {
     data.push(s.values);
     var o = {label: display(s.label), stroke: colour, width: 2, spanGaps: false, points: {show: false}};
     if (s.dash) o.dash = [8, 6];
+    if (s.points_only) {
+      o.points = {show: true, size: 6, fill: colour};
+      o.paths = function() { return null; };
+    }
     if (bars) {
       o.fill = colour;
       o.paths = uPlot.paths.bars({size: [0.6, 80]});
