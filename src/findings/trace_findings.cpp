@@ -191,14 +191,20 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     const double mean_kernel_us =
         d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) / 1e3 : 0;
     f.summary = fmt::format(
-        "the GPU waited {:.0f}% of the window for the host to launch the next operator ({:.0f}% inside "
-        "operators, the rest in the Python between them); {} activities of {:.1f} µs on average",
+        "the GPU waited {:.0f}% of the window for the host to launch its next work ({:.0f}% of it inside "
+        "ops, the rest in the Python between them); {} activities of {:.1f} µs on average",
         100 * dispatch_wait, 100 * share(d.idle_dispatch_in_ops_ns, d.idle_dispatch_ns), d.activity_count,
         mean_kernel_us);
     f.action =
-        "launch less from Python: capture the step in CUDA graphs (torch.compile(mode=\"reduce-overhead\") "
-        "or torch.cuda.graphs), compile it with torch.compile to get fewer, larger (fused) kernels, use fused "
-        "optimizers (foreach=True / fused=True), or raise the batch size so each kernel does more work";
+        d.graph_launches > 0
+            ? "the step already replays CUDA graphs; the GPU waits on the host around the graph launches (the "
+              "compiled region's Python, guards, input copies): capture more of the step in one graph (fewer "
+              "graph breaks: torch._dynamo.explain), keep inputs in static buffers, or raise the batch size so "
+              "each replay does more work"
+            : "launch less from Python: capture the step in CUDA graphs (torch.compile(mode=\"reduce-overhead\") "
+              "or torch.cuda.graphs), compile it with torch.compile to get fewer, larger (fused) kernels, use "
+              "fused optimizers (foreach=True / fused=True), or raise the batch size so each kernel does more "
+              "work";
     f.evidence.push_back({"dispatch_idle_ns", d.idle_dispatch_ns});
     f.evidence.push_back({"inside_operators_idle_ns", d.idle_dispatch_in_ops_ns});
     f.evidence.push_back({"between_operators_idle_ns", d.idle_dispatch_ns - d.idle_dispatch_in_ops_ns});

@@ -260,8 +260,8 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       row("  memory", d.memory_ns);
       row("  idle", d.idle_ns);
       row("    host wait", d.idle_host_wait_ns);
-      row("      dispatching operators", d.idle_dispatch_ns);
-      row("      waiting for input", d.idle_input_ns);
+      row("      host dispatching", d.idle_dispatch_ns);
+      row("      input wait", d.idle_input_ns);
       if (d.idle_host_sync_ns > 0) row("      in a sync call", d.idle_host_sync_ns);
       row("    other", d.idle_other_ns);
       if (d.idle_in_graph_ns > 0) row("      inside CUDA graphs", d.idle_in_graph_ns);
@@ -283,8 +283,8 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       if (d.before_window.count > 0) {
         out += fmt::format(
             "launched before the profiler's window: {} activities, {} ms of busy time ({}) queued by the CPU "
-            "before recording began (no launch call in the trace); not in the operator, annotation and step "
-            "tables:",
+            "before recording began (no launch call in the trace); kept out of the op, annotation and step "
+            "rows:",
             d.before_window.count, detail::ms_text(d.before_window.attributed_ns),
             pct(d.before_window.attributed_ns, d.busy_ns));
         for (std::size_t i = 0; i < d.before_window.kernels.size() && i < 3; ++i)

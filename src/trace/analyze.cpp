@@ -625,12 +625,10 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     }
     d.queue_depth = make_stats(std::move(depths));
 
-    // Breakdowns. Activities launched before the window share one row of the operator, annotation and step
-    // breakdowns while their shares are rounded (so the rows still add up to busy_ns), which is then taken
-    // out as before_window.
-    constexpr std::uint32_t kBeforeWindow = UINT32_MAX - 1;
-    constexpr std::size_t kBeforeWindowStep = SIZE_MAX - 1;
+    // Breakdowns. Activities launched before the window are in no operator, annotation or step row: their
+    // share is rounded once (before_window), and those breakdowns add up to busy_ns less it.
     std::map<std::uint32_t, Agg> kern, ops, anns, before_kern, fp32_kern;
+    std::map<int, Agg> before_or_not;  // 0: launched before the window, 1: the rest
     std::map<std::size_t, Agg> stp;
     Scaled fp32_scaled = 0, fp32_before_scaled = 0, tensor_scaled = 0;
     MatrixMath& mm = d.matrix_math;
@@ -654,11 +652,9 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       }
       if (math_of[i] != KernelMath::other || op_dtype_of[i] != OpDtype::unknown)
         ++(op_dtype_of[i] != OpDtype::unknown ? mm.from_dtypes_count : mm.from_names_count);
+      add(before_or_not[before_window[i] ? 0 : 1]);
       if (before_window[i]) {
         add(before_kern[a.name]);
-        add(ops[kBeforeWindow]);
-        add(anns[kBeforeWindow]);
-        add(stp[kBeforeWindowStep]);
         continue;
       }
       add(ops[op_of[i]]);
@@ -678,26 +674,24 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         }
       if (largest != nullptr) mm.largest_fp32_kernel = unescape_json(raw.names.str(largest_name));
     }
-    auto name_of = [&](std::uint32_t id) {
-      return id >= kBeforeWindow ? std::string() : unescape_json(raw.names.str(id));
-    };
-    round_shares(kern, scale, d.busy_ns, name_of);
-    round_shares(ops, scale, d.busy_ns, name_of);
-    round_shares(anns, scale, d.busy_ns, name_of);
-    round_shares(stp, scale, d.busy_ns, [](std::size_t s) { return fmt::format("{:020}", s); });
-    if (auto it = ops.find(kBeforeWindow); it != ops.end()) {
+    auto name_of = [&](std::uint32_t id) { return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id)); };
+    round_shares(before_or_not, scale, d.busy_ns, [](int k) { return std::to_string(k); });
+    std::int64_t in_rows_ns = d.busy_ns;  // what the operator, annotation and step rows add up to
+    if (auto it = before_or_not.find(0); it != before_or_not.end()) {
       BeforeWindow& bw = d.before_window;
       bw.count = it->second.count;
       bw.kernel_ns = it->second.kernel_ns;
       bw.attributed_ns = it->second.attributed_ns;
+      in_rows_ns -= bw.attributed_ns;
       for (auto i : idx)
         if (before_window[i]) bw.end_ns = std::max(bw.end_ns, raw.activities[i].start_ns + raw.activities[i].dur_ns);
       round_shares(before_kern, scale, bw.attributed_ns, name_of);
       bw.kernels = to_buckets(before_kern, raw.names, "(unnamed)", true);
-      ops.erase(it);
-      anns.erase(kBeforeWindow);
-      stp.erase(kBeforeWindowStep);
     }
+    round_shares(kern, scale, d.busy_ns, name_of);
+    round_shares(ops, scale, in_rows_ns, name_of);
+    round_shares(anns, scale, in_rows_ns, name_of);
+    round_shares(stp, scale, in_rows_ns, [](std::size_t s) { return fmt::format("{:020}", s); });
     d.kernels = to_buckets(kern, raw.names, "(unnamed)", true);
     d.operators = to_buckets(ops, raw.names, "(no operator)", false);
     d.annotations = to_buckets(anns, raw.names, "(no annotation)", false);

@@ -77,12 +77,14 @@ struct HostTimeline {
       }
       for (auto& [thread, v] : by_thread) ops_by_thread.emplace(thread, merged(std::move(v)));
     }
+    // DataLoader iterations: user annotations in current traces, operators in the 2021 format.
     std::vector<Interval> dl;
-    for (const Span& a : spans_of_kind(raw, SpanKind::annotation, storage)) {
-      if (!raw.names.str(a.name).starts_with("enumerate(DataLoader)")) continue;
-      dl.push_back({a.start_ns, a.end_ns});
-      dataloader_spans.push_back(a);
-    }
+    for (const SpanKind kind : {SpanKind::annotation, SpanKind::op})
+      for (const Span& a : spans_of_kind(raw, kind, storage)) {
+        if (!raw.names.str(a.name).starts_with("enumerate(DataLoader)")) continue;
+        dl.push_back({a.start_ns, a.end_ns});
+        dataloader_spans.push_back(a);
+      }
     dataloader = merged(std::move(dl));
     // Each step's first operator start to its last operator end (operators starting inside the step, clipped
     // to it); without ProfilerSteps the whole trace is one step.

@@ -194,6 +194,10 @@ struct DecodedEvent {
 /// ...), whose `Input type` says what its kernels compute with.
 bool is_matrix_operator(std::string_view op_name);
 
+/// An `Input type` entry that is a tensor's element type ("float", "c10::BFloat16"), not another argument's
+/// kind ("GenericList", "Scalar", "Int", "").
+bool is_tensor_dtype(std::string_view input_type);
+
 /// OpDtype of an `Input type` entry ("float", "c10::BFloat16", "c10::Half", ...).
 OpDtype op_dtype(std::string_view input_type);
 

@@ -39,7 +39,8 @@ bool first_template_arg_is_float(const std::string& s) {
 /// do not help).
 bool helper_kernel(const std::string& s) {
   return has_any(s, {"gemv", "nchwtonhwc", "nhwctonchw", "bn_fw", "bn_bw", "batch_norm", "elementwise",
-                     "scalepackedtensor", "addpadding", "splitkreduce", "reduce_splitk", "reducesplitk"});
+                     "scalepackedtensor", "addpadding", "splitkreduce", "reduce_splitk", "reducesplitk",
+                     "computeoffsets"});
 }
 
 /// Tensor-core math, positively: the MMA instruction family (hmma, imma, wgmma, gmma), cuBLASLt's nvjet
@@ -47,7 +48,10 @@ bool helper_kernel(const std::string& s) {
 /// reduced element type (fp16, bf16, tf32, fp8, int8). "xmma" alone says nothing: cuBLAS / cuDNN name their
 /// fp32 FFMA kernels sm80_xmma_…_ffma too.
 bool tensor_core_marker(const std::string& s) {
-  return has_any(s, {"hmma", "imma", "wgmma", "gmma", "nvjet", "884", "1688", "16816", "16832", "tensorop",
+  // AMD matrix cores: Tensile kernels name their MFMA instruction ("…_MI16x16x1_…").
+  for (auto p = s.find("_mi"); p != std::string::npos; p = s.find("_mi", p + 3))
+    if (p + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[p + 3]))) return true;
+  return has_any(s, {"mfma", "hmma", "imma", "wgmma", "gmma", "nvjet", "884", "1688", "16816", "16832", "tensorop",
                      "tensor16x8", "fp16", "bf16", "tf32", "f16", "fp8", "e4m3", "e5m2", "half", "hgemm",
                      "int8"});
 }
@@ -59,7 +63,7 @@ KernelMath kernel_math(std::string_view kernel_name) {
   if (helper_kernel(s)) return KernelMath::other;
   const bool matrix = has_any(s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution",
                                   "conv2d", "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd", "nvjet",
-                                  "gemmsn", "xmma"});
+                                  "gemmsn", "xmma", "cijk_"});
   if (!matrix) return KernelMath::other;
   if (tensor_core_marker(s)) return KernelMath::tensor_core;
   // fp32 on the CUDA cores, by family: cuBLAS SIMT kernels (volta_sgemm_…, sgemm_largek, gemmSN_…), cuBLAS /
@@ -81,13 +85,19 @@ namespace detail {
 bool is_matrix_operator(std::string_view op) {
   if (!op.starts_with("aten::")) return false;
   op.remove_prefix(6);
-  static constexpr std::array<std::string_view, 22> kOps = {
+  static constexpr std::array<std::string_view, 25> kOps = {
       "mm",          "addmm",        "bmm",           "baddbmm",          "addbmm",
       "_addmm_activation", "matmul", "linear",        "convolution",      "_convolution",
       "conv1d",      "conv2d",       "conv3d",        "cudnn_convolution", "cudnn_convolution_transpose",
       "convolution_backward", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-      "miopen_convolution", "mkldnn_convolution", "_convolution_mode"};
+      "miopen_convolution", "mkldnn_convolution", "_convolution_mode",
+      // PyTorch 1.x names of the cuDNN backward passes (2021 traces)
+      "cudnn_convolution_backward", "cudnn_convolution_backward_input", "cudnn_convolution_backward_weight"};
   return std::find(kOps.begin(), kOps.end(), op) != kOps.end();
+}
+
+bool is_tensor_dtype(std::string_view t) {
+  return !t.empty() && ((t.front() >= 'a' && t.front() <= 'z') || t.starts_with("c10::"));
 }
 
 OpDtype op_dtype(std::string_view t) {

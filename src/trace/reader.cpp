@@ -156,13 +156,18 @@ simdjson::error_code read_args(od::value args, EventFields& ev) {
         if (key_is(key, "In msg nelems")) {
           ev.nelems = small_uint(f.value().raw_json_token());
         } else if (key_is(key, "Input type")) {
-          // The first element of the array: the dtype of the operator's first input.
+          // The dtype of the operator's first tensor input (entries such as "GenericList" or "Scalar"
+          // are arguments that are not tensors).
           od::array types;
           if (f.value().get_array().get(types) != simdjson::SUCCESS) break;
-          for (auto first : types) {
+          for (auto item : types) {
             od::value v;
-            if (std::move(first).get(v) == simdjson::SUCCESS) ev.input_type = string_token(v);
-            break;
+            if (std::move(item).get(v) != simdjson::SUCCESS) break;
+            const std::string_view t = string_token(v);
+            if (is_tensor_dtype(t)) {
+              ev.input_type = t;
+              break;
+            }
           }
         }
         break;
