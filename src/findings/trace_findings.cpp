@@ -189,21 +189,44 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.severity = severity_of(dispatch_wait);
     f.at_stake_ns = d.idle_dispatch_ns;
     const double mean_kernel_us =
-        d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) / 1e3 : 0;
+        d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) / 1e3
+                             : 0;
     f.summary = fmt::format(
         "the GPU waited {:.0f}% of the window for the host to launch its next work ({:.0f}% of it inside "
         "ops, the rest in the Python between them); {} activities of {:.1f} µs on average",
         100 * dispatch_wait, 100 * share(d.idle_dispatch_in_ops_ns, d.idle_dispatch_ns), d.activity_count,
         mean_kernel_us);
+    // One long gap holding most of it is the host computing inside one operator (first-call initialisation,
+    // cuDNN autotuning, a CPU fallback), not the per-launch overhead that graphs and compilation remove.
+    const bool one_gap = d.longest_dispatch_gap_ns * 2 > d.idle_dispatch_ns;
+    if (one_gap)
+      f.summary = fmt::format(
+          "the GPU waited {:.0f}% of the window for the host to launch its next work, {:.0f}% of that in one "
+          "{:.1f} ms gap while the host was inside {}: host work inside an operator (first-call "
+          "initialisation, cuDNN autotuning, a CPU fallback), not per-launch overhead",
+          100 * dispatch_wait, 100 * share(d.longest_dispatch_gap_ns, d.idle_dispatch_ns),
+          static_cast<double>(d.longest_dispatch_gap_ns) / 1e6,
+          d.longest_dispatch_gap_op.empty() ? std::string("no recorded operator")
+                                            : d.longest_dispatch_gap_op);
     f.action =
-        d.graph_launches > 0
-            ? "the step already replays CUDA graphs; the GPU waits on the host around the graph launches (the "
+        one_gap
+            ? "see what that operator does on the host: profile steady-state steps (a longer warm-up in the "
+              "profiler schedule) when it is a first call or autotuning (torch.backends.cudnn.benchmark); "
+              "move "
+              "host-side computation out of the step or onto the GPU"
+        : d.graph_launches > 0
+            ? "the step already replays CUDA graphs; the GPU waits on the host around the graph launches "
+              "(the "
               "compiled region's Python, guards, input copies): capture more of the step in one graph (fewer "
-              "graph breaks: torch._dynamo.explain), keep inputs in static buffers, or raise the batch size so "
+              "graph breaks: torch._dynamo.explain), keep inputs in static buffers, or raise the batch size "
+              "so "
               "each replay does more work"
-            : "launch less from Python: capture the step in CUDA graphs (torch.compile(mode=\"reduce-overhead\") "
-              "or torch.cuda.graphs), compile it with torch.compile to get fewer, larger (fused) kernels, use "
-              "fused optimizers (foreach=True / fused=True), or raise the batch size so each kernel does more "
+            : "launch less from Python: capture the step in CUDA graphs "
+              "(torch.compile(mode=\"reduce-overhead\") "
+              "or torch.cuda.graphs), compile it with torch.compile to get fewer, larger (fused) kernels, "
+              "use "
+              "fused optimizers (foreach=True / fused=True), or raise the batch size so each kernel does "
+              "more "
               "work";
     f.evidence.push_back({"dispatch_idle_ns", d.idle_dispatch_ns});
     f.evidence.push_back({"inside_operators_idle_ns", d.idle_dispatch_in_ops_ns});
@@ -213,6 +236,9 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.evidence.push_back({"activities", d.activity_count});
     for (std::size_t k = 0; k < d.dispatch_cpu_ops.size() && k < 3; ++k)
       f.evidence.push_back({fmt::format("host_op_{}", k + 1), d.dispatch_cpu_ops[k].name});
+    f.evidence.push_back({"longest_gap_ns", d.longest_dispatch_gap_ns});
+    if (!d.longest_dispatch_gap_op.empty())
+      f.evidence.push_back({"longest_gap_op", d.longest_dispatch_gap_op});
     if (d.graph_launches > 0) f.evidence.push_back({"graph_launches", d.graph_launches});
     price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
@@ -345,10 +371,10 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
       f.evidence.push_back({"fp32_before_window_ns", m.fp32_before_window_ns});
       f.evidence.push_back({"tensor_core_matrix_ns", m.tensor_core_ns});
       f.evidence.push_back({"largest_fp32_kernel", family(m.largest_fp32_kernel)});
-      f.evidence.push_back(
-          {"precision_from", std::string(m.from_dtypes_count > 0 ? "operator input dtypes (record_shapes), "
-                                                                    "kernel-family table without them"
-                                                                  : "kernel-family table (no record_shapes)")});
+      f.evidence.push_back({"precision_from",
+                            std::string(m.from_dtypes_count > 0 ? "operator input dtypes (record_shapes), "
+                                                                  "kernel-family table without them"
+                                                                : "kernel-family table (no record_shapes)")});
       f.evidence.push_back({"speedup_assumed", tc->speedup});
       f.evidence.push_back({"speedup_basis", tc->basis});
       if (d.gpu_name) f.evidence.push_back({"gpu", *d.gpu_name});

@@ -89,8 +89,8 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
                                            "idle: host waiting for input",
                                            "idle: in a sync call",
                                            "idle: other (queued work, graphs)"};
-    const std::vector<std::int64_t> ns = {d.compute_ns,        d.communication_ns,  d.memory_ns,
-                                          d.idle_dispatch_ns,  d.idle_input_ns,     d.idle_host_sync_ns,
+    const std::vector<std::int64_t> ns = {d.compute_ns,       d.communication_ns, d.memory_ns,
+                                          d.idle_dispatch_ns, d.idle_input_ns,    d.idle_host_sync_ns,
                                           d.idle_other_ns};
     std::vector<double> values;
     std::vector<std::string> text;
@@ -144,10 +144,9 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
             ? fmt::format(" (not shown: {} activities launched before the profiler's window, {})",
                           d.before_window.count, ms(d.before_window.attributed_ns))
             : std::string();
-    charts.push_back(html::hbar_chart(what + "-" + id,
-                                      "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who +
-                                          left_out,
-                                      trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
+    charts.push_back(html::hbar_chart(
+        what + "-" + id, "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who + left_out,
+        trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
     tables.push_back(
         bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, kernels, d.busy_ns, p));
   }

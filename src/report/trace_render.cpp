@@ -288,7 +288,8 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
             d.before_window.count, detail::ms_text(d.before_window.attributed_ns),
             pct(d.before_window.attributed_ns, d.busy_ns));
         for (std::size_t i = 0; i < d.before_window.kernels.size() && i < 3; ++i)
-          out += fmt::format("{} {} {} ms", i == 0 ? "" : ",", trace::short_name(d.before_window.kernels[i].name, 40),
+          out += fmt::format("{} {} {} ms", i == 0 ? "" : ",",
+                             trace::short_name(d.before_window.kernels[i].name, 40),
                              detail::ms_text(d.before_window.kernels[i].attributed_ns));
         out += "\n";
       }
@@ -426,10 +427,13 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["idle_cpu_ops"] = std::move(idle_ops);
       auto ops_json = [](const std::vector<trace::IdleCpuOp>& v) {
         auto a = nlohmann::json::array();
-        for (const auto& op : v) a.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
+        for (const auto& op : v)
+          a.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
         return a;
       };
       j["dispatch_cpu_ops"] = ops_json(d.dispatch_cpu_ops);
+      j["longest_dispatch_gap_ns"] = d.longest_dispatch_gap_ns;
+      j["longest_dispatch_gap_op"] = d.longest_dispatch_gap_op;
       j["input_frames"] = ops_json(d.input_frames);
       j["before_window"] = {{"count", d.before_window.count},
                             {"kernel_ns", d.before_window.kernel_ns},
@@ -445,11 +449,11 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
                           {"from_dtypes_count", mm.from_dtypes_count},
                           {"from_names_count", mm.from_names_count}};
       j["steps_span"] = d.steps_span ? nlohmann::json{{"start_ns", d.steps_span->start_ns},
-                                                       {"span_ns", d.steps_span->span_ns},
-                                                       {"busy_ns", d.steps_span->busy_ns},
-                                                       {"compute_ns", d.steps_span->compute_ns},
-                                                       {"communication_ns", d.steps_span->communication_ns},
-                                                       {"memory_ns", d.steps_span->memory_ns}}
+                                                      {"span_ns", d.steps_span->span_ns},
+                                                      {"busy_ns", d.steps_span->busy_ns},
+                                                      {"compute_ns", d.steps_span->compute_ns},
+                                                      {"communication_ns", d.steps_span->communication_ns},
+                                                      {"memory_ns", d.steps_span->memory_ns}}
                                      : nlohmann::json(nullptr);
       j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
       j["queue_depth"] = stats_json(d.queue_depth);

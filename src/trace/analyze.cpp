@@ -26,7 +26,7 @@ Stats make_stats(std::vector<std::int64_t> v) {
   s.min = v.front();
   s.max = v.back();
   auto pct = [&](double q) {
-    const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+    const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
     return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
   };
   s.p50 = pct(0.5);
@@ -42,7 +42,8 @@ __extension__ typedef __int128 Scaled;
 /// L = lcm of the concurrency levels of a device (the number of activities running at once, over every
 /// elementary busy segment), so that every fair share len/k is a whole number of 1/L ns. nullopt when
 /// L × window would not fit in 126 bits (then shares are kept to the ns, see the sweep).
-std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t, int>>& edges, std::int64_t window_ns) {
+std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t, int>>& edges,
+                                       std::int64_t window_ns) {
   Scaled lcm = 1;
   const Scaled limit = (static_cast<Scaled>(1) << 125) / (static_cast<Scaled>(window_ns) + 1);
   std::vector<bool> seen;
@@ -68,9 +69,12 @@ std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t,
 
 const char* klass_name(Klass k) {
   switch (k) {
-    case Klass::compute: return "compute";
-    case Klass::communication: return "communication";
-    case Klass::memory: return "memory";
+    case Klass::compute:
+      return "compute";
+    case Klass::communication:
+      return "communication";
+    case Klass::memory:
+      return "memory";
   }
   return "compute";
 }
@@ -78,7 +82,7 @@ const char* klass_name(Klass k) {
 /// For each query (thread, ts), the innermost of `spans` (one kind, in span_order) on that thread with
 /// start <= ts < end (start <= ts <= end for zero-length spans); nullptr when none.
 std::vector<const Span*> innermost(std::span<const Span> spans,
-                                     const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
+                                   const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
   struct Query {
     std::uint32_t thread;
     std::int64_t ts;
@@ -141,15 +145,15 @@ void round_shares(std::map<Key, Agg>& aggs, Scaled scale, std::int64_t busy_ns, 
     const Scaled r = a.scaled % scale;
     if (r != 0) rems.push_back(Rem{r, name_of(key), &a});
   }
-  std::sort(rems.begin(), rems.end(), [](const Rem& x, const Rem& y) {
-    return x.rem != y.rem ? x.rem > y.rem : x.name < y.name;
-  });
-  for (std::int64_t left = busy_ns - floors, i = 0; left > 0 && i < static_cast<std::int64_t>(rems.size()); --left, ++i)
+  std::sort(rems.begin(), rems.end(),
+            [](const Rem& x, const Rem& y) { return x.rem != y.rem ? x.rem > y.rem : x.name < y.name; });
+  for (std::int64_t left = busy_ns - floors, i = 0; left > 0 && i < static_cast<std::int64_t>(rems.size());
+       --left, ++i)
     ++rems[static_cast<std::size_t>(i)].agg->attributed_ns;
 }
 
-std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names, const char* none_name,
-                               bool with_class) {
+std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names,
+                               const char* none_name, bool with_class) {
   std::vector<Bucket> out;
   out.reserve(agg.size());
   for (const auto& [id, a] : agg) {
@@ -173,7 +177,8 @@ std::int64_t step_number(const std::string& name) {
   if (hash == std::string::npos) return -1;
   std::int64_t n = 0;
   bool any = false;
-  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1'000'000'000'000; ++i) {
+  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1'000'000'000'000;
+       ++i) {
     n = n * 10 + (name[i] - '0');
     any = true;
   }
@@ -331,7 +336,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       }
     }
     const auto anns = innermost(spans_of_kind(raw, SpanKind::annotation, storage), cpu_queries);
-    for (std::size_t q = 0; q < cpu_queries.size(); ++q) ann_of[cpu_query_activity[q]] = name_of_span(anns[q]);
+    for (std::size_t q = 0; q < cpu_queries.size(); ++q)
+      ann_of[cpu_query_activity[q]] = name_of_span(anns[q]);
     // No CPU annotation: the innermost gpu_user_annotation of the device containing the activity start.
     std::vector<std::pair<std::uint32_t, std::int64_t>> gq;
     std::vector<std::size_t> gq_activity;
@@ -392,7 +398,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         it->second = StepSpan{s.start_ns, s.end_ns, s.name};
     }
     for (const auto& [id, s] : by_name) steps.push_back(s);
-    std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+    std::sort(steps.begin(), steps.end(),
+              [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
   }
   auto step_of = [&](std::int64_t t) -> std::size_t {
     auto it = std::upper_bound(steps.begin(), steps.end(), t,
@@ -404,7 +411,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
 
   // Group activities by device.
   std::vector<std::vector<std::uint32_t>> by_device(raw.devices.size());
-  for (std::size_t i = 0; i < n; ++i) by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < n; ++i)
+    by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
 
   std::vector<DeviceAnalysis> result;
   std::vector<Scaled> share(n, 0);
@@ -416,8 +424,10 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     {
       std::string id = std::string(d.device);
       auto it = raw.device_names.find(id);
-      if (it != raw.device_names.end()) d.gpu_name = it->second;
-      else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
+      if (it != raw.device_names.end())
+        d.gpu_name = it->second;
+      else if (raw.device_names.size() == 1 && by_device.size() == 1)
+        d.gpu_name = raw.device_names.begin()->second;
       auto major = raw.device_compute_major.find(id);
       if (major != raw.device_compute_major.end())
         d.compute_major = major->second;
@@ -491,14 +501,15 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         span_end = std::max(span_end, raw.activities[i].start_ns + raw.activities[i].dur_ns);
       }
     StepsSpan steps_span;
-    std::int64_t* span_class[3] = {&steps_span.compute_ns, &steps_span.communication_ns, &steps_span.memory_ns};
+    std::int64_t* span_class[3] = {&steps_span.compute_ns, &steps_span.communication_ns,
+                                   &steps_span.memory_ns};
     {  // CUDA graph launches that started work here
       std::vector<const Launch*> graph_calls;
       for (auto i : idx)
         if (launch_of[i] != nullptr && launch_of[i]->graph) graph_calls.push_back(launch_of[i]);
       std::sort(graph_calls.begin(), graph_calls.end());
-      d.graph_launches =
-          static_cast<std::int64_t>(std::unique(graph_calls.begin(), graph_calls.end()) - graph_calls.begin());
+      d.graph_launches = static_cast<std::int64_t>(std::unique(graph_calls.begin(), graph_calls.end()) -
+                                                   graph_calls.begin());
     }
     std::vector<std::uint32_t> active;
     std::vector<std::size_t> slot(n, SIZE_MAX);
@@ -544,7 +555,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
             d.compute_ns += len;
           else if (klass == 1)
             d.communication_ns += len;
-          else d.memory_ns += len;
+          else
+            d.memory_ns += len;
           if (!steps.empty()) add_to_steps(t, next_t, klass);
           if (next_t > span_start && t < span_end) {
             const std::int64_t in_span = std::min(next_t, span_end) - std::max(t, span_start);
@@ -571,7 +583,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
           if (host_wait && !after_sync) host_wait_gaps.push_back({t, next_t, launch_of[nxt]->thread});
           // Between two activities of one CUDA graph launch: the graph's own dependencies, not the host.
           const auto prev = ei > 0 ? ends[ei - 1].second : nxt;
-          if (!host_wait && launch_of[nxt] != nullptr && launch_of[nxt]->graph && launch_of[prev] == launch_of[nxt])
+          if (!host_wait && launch_of[nxt] != nullptr && launch_of[nxt]->graph &&
+              launch_of[prev] == launch_of[nxt])
             d.idle_in_graph_ns += len;
         }
       }
@@ -674,7 +687,9 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         }
       if (largest != nullptr) mm.largest_fp32_kernel = unescape_json(raw.names.str(largest_name));
     }
-    auto name_of = [&](std::uint32_t id) { return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id)); };
+    auto name_of = [&](std::uint32_t id) {
+      return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id));
+    };
     round_shares(before_or_not, scale, d.busy_ns, [](int k) { return std::to_string(k); });
     std::int64_t in_rows_ns = d.busy_ns;  // what the operator, annotation and step rows add up to
     if (auto it = before_or_not.find(0); it != before_or_not.end()) {
@@ -684,7 +699,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       bw.attributed_ns = it->second.attributed_ns;
       in_rows_ns -= bw.attributed_ns;
       for (auto i : idx)
-        if (before_window[i]) bw.end_ns = std::max(bw.end_ns, raw.activities[i].start_ns + raw.activities[i].dur_ns);
+        if (before_window[i])
+          bw.end_ns = std::max(bw.end_ns, raw.activities[i].start_ns + raw.activities[i].dur_ns);
       round_shares(before_kern, scale, bw.attributed_ns, name_of);
       bw.kernels = to_buckets(before_kern, raw.names, "(unnamed)", true);
     }

@@ -31,8 +31,8 @@ std::vector<Interval> merged(std::vector<Interval> v) {
 }
 
 /// Splits `pieces` into the parts inside `cover` (sorted, merged) and the parts outside it.
-void split_by(const std::vector<Interval>& pieces, const std::vector<Interval>& cover, std::vector<Interval>& in,
-              std::vector<Interval>& out) {
+void split_by(const std::vector<Interval>& pieces, const std::vector<Interval>& cover,
+              std::vector<Interval>& in, std::vector<Interval>& out) {
   in.clear();
   out.clear();
   for (const auto& p : pieces) {
@@ -116,6 +116,7 @@ void classify_host_wait(const RawTrace& raw, const std::vector<HostWaitGap>& gap
   static const std::vector<Interval> kNone;
   std::vector<Interval> piece(1), in_dl, rest, in_op, rest2, in_step, edge;
   std::vector<Interval> dispatch_all, dataloader_all;
+  const HostWaitGap* longest = nullptr;
   for (const auto& g : gaps) {
     piece[0] = {g.start_ns, g.end_ns};
     split_by(piece, host.dataloader, in_dl, rest);
@@ -127,6 +128,10 @@ void classify_host_wait(const RawTrace& raw, const std::vector<HostWaitGap>& gap
     d.idle_input_ns += dl + outside;
     d.idle_dispatch_in_ops_ns += op;
     d.idle_dispatch_ns += op + py;
+    if (op + py > d.longest_dispatch_gap_ns) {
+      d.longest_dispatch_gap_ns = op + py;
+      longest = &g;
+    }
     dispatch_all.insert(dispatch_all.end(), in_op.begin(), in_op.end());
     dispatch_all.insert(dispatch_all.end(), in_step.begin(), in_step.end());
     dataloader_all.insert(dataloader_all.end(), in_dl.begin(), in_dl.end());
@@ -134,6 +139,9 @@ void classify_host_wait(const RawTrace& raw, const std::vector<HostWaitGap>& gap
   std::vector<std::pair<std::int64_t, std::int64_t>> dispatch_gaps;
   for (const auto& iv : merged(std::move(dispatch_all))) dispatch_gaps.emplace_back(iv.start_ns, iv.end_ns);
   d.dispatch_cpu_ops = cpu_ops_during(raw, dispatch_gaps);
+  if (longest != nullptr)
+    if (const auto in_gap = cpu_ops_during(raw, {{longest->start_ns, longest->end_ns}}); !in_gap.empty())
+      d.longest_dispatch_gap_op = in_gap.front().name;
   // DataLoader iterations by name: their overlap with the input idle spent inside them.
   const auto dl_idle = merged(std::move(dataloader_all));
   std::map<std::uint32_t, IdleCpuOp> frames;

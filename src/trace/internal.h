@@ -38,7 +38,8 @@ static_assert(sizeof(Launch) <= 24, "docs/trace.md Memory: 24 B per launch call"
 
 enum class SpanKind : std::uint8_t { op, annotation, gpu_annotation, step };
 
-/// The element type of an operator's first input (its `Input type` with record_shapes); matrix operators only.
+/// The element type of an operator's first input (its `Input type` with record_shapes); matrix operators
+/// only.
 enum class OpDtype : std::uint8_t { unknown, fp32, reduced, other };
 
 /// A CPU span (cpu_op, user_annotation, ProfilerStep) or a gpu_user_annotation (thread = device).
@@ -75,9 +76,9 @@ class Interner {
 
 /// The container format of a file, from its content.
 enum class Format : std::uint8_t {
-  unknown,       ///< not a trace (RawTrace::not_a_trace / Sniff::what say what it is)
-  json,          ///< JSON: a Kineto object with traceEvents, or a legacy bare array of events
-  perfetto,      ///< Perfetto protobuf TracePacket stream (.pftrace / .pb)
+  unknown,   ///< not a trace (RawTrace::not_a_trace / Sniff::what say what it is)
+  json,      ///< JSON: a Kineto object with traceEvents, or a legacy bare array of events
+  perfetto,  ///< Perfetto protobuf TracePacket stream (.pftrace / .pb)
 };
 
 /// What the first bytes of a file say it is.
@@ -116,7 +117,7 @@ struct RawTrace {
   std::string not_a_trace;        // when !has_trace_events and the content was understood: what it is
   std::int64_t event_count = 0;
   std::int64_t skipped_events = 0;
-  std::vector<RawCollective> collectives;  // NCCL kernels with process-group metadata
+  std::vector<RawCollective> collectives;                    // NCCL kernels with process-group metadata
   std::vector<std::pair<std::int64_t, std::int64_t>> syncs;  // host calls that block on the GPU [start, end)
   bool spans_sorted = false;                                 // spans are in span_order (sort_spans ran)
 };
@@ -183,9 +184,9 @@ struct DecodedEvent {
   std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
   std::optional<std::int64_t> ts, dur;  ///< ns
   std::int64_t correlation = -1;
-  bool collective = false;  ///< carries NCCL collective metadata
-  std::string_view group;   ///< "Process Group Name" (JSON-escaped), empty when absent
-  std::string_view collective_name;                     ///< "Collective name" (JSON-escaped)
+  bool collective = false;           ///< carries NCCL collective metadata
+  std::string_view group;            ///< "Process Group Name" (JSON-escaped), empty when absent
+  std::string_view collective_name;  ///< "Collective name" (JSON-escaped)
   std::optional<std::int64_t> nelems, seq, group_size;  ///< "In msg nelems", "Seq", "Group size"
   std::string_view input_type;  ///< GEMM / convolution operators: the first `Input type` (JSON-escaped)
 };

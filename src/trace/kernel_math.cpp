@@ -51,9 +51,9 @@ bool tensor_core_marker(const std::string& s) {
   // AMD matrix cores: Tensile kernels name their MFMA instruction ("…_MI16x16x1_…").
   for (auto p = s.find("_mi"); p != std::string::npos; p = s.find("_mi", p + 3))
     if (p + 3 < s.size() && std::isdigit(static_cast<unsigned char>(s[p + 3]))) return true;
-  return has_any(s, {"mfma", "hmma", "imma", "wgmma", "gmma", "nvjet", "884", "1688", "16816", "16832", "tensorop",
-                     "tensor16x8", "fp16", "bf16", "tf32", "f16", "fp8", "e4m3", "e5m2", "half", "hgemm",
-                     "int8"});
+  return has_any(s, {"mfma",  "hmma",  "imma",     "wgmma",      "gmma",  "nvjet", "884",  "1688",
+                     "16816", "16832", "tensorop", "tensor16x8", "fp16",  "bf16",  "tf32", "f16",
+                     "fp8",   "e4m3",  "e5m2",     "half",       "hgemm", "int8"});
 }
 
 }  // namespace
@@ -61,15 +61,17 @@ bool tensor_core_marker(const std::string& s) {
 KernelMath kernel_math(std::string_view kernel_name) {
   const std::string s = lower(kernel_name);
   if (helper_kernel(s)) return KernelMath::other;
-  const bool matrix = has_any(s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution",
-                                  "conv2d", "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd", "nvjet",
-                                  "gemmsn", "xmma", "cijk_"});
+  const bool matrix = has_any(
+      s, {"gemm", "scudnn", "884cudnn", "1688cudnn", "16816cudnn", "convolve", "convolution", "conv2d",
+          "conv3d", "conv1d", "dgrad", "wgrad", "fprop", "winograd", "nvjet", "gemmsn", "xmma", "cijk_"});
   if (!matrix) return KernelMath::other;
   if (tensor_core_marker(s)) return KernelMath::tensor_core;
   // fp32 on the CUDA cores, by family: cuBLAS SIMT kernels (volta_sgemm_…, sgemm_largek, gemmSN_…), cuBLAS /
-  // cuDNN xmma kernels on FFMA (sm80_xmma_gemm_f32f32_f32f32_f32_…_ffma_…), cutlass SIMT (cutlass_80_simt_sgemm),
-  // cuDNN's fp32 engines (ampere_scudnn_…, implicit_convolve_sgemm, dgrad_engine<float, …>, winograd<float>).
-  if (has_any(s, {"sgemm", "scudnn", "simt_s", "gemmsn", "_ffma", "f32f32_f32f32"}) || first_template_arg_is_float(s))
+  // cuDNN xmma kernels on FFMA (sm80_xmma_gemm_f32f32_f32f32_f32_…_ffma_…), cutlass SIMT
+  // (cutlass_80_simt_sgemm), cuDNN's fp32 engines (ampere_scudnn_…, implicit_convolve_sgemm,
+  // dgrad_engine<float, …>, winograd<float>).
+  if (has_any(s, {"sgemm", "scudnn", "simt_s", "gemmsn", "_ffma", "f32f32_f32f32"}) ||
+      first_template_arg_is_float(s))
     return KernelMath::fp32;
   return KernelMath::other;
 }
@@ -86,9 +88,8 @@ bool is_matrix_operator(std::string_view op) {
   if (!op.starts_with("aten::")) return false;
   op.remove_prefix(6);
   static constexpr std::array<std::string_view, 25> kOps = {
-      "mm",          "addmm",        "bmm",           "baddbmm",          "addbmm",
-      "_addmm_activation", "matmul", "linear",        "convolution",      "_convolution",
-      "conv1d",      "conv2d",       "conv3d",        "cudnn_convolution", "cudnn_convolution_transpose",
+      "mm", "addmm", "bmm", "baddbmm", "addbmm", "_addmm_activation", "matmul", "linear", "convolution",
+      "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution", "cudnn_convolution_transpose",
       "convolution_backward", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
       "miopen_convolution", "mkldnn_convolution", "_convolution_mode",
       // PyTorch 1.x names of the cuDNN backward passes (2021 traces)

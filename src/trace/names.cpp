@@ -1,4 +1,5 @@
-// Display forms of kernel and operator names: template arguments elided, names that would print alike told apart.
+// Display forms of kernel and operator names: template arguments elided, names that would print alike told
+// apart.
 #include <algorithm>
 #include <cctype>
 #include <map>

@@ -21,7 +21,8 @@ nlohmann::json comparable(nlohmann::json j) {
   for (auto& d : j["devices"]) {
     for (const char* k : {"file", "group", "gpu_name", "rank", "matrix_math"}) d.erase(k);
     auto& fs = d["findings"];
-    fs.erase(std::remove_if(fs.begin(), fs.end(), [](const nlohmann::json& f) { return f["kind"] == "fp32_math"; }),
+    fs.erase(std::remove_if(fs.begin(), fs.end(),
+                            [](const nlohmann::json& f) { return f["kind"] == "fp32_math"; }),
              fs.end());
   }
   nlohmann::json hosts = nlohmann::json::array();

@@ -154,12 +154,14 @@ TEST(FindingsTest, KernelNamesTellFp32FromTensorCoreMath) {
             KernelMath::tensor_core);
   // Hopper's cuBLAS / cuDNN fp32 kernels carry "xmma" and run FFMA on the CUDA cores: "xmma" alone is no
   // tensor-core marker (issue 38); cuBLASLt's nvjet kernels are tensor-core GEMMs.
-  EXPECT_EQ(kernel_math("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
-                        "alignc4_execute_kernel__5x_cublas"),
-            KernelMath::fp32);
-  EXPECT_EQ(kernel_math("sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize32x32x8_"
-                        "stage3_warpsize1x2x1_g1_ffma_execute_kernel__5x_cudnn"),
-            KernelMath::fp32);
+  EXPECT_EQ(
+      kernel_math("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
+                  "alignc4_execute_kernel__5x_cublas"),
+      KernelMath::fp32);
+  EXPECT_EQ(
+      kernel_math("sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize32x32x8_"
+                  "stage3_warpsize1x2x1_g1_ffma_execute_kernel__5x_cudnn"),
+      KernelMath::fp32);
   EXPECT_EQ(kernel_math("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true>(cublasGemmSmallNParams)"),
             KernelMath::fp32);
   EXPECT_EQ(kernel_math("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(Params)"),
@@ -209,7 +211,8 @@ TEST(FindingsTest, Fp32MathOnTheResNet50V100SampleWithDollars) {
   std::int64_t by_names = 0;
   for (const auto& k : d.kernels)
     if (trace::kernel_math(k.name) == trace::KernelMath::fp32) by_names += k.attributed_ns;
-  EXPECT_NEAR(static_cast<double>(fp32_ns), static_cast<double>(by_names), 0.005 * static_cast<double>(by_names));
+  EXPECT_NEAR(static_cast<double>(fp32_ns), static_cast<double>(by_names),
+              0.005 * static_cast<double>(by_names));
   EXPECT_GT(fp32_ns, d.busy_ns / 2);  // most of ResNet-50's GPU time is convolutions
   EXPECT_EQ(f->at_stake_ns, static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1 - 15.7 / 125.0)));
   EXPECT_EQ(f->severity, Severity::high);
@@ -420,7 +423,8 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   EXPECT_EQ(f->severity, findings::Severity::high);  // 30 % of the run's cost
   EXPECT_EQ(f->cost_nano_usd, 12'000'000);
   EXPECT_EQ(f->at_stake_ns, 12'000'000'000);  // 6 s on 2 GPUs
-  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"), std::string::npos)
+  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"),
+            std::string::npos)
       << render_run_report_text(r);
 
   // A start-up under 5 % of the run's cost is a figure, not a finding; no GPU work at all is neither.

@@ -76,9 +76,13 @@ const std::vector<Expectation>& corpus() {
       {"resnet50_fp32", {"fp32_math"}, {"input_bound", "dispatch_bound", "launch_bound"}},
       {"resnet50_bf16_channels_last", {"dispatch_bound"}, {"input_bound", "fp32_math", "launch_bound"}},
       {"qwen2_small_bf16_eager", {"dispatch_bound"}, {"input_bound", "fp32_math", "launch_bound"}},
-      {"qwen2_small_bf16_sdpa", {"dispatch_bound"}, {"input_bound", "fp32_math", "launch_bound", "unfused_attention"}},
+      {"qwen2_small_bf16_sdpa",
+       {"dispatch_bound"},
+       {"input_bound", "fp32_math", "launch_bound", "unfused_attention"}},
       {"qwen2_small_infer_cudagraphs.1795787586068005056", {}, {"input_bound", "fp32_math", "launch_bound"}},
-      {"qwen2_small_infer_cudagraphs.1795787586081148231", {}, {"input_bound", "dispatch_bound", "launch_bound"}},
+      {"qwen2_small_infer_cudagraphs.1795787586081148231",
+       {},
+       {"input_bound", "dispatch_bound", "launch_bound"}},
       {"resnet18_dataloader_4workers_pinned", {}, {"input_bound", "fp32_math", "launch_bound"}},
   };
   return c;
@@ -87,7 +91,8 @@ const std::vector<Expectation>& corpus() {
 TEST(TraceCorpus, EveryRealTraceGivesTheFindingsItMustAndNoneItMustNot) {
   std::set<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(corpus_dir()))
-    if (e.path().filename().string().ends_with(".pt.trace.json.gz")) files.insert(e.path().filename().string());
+    if (e.path().filename().string().ends_with(".pt.trace.json.gz"))
+      files.insert(e.path().filename().string());
   EXPECT_EQ(files.size(), corpus().size()) << "every corpus file has its expectations here";
   for (const auto& c : corpus()) {
     const auto file = analyse(c.prefix);
@@ -96,7 +101,8 @@ TEST(TraceCorpus, EveryRealTraceGivesTheFindingsItMustAndNoneItMustNot) {
     const auto fs = findings_of(d);
     std::string kinds;
     for (const auto& f : fs) kinds += f.kind + " ";
-    for (const auto& k : c.must) EXPECT_NE(find(fs, k), nullptr) << c.prefix << " must give " << k << ": " << kinds;
+    for (const auto& k : c.must)
+      EXPECT_NE(find(fs, k), nullptr) << c.prefix << " must give " << k << ": " << kinds;
     for (const auto& k : c.must_not)
       EXPECT_EQ(find(fs, k), nullptr) << c.prefix << " must not give " << k << ": " << kinds;
     // Host wait is split without remainder: dispatching, waiting for input, or a gap begun in a sync.
@@ -113,7 +119,8 @@ TEST(TraceCorpus, EveryRealTraceGivesTheFindingsItMustAndNoneItMustNot) {
 }
 
 TEST(TraceCorpus, DispatchBoundTracesGetCudaGraphAndCompileAdviceWithDollars) {
-  for (const char* prefix : {"resnet50_bf16_channels_last", "qwen2_small_bf16_eager", "qwen2_small_bf16_sdpa"}) {
+  for (const char* prefix :
+       {"resnet50_bf16_channels_last", "qwen2_small_bf16_eager", "qwen2_small_bf16_sdpa"}) {
     const auto file = analyse(prefix);
     ASSERT_EQ(file.devices.size(), 1u);
     const auto& d = file.devices.front();
@@ -179,7 +186,7 @@ struct RawCorpusTrace {
   std::vector<std::int64_t> correlation;
   std::vector<bool> is_kernel;
   std::map<std::int64_t, std::pair<std::string, std::int64_t>> launch;  // correlation → (thread, ts)
-  std::map<std::string, std::vector<nlohmann::json>> ops;              // thread → cpu_op events
+  std::map<std::string, std::vector<nlohmann::json>> ops;               // thread → cpu_op events
 };
 
 RawCorpusTrace read_raw(const std::string& prefix) {
@@ -193,7 +200,8 @@ RawCorpusTrace read_raw(const std::string& prefix) {
     const std::string thread = e["pid"].dump() + "/" + e["tid"].dump();
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
       if (ns_of(e["dur"]) <= 0) continue;
-      r.activities.push_back({e["name"].get<std::string>(), ns_of(e["ts"]), ns_of(e["ts"]) + ns_of(e["dur"])});
+      r.activities.push_back(
+          {e["name"].get<std::string>(), ns_of(e["ts"]), ns_of(e["ts"]) + ns_of(e["dur"])});
       r.correlation.push_back(e["args"].value("correlation", std::int64_t{-1}));
       r.is_kernel.push_back(cat == "kernel");
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
@@ -237,10 +245,11 @@ TEST(TraceCorpus, Fp32MathOnResNet50Fp32CoversEveryFp32ConvolutionAndGemm) {
   // Which kernels are fp32 convolutions / GEMMs, from the operators: the innermost cpu_op around each
   // kernel's launch call is a convolution or GEMM whose first input is fp32 (record_shapes), and the kernel
   // is not one of their normalisation / layout / scaling helpers.
-  const std::set<std::string> matrix_ops = {"aten::cudnn_convolution", "aten::convolution_backward", "aten::mm",
-                                            "aten::addmm"};
+  const std::set<std::string> matrix_ops = {"aten::cudnn_convolution", "aten::convolution_backward",
+                                            "aten::mm", "aten::addmm"};
   auto helper = [](const std::string& k) {
-    for (const char* h : {"bn_", "elementwise", "nchwToNhwc", "nhwcToNchw", "scalePackedTensor", "AddPadding"})
+    for (const char* h :
+         {"bn_", "elementwise", "nchwToNhwc", "nhwcToNchw", "scalePackedTensor", "AddPadding"})
       if (k.find(h) != std::string::npos) return true;
     return false;
   };
@@ -258,7 +267,8 @@ TEST(TraceCorpus, Fp32MathOnResNet50Fp32CoversEveryFp32ConvolutionAndGemm) {
     const nlohmann::json* inner = nullptr;
     for (const auto& op : raw.ops.at(l->second.first)) {
       const auto t0 = ns_of(op["ts"]), t1 = t0 + ns_of(op["dur"]);
-      if (t0 <= l->second.second && l->second.second <= t1 && (inner == nullptr || t0 >= ns_of((*inner)["ts"])))
+      if (t0 <= l->second.second && l->second.second <= t1 &&
+          (inner == nullptr || t0 >= ns_of((*inner)["ts"])))
         inner = &op;
     }
     if (inner == nullptr || !matrix_ops.contains((*inner)["name"].get<std::string>())) continue;
@@ -272,7 +282,8 @@ TEST(TraceCorpus, Fp32MathOnResNet50Fp32CoversEveryFp32ConvolutionAndGemm) {
   std::int64_t expected_kernel_ns = 0, expected_count = 0, before_window_fp32 = 0;
   for (std::size_t i = 0; i < raw.activities.size(); ++i) {
     busy_ns += shares[i];
-    const bool is_fp32 = fp32[i] == 1 || (fp32[i] == -1 && raw.is_kernel[i] && fp32_names.contains(raw.activities[i].name));
+    const bool is_fp32 =
+        fp32[i] == 1 || (fp32[i] == -1 && raw.is_kernel[i] && fp32_names.contains(raw.activities[i].name));
     if (!is_fp32) continue;
     expected_ns += shares[i];
     expected_kernel_ns += raw.activities[i].end - raw.activities[i].start;
