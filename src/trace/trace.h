@@ -153,6 +153,8 @@ struct DeviceAnalysis {
   std::int64_t idle_in_graph_ns = 0;  ///< of idle_other_ns: between the activities of one CUDA graph launch
   std::int64_t graph_launches = 0;    ///< CUDA graph launch calls whose activities ran on this device
   std::vector<IdleCpuOp> dispatch_cpu_ops;  ///< outermost CPU operators overlapping the dispatch idle
+  std::int64_t longest_dispatch_gap_ns = 0;  ///< the dispatch idle of the one gap holding the most of it
+  std::string longest_dispatch_gap_op;       ///< the outermost CPU operator most present in that gap
   std::vector<IdleCpuOp> input_frames;      ///< DataLoader iterations overlapping the input idle (by name)
   BeforeWindow before_window;               ///< activities launched before the profiler's window
   MatrixMath matrix_math;                   ///< GEMM / convolution time by precision
