@@ -202,15 +202,14 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     if (one_gap)
       f.summary = fmt::format(
           "the GPU waited {:.0f}% of the window for the host to launch its next work, {:.0f}% of that in one "
-          "{:.1f} ms gap while the host was inside {}: host work inside an operator (first-call "
+          "{:.1f} ms gap while the host was inside {}: host work inside one op (first-call "
           "initialisation, cuDNN autotuning, a CPU fallback), not per-launch overhead",
           100 * dispatch_wait, 100 * share(d.longest_dispatch_gap_ns, d.idle_dispatch_ns),
           static_cast<double>(d.longest_dispatch_gap_ns) / 1e6,
-          d.longest_dispatch_gap_op.empty() ? std::string("no recorded operator")
-                                            : d.longest_dispatch_gap_op);
+          d.longest_dispatch_gap_op.empty() ? std::string("no recorded op") : d.longest_dispatch_gap_op);
     f.action =
         one_gap
-            ? "see what that operator does on the host: profile steady-state steps (a longer warm-up in the "
+            ? "see what that op does on the host: profile steady-state steps (a longer warm-up in the "
               "profiler schedule) when it is a first call or autotuning (torch.backends.cudnn.benchmark); "
               "move "
               "host-side computation out of the step or onto the GPU"
