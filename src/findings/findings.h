@@ -50,7 +50,7 @@ nlohmann::json to_json(const std::vector<Finding>& findings);
 std::string to_text(const std::vector<Finding>& findings);
 
 /// Findings of one trace device at `price_micros_per_gpu_hour` (nullopt: time only), largest at stake
-/// first: input-bound, launch-bound, exposed communication, pageable copies, fp32 math on tensor-core GPUs,
+/// first: input-bound, dispatch-bound, sync stalls, launch-bound, exposed communication, pageable copies, fp32 math on tensor-core GPUs,
 /// unfused attention, one kernel family dominating. `catalog` (optional) gives the GPU's TFLOPS.
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& device,
                                       std::optional<MicroUsd> price_micros_per_gpu_hour,

@@ -151,24 +151,94 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
   if (d.window_ns <= 0) return out;
   const std::int64_t steps = profiler_steps(d.steps);
 
-  // Input-bound: the GPU idles while the next work has not even been launched by the host.
-  const double host_wait = share(d.idle_host_wait_ns, d.window_ns);
-  if (host_wait >= 0.10) {
+  // Host wait, by what the host was doing in each gap (docs/trace.md "Idle gaps"). Input-bound: the GPU idles
+  // while the host waits for data (a DataLoader iteration) or runs Python outside any operator at a step's
+  // start or end.
+  const double input_wait = share(d.idle_input_ns, d.window_ns);
+  if (input_wait >= 0.10) {
     Finding f;
     f.kind = "input_bound";
-    f.severity = severity_of(host_wait);
-    f.at_stake_ns = d.idle_host_wait_ns;
+    f.severity = severity_of(input_wait);
+    f.at_stake_ns = d.idle_input_ns;
     f.summary = fmt::format(
-        "the GPU waited on the host for {:.0f}% of the window: the next kernel was launched "
-        "only after the GPU had run out of work",
-        100 * host_wait);
+        "the GPU waited for input for {:.0f}% of the window: the host was {} when the GPU ran out of work",
+        100 * input_wait,
+        d.idle_input_dataloader_ns * 2 >= d.idle_input_ns
+            ? "inside a DataLoader iteration"
+            : "outside any operator at the start or end of a step (data fetching, Python between steps)");
     f.action =
         "feed the GPU faster: raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, "
         "move CPU preprocessing out of the training step";
-    f.evidence.push_back({"host_wait_idle_ns", d.idle_host_wait_ns});
+    f.evidence.push_back({"input_wait_idle_ns", d.idle_input_ns});
+    f.evidence.push_back({"dataloader_idle_ns", d.idle_input_dataloader_ns});
+    f.evidence.push_back({"outside_operators_idle_ns", d.idle_input_ns - d.idle_input_dataloader_ns});
     f.evidence.push_back({"window_ns", d.window_ns});
-    f.evidence.push_back({"host_wait_share", host_wait});
+    f.evidence.push_back({"input_wait_share", input_wait});
+    if (!d.input_frames.empty()) f.evidence.push_back({"dataloader_frame", d.input_frames.front().name});
     if (!d.idle_cpu_ops.empty()) f.evidence.push_back({"host_busy_with", d.idle_cpu_ops.front().name});
+    price(f, d.window_ns, price_micros, steps);
+    out.push_back(std::move(f));
+  }
+
+  // Dispatch-bound: the GPU idles while the host is launching operators (inside them, or in the Python
+  // between the operators of a step): the host issues work slower than the GPU runs it.
+  const double dispatch_wait = share(d.idle_dispatch_ns, d.window_ns);
+  if (dispatch_wait >= 0.10) {
+    Finding f;
+    f.kind = "dispatch_bound";
+    f.severity = severity_of(dispatch_wait);
+    f.at_stake_ns = d.idle_dispatch_ns;
+    const double mean_kernel_us =
+        d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) / 1e3
+                             : 0;
+    f.summary = fmt::format(
+        "the GPU waited {:.0f}% of the window for the host to launch its next work ({:.0f}% of it inside "
+        "ops, the rest in the Python between them); {} activities of {:.1f} µs on average",
+        100 * dispatch_wait, 100 * share(d.idle_dispatch_in_ops_ns, d.idle_dispatch_ns), d.activity_count,
+        mean_kernel_us);
+    // One long gap holding most of it is the host computing inside one operator (first-call initialisation,
+    // cuDNN autotuning, a CPU fallback), not the per-launch overhead that graphs and compilation remove.
+    const bool one_gap = d.longest_dispatch_gap_ns * 2 > d.idle_dispatch_ns;
+    if (one_gap)
+      f.summary = fmt::format(
+          "the GPU waited {:.0f}% of the window for the host to launch its next work, {:.0f}% of that in one "
+          "{:.1f} ms gap while the host was inside {}: host work inside one op (first-call "
+          "initialisation, cuDNN autotuning, a CPU fallback), not per-launch overhead",
+          100 * dispatch_wait, 100 * share(d.longest_dispatch_gap_ns, d.idle_dispatch_ns),
+          static_cast<double>(d.longest_dispatch_gap_ns) / 1e6,
+          d.longest_dispatch_gap_op.empty() ? std::string("no recorded op") : d.longest_dispatch_gap_op);
+    f.action =
+        one_gap
+            ? "see what that op does on the host: profile steady-state steps (a longer warm-up in the "
+              "profiler schedule) when it is a first call or autotuning (torch.backends.cudnn.benchmark); "
+              "move "
+              "host-side computation out of the step or onto the GPU"
+        : d.graph_launches > 0
+            ? "the step already replays CUDA graphs; the GPU waits on the host around the graph launches "
+              "(the "
+              "compiled region's Python, guards, input copies): capture more of the step in one graph (fewer "
+              "graph breaks: torch._dynamo.explain), keep inputs in static buffers, or raise the batch size "
+              "so "
+              "each replay does more work"
+            : "launch less from Python: capture the step in CUDA graphs "
+              "(torch.compile(mode=\"reduce-overhead\") "
+              "or torch.cuda.graphs), compile it with torch.compile to get fewer, larger (fused) kernels, "
+              "use "
+              "fused optimizers (foreach=True / fused=True), or raise the batch size so each kernel does "
+              "more "
+              "work";
+    f.evidence.push_back({"dispatch_idle_ns", d.idle_dispatch_ns});
+    f.evidence.push_back({"inside_operators_idle_ns", d.idle_dispatch_in_ops_ns});
+    f.evidence.push_back({"between_operators_idle_ns", d.idle_dispatch_ns - d.idle_dispatch_in_ops_ns});
+    f.evidence.push_back({"window_ns", d.window_ns});
+    f.evidence.push_back({"dispatch_share", dispatch_wait});
+    f.evidence.push_back({"activities", d.activity_count});
+    for (std::size_t k = 0; k < d.dispatch_cpu_ops.size() && k < 3; ++k)
+      f.evidence.push_back({fmt::format("host_op_{}", k + 1), d.dispatch_cpu_ops[k].name});
+    f.evidence.push_back({"longest_gap_ns", d.longest_dispatch_gap_ns});
+    if (!d.longest_dispatch_gap_op.empty())
+      f.evidence.push_back({"longest_gap_op", d.longest_dispatch_gap_op});
+    if (d.graph_launches > 0) f.evidence.push_back({"graph_launches", d.graph_launches});
     price(f, d.window_ns, price_micros, steps);
     out.push_back(std::move(f));
   }
@@ -201,7 +271,9 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
 
   // Launch-bound: idle that is not host wait, with almost nothing queued and kernels shorter than their
   // launch delay: the CPU cannot launch small kernels as fast as the GPU runs them.
-  const double other_idle = share(d.idle_other_ns, d.window_ns);
+  // Idle between the kernels of one CUDA graph replay is the graph's own: not a launch problem.
+  const std::int64_t launch_idle_ns = d.idle_other_ns - d.idle_in_graph_ns;
+  const double other_idle = share(launch_idle_ns, d.window_ns);
   const double mean_kernel_ns =
       d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) : 0;
   if (other_idle >= 0.10 && d.queue_depth.count > 0 && d.queue_depth.p50 <= 1 &&
@@ -209,7 +281,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     Finding f;
     f.kind = "launch_bound";
     f.severity = severity_of(other_idle);
-    f.at_stake_ns = d.idle_other_ns;
+    f.at_stake_ns = launch_idle_ns;
     f.summary = fmt::format(
         "{:.0f}% of the window idle between short kernels (mean {:.1f} µs, launched {:.1f} µs "
         "after their call, median queue depth {})",
@@ -218,7 +290,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.action =
         "launch fewer, larger kernels: CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fuse small "
         "ops, or a larger batch";
-    f.evidence.push_back({"idle_other_ns", d.idle_other_ns});
+    f.evidence.push_back({"idle_other_ns", launch_idle_ns});
     f.evidence.push_back({"mean_kernel_ns", mean_kernel_ns});
     f.evidence.push_back({"launch_delay_p50_ns", d.launch_delay_ns.p50});
     f.evidence.push_back({"queue_depth_p50", d.queue_depth.p50});
@@ -267,19 +339,12 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     out.push_back(std::move(f));
   }
 
-  // GEMMs and convolutions in fp32 on the CUDA cores of a GPU that has tensor cores.
+  // GEMMs and convolutions in fp32 on the CUDA cores of a GPU that has tensor cores (every such kernel of the
+  // window, those launched before it included; docs/findings.md `fp32_math`).
   if (const auto tc = tensor_cores(d, catalog)) {
-    std::int64_t fp32_ns = 0, fp32_count = 0, tensor_ns = 0;
-    const trace::Bucket* largest = nullptr;
-    for (const auto& k : d.kernels) {
-      const auto math = trace::kernel_math(k.name);
-      if (math == trace::KernelMath::tensor_core) tensor_ns += k.attributed_ns;
-      if (math != trace::KernelMath::fp32) continue;
-      fp32_ns += k.attributed_ns;
-      fp32_count += k.count;
-      if (largest == nullptr || k.attributed_ns > largest->attributed_ns) largest = &k;
-    }
-    if (largest != nullptr && share(fp32_ns, d.busy_ns) >= 0.10) {
+    const trace::MatrixMath& m = d.matrix_math;
+    const std::int64_t fp32_ns = m.fp32_ns;
+    if (m.fp32_count > 0 && share(fp32_ns, d.busy_ns) >= 0.10) {
       Finding f;
       f.kind = "fp32_math";
       f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1.0 - 1.0 / tc->speedup));
@@ -288,7 +353,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
           "{:.0f}% of the GPU's busy time is fp32 GEMMs and convolutions on the CUDA cores of a GPU with "
           "tensor cores ({} kernels, e.g. {}); at an assumed {:.1f}x speed-up, {:.0f}% of the window is "
           "at stake",
-          100 * share(fp32_ns, d.busy_ns), fp32_count, family(largest->name), tc->speedup,
+          100 * share(fp32_ns, d.busy_ns), m.fp32_count, family(m.largest_fp32_kernel), tc->speedup,
           100 * share(f.at_stake_ns, d.window_ns));
       f.action =
           tc->ampere_plus
@@ -300,9 +365,15 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
                 "torch.cuda.amp.GradScaler (this GPU has fp16 tensor cores, no bf16 or TF32); "
                 "convolutions: model.to(memory_format=torch.channels_last)";
       f.evidence.push_back({"fp32_matrix_ns", fp32_ns});
-      f.evidence.push_back({"fp32_matrix_kernels", fp32_count});
-      f.evidence.push_back({"tensor_core_matrix_ns", tensor_ns});
-      f.evidence.push_back({"largest_fp32_kernel", family(largest->name)});
+      f.evidence.push_back({"fp32_matrix_kernel_ns", m.fp32_kernel_ns});
+      f.evidence.push_back({"fp32_matrix_kernels", m.fp32_count});
+      f.evidence.push_back({"fp32_before_window_ns", m.fp32_before_window_ns});
+      f.evidence.push_back({"tensor_core_matrix_ns", m.tensor_core_ns});
+      f.evidence.push_back({"largest_fp32_kernel", family(m.largest_fp32_kernel)});
+      f.evidence.push_back({"precision_from",
+                            std::string(m.from_dtypes_count > 0 ? "operator input dtypes (record_shapes), "
+                                                                  "kernel-family table without them"
+                                                                : "kernel-family table (no record_shapes)")});
       f.evidence.push_back({"speedup_assumed", tc->speedup});
       f.evidence.push_back({"speedup_basis", tc->basis});
       if (d.gpu_name) f.evidence.push_back({"gpu", *d.gpu_name});

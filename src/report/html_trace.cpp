@@ -81,7 +81,17 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
                    json& charts, json& tables) {
   const std::vector<std::string> classes = {"compute", "communication", "memory", "idle"};
   {
-    const std::vector<std::int64_t> ns = {d.compute_ns, d.communication_ns, d.memory_ns, d.idle_ns};
+    // Idle split by what the host was doing (docs/trace.md "Idle gaps").
+    const std::vector<std::string> rows = {"compute",
+                                           "communication",
+                                           "memory",
+                                           "idle: host dispatching operators",
+                                           "idle: host waiting for input",
+                                           "idle: in a sync call",
+                                           "idle: other (queued work, graphs)"};
+    const std::vector<std::int64_t> ns = {d.compute_ns,       d.communication_ns, d.memory_ns,
+                                          d.idle_dispatch_ns, d.idle_input_ns,    d.idle_host_sync_ns,
+                                          d.idle_other_ns};
     std::vector<double> values;
     std::vector<std::string> text;
     for (auto v : ns) {
@@ -89,7 +99,7 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
       text.push_back(p.micros_per_hour ? fmt::format("{} · {}", ms(v), p.money(v)) : ms(v));
     }
     charts.push_back(
-        html::hbar_chart("split-" + id, "Where the window went: " + who, classes, values, "ms", text));
+        html::hbar_chart("split-" + id, "Where the window went: " + who, rows, values, "ms", text));
   }
   if (!d.step_split.empty()) {
     std::vector<std::string> names;
@@ -128,9 +138,15 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
     // Short names that tell the rows apart (two instantiations of one template keep the argument that
     // differs), as in the terminal; the whole name on hover.
     const std::string what = kernels ? "kernels" : "operators";
-    charts.push_back(html::hbar_chart(what + "-" + id,
-                                      "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who,
-                                      trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
+    // Work queued before the profiler's window has no operator: say what is left out of that chart.
+    const std::string left_out =
+        !kernels && d.before_window.count > 0
+            ? fmt::format(" (not shown: {} activities launched before the profiler's window, {})",
+                          d.before_window.count, ms(d.before_window.attributed_ns))
+            : std::string();
+    charts.push_back(html::hbar_chart(
+        what + "-" + id, "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who + left_out,
+        trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
     tables.push_back(
         bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, kernels, d.busy_ns, p));
   }

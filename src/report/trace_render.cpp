@@ -260,7 +260,11 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
       row("  memory", d.memory_ns);
       row("  idle", d.idle_ns);
       row("    host wait", d.idle_host_wait_ns);
+      row("      host dispatching", d.idle_dispatch_ns);
+      row("      input wait", d.idle_input_ns);
+      if (d.idle_host_sync_ns > 0) row("      in a sync call", d.idle_host_sync_ns);
       row("    other", d.idle_other_ns);
+      if (d.idle_in_graph_ns > 0) row("      inside CUDA graphs", d.idle_in_graph_ns);
       row("comm/compute overlap", d.overlap_ns);
       row("kernel time (Σ durations)", d.kernel_ns);
       out += t.render();
@@ -276,6 +280,28 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
                              detail::ms_text(d.idle_cpu_ops[i].overlap_ns));
         out += "\n";
       }
+      if (d.before_window.count > 0) {
+        out += fmt::format(
+            "launched before the profiler's window: {} activities, {} ms of busy time ({}) queued by the CPU "
+            "before recording began (no launch call in the trace); kept out of the op, annotation and step "
+            "rows:",
+            d.before_window.count, detail::ms_text(d.before_window.attributed_ns),
+            pct(d.before_window.attributed_ns, d.busy_ns));
+        for (std::size_t i = 0; i < d.before_window.kernels.size() && i < 3; ++i)
+          out += fmt::format("{} {} {} ms", i == 0 ? "" : ",",
+                             trace::short_name(d.before_window.kernels[i].name, 40),
+                             detail::ms_text(d.before_window.kernels[i].attributed_ns));
+        out += "\n";
+      }
+      if (d.graph_launches > 0)
+        out += fmt::format(
+            "CUDA graphs: {} graph launches; the {} ms idle between the kernels of one graph replay is the "
+            "graph's own (not classifiable from the trace: no host event per kernel)\n",
+            d.graph_launches, detail::ms_text(d.idle_in_graph_ns));
+      if (d.steps_span && d.step_ns.count > 0)
+        out += fmt::format("GPU time of the profiler's steps' work: {} ms for {} steps ({} ms per step)\n",
+                           detail::ms_text(d.steps_span->span_ns), d.step_ns.count,
+                           detail::ms_text(d.steps_span->span_ns / d.step_ns.count));
       if (d.launch_delay_ns.count > 0)
         out += fmt::format(
             "launch delay: mean {:.1f} us, p50 {:.1f} us, p95 {:.1f} us, max {:.1f} us; queue depth: "
@@ -361,7 +387,14 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["idle_host_wait_ns"] = d.idle_host_wait_ns;
       j["idle_after_sync_ns"] = d.idle_after_sync_ns;
       j["sync_gap_count"] = d.sync_gap_count;
+      j["idle_dispatch_ns"] = d.idle_dispatch_ns;
+      j["idle_dispatch_in_ops_ns"] = d.idle_dispatch_in_ops_ns;
+      j["idle_input_ns"] = d.idle_input_ns;
+      j["idle_input_dataloader_ns"] = d.idle_input_dataloader_ns;
+      j["idle_host_sync_ns"] = d.idle_host_sync_ns;
       j["idle_other_ns"] = d.idle_other_ns;
+      j["idle_in_graph_ns"] = d.idle_in_graph_ns;
+      j["graph_launches"] = d.graph_launches;
       j["idle_gap_count"] = d.idle_gap_count;
       j["activity_count"] = d.activity_count;
       j["zero_length_count"] = d.zero_length_count;
@@ -392,6 +425,36 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       for (const auto& op : d.idle_cpu_ops)
         idle_ops.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
       j["idle_cpu_ops"] = std::move(idle_ops);
+      auto ops_json = [](const std::vector<trace::IdleCpuOp>& v) {
+        auto a = nlohmann::json::array();
+        for (const auto& op : v)
+          a.push_back({{"name", op.name}, {"count", op.count}, {"overlap_ns", op.overlap_ns}});
+        return a;
+      };
+      j["dispatch_cpu_ops"] = ops_json(d.dispatch_cpu_ops);
+      j["longest_dispatch_gap_ns"] = d.longest_dispatch_gap_ns;
+      j["longest_dispatch_gap_op"] = d.longest_dispatch_gap_op;
+      j["input_frames"] = ops_json(d.input_frames);
+      j["before_window"] = {{"count", d.before_window.count},
+                            {"kernel_ns", d.before_window.kernel_ns},
+                            {"attributed_ns", d.before_window.attributed_ns},
+                            {"cost_usd", json_or_null(trace_cost_usd(d.before_window.attributed_ns, o))},
+                            {"kernels", buckets_json(d.before_window.kernels, o, true, false)}};
+      const auto& mm = d.matrix_math;
+      j["matrix_math"] = {{"fp32_ns", mm.fp32_ns},
+                          {"fp32_kernel_ns", mm.fp32_kernel_ns},
+                          {"fp32_count", mm.fp32_count},
+                          {"fp32_before_window_ns", mm.fp32_before_window_ns},
+                          {"tensor_core_ns", mm.tensor_core_ns},
+                          {"from_dtypes_count", mm.from_dtypes_count},
+                          {"from_names_count", mm.from_names_count}};
+      j["steps_span"] = d.steps_span ? nlohmann::json{{"start_ns", d.steps_span->start_ns},
+                                                      {"span_ns", d.steps_span->span_ns},
+                                                      {"busy_ns", d.steps_span->busy_ns},
+                                                      {"compute_ns", d.steps_span->compute_ns},
+                                                      {"communication_ns", d.steps_span->communication_ns},
+                                                      {"memory_ns", d.steps_span->memory_ns}}
+                                     : nlohmann::json(nullptr);
       j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
       j["queue_depth"] = stats_json(d.queue_depth);
       j["kernels"] = buckets_json(d.kernels, o, true, false);
@@ -440,6 +503,7 @@ std::string trace_csv(const std::vector<FileAnalysis>& files, const TraceRenderO
       emit("operator", d.operators);
       emit("annotation", d.annotations);
       emit("step", d.steps);
+      emit("before_window", d.before_window.kernels);
     }
   }
   return out;

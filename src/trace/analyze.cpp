@@ -26,7 +26,7 @@ Stats make_stats(std::vector<std::int64_t> v) {
   s.min = v.front();
   s.max = v.back();
   auto pct = [&](double q) {
-    const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) ;
+    const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
     return v[std::min(v.size() - 1, idx == 0 ? 0 : idx - 1)];
   };
   s.p50 = pct(0.5);
@@ -42,7 +42,8 @@ __extension__ typedef __int128 Scaled;
 /// L = lcm of the concurrency levels of a device (the number of activities running at once, over every
 /// elementary busy segment), so that every fair share len/k is a whole number of 1/L ns. nullopt when
 /// L × window would not fit in 126 bits (then shares are kept to the ns, see the sweep).
-std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t, int>>& edges, std::int64_t window_ns) {
+std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t, int>>& edges,
+                                       std::int64_t window_ns) {
   Scaled lcm = 1;
   const Scaled limit = (static_cast<Scaled>(1) << 125) / (static_cast<Scaled>(window_ns) + 1);
   std::vector<bool> seen;
@@ -68,17 +69,20 @@ std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t,
 
 const char* klass_name(Klass k) {
   switch (k) {
-    case Klass::compute: return "compute";
-    case Klass::communication: return "communication";
-    case Klass::memory: return "memory";
+    case Klass::compute:
+      return "compute";
+    case Klass::communication:
+      return "communication";
+    case Klass::memory:
+      return "memory";
   }
   return "compute";
 }
 
 /// For each query (thread, ts), the innermost of `spans` (one kind, in span_order) on that thread with
-/// start <= ts < end (start <= ts <= end for zero-length spans); UINT32_MAX when none. Returns span name ids.
-std::vector<std::uint32_t> innermost(std::span<const Span> spans,
-                                     const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
+/// start <= ts < end (start <= ts <= end for zero-length spans); nullptr when none.
+std::vector<const Span*> innermost(std::span<const Span> spans,
+                                   const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries) {
   struct Query {
     std::uint32_t thread;
     std::int64_t ts;
@@ -89,7 +93,7 @@ std::vector<std::uint32_t> innermost(std::span<const Span> spans,
   order.reserve(queries.size());
   for (std::size_t q = 0; q < queries.size(); ++q) order.push_back({queries[q].first, queries[q].second, q});
   std::sort(order.begin(), order.end());
-  std::vector<std::uint32_t> result(queries.size(), UINT32_MAX);
+  std::vector<const Span*> result(queries.size(), nullptr);
   std::vector<const Span*> stack;
   std::size_t si = 0;
   std::uint32_t current_thread = UINT32_MAX;
@@ -109,7 +113,7 @@ std::vector<std::uint32_t> innermost(std::span<const Span> spans,
     // only for malformed nesting; take the innermost that still contains ts.
     for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
       if ((*it)->start_ns <= ts && ts <= (*it)->end_ns) {
-        result[qi] = (*it)->name;
+        result[qi] = *it;
         break;
       }
     }
@@ -141,15 +145,15 @@ void round_shares(std::map<Key, Agg>& aggs, Scaled scale, std::int64_t busy_ns, 
     const Scaled r = a.scaled % scale;
     if (r != 0) rems.push_back(Rem{r, name_of(key), &a});
   }
-  std::sort(rems.begin(), rems.end(), [](const Rem& x, const Rem& y) {
-    return x.rem != y.rem ? x.rem > y.rem : x.name < y.name;
-  });
-  for (std::int64_t left = busy_ns - floors, i = 0; left > 0 && i < static_cast<std::int64_t>(rems.size()); --left, ++i)
+  std::sort(rems.begin(), rems.end(),
+            [](const Rem& x, const Rem& y) { return x.rem != y.rem ? x.rem > y.rem : x.name < y.name; });
+  for (std::int64_t left = busy_ns - floors, i = 0; left > 0 && i < static_cast<std::int64_t>(rems.size());
+       --left, ++i)
     ++rems[static_cast<std::size_t>(i)].agg->attributed_ns;
 }
 
-std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names, const char* none_name,
-                               bool with_class) {
+std::vector<Bucket> to_buckets(const std::map<std::uint32_t, Agg>& agg, const Interner& names,
+                               const char* none_name, bool with_class) {
   std::vector<Bucket> out;
   out.reserve(agg.size());
   for (const auto& [id, a] : agg) {
@@ -173,7 +177,8 @@ std::int64_t step_number(const std::string& name) {
   if (hash == std::string::npos) return -1;
   std::int64_t n = 0;
   bool any = false;
-  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1'000'000'000'000; ++i) {
+  for (std::size_t i = hash + 1; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < 1'000'000'000'000;
+       ++i) {
     n = n * 10 + (name[i] - '0');
     any = true;
   }
@@ -319,14 +324,20 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     cpu_query_activity.push_back(i);
   }
   std::vector<std::uint32_t> op_of(n, UINT32_MAX), ann_of(n, UINT32_MAX);
+  std::vector<OpDtype> op_dtype_of(n, OpDtype::unknown);  // the launching GEMM / convolution's input dtype
   {
     std::vector<Span> storage;
-    auto ops = innermost(spans_of_kind(raw, SpanKind::op, storage), cpu_queries);
-    auto anns = innermost(spans_of_kind(raw, SpanKind::annotation, storage), cpu_queries);
-    for (std::size_t q = 0; q < cpu_queries.size(); ++q) {
-      op_of[cpu_query_activity[q]] = ops[q];
-      ann_of[cpu_query_activity[q]] = anns[q];
+    auto name_of_span = [](const Span* sp) { return sp != nullptr ? sp->name : UINT32_MAX; };
+    {
+      const auto ops = innermost(spans_of_kind(raw, SpanKind::op, storage), cpu_queries);
+      for (std::size_t q = 0; q < cpu_queries.size(); ++q) {
+        op_of[cpu_query_activity[q]] = name_of_span(ops[q]);
+        if (ops[q] != nullptr) op_dtype_of[cpu_query_activity[q]] = ops[q]->dtype;
+      }
     }
+    const auto anns = innermost(spans_of_kind(raw, SpanKind::annotation, storage), cpu_queries);
+    for (std::size_t q = 0; q < cpu_queries.size(); ++q)
+      ann_of[cpu_query_activity[q]] = name_of_span(anns[q]);
     // No CPU annotation: the innermost gpu_user_annotation of the device containing the activity start.
     std::vector<std::pair<std::uint32_t, std::int64_t>> gq;
     std::vector<std::size_t> gq_activity;
@@ -335,8 +346,44 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       gq.emplace_back(raw.activities[i].device, raw.activities[i].start_ns);
       gq_activity.push_back(i);
     }
-    auto ganns = innermost(spans_of_kind(raw, SpanKind::gpu_annotation, storage), gq);
-    for (std::size_t q = 0; q < gq.size(); ++q) ann_of[gq_activity[q]] = ganns[q];
+    const auto ganns = innermost(spans_of_kind(raw, SpanKind::gpu_annotation, storage), gq);
+    for (std::size_t q = 0; q < gq.size(); ++q) ann_of[gq_activity[q]] = name_of_span(ganns[q]);
+  }
+
+  // Activities launched before the profiler's window: their launch call was not recorded, and their
+  // correlation id is older than every launch the trace holds (the CPU ran ahead of the GPU before recording
+  // began). They are named as such and kept out of the operator, annotation and step breakdowns.
+  std::vector<bool> before_window(n, false);
+  {
+    std::int64_t min_corr = INT64_MAX;
+    for (const auto& l : raw.launches) min_corr = std::min(min_corr, l.correlation);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto corr = raw.activities[i].correlation;
+      before_window[i] = launch_of[i] == nullptr && corr >= 0 && corr < min_corr && min_corr != INT64_MAX;
+    }
+  }
+  // What each activity computes with (docs/findings.md fp32_math): its operator's dtype where recorded; for
+  // activities without one (launched before the window), what the same kernel was under a recorded operator.
+  std::vector<KernelMath> math_of(n, KernelMath::other);
+  {
+    std::unordered_map<std::uint32_t, KernelMath> by_name;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (raw.activities[i].klass != Klass::compute || op_dtype_of[i] == OpDtype::unknown) continue;
+      math_of[i] = activity_math(raw.names.str(raw.activities[i].name), op_dtype_of[i]);
+      by_name.emplace(raw.activities[i].name, math_of[i]);
+    }
+    std::unordered_map<std::uint32_t, KernelMath> table;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (raw.activities[i].klass != Klass::compute || op_dtype_of[i] != OpDtype::unknown) continue;
+      const auto name = raw.activities[i].name;
+      if (auto it = by_name.find(name); it != by_name.end()) {
+        math_of[i] = it->second;
+        continue;
+      }
+      auto [it, fresh] = table.emplace(name, KernelMath::other);
+      if (fresh) it->second = kernel_math(raw.names.str(name));
+      math_of[i] = it->second;
+    }
   }
 
   // Profiler steps: distinct ProfilerStep#N spans ordered by start; an activity belongs to the step whose
@@ -351,7 +398,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         it->second = StepSpan{s.start_ns, s.end_ns, s.name};
     }
     for (const auto& [id, s] : by_name) steps.push_back(s);
-    std::sort(steps.begin(), steps.end(), [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
+    std::sort(steps.begin(), steps.end(),
+              [](const StepSpan& a, const StepSpan& b) { return a.start_ns < b.start_ns; });
   }
   auto step_of = [&](std::int64_t t) -> std::size_t {
     auto it = std::upper_bound(steps.begin(), steps.end(), t,
@@ -363,7 +411,8 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
 
   // Group activities by device.
   std::vector<std::vector<std::uint32_t>> by_device(raw.devices.size());
-  for (std::size_t i = 0; i < n; ++i) by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
+  for (std::size_t i = 0; i < n; ++i)
+    by_device[raw.activities[i].device].push_back(static_cast<std::uint32_t>(i));
 
   std::vector<DeviceAnalysis> result;
   std::vector<Scaled> share(n, 0);
@@ -375,8 +424,10 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     {
       std::string id = std::string(d.device);
       auto it = raw.device_names.find(id);
-      if (it != raw.device_names.end()) d.gpu_name = it->second;
-      else if (raw.device_names.size() == 1 && by_device.size() == 1) d.gpu_name = raw.device_names.begin()->second;
+      if (it != raw.device_names.end())
+        d.gpu_name = it->second;
+      else if (raw.device_names.size() == 1 && by_device.size() == 1)
+        d.gpu_name = raw.device_names.begin()->second;
       auto major = raw.device_compute_major.find(id);
       if (major != raw.device_compute_major.end())
         d.compute_major = major->second;
@@ -440,6 +491,26 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
       return sync_end_max[static_cast<std::size_t>(it - syncs.begin()) - 1] > at;
     };
     std::vector<std::pair<std::int64_t, std::int64_t>> gaps;  // idle gaps inside the window
+    std::vector<HostWaitGap> host_wait_gaps;                  // of which host wait, not begun in a sync
+    // The GPU span of the work launched inside the profiler's steps, and what the device did in it.
+    std::int64_t span_start = INT64_MAX, span_end = INT64_MIN;
+    if (!steps.empty())
+      for (auto i : idx) {
+        if (launch_of[i] == nullptr || step_of(launch_of[i]->ts_ns) == SIZE_MAX) continue;
+        span_start = std::min(span_start, raw.activities[i].start_ns);
+        span_end = std::max(span_end, raw.activities[i].start_ns + raw.activities[i].dur_ns);
+      }
+    StepsSpan steps_span;
+    std::int64_t* span_class[3] = {&steps_span.compute_ns, &steps_span.communication_ns,
+                                   &steps_span.memory_ns};
+    {  // CUDA graph launches that started work here
+      std::vector<const Launch*> graph_calls;
+      for (auto i : idx)
+        if (launch_of[i] != nullptr && launch_of[i]->graph) graph_calls.push_back(launch_of[i]);
+      std::sort(graph_calls.begin(), graph_calls.end());
+      d.graph_launches = static_cast<std::int64_t>(std::unique(graph_calls.begin(), graph_calls.end()) -
+                                                   graph_calls.begin());
+    }
     std::vector<std::uint32_t> active;
     std::vector<std::size_t> slot(n, SIZE_MAX);
     std::vector<Scaled> prefix_at_start(n, 0);
@@ -484,8 +555,14 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
             d.compute_ns += len;
           else if (klass == 1)
             d.communication_ns += len;
-          else d.memory_ns += len;
+          else
+            d.memory_ns += len;
           if (!steps.empty()) add_to_steps(t, next_t, klass);
+          if (next_t > span_start && t < span_end) {
+            const std::int64_t in_span = std::min(next_t, span_end) - std::max(t, span_start);
+            steps_span.busy_ns += in_span;
+            *span_class[klass] += in_span;
+          }
           if (cls[0] > 0 && cls[1] > 0) d.overlap_ns += len;
         } else {
           // An idle gap inside the window: host wait when the next activity's launch call began after
@@ -493,13 +570,22 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
           ++d.idle_gap_count;
           gaps.emplace_back(t, next_t);
           const auto nxt = pos[pi];
-          if (launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t) d.idle_host_wait_ns += len;
+          const bool host_wait = launch_of[nxt] != nullptr && launch_of[nxt]->ts_ns > t;
+          if (host_wait) d.idle_host_wait_ns += len;
           // The GPU ran out of work while the host sat in a synchronisation: it idles until the host wakes
           // up and launches again (a sync on the critical path).
-          if (in_sync(t)) {
+          const bool after_sync = in_sync(t);
+          if (after_sync) {
             d.idle_after_sync_ns += len;
             ++d.sync_gap_count;
           }
+          if (host_wait && after_sync) d.idle_host_sync_ns += len;
+          if (host_wait && !after_sync) host_wait_gaps.push_back({t, next_t, launch_of[nxt]->thread});
+          // Between two activities of one CUDA graph launch: the graph's own dependencies, not the host.
+          const auto prev = ei > 0 ? ends[ei - 1].second : nxt;
+          if (!host_wait && launch_of[nxt] != nullptr && launch_of[nxt]->graph &&
+              launch_of[prev] == launch_of[nxt])
+            d.idle_in_graph_ns += len;
         }
       }
       t = next_t;
@@ -524,6 +610,12 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     d.idle_ns = d.window_ns - d.busy_ns;
     d.idle_other_ns = d.idle_ns - d.idle_host_wait_ns;
     d.idle_cpu_ops = cpu_ops_during(raw, gaps);
+    classify_host_wait(raw, host_wait_gaps, d);
+    if (span_start < span_end) {
+      steps_span.start_ns = span_start;
+      steps_span.span_ns = span_end - span_start;
+      d.steps_span = steps_span;
+    }
 
     // Launch delay and queue depth.
     std::vector<std::int64_t> launch_ts, end_ts;
@@ -546,9 +638,13 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
     }
     d.queue_depth = make_stats(std::move(depths));
 
-    // Breakdowns.
-    std::map<std::uint32_t, Agg> kern, ops, anns;
+    // Breakdowns. Activities launched before the window are in no operator, annotation or step row: their
+    // share is rounded once (before_window), and those breakdowns add up to busy_ns less it.
+    std::map<std::uint32_t, Agg> kern, ops, anns, before_kern, fp32_kern;
+    std::map<int, Agg> before_or_not;  // 0: launched before the window, 1: the rest
     std::map<std::size_t, Agg> stp;
+    Scaled fp32_scaled = 0, fp32_before_scaled = 0, tensor_scaled = 0;
+    MatrixMath& mm = d.matrix_math;
     for (auto i : idx) {
       const auto& a = raw.activities[i];
       auto add = [&](Agg& g) {
@@ -558,15 +654,60 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
         g.klass = a.klass;
       };
       add(kern[a.name]);
+      if (math_of[i] == KernelMath::fp32) {
+        fp32_scaled += share[i];
+        if (before_window[i]) fp32_before_scaled += share[i];
+        mm.fp32_kernel_ns += a.dur_ns;
+        ++mm.fp32_count;
+        add(fp32_kern[a.name]);
+      } else if (math_of[i] == KernelMath::tensor_core) {
+        tensor_scaled += share[i];
+      }
+      if (math_of[i] != KernelMath::other || op_dtype_of[i] != OpDtype::unknown)
+        ++(op_dtype_of[i] != OpDtype::unknown ? mm.from_dtypes_count : mm.from_names_count);
+      add(before_or_not[before_window[i] ? 0 : 1]);
+      if (before_window[i]) {
+        add(before_kern[a.name]);
+        continue;
+      }
       add(ops[op_of[i]]);
       add(anns[ann_of[i]]);
       add(stp[step_of(launch_of[i] != nullptr ? launch_of[i]->ts_ns : a.start_ns)]);
     }
-    auto name_of = [&](std::uint32_t id) { return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id)); };
+    mm.fp32_ns = static_cast<std::int64_t>(fp32_scaled / scale);
+    mm.fp32_before_window_ns = static_cast<std::int64_t>(fp32_before_scaled / scale);
+    mm.tensor_core_ns = static_cast<std::int64_t>(tensor_scaled / scale);
+    {
+      const Agg* largest = nullptr;
+      std::uint32_t largest_name = 0;
+      for (const auto& [id, g] : fp32_kern)
+        if (largest == nullptr || g.scaled > largest->scaled) {
+          largest = &g;
+          largest_name = id;
+        }
+      if (largest != nullptr) mm.largest_fp32_kernel = unescape_json(raw.names.str(largest_name));
+    }
+    auto name_of = [&](std::uint32_t id) {
+      return id == UINT32_MAX ? std::string() : unescape_json(raw.names.str(id));
+    };
+    round_shares(before_or_not, scale, d.busy_ns, [](int k) { return std::to_string(k); });
+    std::int64_t in_rows_ns = d.busy_ns;  // what the operator, annotation and step rows add up to
+    if (auto it = before_or_not.find(0); it != before_or_not.end()) {
+      BeforeWindow& bw = d.before_window;
+      bw.count = it->second.count;
+      bw.kernel_ns = it->second.kernel_ns;
+      bw.attributed_ns = it->second.attributed_ns;
+      in_rows_ns -= bw.attributed_ns;
+      for (auto i : idx)
+        if (before_window[i])
+          bw.end_ns = std::max(bw.end_ns, raw.activities[i].start_ns + raw.activities[i].dur_ns);
+      round_shares(before_kern, scale, bw.attributed_ns, name_of);
+      bw.kernels = to_buckets(before_kern, raw.names, "(unnamed)", true);
+    }
     round_shares(kern, scale, d.busy_ns, name_of);
-    round_shares(ops, scale, d.busy_ns, name_of);
-    round_shares(anns, scale, d.busy_ns, name_of);
-    round_shares(stp, scale, d.busy_ns, [](std::size_t s) { return fmt::format("{:020}", s); });
+    round_shares(ops, scale, in_rows_ns, name_of);
+    round_shares(anns, scale, in_rows_ns, name_of);
+    round_shares(stp, scale, in_rows_ns, [](std::size_t s) { return fmt::format("{:020}", s); });
     d.kernels = to_buckets(kern, raw.names, "(unnamed)", true);
     d.operators = to_buckets(ops, raw.names, "(no operator)", false);
     d.annotations = to_buckets(anns, raw.names, "(no annotation)", false);
@@ -615,186 +756,3 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw) {
 }
 
 }  // namespace gm::trace::detail
-
-namespace gm::trace {
-
-std::string short_name(const std::string& name, std::size_t width) {
-  // Drop template arguments and parameter lists: "void at::native::foo<float, 4>(int)" -> "at::native::foo".
-  std::string out;
-  std::string stack;  // open brackets: '<' or '('
-  for (char c : name) {
-    if (c == '<' || c == '(') {
-      if (stack.empty()) out += c == '<' ? "<…>" : "(…)";
-      stack.push_back(c);
-      continue;
-    }
-    if ((c == '>' || c == ')') && !stack.empty()) {
-      if ((c == '>' && stack.back() == '<') || (c == ')' && stack.back() == '(')) stack.pop_back();
-      continue;
-    }
-    if (stack.empty()) out += c;
-  }
-  if (out.starts_with("void ")) out.erase(0, 5);
-  // "(…)" only helps when something follows it.
-  if (out.size() >= 5 && out.ends_with("(…)")) out.resize(out.size() - std::string("(…)").size());
-  if (out.empty()) out = name;
-  // Count display characters (UTF-8 continuation bytes do not count).
-  auto display_len = [](const std::string& s) {
-    std::size_t n = 0;
-    for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    return n;
-  };
-  if (display_len(out) <= width) return out;
-  // Keep the tail (the most specific part) and mark the cut.
-  std::size_t keep = width > 1 ? width - 1 : 1;
-  std::size_t start = out.size();
-  std::size_t chars = 0;
-  while (start > 0 && chars < keep) {
-    --start;
-    if ((static_cast<unsigned char>(out[start]) & 0xC0) != 0x80) ++chars;
-  }
-  return "…" + out.substr(start);
-}
-
-namespace {
-
-/// The top-level template arguments of the first top-level `<...>` of `name` (empty when there is none).
-std::vector<std::string> template_args(const std::string& name) {
-  std::vector<std::string> args;
-  int depth = 0;
-  int paren = 0;
-  std::string cur;
-  bool inside = false;
-  for (char c : name) {
-    // Parentheses (parameter lists, "(anonymous namespace)", lambdas) hide their commas and brackets.
-    if (c == '(' || c == ')' || paren > 0) {
-      paren += c == '(' ? 1 : (c == ')' ? -1 : 0);
-      if (inside) cur += c;
-      continue;
-    }
-    if (c == '<') {
-      if (depth++ == 0) {
-        if (inside) break;  // a second top-level list: stop at the first
-        inside = true;
-        continue;
-      }
-    } else if (c == '>') {
-      if (--depth == 0) {
-        args.push_back(cur);
-        return args;
-      }
-    } else if (c == ',' && depth == 1) {
-      args.push_back(cur);
-      cur.clear();
-      continue;
-    }
-    if (inside) cur += c;
-  }
-  return {};
-}
-
-/// "at::native::CUDAFunctor_add<float>" -> "CUDAFunctor_add<float>": namespaces dropped, spaces trimmed.
-std::string without_namespaces(const std::string& s) {
-  std::string out;
-  std::string word;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == ':' && i + 1 < s.size() && s[i + 1] == ':') {
-      word.clear();
-      ++i;
-      continue;
-    }
-    if (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_') {
-      word += s[i];
-      continue;
-    }
-    out += word;
-    word.clear();
-    out += s[i];
-  }
-  out += word;
-  const auto b = out.find_first_not_of(' ');
-  const auto e = out.find_last_not_of(' ');
-  return b == std::string::npos ? std::string() : out.substr(b, e - b + 1);
-}
-
-/// A template argument as a reader tells it apart: without namespaces; a lambda or a function type (it has
-/// parentheses) by its longest name ("clamp_min_scalar_kernel_impl" of a chain of lambdas in that function).
-std::string readable_arg(const std::string& arg) {
-  if (arg.find('(') == std::string::npos) return without_namespaces(arg);
-  static const char* const kNoise[] = {"operator",  "const",  "lambda", "anonymous",
-                                       "namespace", "native", "detail"};
-  std::string best, word;
-  auto consider = [&] {
-    bool noise = false;
-    for (const char* n : kNoise) noise = noise || word == n;
-    if (!noise && word.size() > best.size()) best = word;
-    word.clear();
-  };
-  for (char c : arg) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
-      word += c;
-    } else {
-      consider();
-    }
-  }
-  consider();
-  return best.empty() ? without_namespaces(arg) : best;
-}
-
-/// Keeps the tail of `s` within `width` display characters, marking the cut (as short_name does).
-std::string keep_tail(const std::string& s, std::size_t width) {
-  std::size_t chars = 0;
-  for (char c : s) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  if (chars <= width) return s;
-  std::size_t keep = width > 1 ? width - 1 : 1, start = s.size(), n = 0;
-  while (start > 0 && n < keep) {
-    --start;
-    if ((static_cast<unsigned char>(s[start]) & 0xC0) != 0x80) ++n;
-  }
-  return "…" + s.substr(start);
-}
-
-}  // namespace
-
-std::vector<std::string> short_names(const std::vector<std::string>& names, std::size_t width) {
-  std::vector<std::string> out;
-  out.reserve(names.size());
-  for (const auto& n : names) out.push_back(short_name(n, width));
-  std::map<std::string, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < names.size(); ++i) groups[out[i]].push_back(i);
-  for (auto& [shown, members] : groups) {
-    if (members.size() < 2) continue;
-    std::vector<std::vector<std::string>> args;
-    for (std::size_t i : members) args.push_back(template_args(names[i]));
-    for (std::size_t m = 0; m < members.size(); ++m) {
-      const auto& mine = args[m];
-      // The first argument in which this name differs from every other name of the group.
-      std::optional<std::size_t> pick;
-      for (std::size_t k = 0; k < mine.size() && !pick; ++k) {
-        bool unique = true;
-        for (std::size_t o = 0; o < members.size() && unique; ++o)
-          if (o != m && k < args[o].size() && args[o][k] == mine[k]) unique = false;
-        if (unique) pick = k;
-      }
-      const std::string& base = out[members[m]];
-      const auto marker = base.find("<…>");
-      if (!pick || marker == std::string::npos) continue;
-      const std::string arg = readable_arg(mine[*pick]);
-      std::string inner = (*pick > 0 ? "…, " : "") + arg + (*pick + 1 < mine.size() ? ", …" : "");
-      std::string full = without_namespaces(short_name(names[members[m]], std::string::npos));
-      const auto at = full.find("<…>");
-      if (at == std::string::npos) continue;
-      full.replace(at, std::string("<…>").size(), "<" + inner + ">");
-      out[members[m]] = keep_tail(full, width);
-    }
-  }
-  // Whatever still prints alike (names differing only in parameters, or cut alike): number them.
-  std::map<std::string, std::size_t> seen;
-  std::map<std::string, std::size_t> total;
-  for (const auto& s : out) ++total[s];
-  for (auto& s : out)
-    if (total[s] > 1) s = keep_tail(s, width > 4 ? width - 3 : width) + " #" + std::to_string(++seen[s]);
-  return out;
-}
-
-}  // namespace gm::trace

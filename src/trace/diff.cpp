@@ -46,14 +46,34 @@ Side collect(const std::vector<FileAnalysis>& files, bool per_step) {
       if (d.step_ns.count == 0) s.all_have_steps = false;
       const double div = per_step && d.step_ns.count > 0 ? static_cast<double>(d.step_ns.count) : 1.0;
       auto add = [&](const char* k, double ns) { s.summary[k] += ns / div; };
-      add("window", static_cast<double>(d.window_ns));
-      add("busy", static_cast<double>(d.busy_ns));
-      add("compute", static_cast<double>(d.compute_ns));
-      add("communication", static_cast<double>(d.communication_ns));
-      add("memory", static_cast<double>(d.memory_ns));
-      add("idle", static_cast<double>(d.idle_ns));
+      // Per step: the GPU span of the work the profiler's steps launched (work queued before the window
+      // and its lead-in left out); per trace: the whole window.
+      if (per_step && d.steps_span) {
+        const auto& sp = *d.steps_span;
+        add("window", static_cast<double>(sp.span_ns));
+        add("busy", static_cast<double>(sp.busy_ns));
+        add("compute", static_cast<double>(sp.compute_ns));
+        add("communication", static_cast<double>(sp.communication_ns));
+        add("memory", static_cast<double>(sp.memory_ns));
+        add("idle", static_cast<double>(sp.span_ns - sp.busy_ns));
+      } else {
+        add("window", static_cast<double>(d.window_ns));
+        add("busy", static_cast<double>(d.busy_ns));
+        add("compute", static_cast<double>(d.compute_ns));
+        add("communication", static_cast<double>(d.communication_ns));
+        add("memory", static_cast<double>(d.memory_ns));
+        add("idle", static_cast<double>(d.idle_ns));
+      }
       if (d.step_ns.count > 0) s.summary["step time"] += d.step_ns.mean;
       add_items(s.kernels, d.kernels, div);
+      if (per_step)  // kernels launched before the window belong to no profiler step
+        for (const auto& b : d.before_window.kernels) {
+          auto& it = s.kernels[b.name];
+          it.ns -= static_cast<double>(b.attributed_ns) / div;
+          it.count -= b.count;
+          it.raw_ns -= b.kernel_ns;
+          if (it.count <= 0) s.kernels.erase(b.name);
+        }
       add_items(s.operators, d.operators, div);
       add_items(s.annotations, d.annotations, div);
     }

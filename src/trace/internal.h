@@ -32,9 +32,15 @@ struct Launch {
   std::int64_t correlation;
   std::int64_t ts_ns;
   std::uint32_t thread;  // interned "pid/tid"
+  bool graph = false;    // cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch: one call starts many activities
 };
+static_assert(sizeof(Launch) <= 24, "docs/trace.md Memory: 24 B per launch call");
 
 enum class SpanKind : std::uint8_t { op, annotation, gpu_annotation, step };
+
+/// The element type of an operator's first input (its `Input type` with record_shapes); matrix operators
+/// only.
+enum class OpDtype : std::uint8_t { unknown, fp32, reduced, other };
 
 /// A CPU span (cpu_op, user_annotation, ProfilerStep) or a gpu_user_annotation (thread = device).
 struct Span {
@@ -43,7 +49,9 @@ struct Span {
   std::uint32_t thread;
   std::uint32_t name;
   SpanKind kind;
+  OpDtype dtype = OpDtype::unknown;  // GEMM / convolution operators recorded with shapes
 };
+static_assert(sizeof(Span) <= 32, "docs/trace.md Memory: 32 B per CPU span");
 
 /// Interns strings (raw JSON text, still escaped) to dense ids.
 class Interner {
@@ -68,9 +76,9 @@ class Interner {
 
 /// The container format of a file, from its content.
 enum class Format : std::uint8_t {
-  unknown,       ///< not a trace (RawTrace::not_a_trace / Sniff::what say what it is)
-  json,          ///< JSON: a Kineto object with traceEvents, or a legacy bare array of events
-  perfetto,      ///< Perfetto protobuf TracePacket stream (.pftrace / .pb)
+  unknown,   ///< not a trace (RawTrace::not_a_trace / Sniff::what say what it is)
+  json,      ///< JSON: a Kineto object with traceEvents, or a legacy bare array of events
+  perfetto,  ///< Perfetto protobuf TracePacket stream (.pftrace / .pb)
 };
 
 /// What the first bytes of a file say it is.
@@ -109,7 +117,7 @@ struct RawTrace {
   std::string not_a_trace;        // when !has_trace_events and the content was understood: what it is
   std::int64_t event_count = 0;
   std::int64_t skipped_events = 0;
-  std::vector<RawCollective> collectives;  // NCCL kernels with process-group metadata
+  std::vector<RawCollective> collectives;                    // NCCL kernels with process-group metadata
   std::vector<std::pair<std::int64_t, std::int64_t>> syncs;  // host calls that block on the GPU [start, end)
   bool spans_sorted = false;                                 // spans are in span_order (sort_spans ran)
 };
@@ -176,11 +184,27 @@ struct DecodedEvent {
   std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
   std::optional<std::int64_t> ts, dur;  ///< ns
   std::int64_t correlation = -1;
-  bool collective = false;  ///< carries NCCL collective metadata
-  std::string_view group;   ///< "Process Group Name" (JSON-escaped), empty when absent
-  std::string_view collective_name;                     ///< "Collective name" (JSON-escaped)
+  bool collective = false;           ///< carries NCCL collective metadata
+  std::string_view group;            ///< "Process Group Name" (JSON-escaped), empty when absent
+  std::string_view collective_name;  ///< "Collective name" (JSON-escaped)
   std::optional<std::int64_t> nelems, seq, group_size;  ///< "In msg nelems", "Seq", "Group size"
+  std::string_view input_type;  ///< GEMM / convolution operators: the first `Input type` (JSON-escaped)
 };
+
+/// A GEMM or convolution operator (`aten::mm`, `addmm`, `bmm`, `cudnn_convolution`, `convolution_backward`,
+/// ...), whose `Input type` says what its kernels compute with.
+bool is_matrix_operator(std::string_view op_name);
+
+/// An `Input type` entry that is a tensor's element type ("float", "c10::BFloat16"), not another argument's
+/// kind ("GenericList", "Scalar", "Int", "").
+bool is_tensor_dtype(std::string_view input_type);
+
+/// OpDtype of an `Input type` entry ("float", "c10::BFloat16", "c10::Half", ...).
+OpDtype op_dtype(std::string_view input_type);
+
+/// What one GPU kernel computes with: from its launching operator's dtype when that operator is a GEMM /
+/// convolution recorded with shapes (`op_dtype` unknown otherwise), else from the kernel-family table.
+KernelMath activity_math(std::string_view kernel_name, OpDtype op_dtype);
 
 /// Adds one decoded event to the tables (GPU events without usable ts/dur are counted as skipped).
 void add_event(RawTrace& out, const DecodedEvent& ev);
@@ -202,6 +226,18 @@ std::vector<DeviceAnalysis> analyze(const RawTrace& raw);
 /// The outermost CPU operators (any thread) overlapping the given idle gaps [start, end), by overlap.
 std::vector<IdleCpuOp> cpu_ops_during(const RawTrace& raw,
                                       const std::vector<std::pair<std::int64_t, std::int64_t>>& gaps);
+
+/// An idle gap of a device whose next activity was launched after the gap began, by `thread`.
+struct HostWaitGap {
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::uint32_t thread;  // the launching thread of the next activity
+};
+
+/// Splits host-wait gaps (none beginning in a sync call) by what the host was doing (docs/trace.md "Idle
+/// gaps"): fills idle_dispatch_ns, idle_dispatch_in_ops_ns, idle_input_ns, idle_input_dataloader_ns,
+/// dispatch_cpu_ops and input_frames of `d`.
+void classify_host_wait(const RawTrace& raw, const std::vector<HostWaitGap>& gaps, DeviceAnalysis& d);
 
 /// Finds matmul → softmax → matmul chains (docs/findings.md `unfused_attention`) and fills the `attention`
 /// figures of the host analysis (CPU time) and of each device (the GPU activities the chains launched).

@@ -67,7 +67,9 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
   }
   if (!ev.ts || cat == Cat::other) return;
   if (cat == Cat::runtime) {
-    if (ev.correlation >= 0) out.launches.push_back(Launch{ev.correlation, *ev.ts, out.threads.id(ev.thread)});
+    if (ev.correlation >= 0)
+      out.launches.push_back(Launch{ev.correlation, *ev.ts, out.threads.id(ev.thread),
+                                    ev.name.ends_with("GraphLaunch") || ev.name.ends_with("GraphLaunch_v2")});
     // Calls that block the host until the GPU is done: cuda{Device,Stream,Event}Synchronize and the
     // synchronous cudaMemcpy (tensor.item(), .cpu(), printing a CUDA tensor, torch.cuda.synchronize()).
     if (ev.dur && *ev.dur > 0 &&
@@ -88,7 +90,8 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
     thread = out.devices.id(ev.device);
   }
   if (kind != SpanKind::gpu_annotation) thread = out.threads.id(ev.thread);
-  out.spans.push_back(Span{*ev.ts, *ev.ts + *ev.dur, thread, out.names.id(ev.name), kind});
+  const OpDtype dtype = ev.input_type.empty() ? OpDtype::unknown : op_dtype(ev.input_type);
+  out.spans.push_back(Span{*ev.ts, *ev.ts + *ev.dur, thread, out.names.id(ev.name), kind, dtype});
 }
 
 namespace {
@@ -99,6 +102,7 @@ struct EventFields {
   bool collective = false;
   std::string_view group, collective_name;
   std::optional<std::int64_t> nelems, seq, group_size;
+  std::string_view input_type;  // GEMM / convolution operators: the first "Input type"
 };
 
 /// A non-negative integer token (at most 18 digits), or nullopt.
@@ -149,7 +153,23 @@ simdjson::error_code read_args(od::value args, EventFields& ev) {
         if (key_is(key, "Process Group Name")) ev.group = string_token(f.value());
         break;
       case 'I':
-        if (key_is(key, "In msg nelems")) ev.nelems = small_uint(f.value().raw_json_token());
+        if (key_is(key, "In msg nelems")) {
+          ev.nelems = small_uint(f.value().raw_json_token());
+        } else if (key_is(key, "Input type")) {
+          // The dtype of the operator's first tensor input (entries such as "GenericList" or "Scalar"
+          // are arguments that are not tensors).
+          od::array types;
+          if (f.value().get_array().get(types) != simdjson::SUCCESS) break;
+          for (auto item : types) {
+            od::value v;
+            if (std::move(item).get(v) != simdjson::SUCCESS) break;
+            const std::string_view t = string_token(v);
+            if (is_tensor_dtype(t)) {
+              ev.input_type = t;
+              break;
+            }
+          }
+        }
         break;
       case 'S':
         if (key_is(key, "Seq")) ev.seq = small_uint(f.value().raw_json_token());
@@ -200,7 +220,9 @@ simdjson::error_code read_event(od::value value, EventFields& ev) {
         break;
       case 'a':
         if (key_is(key, "args")) {
-          if (cat && *cat != Cat::kernel && *cat != Cat::memory && *cat != Cat::runtime) continue;
+          // GEMM / convolution operators: their input dtypes (record_shapes) say what the math was.
+          const bool matrix_op = cat && *cat == Cat::cpu_op && is_matrix_operator(unquote(ev.name));
+          if (cat && *cat != Cat::kernel && *cat != Cat::memory && *cat != Cat::runtime && !matrix_op) continue;
           if (auto e = read_args(f.value(), ev)) return e;
         }
         continue;
@@ -252,6 +274,7 @@ struct Collector {
     d.nelems = ev.nelems;
     d.seq = ev.seq;
     d.group_size = ev.group_size;
+    d.input_type = ev.input_type;
     add_event(out, d);
   }
 };

@@ -37,6 +37,39 @@ struct IdleCpuOp {
   std::int64_t overlap_ns = 0;  ///< Σ overlap with the idle gaps (calls on different threads each count)
 };
 
+/// Activities that ran in the window but were launched before the profiler began recording (the CPU ran
+/// ahead of the GPU): no launch call in the trace, a correlation id older than every recorded launch.
+struct BeforeWindow {
+  std::int64_t count = 0;          ///< activities
+  std::int64_t kernel_ns = 0;      ///< Σ raw durations
+  std::int64_t attributed_ns = 0;  ///< fair share of busy time (not in the operator, annotation, step rows)
+  std::int64_t end_ns = 0;         ///< the last one's end (trace clock)
+  std::vector<Bucket> kernels;     ///< by kernel name, largest attributed first
+};
+
+/// GEMM and convolution time of a device by what it computes with (docs/findings.md `fp32_math`).
+struct MatrixMath {
+  std::int64_t fp32_ns = 0;         ///< fair share of the fp32 GEMM / convolution kernels (CUDA cores)
+  std::int64_t fp32_kernel_ns = 0;  ///< Σ their raw durations
+  std::int64_t fp32_count = 0;
+  std::int64_t fp32_before_window_ns = 0;  ///< of fp32_ns: kernels launched before the window
+  std::int64_t tensor_core_ns = 0;         ///< fair share of tensor-core GEMM / convolution kernels (TF32 included)
+  std::int64_t from_dtypes_count = 0;      ///< kernels told by their operator's `Input type` (record_shapes)
+  std::int64_t from_names_count = 0;       ///< GEMM / convolution kernels told by the kernel-family table
+  std::string largest_fp32_kernel;         ///< the fp32 kernel with the most time (full name)
+};
+
+/// The GPU span of the work launched inside the profiler's steps (ProfilerStep#N): the first such activity's
+/// start to the last one's end, and what the device did in it (same class precedence as the window).
+struct StepsSpan {
+  std::int64_t start_ns = 0;
+  std::int64_t span_ns = 0;
+  std::int64_t busy_ns = 0;
+  std::int64_t compute_ns = 0;
+  std::int64_t communication_ns = 0;
+  std::int64_t memory_ns = 0;
+};
+
 /// What one device did during the wall time of one profiler step (same class precedence as the window:
 /// compute, then communication, then memory).
 struct StepSplit {
@@ -108,13 +141,32 @@ struct DeviceAnalysis {
   std::int64_t idle_after_sync_ns = 0;    ///< idle gaps that began while the host was blocked in a sync call
   std::int64_t sync_gap_count = 0;        ///< how many such gaps
   std::int64_t idle_gap_count = 0;        ///< gaps between busy intervals inside the window
+  /// Host wait by what the host was doing (docs/trace.md "Idle gaps"): dispatching operators (inside one on
+  /// the thread that launched the next work, or between the operators of a step) ...
+  std::int64_t idle_dispatch_ns = 0;
+  std::int64_t idle_dispatch_in_ops_ns = 0;  ///< ... of which inside an operator
+  /// ... waiting for input (inside a DataLoader iteration, or outside any operator before a step's first or
+  /// after its last operator, between steps included) ...
+  std::int64_t idle_input_ns = 0;
+  std::int64_t idle_input_dataloader_ns = 0;  ///< ... of which inside a DataLoader iteration
+  std::int64_t idle_host_sync_ns = 0;         ///< ... or a gap that began in a sync call (sync_stall's)
+  std::int64_t idle_in_graph_ns = 0;  ///< of idle_other_ns: between the activities of one CUDA graph launch
+  std::int64_t graph_launches = 0;    ///< CUDA graph launch calls whose activities ran on this device
+  std::vector<IdleCpuOp> dispatch_cpu_ops;  ///< outermost CPU operators overlapping the dispatch idle
+  std::int64_t longest_dispatch_gap_ns = 0;  ///< the dispatch idle of the one gap holding the most of it
+  std::string longest_dispatch_gap_op;       ///< the outermost CPU operator most present in that gap
+  std::vector<IdleCpuOp> input_frames;      ///< DataLoader iterations overlapping the input idle (by name)
+  BeforeWindow before_window;               ///< activities launched before the profiler's window
+  MatrixMath matrix_math;                   ///< GEMM / convolution time by precision
+  std::optional<StepsSpan> steps_span;      ///< nullopt without activities launched inside ProfilerSteps
   bool fair_share_exact = true;           ///< shares within 1 ns of exact (false: within k ns, k activities at once)
   std::vector<IdleCpuOp> idle_cpu_ops;    ///< outermost CPU operators overlapping the idle gaps, largest first
   Stats launch_delay_ns;                  ///< activity start − start of its launching runtime call
   Stats queue_depth;                      ///< activities launched and not finished, at each launch
   Stats step_ns;                          ///< ProfilerStep wall durations
   std::vector<Bucket> kernels;            ///< by name, largest attributed first
-  std::vector<Bucket> operators;          ///< innermost enclosing cpu_op of the launch; "(no operator)"
+  std::vector<Bucket> operators;          ///< innermost enclosing cpu_op of the launch; "(no operator)" (never
+                                          ///< activities launched before the window: see before_window)
   std::vector<Bucket> annotations;        ///< innermost user / gpu_user annotation; "(no annotation)"
   std::vector<Bucket> steps;              ///< ProfilerStep#N in step order; "(outside steps)" last
   std::vector<StepSplit> step_split;      ///< per ProfilerStep span, by start

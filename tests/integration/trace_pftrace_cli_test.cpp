@@ -2,6 +2,7 @@
 // shipped JSON sample gives the same --json figures as that JSON (gzip'd too); a damaged file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -14,10 +15,16 @@ namespace {
 
 /// The --json document without what legitimately differs between the two files of one run: the file
 /// name, its folder, its size and format, the event count (JSON metadata events have no Perfetto
-/// slice), and what only Kineto JSON carries (deviceProperties GPU name, distributedInfo rank).
+/// slice), and what only Kineto JSON carries (deviceProperties GPU name, distributedInfo rank, the operators'
+/// `Input type` that tells fp32 from tensor-core GEMMs: the matrix-math figures and the fp32_math finding).
 nlohmann::json comparable(nlohmann::json j) {
-  for (auto& d : j["devices"])
-    for (const char* k : {"file", "group", "gpu_name", "rank"}) d.erase(k);
+  for (auto& d : j["devices"]) {
+    for (const char* k : {"file", "group", "gpu_name", "rank", "matrix_math"}) d.erase(k);
+    auto& fs = d["findings"];
+    fs.erase(std::remove_if(fs.begin(), fs.end(),
+                            [](const nlohmann::json& f) { return f["kind"] == "fp32_math"; }),
+             fs.end());
+  }
   nlohmann::json hosts = nlohmann::json::array();
   for (auto& f : j["files"]) hosts.push_back(f["host"]);
   return {{"devices", j["devices"]}, {"hosts", hosts}};

@@ -28,29 +28,44 @@ const Finding* find(const std::vector<Finding>& fs, const std::string& kind) {
   return nullptr;
 }
 
-TEST(FindingsTest, InputBoundOnNumWorkersZeroAndMuchSmallerWithFourWorkers) {
+// Issue 38 changed this contract: host wait is split by what the host was doing. Before, all 382.676 ms of
+// host wait of num_workers_0 was input_bound, and 21.8 % of num_workers_4's window too.
+TEST(FindingsTest, InputBoundOnNumWorkersZeroGoneWithFourWorkersWhereDispatchRemains) {
   const MicroUsd price = 3'000'000;  // $3/GPU-hour
-  const auto zero = for_trace_device(resnet("num_workers_0"), price);
+  const auto d0 = resnet("num_workers_0");
+  const auto zero = for_trace_device(d0, price);
   const Finding* input = find(zero, "input_bound");
   ASSERT_NE(input, nullptr);
-  EXPECT_EQ(zero.front().kind, "input_bound");  // the largest at stake comes first
-  EXPECT_EQ(input->severity, Severity::high);
-  // 382.676 ms of 996.477 ms waiting on the host: 38.4 %.
-  EXPECT_EQ(input->at_stake_ns, 382'676'000);
-  // $3/h × 382.676 ms = $0.000318896(7) → 318 896 nano-dollars (floor of the pico-dollar figure / 1000).
-  EXPECT_EQ(input->cost_nano_usd, 318'896);
-  // Six ProfilerSteps: $0.0531494 per 1k steps.
-  EXPECT_EQ(input->nano_usd_per_1k_steps, 53'149'444);
-  // 38.4 % of a GPU at $3/h for 730 h: $841.02 a month.
+  EXPECT_EQ(input->severity, Severity::medium);
+  // Of 382.676 ms host wait in 996.477 ms, 283.707 ms with the host inside
+  // enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ (28.5 %); 96.328 ms dispatching operators
+  // (9.7 %, under the 10 % threshold) and 2.641 ms in gaps begun in a synchronisation.
+  EXPECT_EQ(input->at_stake_ns, 283'707'000);
+  EXPECT_EQ(d0.idle_input_dataloader_ns, 283'707'000);
+  EXPECT_EQ(d0.idle_host_wait_ns, 382'676'000);
+  EXPECT_EQ(d0.idle_dispatch_ns, 96'328'000);
+  EXPECT_EQ(d0.idle_host_sync_ns, 2'641'000);
+  EXPECT_EQ(find(zero, "dispatch_bound"), nullptr);
+  // $3/h × 283.707 ms = $0.000236422(5) → 236 422 nano-dollars (floor of the pico-dollar figure / 1000).
+  EXPECT_EQ(input->cost_nano_usd, 236'422);
+  // Six ProfilerSteps: $0.0394037 per 1k steps.
+  EXPECT_EQ(input->nano_usd_per_1k_steps, 39'403'750);
+  // 28.5 % of a GPU at $3/h for 730 h: $623.51 a month.
   ASSERT_TRUE(input->nano_usd_per_month.has_value());
-  EXPECT_NEAR(static_cast<double>(*input->nano_usd_per_month) / 1e9, 841.02, 0.01);
-  EXPECT_FALSE(input->action.empty());
+  EXPECT_NEAR(static_cast<double>(*input->nano_usd_per_month) / 1e9, 623.51, 0.01);
+  EXPECT_NE(input->action.find("num_workers"), std::string::npos);
 
-  const auto four = for_trace_device(resnet("num_workers_4"), price);
-  const Finding* input4 = find(four, "input_bound");
-  ASSERT_NE(input4, nullptr);  // four workers still leave 21.8 % host wait on this 8-core machine
-  EXPECT_LT(*input4->nano_usd_per_month, *input->nano_usd_per_month * 6 / 10);
-  EXPECT_LT(input4->severity, input->severity);
+  // Four workers: the DataLoader iterations no longer hold the GPU (2.9 ms of input wait, 0.4 %); the host
+  // wait left (21.8 %) is the host dispatching operators, which more workers would not fix.
+  const auto d4 = resnet("num_workers_4");
+  const auto four = for_trace_device(d4, price);
+  EXPECT_EQ(find(four, "input_bound"), nullptr);
+  EXPECT_LT(d4.idle_input_ns * 100, d4.window_ns);
+  const Finding* dispatch4 = find(four, "dispatch_bound");
+  ASSERT_NE(dispatch4, nullptr);
+  EXPECT_EQ(dispatch4->at_stake_ns, d4.idle_dispatch_ns);
+  EXPECT_EQ(dispatch4->severity, Severity::medium);
+  EXPECT_NE(dispatch4->action.find("CUDA graphs"), std::string::npos);
 
   // Pageable copies: 12 "Memcpy HtoD (Pageable -> Device)" per trace.
   const Finding* pageable = find(zero, "pageable_copies");
@@ -62,7 +77,7 @@ TEST(FindingsTest, WithoutAPriceFindingsKeepTheirTimeAndHaveNoDollars) {
   const auto fs = for_trace_device(resnet("num_workers_0"), std::nullopt);
   const Finding* input = find(fs, "input_bound");
   ASSERT_NE(input, nullptr);
-  EXPECT_EQ(input->at_stake_ns, 382'676'000);
+  EXPECT_EQ(input->at_stake_ns, 283'707'000);
   EXPECT_FALSE(input->cost_nano_usd.has_value());
   EXPECT_FALSE(input->nano_usd_per_month.has_value());
 }
@@ -74,6 +89,7 @@ TEST(FindingsTest, LaunchBoundAndExposedCommunicationFromTheirFigures) {
   d.idle_ns = 500'000'000;
   d.idle_other_ns = 450'000'000;
   d.idle_host_wait_ns = 50'000'000;
+  d.idle_input_ns = 50'000'000;
   d.compute_ns = 380'000'000;
   d.communication_ns = 120'000'000;
   d.overlap_ns = 30'000'000;
@@ -136,6 +152,25 @@ TEST(FindingsTest, KernelNamesTellFp32FromTensorCoreMath) {
             KernelMath::tensor_core);
   EXPECT_EQ(kernel_math("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1"),
             KernelMath::tensor_core);
+  // Hopper's cuBLAS / cuDNN fp32 kernels carry "xmma" and run FFMA on the CUDA cores: "xmma" alone is no
+  // tensor-core marker (issue 38); cuBLASLt's nvjet kernels are tensor-core GEMMs.
+  EXPECT_EQ(
+      kernel_math("sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3_warpsize1x2x1_ffma_aligna4_"
+                  "alignc4_execute_kernel__5x_cublas"),
+      KernelMath::fp32);
+  EXPECT_EQ(
+      kernel_math("sm80_xmma_wgrad_implicit_gemm_indexed_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize32x32x8_"
+                  "stage3_warpsize1x2x1_g1_ffma_execute_kernel__5x_cudnn"),
+      KernelMath::fp32);
+  EXPECT_EQ(kernel_math("void gemmSN_TN_kernel<float, 128, 16, 2, 4, 4, 4, true>(cublasGemmSmallNParams)"),
+            KernelMath::fp32);
+  EXPECT_EQ(kernel_math("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x32_8x5_nn_align1>(Params)"),
+            KernelMath::fp32);
+  EXPECT_EQ(kernel_math("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"), KernelMath::tensor_core);
+  EXPECT_EQ(kernel_math("sm80_xmma_gemm_unknown_layout_kernel"), KernelMath::other);  // cannot tell
+  // AMD Tensile kernels name their matrix-core (MFMA) instruction.
+  EXPECT_EQ(kernel_math("Cijk_Alik_Bljk_SB_Bias_AS_SAV_UserArgs_MT64x16x32_MI16x16x1_SN_LDSB0"),
+            KernelMath::tensor_core);
   // Normalisations, layout transforms, matrix-vector products and elementwise kernels are none of it.
   EXPECT_EQ(kernel_math("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float)"),
             KernelMath::other);
@@ -169,10 +204,15 @@ TEST(FindingsTest, Fp32MathOnTheResNet50V100SampleWithDollars) {
   EXPECT_NEAR(evidence<double>(*f, "speedup_assumed"), 125.0 / 15.7, 1e-9);
   EXPECT_NE(evidence<std::string>(*f, "speedup_basis").find("V100 SXM 32GB"), std::string::npos);
   const auto fp32_ns = evidence<std::int64_t>(*f, "fp32_matrix_ns");
-  std::int64_t expected_fp32 = 0;
+  EXPECT_EQ(fp32_ns, d.matrix_math.fp32_ns);
+  // This trace has record_shapes: the figure comes from the operators' input dtypes (issue 38; before, from
+  // the kernel names alone). The kernel-family table, applied to every kernel name, agrees within 0.5 %.
+  EXPECT_GT(d.matrix_math.from_dtypes_count, 1000);
+  std::int64_t by_names = 0;
   for (const auto& k : d.kernels)
-    if (trace::kernel_math(k.name) == trace::KernelMath::fp32) expected_fp32 += k.attributed_ns;
-  EXPECT_EQ(fp32_ns, expected_fp32);
+    if (trace::kernel_math(k.name) == trace::KernelMath::fp32) by_names += k.attributed_ns;
+  EXPECT_NEAR(static_cast<double>(fp32_ns), static_cast<double>(by_names),
+              0.005 * static_cast<double>(by_names));
   EXPECT_GT(fp32_ns, d.busy_ns / 2);  // most of ResNet-50's GPU time is convolutions
   EXPECT_EQ(f->at_stake_ns, static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1 - 15.7 / 125.0)));
   EXPECT_EQ(f->severity, Severity::high);
@@ -386,7 +426,8 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   EXPECT_EQ(f->severity, findings::Severity::high);  // 30 % of the run's cost
   EXPECT_EQ(f->cost_nano_usd, 12'000'000);
   EXPECT_EQ(f->at_stake_ns, 12'000'000'000);  // 6 s on 2 GPUs
-  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"), std::string::npos)
+  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"),
+            std::string::npos)
       << render_run_report_text(r);
 
   // A start-up under 5 % of the run's cost is a figure, not a finding; no GPU work at all is neither.
