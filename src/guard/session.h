@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "cloud/cloud.h"
+#include "guard/gpu_match.h"
 #include "guard/guard.h"
 #include "meter/meter.h"
 #include "meter/run_meter.h"
@@ -122,6 +123,8 @@ struct SessionConfig {
   /// How long the job may go without a checkpoint before the no_recent_checkpoint warning: the Young/Daly
   /// interval of its spot capacity; nullopt: no such warning (not spot, no notices watched).
   std::optional<std::int64_t> checkpoint_interval_ms;
+  /// How the job's GPUs are told (by PID; by device file where NVML's PIDs are another namespace's).
+  GpuMatchConfig gpu_match;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
