@@ -77,8 +77,9 @@ GpuMatchMethod JobGpuMatcher::method(unsigned index) const {
 }
 
 bool JobGpuMatcher::allocated_here(const DeviceInfo& info) const {
-  const bool named = (config_.nvidia_visible_devices && visible_devices_name(*config_.nvidia_visible_devices, info)) ||
-                     (config_.cuda_visible_devices && visible_devices_name(*config_.cuda_visible_devices, info));
+  const bool named =
+      (config_.nvidia_visible_devices && visible_devices_name(*config_.nvidia_visible_devices, info)) ||
+      (config_.cuda_visible_devices && visible_devices_name(*config_.cuda_visible_devices, info));
   return named && info.minor_number && gpu_device_file_present(config_.dev_root, *info.minor_number);
 }
 
@@ -98,14 +99,16 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   for (const auto& p : sample.processes)
     if (!proc_.exists(p.pid)) unresolved.insert(p.pid);
   if (unresolved.empty()) return false;
-  note("namespace", "NVML reports processes whose PIDs do not resolve here: " + config_.pid_namespace.describe());
+  note("namespace",
+       "NVML reports processes whose PIDs do not resolve here: " + config_.pid_namespace.describe());
   const DeviceInfo* info = device(index);
   if (info == nullptr || !info->minor_number) {
     note(fmt::format("minor:{}", index),
-         fmt::format("GPU {}: NVML shows processes of another PID namespace on it and gives no minor number "
-                     "(nvmlDeviceGetMinorNumber not supported), so whether the job uses it cannot be told from "
-                     "its open device files",
-                     index));
+         fmt::format(
+             "GPU {}: NVML shows processes of another PID namespace on it and gives no minor number "
+             "(nvmlDeviceGetMinorNumber not supported), so whether the job uses it cannot be told from "
+             "its open device files",
+             index));
     return false;
   }
   if (!held_) held_ = held_gpu_device_files(proc_, job_pids_, config_.dev_root);
@@ -113,9 +116,10 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   if (!held_->minors.count(*info->minor_number)) {
     if (!held_->unreadable.empty())
       note("unreadable",
-           fmt::format("the open files of the job's process(es) {} cannot be read (no permission): whether the job "
-                       "uses a GPU that NVML shows busy with processes of another PID namespace cannot be told",
-                       pid_list(held_->unreadable)));
+           fmt::format(
+               "the open files of the job's process(es) {} cannot be read (no permission): whether the job "
+               "uses a GPU that NVML shows busy with processes of another PID namespace cannot be told",
+               pid_list(held_->unreadable)));
     return false;
   }
   g.method = GpuMatchMethod::device_file;
@@ -127,18 +131,16 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   for (auto p : holders)
     if (!job_pids_.count(p)) others_here.insert(p);
   const std::string gpu = fmt::format("GPU {} ({})", index, info->uuid);
-  const std::string matched =
-      fmt::format("{}: the job was matched by its open device file {}: NVML reports the PIDs of another PID "
-                  "namespace (the host's), which do not resolve here",
-                  gpu, path);
+  const std::string matched = fmt::format("{}: the job was matched by its open device file {}", gpu, path);
   const std::string unknown_share =
       "the job's share of its utilization, idle cost and energy cannot be known from inside the container "
       "(the figures are the whole GPU's)";
   if (unresolved.size() > holders.size()) {
     note(fmt::format("match:{}:elsewhere", index),
-         fmt::format("{}; NVML lists {} process(es) on it and only {} process(es) here hold it: other containers "
-                     "(or the host) use this GPU too, so {}",
-                     matched, unresolved.size(), holders.size(), unknown_share));
+         fmt::format(
+             "{}; NVML lists {} process(es) on it and only {} process(es) here hold it: other containers "
+             "(or the host) use this GPU too, so {}",
+             matched, unresolved.size(), holders.size(), unknown_share));
   } else if (!others_here.empty()) {
     note(fmt::format("match:{}:here", index),
          fmt::format("{}; processes of this container outside the job hold it too (PIDs {}), so {}", matched,
@@ -159,9 +161,10 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
             ? "NVIDIA_VISIBLE_DEVICES=" + *config_.nvidia_visible_devices
             : std::string("neither NVIDIA_VISIBLE_DEVICES nor CUDA_VISIBLE_DEVICES names it");
     note(fmt::format("match:{}:maybe", index),
-         fmt::format("{}; the GPU is not allocated to this container alone ({}), so other containers may use it "
-                     "too: {}",
-                     matched, why, unknown_share));
+         fmt::format(
+             "{}; the GPU is not allocated to this container alone ({}), so other containers may use it "
+             "too: {}",
+             matched, why, unknown_share));
   }
   return true;
 }

@@ -27,7 +27,7 @@ struct GpuMatchConfig {
   std::string proc_root = "/proc";
   std::string dev_root = "/dev";       ///< the device files' folder ($GPUMETER_DEV_ROOT, resolved)
   /// The host's by default (match by PID only); `run` and `attach` read the real one.
-  PidNamespaceFacts pid_namespace{kInitialPidNamespaceInode};
+  PidNamespaceFacts pid_namespace = PidNamespaceFacts::host();
   std::optional<std::string> nvidia_visible_devices;  ///< the container runtime's allocation
   std::optional<std::string> cuda_visible_devices;
   std::optional<std::uint32_t> self_pid;  ///< gpumeter itself (its NVML holds device files open too)

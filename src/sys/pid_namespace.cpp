@@ -29,15 +29,17 @@ std::optional<bool> PidNamespaceFacts::foreign_pids() const {
 std::string PidNamespaceFacts::describe() const {
   std::string markers;
   for (const auto& m : container_markers) markers += (markers.empty() ? "" : ", ") + m;
-  const std::string in_container = markers.empty() ? "" : " (container markers: " + markers + ")";
+  const std::string container = markers.empty() ? "" : "container markers: " + markers;
   const auto foreign = foreign_pids();
-  if (foreign && *foreign)
-    return "gpumeter runs in a PID namespace other than the host's (pid:[" +
-           (pid_ns_inode ? std::to_string(*pid_ns_inode) : std::string("?")) + "]" +
-           (nspid_levels > 1 ? ", " + std::to_string(nspid_levels) + " NSpid levels" : std::string()) + ")" +
-           in_container +
-           ": NVML reports the driver's (host) PIDs, which do not resolve here, so a job is matched to its "
+  if (foreign && *foreign) {
+    std::string detail = "pid:[" + (pid_ns_inode ? std::to_string(*pid_ns_inode) : std::string("?")) + "]";
+    if (nspid_levels > 1) detail += ", " + std::to_string(nspid_levels) + " NSpid levels";
+    if (!container.empty()) detail += "; " + container;
+    return "gpumeter runs in a PID namespace other than the host's (" + detail +
+           "): NVML reports the driver's (host) PIDs, which do not resolve here, so a job is matched to its "
            "GPUs by the device files its processes hold open";
+  }
+  const std::string in_container = container.empty() ? "" : " (" + container + ")";
   if (foreign)
     return "gpumeter runs in the host's PID namespace" + in_container +
            ": the PIDs NVML reports are this machine's, a job is matched to its GPUs by its processes' PIDs";
@@ -122,7 +124,8 @@ HeldDeviceFiles held_gpu_device_files(const ProcReader& proc, const std::set<std
   return out;
 }
 
-std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::string& dev_root, unsigned minor) {
+std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::string& dev_root,
+                                           unsigned minor) {
   std::set<std::uint32_t> out;
   for (auto pid : proc.pids()) {
     auto targets = proc.fd_targets(pid);

@@ -27,6 +27,12 @@ struct PidNamespaceFacts {
   std::optional<bool> foreign_pids() const;
   /// One sentence for `doctor` and the report's notes.
   std::string describe() const;
+  /// The facts of the host's (initial) PID namespace.
+  static PidNamespaceFacts host() {
+    PidNamespaceFacts f;
+    f.pid_ns_inode = kInitialPidNamespaceInode;
+    return f;
+  }
 };
 
 /// Where the namespace probe reads: this machine by default; tests give a /proc-like tree, a root folder

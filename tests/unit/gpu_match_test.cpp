@@ -1,6 +1,8 @@
 // Which GPUs a job uses where NVML's PIDs are another namespace's (issue 41): the PID namespace probe and
 // the device files a process holds (sys, on /proc-like trees written here), the matcher's decisions
 // (guard), and the fake NVML's foreign PIDs and minor numbers read through the real loader (gpu).
+#include "guard/gpu_match.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,7 +10,6 @@
 #include <filesystem>
 #include <map>
 
-#include "guard/gpu_match.h"
 #include "meter/run_meter.h"
 #include "support/support.h"
 #include "sys/pid_namespace.h"
@@ -27,7 +28,8 @@ class FakeProc {
   void add(std::uint32_t pid, std::uint32_t ppid, const std::vector<std::string>& fds) {
     const std::string p = root() + "/" + std::to_string(pid);
     fs::create_directories(p + "/fd");
-    dir_.write("proc/" + std::to_string(pid) + "/stat", std::to_string(pid) + " (job) S " + std::to_string(ppid) + " 1");
+    dir_.write("proc/" + std::to_string(pid) + "/stat",
+               std::to_string(pid) + " (job) S " + std::to_string(ppid) + " 1");
     int n = 3;
     for (const auto& target : fds) fs::create_symlink(target, p + "/fd/" + std::to_string(n++));
   }
@@ -53,7 +55,8 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
 
   FakeProc host;
   host.self("pid:[4026531836]", "Name:\tgpumeter\nNSpid:\t15256\n");
-  PidNamespaceProbe probe{host.root(), host.dir().path() + "/root", [](const std::string&) { return std::nullopt; }};
+  PidNamespaceProbe probe{host.root(), host.dir().path() + "/root",
+                          [](const std::string&) { return std::nullopt; }};
   auto facts = detect_pid_namespace(probe);
   EXPECT_EQ(facts.foreign_pids(), false);
   EXPECT_EQ(facts.nspid_levels, 1u);
@@ -63,9 +66,10 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
   FakeProc pod;
   pod.self("pid:[4026532178]", "Name:\tgpumeter\nNSpid:\t88123\t7\n");
   pod.dir().write("root/.dockerenv", "");
-  pod.dir().write("proc/self/cgroup", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b7c3e2a_"
-                                      "1d4f_4e5b_9a6c_7d8e9f0a1b2c.slice/cri-containerd-"
-                                      "3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e.scope\n");
+  pod.dir().write("proc/self/cgroup",
+                  "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b7c3e2a_"
+                  "1d4f_4e5b_9a6c_7d8e9f0a1b2c.slice/cri-containerd-"
+                  "3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e.scope\n");
   probe = {pod.root(), pod.dir().path() + "/root", [](const std::string& name) -> std::optional<std::string> {
              if (name == "KUBERNETES_SERVICE_HOST") return "10.96.0.1";
              return std::nullopt;
@@ -77,7 +81,10 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
   EXPECT_EQ(facts.container_markers[0], "/.dockerenv");
   EXPECT_EQ(facts.container_markers[1], "KUBERNETES_SERVICE_HOST");
   EXPECT_EQ(facts.container_markers[2], "cgroup: pod 0b7c3e2a-1d4f-4e5b-9a6c-7d8e9f0a1b2c");
-  EXPECT_NE(facts.describe().find("other than the host's (pid:[4026532178], 2 NSpid levels)"), std::string::npos)
+  EXPECT_NE(facts.describe().find(
+                "other than the host's (pid:[4026532178], 2 NSpid levels; container markers: /.dockerenv, "
+                "KUBERNETES_SERVICE_HOST, cgroup: pod 0b7c3e2a-1d4f-4e5b-9a6c-7d8e9f0a1b2c)"),
+            std::string::npos)
       << facts.describe();
 
   // Without the namespace link, NSpid levels still tell; with neither, it cannot be told.
@@ -218,7 +225,8 @@ TEST_F(MatcherTest, WithoutAnAllocationTheSplitIsUnknownNeverSilent) {
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007})));
   const std::string n = notes(m);
-  EXPECT_NE(n.find("not allocated to this container alone (NVIDIA_VISIBLE_DEVICES=all)"), std::string::npos) << n;
+  EXPECT_NE(n.find("not allocated to this container alone (NVIDIA_VISIBLE_DEVICES=all)"), std::string::npos)
+      << n;
   EXPECT_NE(n.find("cannot be known from inside the container"), std::string::npos) << n;
   EXPECT_EQ(n.find("its use is the job's"), std::string::npos) << n;
 }
@@ -229,7 +237,8 @@ TEST_F(MatcherTest, MoreForeignProcessesThanHoldersHereMeanOtherContainersUseThe
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007, 4100001})));
   const std::string n = notes(m);
-  EXPECT_NE(n.find("NVML lists 2 process(es) on it and only 1 process(es) here hold it"), std::string::npos) << n;
+  EXPECT_NE(n.find("NVML lists 2 process(es) on it and only 1 process(es) here hold it"), std::string::npos)
+      << n;
   EXPECT_NE(n.find("cannot be known from inside"), std::string::npos) << n;
 }
 
@@ -242,7 +251,8 @@ TEST_F(MatcherTest, AnotherProcessOfThisContainerHoldingTheGpuMakesTheSplitUnkno
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007})));
   const std::string n = notes(m);
-  EXPECT_NE(n.find("processes of this container outside the job hold it too (PIDs 30)"), std::string::npos) << n;
+  EXPECT_NE(n.find("processes of this container outside the job hold it too (PIDs 30)"), std::string::npos)
+      << n;
 }
 
 TEST_F(MatcherTest, InTheHostNamespaceUnresolvedPidsAreGoneProcessesNotAMatch) {
@@ -264,7 +274,8 @@ TEST_F(MatcherTest, NoMinorNumberIsSaidAndNotGuessed) {
   JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_FALSE(m.job_on_gpu(0, busy(0, {4000007})));
-  EXPECT_NE(notes(m).find("gives no minor number (nvmlDeviceGetMinorNumber not supported)"), std::string::npos);
+  EXPECT_NE(notes(m).find("gives no minor number (nvmlDeviceGetMinorNumber not supported)"),
+            std::string::npos);
 }
 
 TEST_F(MatcherTest, RunMeterCountsTheGpuAsUsedThroughTheMatcher) {
@@ -277,8 +288,8 @@ TEST_F(MatcherTest, RunMeterCountsTheGpuAsUsedThroughTheMatcher) {
   RunMeter meter(backend, {0, 1}, 3'600'000'000, 0);
   JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
-  auto records =
-      meter.tick(1'000'000'000, [&](unsigned index, const DeviceSample& s) { return m.job_on_gpu(index, s); });
+  auto records = meter.tick(1'000'000'000,
+                            [&](unsigned index, const DeviceSample& s) { return m.job_on_gpu(index, s); });
   ASSERT_EQ(records.size(), 2u);
   EXPECT_TRUE(records[0].job_present);
   EXPECT_FALSE(records[1].job_present);
@@ -293,9 +304,9 @@ TEST(FakeNvmlForeignPidTest, ForeignProcessesGetPidPlusFourMillionAndMinorNumber
   std::string comm = test::read_file("/proc/self/comm");
   while (!comm.empty() && comm.back() == '\n') comm.pop_back();
   test::TempDir dir;
-  const std::string path = dir.write(
-      "s.json", R"({"devices": [
-        {"timeline": [{"t": 0, "util": 50, "processes": [{"comm": ")" + comm + R"(", "foreign_pid": true, "mem_mib": 10},
+  const std::string path = dir.write("s.json", R"({"devices": [
+        {"timeline": [{"t": 0, "util": 50, "processes": [{"comm": ")" +
+                                                   comm + R"(", "foreign_pid": true, "mem_mib": 10},
                                                        {"pid": 77, "foreign_pid": true}]}]},
         {"minor": 5, "timeline": [{"t": 0, "util": 0}]},
         {"minor": null, "timeline": [{"t": 0, "util": 0}]}]})");
@@ -317,8 +328,8 @@ TEST(FakeNvmlForeignPidTest, ForeignProcessesGetPidPlusFourMillionAndMinorNumber
   EXPECT_TRUE(pids.count(4'000'077));
 
   // A malformed "foreign_pid" names the entry.
-  const std::string bad =
-      dir.write("bad.json", R"({"devices": [{"timeline": [{"t": 0, "processes": [{"pid": 1, "foreign_pid": 1}]}]}]})");
+  const std::string bad = dir.write(
+      "bad.json", R"({"devices": [{"timeline": [{"t": 0, "processes": [{"pid": 1, "foreign_pid": 1}]}]}]})");
   setenv("FAKE_NVML_SCENARIO", bad.c_str(), 1);
   auto failed = open_nvml(options);
   ASSERT_FALSE(failed.ok());
