@@ -23,7 +23,7 @@ constexpr const char* kUuid1 = "GPU-c1c1c1c1-1111-2222-3333-444444444444";
 
 /// An H100 idle for its first 3 s (the job starts up), then at 60 % with the job's process (`comm`) on it,
 /// plus `others` (processes of other containers: PIDs that resolve nowhere here).
-nlohmann::json h100(const std::string& uuid, const nlohmann::json& processes) {
+nlohmann::json h100(const std::string& uuid, const std::vector<nlohmann::json>& processes) {
   return {{"name", "NVIDIA H100 80GB HBM3"},
           {"uuid", uuid},
           {"memory_total_mib", 81559},
@@ -36,7 +36,7 @@ nlohmann::json h100(const std::string& uuid, const nlohmann::json& processes) {
              {"mem_used_mib", 20500},
              {"power_w", 400},
              {"temp_c", 60},
-             {"processes", processes}}}}};
+             {"processes", nlohmann::json(processes)}}}}};
 }
 
 nlohmann::json job_process(const std::string& comm, bool foreign) {
@@ -45,8 +45,8 @@ nlohmann::json job_process(const std::string& comm, bool foreign) {
   return p;
 }
 
-std::string scenario(const nlohmann::json& devices) {
-  return nlohmann::json{{"driver_version", "580.95.05"}, {"devices", devices}}.dump();
+std::string scenario(const std::vector<nlohmann::json>& devices) {
+  return nlohmann::json{{"driver_version", "580.95.05"}, {"devices", nlohmann::json(devices)}}.dump();
 }
 
 bool has_finding(const nlohmann::json& report, const std::string& kind) {
@@ -100,6 +100,7 @@ class ContainerTest : public ::testing::Test {
     for (const auto& a : job(8)) args.push_back(a);
     auto r = test::run_command(namespaced ? in_namespace(args) : args, e, std::nullopt, 90);
     EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err.find("no GPU telemetry"), std::string::npos) << r.err;
     return nlohmann::json::parse(test::read_file(path));
   }
   TempDir dir_;
@@ -212,7 +213,9 @@ TEST_F(ContainerTest, AttachInAPidNamespaceMatchesTheProcessByItsDeviceFile) {
 }
 
 TEST_F(ContainerTest, DoctorSaysThePidsAreAnotherNamespacesAndNamesTheDeviceFiles) {
-  auto e = env(scenario({h100(kUuid0, {job_process("sleep", true)})}));
+  // Busy from the start: the sleep process is on the GPU when doctor looks.
+  auto e = env(R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "timeline": [{"t": 0, "util": 50,
+      "processes": [{"comm": "sleep", "foreign_pid": true, "mem_mib": 100}]}]}]})");
   const std::string script =
       "sh -c 'exec sleep 20' & \"$0\" doctor --pod-resources-socket '' --preemption off "
       "--agent 127.0.0.1:1; rc=$?; kill $!; exit $rc";
