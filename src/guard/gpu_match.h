@@ -25,7 +25,7 @@ inline constexpr const char* kGpuMatchNoteKind = "gpu_match";
 /// defaults match by PID only where the namespace says PIDs are this machine's).
 struct GpuMatchConfig {
   std::string proc_root = "/proc";
-  std::string dev_root = "/dev";       ///< the device files' folder ($GPUMETER_DEV_ROOT, resolved)
+  std::string dev_root = "/dev";  ///< the device files' folder ($GPUMETER_DEV_ROOT, resolved)
   /// The host's by default (match by PID only); `run` and `attach` read the real one.
   PidNamespaceFacts pid_namespace = PidNamespaceFacts::host();
   std::optional<std::string> nvidia_visible_devices;  ///< the container runtime's allocation

@@ -66,8 +66,8 @@ std::optional<unsigned> gpu_minor_of_path(const std::string& dev_root, const std
 
 /// The GPU device files processes hold open.
 struct HeldDeviceFiles {
-  std::set<unsigned> minors;                  ///< GPUs whose device file one of the processes holds open
-  std::set<std::uint32_t> unreadable;         ///< processes whose open files could not be read
+  std::set<unsigned> minors;           ///< GPUs whose device file one of the processes holds open
+  std::set<std::uint32_t> unreadable;  ///< processes whose open files could not be read
 };
 /// The GPU device files (under `dev_root`) that `pids` hold open.
 HeldDeviceFiles held_gpu_device_files(const ProcReader& proc, const std::set<std::uint32_t>& pids,
@@ -75,6 +75,7 @@ HeldDeviceFiles held_gpu_device_files(const ProcReader& proc, const std::set<std
 
 /// Every process visible in `proc` that holds <dev_root>/nvidia<minor> open (processes whose files cannot
 /// be read are left out).
-std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::string& dev_root, unsigned minor);
+std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::string& dev_root,
+                                           unsigned minor);
 
 }  // namespace gm
