@@ -99,8 +99,6 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   for (const auto& p : sample.processes)
     if (!proc_.exists(p.pid)) unresolved.insert(p.pid);
   if (unresolved.empty()) return false;
-  note("namespace",
-       "NVML reports processes whose PIDs do not resolve here: " + config_.pid_namespace.describe());
   const DeviceInfo* info = device(index);
   if (info == nullptr || !info->minor_number) {
     note(fmt::format("minor:{}", index),
@@ -122,6 +120,8 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
                pid_list(held_->unreadable)));
     return false;
   }
+  note("namespace",
+       "NVML reports processes whose PIDs do not resolve here: " + config_.pid_namespace.describe());
   g.method = GpuMatchMethod::device_file;
   g.matched_pids = unresolved;
 
