@@ -171,9 +171,11 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
 
 bool JobGpuMatcher::job_holds_memory(const DeviceSample& sample) const {
   auto it = gpus_.find(sample.index);
-  if (it == gpus_.end()) return false;
+  const bool by_file = it != gpus_.end() && it->second.method == GpuMatchMethod::device_file;
   for (const auto& p : sample.processes)
-    if (it->second.matched_pids.count(p.pid) && p.memory_bytes.value_or(0) > 0) return true;
+    if (p.memory_bytes.value_or(0) > 0 &&
+        (job_pids_.count(p.pid) || (by_file && it->second.matched_pids.count(p.pid))))
+      return true;
   return false;
 }
 
