@@ -212,6 +212,27 @@ TEST_F(ContainerTest, AttachInAPidNamespaceMatchesTheProcessByItsDeviceFile) {
   EXPECT_NE(r.err.find("note: GPU 0"), std::string::npos) << "said live too: " << r.err;
 }
 
+TEST_F(ContainerTest, AnIdleProcessHoldingItsGpuInAPidNamespaceIsIdleGpusHeld) {
+  // The GPU idles at 0 % with 20 GiB held by the process, reported under a host PID.
+  auto e = env(R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": ")" + std::string(kUuid0) +
+               R"(", "memory_total_mib": 81559, "timeline": [{"t": 0, "util": 0, "mem_used_mib": 20500,
+      "processes": [{"comm": "sleep", "foreign_pid": true, "mem_mib": 20000}]}]}]})");
+  e["NVIDIA_VISIBLE_DEVICES"] = kUuid0;
+  const std::string path = dir_.path() + "/idle.json";
+  const std::string script =
+      "sh -c 'exec 3<\"$GPUMETER_DEV_ROOT/nvidia0\"; exec sleep 7' & \"$0\" attach $! "
+      "--price 36 --max-idle 2s --json-report \"$1\"; rc=$?; wait; exit $rc";
+  auto r = test::run_command(in_namespace({"sh", "-c", script, test::gpumeter_binary(), path}), e,
+                             std::nullopt, 90);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(test::read_file(path));
+  EXPECT_EQ(j["gpus_used"], nlohmann::json::array({kUuid0})) << j.dump();
+  bool held = false;
+  for (const auto& a : j["actions"]) held = held || a["kind"] == "idle_gpus_held";
+  EXPECT_TRUE(held) << j["actions"].dump();
+  EXPECT_NEAR(j["idle_cost_usd"].get<double>(), j["cost_usd"].get<double>(), 0.011) << "idle all along";
+}
+
 TEST_F(ContainerTest, DoctorSaysThePidsAreAnotherNamespacesAndNamesTheDeviceFiles) {
   // Busy from the start: the sleep process is on the GPU when doctor looks.
   auto e = env(R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "timeline": [{"t": 0, "util": 50,
