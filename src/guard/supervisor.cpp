@@ -610,8 +610,8 @@ struct Supervisor::Impl {
   void tick(std::int64_t now_ns, bool evaluate_guard) {
     const auto pids = pid > 0 ? runner.job_pids(pid) : std::set<std::uint32_t>{};
     gpu_match->begin(pids);
-    auto samples =
-        meter->tick(now_ns, [this](unsigned index, const DeviceSample& s) { return gpu_match->job_on_gpu(index, s); });
+    auto samples = meter->tick_with(
+        now_ns, [this](unsigned index, const DeviceSample& s) { return gpu_match->job_on_gpu(index, s); });
     for (const auto& text : gpu_match->take_notes()) record_note(kGpuMatchNoteKind, text, now_ns);
     if (const auto util = mean_util())
       for (auto& [id, o] : open_cells) {

@@ -74,13 +74,13 @@ RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUs
 }
 
 std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
-  return tick(now_ns, [&job_pids](unsigned, const DeviceSample& s) {
+  return tick_with(now_ns, [&job_pids](unsigned, const DeviceSample& s) {
     return std::any_of(s.processes.begin(), s.processes.end(),
                        [&](const ProcessSample& p) { return job_pids.count(p.pid) > 0; });
   });
 }
 
-std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const JobOnGpu& job_on_gpu) {
+std::vector<SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu) {
   std::vector<SampleRecord> out;
   const std::int64_t dt_ns = std::max<std::int64_t>(0, now_ns - last_ns_);
   bool all_idle = !allocated_.empty();

@@ -63,7 +63,7 @@ class RunMeter {
   /// one of them is in its process list). Returns one record per GPU (run_id 0, t_ms relative to the start).
   std::vector<SampleRecord> tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids);
   /// The same, with the job's presence on each GPU decided by `job_on_gpu`.
-  std::vector<SampleRecord> tick(std::int64_t now_ns, const JobOnGpu& job_on_gpu);
+  std::vector<SampleRecord> tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu);
   /// Metered spend up to the last tick (exact per-interval integration over allocated GPUs).
   MicroUsd spent_micros() const;
   /// Spend at `now_ns` extrapolated from the last tick at the constant price (what the bill says).
