@@ -288,8 +288,8 @@ TEST_F(MatcherTest, RunMeterCountsTheGpuAsUsedThroughTheMatcher) {
   RunMeter meter(backend, {0, 1}, 3'600'000'000, 0);
   JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
-  auto records = meter.tick(1'000'000'000,
-                            [&](unsigned index, const DeviceSample& s) { return m.job_on_gpu(index, s); });
+  auto records = meter.tick_with(
+      1'000'000'000, [&](unsigned index, const DeviceSample& s) { return m.job_on_gpu(index, s); });
   ASSERT_EQ(records.size(), 2u);
   EXPECT_TRUE(records[0].job_present);
   EXPECT_FALSE(records[1].job_present);
