@@ -118,8 +118,9 @@ std::vector<SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const JobOnGp
     if (s.temperature_c) r.temperature_c = *s.temperature_c;
     r.job_present = job_on_gpu(allocated_[i], s);
     if (r.job_present) u.used = true;
-    if (!u.first_work_ms && (r.job_present || (r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)))
-      u.first_work_ms = (last_ns_ - start_ns_) / 1'000'000;
+    if (!u.first_busy_ms && r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)
+      u.first_busy_ms = (last_ns_ - start_ns_) / 1'000'000;
+    if (!u.first_process_ms && r.job_present) u.first_process_ms = (last_ns_ - start_ns_) / 1'000'000;
     ++u.samples;
     {
       const double idle_frac = r.utilization_pct ? 1.0 - *r.utilization_pct / 100.0 : 0.0;
@@ -200,8 +201,8 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& sa
     u.energy_j += s.energy_j;
     u.cost_micros += s.cost_micros;
     if (s.job_present) u.used = true;
-    if (!u.first_work_ms && (s.job_present || (s.utilization_pct && *s.utilization_pct >= kIdleUtilPct)))
-      u.first_work_ms = prev;
+    if (!u.first_busy_ms && s.utilization_pct && *s.utilization_pct >= kIdleUtilPct) u.first_busy_ms = prev;
+    if (!u.first_process_ms && s.job_present) u.first_process_ms = prev;
     if (s.utilization_pct) {
       usum[s.gpu_index] += *s.utilization_pct;
       ++un[s.gpu_index];
