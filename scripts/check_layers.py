@@ -50,7 +50,7 @@ ALLOWED = {
     'prices': {'util', 'catalog'},
     'findings': {'util', 'catalog', 'meter', 'trace'},
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
-    'guard': {'util', 'catalog', 'cloud', 'meter', 'serving', 'store', 'sys'},
+    'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples
     'agent': {'util', 'findings', 'gpu', 'kubelet', 'meter', 'serving', 'sys'},
     'report': {'util', 'catalog', 'cloud', 'findings', 'guard', 'meter', 'plan', 'prices', 'store', 'sys',
                'trace'},

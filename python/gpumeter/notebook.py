@@ -524,6 +524,8 @@ class _Session:
         for a in actions:
             if a.get("kind") in ("warn", "stop_budget", "sigint", "budget"):
                 lines.append("  [%s] %s" % (a.get("kind"), a.get("message")))
+            elif a.get("kind") == "gpu_match":  # how the kernel was matched to its GPUs (in a container)
+                lines.append("  note            %s" % a.get("message"))
         print("\n".join(lines))
 
     def list_cells(self):

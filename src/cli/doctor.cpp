@@ -18,6 +18,8 @@
 #include "kubelet/pod_resources.h"
 #include "serving/serving.h"
 #include "sys/owner.h"
+#include "sys/pid_namespace.h"
+#include "sys/proc.h"
 #include "util/clock.h"
 
 namespace gm::cli {
@@ -25,13 +27,20 @@ namespace {
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
-void print_device(GpuBackend& backend, const DeviceInfo& info) {
+void print_device(GpuBackend& backend, const DeviceInfo& info, const std::string& dev_root) {
   const Capabilities& caps = backend.capabilities(info.index);
   DeviceSample s = backend.sample(info.index);
   std::printf("\nGPU %u: %s\n", info.index, info.name.empty() ? "(name unavailable)" : info.name.c_str());
   std::printf("  uuid            %s\n", info.uuid.empty() ? "-" : info.uuid.c_str());
   std::printf("  pci bus id      %s\n", info.pci_bus_id.empty() ? "-" : info.pci_bus_id.c_str());
   std::printf("  architecture    %s\n", info.architecture.value_or("unknown").c_str());
+  if (info.minor_number) {
+    const std::string path = gpu_device_path(dev_root, *info.minor_number);
+    std::printf("  device file     %s (minor %u)%s\n", path.c_str(), *info.minor_number,
+                gpu_device_file_present(dev_root, *info.minor_number) ? "" : " absent here");
+  } else {
+    std::printf("  device file     unknown (nvmlDeviceGetMinorNumber not supported): jobs are matched by PID only\n");
+  }
   std::printf("  state           %s%s\n", to_string(s.state), s.error.empty() ? "" : (" (" + s.error + ")").c_str());
   std::printf("  utilization     %s\n", yes_no(caps.utilization));
   std::printf("  memory          %s\n", yes_no(caps.memory));
@@ -65,6 +74,29 @@ void print_device(GpuBackend& backend, const DeviceInfo& info) {
   for (const auto& n : caps.notes) permission_problem = permission_problem || n.find("NO_PERMISSION") != std::string::npos;
   std::printf("  permissions     %s\n", permission_problem ? "some queries need more privileges (see notes)" : "ok");
   for (const auto& n : caps.notes) std::printf("  note: %s\n", n.c_str());
+}
+
+/// Whose PIDs NVML reports here (the driver's are the host's), the container markers, and whether the GPU
+/// processes NVML lists resolve in this PID namespace now.
+void print_pid_namespace(GpuBackend* backend, const std::string& proc_root) {
+  const PidNamespaceFacts facts = detect_pid_namespace();
+  std::printf("\nPID namespace    %s\n", facts.describe().c_str());
+  if (backend == nullptr) return;
+  const ProcReader proc(proc_root);
+  std::size_t listed = 0, unresolved = 0;
+  for (const auto& info : backend->devices())
+    for (const auto& p : backend->sample(info.index).processes) {
+      ++listed;
+      if (!proc.exists(p.pid)) ++unresolved;
+    }
+  if (listed == 0)
+    std::printf("  GPU processes  none now\n");
+  else if (unresolved == 0)
+    std::printf("  GPU processes  %zu, every PID resolves here\n", listed);
+  else
+    std::printf("  GPU processes  %zu, %zu of them with PIDs that do not resolve here (another PID namespace's): "
+                "`run`, `attach` and notebooks match a job by its open device files\n",
+                listed, unresolved);
 }
 
 /// Whole days from a YYYY-MM-DD date to today (UTC); nullopt when the text is not such a date.
@@ -289,6 +321,8 @@ int cmd_doctor(int argc, char** argv) {
   std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
   std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
               static_cast<long long>(kGpuCallTimeoutMs));
+  const char* dev_env = std::getenv("GPUMETER_DEV_ROOT");
+  const std::string dev_root = gpu_device_root(dev_env ? std::optional<std::string>(dev_env) : std::nullopt);
   auto backend = open_gpu_backend();
   if (!backend) {
     std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());
@@ -299,8 +333,9 @@ int cmd_doctor(int argc, char** argv) {
     std::printf("NVML version     %s\n", b.library_version().value_or("unknown").c_str());
     std::printf("driver version   %s\n", b.driver_version().value_or("unknown").c_str());
     std::printf("devices          %zu\n", b.devices().size());
-    for (const auto& info : b.devices()) print_device(b, info);
+    for (const auto& info : b.devices()) print_device(b, info, dev_root);
   }
+  print_pid_namespace(backend ? backend->get() : nullptr, proc_root);
   print_catalog();
   print_pod_resources(pod_resources_socket);
   print_slurm(slurm_conf);

@@ -18,6 +18,7 @@
 #include "report/multi.h"
 #include "report/run_report.h"
 #include "store/store.h"
+#include "sys/pid_namespace.h"
 #include "sys/proc.h"
 #include "sys/spawn.h"
 #include "util/exit_codes.h"
@@ -38,6 +39,23 @@ int usage(const std::string& msg) {
 
 /// The time one checkpoint takes, assumed for the Young/Daly interval of a run's spot capacity.
 constexpr double kAssumedCheckpointS = 60.0;
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::optional<std::string>(v) : std::nullopt;
+}
+
+/// How `run` and `attach` tell the job's GPUs: this process's PID namespace, the device folder
+/// ($GPUMETER_DEV_ROOT, else /dev) and the container runtime's allocation.
+GpuMatchConfig gpu_match_config() {
+  GpuMatchConfig c;
+  c.dev_root = gpu_device_root(env_value("GPUMETER_DEV_ROOT"));
+  c.pid_namespace = detect_pid_namespace();
+  c.nvidia_visible_devices = env_value("NVIDIA_VISIBLE_DEVICES");
+  c.cuda_visible_devices = env_value("CUDA_VISIBLE_DEVICES");
+  c.self_pid = static_cast<std::uint32_t>(::getpid());
+  return c;
+}
 
 std::string host_name() {
   char buf[256] = {};
@@ -280,6 +298,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
         allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
     if (!allocated) return usage(command, allocated.error().message);
     cfg.allocated = *allocated;
+    cfg.gpu_match = gpu_match_config();
     for (const auto& d : (*backend)->devices())
       if (!cfg.allocated.empty() && d.index == cfg.allocated.front()) gpu_name = d.name;
   }

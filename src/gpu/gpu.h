@@ -43,6 +43,7 @@ struct DeviceInfo {
   std::optional<std::uint64_t> memory_total_bytes;
   std::optional<std::uint32_t> power_limit_mw;
   std::optional<std::string> architecture;       ///< "Hopper", "Ampere", ...
+  std::optional<unsigned> minor_number;          ///< of its device file /dev/nvidia<minor> (nullopt: unsupported)
   std::optional<bool> mig_enabled;               ///< nullopt when the board has no MIG support
   std::vector<MigInstance> mig_instances;
 };

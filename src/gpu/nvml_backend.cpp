@@ -70,6 +70,7 @@ struct Call {
   X(power_limit, UIntFn, "nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetPowerManagementLimit")    \
   X(power, UIntFn, "nvmlDeviceGetPowerUsage")                                                       \
   X(architecture, UIntFn, "nvmlDeviceGetArchitecture")                                              \
+  X(minor_number, UIntFn, "nvmlDeviceGetMinorNumber")                                               \
   X(max_mig, UIntFn, "nvmlDeviceGetMaxMigDeviceCount")                                              \
   X(gi_id, UIntFn, "nvmlDeviceGetGpuInstanceId")                                                    \
   X(energy, ULLFn, "nvmlDeviceGetTotalEnergyConsumption")                                           \
@@ -582,6 +583,10 @@ class NvmlBackend final : public GpuBackend {
     c = call_out(index, s_.architecture, h, arch);
     if (stop(c, "nvmlDeviceGetArchitecture")) return;
     if (c.ok() && *architecture_name(arch) != '\0') inf.architecture = architecture_name(arch);
+    unsigned minor = 0;
+    c = call_out(index, s_.minor_number, h, minor);
+    if (stop(c, "nvmlDeviceGetMinorNumber")) return;
+    if (c.ok()) inf.minor_number = minor;
 
     Utilization u{};
     c = call_out(index, s_.utilization, h, u);

@@ -15,6 +15,7 @@
 
 #include "catalog/catalog.h"
 #include "cloud/cloud.h"
+#include "guard/gpu_match.h"
 #include "guard/guard.h"
 #include "guard/target_guard.h"
 #include "meter/meter.h"
@@ -125,6 +126,8 @@ struct SessionConfig {
   std::optional<std::int64_t> checkpoint_interval_ms;
   /// --target (and --target-stop): the money to reach a metric target; nullopt: none.
   std::optional<TargetSettings> target;
+  /// How the job's GPUs are told (by PID; by device file where NVML's PIDs are another namespace's).
+  GpuMatchConfig gpu_match;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).

@@ -75,6 +75,7 @@ struct Supervisor::Impl {
       cfg.target ? std::optional<TargetGuard>(std::in_place, *cfg.target, cfg.guard) : std::nullopt;
   OutputProgressParser output_parser;  ///< one tracker for both streams: bars nest across them
   std::optional<RunMeter> meter;
+  std::optional<JobGpuMatcher> gpu_match;  ///< which allocated GPUs the job uses (guard/gpu_match.h)
   SessionOutcome outcome;
   RunRecord run;
   pid_t pid = -1;
@@ -274,6 +275,15 @@ struct Supervisor::Impl {
     e.command = run.command;
     e.host = run.host;
     notify(e);
+  }
+
+  /// A fact about how the run was metered, kept with its actions (the report shows it as a note): shown
+  /// once, never notified.
+  void record_note(const std::string& kind, const std::string& message, std::int64_t now_ns) {
+    pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
+    all_actions.push_back(pending_actions.back());
+    sink.message(fmt::format("note: {}", message), false);
+    sink.action(all_actions.back());
   }
 
   void update_totals(std::int64_t now_ns) {
@@ -535,12 +545,11 @@ struct Supervisor::Impl {
   }
 
   /// The idle_gpus_held watch at a tick: every allocated GPU idle while a process of the job holds memory.
-  void watch_idle_held(std::int64_t now_ns, const std::set<std::uint32_t>& pids, MicroUsd spent_now) {
+  void watch_idle_held(std::int64_t now_ns, MicroUsd spent_now) {
     if (!cfg.idle_held_ms || !cfg.telemetry) return;
     bool held = false;
     for (const auto& d : meter->latest())
-      for (const auto& p : d.processes)
-        if (pids.count(p.pid) && p.memory_bytes.value_or(0) > 0) held = true;
+      if (gpu_match->job_holds_memory(d)) held = true;
     const auto idle = meter->idle_for_ms(now_ns);
     if (!held || !idle || *idle < *cfg.idle_held_ms) {
       idle_held_ms.reset();
@@ -615,7 +624,10 @@ struct Supervisor::Impl {
 
   void tick(std::int64_t now_ns, bool evaluate_guard) {
     const auto pids = pid > 0 ? runner.job_pids(pid) : std::set<std::uint32_t>{};
-    auto samples = meter->tick(now_ns, pids);
+    gpu_match->begin(pids);
+    auto samples = meter->tick_with(
+        now_ns, [this](unsigned index, const DeviceSample& s) { return gpu_match->job_on_gpu(index, s); });
+    for (const auto& text : gpu_match->take_notes()) record_note(kGpuMatchNoteKind, text, now_ns);
     if (const auto util = mean_util())
       for (auto& [id, o] : open_cells) {
         o.util_sum += *util;
@@ -664,7 +676,7 @@ struct Supervisor::Impl {
         record_action(d.kind, d.message, now_ns, spent_now);
         if (!d.stopped_by.empty() && !stopping) stop_job(d, now_ns, spent_now);
       }
-    watch_idle_held(now_ns, pids, spent_now);
+    watch_idle_held(now_ns, spent_now);
     tick_serving(now_ns, spent_now);
     if (evaluate_guard) {
       scan_checkpoint_glob(now_ns);
@@ -782,6 +794,7 @@ std::int64_t Supervisor::begin() {
     m.pending_actions.push_back(target_set_action(m.run.id, *m.cfg.target));  // report RUN replays it
   m.meter.emplace(*m.backend, m.cfg.telemetry ? m.cfg.allocated : std::vector<unsigned>{}, m.price_micros(),
                   m.start_ns);
+  m.gpu_match.emplace(m.cfg.gpu_match, m.backend->devices());
   m.next_tick_ns = now_ns + m.cfg.sample_interval_ms * 1'000'000;
   if (m.cfg.status_every_ms) m.next_status_every_ns = now_ns + *m.cfg.status_every_ms * 1'000'000;
   if (!m.cfg.telemetry)

@@ -74,6 +74,13 @@ RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUs
 }
 
 std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
+  return tick_with(now_ns, [&job_pids](unsigned, const DeviceSample& s) {
+    return std::any_of(s.processes.begin(), s.processes.end(),
+                       [&](const ProcessSample& p) { return job_pids.count(p.pid) > 0; });
+  });
+}
+
+std::vector<SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu) {
   std::vector<SampleRecord> out;
   const std::int64_t dt_ns = std::max<std::int64_t>(0, now_ns - last_ns_);
   bool all_idle = !allocated_.empty();
@@ -109,8 +116,7 @@ std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std
     }
     if (s.power_mw) r.power_w = *s.power_mw / 1000.0;
     if (s.temperature_c) r.temperature_c = *s.temperature_c;
-    for (const auto& p : s.processes)
-      if (job_pids.count(p.pid)) r.job_present = true;
+    r.job_present = job_on_gpu(allocated_[i], s);
     if (r.job_present) u.used = true;
     if (!u.first_busy_ms && r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)
       u.first_busy_ms = (last_ns_ - start_ns_) / 1'000'000;

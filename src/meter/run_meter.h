@@ -3,6 +3,7 @@
 // per-interval cost per GPU, energy, utilization and memory statistics, which GPUs the job used, and how
 // long every allocated GPU has been idle. Driven by a GpuBackend and explicit timestamps (testable).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -60,9 +61,13 @@ class RunMeter {
  public:
   RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price_micros_per_gpu_hour,
            std::int64_t start_ns);
-  /// Samples every allocated GPU at `now_ns`; `job_pids` is the job's process tree. Returns one record per
-  /// GPU (run_id 0, t_ms relative to the start).
+  /// Whether the job used GPU `index` in `sample` (decided by guard's JobGpuMatcher for supervised runs).
+  using JobOnGpu = std::function<bool(unsigned index, const DeviceSample& sample)>;
+  /// Samples every allocated GPU at `now_ns`; `job_pids` is the job's process tree (a GPU is the job's when
+  /// one of them is in its process list). Returns one record per GPU (run_id 0, t_ms relative to the start).
   std::vector<SampleRecord> tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids);
+  /// The same, with the job's presence on each GPU decided by `job_on_gpu`.
+  std::vector<SampleRecord> tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu);
   /// Metered spend up to the last tick (exact per-interval integration over allocated GPUs).
   MicroUsd spent_micros() const;
   /// Spend at `now_ns` extrapolated from the last tick at the constant price (what the bill says).

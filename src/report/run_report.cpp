@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud.h"
+#include "guard/gpu_match.h"
 #include "guard/session.h"
 #include "report/detail/target_render.h"
 #include "sys/spawn.h"
@@ -77,6 +78,10 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   r.run = run;
   r.gpus = std::move(gpus);
   r.actions = std::move(actions);
+  // How the job was matched to its GPUs is kept with the actions (guard/gpu_match.h): a note of the report.
+  for (const auto& a : r.actions)
+    if (a.kind == kGpuMatchNoteKind) r.notes.push_back(a.message);
+  std::erase_if(r.actions, [](const ActionRecord& a) { return a.kind == kGpuMatchNoteKind; });
   r.wall_s = static_cast<double>(run.wall_ms) / 1000.0;
   MicroUsd idle = 0;
   double busy_s = 0;

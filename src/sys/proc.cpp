@@ -1,7 +1,9 @@
 #include "sys/proc.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -105,6 +107,26 @@ std::vector<std::uint32_t> ProcReader::descendants(std::uint32_t root_pid) const
       stack.push_back(it->second);
     }
   }
+  return out;
+}
+
+bool ProcReader::exists(std::uint32_t pid) const {
+  struct stat st {};
+  return ::stat((root_ + "/" + std::to_string(pid)).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::optional<std::vector<std::string>> ProcReader::fd_targets(std::uint32_t pid) const {
+  const std::string dir = root_ + "/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return std::nullopt;
+  std::vector<std::string> out;
+  char buf[4096];
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    const ssize_t n = readlinkat(dirfd(d), e->d_name, buf, sizeof buf);
+    if (n > 0) out.emplace_back(buf, static_cast<std::size_t>(n));
+  }
+  closedir(d);
   return out;
 }
 

@@ -34,6 +34,11 @@ class ProcReader {
   std::optional<std::int64_t> age_ms(std::uint32_t pid) const;
   /// The start time field of <root>/PID/stat (clock ticks after boot, as text); nullopt when unreadable.
   std::optional<std::string> start_ticks(std::uint32_t pid) const;
+  /// Whether <root>/PID exists (a PID of another PID namespace does not).
+  bool exists(std::uint32_t pid) const;
+  /// What each open file descriptor of `pid` points to (readlink of <root>/PID/fd/*); nullopt when the fd
+  /// folder cannot be read (the process is gone, or another user's without permission).
+  std::optional<std::vector<std::string>> fd_targets(std::uint32_t pid) const;
   /// The root directory ("/proc").
   const std::string& root() const { return root_; }
 

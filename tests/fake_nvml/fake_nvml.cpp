@@ -176,7 +176,8 @@ std::vector<Proc> processes_of(const Segment& seg) {
   for (const auto& p : seg.processes) {
     auto mem = static_cast<unsigned long long>(std::llround(p.mem_mib.value_or(0) * static_cast<double>(kMiB)));
     std::vector<unsigned> pids = p.pid ? std::vector<unsigned>{*p.pid} : pids_with_comm(*p.comm);
-    for (unsigned pid : pids) out.push_back(Proc{pid, p.mem_mib ? mem : ~0ULL, p.sm_util});
+    for (unsigned pid : pids)
+      out.push_back(Proc{p.foreign_pid ? pid + fake_nvml::kForeignPidOffset : pid, p.mem_mib ? mem : ~0ULL, p.sm_util});
   }
   return out;
 }
@@ -444,6 +445,12 @@ FAKE_EXPORT int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long 
 FAKE_EXPORT int nvmlDeviceGetArchitecture(void* device, unsigned int* arch) {
   ENTER("nvmlDeviceGetArchitecture");
   return put(dev->architecture ? std::optional<double>(*dev->architecture) : std::nullopt, arch);
+}
+
+FAKE_EXPORT int nvmlDeviceGetMinorNumber(void* device, unsigned int* minor) {
+  ENTER("nvmlDeviceGetMinorNumber");
+  (void)h;
+  return put(dev->minor ? std::optional<double>(*dev->minor) : std::nullopt, minor);
 }
 
 FAKE_EXPORT int nvmlDeviceGetTemperature(void* device, unsigned int sensor, unsigned int* temp_c) {

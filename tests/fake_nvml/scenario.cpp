@@ -62,7 +62,7 @@ unsigned arch_from_name(const std::string& name) {
 }
 
 ProcessSpec parse_process(const json& j, const std::string& where) {
-  check_keys(j, where, {"pid", "comm", "mem_mib", "sm_util"});
+  check_keys(j, where, {"pid", "comm", "mem_mib", "sm_util", "foreign_pid"});
   ProcessSpec p;
   if (auto pid = number(j, "pid", where)) {
     if (*pid != std::floor(*pid) || *pid > 4294967295.0) bad(where, "\"pid\" must be a whole number");
@@ -72,6 +72,11 @@ ProcessSpec parse_process(const json& j, const std::string& where) {
   if (p.pid.has_value() == p.comm.has_value()) bad(where, "give exactly one of \"pid\" or \"comm\"");
   p.mem_mib = number(j, "mem_mib", where);
   p.sm_util = number(j, "sm_util", where);
+  if (const json* f = gm::json_member(j, "foreign_pid"); f && !f->is_null()) {
+    const auto on = gm::json_bool(f);
+    if (!on) bad(where, "\"foreign_pid\" must be true or false");
+    p.foreign_pid = *on;
+  }
   return p;
 }
 
@@ -127,7 +132,7 @@ Fault parse_fault(const json& j, const std::string& where) {
 
 DeviceSpec parse_device(const json& j, const std::string& where, std::size_t index) {
   check_keys(j, where, {"name", "uuid", "pci_bus_id", "memory_total_mib", "power_limit_w", "architecture",
-                        "energy_counter", "mig", "mig_slices", "mig_instances", "timeline", "faults"});
+                        "energy_counter", "mig", "mig_slices", "mig_instances", "minor", "timeline", "faults"});
   DeviceSpec d;
   d.name = text(j, "name", where, "NVIDIA Fake GPU");
   d.uuid = text(j, "uuid", where, "GPU-00000000-0000-0000-0000-" + std::to_string(100000000000 + index));
@@ -147,6 +152,16 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
     d.architecture = known->second;
   } else if (unsigned arch = arch_from_name(d.name); arch != 0) {
     d.architecture = arch;
+  }
+  d.minor = static_cast<unsigned>(index);
+  if (const json* mn = gm::json_member(j, "minor")) {
+    if (mn->is_null()) {
+      d.minor.reset();
+    } else {
+      const auto v = number(j, "minor", where);
+      if (*v != std::floor(*v) || *v > 1048575) bad(where, "\"minor\" must be a whole number up to 1048575, or null");
+      d.minor = static_cast<unsigned>(*v);
+    }
   }
   if (const json* e = gm::json_member(j, "energy_counter"); e && !e->is_null()) {
     const auto on = gm::json_bool(e);

@@ -13,7 +13,11 @@ struct ProcessSpec {
   std::optional<std::string> comm;
   std::optional<double> mem_mib;
   std::optional<double> sm_util;
+  bool foreign_pid = false;  ///< reported as PID + kForeignPidOffset (a host PID seen from a container)
 };
+
+/// What a "foreign_pid" process entry adds to the PID it matched.
+inline constexpr std::uint32_t kForeignPidOffset = 4'000'000;
 
 struct Segment {
   double t_s = 0;
@@ -42,6 +46,7 @@ struct DeviceSpec {
   std::optional<unsigned> architecture;  ///< nvmlDeviceArchitecture_t
   bool energy_counter = true;
   std::optional<bool> mig;
+  std::optional<unsigned> minor;  ///< nvmlDeviceGetMinorNumber (default: the index; nullopt: NOT_SUPPORTED)
   unsigned mig_board_slices = 7;  ///< largest GPU instance profile (7 on A100/H100, 4 on A30)
   std::vector<MigSpec> mig_instances;
   std::vector<Segment> timeline;
