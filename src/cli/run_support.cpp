@@ -72,6 +72,7 @@ void add_session_flags(CLI::App& app, RunFlags& f) {
   app.add_flag("--quiet,-q", f.quiet, "no status line, action lines or report from gpumeter on the terminal");
   app.add_option("--status-every", f.status_every,
                  "without a terminal: a one-line summary on stderr this often");
+  add_mfu_flags(app, f);
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {
@@ -283,6 +284,10 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   if (gpu_name) {
     const GpuSpec* spec = prices->gpu_for(*gpu_name, (*backend)->vendor());
     cfg.run.gpu_model = spec ? spec->id : *gpu_name;
+  }
+  {
+    const GpuSpec* spec = gpu_name ? prices->gpu_for(*gpu_name, (*backend)->vendor()) : nullptr;
+    if (auto rc = apply_mfu_flags(f, spec, command, cfg)) return rc;
   }
   cfg.run.total_steps = f.total_steps;
 

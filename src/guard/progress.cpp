@@ -46,6 +46,13 @@ Result<ProgressUpdate> parse_progress_message(std::string_view datagram) {
       u.metrics[k] = d;
     }
   }
+  if (auto it = j.find("flops_per_token"); it != j.end() && !it->is_null()) {
+    if (!it->is_number()) return make_error(ErrorKind::usage, "\"flops_per_token\" is not a number");
+    const double f = it->get<double>();
+    if (!std::isfinite(f) || f <= 0 || f > 1e18)
+      return make_error(ErrorKind::usage, "\"flops_per_token\" is not a positive number of FLOPs");
+    u.flops_per_token = f;
+  }
   if (auto it = j.find("checkpoint"); it != j.end() && !it->is_null() && *it != false) {
     if (*it == true)
       u.checkpoint = "";

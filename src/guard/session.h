@@ -122,6 +122,8 @@ struct SessionConfig {
   /// How long the job may go without a checkpoint before the no_recent_checkpoint warning: the Young/Daly
   /// interval of its spot capacity; nullopt: no such warning (not spot, no notices watched).
   std::optional<std::int64_t> checkpoint_interval_ms;
+  /// Dense peak TFLOPS of one allocated GPU at the run's MFU precision (run.mfu_precision); nullopt: no MFU.
+  std::optional<double> mfu_peak_tflops;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
@@ -174,7 +176,21 @@ struct StatusSnapshot {
   std::optional<double> usd_per_1m_generated_tokens;
   std::optional<double> usd_per_1k_requests;
   std::optional<double> generated_tokens_per_s;
+  /// Model FLOPs utilisation so far (ratio; needs tokens, FLOPs per token and the GPU's peak).
+  std::optional<double> mfu;
 };
+
+/// mfu_basis of a run whose FLOPs per token came from the job's client.
+inline constexpr const char* kClientFlopsBasis = "client: progress(flops_per_token=...)";
+
+/// The client's FLOPs per token (`progress(..., flops_per_token=F)`) becomes the run's MFU basis unless the
+/// command line gave one (--model / --flops-per-token win: the user said so).
+void adopt_client_flops(RunRecord& run, const ProgressUpdate& update);
+/// MFU of a run so far: its tokens × FLOPs per token ÷ (peak × allocated GPUs × the time after its GPUs
+/// first worked); nullopt before they worked or without tokens, FLOPs per token or a peak.
+std::optional<double> live_mfu(const RunRecord& run, const std::optional<ProgressRecord>& latest,
+                               const std::vector<GpuUsage>& gpus, std::optional<double> peak_tflops,
+                               std::size_t allocated, double elapsed_s);
 
 /// Window of the live serving figures of the status line.
 inline constexpr std::int64_t kServingWindowMs = 60'000;

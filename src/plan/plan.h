@@ -196,6 +196,20 @@ struct StatedDefault {
 StatedDefault default_mfu(const JobSpec& job);
 /// Dense peak TFLOPS of a GPU for a precision (mixed/bf16 → BF16 dense, fp16 → FP16 dense, fp32 → FP32).
 std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision);
+// ---------------------------------------------------------------------------------------------- MFU of a run
+/// Training FLOPs per token of a model, with where the figure came from (for the report's mfu_basis).
+struct FlopsPerToken {
+  double flops = 0;
+  std::string basis;
+};
+/// The model `gpumeter run --model` names: a model of the built-in table, or a TOML model file. (The one
+/// place a run's --model is resolved: a Hugging Face config path plugs in here.)
+Result<ModelSpec> resolve_mfu_model(std::string_view name_or_path);
+/// The planner's model FLOPs for one trained token (6·N plus the attention term at `seq`, else at the
+/// model's own context): what a run's MFU is measured against (docs/plan.md). Usage error for a CNN.
+Result<FlopsPerToken> training_flops_per_token(std::string_view name_or_path, std::optional<int> seq);
+/// Dense peak TFLOPS of a GPU at "bf16", "fp16", "fp8", "tf32" or "fp32"; nullopt when the catalog lacks it.
+std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision);
 /// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.
 double compute_time_s(double flops, int gpus, double peak_tflops, double mfu);
 
