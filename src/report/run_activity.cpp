@@ -34,6 +34,14 @@ void add_run_mfu(RunReport& r, const Catalog* catalog) {
   const double seconds = r.wall_s - static_cast<double>(*startup_ms) / 1000.0;
   r.mfu = model_flops_utilization(static_cast<double>(*r.tokens), *run.flops_per_token, *peak,
                                   run.gpus_allocated.size(), seconds);
+  if (r.mfu && *r.mfu > 1.0) {
+    // More FLOPs than the GPUs can do: the tokens or the FLOPs per token reported are too high.
+    r.notes.push_back(fmt::format(
+        "MFU not shown: {} tokens × {:g} FLOPs per token would be {:.0f}% of the GPUs' {} dense peak; the "
+        "tokens or the FLOPs per token reported are too high",
+        *r.tokens, *run.flops_per_token, *r.mfu * 100.0, precision));
+    r.mfu.reset();
+  }
   if (r.mfu)
     r.mfu_basis = *r.mfu_basis + fmt::format(" {:g} TFLOPS × {} GPU × {:.1f} s after start-up", *peak,
                                              run.gpus_allocated.size(), seconds);

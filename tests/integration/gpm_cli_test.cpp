@@ -149,14 +149,14 @@ TEST(GpmCliIntegrationTest, RunMfuFromTheClientEqualsItsDefinition) {
   TempDir dir;
   const auto env = run_env(dir, h200_job("python3", 98, R"({"sm_util": 93.5, "sm_occupancy": 16.8,
       "tensor_util": 86.3, "fp32_util": 0.0, "fp16_util": 0.0, "fp64_util": 0.0, "dram_bw_util": 21.5})"));
-  // 1.5e10 FLOPs per token: 8e6 tokens in ~2.4 s is ~5 % of an H200's dense bf16 peak.
+  // 1.5e7 FLOPs per token: 8e6 tokens in ~2.4 s is ~5 % of an H200's dense bf16 peak.
   const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--", "python3",
-                               token_job(dir, 1.5e10)},
+                               token_job(dir, 1.5e7)},
                               env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(read_file(dir.path() + "/r.json"));
   EXPECT_EQ(j["tokens"], 8'000'000);
-  expect_mfu_is_its_definition(j, 1.5e10);
+  expect_mfu_is_its_definition(j, 1.5e7);
   EXPECT_NE(j["mfu_basis"].get<std::string>().find("client"), std::string::npos) << j["mfu_basis"];
   // Per GPU: GPM averages while working.
   const json& g = j["gpus"][0];
@@ -176,13 +176,28 @@ TEST(GpmCliIntegrationTest, RunMfuFromTheClientEqualsItsDefinition) {
   }
 }
 
+TEST(GpmCliIntegrationTest, AnImpossibleMfuIsNotShownButExplained) {
+  GM_ASSERT_BUILT();
+  TempDir dir;
+  const auto env = run_env(dir, h200_job("python3", 98, ""));
+  // 1.5e10 FLOPs per token × 8e6 tokens in ~2.4 s would be ~50 times the H200's peak.
+  const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--", "python3",
+                               token_job(dir, 1.5e10)},
+                              env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(read_file(dir.path() + "/r.json"));
+  EXPECT_TRUE(j["mfu"].is_null()) << j["mfu"];
+  EXPECT_DOUBLE_EQ(j["flops_per_token"].get<double>(), 1.5e10);
+  EXPECT_NE(j["notes"].dump().find("too high"), std::string::npos) << j["notes"];
+}
+
 TEST(GpmCliIntegrationTest, RunModelFlopsPerTokenIsThePlannersTrainingFigure) {
   GM_ASSERT_BUILT();
   TempDir dir;
   const auto env = run_env(dir, h200_job("python3", 98, ""));
   const std::string job = dir.write("job.py", "import time, gpumeter\n"
                                               "time.sleep(1.2)\n"
-                                              "gpumeter.progress(step=1, tokens=40000)\n"
+                                              "gpumeter.progress(step=1, tokens=2000)\n"
                                               "time.sleep(0.3)\n");
   const auto r = run_gpumeter({"run", "--price", "3.5", "--model", "llama-3-8b", "--seq", "4096", "--json-report",
                                dir.path() + "/r.json", "--", "python3", job},
@@ -192,7 +207,7 @@ TEST(GpmCliIntegrationTest, RunModelFlopsPerTokenIsThePlannersTrainingFigure) {
   const auto planner = plan::training_flops_per_token("llama-3-8b", 4096);
   ASSERT_TRUE(planner.ok()) << planner.error().message;
   expect_mfu_is_its_definition(j, planner->flops);
-  EXPECT_NE(j["mfu_basis"].get<std::string>().find("Llama"), std::string::npos) << j["mfu_basis"];
+  EXPECT_NE(j["mfu_basis"].get<std::string>().find("llama-3-8b"), std::string::npos) << j["mfu_basis"];
   // Without GPM the per-GPU values are null, never 0.
   for (const char* key : kGpmKeys) EXPECT_TRUE(j["gpus"][0][key].is_null()) << key;
   const auto bad = run_gpumeter({"run", "--model", "no-such-model", "--", "true"}, env);
