@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -100,6 +101,27 @@ Result<plan::Recompute> parse_recompute(const std::string& text) {
                                       {"full", plan::Recompute::full}});
 }
 
+Result<plan::Attention> parse_attention(const std::string& text) {
+  return parse_enum<plan::Attention>(text, "--attention",
+                                     {{"eager", plan::Attention::eager},
+                                      {"sdpa", plan::Attention::sdpa},
+                                      {"flash", plan::Attention::flash}});
+}
+
+/// Where `--model org/name` is looked up: the Hugging Face hub cache folders of this environment.
+plan::ModelSearch hub_search() {
+  plan::ModelSearch s;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (auto c = env("HF_HUB_CACHE"); !c.empty()) s.hub_caches.push_back(c);
+  if (auto h = env("HF_HOME"); !h.empty()) s.hub_caches.push_back(h + "/hub");
+  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) s.hub_caches.push_back(x + "/huggingface/hub");
+  if (auto home = env("HOME"); !home.empty()) s.hub_caches.push_back(home + "/.cache/huggingface/hub");
+  return s;
+}
+
 Result<plan::Objective> parse_objective(const std::string& text) {
   return parse_enum<plan::Objective>(
       text, "--optimize",
@@ -110,10 +132,10 @@ struct PlanFlags {
   std::optional<std::string> model, params, model_file, tokens;
   std::string task = plan::default_rule("task");
   std::optional<int> seq, batch, prompt_tokens;
-  std::optional<std::string> precision, recompute, gpu, weights, optimize, optimizer;
+  std::optional<std::string> precision, recompute, attention, gpu, weights, optimize, optimizer;
   std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
   std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
-  bool fsdp = false, qlora = false, spot = false, json = false, list_models = false;
+  bool fsdp = false, qlora = false, spot = false, json = false, list_models = false, keep_logits = false;
   std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
   std::size_t top = 10;
   std::optional<std::string> catalog_file;
@@ -123,7 +145,7 @@ Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
   if (f.model && f.model_file) return usage_error("give one of --model and --model-file");
   std::optional<plan::ModelSpec> base;
   if (f.model) {
-    GM_TRY(base, plan::find_model(*f.model));
+    GM_TRY(base, plan::resolve_model(*f.model, hub_search()));
   } else if (f.model_file) {
     GM_TRY(base, plan::load_model_toml(*f.model_file));
   }
@@ -166,6 +188,10 @@ Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
   if (f.recompute) {
     GM_TRY(job.recompute, parse_recompute(*f.recompute));
   }
+  if (f.attention) {
+    GM_TRY(job.attention, parse_attention(*f.attention));
+  }
+  job.keep_logits = f.keep_logits;
   if (f.seq) job.seq = *f.seq;
   if (f.batch) job.batch = *f.batch;
   if (f.prompt_tokens) {
@@ -270,7 +296,9 @@ int cmd_plan(int argc, char** argv) {
       "Will it fit, on which GPU, how long, how much: memory, time and cost of a job over the catalog",
       "plan"};
   PlanFlags f;
-  app.add_option("--model", f.model, "built-in model (llama-3-8b, mistral-7b, qwen2.5-7b, gpt2-xl, ...)");
+  app.add_option("--model", f.model,
+                 "built-in model (llama-3.2-1b, qwen3-8b, gpt2-xl, ...), a Hugging Face config.json or model "
+                 "folder, or a Hub id (org/name) in the local Hugging Face cache");
   app.add_option("--params", f.params, "parameter count (7e9, 7B) when the model is not in the table");
   app.add_option("--model-file", f.model_file, "TOML model description (keys as data/models.csv columns)");
   app.add_option("--layers", f.layers, "transformer layers");
@@ -297,6 +325,11 @@ int cmd_plan(int argc, char** argv) {
   app.add_option("--tp", f.tp, "tensor-parallel degree");
   app.add_option("--pp", f.pp, "pipeline-parallel degree");
   app.add_option("--recompute", f.recompute, "activation recompute: none, selective or full");
+  app.add_option("--attention", f.attention,
+                 "attention implementation: eager (keeps the score matrix), sdpa or flash (default sdpa)");
+  app.add_flag("--keep-logits", f.keep_logits,
+               "the training loop holds the logits through backward (outputs = model(...); "
+               "outputs.loss.backward())");
   app.add_option("--lora-rank", f.lora_rank, "LoRA rank (default " + plan::default_rule("lora-rank") + ")");
   app.add_flag("--qlora", f.qlora, "QLoRA: 4-bit NF4 frozen base, adapters trained");
   app.add_option("--gpu", f.gpu, "only this GPU model (H100, A100-80GB, L4, ...)");

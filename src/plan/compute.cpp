@@ -42,8 +42,9 @@ ComputeEstimate estimate_compute(const JobSpec& job) {
     c.model_flops = c.hardware_flops = c.prefill_flops + c.decode_flops;
     return c;
   }
-  // PaLM (Chowdhery et al. 2022) Appendix B: 6N + 12·L·H·Q·T FLOPs per token, H·Q = hidden size.
-  c.attention_flops = shaped ? 12.0 * m.layers * static_cast<double>(m.hidden) * job.seq * d : 0.0;
+  // PaLM (Chowdhery et al. 2022) Appendix B: 6N + 12·L·H·Q·T FLOPs per token, H·Q = heads × head size
+  // (the hidden size unless the model sets head_dim; MLA: the mean of the q/k and v head sizes).
+  c.attention_flops = shaped ? (training_flops_per_token(m, job.seq) - 6.0 * n) * d : 0.0;
   if (uses_adapters(job)) {
     // Frozen base: forward 2N and input gradients 2N, no weight gradients; the adapters train fully.
     c.model_flops = 4.0 * n * d + 6.0 * lora_params(m, job.lora_rank) * d + c.attention_flops;

@@ -1,8 +1,9 @@
-// Memory per GPU: model states (ZeRO accounting), activations (the tensors eager PyTorch keeps; Korthikanti
-// et al. 2022 for a 16-bit GPT layer), KV cache, LoRA / QLoRA, framework overhead.
+// Memory per GPU: model states (ZeRO accounting; PyTorch autocast's without ZeRO), activations
+// (activations.cpp), KV cache, LoRA / QLoRA, the training peak over the phases of a step, framework overhead.
 #include <algorithm>
 #include <cmath>
 
+#include "plan/memory_detail.h"
 #include "plan/plan.h"
 
 namespace gm::plan {
@@ -12,42 +13,22 @@ namespace {
 /// QLoRA NF4 with double quantization: 4 bits + 0.127 bits of quantization constants per parameter
 /// (Dettmers et al. 2023, section 3).
 constexpr double kNf4BytesPerParam = (4.0 + 0.127) / 8.0;
-
-double activation_element_bytes(Precision p) {
-  return p == Precision::fp32 ? 4.0 : 2.0;
-}
+constexpr double kFp32Bytes = 4.0;
 
 double weight_element_bytes(Precision p) {
   return p == Precision::fp32 ? 4.0 : 2.0;
 }
 
-/// fp32 element, and the dropout mask element (a bool).
-constexpr double kFp32Bytes = 4.0;
-constexpr double kMaskBytes = 1.0;
-
-/// MLP size over hidden size (4 when the shape is unknown).
-double ffn_ratio(const ModelSpec& m) {
-  return m.hidden > 0 && m.ffn > 0 ? static_cast<double>(m.ffn) / m.hidden : 4.0;
-}
-
-/// Bytes per hidden element of one eager normalization layer: LayerNorm keeps its input (and fp32 mean and
-/// rstd per token); the RMSNorm of Llama-style models, computed in fp32, keeps the fp32 input, its square
-/// (kept by mean() in PyTorch 1.13), the normalized output in the activations' dtype and rstd per token.
-double norm_bytes(const ModelSpec& m, double e) {
-  const double h = m.hidden > 0 ? m.hidden : 1.0;
-  return m.gated_mlp ? 2.0 * kFp32Bytes + e + kFp32Bytes / h : e + 2.0 * kFp32Bytes / h;
-}
-
 double training_activation_bytes(const JobSpec& job, const Parallelism& par) {
   const ModelSpec& m = job.model;
-  const double e = activation_element_bytes(job.precision);
+  const double e = activation_bytes(job.precision);
   const double b = job.batch;
   if (m.arch == Arch::cnn) {
     // Conv outputs and their BatchNorm/ReLU outputs kept for the backward pass.
     return 2.0 * m.activations_per_sample * b * e / par.tp;
   }
   const double s = job.seq, h = m.hidden;
-  const LayerActivationTerms terms = eager_layer_terms(m, job.precision);
+  const LayerActivationTerms terms = layer_terms(m, job.precision, job.attention);
   const double per_layer = layer_activation_bytes(s, b, h, m.heads, par.tp, par.sp, job.recompute, terms);
   // 1F1B: the first stage holds `pp` micro-batches of its L/pp layers (Korthikanti et al. 2022, 4.2.3).
   const double layers_per_stage = std::ceil(static_cast<double>(m.layers) / par.pp);
@@ -56,9 +37,8 @@ double training_activation_bytes(const JobSpec& job, const Parallelism& par) {
     // The layer being recomputed holds its full (selective) activations during its backward pass.
     total += layer_activation_bytes(s, b, h, m.heads, par.tp, par.sp, Recompute::selective, terms);
   }
-  // Outside the layers: the embedding dropout mask (GPT-style), the final norm and the head's input.
-  const double outside = (m.gated_mlp ? 0.0 : kMaskBytes) + norm_bytes(m, e) + e;
-  total += outside * s * b * h / (par.sp ? par.tp : 1);
+  // Outside the layers: the embedding dropout mask, the final norm and the head's input.
+  total += outside_layers_token_bytes(m, job.precision) * s * b / (par.sp ? par.tp : 1);
   // The loss's log-softmax of the logits in fp32, split over the vocabulary by tensor parallelism.
   if (m.vocab > 0) total += kFp32Bytes * s * b * m.vocab / par.tp;
   return total;
@@ -66,12 +46,88 @@ double training_activation_bytes(const JobSpec& job, const Parallelism& par) {
 
 double inference_activation_bytes(const JobSpec& job, const Parallelism& par) {
   const ModelSpec& m = job.model;
-  const double bytes = activation_element_bytes(job.precision);
+  const double bytes = activation_bytes(job.precision);
   if (m.arch == Arch::cnn) return m.activations_per_sample * job.batch * bytes;
   // Working tensors of one layer while the prompt is processed; logits of the last position in fp32.
   const double f_total = static_cast<double>(m.ffn) * (m.gated_mlp ? 2.0 : 1.0);
   const double prompt = job.prompt_tokens > 0 ? job.prompt_tokens : job.seq;
   return bytes * job.batch * prompt * (4.0 * m.hidden + 2.0 * f_total) / par.tp + 4.0 * job.batch * m.vocab;
+}
+
+/// Parameters autocast casts to bf16 (the weights of linear layers and the tied head; not the input
+/// embedding of an untied model, which is looked up, not multiplied).
+double autocast_cast_params(const ModelSpec& m) {
+  const double embedding = m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * m.hidden;
+  return std::max(m.params - embedding, 0.0);
+}
+
+/// The training peak: the largest of the phases of a step, each with the tensors live then.
+PeakDetail training_peak(const JobSpec& job, const Parallelism& par, const MemoryBreakdown& mem) {
+  const ModelSpec& m = job.model;
+  const double e = activation_bytes(job.precision);
+  const double logits =
+      m.vocab > 0 && m.arch != Arch::cnn ? static_cast<double>(job.seq) * job.batch * m.vocab / par.tp : 0.0;
+  // DDP (no ZeRO) keeps flat gradient buckets as large as the gradients from its construction on.
+  const double buckets = par.dp > 1 && par.zero == 0 ? mem.gradients_bytes : 0.0;
+  // torch.optim.AdamW (foreach, PyTorch's default on CUDA) makes one temporary of the states' size.
+  double adam_temp = 0;
+  if (job.optimizer == Optimizer::adamw) {
+    // States in the parameters' dtype: 2 bytes in pure bf16/fp16; LoRA adapters are fp32.
+    const bool sixteen = job.precision == Precision::bf16 || job.precision == Precision::fp16;
+    const double state_bytes = sixteen && !uses_adapters(job) ? 2.0 : kFp32Bytes;
+    const double model_parallel = static_cast<double>(par.tp) * par.pp;
+    adam_temp = mem.trainable_params / model_parallel * state_bytes / (par.zero >= 1 ? par.dp : 1);
+  }
+  std::vector<MemoryTerm> states = {{"weights", mem.weights_bytes},
+                                    {"optimizer states", mem.optimizer_bytes}};
+  if (mem.weight_copies_bytes > 0) states.push_back({"autocast bf16 weight copies", mem.weight_copies_bytes});
+  if (buckets > 0) states.push_back({"DDP gradient buckets", buckets});
+
+  struct Phase {
+    std::string name;
+    std::vector<MemoryTerm> terms;
+  };
+  std::vector<Phase> phases;
+  {
+    Phase f{"forward", states};
+    f.terms.push_back({"activations", mem.activations_bytes});
+    if (logits > 0) {
+      f.terms.push_back({"logits", e * logits});
+      if (e < kFp32Bytes) f.terms.push_back({"logits fp32 upcast", kFp32Bytes * logits});
+    }
+    phases.push_back(std::move(f));
+  }
+  if (logits > 0) {
+    // Backward of the loss: nll_loss's gradient and log-softmax's, beside the saved log-softmax.
+    Phase l{"loss backward", states};
+    l.terms.push_back({"activations", mem.activations_bytes});
+    l.terms.push_back({"nll_loss gradient", kFp32Bytes * logits});
+    l.terms.push_back({"log-softmax gradient", kFp32Bytes * logits});
+    if (job.keep_logits) l.terms.push_back({"logits (held by the loop)", e * logits});
+    phases.push_back(std::move(l));
+  }
+  {
+    Phase b{"backward end", {{"weights", mem.weights_bytes}, {"optimizer states", mem.optimizer_bytes}}};
+    b.terms.push_back({"gradients", mem.gradients_bytes});
+    if (buckets > 0) b.terms.push_back({"DDP gradient buckets", buckets});
+    phases.push_back(b);
+    Phase o = b;
+    o.name = "optimizer step";
+    if (adam_temp > 0) o.terms.push_back({"AdamW temporaries", adam_temp});
+    phases.push_back(std::move(o));
+  }
+  PeakDetail peak;
+  for (const auto& ph : phases) {
+    double sum = 0;
+    for (const auto& t : ph.terms) sum += t.bytes;
+    peak.phases.push_back({ph.name, sum});
+    if (sum > peak.bytes || peak.phase.empty()) {
+      peak.bytes = sum;
+      peak.phase = ph.name;
+      peak.terms = ph.terms;
+    }
+  }
+  return peak;
 }
 
 }  // namespace
@@ -112,55 +168,6 @@ StateBytes zero_model_states(double params, StateBytes per_param, int stage, int
   out.gradients = params * per_param.gradients / (stage >= 2 ? d : 1.0);
   out.optimizer = params * per_param.optimizer / (stage >= 1 ? d : 1.0);
   return out;
-}
-
-LayerActivationTerms korthikanti_terms(double mlp_coeff) {
-  LayerActivationTerms t;
-  t.replicated = 10.0;                // layer-norm inputs, QKV and MLP inputs, dropout masks
-  t.split = 15.0 + mlp_coeff - 10.0;  // 34 for a GPT layer: 11 attention + 4 layer norms + 19 MLP
-  t.attention = 5.0;                  // attention scores' softmax, dropout mask, dropout output
-  t.input = 2.0;
-  return t;
-}
-
-LayerActivationTerms eager_layer_terms(const ModelSpec& m, Precision precision) {
-  const double e = activation_element_bytes(precision);
-  const double ratio = ffn_ratio(m);
-  LayerActivationTerms t;
-  t.input = e;
-  if (m.gated_mlp) {
-    // Two RMSNorms; inputs of the QKV and MLP projections.
-    t.replicated = 2.0 * norm_bytes(m, e) + 2.0 * e;
-    // q, k and v repeated to every head (grouped-query attention copies them), attention output;
-    // gate, SiLU output, up and their product.
-    t.split = 4.0 * e + 4.0 * e * ratio;
-    // Softmax in fp32, and its copy in the activations' dtype that multiplies V. No dropout.
-    t.attention = kFp32Bytes + (e < kFp32Bytes ? e : 0.0);
-  } else {
-    // Two LayerNorms; QKV and MLP inputs; two 1-byte dropout masks (attention output, MLP output).
-    t.replicated = 2.0 * norm_bytes(m, e) + 2.0 * e + 2.0 * kMaskBytes;
-    // q, k, v, attention output; GELU input and output.
-    t.split = 4.0 * e + 2.0 * e * ratio;
-    // Softmax output, 1-byte dropout mask, dropout output.
-    t.attention = 2.0 * e + kMaskBytes;
-  }
-  return t;
-}
-
-double layer_activation_bytes(double s, double b, double h, double a, int tp, bool sp, Recompute recompute,
-                              const LayerActivationTerms& terms) {
-  const double t = std::max(tp, 1);
-  const double sbh = s * b * h;
-  if (recompute == Recompute::full) return sp ? terms.input * sbh / t : terms.input * sbh;
-  const double q = recompute == Recompute::selective ? 0.0 : terms.attention * a * s / h / t;
-  if (t == 1) return sbh * (terms.replicated + terms.split + q);
-  if (sp) return sbh * ((terms.replicated + terms.split) / t + q);
-  return sbh * (terms.replicated + terms.split / t + q);
-}
-
-double activation_bytes_per_layer(double s, double b, double h, double a, int tp, bool sp,
-                                  Recompute recompute, double mlp_coeff) {
-  return layer_activation_bytes(s, b, h, a, tp, sp, recompute, korthikanti_terms(mlp_coeff));
 }
 
 double kv_cache_bytes_per_token(const ModelSpec& m, double bytes_per_element) {
@@ -214,15 +221,32 @@ MemoryBreakdown estimate_memory(const JobSpec& job, const Parallelism& par) {
     mem.weights_bytes = st.weights;
     mem.gradients_bytes = st.gradients;
     mem.optimizer_bytes = st.optimizer;
+    if (job.precision == Precision::mixed && par.zero == 0) {
+      // PyTorch autocast: fp32 weights and gradients, fp32 optimizer states (no separate master copy);
+      // the bf16 copies autocast makes of the weights live from forward to their use in backward.
+      mem.weights_bytes = params_here * kFp32Bytes;
+      mem.gradients_bytes = params_here * kFp32Bytes;
+      mem.optimizer_bytes = st.optimizer - params_here * kFp32Bytes;
+      mem.weight_copies_bytes = autocast_cast_params(m) / model_parallel * 2.0;
+    }
   }
   if (job.task != Task::inference) {
     mem.activations_known = transformer || m.arch == Arch::cnn;
     if (mem.activations_known) mem.activations_bytes = training_activation_bytes(job, par);
   }
-  const double rest = mem.weights_bytes + mem.gradients_bytes + mem.optimizer_bytes + mem.activations_bytes +
-                      mem.kv_cache_bytes;
-  mem.overhead_bytes = job.overhead_fixed_bytes + job.fragmentation * rest;
-  mem.total_bytes = rest + mem.overhead_bytes;
+  if (job.task == Task::inference) {
+    mem.peak.phase = "inference";
+    mem.peak.terms = {{"weights", mem.weights_bytes},
+                      {"KV cache", mem.kv_cache_bytes},
+                      {"activations", mem.activations_bytes}};
+    mem.peak.bytes = mem.weights_bytes + mem.kv_cache_bytes + mem.activations_bytes;
+    mem.peak.phases = {{"inference", mem.peak.bytes}};
+  } else {
+    mem.peak = training_peak(job, par, mem);
+  }
+  mem.peak_bytes = mem.peak.bytes;
+  mem.overhead_bytes = job.overhead_fixed_bytes + job.fragmentation * mem.peak_bytes;
+  mem.total_bytes = mem.peak_bytes + mem.overhead_bytes;
   return mem;
 }
 

@@ -83,6 +83,32 @@ Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view
     GM_TRY(m.spec.experts_per_token, integer("experts_per_token"));
     GM_TRY(m.spec.fwd_flops_per_sample, num("fwd_flops_per_sample"));
     GM_TRY(m.spec.activations_per_sample, num("activations_per_sample"));
+    auto cell_text = [&](const char* col) {
+      const int c = table.column(col);
+      return c < 0 ? std::string() : std::string(trim(row.fields[static_cast<std::size_t>(c)]));
+    };
+    m.spec.family = cell_text("family");
+    if (table.column("head_dim") >= 0) {
+      GM_TRY(m.spec.head_size, integer("head_dim"));
+    }
+    if (table.column("qk_norm") >= 0) {
+      GM_TRY(int qk, integer("qk_norm"));
+      m.spec.qk_norm = qk != 0;
+    }
+    m.spec.impl = family_implementation(m.spec.family, m.spec.gated_mlp);
+    if (const std::string config = cell_text("hf_config"); !config.empty()) {
+      // The shape comes from the model's published config.json (data/hf_configs/), embedded.
+      const std::string file = "hf_configs/" + config;
+      auto body = embedded_file(file);
+      if (!body) return make_error(fmt::format("{}: '{}' is not embedded", where, file));
+      GM_TRY(ModelSpec parsed, parse_hf_config(*body, file, m.spec.name));
+      parsed.name = m.spec.name;
+      parsed.source = m.spec.source;
+      if (m.spec.seq > 0) parsed.seq = m.spec.seq;
+      m.spec = std::move(parsed);
+    }
+    if (m.spec.params <= 0) m.spec.params = params_from_shape(m.spec);
+    if (m.spec.active_params <= 0) m.spec.active_params = active_params_from_shape(m.spec);
     if (m.spec.active_params <= 0) m.spec.active_params = m.spec.params;
     GM_TRY_VOID(validate_model(m.spec));
     out.push_back(std::move(m));
@@ -173,23 +199,53 @@ std::optional<ModelSpec> find_served_model(std::string_view served_name) {
 
 double params_from_shape(const ModelSpec& m) {
   if (!m.has_transformer_shape() || m.ffn <= 0) return 0;
-  const double h = m.hidden, f = m.ffn, L = m.layers, V = m.vocab;
-  const double kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * static_cast<double>(m.head_dim());
-  const double attn = h * (h + 2 * kv) + h * h + (m.qkv_bias ? h + 2 * kv : 0.0);
+  const double h = m.hidden, f = m.ffn, L = m.layers, V = m.vocab, a = m.heads;
+  const double hd = m.head_dim(), vhd = m.value_head_dim();
+  const double kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * hd;
   const double mlp = (m.gated_mlp ? 3.0 : 2.0) * h * f;
-  const double experts = m.experts > 0 ? m.experts : 1;
-  const double router = m.experts > 0 ? h * m.experts : 0;
-  // Llama-style: RMSNorm, untied embeddings; GPT-style: biases, LayerNorm, tied embeddings.
-  const double embeddings = (m.tied_embeddings ? 1.0 : 2.0) * V * h;
-  if (m.gated_mlp) return L * (attn + experts * mlp + router + 2 * h) + embeddings + h;
-  const double biases = 4 * h + f + h + 4 * h;
-  return L * (attn + experts * mlp + router + biases) + embeddings + static_cast<double>(m.seq) * h + 2 * h;
+  if (!m.gated_mlp) {
+    // GPT-style: biases, LayerNorm, learned positions, tied embeddings.
+    const double attn = h * (h + 2 * kv) + h * h + (m.qkv_bias ? h + 2 * kv : 0.0);
+    const double experts = m.experts > 0 ? m.experts : 1;
+    const double router = m.experts > 0 ? h * m.experts : 0;
+    const double biases = 4 * h + f + h + 4 * h;
+    const double embeddings = (m.tied_embeddings ? 1.0 : 2.0) * V * h;
+    return L * (attn + experts * mlp + router + biases) + embeddings + static_cast<double>(m.seq) * h + 2 * h;
+  }
+  double attn = 0;
+  if (m.mla()) {
+    // DeepSeek MLA: compressed query (q_a, its norm, q_b), compressed key/value with the shared rotary key
+    // (kv_a, its norm, kv_b), output projection.
+    const double r = m.q_lora_rank, c = m.kv_lora_rank, nope = hd - m.rope_head_dim;
+    attn = (r > 0 ? h * r + r + r * a * hd : h * a * hd) + h * (c + m.rope_head_dim) + c +
+           c * a * (nope + vhd) + a * vhd * h;
+  } else {
+    const double q = a * hd;
+    attn = h * (q + 2 * kv) + q * h + (m.qkv_bias ? q + 2 * kv : 0.0) + (m.o_bias ? h : 0.0) +
+           (m.qk_norm ? 2 * hd : 0.0) + (m.attention_sinks ? a : 0.0);
+  }
+  const double norms = m.impl.norms_per_layer * h;
+  double layers_total = 0;
+  if (m.experts > 0) {
+    const double dense = std::min<double>(m.dense_layers, L);
+    const double dense_mlp = 3.0 * h * (m.dense_ffn > 0 ? m.dense_ffn : f);
+    double moe = m.experts * mlp + h * m.experts;
+    if (m.shared_ffn > 0) moe += 3.0 * h * m.shared_ffn + (m.family == "qwen2_moe" ? h : 0.0);
+    if (m.moe_biases) moe += m.experts * (2.0 * f + h) + m.experts;  // expert biases, router bias
+    if (m.family == "deepseek_v3") moe += m.experts;                 // the router's score-correction bias
+    layers_total = dense * (attn + dense_mlp + norms) + (L - dense) * (attn + moe + norms);
+  } else {
+    layers_total = L * (attn + mlp + norms);
+  }
+  // RMSNorm models: untied embeddings unless said otherwise, one final norm.
+  return layers_total + (m.tied_embeddings ? 1.0 : 2.0) * V * h + h;
 }
 
 double active_params_from_shape(const ModelSpec& m) {
   if (m.experts <= 0 || m.experts_per_token <= 0) return m.params;
   const double mlp = (m.gated_mlp ? 3.0 : 2.0) * m.hidden * static_cast<double>(m.ffn);
-  return m.params - static_cast<double>(m.layers) * (m.experts - m.experts_per_token) * mlp;
+  const double moe_layers = std::max(m.layers - m.dense_layers, 0);
+  return m.params - moe_layers * (m.experts - m.experts_per_token) * mlp;
 }
 
 Result<void> validate_model(const ModelSpec& m) {
@@ -204,7 +260,7 @@ Result<void> validate_model(const ModelSpec& m) {
     if (v < 0) return make_error(ErrorKind::usage, fmt::format("{}: sizes must not be negative", who));
   if (m.arch == Arch::cnn) return ok_result();
   if (m.has_transformer_shape()) {
-    if (m.hidden % m.heads != 0)
+    if (m.head_size == 0 && m.hidden % m.heads != 0)
       return make_error(ErrorKind::usage, fmt::format("{}: heads ({}) must divide the hidden size ({})", who,
                                                       m.heads, m.hidden));
     if (m.kv_heads > 0 && (m.kv_heads > m.heads || m.heads % m.kv_heads != 0))
@@ -293,7 +349,19 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
                                       "experts_per_token",
                                       "fwd_flops_per_sample",
                                       "activations_per_sample",
-                                      "source"};
+                                      "source",
+                                      "family",
+                                      "head_dim",
+                                      "qk_norm",
+                                      "norm",
+                                      "norms_per_layer",
+                                      "softmax_fp32",
+                                      "fused_qkv",
+                                      "fused_gate_up",
+                                      "mlp_activation",
+                                      "attention_dropout",
+                                      "hidden_dropout",
+                                      "embedding_dropout"};
   for (const auto& [key, node] : tbl) {
     bool ok = false;
     for (const char* k : known) ok = ok || key.str() == k;
@@ -338,14 +406,60 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
   GM_TRY(m.experts_per_token, integer("experts_per_token"));
   GM_TRY(m.fwd_flops_per_sample, number("fwd_flops_per_sample"));
   GM_TRY(m.activations_per_sample, number("activations_per_sample"));
-  for (auto [key, slot] : {std::pair<const char*, bool*>{"gated_mlp", &m.gated_mlp},
-                           {"tied_embeddings", &m.tied_embeddings},
-                           {"qkv_bias", &m.qkv_bias}}) {
+  GM_TRY(m.head_size, integer("head_dim"));
+  auto flag = [&](const char* key, bool* slot) -> Result<void> {
     if (const toml::node* g = tbl.get(key)) {
       auto b = g->value<bool>();
       if (!b) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be true or false", origin, key));
       *slot = *b;
     }
+    return ok_result();
+  };
+  for (auto [key, slot] : {std::pair<const char*, bool*>{"gated_mlp", &m.gated_mlp},
+                           {"tied_embeddings", &m.tied_embeddings},
+                           {"qkv_bias", &m.qkv_bias},
+                           {"qk_norm", &m.qk_norm}}) {
+    GM_TRY_VOID(flag(key, slot));
+  }
+  // How the layers are written: the family's, then what the file says.
+  m.family = tbl["family"].value_or(std::string());
+  m.impl = family_implementation(m.family, m.gated_mlp);
+  GM_TRY_VOID(flag("softmax_fp32", &m.impl.softmax_fp32));
+  GM_TRY_VOID(flag("fused_qkv", &m.impl.fused_qkv));
+  GM_TRY_VOID(flag("fused_gate_up", &m.impl.fused_gate_up));
+  if (tbl.get("norms_per_layer")) {
+    GM_TRY(m.impl.norms_per_layer, integer("norms_per_layer"));
+  }
+  for (auto [key, slot] : {std::pair<const char*, double*>{"attention_dropout", &m.impl.attention_dropout},
+                           {"hidden_dropout", &m.impl.hidden_dropout},
+                           {"embedding_dropout", &m.impl.embedding_dropout}}) {
+    if (!tbl.get(key)) continue;
+    GM_TRY(*slot, number(key));
+    if (*slot >= 1) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be below 1", origin, key));
+  }
+  if (auto n = tbl["norm"].value<std::string>()) {
+    if (*n == "layernorm")
+      m.impl.norm = NormKind::layernorm;
+    else if (*n == "rmsnorm_fp32")
+      m.impl.norm = NormKind::rmsnorm_fp32;
+    else if (*n == "rmsnorm")
+      m.impl.norm = NormKind::rmsnorm;
+    else
+      return make_error(
+          ErrorKind::usage,
+          fmt::format("{}: norm '{}' is not one of layernorm, rmsnorm_fp32, rmsnorm", origin, *n));
+  }
+  if (auto a = tbl["mlp_activation"].value<std::string>()) {
+    if (*a == "gelu")
+      m.impl.mlp = MlpActivation::gelu;
+    else if (*a == "gelu_python")
+      m.impl.mlp = MlpActivation::gelu_python;
+    else if (*a == "gated")
+      m.impl.mlp = MlpActivation::gated;
+    else
+      return make_error(
+          ErrorKind::usage,
+          fmt::format("{}: mlp_activation '{}' is not one of gelu, gelu_python, gated", origin, *a));
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;
   if (m.params <= 0) m.params = params_from_shape(m);

@@ -18,6 +18,30 @@ namespace gm::plan {
 
 enum class Arch { decoder, encoder, vision_transformer, cnn };
 
+/// How a layer normalizes: LayerNorm; RMSNorm computed in fp32 (every Hugging Face RMSNorm); RMSNorm in the
+/// activations' dtype (`w * x * rsqrt(mean(x²))` written in plain PyTorch).
+enum class NormKind { layernorm, rmsnorm_fp32, rmsnorm };
+/// The MLP's activation: one fused GELU kernel; GELU written as Python operations (Hugging Face GPT-2's
+/// `gelu_new`); a gated MLP (SwiGLU / GeGLU: gate, activation, up, product).
+enum class MlpActivation { gelu, gelu_python, gated };
+
+/// How a model's layers are written, as far as the tensors they keep for backward differ (docs/accuracy.md).
+struct Implementation {
+  NormKind norm = NormKind::rmsnorm_fp32;
+  int norms_per_layer = 2;     ///< Gemma 2/3: 4 (pre and post norms)
+  bool softmax_fp32 = true;    ///< eager attention: softmax in fp32, then cast (Hugging Face Llama family)
+  bool fused_qkv = false;      ///< one projection for q, k and v (GPT-2 c_attn, Phi-3 qkv_proj)
+  bool fused_gate_up = false;  ///< one projection for gate and up (Phi-3 gate_up_proj)
+  MlpActivation mlp = MlpActivation::gated;
+  double attention_dropout = 0;  ///< probability on the attention weights
+  double hidden_dropout = 0;     ///< probability on both residual branches
+  double embedding_dropout = 0;  ///< probability on the embeddings
+};
+
+/// The implementation of a model family (a Hugging Face model_type; "" = by `gated`: Llama-style or a
+/// GPT-style layer with one fused GELU and dropout 0.1).
+Implementation family_implementation(std::string_view family, bool gated);
+
 /// Architecture of a model. Transformer fields are 0 for a CNN and when only --params is known.
 struct ModelSpec {
   std::string name;
@@ -39,11 +63,29 @@ struct ModelSpec {
   double fwd_flops_per_sample = 0;    ///< CNN: forward FLOPs per input sample
   double activations_per_sample = 0;  ///< CNN: activation elements per sample (conv outputs)
   std::string source;
+  std::string family;            ///< Hugging Face model_type the layers follow ("" = by gated_mlp)
+  int head_size = 0;             ///< per-head size when it is not hidden / heads (Qwen3, Gemma 3); MLA: q/k
+  bool qk_norm = false;          ///< RMSNorm on each query and key head (Qwen3, Gemma 3)
+  bool o_bias = false;           ///< bias on the output projection (gpt-oss)
+  bool attention_sinks = false;  ///< one learned sink logit per head (gpt-oss)
+  int shared_ffn = 0;            ///< MoE: inner size of the shared experts together
+  int dense_layers = 0;          ///< MoE: leading layers with a dense MLP (DeepSeek first_k_dense_replace)
+  int dense_ffn = 0;             ///< MoE: their MLP inner size
+  bool moe_biases = false;       ///< MoE: biases on the router and the experts (gpt-oss)
+  int q_lora_rank = 0;           ///< MLA (DeepSeek-V3): query compression rank (0 = none)
+  int kv_lora_rank = 0;          ///< MLA: key/value compression rank (0 = not MLA)
+  int rope_head_dim = 0;         ///< MLA: rotary part of each query/key head
+  int v_head_dim = 0;            ///< MLA: value head size
+  Implementation impl;           ///< how the layers are written (family_implementation unless given)
 
   /// True when layers, hidden size and heads are known (transformer formulas apply).
   bool has_transformer_shape() const { return layers > 0 && hidden > 0 && heads > 0; }
-  /// hidden / heads.
-  int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  /// Per-head size of queries and keys: head_size, else hidden / heads.
+  int head_dim() const { return head_size > 0 ? head_size : heads > 0 ? hidden / heads : 0; }
+  /// Per-head size of values (MLA: v_head_dim).
+  int value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim(); }
+  /// True for multi-head latent attention (DeepSeek-V2/V3).
+  bool mla() const { return kv_lora_rank > 0; }
 };
 
 /// The built-in model table (data/models.csv compiled into the binary).
@@ -58,6 +100,23 @@ std::optional<ModelSpec> find_served_model(std::string_view served_name);
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin);
 /// Reads and parses a TOML model file.
 Result<ModelSpec> load_model_toml(const std::string& path);
+/// Parses a Hugging Face config.json (`model_type` gpt2, llama, mistral, qwen2, qwen3, gemma2, gemma3 and its
+/// text_config, phi3, mixtral, qwen2_moe, qwen3_moe, deepseek_v3, gpt_oss); unknown fields are ignored, a
+/// missing or mistyped one is a usage error naming `origin` and the key. `name` names the model.
+Result<ModelSpec> parse_hf_config(std::string_view json_text, std::string_view origin, std::string_view name);
+/// Reads a Hugging Face config: a JSON file of any name, or a model folder holding config.json.
+Result<ModelSpec> load_hf_config(const std::string& path);
+/// Where Hub ids are looked up: Hugging Face hub cache folders (holding models--org--name/snapshots/*/).
+struct ModelSearch {
+  std::vector<std::string> hub_caches;  ///< $HF_HUB_CACHE, $HF_HOME/hub, ~/.cache/huggingface/hub
+};
+/// The model `name_or_path` names: a built-in model or alias; a Hugging Face config file or model folder;
+/// a TOML model file (*.toml); a Hub id (org/name) found in one of `search`'s caches. A usage error saying
+/// what was tried otherwise. The library function behind `--model NAME|PATH`.
+Result<ModelSpec> resolve_model(std::string_view name_or_path, const ModelSearch& search);
+/// Training FLOPs per token of a sequence of `seq` tokens: 6·N (active) + the attention term
+/// 6·L·heads·(qk + v head sizes)·seq (= PaLM's 12·L·H·Q·T for equal sizes); what `plan` counts per token.
+double training_flops_per_token(const ModelSpec& model, int seq);
 /// Parameter count of a decoder from its shape (Llama-style RMSNorm when gated, GPT-2-style otherwise).
 double params_from_shape(const ModelSpec& model);
 /// Parameters used per token of an MoE model from its shape (= params for a dense model).
@@ -83,6 +142,9 @@ enum class Task { train, finetune, lora, inference };
 enum class Precision { fp32, bf16, fp16, mixed };
 enum class Optimizer { adamw, adam8bit, sgd };
 enum class Recompute { none, selective, full };
+/// Attention implementation: eager keeps the score matrix (softmax output) for backward; SDPA and flash
+/// attention keep only q, k, v, the output and the log-sum-exp.
+enum class Attention { eager, sdpa, flash };
 
 /// What runs and how, independent of the GPU.
 struct JobSpec {
@@ -96,6 +158,8 @@ struct JobSpec {
   Precision precision = Precision::mixed;
   Optimizer optimizer = Optimizer::adamw;
   Recompute recompute = Recompute::selective;
+  Attention attention = Attention::sdpa;  ///< PyTorch 2 / transformers default
+  bool keep_logits = false;  ///< the training loop holds the logits through backward (outputs = model(...))
   int lora_rank = 16;
   bool qlora = false;
   double overhead_fixed_bytes = 1073741824.0;  ///< CUDA context, cuBLAS/NCCL workspaces (1 GiB)
@@ -117,13 +181,31 @@ struct Parallelism {
 
 // ---------------------------------------------------------------------------------------------- memory
 
-/// Bytes per GPU. Mixed precision: fp32 master weights count under optimizer (ZeRO's accounting).
+/// One tensor group live at the peak.
+struct MemoryTerm {
+  std::string name;  ///< e.g. "activations", "log-softmax gradient"
+  double bytes = 0;
+};
+/// When the training peak happens and what is live then (docs/plan.md "The peak").
+struct PeakDetail {
+  std::string phase;  ///< "forward", "loss backward", "backward end", "optimizer step"; "inference"
+  double bytes = 0;   ///< what torch.cuda.max_memory_allocated() reports
+  std::vector<MemoryTerm> terms;   ///< live at the peak; they sum to `bytes`
+  std::vector<MemoryTerm> phases;  ///< every phase's total (name = phase)
+};
+
+/// Bytes per GPU. Mixed precision: with ZeRO ≥ 1, fp32 master weights count under optimizer (ZeRO's
+/// accounting: 2 + 2 + 12); without (PyTorch autocast) weights and gradients are fp32 (4 + 4 + 8) and
+/// autocast's bf16 weight copies live through forward and backward.
 struct MemoryBreakdown {
   double weights_bytes = 0;
   double gradients_bytes = 0;
   double optimizer_bytes = 0;
   double activations_bytes = 0;
   double kv_cache_bytes = 0;
+  double weight_copies_bytes = 0;  ///< autocast's bf16 copies of the weights (mixed, no ZeRO)
+  double peak_bytes = 0;           ///< the allocator's peak: max over the phases (total − overhead)
+  PeakDetail peak;
   double overhead_bytes = 0;
   double total_bytes = 0;
   double trainable_params = 0;    ///< whole model (LoRA: the adapters)
@@ -153,9 +235,11 @@ struct LayerActivationTerms {
 /// Korthikanti et al. 2022 Table 2 terms (Megatron-LM GPT layer, 16-bit): 10 + 24 = 34 and 5, with an MLP
 /// whose share of the 34 is `mlp_coeff` (19 for a 4h GPT MLP).
 LayerActivationTerms korthikanti_terms(double mlp_coeff = 19.0);
-/// The tensors an eager PyTorch layer of this model saves at `precision`, byte by byte (docs/accuracy.md):
-/// GPT-style (LayerNorm, dropout as 1-byte masks, GELU) or, for a gated MLP, Llama-style (RMSNorm computed
-/// in fp32, softmax in fp32, SwiGLU, no dropout). For a 4h GPT layer in 16 bit these are Korthikanti's.
+/// The tensors a PyTorch layer of this model (as its `impl` writes it) saves at `precision` with
+/// `attention`, byte by byte (docs/accuracy.md). Mixed = autocast: fp32 residual stream and norms, each
+/// linear's input cast to bf16. For a GPT layer with a fused GELU in 16 bit these are Korthikanti's.
+LayerActivationTerms layer_terms(const ModelSpec& model, Precision precision, Attention attention);
+/// layer_terms with eager attention.
 LayerActivationTerms eager_layer_terms(const ModelSpec& model, Precision precision);
 /// Activation bytes of one layer with `terms`; `sp` = sequence parallel.
 double layer_activation_bytes(double seq, double batch, double hidden, double heads, int tp, bool sp,
@@ -435,6 +519,7 @@ std::string_view task_name(Task task);
 std::string_view precision_name(Precision precision);
 std::string_view optimizer_name(Optimizer optimizer);
 std::string_view recompute_name(Recompute recompute);
+std::string_view attention_name(Attention attention);
 std::string_view arch_name(Arch arch);
 
 }  // namespace gm::plan

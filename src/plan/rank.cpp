@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "plan/plan.h"
 
@@ -301,9 +302,9 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     opt.memory = fit.mem;
     const int paid = opt.instances * per_instance;
     if (!req.gpus && !req.dp && paid > need) {
-      const int model_parallel = fit.par.tp * fit.par.pp;
-      opt.parallel.dp = paid / model_parallel;
-      opt.memory = estimate_memory(job, opt.parallel);
+      // More data parallelism: DDP's gradient buckets come with it, so the ZeRO stage is chosen again.
+      std::tie(opt.parallel, opt.memory) =
+          config_for(req, job, paid, fit.par.tp, fit.par.pp, opt.gpu_memory_bytes);
     }
     opt.headroom_bytes = opt.gpu_memory_bytes - opt.memory.total_bytes;
     opt.fits = fit.fits && opt.headroom_bytes >= 0;
@@ -352,13 +353,23 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   add("overhead_fixed_bytes", fmt::format("{:.0f}", job.overhead_fixed_bytes),
       "CUDA context and cuBLAS/NCCL workspaces: 1 GiB per GPU (gpumeter default)");
   add("fragmentation", fmt::format("{:.2f}", job.fragmentation),
-      "caching-allocator fragmentation: 10 % of the other memory (gpumeter default)");
+      "caching-allocator fragmentation: 10 % of the peak (gpumeter default)");
   add("activation_bytes", job.precision == Precision::fp32 ? "4" : "2",
-      std::string("tensors an eager PyTorch layer keeps (") +
+      std::string("tensors a PyTorch 2 layer keeps (") +
           (job.model.gated_mlp ? "Llama-style: fp32 RMSNorm and softmax, SwiGLU"
                                : "GPT-style: LayerNorm, GELU, 1-byte dropout masks") +
-          "; = Korthikanti et al. 2022 Table 2 for a 16-bit GPT layer), fp32 log-softmax of the logits; "
-          "measured against PyTorch in docs/accuracy.md");
+          (job.precision == Precision::mixed
+               ? "; autocast: fp32 residual stream, a bf16 input copy per linear"
+               : "") +
+          "), fp32 log-softmax of the logits; measured on an H200 in docs/accuracy.md");
+  if (is_training(job))
+    add("attention", std::string(attention_name(job.attention)),
+        job.attention == Attention::eager
+            ? "keeps the softmax of the scores for backward (--attention)"
+            : "PyTorch 2 / transformers default: no score matrix kept (--attention)");
+  if (is_training(job))
+    add("peak", out.memory.peak.phase,
+        "the largest phase of a step: forward, loss backward, backward end, optimizer step (docs/plan.md)");
   add("sequence_parallel", out.parallel.tp > 1 ? "on" : "off",
       "on whenever tensor parallel > 1 (Megatron-LM)");
   if (is_training(job))
@@ -452,6 +463,18 @@ std::string_view recompute_name(Recompute r) {
       return "full";
   }
   return "none";
+}
+
+std::string_view attention_name(Attention a) {
+  switch (a) {
+    case Attention::eager:
+      return "eager";
+    case Attention::sdpa:
+      return "sdpa";
+    case Attention::flash:
+      return "flash";
+  }
+  return "sdpa";
 }
 
 }  // namespace gm::plan

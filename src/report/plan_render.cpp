@@ -22,9 +22,10 @@ std::string gb(double bytes) {
 }
 
 std::string si(double v) {
-  if (v >= 1e12) return fmt::format("{:.3g}T", v / 1e12);
-  if (v >= 1e9) return fmt::format("{:.3g}B", v / 1e9);
-  if (v >= 1e6) return fmt::format("{:.3g}M", v / 1e6);
+  // 999.9M prints as 1B, not 1e+03M.
+  if (v >= 0.9995e12) return fmt::format("{:.3g}T", v / 1e12);
+  if (v >= 0.9995e9) return fmt::format("{:.3g}B", v / 1e9);
+  if (v >= 0.9995e6) return fmt::format("{:.3g}M", v / 1e6);
   return fmt::format("{:.3g}", v);
 }
 
@@ -66,6 +67,12 @@ std::string cost_or_hint(const std::optional<double>& usd) {
   return std::isfinite(*usd) ? format_usd(*usd) : "-";
 }
 
+nlohmann::json terms_json(const std::vector<plan::MemoryTerm>& terms) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& t : terms) arr.push_back({{"name", t.name}, {"bytes", t.bytes}});
+  return arr;
+}
+
 nlohmann::json memory_json(const plan::MemoryBreakdown& m) {
   return {{"weights_bytes", m.weights_bytes},
           {"gradients_bytes", m.gradients_bytes},
@@ -73,6 +80,13 @@ nlohmann::json memory_json(const plan::MemoryBreakdown& m) {
           {"activations_bytes",
            m.activations_known ? nlohmann::json(m.activations_bytes) : nlohmann::json(nullptr)},
           {"kv_cache_bytes", m.kv_cache_bytes},
+          {"weight_copies_bytes", m.weight_copies_bytes},
+          {"peak_bytes", m.peak_bytes},
+          {"peak",
+           {{"phase", m.peak.phase},
+            {"bytes", m.peak.bytes},
+            {"terms", terms_json(m.peak.terms)},
+            {"phases", terms_json(m.peak.phases)}}},
           {"overhead_bytes", m.overhead_bytes},
           {"total_bytes", m.total_bytes},
           {"trainable_params", m.trainable_params}};
@@ -129,18 +143,28 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
       m.active_params < m.params ? fmt::format(", {} active", si(m.active_params)) : "",
       plan::task_name(j.task), j.tokens ? si(*j.tokens) + " tokens" : std::string("no --tokens"), j.seq,
       j.batch, plan::precision_name(j.precision),
-      j.task == plan::Task::inference ? "inference"
-                                      : fmt::format("{} · recompute {}", plan::optimizer_name(j.optimizer),
-                                                    plan::recompute_name(j.recompute)),
+      j.task == plan::Task::inference
+          ? "inference"
+          : fmt::format("{} · recompute {} · attention {}", plan::optimizer_name(j.optimizer),
+                        plan::recompute_name(j.recompute), plan::attention_name(j.attention)),
       plan::uses_adapters(j) ? fmt::format(" · {} rank {}", j.qlora ? "QLoRA" : "LoRA", j.lora_rank) : "");
   const plan::MemoryBreakdown& mem = r.memory;
   out += fmt::format("\nMemory per GPU ({}): {} total\n", parallel_text(r.parallel), gb(mem.total_bytes));
   out += fmt::format(
-      "  weights {}  gradients {}  optimizer {} (fp32 master + states)  activations {}  KV cache {}  "
+      "  weights {}  gradients {}  optimizer {} ({})  activations {}  KV cache {}  "
       "overhead {}\n",
       gb(mem.weights_bytes), gb(mem.gradients_bytes), gb(mem.optimizer_bytes),
+      j.precision == plan::Precision::mixed && r.parallel.zero >= 1 && !plan::uses_adapters(j)
+          ? "fp32 master + states"
+          : "states",
       mem.activations_known ? gb(mem.activations_bytes) : std::string("unknown"), gb(mem.kv_cache_bytes),
       gb(mem.overhead_bytes));
+  if (!mem.peak.phase.empty()) {
+    std::string live;
+    for (const auto& t : mem.peak.terms)
+      if (t.bytes > 0) live += fmt::format("{}{} {}", live.empty() ? "" : " + ", t.name, gb(t.bytes));
+    out += fmt::format("  peak {} at the {}: {}\n", gb(mem.peak.bytes), mem.peak.phase, live);
+  }
   if (r.compute)
     out += fmt::format("Compute: {:.3g} FLOPs (model){}\n", r.compute->model_flops,
                        r.compute->hardware_flops > r.compute->model_flops
@@ -202,6 +226,7 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
   const plan::JobSpec& j = r.job;
   const plan::ModelSpec& m = j.model;
   nlohmann::json model = {{"name", m.name},     {"arch", plan::arch_name(m.arch)},
+                          {"family", m.family}, {"head_dim", m.head_dim()},
                           {"params", m.params}, {"active_params", m.active_params},
                           {"layers", m.layers}, {"hidden", m.hidden},
                           {"heads", m.heads},   {"kv_heads", m.kv_heads},
@@ -273,6 +298,8 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
       {"precision", plan::precision_name(j.precision)},
       {"optimizer", plan::optimizer_name(j.optimizer)},
       {"recompute", plan::recompute_name(j.recompute)},
+      {"attention", plan::attention_name(j.attention)},
+      {"keep_logits", j.keep_logits},
       {"lora_rank", plan::uses_adapters(j) ? nlohmann::json(j.lora_rank) : nlohmann::json(nullptr)},
       {"qlora", j.qlora},
       {"parallel", parallel_json(r.parallel)},
@@ -305,16 +332,20 @@ std::string render_model_list(bool json) {
                      {"ffn", m.ffn},
                      {"vocab", m.vocab},
                      {"seq", m.seq},
+                     {"family", m.family},
+                     {"head_dim", m.head_dim()},
+                     {"experts", m.experts},
+                     {"experts_per_token", m.experts_per_token},
                      {"source", m.source}});
     return arr.dump(2) + "\n";
   }
-  std::string out =
-      fmt::format("{:<16} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}\n", "model", "arch",
-                  "params", "active", "layers", "hidden", "heads", "kv", "ffn", "vocab", "seq");
+  std::string out = fmt::format("{:<22} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}  {}\n",
+                                "model", "arch", "params", "active", "layers", "hidden", "heads", "kv", "ffn",
+                                "vocab", "seq", "source");
   for (const auto& m : models)
-    out += fmt::format("{:<16} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}\n", m.name,
+    out += fmt::format("{:<22} {:<19} {:>8} {:>8} {:>6} {:>6} {:>5} {:>3} {:>6} {:>7} {:>6}  {}\n", m.name,
                        plan::arch_name(m.arch), si(m.params), si(m.active_params), m.layers, m.hidden,
-                       m.heads, m.kv_heads, m.ffn, m.vocab, m.seq);
+                       m.heads, m.kv_heads, m.ffn, m.vocab, m.seq, m.source);
   return out;
 }
 

@@ -31,6 +31,7 @@ Each line has "plan_args": the `gpumeter plan` flags describing the same configu
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -268,9 +269,14 @@ def measure(name, layers, seq, batch, precision):
         for v in st.values():
             if torch.is_tensor(v):
                 states += v.numel() * v.element_size()
-    plan_args = ["--task", "train", "--precision", precision, "--recompute", "none", "--seq", str(seq),
-                 "--batch", str(batch), "--optimizer", "adamw"]
-    if name in TABLE_MODELS:
+    plan_args = ["--task", "train", "--precision", precision, "--recompute", "none", "--attention", "eager",
+                 "--seq", str(seq), "--batch", str(batch), "--optimizer", "adamw"]
+    if style == "gpt":
+        # The GPT layers here run one GELU kernel; the table's GPT-2 is Hugging Face's (gelu_new as Python
+        # operations), so plan gets a model file saying what is built.
+        model_file = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models", name + ".toml")
+        plan_args = ["--model-file", model_file] + (["--layers", str(L)] if layers else []) + plan_args
+    elif name in TABLE_MODELS:
         plan_args = ["--model", name] + (["--layers", str(L)] if layers else []) + plan_args
     else:
         plan_args = ["--layers", str(L), "--hidden", str(h), "--heads", str(a), "--kv-heads", str(kv), "--ffn",

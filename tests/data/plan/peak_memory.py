@@ -5,7 +5,15 @@ multi-head attention with explicit softmax and dropout, GELU MLP) and Llama/Qwen
 grouped-query attention, SwiGLU MLP), randomly initialised from the shapes in data/models.csv.
 
 Usage: python3 peak_memory.py [--steps 3] > peak.jsonl
+       python3 peak_memory.py --describe DIR   (no GPU needed)
 Each output line: {"model", "batch", "seq", "precision", "peak_allocated_bytes", "peak_reserved_bytes"}.
+
+--describe writes, for each model this script builds, a gpumeter model file DIR/<model>.toml saying what it
+builds: the shape, its parameter count (no position embeddings), and how its layers are written (separate
+q/k/v projections, plain RMSNorm or LayerNorm, softmax in the autocast/activation dtype, dropout 0.1 in the
+GPT-style blocks, fused GELU or SwiGLU). Plan them with `gpumeter plan --model DIR/<model>.toml --attention
+eager --recompute none --keep-logits` (the loop below holds `logits` through backward). The committed copies
+are tests/data/plan/peak_memory_models/.
 """
 import argparse
 import json
@@ -104,11 +112,46 @@ def measure(name, batch, seq, precision, steps):
     return out
 
 
+def param_count(layers, h, a, kv, f, vocab, gated, tied):
+    """Parameters of Model(...) without building it (the same sum as sum(p.numel()))."""
+    d = h // a
+    attn = h * h + h + 2 * (h * kv * d + kv * d) + h * h + (0 if gated else h)
+    mlp = 3 * h * f if gated else h * f + f + f * h + h
+    norms = 2 * h if gated else 4 * h
+    final = h if gated else 2 * h
+    return layers * (attn + mlp + norms) + vocab * h * (1 if tied else 2) + final
+
+
+def describe(directory):
+    import os
+    os.makedirs(directory, exist_ok=True)
+    for name, (layers, h, a, kv, f, vocab, gated, tied) in SHAPES.items():
+        lines = [
+            f'name = "{name} (peak_memory.py)"',
+            'source = "tests/data/plan/peak_memory.py --describe: the model the script builds"',
+            f"params = {param_count(layers, h, a, kv, f, vocab, gated, tied)}",
+            f"layers = {layers}", f"hidden = {h}", f"heads = {a}", f"kv_heads = {kv}", f"ffn = {f}",
+            f"vocab = {vocab}", "seq = 1024", f"gated_mlp = {str(gated).lower()}",
+            f"tied_embeddings = {str(tied).lower()}", "qkv_bias = true",
+            f'norm = "{"rmsnorm" if gated else "layernorm"}"',
+            "softmax_fp32 = false", "fused_qkv = false",
+            f'mlp_activation = "{"gated" if gated else "gelu"}"',
+            f"attention_dropout = {0.0 if gated else 0.1}", f"hidden_dropout = {0.0 if gated else 0.1}",
+            "embedding_dropout = 0.0",
+        ]
+        with open(os.path.join(directory, name + ".toml"), "w") as out:
+            out.write("# Written by tests/data/plan/peak_memory.py --describe\n" + "\n".join(lines) + "\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--describe", metavar="DIR", help="write gpumeter model files of what this script builds")
     args = ap.parse_args()
+    if args.describe:
+        describe(args.describe)
+        return
     print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__}), flush=True)
     for name in SHAPES:
         for batch in (4, 8):
