@@ -20,7 +20,9 @@ using nlohmann::json;
 
 /// The GPM keys (percent; null where GPM is not supported).
 void add_gpm_json(json& d, const GpmMetrics& g) {
-  auto pct = [](const std::optional<double>& v) { return v ? json(std::round(*v * 10.0) / 10.0) : json(nullptr); };
+  auto pct = [](const std::optional<double>& v) {
+    return v ? json(std::round(*v * 10.0) / 10.0) : json(nullptr);
+  };
   d["sm_active_pct"] = pct(g.sm_active_pct);
   d["sm_occupancy_pct"] = pct(g.sm_occupancy_pct);
   d["tensor_active_pct"] = pct(g.tensor_active_pct);
@@ -78,9 +80,10 @@ std::string dash_or(bool has, const std::string& text) { return has ? text : "-"
 std::string render_table(const GpuView& view) {
   TextTable t;
   using A = TextTable::Align;
-  t.header({"GPU", "NAME", "CATALOG", "UTIL", "TENSOR", "MEMORY", "POWER", "TEMP", "ENERGY", "STATE", "$/H", "PROCS"},
-           {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::left, A::right,
-            A::right});
+  t.header({"GPU", "NAME", "CATALOG", "UTIL", "TENSOR", "MEMORY", "POWER", "TEMP", "ENERGY", "STATE", "$/H",
+            "PROCS"},
+           {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::left,
+            A::right, A::right});
   for (const auto& v : view.devices) {
     const DeviceSample& s = v.sample;
     std::string mem = "-";
@@ -96,9 +99,9 @@ std::string render_table(const GpuView& view) {
     }
     t.row({std::to_string(v.info.index), v.info.name.empty() ? "-" : v.info.name, v.catalog_gpu.value_or("-"),
            dash_or(s.utilization_pct.has_value(), fmt::format("{}%", s.utilization_pct.value_or(0))),
-           dash_or(s.gpm.tensor_active_pct.has_value(), fmt::format("{:.0f}%", s.gpm.tensor_active_pct.value_or(0))),
-           mem,
-           dash_or(s.power_mw.has_value(), fmt::format("{:.0f} W", s.power_mw.value_or(0) / 1000.0)),
+           dash_or(s.gpm.tensor_active_pct.has_value(),
+                   fmt::format("{:.0f}%", s.gpm.tensor_active_pct.value_or(0))),
+           mem, dash_or(s.power_mw.has_value(), fmt::format("{:.0f} W", s.power_mw.value_or(0) / 1000.0)),
            dash_or(s.temperature_c.has_value(), fmt::format("{} C", s.temperature_c.value_or(0))), energy,
            to_string(s.state),
            dash_or(v.price_usd_per_hour.has_value(), fmt::format("{:.2f}", v.price_usd_per_hour.value_or(0))),

@@ -38,10 +38,10 @@ struct RunFlags {
   std::optional<std::string> checkpoint_glob;     ///< files whose new mtime marks a checkpoint
   std::vector<std::string> command;
   // MFU (issue 37; run_mfu.cpp):
-  std::optional<std::string> model;          ///< --model NAME|PATH: FLOPs per token from the planner
-  std::optional<double> flops_per_token;     ///< --flops-per-token F
-  std::optional<int> seq;                    ///< --seq: context length for the attention term
-  std::string precision = "bf16";            ///< --precision: whose dense peak MFU divides by
+  std::optional<std::string> model;       ///< --model NAME|PATH: FLOPs per token from the planner
+  std::optional<double> flops_per_token;  ///< --flops-per-token F
+  std::optional<int> seq;                 ///< --seq: context length for the attention term
+  std::string precision = "bf16";         ///< --precision: whose dense peak MFU divides by
   // attach only:
   std::optional<std::int64_t> pid;  ///< the watched process
   bool json_lines = false;          ///< one JSON object per interval on stdout

@@ -172,13 +172,13 @@ struct GpmMetricsGet {  ///< nvmlGpmMetricsGet_t
 inline constexpr unsigned kGpmMetricsGetVersion = 1;  ///< NVML_GPM_METRICS_GET_VERSION
 
 /// nvmlGpmMetricId_t values gpumeter reads (percent, 0-100).
-inline constexpr unsigned kGpmSmUtil = 2;          ///< NVML_GPM_METRIC_SM_UTIL
-inline constexpr unsigned kGpmSmOccupancy = 3;     ///< NVML_GPM_METRIC_SM_OCCUPANCY
-inline constexpr unsigned kGpmAnyTensorUtil = 5;   ///< NVML_GPM_METRIC_ANY_TENSOR_UTIL
-inline constexpr unsigned kGpmDramBwUtil = 10;     ///< NVML_GPM_METRIC_DRAM_BW_UTIL
-inline constexpr unsigned kGpmFp64Util = 11;       ///< NVML_GPM_METRIC_FP64_UTIL
-inline constexpr unsigned kGpmFp32Util = 12;       ///< NVML_GPM_METRIC_FP32_UTIL
-inline constexpr unsigned kGpmFp16Util = 13;       ///< NVML_GPM_METRIC_FP16_UTIL
+inline constexpr unsigned kGpmSmUtil = 2;         ///< NVML_GPM_METRIC_SM_UTIL
+inline constexpr unsigned kGpmSmOccupancy = 3;    ///< NVML_GPM_METRIC_SM_OCCUPANCY
+inline constexpr unsigned kGpmAnyTensorUtil = 5;  ///< NVML_GPM_METRIC_ANY_TENSOR_UTIL
+inline constexpr unsigned kGpmDramBwUtil = 10;    ///< NVML_GPM_METRIC_DRAM_BW_UTIL
+inline constexpr unsigned kGpmFp64Util = 11;      ///< NVML_GPM_METRIC_FP64_UTIL
+inline constexpr unsigned kGpmFp32Util = 12;      ///< NVML_GPM_METRIC_FP32_UTIL
+inline constexpr unsigned kGpmFp16Util = 13;      ///< NVML_GPM_METRIC_FP16_UTIL
 
 static_assert(sizeof(GpmMetric) == 40);
 static_assert(sizeof(GpmSupport) == 8);

@@ -288,7 +288,7 @@ class NvmlBackend final : public GpuBackend {
     bool probed = false;  ///< the last probe() ran to its end
     std::vector<Device> mig_handles;
     unsigned long long last_seen_us = 0;
-    GpmPair gpm;                  ///< the board's GPM sample buffers
+    GpmPair gpm;                   ///< the board's GPM sample buffers
     std::vector<GpmPair> mig_gpm;  ///< per MIG device index (nvmlGpmMigSampleGet)
   };
 
@@ -755,7 +755,8 @@ class NvmlBackend final : public GpuBackend {
     cap.gpm = dev.gpm.active;
     dev.mig_gpm.resize(dev.mig_handles.size());
     if (!inf.mig_instances.empty() && gpm_.mig_sample == nullptr) {
-      cap.notes.push_back(std::string(kWhat) + " per MIG instance: nvmlGpmMigSampleGet not exported by this NVML");
+      cap.notes.push_back(std::string(kWhat) +
+                          " per MIG instance: nvmlGpmMigSampleGet not exported by this NVML");
     } else {
       for (const MigInstance& mi : inf.mig_instances) {
         if (mi.index >= dev.mig_gpm.size()) continue;

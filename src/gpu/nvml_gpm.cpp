@@ -13,9 +13,12 @@ struct Wanted {
   std::optional<double> GpmMetrics::*field;
 };
 constexpr Wanted kWanted[] = {
-    {kGpmSmUtil, &GpmMetrics::sm_active_pct},      {kGpmSmOccupancy, &GpmMetrics::sm_occupancy_pct},
-    {kGpmAnyTensorUtil, &GpmMetrics::tensor_active_pct}, {kGpmFp32Util, &GpmMetrics::fp32_active_pct},
-    {kGpmFp16Util, &GpmMetrics::fp16_active_pct},  {kGpmFp64Util, &GpmMetrics::fp64_active_pct},
+    {kGpmSmUtil, &GpmMetrics::sm_active_pct},
+    {kGpmSmOccupancy, &GpmMetrics::sm_occupancy_pct},
+    {kGpmAnyTensorUtil, &GpmMetrics::tensor_active_pct},
+    {kGpmFp32Util, &GpmMetrics::fp32_active_pct},
+    {kGpmFp16Util, &GpmMetrics::fp16_active_pct},
+    {kGpmFp64Util, &GpmMetrics::fp64_active_pct},
     {kGpmDramBwUtil, &GpmMetrics::dram_bw_util_pct},
 };
 

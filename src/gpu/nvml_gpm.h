@@ -21,12 +21,12 @@ using GpmMetricsFn = Return (*)(GpmMetricsGet*);
 
 /// The GPM entry points of the opened library; absent ones stay null.
 struct GpmApi {
-  GpmQueryFn query = nullptr;            ///< nvmlGpmQueryDeviceSupport
-  GpmAllocFn alloc = nullptr;            ///< nvmlGpmSampleAlloc
-  GpmFreeFn free = nullptr;              ///< nvmlGpmSampleFree
-  GpmSampleFn sample = nullptr;          ///< nvmlGpmSampleGet
-  GpmMigSampleFn mig_sample = nullptr;   ///< nvmlGpmMigSampleGet
-  GpmMetricsFn metrics = nullptr;        ///< nvmlGpmMetricsGet
+  GpmQueryFn query = nullptr;           ///< nvmlGpmQueryDeviceSupport
+  GpmAllocFn alloc = nullptr;           ///< nvmlGpmSampleAlloc
+  GpmFreeFn free = nullptr;             ///< nvmlGpmSampleFree
+  GpmSampleFn sample = nullptr;         ///< nvmlGpmSampleGet
+  GpmMigSampleFn mig_sample = nullptr;  ///< nvmlGpmMigSampleGet
+  GpmMetricsFn metrics = nullptr;       ///< nvmlGpmMetricsGet
 
   /// Resolves every entry point by NVML's names.
   static GpmApi resolve(const Library& lib);

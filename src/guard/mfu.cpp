@@ -17,9 +17,11 @@ std::optional<double> live_mfu(const RunRecord& run, const std::optional<Progres
   if (!latest || !latest->tokens || !run.flops_per_token || !peak_tflops) return std::nullopt;
   const auto first = first_work_ms(gpus);
   if (!first) return std::nullopt;
-  const auto mfu = model_flops_utilization(static_cast<double>(*latest->tokens), *run.flops_per_token,
-                                           *peak_tflops, allocated, elapsed_s - static_cast<double>(*first) / 1000.0);
-  if (mfu && *mfu > 1.0) return std::nullopt;  // impossible: the figures reported are wrong (the report says so)
+  const auto mfu =
+      model_flops_utilization(static_cast<double>(*latest->tokens), *run.flops_per_token, *peak_tflops,
+                              allocated, elapsed_s - static_cast<double>(*first) / 1000.0);
+  if (mfu && *mfu > 1.0)
+    return std::nullopt;  // impossible: the figures reported are wrong (the report says so)
   return mfu;
 }
 

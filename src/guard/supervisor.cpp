@@ -706,7 +706,8 @@ struct Supervisor::Impl {
     s.forecast = forecast;
     if (meter) s.gpus = meter->latest();
     if (meter)
-      s.mfu = live_mfu(run, latest_progress, meter->usage(), cfg.mfu_peak_tflops, cfg.allocated.size(), s.elapsed_s);
+      s.mfu = live_mfu(run, latest_progress, meter->usage(), cfg.mfu_peak_tflops, cfg.allocated.size(),
+                       s.elapsed_s);
     s.stopping = stopping;
     if (serving_window.size() >= 2) {
       const ServingPoint& a = serving_window.front();

@@ -7,10 +7,9 @@
 namespace gm {
 namespace {
 
-constexpr std::optional<double> GpmPct::*kFields[] = {&GpmPct::sm_active,   &GpmPct::sm_occupancy,
-                                                      &GpmPct::tensor_active, &GpmPct::fp32_active,
-                                                      &GpmPct::fp16_active,  &GpmPct::fp64_active,
-                                                      &GpmPct::dram_bw_util};
+constexpr std::optional<double> GpmPct::*kFields[] = {
+    &GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active, &GpmPct::fp32_active,
+    &GpmPct::fp16_active, &GpmPct::fp64_active,  &GpmPct::dram_bw_util};
 
 }  // namespace
 
@@ -40,8 +39,8 @@ GpmPct gpm_record(const GpmMetrics& m) {
                 m.fp16_active_pct, m.fp64_active_pct,  m.dram_bw_util_pct};
 }
 
-std::optional<double> model_flops_utilization(double tokens, double flops_per_token, double peak_tflops_per_gpu,
-                                              std::size_t gpus, double seconds) {
+std::optional<double> model_flops_utilization(double tokens, double flops_per_token,
+                                              double peak_tflops_per_gpu, std::size_t gpus, double seconds) {
   if (tokens < 0 || flops_per_token <= 0 || peak_tflops_per_gpu <= 0 || gpus == 0 || seconds <= 0)
     return std::nullopt;
   return tokens * flops_per_token / (peak_tflops_per_gpu * 1e12 * static_cast<double>(gpus) * seconds);

@@ -67,8 +67,8 @@ struct GpuUsage {
 
 /// Model FLOPs utilisation, a ratio: tokens × flops_per_token ÷ (peak_tflops_per_gpu × 10¹² × gpus ×
 /// seconds); nullopt when a figure is missing or not positive (docs/run.md "MFU").
-std::optional<double> model_flops_utilization(double tokens, double flops_per_token, double peak_tflops_per_gpu,
-                                              std::size_t gpus, double seconds);
+std::optional<double> model_flops_utilization(double tokens, double flops_per_token,
+                                              double peak_tflops_per_gpu, std::size_t gpus, double seconds);
 /// When the run's GPUs first worked (ms since its start): the earliest first_work_ms; nullopt: never.
 std::optional<std::int64_t> first_work_ms(const std::vector<GpuUsage>& gpus);
 

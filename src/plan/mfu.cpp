@@ -1,41 +1,23 @@
 // The figures a run's MFU is measured with (docs/plan.md "MFU"): training FLOPs per token of a model, and
 // the dense peak of a GPU at a precision.
-#include <filesystem>
-
 #include "plan/plan.h"
 
 namespace gm::plan {
 
-Result<ModelSpec> resolve_mfu_model(std::string_view name_or_path) {
-  const std::string text(name_or_path);
-  std::error_code ec;
-  const bool looks_like_path = text.find('/') != std::string::npos || std::filesystem::exists(text, ec);
-  if (!looks_like_path) return find_model(text);
-  if (text.size() > 5 && text.ends_with(".toml")) return load_model_toml(text);
-  return make_error(ErrorKind::usage, "--model " + text +
-                                          ": not a model of the planner's table, and only TOML model files "
-                                          "(as `plan --model-file` reads) are read as paths here");
-}
-
-Result<FlopsPerToken> training_flops_per_token(std::string_view name_or_path, std::optional<int> seq) {
-  GM_TRY(ModelSpec model, resolve_mfu_model(name_or_path));
+Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::optional<int> seq,
+                                          const ModelSearch& search) {
+  GM_TRY(ModelSpec model, resolve_model(name_or_path, search));
   if (model.arch == Arch::cnn)
     return make_error(ErrorKind::usage, "--model " + std::string(name_or_path) + ": " + model.name +
                                             " is a CNN: its work is counted in samples, not tokens");
-  JobSpec job;
-  job.model = model;
-  job.task = Task::train;
-  job.tokens = 1.0;
-  job.seq = seq.value_or(model.seq);
-  if (job.seq <= 0 && model.has_transformer_shape())
+  const int s = seq.value_or(model.seq);
+  if (s <= 0 && model.has_transformer_shape())
     return make_error(ErrorKind::usage, "--model " + std::string(name_or_path) +
                                             ": the model has no context length; give --seq");
-  const ComputeEstimate c = estimate_compute(job);
   FlopsPerToken out;
-  out.flops = c.model_flops;
-  out.basis = "model " + model.name + ": training FLOPs per token 6·N" +
-              (c.attention_flops > 0 ? " + 12·L·h·s at seq " + std::to_string(job.seq) : std::string()) +
-              " (the planner's model FLOPs)";
+  out.flops = training_flops_per_token(model, s);
+  out.basis = "model " + model.name + ": the planner's training FLOPs per token (6·N + attention at seq " +
+              std::to_string(s) + ")";
   return out;
 }
 

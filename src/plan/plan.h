@@ -286,12 +286,12 @@ struct FlopsPerToken {
   double flops = 0;
   std::string basis;
 };
-/// The model `gpumeter run --model` names: a model of the built-in table, or a TOML model file. (The one
-/// place a run's --model is resolved: a Hugging Face config path plugs in here.)
-Result<ModelSpec> resolve_mfu_model(std::string_view name_or_path);
-/// The planner's model FLOPs for one trained token (6·N plus the attention term at `seq`, else at the
-/// model's own context): what a run's MFU is measured against (docs/plan.md). Usage error for a CNN.
-Result<FlopsPerToken> training_flops_per_token(std::string_view name_or_path, std::optional<int> seq);
+/// The planner's training FLOPs for one token of the model `gpumeter run --model NAME|PATH` names (resolved
+/// as `plan --model` resolves it: the table, a Hugging Face config file or folder, a TOML file, a cached Hub
+/// id) at `seq`, else at the model's own context: what a run's MFU is measured against (docs/plan.md).
+/// Usage error for a CNN (its work is not counted in tokens).
+Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::optional<int> seq,
+                                          const ModelSearch& search);
 /// Dense peak TFLOPS of a GPU at "bf16", "fp16", "fp8", "tf32" or "fp32"; nullopt when the catalog lacks it.
 std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision);
 /// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.

@@ -1,10 +1,11 @@
 // MFU of a run and its GPUs' GPM activity (docs/run.md "MFU", "GPU activity").
+#include "report/detail/run_activity.h"
+
 #include <fmt/format.h>
 
 #include <cmath>
 
 #include "plan/plan.h"
-#include "report/detail/run_activity.h"
 
 namespace gm::report_detail {
 
@@ -14,7 +15,8 @@ void add_run_mfu(RunReport& r, const Catalog* catalog) {
   r.flops_per_token = run.flops_per_token;
   const std::string precision = run.mfu_precision.value_or("bf16");
   r.mfu_basis = run.mfu_basis.value_or("") + "; peak: " + precision + " dense";
-  const GpuSpec* gpu = catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
+  const GpuSpec* gpu =
+      catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
   const std::optional<double> peak = gpu != nullptr ? plan::dense_peak_tflops(*gpu, precision) : std::nullopt;
   if (!r.tokens) {
     r.notes.push_back("MFU not measured: the job reported no tokens (progress(tokens=...))");

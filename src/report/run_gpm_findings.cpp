@@ -25,9 +25,9 @@ struct RunActivity {
 RunActivity run_activity(const RunReport& r) {
   RunActivity a;
   double sum[7] = {}, weight[7] = {};
-  std::optional<double> GpmPct::*fields[] = {&GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active,
-                                             &GpmPct::fp32_active, &GpmPct::fp16_active,  &GpmPct::fp64_active,
-                                             &GpmPct::dram_bw_util};
+  std::optional<double> GpmPct::*fields[] = {
+      &GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active, &GpmPct::fp32_active,
+      &GpmPct::fp16_active, &GpmPct::fp64_active,  &GpmPct::dram_bw_util};
   for (const GpuUsage& g : r.gpus) {
     if (g.activity.intervals() == 0) continue;
     const GpmPct m = g.activity.mean();
@@ -60,9 +60,9 @@ void price(Finding& f, MicroUsd part, const RunReport& r) {
   const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
   f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
   f.severity = severity_of(part, r.run.cost_micros);
-  f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(r.run.wall_ms) * 1e6 *
-                                            static_cast<double>(part) /
-                                            static_cast<double>(std::max<MicroUsd>(1, r.run.cost_micros)));
+  f.at_stake_ns =
+      static_cast<std::int64_t>(static_cast<double>(r.run.wall_ms) * 1e6 * static_cast<double>(part) /
+                                static_cast<double>(std::max<MicroUsd>(1, r.run.cost_micros)));
 }
 
 void add_activity_evidence(Finding& f, const RunActivity& a) {
@@ -102,7 +102,8 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0) return;
   const RunActivity a = run_activity(r);
   if (a.intervals == 0 || a.busy_micros <= 0) return;
-  const GpuSpec* spec = catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
+  const GpuSpec* spec =
+      catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
   const std::size_t before = r.findings.size();
   const double tensor = a.mean.tensor_active.value_or(-1), fp32 = a.mean.fp32_active.value_or(-1);
   const double fp16 = a.mean.fp16_active.value_or(0), sm = a.mean.sm_active.value_or(-1);
@@ -114,7 +115,8 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
     f.kind = "fp32_math";
     double speedup = 2.0;
     std::string basis = "assumed 2x: the catalog has no fp32 and tensor-core figures for this GPU";
-    const std::optional<double> tc = spec->bf16_dense_tflops ? spec->bf16_dense_tflops : spec->fp16_dense_tflops;
+    const std::optional<double> tc =
+        spec->bf16_dense_tflops ? spec->bf16_dense_tflops : spec->fp16_dense_tflops;
     if (tc && spec->fp32_tflops && *spec->fp32_tflops > 0 && *tc > *spec->fp32_tflops) {
       speedup = *tc / *spec->fp32_tflops;
       basis = fmt::format(

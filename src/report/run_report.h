@@ -60,7 +60,7 @@ struct RunReport {
   std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
   std::optional<Startup> startup;      ///< billed time before the first GPU work
-  std::optional<double> mfu;              ///< model FLOPs utilisation after start-up (ratio 0-1)
+  std::optional<double> mfu;           ///< model FLOPs utilisation after start-up (ratio 0-1)
   std::optional<double> flops_per_token;  ///< what the tokens are measured with
   std::optional<std::string> mfu_basis;   ///< where that figure and the peak came from
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)

@@ -177,9 +177,10 @@ class PgLedger final : public Ledger {
       }
     }
     if (version > kSchemaVersion)
-      return fail(make_error(ErrorKind::unavailable,
-                             fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
-                                         location_, version, kSchemaVersion)));
+      return fail(
+          make_error(ErrorKind::unavailable,
+                     fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
+                                 location_, version, kSchemaVersion)));
     if (version < 1)
       if (auto r = exec(kPgSchemaV1, "create the tables"); !r) return fail(r.error());
     if (version < 2)
@@ -294,11 +295,12 @@ class PgLedger final : public Ledger {
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
     Params p;
     p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-                         "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
-                         " FROM samples WHERE run_id=$1 "
-                         "ORDER BY t_ms, gpu_index, seq",
-                         &p, "select samples"));
+    GM_TRY(Rows r,
+           query("SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+                 "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
+                 " FROM samples WHERE run_id=$1 "
+                 "ORDER BY t_ms, gpu_index, seq",
+                 &p, "select samples"));
     std::vector<SampleRecord> out;
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
@@ -645,7 +647,8 @@ class PgLedger final : public Ledger {
   Result<void> insert_rows(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
                            const std::vector<ActionRecord>& actions) {
     GM_TRY_VOID(insert_many(
-        "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+        "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, "
+        "power_w, "
         "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS ")",
         18, samples,
         [](Params& p, const SampleRecord& x, int i) {

@@ -130,7 +130,7 @@ class Stmt {
 
 /// Columns added to `runs` after the first release (issue 28): added to older ledgers when opened.
 /// Sample columns added after their table (GPM activity, issue 37): NULL in older rows.
-const char* kSampleColumnsAdded[][2] = {{"gpm_sm_active_pct", "REAL"},    {"gpm_sm_occupancy_pct", "REAL"},
+const char* kSampleColumnsAdded[][2] = {{"gpm_sm_active_pct", "REAL"},     {"gpm_sm_occupancy_pct", "REAL"},
                                         {"gpm_tensor_active_pct", "REAL"}, {"gpm_fp32_active_pct", "REAL"},
                                         {"gpm_fp16_active_pct", "REAL"},   {"gpm_fp64_active_pct", "REAL"},
                                         {"gpm_dram_bw_util_pct", "REAL"}};
@@ -474,9 +474,9 @@ class SqliteLedger final : public Ledger {
                   "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
                   " FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
     Stmt without_gpm(db_, with_gpm.ok() ? "SELECT 1"
-                                         : "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, "
-                                           "memory_used_bytes, power_w, temperature_c, energy_j, cost_micros, "
-                                           "job_present FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
+                                        : "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, "
+                                          "memory_used_bytes, power_w, temperature_c, energy_j, cost_micros, "
+                                          "job_present FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
     const bool has_gpm = with_gpm.ok();
     Stmt& s = has_gpm ? with_gpm : without_gpm;
     if (!s.ok()) return err("prepare select samples");
@@ -496,7 +496,8 @@ class SqliteLedger final : public Ledger {
       x.energy_j = s.f64(8);
       x.cost_micros = s.i64(9);
       x.job_present = s.i64(10) != 0;
-      if (has_gpm) x.gpm = {s.of64(11), s.of64(12), s.of64(13), s.of64(14), s.of64(15), s.of64(16), s.of64(17)};
+      if (has_gpm)
+        x.gpm = {s.of64(11), s.of64(12), s.of64(13), s.of64(14), s.of64(15), s.of64(16), s.of64(17)};
       out.push_back(std::move(x));
     }
     if (rc != SQLITE_DONE) return err("select samples");
@@ -703,7 +704,8 @@ class SqliteLedger final : public Ledger {
                           const std::vector<ActionRecord>& actions) {
     {
       Stmt s(db_,
-             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, "
+             "power_w, "
              "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       if (!s.ok()) return err("prepare samples");

@@ -646,27 +646,43 @@ using GpmField = std::optional<double> fake_nvml::GpmSpec::*;
 /// The scenario key of an nvmlGpmMetricId_t gpumeter may ask for; null for ids the fake does not model.
 GpmField gpm_field(unsigned id) {
   switch (id) {
-    case 2: return &fake_nvml::GpmSpec::sm_util;        // NVML_GPM_METRIC_SM_UTIL
-    case 3: return &fake_nvml::GpmSpec::sm_occupancy;   // NVML_GPM_METRIC_SM_OCCUPANCY
-    case 5: return &fake_nvml::GpmSpec::tensor_util;    // NVML_GPM_METRIC_ANY_TENSOR_UTIL
-    case 10: return &fake_nvml::GpmSpec::dram_bw_util;  // NVML_GPM_METRIC_DRAM_BW_UTIL
-    case 11: return &fake_nvml::GpmSpec::fp64_util;     // NVML_GPM_METRIC_FP64_UTIL
-    case 12: return &fake_nvml::GpmSpec::fp32_util;     // NVML_GPM_METRIC_FP32_UTIL
-    case 13: return &fake_nvml::GpmSpec::fp16_util;     // NVML_GPM_METRIC_FP16_UTIL
-    default: return nullptr;
+    case 2:
+      return &fake_nvml::GpmSpec::sm_util;  // NVML_GPM_METRIC_SM_UTIL
+    case 3:
+      return &fake_nvml::GpmSpec::sm_occupancy;  // NVML_GPM_METRIC_SM_OCCUPANCY
+    case 5:
+      return &fake_nvml::GpmSpec::tensor_util;  // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    case 10:
+      return &fake_nvml::GpmSpec::dram_bw_util;  // NVML_GPM_METRIC_DRAM_BW_UTIL
+    case 11:
+      return &fake_nvml::GpmSpec::fp64_util;  // NVML_GPM_METRIC_FP64_UTIL
+    case 12:
+      return &fake_nvml::GpmSpec::fp32_util;  // NVML_GPM_METRIC_FP32_UTIL
+    case 13:
+      return &fake_nvml::GpmSpec::fp16_util;  // NVML_GPM_METRIC_FP16_UTIL
+    default:
+      return nullptr;
   }
 }
 
 const char* gpm_short_name(unsigned id) {
   switch (id) {
-    case 2: return "sm_util";
-    case 3: return "sm_occupancy";
-    case 5: return "any_tensor_util";
-    case 10: return "dram_bw_util";
-    case 11: return "fp64_util";
-    case 12: return "fp32_util";
-    case 13: return "fp16_util";
-    default: return nullptr;
+    case 2:
+      return "sm_util";
+    case 3:
+      return "sm_occupancy";
+    case 5:
+      return "any_tensor_util";
+    case 10:
+      return "dram_bw_util";
+    case 11:
+      return "fp64_util";
+    case 12:
+      return "fp32_util";
+    case 13:
+      return "fp16_util";
+    default:
+      return nullptr;
   }
 }
 

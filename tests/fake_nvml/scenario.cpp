@@ -75,22 +75,27 @@ std::optional<GpmSpec> parse_gpm(const json& obj, const std::string& where) {
   auto it = obj.find("gpm");
   if (it == obj.end() || it->is_null()) return std::nullopt;
   const std::string w = where + ".gpm";
-  check_keys(*it, w, {"sm_util", "sm_occupancy", "tensor_util", "fp32_util", "fp16_util", "fp64_util", "dram_bw_util"});
+  check_keys(
+      *it, w,
+      {"sm_util", "sm_occupancy", "tensor_util", "fp32_util", "fp16_util", "fp64_util", "dram_bw_util"});
   GpmSpec g;
-  std::optional<double> GpmSpec::*fields[] = {&GpmSpec::sm_util, &GpmSpec::sm_occupancy, &GpmSpec::tensor_util,
-                                              &GpmSpec::fp32_util, &GpmSpec::fp16_util, &GpmSpec::fp64_util,
-                                              &GpmSpec::dram_bw_util};
-  const char* keys[] = {"sm_util", "sm_occupancy", "tensor_util", "fp32_util", "fp16_util", "fp64_util", "dram_bw_util"};
+  std::optional<double> GpmSpec::*fields[] = {
+      &GpmSpec::sm_util,   &GpmSpec::sm_occupancy, &GpmSpec::tensor_util, &GpmSpec::fp32_util,
+      &GpmSpec::fp16_util, &GpmSpec::fp64_util,    &GpmSpec::dram_bw_util};
+  const char* keys[] = {"sm_util",   "sm_occupancy", "tensor_util", "fp32_util",
+                        "fp16_util", "fp64_util",    "dram_bw_util"};
   for (std::size_t i = 0; i < std::size(keys); ++i) {
     g.*fields[i] = number(*it, keys[i], w);
-    if (g.*fields[i] && *(g.*fields[i]) > 100) bad(w, std::string("\"") + keys[i] + "\" must be a percentage from 0 to 100");
+    if (g.*fields[i] && *(g.*fields[i]) > 100)
+      bad(w, std::string("\"") + keys[i] + "\" must be a percentage from 0 to 100");
   }
   return g;
 }
 
 Segment parse_segment(const json& j, const std::string& where) {
-  check_keys(j, where, {"t", "util", "mem_util", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
-                        "mem_clock_mhz", "processes", "gpm"});
+  check_keys(j, where,
+             {"t", "util", "mem_util", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "mem_clock_mhz",
+              "processes", "gpm"});
   Segment s;
   auto t = number(j, "t", where);
   if (!t) bad(where, "missing \"t\" (seconds since nvmlInit)");

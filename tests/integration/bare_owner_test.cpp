@@ -1,6 +1,6 @@
-// Issue 37: on a bare box (no Kubernetes, container or Slurm) two training processes of one user were exported
-// as one owner `python3`. Each job is an owner of its own: its process group, named by the leader's program
-// and script; never the rest of its command line.
+// Issue 37: on a bare box (no Kubernetes, container or Slurm) two training processes of one user were
+// exported as one owner `python3`. Each job is an owner of its own: its process group, named by the leader's
+// program and script; never the rest of its command line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,9 +33,9 @@ TEST(BareOwnerIntegrationTest, TwoPython3JobsOfOneUserAreTwoOwners) {
     "memory_total_mib": 143771, "timeline": [{"t": 0, "util": 100, "mem_used_mib": 90000, "power_w": 650,
     "processes": [{"pid": 5001, "mem_mib": 40000, "sm_util": 50}, {"pid": 5003, "mem_mib": 1000, "sm_util": 10},
                   {"pid": 5002, "mem_mib": 40000, "sm_util": 40}]}]}]})");
-  const CmdResult r = run_gpumeter({"agent", "--once", "--interval", "200ms", "--price", "4", "--proc-root",
-                                    dir.path() + "/proc"},
-                                   fake_env(scen, dir.path()));
+  const CmdResult r = run_gpumeter(
+      {"agent", "--once", "--interval", "200ms", "--price", "4", "--proc-root", dir.path() + "/proc"},
+      fake_env(scen, dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string a = R"x(kind="process",owner="python3 train.py (pgid 5001)",user="root"})x";
   const std::string b = R"x(kind="process",owner="python3 finetune.py (pgid 5002)",user="root"})x";

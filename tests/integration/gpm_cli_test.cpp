@@ -17,14 +17,17 @@ using nlohmann::json;
 const char* kGpmKeys[] = {"sm_active_pct",   "sm_occupancy_pct", "tensor_active_pct", "fp32_active_pct",
                           "fp16_active_pct", "fp64_active_pct",  "dram_bw_util_pct"};
 
-std::string h200_recorded() { return read_file(source_dir() + "/tests/data/gpm/h200_bf16_vs_fp32.json"); }
+std::string h200_recorded() {
+  return read_file(source_dir() + "/tests/data/gpm/h200_bf16_vs_fp32.json");
+}
 
 /// One H200 running `comm` (the job) with GPM activity `gpm` (a JSON object, or "" for none).
 std::string h200_job(const std::string& comm, int util, const std::string& gpm) {
   return R"({"devices": [{"name": "NVIDIA H200", "uuid": "GPU-h200", "memory_total_mib": 143771,
     "power_limit_w": 700, "timeline": [{"t": 0, "util": )" +
          std::to_string(util) + R"(, "mem_used_mib": 30000, "power_w": 600, "temp_c": 60,
-    "processes": [{"comm": ")" + comm + R"(", "mem_mib": 29000, "sm_util": )" + std::to_string(util) + "}]" +
+    "processes": [{"comm": ")" +
+         comm + R"(", "mem_mib": 29000, "sm_util": )" + std::to_string(util) + "}]" +
          (gpm.empty() ? "" : R"(, "gpm": )" + gpm) + "}]}]}";
 }
 
@@ -68,7 +71,8 @@ TEST(GpmCliIntegrationTest, WithoutGpmEveryKeyIsNullAndDoctorSaysWhy) {
 TEST(GpmCliIntegrationTest, MigInstancesCarryTheirOwnGpmValues) {
   GM_ASSERT_BUILT();
   TempDir dir;
-  const std::string scen = dir.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-m",
+  const std::string scen =
+      dir.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-m",
     "memory_total_mib": 81559, "mig": true, "mig_instances": [
       {"uuid": "MIG-a", "gpu_instance_id": 3, "memory_total_mib": 40192, "mem_used_mib": 10, "slices": 3,
        "gpm": {"sm_util": 61, "sm_occupancy": 9, "tensor_util": 44, "fp32_util": 2, "fp16_util": 1, "fp64_util": 0,
@@ -98,12 +102,13 @@ TEST(GpmCliIntegrationTest, MetricsExportTheGpmSeriesAsRatiosOnlyWhereSupported)
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string dev = R"({gpu="0",uuid="GPU-h200-gpm",model="NVIDIA H200"} )";
   const std::pair<const char*, double> want[] = {
-      {"gpumeter_gpu_sm_active_ratio", 0.935},   {"gpumeter_gpu_sm_occupancy_ratio", 0.168},
+      {"gpumeter_gpu_sm_active_ratio", 0.935},     {"gpumeter_gpu_sm_occupancy_ratio", 0.168},
       {"gpumeter_gpu_tensor_active_ratio", 0.863}, {"gpumeter_gpu_fp32_active_ratio", 0.0},
-      {"gpumeter_gpu_fp16_active_ratio", 0.0},   {"gpumeter_gpu_fp64_active_ratio", 0.0},
+      {"gpumeter_gpu_fp16_active_ratio", 0.0},     {"gpumeter_gpu_fp64_active_ratio", 0.0},
       {"gpumeter_gpu_dram_bw_util_ratio", 0.215}};
   for (const auto& [name, value] : want) {
-    EXPECT_NEAR(metric(r.out, std::string(name) + dev.substr(0, dev.size() - 1)), value, 1e-9) << name << "\n" << r.out;
+    EXPECT_NEAR(metric(r.out, std::string(name) + dev.substr(0, dev.size() - 1)), value, 1e-9) << name << "\n"
+                                                                                               << r.out;
     EXPECT_NE(r.out.find(std::string("# TYPE ") + name + " gauge"), std::string::npos) << name;
   }
   const std::string expo = dir.write("expo.txt", r.out);
@@ -117,11 +122,14 @@ TEST(GpmCliIntegrationTest, MetricsExportTheGpmSeriesAsRatiosOnlyWhereSupported)
 
 /// A job that reports its FLOPs per token once and then tokens, as gpumeter.progress() does.
 std::string token_job(TempDir& dir, double flops_per_token) {
-  return dir.write("job.py", "import time, gpumeter\n"
-                             "gpumeter.progress(flops_per_token=" + std::to_string(flops_per_token) + ")\n"
-                             "for i in range(1, 5):\n"
-                             "    time.sleep(0.6)\n"
-                             "    gpumeter.progress(step=i, total_steps=4, tokens=i * 2_000_000)\n");
+  return dir.write("job.py",
+                   "import time, gpumeter\n"
+                   "gpumeter.progress(flops_per_token=" +
+                       std::to_string(flops_per_token) +
+                       ")\n"
+                       "for i in range(1, 5):\n"
+                       "    time.sleep(0.6)\n"
+                       "    gpumeter.progress(step=i, total_steps=4, tokens=i * 2_000_000)\n");
 }
 
 std::map<std::string, std::string> run_env(TempDir& dir, const std::string& scenario) {
@@ -150,8 +158,8 @@ TEST(GpmCliIntegrationTest, RunMfuFromTheClientEqualsItsDefinition) {
   const auto env = run_env(dir, h200_job("python3", 98, R"({"sm_util": 93.5, "sm_occupancy": 16.8,
       "tensor_util": 86.3, "fp32_util": 0.0, "fp16_util": 0.0, "fp64_util": 0.0, "dram_bw_util": 21.5})"));
   // 1.5e7 FLOPs per token: 8e6 tokens in ~2.4 s is ~5 % of an H200's dense bf16 peak.
-  const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--", "python3",
-                               token_job(dir, 1.5e7)},
+  const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--",
+                               "python3", token_job(dir, 1.5e7)},
                               env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(read_file(dir.path() + "/r.json"));
@@ -181,8 +189,8 @@ TEST(GpmCliIntegrationTest, AnImpossibleMfuIsNotShownButExplained) {
   TempDir dir;
   const auto env = run_env(dir, h200_job("python3", 98, ""));
   // 1.5e10 FLOPs per token × 8e6 tokens in ~2.4 s would be ~50 times the H200's peak.
-  const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--", "python3",
-                               token_job(dir, 1.5e10)},
+  const auto r = run_gpumeter({"run", "--price", "3.5", "--json-report", dir.path() + "/r.json", "--",
+                               "python3", token_job(dir, 1.5e10)},
                               env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(read_file(dir.path() + "/r.json"));
@@ -195,28 +203,40 @@ TEST(GpmCliIntegrationTest, RunModelFlopsPerTokenIsThePlannersTrainingFigure) {
   GM_ASSERT_BUILT();
   TempDir dir;
   const auto env = run_env(dir, h200_job("python3", 98, ""));
-  const std::string job = dir.write("job.py", "import time, gpumeter\n"
-                                              "time.sleep(1.2)\n"
-                                              "gpumeter.progress(step=1, tokens=2000)\n"
-                                              "time.sleep(0.3)\n");
-  const auto r = run_gpumeter({"run", "--price", "3.5", "--model", "llama-3-8b", "--seq", "4096", "--json-report",
-                               dir.path() + "/r.json", "--", "python3", job},
+  const std::string job = dir.write("job.py",
+                                    "import time, gpumeter\n"
+                                    "time.sleep(1.2)\n"
+                                    "gpumeter.progress(step=1, tokens=2000)\n"
+                                    "time.sleep(0.3)\n");
+  const auto r = run_gpumeter({"run", "--price", "3.5", "--model", "llama-3-8b", "--seq", "4096",
+                               "--json-report", dir.path() + "/r.json", "--", "python3", job},
                               env);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(read_file(dir.path() + "/r.json"));
-  const auto planner = plan::training_flops_per_token("llama-3-8b", 4096);
-  ASSERT_TRUE(planner.ok()) << planner.error().message;
-  expect_mfu_is_its_definition(j, planner->flops);
+  const auto model = plan::find_model("llama-3-8b");
+  ASSERT_TRUE(model.ok()) << model.error().message;
+  expect_mfu_is_its_definition(j, plan::training_flops_per_token(*model, 4096));
   EXPECT_NE(j["mfu_basis"].get<std::string>().find("llama-3-8b"), std::string::npos) << j["mfu_basis"];
   // Without GPM the per-GPU values are null, never 0.
   for (const char* key : kGpmKeys) EXPECT_TRUE(j["gpus"][0][key].is_null()) << key;
+  // A Hugging Face config file, as `plan --model PATH` reads it (the H200's recorded Qwen2.5-0.5B).
+  const std::string config = source_dir() + "/tests/data/plan/hf_configs/qwen2.5-0.5b.json";
+  const auto hf = run_gpumeter({"run", "--price", "3.5", "--model", config, "--seq", "1024", "--json-report",
+                                dir.path() + "/hf.json", "--", "python3", job},
+                               env);
+  ASSERT_EQ(hf.exit_code, 0) << hf.err;
+  const json h = json::parse(read_file(dir.path() + "/hf.json"));
+  const auto qwen = plan::load_hf_config(config);
+  ASSERT_TRUE(qwen.ok()) << qwen.error().message;
+  expect_mfu_is_its_definition(h, plan::training_flops_per_token(*qwen, 1024));
   const auto bad = run_gpumeter({"run", "--model", "no-such-model", "--", "true"}, env);
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_NE(bad.err.find("no-such-model"), std::string::npos) << bad.err;
 }
 
 /// The kinds of a run's findings, after running `sleep 3` on a scenario with `gpm`.
-json run_findings_on(TempDir& dir, int util, const std::string& gpm, const std::vector<std::string>& extra = {}) {
+json run_findings_on(TempDir& dir, int util, const std::string& gpm,
+                     const std::vector<std::string>& extra = {}) {
   const auto env = run_env(dir, h200_job("sleep", util, gpm));
   std::vector<std::string> args = {"run", "--price", "3.5", "--json-report", dir.path() + "/r.json"};
   args.insert(args.end(), extra.begin(), extra.end());

@@ -47,9 +47,11 @@ class GpmFake {
   std::optional<Result<std::unique_ptr<GpuBackend>>> result_;
 };
 
-std::string h200(const std::string& timeline, const std::string& extra = "", const std::string& missing = "[]") {
+std::string h200(const std::string& timeline, const std::string& extra = "",
+                 const std::string& missing = "[]") {
   return R"({"missing_symbols": )" + missing + R"(, "devices": [{"name": "NVIDIA H200", "uuid": "GPU-h",
-    "memory_total_mib": 143771, "power_limit_w": 700)" + extra + R"(, "timeline": )" + timeline + "}]}";
+    "memory_total_mib": 143771, "power_limit_w": 700)" +
+         extra + R"(, "timeline": )" + timeline + "}]}";
 }
 
 // The H200's bf16 matrix product (docs: /work/shared/gpu-h200/README.md, GPM table; tests/data/gpm/).
@@ -76,7 +78,8 @@ TEST(GpmBackendTest, EveryMetricEqualsTheScenario) {
 
 TEST(GpmBackendTest, EachIntervalIsMeasuredFromTheSamplePairAroundIt) {
   GpmFake fake(h200(std::string(R"([{"t": 0, "util": 98, "gpm": )") + kBf16 + R"(},
-      {"t": 2, "util": 100, "gpm": )" + kFp32 + "}]"));
+      {"t": 2, "util": 100, "gpm": )" +
+                    kFp32 + "}]"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
   // The first sample was taken at open (t ≈ 0); the next one at t = 5: 2 s of bf16 and 3 s of fp32.
   fake.freeze(5);
@@ -109,12 +112,13 @@ TEST(GpmBackendTest, NoGpmInTheScenarioIsNullNeverZero) {
 }
 
 TEST(GpmBackendTest, MissingSymbolsAndMissingMetricsAreNull) {
-  GpmFake missing(h200(std::string(R"([{"t": 0, "util": 98, "gpm": )") + kBf16 + "}]", "",
-                       R"(["nvmlGpmMetricsGet"])"));
+  GpmFake missing(
+      h200(std::string(R"([{"t": 0, "util": 98, "gpm": )") + kBf16 + "}]", "", R"(["nvmlGpmMetricsGet"])"));
   ASSERT_TRUE(missing.result().ok()) << missing.result().error().message;
   EXPECT_FALSE(missing.backend().capabilities(0).gpm);
   bool named = false;
-  for (const auto& n : missing.backend().capabilities(0).notes) named = named || n.find("nvmlGpmMetricsGet") != std::string::npos;
+  for (const auto& n : missing.backend().capabilities(0).notes)
+    named = named || n.find("nvmlGpmMetricsGet") != std::string::npos;
   EXPECT_TRUE(named);
   EXPECT_FALSE(missing.backend().sample(0).gpm.any());
 

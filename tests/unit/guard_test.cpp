@@ -34,8 +34,8 @@ TEST(GuardProgressTest, FlopsPerTokenIsAPositiveNumberOfFlops) {
   ASSERT_TRUE(u.ok()) << u.error().message;
   EXPECT_DOUBLE_EQ(*u->flops_per_token, 4.8e10);
   EXPECT_FALSE(u->empty());  // a report of its own: the run's MFU basis
-  for (const char* bad : {R"({"flops_per_token": 0})", R"({"flops_per_token": -3})", R"({"flops_per_token": "1e9"})",
-                          R"({"flops_per_token": 1e30})"}) {
+  for (const char* bad : {R"({"flops_per_token": 0})", R"({"flops_per_token": -3})",
+                          R"({"flops_per_token": "1e9"})", R"({"flops_per_token": 1e30})"}) {
     auto r = parse_progress_message(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().message.find("flops_per_token"), std::string::npos) << r.error().message;

@@ -197,7 +197,8 @@ TEST_F(OwnerResolverTest, DockerSlurmUserAndBareProcess) {
 // Issue 37: on the H200, two training processes of one user were one owner `python3`. Outside a pod,
 // container, Slurm job or login unit each process group is a job of its own.
 TEST_F(OwnerResolverTest, TwoPython3JobsOfOneUserAreTwoOwners) {
-  auto add = [&](std::uint32_t pid, std::uint32_t pgrp, const std::string& cgroup, const std::string& cmdline) {
+  auto add = [&](std::uint32_t pid, std::uint32_t pgrp, const std::string& cgroup,
+                 const std::string& cmdline) {
     test::FakeProcess p;
     p.pid = pid;
     p.comm = "python3";

@@ -14,8 +14,9 @@ void add_run_mfu(RunReport& r, const Catalog* catalog);
 inline constexpr double kGpmTensorIdlePct = 5.0;  ///< fp32_math: tensor cores under this
 inline constexpr double kGpmFp32BusyPct = 25.0;   ///< fp32_math: FP32 pipes at least this
 inline constexpr double kGpmLowTensorPct = 20.0;  ///< low_tensor_activity: tensor cores under this
-inline constexpr double kGpmSmBusyPct = 50.0;     ///< low_tensor_activity: SMs at least this; memory_bound: under
-inline constexpr double kGpmDramHighPct = 50.0;   ///< memory_bound: DRAM bandwidth at least this
+inline constexpr double kGpmSmBusyPct =
+    50.0;  ///< low_tensor_activity: SMs at least this; memory_bound: under
+inline constexpr double kGpmDramHighPct = 50.0;  ///< memory_bound: DRAM bandwidth at least this
 
 /// Appends the findings from GPM activity (fp32_math, low_tensor_activity, memory_bound) and re-sorts them.
 void add_gpm_findings(RunReport& r, const Catalog* catalog);
