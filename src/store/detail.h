@@ -13,57 +13,23 @@
 namespace gm::store_detail {
 
 /// The run columns after `id`, in bind order (44). `user` is quoted: a reserved word in PostgreSQL.
-inline constexpr const char* kRunColumnNames[] = {"command",
-                                                  "\"user\"",
-                                                  "host",
-                                                  "labels_json",
-                                                  "start_unix_ms",
-                                                  "end_unix_ms",
-                                                  "status",
-                                                  "exit_code",
-                                                  "stopped_by",
-                                                  "price_micros_per_gpu_hour",
-                                                  "price_source",
-                                                  "provider",
-                                                  "region",
-                                                  "billing_granularity_s",
-                                                  "billing_minimum_s",
-                                                  "gpus_allocated_json",
-                                                  "gpus_used_json",
-                                                  "gpu_model",
-                                                  "budget_micros",
-                                                  "total_steps",
-                                                  "wall_ms",
-                                                  "billed_s",
-                                                  "cost_micros",
-                                                  "idle_cost_micros",
-                                                  "unused_gpu_cost_micros",
-                                                  "energy_j",
-                                                  "energy_method",
-                                                  "co2_kg",
-                                                  "carbon_source",
-                                                  "forecast_cost_usd",
-                                                  "meter_pid",
-                                                  "meter_host",
-                                                  "heartbeat_unix_ms",
-                                                  "steps",
-                                                  "samples_done",
-                                                  "tokens_done",
-                                                  "preempt_provider",
-                                                  "preempt_notice_unix_ms",
-                                                  "preempt_deadline_unix_ms",
-                                                  "last_checkpoint_ms",
-                                                  "lost_work_micros",
-                                                  "flops_per_token",
-                                                  "mfu_basis",
-                                                  "mfu_precision"};
+// clang-format off
+inline constexpr const char* kRunColumnNames[] = {
+    "command", "\"user\"", "host", "labels_json", "start_unix_ms", "end_unix_ms", "status", "exit_code",
+    "stopped_by", "price_micros_per_gpu_hour", "price_source", "provider", "region", "billing_granularity_s",
+    "billing_minimum_s", "gpus_allocated_json", "gpus_used_json", "gpu_model", "budget_micros", "total_steps",
+    "wall_ms", "billed_s", "cost_micros", "idle_cost_micros", "unused_gpu_cost_micros", "energy_j",
+    "energy_method", "co2_kg", "carbon_source", "forecast_cost_usd", "meter_pid", "meter_host",
+    "heartbeat_unix_ms", "steps", "samples_done", "tokens_done", "preempt_provider", "preempt_notice_unix_ms",
+    "preempt_deadline_unix_ms", "last_checkpoint_ms", "lost_work_micros", "flops_per_token", "mfu_basis",
+    "mfu_precision"};
+// clang-format on
 inline constexpr int kRunColumnCount = static_cast<int>(std::size(kRunColumnNames));
 
 /// The samples table's GPM columns, in GpmPct's field order (7).
 #define GM_GPM_COLUMNS                                                                    \
   "gpm_sm_active_pct, gpm_sm_occupancy_pct, gpm_tensor_active_pct, gpm_fp32_active_pct, " \
-  "gpm_fp16_active_pct, "                                                                 \
-  "gpm_fp64_active_pct, gpm_dram_bw_util_pct"
+  "gpm_fp16_active_pct, gpm_fp64_active_pct, gpm_dram_bw_util_pct"
 
 /// "id, command, \"user\", …" (with_id) or the columns after id.
 std::string run_columns(bool with_id);
