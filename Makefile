@@ -5,7 +5,8 @@ SAN_BUILD  ?= build-san
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build san asan test test-unit test-asan fuzz soak bench accuracy demo package image format tidy clean
+.PHONY: all setup build san asan test test-unit test-asan fuzz fuzz-check soak bench accuracy demo package image \
+        format tidy clean phase-build phase-tests phase-lint phase-san phase-test-asan phase-fuzz-check
 
 all: build
 
@@ -16,6 +17,9 @@ CONFIGURE = cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -D
             $(CMAKE_FLAGS)
 
 build: setup
+	@$(MAKE) --no-print-directory phase-build
+
+phase-build:
 	@$(CONFIGURE) -DGPUMETER_TESTS=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
@@ -25,6 +29,9 @@ build: setup
 # build (-Werror there); clang's extra ones are not fatal here.
 SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
 san: setup
+	@$(MAKE) --no-print-directory phase-san
+
+phase-san:
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter fake_nvml \
@@ -32,29 +39,57 @@ san: setup
 
 asan: san
 
-# Everything: unit, integration and gpu-labelled tests (gpu tests skip without a GPU), then the unit
-# tests and the agent fault tests (ASAN_INTEGRATION) again under ASan+UBSan, then the bounded fuzz run.
-test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE bench
-	@$(MAKE) --no-print-directory test-asan
-	@$(MAKE) --no-print-directory fuzz
+# Everything, phase by phase, each one timed (scripts/phases.sh prints the wall time of each and a summary):
+# set-up; the build; the checks of the source (lint: module layers, JSON access); unit, integration and
+# gpu-labelled tests (gpu tests skip without a GPU); the sanitized build; the unit tests and the agent fault
+# tests (ASAN_INTEGRATION) again under ASan+UBSan; the deterministic fuzz check. Stops at the first failure.
+test:
+	@scripts/phases.sh \
+	  "set-up"          "$(MAKE) --no-print-directory setup" \
+	  "build"           "$(MAKE) --no-print-directory phase-build" \
+	  "lint"            "$(MAKE) --no-print-directory phase-lint" \
+	  "tests"           "$(MAKE) --no-print-directory phase-tests" \
+	  "sanitizer build" "$(MAKE) --no-print-directory phase-san" \
+	  "sanitizer tests" "$(MAKE) --no-print-directory phase-test-asan" \
+	  "fuzz"            "$(MAKE) --no-print-directory phase-fuzz-check"
+
+phase-tests:
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE 'bench|lint'
+
+phase-lint:
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L lint
 
 test-unit: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 # Integration tests that run the sanitized binary: the agent under faults (lost GPU, hung calls, missing
-# symbols, process churn, TLS) must exit 0 on SIGTERM with no ASan/LSan/UBSan report.
-ASAN_INTEGRATION ?= ^Agent(Cli|Mig|PodResources|HttpRobustness)IntegrationTest\.
+# symbols, process churn, TLS, malformed answers of outside services) must exit 0 on SIGTERM with no
+# ASan/LSan/UBSan report.
+ASAN_INTEGRATION ?= ^Agent(Cli|Mig|PodResources|HttpRobustness|MalformedInput)IntegrationTest\.
 test-asan: san
+	@$(MAKE) --no-print-directory phase-test-asan
+
+phase-test-asan:
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -L unit
 	@cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) -R '$(ASAN_INTEGRATION)'
 
 # libFuzzer targets under fuzz/ (one per parser of outside input, see docs/reliability.md), built in the
-# sanitized build, each run for FUZZ_SECONDS, JOBS at a time (12 targets, 30 s, 2 cores: 3 minutes).
-# A crash, hang, sanitizer report or leak fails it. Longer: make fuzz FUZZ_SECONDS=600.
+# sanitized build, JOBS at a time; a crash, hang, sanitizer report or leak fails them.
+# `make fuzz`: random exploration, FUZZ_SECONDS per target (19 targets, 30 s, 2 cores: 5 minutes), growing
+# the build-local corpus $(SAN_BUILD)/corpus-<target>; longer: make fuzz FUZZ_SECONDS=600. A crash it finds
+# goes into fuzz/corpus/<target>/ with its fix (docs/reliability.md).
+# `make fuzz-check` (the fuzz phase of `make test`): deterministic, the checked-in corpus replayed, then a
+# fixed seed (FUZZ_SEED) for the fixed runs of fuzz/runs.txt: the same commit gives the same result.
 FUZZ_SECONDS ?= 30
+FUZZ_SEED ?= 1
 fuzz: san
-	@scripts/fuzz.sh $(SAN_BUILD) $(FUZZ_SECONDS) $(JOBS)
+	@scripts/fuzz.sh $(SAN_BUILD) explore $(JOBS) $(FUZZ_SECONDS)
+
+fuzz-check: san
+	@$(MAKE) --no-print-directory phase-fuzz-check
+
+phase-fuzz-check:
+	@FUZZ_SEED=$(FUZZ_SEED) scripts/fuzz.sh $(SAN_BUILD) check $(JOBS)
 
 # The agent soak for longer than the 60 s `make test` runs (AgentSoakIntegrationTest, docs/reliability.md).
 SOAK_SECONDS ?= 600

@@ -15,7 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (targets.error().message.rfind("kubelet: ", 0) != 0) std::abort();  // errors name the source
     return 0;
   }
-  for (const auto& t : *targets) {
+  if ((targets->malformed == 0) != targets->problem.empty()) std::abort();  // a skipped pod is named
+  for (const auto& t : targets->targets) {
     if (t.owner.empty()) std::abort();
     // A URL built from annotations either parses as an endpoint or is skipped by the discovery; never UB.
     (void)gm::serving::parse_inference_endpoint(t.url + ",owner=" + t.owner, "annotation");

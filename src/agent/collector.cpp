@@ -67,6 +67,7 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
     d.proc_root = options_.proc_root;
     d.kubelet_pods_url = options_.kubelet_pods_url;
     d.kubelet_token_file = options_.kubelet_token_file;
+    d.kubelet_every_ms = options_.kubelet_pods_every_ms;
     d.timeout_ms = scrape_timeout_ms_;
     d.note = options_.discovery_note;
     discovery_ = std::make_unique<serving::EndpointDiscovery>(d);
@@ -204,6 +205,8 @@ void Collector::collect_once() {
     self_.pod_resources_up = pod_resources_->up();
     self_.pod_resources_errors = pod_resources_->errors();
   }
+  if (discovery_ && !options_.kubelet_pods_url.empty())
+    self_.kubelet_pods_errors = discovery_->kubelet_errors();
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     DeviceView& d = devices_[i];
     DeviceSample& s = samples[i];

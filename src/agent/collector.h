@@ -50,6 +50,7 @@ struct AgentOptions {
   bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
   std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
   std::string kubelet_token_file;            ///< --kubelet-token-file
+  std::int64_t kubelet_pods_every_ms = 30'000;  ///< --kubelet-pods-every
   /// What discovery learnt besides endpoints (a server that serves no metrics, and why), for the log; called
   /// on the discovery thread. May be empty.
   std::function<void(const std::string&)> discovery_note;
@@ -128,6 +129,8 @@ struct SelfStats {
   std::int64_t started_unix_ms = 0;
   std::optional<bool> pod_resources_up;    ///< nullopt: pod-resources socket disabled (series omitted)
   std::uint64_t pod_resources_errors = 0;  ///< failed asks of the kubelet pod-resources socket
+  std::optional<std::uint64_t>
+      kubelet_pods_errors;  ///< failed asks / malformed answers of --kubelet-pods-url
 };
 
 /// The node guard's state (autostop, node and owner budgets, preemption notices) as the agent exports it;

@@ -375,6 +375,12 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
          "Failed asks of the kubelet pod-resources socket (a missing socket is not counted).");
     f.out += fmt::format("gpumeter_agent_pod_resources_errors_total {}\n", self.pod_resources_errors);
   }
+  if (self.kubelet_pods_errors) {
+    head("gpumeter_agent_kubelet_pods_errors_total", "counter",
+         "Failed asks of --kubelet-pods-url and malformed answers (not a PodList, or pods with parts of the "
+         "wrong JSON type).");
+    f.out += fmt::format("gpumeter_agent_kubelet_pods_errors_total {}\n", *self.kubelet_pods_errors);
+  }
   return f.out;
 }
 

@@ -82,7 +82,7 @@ int cmd_agent(int argc, char** argv) {
   app.add_option("--inference-window", inference_window,
                  "window of the live $ per 1M tokens and $ per 1k requests (default 60s)");
   bool inference_discover = false;
-  std::string kubelet_pods_url, kubelet_token_file;
+  std::string kubelet_pods_url, kubelet_token_file, kubelet_pods_every = "30s";
   app.add_flag(
       "--inference-discover", inference_discover,
       "find serving engines without --inference-endpoint: the TCP ports GPU processes listen on are "
@@ -91,6 +91,8 @@ int cmd_agent(int argc, char** argv) {
                  "the kubelet's /pods endpoint (e.g. http://127.0.0.1:10255/pods): pods announcing "
                  "prometheus.io/port are probed (with --inference-discover)");
   app.add_option("--kubelet-token-file", kubelet_token_file, "bearer token file for --kubelet-pods-url");
+  app.add_option("--kubelet-pods-every", kubelet_pods_every,
+                 "how often --kubelet-pods-url is asked (default 30s, at least 1s)");
   app.add_flag("--once", once, "sample twice one interval apart, print the exposition and exit");
   NodeGuardFlags node_flags;
   add_node_guard_flags(app, node_flags);
@@ -120,6 +122,10 @@ int cmd_agent(int argc, char** argv) {
       return fail("agent", more.error());
     else endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
   }
+  auto kubelet_every_ms = parse_duration_ms(kubelet_pods_every);
+  if (!kubelet_every_ms || *kubelet_every_ms < 1000)
+    return fail("agent", make_error(ErrorKind::usage, "--kubelet-pods-every '" + kubelet_pods_every +
+                                                          "': expected a duration of at least 1s"));
   auto window_ms = parse_duration_ms(inference_window);
   if (!window_ms || *window_ms < 1000)
     return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +
@@ -155,6 +161,7 @@ int cmd_agent(int argc, char** argv) {
   opts.inference_discover = inference_discover;
   opts.kubelet_pods_url = kubelet_pods_url;
   opts.kubelet_token_file = kubelet_token_file;
+  opts.kubelet_pods_every_ms = *kubelet_every_ms;
   opts.discovery_note = [](const std::string& note) {
     std::fprintf(stderr, "gpumeter agent: note: %s\n", note.c_str());
   };

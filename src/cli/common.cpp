@@ -27,7 +27,7 @@ const char* group_of(const std::string& name) {
         "--total-steps"}},
       {"Serving engines",
        {"--inference-endpoint", "--inference-window", "--inference-discover", "--kubelet-pods-url",
-        "--kubelet-token-file"}},
+        "--kubelet-token-file", "--kubelet-pods-every"}},
       {"Owners on this node",
        {"--proc-root", "--pod-log-root", "--container-log-root", "--pod-resources-socket", "--slurm-conf",
         "--slurm-job-expiry", "--max-owners"}},

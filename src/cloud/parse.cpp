@@ -6,9 +6,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "cloud/cloud.h"
+#include "util/json_in.h"
 
 namespace gm {
 namespace {
@@ -52,17 +52,15 @@ std::optional<std::int64_t> to_unix_ms(int year, int month, int day, int hour, i
 }
 
 /// The body as a JSON object, or an error naming what it is about.
-Result<nlohmann::json> json_object(std::string_view body, std::string_view what) {
-  auto j = nlohmann::json::parse(body.begin(), body.end(), nullptr, false);
-  if (j.is_discarded() || !j.is_object())
+Result<nlohmann::json> metadata_object(std::string_view body, std::string_view what) {
+  auto j = json_parse(body, what);
+  if (!j || !j->is_object())
     return make_error(fmt::format("{}: not a JSON object: '{}'", what, std::string(body.substr(0, 80))));
   return j;
 }
 
 std::optional<std::string> string_field(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return std::nullopt;
-  return it->get<std::string>();
+  return json_string(j, key);
 }
 
 }  // namespace
@@ -195,7 +193,7 @@ std::string format_iso8601(std::int64_t unix_ms) {
 }
 
 Result<CloudNotice> parse_aws_instance_action(std::string_view body) {
-  GM_TRY(auto j, json_object(body, "AWS spot/instance-action"));
+  GM_TRY(auto j, metadata_object(body, "AWS spot/instance-action"));
   auto action = string_field(j, "action");
   auto time = string_field(j, "time");
   if (!action || (*action != "terminate" && *action != "stop" && *action != "hibernate"))
@@ -214,7 +212,7 @@ Result<CloudNotice> parse_aws_instance_action(std::string_view body) {
 }
 
 Result<CloudNotice> parse_aws_rebalance(std::string_view body) {
-  GM_TRY(auto j, json_object(body, "AWS events/recommendations/rebalance"));
+  GM_TRY(auto j, metadata_object(body, "AWS events/recommendations/rebalance"));
   auto time = string_field(j, "noticeTime");
   if (!time) return make_error("AWS events/recommendations/rebalance: no 'noticeTime'");
   auto at = parse_iso8601_ms(*time);
@@ -257,9 +255,9 @@ Result<std::optional<CloudNotice>> parse_gcp_maintenance(std::string_view body) 
 
 Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view body,
                                                               const std::optional<std::string>& vm_name) {
-  GM_TRY(auto j, json_object(body, "Azure scheduledevents"));
-  auto events = j.find("Events");
-  if (events == j.end() || !events->is_array()) return make_error("Azure scheduledevents: no 'Events' array");
+  GM_TRY(auto j, metadata_object(body, "Azure scheduledevents"));
+  const nlohmann::json* events = json_array(j, "Events");
+  if (!events) return make_error("Azure scheduledevents: no 'Events' array");
   std::vector<CloudNotice> out;
   for (const auto& e : *events) {
     if (!e.is_object()) return make_error("Azure scheduledevents: an event is not an object");
@@ -268,11 +266,11 @@ Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view b
     if (!type || !id) return make_error("Azure scheduledevents: an event without EventType or EventId");
     if (auto status = string_field(e, "EventStatus"); status && *status == "Canceled") continue;
     if (vm_name) {
-      auto res = e.find("Resources");
-      bool ours = res == e.end() || !res->is_array() || res->empty();
-      if (res != e.end() && res->is_array())
+      const nlohmann::json* res = json_array(e, "Resources");
+      bool ours = !res || res->empty();
+      if (res)
         for (const auto& r : *res)
-          if (r.is_string() && r.get<std::string>() == *vm_name) ours = true;
+          if (json_string(&r) == *vm_name) ours = true;
       if (!ours) continue;
     }
     CloudNotice n;

@@ -15,7 +15,7 @@ std::optional<double> live_mfu(const RunRecord& run, const std::optional<Progres
                                const std::vector<GpuUsage>& gpus, std::optional<double> peak_tflops,
                                std::size_t allocated, double elapsed_s) {
   if (!latest || !latest->tokens || !run.flops_per_token || !peak_tflops) return std::nullopt;
-  const auto first = first_work_ms(gpus);
+  const auto first = earliest_busy_ms(gpus);
   if (!first) return std::nullopt;
   const auto mfu =
       model_flops_utilization(static_cast<double>(*latest->tokens), *run.flops_per_token, *peak_tflops,

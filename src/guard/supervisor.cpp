@@ -87,6 +87,8 @@ struct Supervisor::Impl {
   std::map<std::pair<std::int64_t, unsigned>, RollupRecord> rollups;
   std::set<std::pair<std::int64_t, unsigned>> dirty_rollups;
   std::optional<ProgressRecord> latest_progress;
+  bool first_step_stored = false;  ///< the first point with a step past 0 is pending or stored
+  bool keep_pending_back = false;  ///< the last pending point is that first step: not to be replaced
   std::optional<Forecast> forecast;
   std::optional<std::string> progress_note;  ///< why the progress is ambiguous, for the status line
   bool nesting_revised = false;  ///< the nesting changed and the status line has not shown a new forecast
@@ -207,11 +209,16 @@ struct Supervisor::Impl {
     for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
     p.cost_micros = spent(now_ns, true);
     latest_progress = p;
-    // At most one stored point per second per source burst: replace a pending point of the same second.
-    if (!pending_progress.empty() && pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
+    // At most one stored point per second per source burst: replace a pending point of the same second,
+    // except the job's first step, kept at its own time (it can end the start-up, docs/run.md "Report").
+    const bool first_step = p.step && *p.step > 0 && !first_step_stored;
+    if (!first_step && !pending_progress.empty() && !keep_pending_back &&
+        pending_progress.back().t_ms / 1000 == p.t_ms / 1000)
       pending_progress.back() = p;
     else
       pending_progress.push_back(p);
+    keep_pending_back = first_step;
+    first_step_stored = first_step_stored || first_step;
   }
 
   void notify(const GuardEvent& e) {

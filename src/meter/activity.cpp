@@ -46,10 +46,10 @@ std::optional<double> model_flops_utilization(double tokens, double flops_per_to
   return tokens * flops_per_token / (peak_tflops_per_gpu * 1e12 * static_cast<double>(gpus) * seconds);
 }
 
-std::optional<std::int64_t> first_work_ms(const std::vector<GpuUsage>& gpus) {
+std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus) {
   std::optional<std::int64_t> first;
   for (const auto& g : gpus)
-    if (g.first_work_ms) first = std::min(first.value_or(*g.first_work_ms), *g.first_work_ms);
+    if (g.first_busy_ms) first = std::min(first.value_or(*g.first_busy_ms), *g.first_busy_ms);
   return first;
 }
 

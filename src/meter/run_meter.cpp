@@ -112,8 +112,9 @@ std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std
     for (const auto& p : s.processes)
       if (job_pids.count(p.pid)) r.job_present = true;
     if (r.job_present) u.used = true;
-    if (!u.first_work_ms && (r.job_present || (r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)))
-      u.first_work_ms = (last_ns_ - start_ns_) / 1'000'000;
+    if (!u.first_busy_ms && r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)
+      u.first_busy_ms = (last_ns_ - start_ns_) / 1'000'000;
+    if (!u.first_process_ms && r.job_present) u.first_process_ms = (last_ns_ - start_ns_) / 1'000'000;
     ++u.samples;
     r.gpm = gpm_record(s.gpm);
     u.activity.add(r.gpm, r.utilization_pct ? *r.utilization_pct >= kIdleUtilPct : r.job_present);
@@ -196,8 +197,8 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& sa
     u.energy_j += s.energy_j;
     u.cost_micros += s.cost_micros;
     if (s.job_present) u.used = true;
-    if (!u.first_work_ms && (s.job_present || (s.utilization_pct && *s.utilization_pct >= kIdleUtilPct)))
-      u.first_work_ms = prev;
+    if (!u.first_busy_ms && s.utilization_pct && *s.utilization_pct >= kIdleUtilPct) u.first_busy_ms = prev;
+    if (!u.first_process_ms && s.job_present) u.first_process_ms = prev;
     u.activity.add(s.gpm, s.utilization_pct ? *s.utilization_pct >= kIdleUtilPct : s.job_present);
     if (s.utilization_pct) {
       usum[s.gpu_index] += *s.utilization_pct;

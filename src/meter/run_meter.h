@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu/gpu.h"
@@ -59,9 +60,12 @@ struct GpuUsage {
   std::int64_t idle_stretch_ms = 0;
   std::int64_t idle_stretch_intervals = 0;
   MicroUsd idle_stretch_cost_micros = 0;
-  /// When the GPU first did work (utilization >= kIdleUtilPct or a process of the job on it), in ms since
-  /// the run's start: the start of the first interval that showed it. nullopt: it never did.
-  std::optional<std::int64_t> first_work_ms;
+  /// When the GPU first did work (utilization >= kIdleUtilPct), in ms since the run's start: the start of the
+  /// first interval that showed it. nullopt: it never did. (The run's start-up counts it on used GPUs only.)
+  std::optional<std::int64_t> first_busy_ms;
+  /// When a process of the job first appeared on it (a CUDA context, not yet work), in ms since the run's
+  /// start: the start of the first interval that showed it. nullopt: never.
+  std::optional<std::int64_t> first_process_ms;
   ActivityMean activity;  ///< GPM activity while working
 };
 
@@ -69,8 +73,8 @@ struct GpuUsage {
 /// seconds); nullopt when a figure is missing or not positive (docs/run.md "MFU").
 std::optional<double> model_flops_utilization(double tokens, double flops_per_token,
                                               double peak_tflops_per_gpu, std::size_t gpus, double seconds);
-/// When the run's GPUs first worked (ms since its start): the earliest first_work_ms; nullopt: never.
-std::optional<std::int64_t> first_work_ms(const std::vector<GpuUsage>& gpus);
+/// When the run's GPUs first worked (ms since its start): the earliest first_busy_ms; nullopt: never.
+std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus);
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).
 std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);
@@ -123,47 +127,75 @@ class RunMeter {
 /// A forecast of the run's total cost.
 struct Forecast {
   double total_usd = 0;    ///< spent + remaining_s × burn rate
-  double low_usd = 0;      ///< with the fast end of recent step times (10th percentile)
+  double low_usd = 0;      ///< with the fast end of the pace (10th percentile of the pair slopes)
   double high_usd = 0;     ///< with the slow end (90th percentile)
   double remaining_s = 0;  ///< median estimate
-  double s_per_step = 0;   ///< median over the window
+  double s_per_step = 0;   ///< the job's pace: median slope of time against step over the window
   std::int64_t step = 0;
   std::int64_t total_steps = 0;
 };
 
-/// Robust seconds-per-step over recent steps. The first reported interval (start-up, compilation,
-/// data-loader warm-up) and every interval ending within the first 2 % of the steps are excluded; the
-/// estimate is the median of per-step times over the last kWindow intervals (each interval weighted by its
-/// step count); the interval comes from their 10th and 90th percentiles, its low end less the median time
-/// between reports (the step shown lags the real one), and is at least ±kMinSpread of the remaining time.
-/// Reports less than kMinIntervalS apart are merged. It never reaches below the spend, and with steps left
-/// its high end is above it. No forecast until kMinIntervals usable intervals exist, when the total is
-/// unknown, or when steps are left but no time per step was measured.
+/// The job's pace and the forecast of its end from its progress reports (docs/run.md "Forecast").
+/// Progress may arrive in bursts (the CPU runs ahead of the GPU and waits at a synchronisation every k
+/// steps): the pace is a Theil–Sen slope of time against step over a window of recent reports that spans
+/// several bursts (at least kMinWindowS and kWindowGaps × the gap scale, the time-weighted 95th percentile
+/// of the recent gaps between reports), from pairs of reports at least half the window apart (when the
+/// reports come in bursts, from the first report of each burst only, over at least kMinHeads of them, once
+/// there are three); the interval comes from the 10th and 90th percentiles of those slopes and from the
+/// spread of the reports about the fitted line, and is at least ±kMinSpread of the remaining time. The first
+/// interval (start-up, compilation, autotuning) and the first 2 % of the steps are excluded. It never reaches
+/// below the spend, and with steps left its high end is above it. No forecast until kMinIntervals usable
+/// intervals exist and the usable reports span kMinSpanGaps gap scales, when the total is unknown, or when no
+/// time per step was measured.
 class Forecaster {
  public:
-  static constexpr std::size_t kWindow = 64;
   static constexpr std::size_t kMinIntervals = 3;
-  /// Reports closer together than this (read in one burst) are merged into one interval.
+  /// Reports closer together than this (read in one burst) count as one interval for kMinIntervals.
   static constexpr double kMinIntervalS = 0.05;
   /// The interval is at least this fraction of the remaining time either side of the median estimate.
   static constexpr double kMinSpread = 0.05;
+  /// The pace window spans at least this much time...
+  static constexpr double kMinWindowS = 3.0;
+  /// ...and at least this many gap scales (so it holds several bursts).
+  static constexpr double kWindowGaps = 8.0;
+  /// With bursts, the window holds at least this many burst heads (three whole bursts).
+  static constexpr std::size_t kMinHeads = 4;
+  /// No forecast before the usable reports span this many gap scales (two bursts).
+  static constexpr double kMinSpanGaps = 2.0;
+  /// Reports kept (older ones are thinned by half when full) and used per estimate.
+  static constexpr std::size_t kMaxPoints = 4096;
+  static constexpr std::size_t kMaxFitPoints = 256;
+  /// Gaps between reports kept for the gap scale.
+  static constexpr std::size_t kMaxGaps = 1024;
 
   /// Records that `step` was reached at `t_s` seconds since the run's start (`total_steps` when known).
   void add(double t_s, std::int64_t step, std::optional<std::int64_t> total_steps);
   /// Forecast at `now_s` with `spent_usd` so far and the burn rate; nullopt when not enough progress.
   std::optional<Forecast> forecast(double now_s, double spent_usd, double burn_usd_per_s) const;
-  /// Usable intervals so far.
-  std::size_t intervals() const { return per_step_s_.size(); }
+  /// The job's pace now (seconds per step, median), as forecast() uses it; nullopt while it has none.
+  std::optional<double> s_per_step() const;
+  /// Usable intervals so far (reports at least kMinIntervalS apart, after the warm-up).
+  std::size_t intervals() const { return intervals_; }
   std::optional<std::int64_t> last_step() const { return last_step_; }
   std::optional<std::int64_t> total_steps() const { return total_; }
 
  private:
-  struct Interval {
-    double s_per_step;
-    std::int64_t steps;
+  struct Point {
+    double t_s;
+    std::int64_t step;
+    double gap_s;  // since the report before it
   };
-  std::vector<Interval> per_step_s_;  // window, oldest first
-  std::vector<double> report_s_;      // seconds between progress reports, window
+  struct Pace {
+    double mid, low, high;  // seconds per step
+    double gap_s;           // the gap scale
+    std::vector<Point> window;
+  };
+  std::optional<Pace> pace() const;
+  double gap_scale_s(double since_s) const;
+
+  std::vector<Point> points_;                      // usable reports (after the warm-up), oldest first
+  std::vector<std::pair<double, double>> gaps_s_;  // (seconds since the report before, at), newest last
+  std::size_t intervals_ = 0;
   std::optional<double> last_t_s_;
   std::optional<std::int64_t> last_step_;
   std::optional<double> base_t_s_;  // where the next interval starts

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "plan/plan.h"
+#include "util/json_in.h"
 #include "util/units.h"
 
 namespace gm::plan {
@@ -39,7 +40,7 @@ class Fields {
     if (it->is_boolean() || !it->is_number())
       return make_error(ErrorKind::usage,
                         fmt::format("{}: '{}' must be a number, not {}", origin_, key, it->dump()));
-    const double v = it->get<double>();
+    const double v = json_number(&*it).value_or(-1);
     if (!(v >= 0) || v > 1e15)
       return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a non-negative number, not {}",
                                                       origin_, key, it->dump()));
@@ -71,11 +72,10 @@ class Fields {
     if (!it->is_boolean())
       return make_error(ErrorKind::usage,
                         fmt::format("{}: '{}' must be true or false, not {}", origin_, key, it->dump()));
-    return it->get<bool>();
+    return json_bool(&*it).value_or(fallback);
   }
   std::string text_or(const char* key, std::string fallback) const {
-    auto it = cfg_.find(key);
-    return it != cfg_.end() && it->is_string() ? it->get<std::string>() : fallback;
+    return json_string(cfg_, key).value_or(std::move(fallback));
   }
   /// Length of an array field (absent: 0).
   std::size_t array_size(const char* key) const {
@@ -225,12 +225,12 @@ Result<ModelSpec> parse_hf_config(std::string_view text, std::string_view origin
                       fmt::format("{}: not a JSON object (a Hugging Face config.json)", origin));
   const json* cfg = &root;
   std::string type;
-  if (auto it = root.find("model_type"); it != root.end() && it->is_string()) type = it->get<std::string>();
+  if (auto t = json_string(root, "model_type")) type = *t;
   // Multimodal wrappers (Gemma 3, Mistral 3) keep the language model's fields in text_config.
   if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
     cfg = &*tc;
-    if (auto it = tc->find("model_type"); it != tc->end() && it->is_string())
-      type = it->get<std::string>();
+    if (auto t = json_string(*tc, "model_type"))
+      type = *t;
     else if (type == "gemma3")
       type = "gemma3_text";
   }

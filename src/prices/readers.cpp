@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 
+#include "util/json_in.h"
 #include "util/units.h"
 
 namespace gm::prices::detail {
@@ -20,9 +20,7 @@ bool ends_with(std::string_view s, std::string_view tail) {
 }
 
 std::string str(const nlohmann::json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return {};
-  return it->get<std::string>();
+  return json_string(j, key).value_or("");
 }
 
 // A JSON value that should be a price: numbers are read through their shortest decimal text (the text the
@@ -35,10 +33,10 @@ void read_price(const nlohmann::json* v, std::optional<NanoUsd>& nanos, std::str
   if (v->is_number_integer() || v->is_number_unsigned()) {
     text = v->dump();
   } else if (v->is_number_float()) {
-    const double d = v->get<double>();
-    text = std::isfinite(d) ? fmt::format("{}", d) : "NaN";
-  } else if (v->is_string()) {
-    text = v->get<std::string>();
+    const auto d = json_number(v);
+    text = d ? fmt::format("{}", *d) : "NaN";
+  } else if (auto s = json_string(v)) {
+    text = std::move(*s);
   } else {
     text = v->dump();
     return;
@@ -46,8 +44,10 @@ void read_price(const nlohmann::json* v, std::optional<NanoUsd>& nanos, std::str
   nanos = parse_decimal_nanos(text);
 }
 
+/// `text` as JSON; a discarded value when it is not.
 nlohmann::json parse_json(std::string_view text) {
-  return nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
+  auto j = json_parse(text, "");
+  return j ? std::move(*j) : nlohmann::json(nlohmann::json::value_t::discarded);
 }
 
 }  // namespace
@@ -89,11 +89,12 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
-  if (!j.is_object() || !j.contains("Items") || !j["Items"].is_array())
+  const nlohmann::json* items = json_array(j, "Items");
+  if (!items)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no Items array: not an Azure Retail Prices page", origin));
   AzurePage page;
-  for (const auto& item : j["Items"]) {
+  for (const auto& item : *items) {
     ++page.items;
     if (!item.is_object()) {
       ++page.filtered;
@@ -121,13 +122,10 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
       ++page.filtered;
       continue;
     }
-    const auto it = item.find("retailPrice");
-    read_price(it == item.end() ? nullptr : &*it, p.nanos, p.text);
+    read_price(json_member(item, "retailPrice"), p.nanos, p.text);
     page.prices.push_back(std::move(p));
   }
-  if (const auto it = j.find("NextPageLink");
-      it != j.end() && it->is_string() && !it->get<std::string>().empty())
-    page.next_link = it->get<std::string>();
+  if (auto next = json_string(j, "NextPageLink"); next && !next->empty()) page.next_link = std::move(*next);
   return page;
 }
 
@@ -301,47 +299,49 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
-  if (!j.is_object() || !j.contains("skus") || !j["skus"].is_array())
+  const nlohmann::json* skus = json_array(j, "skus");
+  if (!skus)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no skus array: not a Cloud Billing Catalog page", origin));
   GcpPage page;
-  for (const auto& s : j["skus"]) {
+  for (const auto& s : *skus) {
     if (!s.is_object()) continue;
     GcpSku sku;
     sku.description = str(s, "description");
-    if (const auto c = s.find("category"); c != s.end() && c->is_object()) {
+    if (const nlohmann::json* c = json_object(s, "category")) {
       sku.resource_group = str(*c, "resourceGroup");
       sku.usage_type = str(*c, "usageType");
     }
-    if (const auto r = s.find("serviceRegions"); r != s.end() && r->is_array())
+    if (const nlohmann::json* r = json_array(s, "serviceRegions"))
       for (const auto& region : *r)
-        if (region.is_string()) sku.regions.push_back(region.get<std::string>());
+        if (auto name = json_string(&region)) sku.regions.push_back(std::move(*name));
     sku.text = "(missing)";
-    const auto pi = s.find("pricingInfo");
-    if (pi != s.end() && pi->is_array() && !pi->empty() && (*pi)[0].is_object()) {
-      const auto& expr = (*pi)[0].value("pricingExpression", nlohmann::json::object());
-      if (expr.is_object()) {
-        sku.usage_unit = str(expr, "usageUnit");
-        const auto tiers = expr.find("tieredRates");
-        if (tiers != expr.end() && tiers->is_array() && !tiers->empty() && tiers->back().is_object()) {
+    const nlohmann::json* pi = json_array(s, "pricingInfo");
+    const nlohmann::json* first = pi ? json_object(json_element(*pi, 0)) : nullptr;
+    if (first) {
+      if (const nlohmann::json* expr = json_object(*first, "pricingExpression")) {
+        sku.usage_unit = str(*expr, "usageUnit");
+        const nlohmann::json* tiers = json_array(*expr, "tieredRates");
+        const nlohmann::json* last =
+            tiers && !tiers->empty() ? json_object(json_element(*tiers, tiers->size() - 1)) : nullptr;
+        if (last) {
           // The last tier is the rate past any free amount (GPUs and cores have one tier).
-          const auto price = tiers->back().find("unitPrice");
-          if (price != tiers->back().end() && price->is_object()) {
+          if (const nlohmann::json* price = json_object(*last, "unitPrice")) {
             std::optional<NanoUsd> units;
             std::string units_text = "0";
-            if (const auto u = price->find("units"); u != price->end())
-              read_price(&*u, units, units_text);
+            if (const nlohmann::json* u = json_member(*price, "units"))
+              read_price(u, units, units_text);
             else
               units = 0;
             std::int64_t nanos = 0;
             bool nanos_ok = true;
-            if (const auto n = price->find("nanos"); n != price->end()) {
-              nanos_ok = n->is_number_integer() && n->get<std::int64_t>() > -1'000'000'000 &&
-                         n->get<std::int64_t>() < 1'000'000'000;
-              if (nanos_ok) nanos = n->get<std::int64_t>();
+            const nlohmann::json* n = json_member(*price, "nanos");
+            if (n) {
+              const auto v = json_int(n);
+              nanos_ok = v && *v > -1'000'000'000 && *v < 1'000'000'000;
+              if (nanos_ok) nanos = *v;
             }
-            sku.text = fmt::format("units {} nanos {}", units_text,
-                                   price->contains("nanos") ? (*price)["nanos"].dump() : "0");
+            sku.text = fmt::format("units {} nanos {}", units_text, n ? n->dump() : "0");
             // units is a whole number of dollars; parse_decimal_nanos gave it as nanos already.
             if (units && nanos_ok && *units % 1'000'000'000 == 0) sku.nanos = *units + nanos;
           }
@@ -362,21 +362,20 @@ Result<std::vector<LambdaType>> read_lambda_types(std::string_view json, std::st
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not complete JSON ({} bytes): truncated or malformed", origin, json.size()));
-  if (!j.is_object() || !j.contains("data") || !j["data"].is_object())
+  const nlohmann::json* data = json_object(j, "data");
+  if (!data)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no data object: not Lambda's instance-types answer", origin));
   std::vector<LambdaType> out;
-  for (const auto& [key, entry] : j["data"].items()) {
-    if (!entry.is_object()) continue;
-    const auto it = entry.find("instance_type");
-    if (it == entry.end() || !it->is_object()) continue;
+  for (const auto& [key, entry] : data->items()) {
+    const nlohmann::json* it = json_object(entry, "instance_type");
+    if (!it) continue;
     LambdaType t;
     t.name = str(*it, "name");
     if (t.name.empty()) t.name = key;
     t.gpu_description = str(*it, "gpu_description");
-    const auto cents = it->find("price_cents_per_hour");
     std::optional<NanoUsd> c;
-    read_price(cents == it->end() ? nullptr : &*cents, c, t.text);
+    read_price(json_member(*it, "price_cents_per_hour"), c, t.text);
     // Whole cents only; 1 cent = 10'000'000 nano-dollars.
     if (c && *c % 1'000'000'000 == 0 && *c / 1'000'000'000 < 100'000'000) t.nanos = *c / 100;
     if (!t.text.empty() && t.text != "(missing)") t.text += " cents";

@@ -7,9 +7,9 @@
 #include <charconv>
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "util/http_error.h"
+#include "util/json_in.h"
 
 namespace gm {
 
@@ -26,35 +26,44 @@ struct Sample {
 Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const std::string& url,
                                          const std::string& promql) {
   const std::string where = "--prometheus " + url;
-  const json j = json::parse(answer.body, nullptr, false);
-  if (j.is_discarded() || !j.is_object())
+  const auto parsed = json_parse(answer.body, where);
+  if (!parsed || !parsed->is_object())
     return make_error(ErrorKind::unavailable, where + ": HTTP " + std::to_string(answer.http_status) +
                                                   ", not a Prometheus API answer");
-  const auto status = j.find("status");
-  if (status == j.end() || !status->is_string() || *status != "success") {
-    const auto e = j.find("error");
+  const json& j = *parsed;
+  if (json_string(j, "status") != "success")
     return make_error(ErrorKind::unavailable,
-                      where + ": query '" + promql +
-                          "' failed: " + (e != j.end() && e->is_string() ? e->get<std::string>() : "?"));
-  }
+                      where + ": query '" + promql + "' failed: " + json_string(j, "error").value_or("?"));
+  auto unexpected = [&](const std::string& what) {
+    return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + what);
+  };
+  const json* data = json_object(j, "data");
+  if (!data) return unexpected(JsonPath("data").wrong_type("an object", json_member(j, "data")));
+  if (json_string(*data, "resultType") != "vector") return unexpected("resultType is not \"vector\"");
+  const json* result = json_array(*data, "result");
+  if (!result)
+    return unexpected(JsonPath("data.result").wrong_type("an array", json_member(*data, "result")));
   std::vector<Sample> out;
-  try {
-    const json& data = j.at("data");
-    if (data.at("resultType") != "vector")
-      return make_error(ErrorKind::unavailable, where + ": unexpected answer: resultType is not \"vector\"");
-    for (const auto& r : data.at("result")) {
-      Sample s;
-      for (const auto& [k, v] : r.at("metric").items()) s.labels[k] = v.get<std::string>();
-      const std::string text = r.at("value").at(1).get<std::string>();
-      const char* end = text.data() + text.size();
-      const auto [p, ec] = std::from_chars(text.data(), end, s.value);
-      if (ec != std::errc() || p != end || !std::isfinite(s.value))
-        return make_error(ErrorKind::unavailable, where + ": unexpected answer: value '" +
-                                                      text.substr(0, 40) + "' is not a finite number");
-      out.push_back(std::move(s));
+  for (std::size_t i = 0; i < result->size(); ++i) {
+    const json& r = (*result)[i];
+    const JsonPath at = JsonPath("data.result") / i;
+    Sample s;
+    const json* metric = json_object(r, "metric");
+    if (!metric) return unexpected((at / "metric").wrong_type("an object", json_member(r, "metric")));
+    for (const auto& [k, v] : metric->items()) {
+      auto label = json_string(&v);
+      if (!label) return unexpected((at / "metric" / k).wrong_type("a string", &v));
+      s.labels[k] = std::move(*label);
     }
-  } catch (const std::exception& e) {
-    return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + e.what());
+    const json* pair = json_array(r, "value");
+    const json* value = pair ? json_element(*pair, 1) : nullptr;
+    const auto text = json_string(value);
+    if (!text) return unexpected((at / "value" / std::size_t{1}).wrong_type("a string", value));
+    const char* end = text->data() + text->size();
+    const auto [p, ec] = std::from_chars(text->data(), end, s.value);
+    if (ec != std::errc() || p != end || !std::isfinite(s.value))
+      return unexpected("value '" + text->substr(0, 40) + "' is not a finite number");
+    out.push_back(std::move(s));
   }
   return out;
 }

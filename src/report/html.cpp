@@ -83,7 +83,7 @@ std::optional<Startup> startup_of(const RunHtmlInput& in) {
     if (p.total_steps) total = p.total_steps;
   }
   if (!total) total = in.run.total_steps;
-  return run_startup(in.run, gpu_usage_from_samples(in.samples), steps, total);
+  return run_startup(in.run, gpu_usage_from_samples(in.samples), steps, total, first_step_ms(in.progress));
 }
 
 std::pair<json, std::string> run_marks(const RunHtmlInput& in) {

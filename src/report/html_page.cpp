@@ -5,6 +5,7 @@
 #include <map>
 
 #include "util/embedded.h"
+#include "util/json_in.h"
 #include "util/units.h"
 
 namespace gm::html {
@@ -49,7 +50,7 @@ Result<std::string> page(const nlohmann::json& spec) {
   if (!js || !css)
     return make_error("the charting library (uPlot) is not embedded in this build: run scripts/setup.sh "
                       "(npm ci and web/build-assets.sh) and rebuild");
-  std::string title = spec.contains("title") && spec["title"].is_string() ? spec["title"].get<std::string>() : "gpumeter";
+  std::string title = json_string(spec, "title").value_or("gpumeter");
   std::string out;
   out.reserve(js->size() + 4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";

@@ -28,7 +28,7 @@ void add_run_mfu(RunReport& r, const Catalog* catalog) {
     return;
   }
   // The run's own start-up figure (report startup_s), else when its GPUs first worked.
-  std::optional<std::int64_t> startup_ms = r.startup ? std::optional(r.startup->ms) : first_work_ms(r.gpus);
+  std::optional<std::int64_t> startup_ms = r.startup ? std::optional(r.startup->ms) : earliest_busy_ms(r.gpus);
   if (!startup_ms) {
     r.notes.push_back("MFU not measured: the GPUs never worked");
     return;

@@ -44,7 +44,10 @@ std::vector<Finding> run_findings(const RunReport& r) {
 
   const auto allocated = static_cast<std::int64_t>(run.gpus_allocated.size());
   const auto used = static_cast<std::int64_t>(run.gpus_used.size());
-  if (allocated > used && run.unused_gpu_cost_micros > 0) {
+  // A run that ended during its start-up says nothing about how the job uses its GPUs in steady state: no
+  // advice from its utilization, idle time or the GPUs it had reached so far (the report's note says so).
+  const bool steady = r.steady_state != false;
+  if (steady && allocated > used && run.unused_gpu_cost_micros > 0) {
     Finding f;
     f.kind = "unused_gpus";
     f.severity = severity_of(run.unused_gpu_cost_micros, run.cost_micros);
@@ -64,7 +67,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
     out.push_back(std::move(f));
   }
 
-  if (r.effective_utilization && *r.effective_utilization < 0.5 && run.idle_cost_micros > 0) {
+  if (steady && r.effective_utilization && *r.effective_utilization < 0.5 && run.idle_cost_micros > 0) {
     Finding f;
     f.kind = "low_utilization";
     f.severity = severity_of(run.idle_cost_micros, run.cost_micros);
@@ -90,7 +93,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
       if (g.used && (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms)) worst = &g;
     // A stretch from the run's start is its start-up: startup_overhead below says it with its cost.
     const bool is_startup = worst != nullptr && worst->idle_stretch_start_ms == 0 && r.startup;
-    if (worst != nullptr && !is_startup && worst->idle_stretch_intervals >= 3 &&
+    if (steady && worst != nullptr && !is_startup && worst->idle_stretch_intervals >= 3 &&
         worst->idle_stretch_cost_micros > 0 &&
         (worst->idle_stretch_ms >= 10 * 60 * 1000 || worst->idle_stretch_ms * 5 >= run.wall_ms)) {
       const double from_s = static_cast<double>(worst->idle_stretch_start_ms) / 1000;
@@ -143,8 +146,12 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"share_of_run", s.share_of_run});
     if (s.share_of_total) f.evidence.push_back({"share_of_total", *s.share_of_total});
     f.evidence.push_back(
-        {"first_work", std::string("a GPU's utilization >= 5% or a process of the job on it, "
-                                   "at the start of the sample interval that showed it")});
+        {"first_work",
+         std::string("utilization >= 5% on a GPU the job used (at the start of the sample "
+                     "interval that showed it) or the job's first progress step, whichever came "
+                     "first")});
+    if (r.process_on_gpu_ms)
+      f.evidence.push_back({"process_on_gpu_s", static_cast<double>(*r.process_on_gpu_ms) / 1000});
     price(f, s.cost_micros, r);
     out.push_back(std::move(f));
   }
@@ -243,6 +250,9 @@ std::vector<Finding> run_findings(const RunReport& r) {
     out.push_back(std::move(f));
     break;
   }
+  // A month of a run that never left its start-up is not a month of the job.
+  if (!steady)
+    for (auto& f : out) f.nano_usd_per_month.reset();
   std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
     if (a.severity != b.severity) return a.severity > b.severity;
     return a.cost_nano_usd.value_or(0) > b.cost_nano_usd.value_or(0);

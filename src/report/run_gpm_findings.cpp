@@ -99,7 +99,8 @@ constexpr const char* kMixedPrecisionAction =
 
 void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   const RunRecord& run = r.run;
-  if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0) return;
+  // Like the utilization findings: nothing about the math of a run that never reached its steady state.
+  if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0 || r.steady_state == false) return;
   const RunActivity a = run_activity(r);
   if (a.intervals == 0 || a.busy_micros <= 0) return;
   const GpuSpec* spec =

@@ -106,8 +106,27 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   if (r.steps && *r.steps > 0) r.usd_per_step = cost / static_cast<double>(*r.steps);
   if (r.samples && *r.samples > 0) r.usd_per_1k_samples = cost / static_cast<double>(*r.samples) * 1e3;
   if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = cost / static_cast<double>(*r.tokens) * 1e6;
-  if (catalog) r.rightsizing = rightsize(run, r.gpus, *catalog);
-  if (r.telemetry != "none") r.startup = run_startup(run, r.gpus, r.steps, r.total_steps);
+  const auto first_step = first_step_ms(progress);
+  if (r.telemetry != "none") {
+    r.startup = run_startup(run, r.gpus, r.steps, r.total_steps, first_step);
+    r.process_on_gpu_ms = process_on_gpu_ms(r.gpus);
+  }
+  // Steady state: the job's GPUs did work or it made a step. A run that ended (or is still running) before
+  // either is all start-up: its utilization and memory so far say nothing about the job's steady state.
+  const bool reached = r.startup.has_value() || first_step.has_value();
+  const bool ended_early = run.status == "stopped" || run.status == "failed" || run.status == "interrupted" ||
+                           run.status == "preempted" || run.status == "running" ||
+                           (run.status == "finished" && run.exit_code.value_or(0) != 0);
+  if (r.telemetry != "none" || first_step) r.steady_state = reached || !ended_early;
+  if (r.steady_state == false) {
+    r.notes.push_back(fmt::format(
+        "the run {} before its first progress step and before its GPUs did work (utilization under {:.0f}%): "
+        "its utilization and memory are start-up only; utilization findings, rightsizing and per-month "
+        "figures are withheld",
+        run.status == "running" ? "is still" : "ended", kIdleUtilPct));
+  } else if (catalog) {
+    r.rightsizing = rightsize(run, r.gpus, *catalog);
+  }
   report_detail::add_run_mfu(r, catalog);
   r.serving = serving_kpis(run, inference);
   if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
@@ -149,14 +168,32 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
   return report;
 }
 
-std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
-                                   std::optional<std::int64_t> steps,
-                                   std::optional<std::int64_t> total_steps) {
-  if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty())
-    return std::nullopt;
+std::optional<std::int64_t> process_on_gpu_ms(const std::vector<GpuUsage>& gpus) {
   std::optional<std::int64_t> first;
   for (const auto& g : gpus)
-    if (g.first_work_ms) first = std::min(first.value_or(*g.first_work_ms), *g.first_work_ms);
+    if (g.first_process_ms) first = std::min(first.value_or(*g.first_process_ms), *g.first_process_ms);
+  return first;
+}
+
+std::optional<std::int64_t> first_step_ms(const std::vector<ProgressRecord>& progress) {
+  std::optional<std::int64_t> first;
+  for (const auto& p : progress)
+    if (p.step && *p.step > 0) first = std::min(first.value_or(p.t_ms), p.t_ms);
+  return first;
+}
+
+std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+                                   std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps,
+                                   std::optional<std::int64_t> first_step_ms) {
+  if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty())
+    return std::nullopt;
+  // Utilization on a GPU the job used (another tenant's work on a shared GPU is not the job's); when no GPU
+  // was seen used (the job's processes not visible, as in some containers), on any allocated GPU.
+  const bool any_used = std::any_of(gpus.begin(), gpus.end(), [](const GpuUsage& g) { return g.used; });
+  std::optional<std::int64_t> first = first_step_ms;
+  for (const auto& g : gpus)
+    if (g.first_busy_ms && (g.used || !any_used))
+      first = std::min(first.value_or(*g.first_busy_ms), *g.first_busy_ms);
   if (!first) return std::nullopt;
   Startup s;
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
@@ -244,6 +281,10 @@ std::string render_run_report_json(const RunReport& r) {
       r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
   j["startup_cost_usd"] =
       r.startup ? nlohmann::json(micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
+  j["process_on_gpu_s"] = r.process_on_gpu_ms
+                              ? nlohmann::json(static_cast<double>(*r.process_on_gpu_ms) / 1000)
+                              : nlohmann::json(nullptr);
+  j["steady_state"] = json_or_null(r.steady_state);
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
   j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
@@ -413,6 +454,10 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                      r.startup->share_of_total
                          ? fmt::format(", {:.1f}% of the whole job's", 100 * *r.startup->share_of_total)
                          : std::string());
+  if (r.process_on_gpu_ms && (!r.startup || *r.process_on_gpu_ms < r.startup->ms))
+    o += fmt::format("  on the GPU      a process of the job from {} (a CUDA context, not yet work)\n",
+                     format_duration_s(static_cast<double>(*r.process_on_gpu_ms) / 1000));
+  if (r.steady_state == false) o += "  steady state    not reached: the run is start-up only (see notes)\n";
   for (const auto& g : r.gpus) {
     o += fmt::format("  GPU {} {}  util avg {} peak {}  mem avg {} peak {}{}\n", g.index, g.uuid,
                      g.util_avg_pct ? fmt::format("{:.0f}%", *g.util_avg_pct) : "n/a",

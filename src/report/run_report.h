@@ -28,22 +28,30 @@ struct RightsizingHint {
   std::string assumption;  ///< the speed assumption, stated
 };
 
-/// The billed time before a GPU of the run first did work: environment set-up, image pull, downloads,
-/// model loading (docs/findings.md `startup_overhead`).
+/// The billed time before the job's GPUs first did work: environment set-up, image pull, downloads, model
+/// loading, CUDA context and first batch (docs/findings.md `startup_overhead`). First work: utilization
+/// >= kIdleUtilPct on a used GPU (any allocated GPU when none was seen used) or the first progress step,
+/// whichever is first. A process of the job holding a GPU (a CUDA context) is not yet work.
 struct Startup {
-  std::int64_t ms = 0;                   ///< from the run's start to the first GPU work (an interval's start)
+  std::int64_t ms = 0;                   ///< from the run's start to the first GPU work (`startup_s`)
   MicroUsd cost_micros = 0;              ///< that time on every allocated GPU at the run's price
   double share_of_run = 0;               ///< of the run's cost
   std::optional<double> share_of_total;  ///< of the job's whole cost when progress tells it (see run_startup)
   std::optional<MicroUsd> total_micros;  ///< that whole cost
 };
 
-/// The start-up of a run from its GPUs' first work; the whole job's cost is the forecast when the ledger
-/// has one, else the cost scaled to total_steps when the job reported progress. nullopt without a price,
-/// GPU telemetry, or any GPU work.
+/// The start-up of a run from its GPUs' first work or its first progress step (`first_step_ms`); the whole
+/// job's cost is the forecast when the ledger has one, else the cost scaled to total_steps when the job
+/// reported progress. nullopt without a price, GPU telemetry, or any GPU work or step.
 std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
-                                   std::optional<std::int64_t> steps,
-                                   std::optional<std::int64_t> total_steps);
+                                   std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps,
+                                   std::optional<std::int64_t> first_step_ms);
+
+/// When a process of the job first appeared on any of its GPUs (ms since the start; `process_on_gpu_s`).
+std::optional<std::int64_t> process_on_gpu_ms(const std::vector<GpuUsage>& gpus);
+
+/// When the job first reported a step past 0 (ms since the start); nullopt: it never did.
+std::optional<std::int64_t> first_step_ms(const std::vector<ProgressRecord>& progress);
 
 /// One run's report.
 struct RunReport {
@@ -63,6 +71,11 @@ struct RunReport {
   std::optional<double> mfu;           ///< model FLOPs utilisation after start-up (ratio 0-1)
   std::optional<double> flops_per_token;  ///< what the tokens are measured with
   std::optional<std::string> mfu_basis;   ///< where that figure and the peak came from
+  std::optional<std::int64_t> process_on_gpu_ms;  ///< a process of the job first on a GPU (not yet work)
+  /// false: the run ended (stopped, failed, interrupted, preempted) or is still running before its first
+  /// GPU work and first step; its utilization findings, rightsizing and per-month figures are withheld.
+  /// nullopt: no GPU telemetry and no progress to tell.
+  std::optional<bool> steady_state;
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
   std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;

@@ -8,13 +8,13 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "serving/detail/proc_net.h"
 #include "serving/serving.h"
 #include "sys/proc.h"
 #include "util/file.h"
+#include "util/json_in.h"
 
 namespace gm::serving {
 
@@ -53,12 +53,10 @@ std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& 
   // arguments, `enable_metrics` among them; without the flag it mounts no /metrics at all.
   const auto res = client.Get("/get_server_info", httplib::Headers{{"Accept", "application/json"}});
   if (!res || res->status != 200 || res->body.size() > (4u << 20)) return std::nullopt;
-  const auto j = nlohmann::json::parse(res->body, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("enable_metrics") || j["enable_metrics"] != false)
-    return std::nullopt;
+  const auto j = json_parse(res->body, "/get_server_info");
+  if (!j || json_bool(*j, "enable_metrics") != false) return std::nullopt;
   std::string model;
-  if (j.contains("model_path") && j["model_path"].is_string())
-    model = " (" + j["model_path"].get<std::string>() + ")";
+  if (auto path = json_string(*j, "model_path")) model = " (" + *path + ")";
   return spec.scheme_host_port + " is an SGLang server" + model +
          " started without --enable-metrics: it serves no /metrics; restart it with --enable-metrics";
 }
@@ -83,34 +81,78 @@ ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::u
   return out;
 }
 
-Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
-                                                        const std::string& source) {
-  const auto j = nlohmann::json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("items") || !j["items"].is_array())
-    return make_error(ErrorKind::usage, source + ": not a kubelet PodList (JSON object with \"items\")");
-  std::vector<PodScrapeTarget> out;
-  auto text = [](const nlohmann::json& o, const char* key) -> std::string {
-    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std::string& source) {
+  const auto j = json_parse(json_text, source);
+  if (!j) return make_error(ErrorKind::usage, j.error().message + ": not a kubelet PodList");
+  const nlohmann::json* items = json_array(*j, "items");
+  if (!items)
+    return make_error(ErrorKind::usage,
+                      source + ": not a kubelet PodList: " +
+                          (j->is_object() ? JsonPath("items").wrong_type("an array", json_member(*j, "items"))
+                                          : JsonPath().wrong_type("an object", &*j)));
+  KubeletPodList out;
+  // A pod part of the wrong JSON type skips that pod; the first such part is named in `problem`.
+  auto malformed = [&](const JsonPath& where, std::string_view expected, const nlohmann::json* v) {
+    if (out.problem.empty()) out.problem = source + ": " + where.wrong_type(expected, v);
   };
-  for (const auto& pod : j["items"]) {
-    if (!pod.is_object()) continue;
-    const nlohmann::json meta = pod.value("metadata", nlohmann::json::object());
-    const nlohmann::json status = pod.value("status", nlohmann::json::object());
-    const nlohmann::json ann = meta.value("annotations", nlohmann::json::object());
-    const std::string port = text(ann, "prometheus.io/port"), ip = text(status, "podIP");
-    if (port.empty() || ip.empty() || text(status, "phase") != "Running") continue;
-    if (text(ann, "prometheus.io/scrape") == "false") continue;
+  const JsonPath items_path("items");
+  for (std::size_t i = 0; i < items->size(); ++i) {
+    const nlohmann::json& pod = (*items)[i];
+    const JsonPath at = items_path / i;
+    if (!pod.is_object()) {
+      malformed(at, "an object", &pod);
+      ++out.malformed;
+      continue;
+    }
+    bool ok = true;
+    // Members that must be objects when present; absent reads as empty.
+    auto object_part = [&](const nlohmann::json& parent, const JsonPath& where,
+                           std::string_view key) -> const nlohmann::json* {
+      const nlohmann::json* v = json_member(parent, key);
+      if (v == nullptr || v->is_object()) return v;
+      malformed(where / key, "an object", v);
+      ok = false;
+      return nullptr;
+    };
+    const nlohmann::json* meta = object_part(pod, at, "metadata");
+    const nlohmann::json* status = object_part(pod, at, "status");
+    const nlohmann::json* ann = meta ? object_part(*meta, at / "metadata", "annotations") : nullptr;
+    if (!ok) {
+      ++out.malformed;
+      continue;
+    }
+    // Strings that are present with another type make the pod malformed; absent ones read as "".
+    auto text = [&](const nlohmann::json* parent, const JsonPath& where,
+                    std::string_view key) -> std::string {
+      const nlohmann::json* v = parent ? json_member(*parent, key) : nullptr;
+      if (v == nullptr) return {};
+      if (auto s = json_string(v)) return *s;
+      malformed(where / key, "a string", v);
+      ok = false;
+      return {};
+    };
+    const JsonPath meta_at = at / "metadata", status_at = at / "status", ann_at = meta_at / "annotations";
+    const std::string port = text(ann, ann_at, "prometheus.io/port"), ip = text(status, status_at, "podIP");
+    const std::string phase = text(status, status_at, "phase"),
+                      scrape = text(ann, ann_at, "prometheus.io/scrape");
+    std::string path = text(ann, ann_at, "prometheus.io/path");
+    const std::string scheme_text = text(ann, ann_at, "prometheus.io/scheme");
+    const std::string ns = text(meta, meta_at, "namespace"), name = text(meta, meta_at, "name");
+    if (!ok) {
+      ++out.malformed;
+      continue;
+    }
+    if (port.empty() || ip.empty() || phase != "Running") continue;
+    if (scrape == "false") continue;
     unsigned p = 0;
     const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
     if (ec != std::errc() || end != port.data() + port.size() || p == 0 || p > 65535) continue;
-    std::string path = text(ann, "prometheus.io/path");
     if (path.empty()) path = "/metrics";
     if (path.front() != '/') path.insert(0, "/");
-    const std::string scheme = text(ann, "prometheus.io/scheme") == "https" ? "https" : "http";
+    const std::string scheme = scheme_text == "https" ? "https" : "http";
     const std::string host = ip.find(':') != std::string::npos ? "[" + ip + "]" : ip;
-    const std::string ns = text(meta, "namespace"), name = text(meta, "name");
     if (name.empty()) continue;
-    out.push_back(
+    out.targets.push_back(
         {ns.empty() ? name : ns + "/" + name, scheme + "://" + host + ":" + std::to_string(p) + path});
   }
   return out;
@@ -218,19 +260,35 @@ void EndpointDiscovery::loop() {
     }
     if (!options_.kubelet_pods_url.empty() && now_ms() >= next_kubelet_ms) {
       next_kubelet_ms = now_ms() + options_.kubelet_every_ms;
-      if (auto body = fetch_pods(options_))
-        if (auto targets = parse_kubelet_pods(*body, options_.kubelet_pods_url))
-          for (const auto& t : *targets) {
-            if (stopping()) return;
-            if (!probed_urls.insert(t.url).second) continue;
-            auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
-            if (!spec) continue;
-            const ScrapeOutcome scrape = scrape_endpoint(*spec, options_.timeout_ms);
-            if (scrape.reading)
-              found.push_back(*spec);
-            else if (scrape.error == "http" && options_.note)
-              if (auto why = metrics_disabled_reason(*spec, options_.timeout_ms)) options_.note(*why);
-          }
+      // One error (counted, and one note) per failed ask or malformed answer; discovery goes on.
+      auto fail = [this](const std::string& why) {
+        kubelet_errors_.fetch_add(1, std::memory_order_relaxed);
+        if (options_.note) options_.note(why);
+      };
+      std::vector<PodScrapeTarget> targets;
+      if (auto body = fetch_pods(options_); !body) {
+        fail(body.error().message);
+      } else if (auto list = parse_kubelet_pods(*body, options_.kubelet_pods_url); !list) {
+        fail(list.error().message);
+      } else {
+        if (list->malformed > 0)
+          fail(list->problem +
+               (list->malformed > 1 ? " (and " + std::to_string(list->malformed - 1) + " more malformed pods)"
+                                    : std::string()) +
+               "; those pods are skipped");
+        targets = std::move(list->targets);
+      }
+      for (const auto& t : targets) {
+        if (stopping()) return;
+        if (!probed_urls.insert(t.url).second) continue;
+        auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
+        if (!spec) continue;
+        const ScrapeOutcome scrape = scrape_endpoint(*spec, options_.timeout_ms);
+        if (scrape.reading)
+          found.push_back(*spec);
+        else if (scrape.error == "http" && options_.note)
+          if (auto why = metrics_disabled_reason(*spec, options_.timeout_ms)) options_.note(*why);
+      }
     }
     lock.lock();
     for (auto& f : found) found_.push_back(std::move(f));

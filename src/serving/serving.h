@@ -3,6 +3,7 @@
 // Prometheus exposition parser, the serving engines gpumeter reads (vLLM, SGLang, TGI, Triton), endpoint
 // specs, counter deltas with restart detection, the per-model cost split, bounded scrapes on background
 // threads, the listening sockets of processes and endpoint discovery. Knows no collector, owner or run.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -196,9 +197,16 @@ struct PodScrapeTarget {
 
 /// Running pods with an IP and a `prometheus.io/port` annotation in a kubelet `/pods` PodList (JSON):
 /// `prometheus.io/path` (default /metrics) and `prometheus.io/scheme` (default http) complete the URL,
-/// `prometheus.io/scrape: "false"` skips the pod. Error (usage) naming `source` for text that is no PodList.
-Result<std::vector<PodScrapeTarget>> parse_kubelet_pods(std::string_view json_text,
-                                                        const std::string& source);
+/// `prometheus.io/scrape: "false"` skips the pod. Error (usage) naming `source` for text that is no PodList;
+/// a pod with a part of the wrong JSON type is skipped and counted in `malformed`.
+struct KubeletPodList {
+  std::vector<PodScrapeTarget> targets;
+  std::size_t malformed = 0;  ///< pods skipped because a part had the wrong JSON type
+  std::string
+      problem;  ///< the first such part: "SOURCE: items[2].metadata: expected an object, got a string"
+};
+/// Reads a kubelet `/pods` answer (see KubeletPodList); never throws.
+Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std::string& source);
 
 /// Discovery settings (`--inference-discover`).
 struct DiscoveryOptions {
@@ -206,7 +214,7 @@ struct DiscoveryOptions {
   std::string kubelet_pods_url;    ///< the kubelet's /pods endpoint; "" = no pod annotations
   std::string kubelet_token_file;  ///< bearer token for the kubelet ("" = none)
   std::int64_t timeout_ms = 2000;  ///< one probe's limit
-  std::int64_t kubelet_every_ms = 30'000;
+  std::int64_t kubelet_every_ms = 30'000;  ///< how often the kubelet's /pods is asked
   /// Called (on the discovery thread) with what a probe learnt besides endpoints: a server that serves no
   /// metrics, and why. May be empty.
   std::function<void(const std::string&)> note;
@@ -227,6 +235,8 @@ class EndpointDiscovery {
   void offer(std::set<std::uint32_t> gpu_pids);
   /// Endpoints found since the last call.
   std::vector<InferenceEndpointSpec> take_found();
+  /// Failed asks of the kubelet's /pods and malformed answers (each one also noted), since the start.
+  std::uint64_t kubelet_errors() const { return kubelet_errors_.load(std::memory_order_relaxed); }
 
  private:
   void loop();
@@ -237,6 +247,7 @@ class EndpointDiscovery {
   bool offered_ = false;
   std::set<std::uint32_t> pids_;
   std::vector<InferenceEndpointSpec> found_;
+  std::atomic<std::uint64_t> kubelet_errors_{0};
   std::thread thread_;
 };
 

@@ -4,19 +4,20 @@
 //   STEM.db    a SQLite ledger holding the one run
 //   STEM.lock  held (flock) by the gpumeter still writing it: a replay leaves such a spool alone
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "store/detail.h"
+#include "util/json_in.h"
 
 namespace gm {
 
@@ -77,15 +78,16 @@ Result<std::size_t> replay_spool(Ledger& ledger, const std::string& spool_dir) {
     std::ifstream in(spool_dir + "/" + stem + ".json");
     std::stringstream text;
     text << in.rdbuf();
-    auto meta = nlohmann::json::parse(text.str(), nullptr, false);
-    if (meta.is_discarded() || !meta.is_object() || meta.value("ledger", "") != ledger.describe()) continue;
+    // Written by gpumeter, but read back from disk (another version, a torn write): typed reads only.
+    auto meta = json_parse(text.str(), spool_dir + "/" + stem + ".json");
+    if (!meta || json_string(*meta, "ledger") != ledger.describe()) continue;
     const int fd = ::open((spool_dir + "/" + stem + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // still being written by a live gpumeter
       ::close(fd);
       continue;
     }
-    auto id = replay_one(ledger, spool_dir, stem, meta.value("target_run_id", std::int64_t{0}));
+    auto id = replay_one(ledger, spool_dir, stem, json_int(*meta, "target_run_id").value_or(0));
     ::close(fd);
     if (!id) return id.error();
     ++replayed;

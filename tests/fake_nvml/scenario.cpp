@@ -1,10 +1,11 @@
 #include "scenario.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "util/json_in.h"
 
 namespace fake_nvml {
 namespace {
@@ -20,21 +21,24 @@ constexpr double kMaxNumber = 1e9;
 [[noreturn]] void bad(const std::string& where, const std::string& what) { throw Bad(where + ": " + what); }
 
 std::optional<double> number(const json& obj, const char* key, const std::string& where, bool non_negative = true) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return std::nullopt;
+  const json* it = gm::json_member(obj, key);
+  if (it == nullptr || it->is_null()) return std::nullopt;
   if (!it->is_number()) bad(where, std::string("\"") + key + "\" must be a number");
-  double v = it->get<double>();
-  if (!std::isfinite(v) || (non_negative && v < 0)) bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
+  const auto finite = gm::json_number(it);
+  const double v = finite.value_or(0);
+  if (!finite || (non_negative && v < 0))
+    bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
   // Every quantity of the format (seconds, MiB, W, %, MHz, ms, ids) fits; the library converts them to integers.
   if (std::fabs(v) > kMaxNumber) bad(where, std::string("\"") + key + "\" must be at most 1e9");
   return v;
 }
 
 std::string text(const json& obj, const char* key, const std::string& where, const std::string& fallback) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  if (!it->is_string()) bad(where, std::string("\"") + key + "\" must be a string");
-  return it->get<std::string>();
+  const json* it = gm::json_member(obj, key);
+  if (it == nullptr || it->is_null()) return fallback;
+  auto s = gm::json_string(it);
+  if (!s) bad(where, std::string("\"") + key + "\" must be a string");
+  return *s;
 }
 
 void check_keys(const json& obj, const std::string& where, std::initializer_list<const char*> allowed) {
@@ -125,15 +129,15 @@ Fault parse_fault(const json& j, const std::string& where) {
   if (f.until_s < f.t_s) bad(where, "\"until\" is before \"t\"");
   f.function = text(j, "function", where, "*");
   if (f.function == "nvmlDeviceGetHandleByIndex_v2") f.function = "nvmlDeviceGetHandleByIndex";  // one entry point
-  if (auto it = j.find("return"); it != j.end() && !it->is_null()) {
+  if (const json* it = gm::json_member(j, "return"); it && !it->is_null()) {
     if (it->is_number_integer()) {
-      if (it->is_number_unsigned() ? it->get<std::uint64_t>() > 2147483647u
-                                   : it->get<std::int64_t>() < 0 || it->get<std::int64_t>() > 2147483647)
+      const auto code = gm::json_int(it);
+      if (!code || *code < 0 || *code > 2147483647)
         bad(where, "\"return\" must be an NVML return code from 0 to 2147483647");
-      f.ret = static_cast<int>(it->get<std::int64_t>());
-    } else if (it->is_string()) {
-      int code = return_code_for(it->get<std::string>());
-      if (code < 0) bad(where, "unknown NVML return \"" + it->get<std::string>() + "\"");
+      f.ret = static_cast<int>(*code);
+    } else if (auto name = gm::json_string(it)) {
+      int code = return_code_for(*name);
+      if (code < 0) bad(where, "unknown NVML return \"" + *name + "\"");
       f.ret = code;
     } else {
       bad(where, "\"return\" must be an NVML error name or a number");
@@ -155,23 +159,27 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
   d.pci_bus_id = text(j, "pci_bus_id", where, bus);
   d.memory_total_mib = number(j, "memory_total_mib", where);
   d.power_limit_w = number(j, "power_limit_w", where);
-  if (auto a = j.find("architecture"); a != j.end() && !a->is_null()) {
+  if (const json* a = gm::json_member(j, "architecture"); a && !a->is_null()) {
     static const std::map<std::string, unsigned> names = {{"Kepler", 2}, {"Maxwell", 3}, {"Pascal", 4},
         {"Volta", 5}, {"Turing", 6}, {"Ampere", 7}, {"Ada", 8}, {"Hopper", 9}, {"Blackwell", 10}};
-    if (!a->is_string() || names.count(a->get<std::string>()) == 0) {
+    const auto name = gm::json_string(a);
+    const auto known = name ? names.find(*name) : names.end();
+    if (known == names.end()) {
       bad(where, "\"architecture\" must be one of Kepler, Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell");
     }
-    d.architecture = names.at(a->get<std::string>());
+    d.architecture = known->second;
   } else if (unsigned arch = arch_from_name(d.name); arch != 0) {
     d.architecture = arch;
   }
-  if (auto e = j.find("energy_counter"); e != j.end() && !e->is_null()) {
-    if (!e->is_boolean()) bad(where, "\"energy_counter\" must be true or false");
-    d.energy_counter = e->get<bool>();
+  if (const json* e = gm::json_member(j, "energy_counter"); e && !e->is_null()) {
+    const auto on = gm::json_bool(e);
+    if (!on) bad(where, "\"energy_counter\" must be true or false");
+    d.energy_counter = *on;
   }
-  if (auto m = j.find("mig"); m != j.end() && !m->is_null()) {
-    if (!m->is_boolean()) bad(where, "\"mig\" must be true or false");
-    d.mig = m->get<bool>();
+  if (const json* m = gm::json_member(j, "mig"); m && !m->is_null()) {
+    const auto on = gm::json_bool(m);
+    if (!on) bad(where, "\"mig\" must be true or false");
+    d.mig = *on;
   }
   if (auto ms = number(j, "mig_slices", where)) {
     if (*ms != 4 && *ms != 7 && *ms != 8) bad(where, "\"mig_slices\" must be 4, 7 or 8");
@@ -232,16 +240,12 @@ int return_code_for(const std::string& raw) {
 }
 
 std::optional<Scenario> parse_scenario(const std::string& input, const std::string& path, std::string& error) {
-  json root;
-  try {
-    root = json::parse(input);
-  } catch (const json::parse_error& e) {
-    error = "scenario " + path + ": invalid JSON at byte " + std::to_string(e.byte) + ": " + e.what();
-    return std::nullopt;
-  } catch (const json::exception& e) {  // a number too large for a double (out_of_range 406)
-    error = "scenario " + path + ": invalid JSON: " + e.what();
+  auto parsed = gm::json_parse(input, "scenario " + path);
+  if (!parsed) {
+    error = parsed.error().message;
     return std::nullopt;
   }
+  const json& root = *parsed;
   try {
     check_keys(root, "scenario " + path, {"driver_version", "missing_symbols", "devices"});
     Scenario s;
@@ -249,8 +253,9 @@ std::optional<Scenario> parse_scenario(const std::string& input, const std::stri
     if (auto m = root.find("missing_symbols"); m != root.end() && !m->is_null()) {
       if (!m->is_array()) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
       for (const auto& name : *m) {
-        if (!name.is_string()) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
-        s.missing_symbols.push_back(name.get<std::string>());
+        auto symbol = gm::json_string(&name);
+        if (!symbol) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
+        s.missing_symbols.push_back(std::move(*symbol));
       }
     }
     auto devs = root.find("devices");

@@ -3,7 +3,9 @@
 // run under the real `gpumeter run` on a fake-NVML H100 at $1/s, several at a time
 // (tests/progress/run_matrix.py). Every layout must end at 100 % of its work, show a step never past its
 // total and never going back unannounced, and at a quarter to a half of its work forecast the final cost
-// within 10 % with an interval that contains it.
+// within 10 % with an interval that contains it. The burst layouts (issue 35: progress in asynchronous
+// bursts, a stand-in GPU that the CPU runs ahead of) must forecast within 10 % at 25-60 % of their work with
+// an ETA within 25 % of the time really left.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,12 +33,16 @@ struct StatusLine {
   std::optional<std::int64_t> total;
   std::string note;
   std::optional<double> forecast, low, high;
+  std::optional<double> eta_s;  ///< " · ETA 5.5s" (seconds under a minute, else "1m 05s")
+  double elapsed_s = 0;
   std::string text;
 };
 
 std::vector<StatusLine> status_lines(const std::string& err) {
   static const std::regex step_re(R"( · step (\d+)(?:/(\d+))?(?: \(([^)]*)\))?)");
   static const std::regex forecast_re(R"( · forecast \$([0-9.,]+) \[\$([0-9.,]+)–\$([0-9.,]+)\])");
+  static const std::regex eta_re(R"( · ETA (?:(\d+)m )?([0-9.]+)s)");
+  static const std::regex elapsed_re(R"(^gpumeter (?:(\d+)m )?([0-9.]+)s)");
   std::vector<StatusLine> out;
   std::size_t start = 0;
   while (start < err.size()) {
@@ -56,6 +62,10 @@ std::vector<StatusLine> status_lines(const std::string& err) {
       s.low = money(m[2]);
       s.high = money(m[3]);
     }
+    if (std::regex_search(line, m, eta_re))
+      s.eta_s = (m[1].matched ? 60 * std::stod(m[1]) : 0.0) + std::stod(m[2]);
+    if (std::regex_search(line, m, elapsed_re))
+      s.elapsed_s = (m[1].matched ? 60 * std::stod(m[1]) : 0.0) + std::stod(m[2]);
     out.push_back(std::move(s));
   }
   return out;
@@ -89,7 +99,7 @@ class ProgressMatrixIntegrationTest : public ::testing::Test {
 
 TEST_F(ProgressMatrixIntegrationTest,
        EveryLayoutEndsAtItsWorkWithAForecastWithinTenPercentAtAQuarterToAHalf) {
-  const nlohmann::json index = run_layouts({}, 6);
+  const nlohmann::json index = run_layouts({"!burst_*"}, 6);
   ASSERT_GE(index.size(), 20u) << "at least 20 layouts";
   for (const auto& layout : index) {
     const std::string name = layout["name"];
@@ -126,6 +136,41 @@ TEST_F(ProgressMatrixIntegrationTest,
     // The status line shows cents: the interval contains the final cost to the display's rounding.
     EXPECT_LE(*at_quarter_to_half->low - 0.005, final_usd) << at_quarter_to_half->text;
     EXPECT_GE(*at_quarter_to_half->high + 0.005, final_usd) << at_quarter_to_half->text;
+  }
+}
+
+TEST_F(ProgressMatrixIntegrationTest,
+       BurstLayoutsCountEveryStepAndForecastWithinTenPercentWithAnEtaWithinAQuarterOfTheTimeLeft) {
+  // A synchronisation every 3 to 200 steps, launches from a tenth of the GPU time to nine tenths, progress
+  // through the client, a tqdm bar and log lines, a pace that changes after a third of the steps.
+  const nlohmann::json index = run_layouts({"burst_*"}, 4);
+  ASSERT_GE(index.size(), 8u) << "the burst layouts";
+  for (const auto& layout : index) {
+    const std::string name = layout["name"];
+    SCOPED_TRACE(name);
+    const std::string err = file(name + ".err");
+    ASSERT_EQ(layout["exit_code"], 0) << err;
+    const auto report = nlohmann::json::parse(file(name + ".json"));
+    EXPECT_EQ(report["steps"], layout["total"]) << "100 % of the steps counted";
+    EXPECT_EQ(report["total_steps"], layout["total"]);
+    const double final_usd = report["wall_s"].get<double>();  // $1/s before billing rounds up
+    // A quarter of the work, or for a pace that changes mid-run, once the window holds the new pace.
+    const double from = layout["check_from"].get<double>();
+    std::vector<StatusLine> checked;
+    for (const auto& s : status_lines(err)) {
+      ASSERT_TRUE(s.total) << s.text;
+      const double done = static_cast<double>(s.step) / static_cast<double>(*s.total);
+      if (s.forecast && done >= from && done <= 0.6) checked.push_back(s);
+    }
+    ASSERT_FALSE(checked.empty()) << "a forecast at " << 100 * from << "-60 % of the work:\n" << err;
+    for (const auto& s : checked) {
+      EXPECT_NEAR(*s.forecast, final_usd, 0.10 * final_usd) << s.text;
+      EXPECT_LE(*s.low - 0.005, final_usd) << "the interval contains the final cost: " << s.text;
+      EXPECT_GE(*s.high + 0.005, final_usd) << "the interval contains the final cost: " << s.text;
+      ASSERT_TRUE(s.eta_s) << s.text;
+      const double left_s = report["wall_s"].get<double>() - s.elapsed_s;
+      EXPECT_NEAR(*s.eta_s, left_s, 0.25 * left_s) << s.text;
+    }
   }
 }
 

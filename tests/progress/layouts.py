@@ -316,6 +316,119 @@ def rich_nested_mofn():
             progress.advance(epochs)
 
 
+# ---- asynchronous bursts (issue 35) ------------------------------------------------------------------------
+# PyTorch launches GPU work asynchronously: the CPU runs ahead of the GPU and waits only at a synchronisation
+# (`loss.item()` when logging, `torch.cuda.synchronize()`, the caching allocator blocking). Progress reported
+# after each launch then arrives in bursts: k steps a few milliseconds apart, then a pause while the GPU
+# catches up. AsyncGpu is a stand-in for that GPU on the CPU: the CPU spends `launch` × the GPU time launching
+# each step, the GPU takes `gpu_s` per step after the previous one, and every `sync` steps the CPU waits for it.
+
+
+class AsyncGpu:
+    """The CPU's and the GPU's timelines are virtual (deadlines from the start), so a loaded test machine that
+    wakes the CPU late delays the reports a little but never the GPU's work: the job's pace is the stand-in
+    GPU's, as a real GPU's does not depend on the CPU's load while the CPU keeps ahead of it."""
+
+    def __init__(self, gpu_s, launch, sync):
+        self.gpu_s, self.launch_s, self.sync = gpu_s, launch * gpu_s, sync
+        self.cpu = self.gpu_done = time.monotonic()
+
+    def step(self, i, gpu_s=None):
+        """Launches step i (1-based); at a synchronisation step waits until the GPU has done it."""
+        self.cpu += self.launch_s
+        self.gpu_done = max(self.gpu_done, self.cpu) + (gpu_s or self.gpu_s)
+        if i % self.sync == 0:
+            self.cpu = self.gpu_done
+        self._until(self.cpu)
+
+    def wait(self):
+        self._until(self.gpu_done)
+
+    @staticmethod
+    def _until(t):
+        left = t - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+
+def _client():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import gpumeter
+
+    return gpumeter
+
+
+def _burst_loop(steps, sync, launch, report, pace=None, work_s=WORK_S):
+    """`steps` steps of `work_s` seconds of GPU work in all (`pace(i)` scales step i's GPU time), a
+    synchronisation every `sync` steps, progress through `report(i)` after each launch."""
+    base = work_s / steps
+    if pace:
+        base = work_s / sum(pace(i) for i in range(1, steps + 1))
+    gpu = AsyncGpu(base, launch, sync)
+    for i in range(1, steps + 1):
+        gpu.step(i, base * pace(i) if pace else None)
+        report(i)
+    gpu.wait()  # torch.cuda.synchronize() before the script ends
+
+
+def _burst_client(steps, sync, launch, pace=None, work_s=WORK_S):
+    gm = _client()
+    _burst_loop(steps, sync, launch, lambda i: gm.progress(step=i, total_steps=steps), pace, work_s)
+
+
+def _burst_tqdm(steps, sync, launch):
+    bar = tqdm(total=steps, desc="train")
+    _burst_loop(steps, sync, launch, lambda i: bar.update(1))
+    bar.close()
+
+
+def _burst_log(steps, sync, launch):
+    """A Keras-style progress line per step, each on its own line (a log file)."""
+
+    def line(i):
+        done = int(30 * i / steps)
+        print(f"{i}/{steps} [{'=' * done}{'.' * (30 - done)}] - loss: {1.0 / i:.4f}", flush=True)
+
+    _burst_loop(steps, sync, launch, line)
+
+
+def burst_issue_client():
+    """The issue's stand-in: a synchronisation every 10 steps of 20 ms, launches about a third of the GPU
+    time (a burst of 10 reports over 70 ms, then a 130 ms pause), the client every step."""
+    _burst_client(450, 10, 0.35)
+
+
+def burst_issue_tqdm():
+    """The same through a tqdm bar updated every step."""
+    _burst_tqdm(450, 10, 0.35)
+
+
+def burst_client_sync3_launch90():
+    _burst_client(600, 3, 0.9)
+
+
+def burst_client_sync50_launch50():
+    _burst_client(1000, 50, 0.5)
+
+
+def burst_client_sync200_launch10():
+    _burst_client(1600, 200, 0.1)
+
+
+def burst_tqdm_sync100_launch30():
+    _burst_tqdm(1000, 100, 0.3)
+
+
+def burst_log_sync25_launch20():
+    _burst_log(900, 25, 0.2)
+
+
+def burst_client_pace_change():
+    """The pace drops to about half after the first fifth of the steps (longer sequences, say). No forecast
+    can know it before: forecasts are checked from half the work, once the window (3 s) holds the new pace."""
+    _burst_client(900, 20, 0.2, pace=lambda i: 1.0 if i <= 180 else 1.9, work_s=1.4 * WORK_S)
+
+
 LAYOUTS = {
     # name: (function, total work gpumeter should report, extra gpumeter run arguments, environment)
     "issue_epoch_in_inner_desc": (issue_epoch_in_inner_desc, 180, [], {}),
@@ -342,12 +455,25 @@ LAYOUTS = {
     "lightning": (lightning, 180, ["--total-steps", "180"], {}),
     "rich_track": (rich_track, 100, [], {"FORCE_COLOR": "1", "COLUMNS": "100"}),
     "rich_nested_mofn": (rich_nested_mofn, 180, [], {"FORCE_COLOR": "1", "COLUMNS": "100"}),
+    "burst_issue_client": (burst_issue_client, 450, [], {}),
+    "burst_issue_tqdm": (burst_issue_tqdm, 450, [], {}),
+    "burst_client_sync3_launch90": (burst_client_sync3_launch90, 600, [], {}),
+    "burst_client_sync50_launch50": (burst_client_sync50_launch50, 1000, [], {}),
+    "burst_client_sync200_launch10": (burst_client_sync200_launch10, 1600, [], {}),
+    "burst_tqdm_sync100_launch30": (burst_tqdm_sync100_launch30, 1000, [], {}),
+    "burst_log_sync25_launch20": (burst_log_sync25_launch20, 900, [], {}),
+    "burst_client_pace_change": (burst_client_pace_change, 900, [], {}),
 }
+
+
+# From which fraction of the work a layout's forecasts are checked (default: a quarter).
+CHECK_FROM = {"burst_client_pace_change": 0.5}
 
 
 def main():
     if sys.argv[1:] == ["--list"]:
-        print(json.dumps([{"name": n, "total": t, "args": a, "env": e} for n, (_, t, a, e) in LAYOUTS.items()]))
+        print(json.dumps([{"name": n, "total": t, "args": a, "env": e, "check_from": CHECK_FROM.get(n, 0.25)}
+                          for n, (_, t, a, e) in LAYOUTS.items()]))
     elif sys.argv[1] == "_rank":
         _rank(int(sys.argv[2]), sys.argv[3] == "nested")
     elif sys.argv[1] == "_logs":

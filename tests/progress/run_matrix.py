@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Runs the progress layouts (layouts.py) under `gpumeter run`, several at a time, for
-ProgressMatrixIntegrationTest: `run_matrix.py GPUMETER OUT_DIR JOBS [NAME...]`. For each layout it writes
+ProgressMatrixIntegrationTest: `run_matrix.py GPUMETER OUT_DIR JOBS [NAME|PREFIX*|!PREFIX*...]` (names, names
+starting with PREFIX, or all but those; none: every layout). For each layout it writes
 OUT_DIR/NAME.json (gpumeter's --json-report), NAME.out, NAME.err (the job's output and gpumeter's status
 lines) and a ledger of its own; OUT_DIR/index.json lists name, expected total, exit code and wall time. The
 environment (fake NVML scenario) is inherited."""
@@ -30,14 +31,22 @@ def run_one(gpumeter, out_dir, layout):
             code = subprocess.run(cmd, stdout=out, stderr=err, env=env, timeout=120).returncode
         except subprocess.TimeoutExpired:
             code = -1
-    return {"name": name, "total": layout["total"], "exit_code": code, "wall_s": time.monotonic() - start}
+    return {"name": name, "total": layout["total"], "check_from": layout["check_from"], "exit_code": code,
+            "wall_s": time.monotonic() - start}
 
 
 def main():
     gpumeter, out_dir, jobs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    wanted = set(sys.argv[4:])
+    wanted = sys.argv[4:]
     layouts = json.loads(subprocess.run([PYTHON, LAYOUTS, "--list"], check=True, capture_output=True).stdout)
-    layouts = [l for l in layouts if not wanted or l["name"] in wanted]
+
+    def chosen(name):
+        keep = [w for w in wanted if not w.startswith("!")]
+        if keep and not any(name == w or (w.endswith("*") and name.startswith(w[:-1])) for w in keep):
+            return False
+        return not any(w.startswith("!") and name.startswith(w[1:].rstrip("*")) for w in wanted)
+
+    layouts = [l for l in layouts if chosen(l["name"])]
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(lambda l: run_one(gpumeter, out_dir, l), layouts))
     with open(os.path.join(out_dir, "index.json"), "w") as f:

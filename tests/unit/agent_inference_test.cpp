@@ -455,14 +455,44 @@ std::string kubelet_pod_list(const std::string& ip, int port) {
 TEST(InferenceDiscovery, KubeletPodListStandInAnnotationsGiveUrlsAndOwners) {
   auto t = parse_kubelet_pods(kubelet_pod_list("10.1.0.5", 8000), "kubelet");
   ASSERT_TRUE(t) << t.error().message;
-  ASSERT_EQ(t->size(), 2u);
-  EXPECT_EQ((*t)[0].owner, "ml/vllm-0");
-  EXPECT_EQ((*t)[0].url, "http://10.1.0.5:8000/metrics");
-  EXPECT_EQ((*t)[1].owner, "ml/v6");
-  EXPECT_EQ((*t)[1].url, "https://[fd00::7]:8080/stats");
+  ASSERT_EQ(t->targets.size(), 2u);
+  EXPECT_EQ(t->malformed, 0u);
+  EXPECT_EQ(t->targets[0].owner, "ml/vllm-0");
+  EXPECT_EQ(t->targets[0].url, "http://10.1.0.5:8000/metrics");
+  EXPECT_EQ(t->targets[1].owner, "ml/v6");
+  EXPECT_EQ(t->targets[1].url, "https://[fd00::7]:8080/stats");
   auto bad = parse_kubelet_pods("<html>", "http://127.0.0.1:10255/pods");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message.find("http://127.0.0.1:10255/pods"), std::string::npos);
+}
+
+// The answer that aborted the agent (issue 34): "metadata" a string. Wrong types at every level of a pod
+// skip that pod, are counted and named by path; the well-formed pods of the same answer are still used.
+TEST(InferenceDiscovery, KubeletPodListOfWrongTypesNeverThrowsAndNamesTheFirstBadPart) {
+  const std::string good =
+      R"({"metadata": {"name": "ok", "namespace": "ml", "annotations": {"prometheus.io/port": "8000"}},
+          "status": {"phase": "Running", "podIP": "10.1.0.5"}})";
+  const std::string list = R"({"items": [{"metadata": "vllm-0"}, )" + good +
+                           R"(, {"metadata": {"annotations": [1]}}, {"status": {"podIP": 7}}, null, 12,
+      {"metadata": {"name": {"x": 1}, "annotations": {"prometheus.io/port": 1e999999}}}]})";
+  auto t = parse_kubelet_pods(list, "kubelet");
+  ASSERT_FALSE(t);  // 1e999999 is out of a double's range: the whole answer is not JSON
+  auto t2 =
+      parse_kubelet_pods(R"({"items": [{"metadata": "vllm-0"}, )" + good +
+                             R"(, {"metadata": {"annotations": [1]}}, {"status": {"podIP": 7}}, null, 12,
+           {"metadata": {"name": {"x": 1}, "annotations": {"prometheus.io/port": 18446744073709551616}}}]})",
+                         "kubelet");
+  ASSERT_TRUE(t2) << t2.error().message;
+  ASSERT_EQ(t2->targets.size(), 1u);
+  EXPECT_EQ(t2->targets[0].owner, "ml/ok");
+  EXPECT_EQ(t2->malformed, 6u);
+  EXPECT_EQ(t2->problem, "kubelet: items[0].metadata: expected an object, got a string");
+  for (const char* not_a_list :
+       {"[]", "null", R"({"items": {}})", R"({"items": null})", "\"items\"", "1e5"}) {
+    auto r = parse_kubelet_pods(not_a_list, "kubelet");
+    ASSERT_FALSE(r) << not_a_list;
+    EXPECT_EQ(r.error().message.rfind("kubelet: ", 0), 0u) << r.error().message;
+  }
 }
 
 // ---- the cost join, against a loopback HTTP server -----------------------------------------------------

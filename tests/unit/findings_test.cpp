@@ -355,8 +355,10 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   auto usage = gpu_usage_from_samples(samples);
   ASSERT_EQ(usage.size(), 2u);
   // The first sample showing work (t = 9 s, t = 7 s) closes the interval in which it began.
-  EXPECT_EQ(usage[0].first_work_ms, 8000);
-  EXPECT_EQ(usage[1].first_work_ms, 6000);
+  EXPECT_EQ(usage[0].first_busy_ms, 8000);
+  EXPECT_EQ(usage[1].first_busy_ms, 6000);
+  EXPECT_FALSE(usage[0].first_process_ms.has_value());
+  EXPECT_EQ(usage[1].first_process_ms, 6000);
   RunRecord run;
   run.wall_ms = 20'000;
   run.billed_s = 20;
@@ -365,6 +367,7 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   run.gpus_allocated = {"GPU-0", "GPU-1"};
   run.gpus_used = {"GPU-1"};
   std::vector<ProgressRecord> progress(1);
+  progress[0].t_ms = 20'000;  // the last point: the first step is not known earlier than the GPU's work
   progress[0].step = 100;
   progress[0].total_steps = 1000;
   auto r = build_run_report(run, usage, progress, {}, nullptr);
