@@ -320,8 +320,8 @@ void BM_Heartbeat(benchmark::State& state, bool pg, bool team_read) {
     std::vector<gm::SampleRecord> samples;
     std::vector<gm::RollupRecord> rollups;
     for (unsigned g = 0; g < kGpus; ++g) {
-      samples.push_back(gm::SampleRecord{r.id, t_ms, g, "GPU-" + std::to_string(g), 90.0, 40ull << 30, 600.0,
-                                         70.0, 600.0, 833, true});
+      samples.push_back(gm::SampleRecord{
+          r.id, t_ms, g, "GPU-" + std::to_string(g), 90.0, 40ull << 30, 600.0, 70.0, 600.0, 833, true, {}});
       rollups.push_back(gm::RollupRecord{r.id, (r.start_unix_ms + t_ms) / 60'000, g, t_ms / 1000 % 60, 5400,
                                          4e10, 36000, 50'000});
     }

@@ -68,8 +68,14 @@ def _count(value):
     return value if value >= 0 else None
 
 
-def _message(step=None, total_steps=None, samples=None, tokens=None, metrics=None):
+def _message(step=None, total_steps=None, samples=None, tokens=None, metrics=None, flops_per_token=None):
     msg = {}
+    if flops_per_token is not None:
+        number = _scalar(flops_per_token)
+        if number is None or not math.isfinite(float(number)) or float(number) <= 0:
+            _dropped["fields"] += 1
+        else:
+            msg["flops_per_token"] = float(number)
     for key, value in (("step", step), ("total_steps", total_steps), ("samples", samples), ("tokens", tokens)):
         if value is None:
             continue
@@ -96,13 +102,14 @@ def _message(step=None, total_steps=None, samples=None, tokens=None, metrics=Non
     return msg
 
 
-def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=None):
-    """Sends one progress report (all fields optional) and returns True when it was sent. Accepts any
+def progress(step=None, total_steps=None, samples=None, tokens=None, metrics=None, flops_per_token=None):
+    """Sends one progress report (all fields optional) and returns True when it was sent. ``tokens`` with
+    ``flops_per_token`` (the model's training FLOPs per token, e.g. 6 x parameters) give the run's MFU. Accepts any
     integral or real scalar (numpy, 0-d torch tensors, ``__index__``/``__float__``); values that are not
     usable (NaN, inf, negative or fractional counts) are dropped and counted (see :func:`dropped`). Never
     raises: metering must never break a job."""
     try:
-        return _send(_message(step, total_steps, samples, tokens, metrics))
+        return _send(_message(step, total_steps, samples, tokens, metrics, flops_per_token))
     except Exception:  # noqa: BLE001 - delivery problems and our own bugs alike
         _dropped["errors"] += 1
         return False

@@ -92,6 +92,35 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(msg["total_steps"], 70)
         self.assertEqual(msg["metrics"]["loss"], 1.5)
 
+    def test_flops_per_token_is_sent_and_bad_values_dropped(self):
+        with mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            self.assertTrue(gpumeter.progress(tokens=4096, flops_per_token=4.8e10))
+            msg = json.loads(self.server.recv(65536))
+            self.assertEqual(msg, {"tokens": 4096, "flops_per_token": 4.8e10})
+            before = gpumeter.dropped()["fields"]
+            gpumeter.progress(step=1, flops_per_token=-1)
+            self.assertEqual(json.loads(self.server.recv(65536)), {"step": 1})
+            self.assertEqual(gpumeter.dropped()["fields"], before + 1)
+
+    def test_callbacks_send_six_times_the_models_parameters(self):
+        class TrainerCallback:
+            pass
+
+        class Model:
+            def num_parameters(self, exclude_embeddings=False):
+                return 1000 if exclude_embeddings else 1500
+
+        stub = types.ModuleType("transformers")
+        stub.TrainerCallback = TrainerCallback
+        with mock.patch.dict(sys.modules, {"transformers": stub}), \
+                mock.patch.dict(os.environ, {"GPUMETER_SOCKET": self.path}):
+            cb = gpumeter.HFCallback()
+            cb.on_train_begin(None, None, None, model=Model())
+            self.assertEqual(json.loads(self.server.recv(65536)), {"flops_per_token": 6000.0})
+            state = types.SimpleNamespace(global_step=3, max_steps=9, num_input_tokens_seen=12288)
+            cb.on_step_end(None, state, None)
+            self.assertEqual(json.loads(self.server.recv(65536)), {"step": 3, "total_steps": 9, "tokens": 12288})
+
     def test_lightning_adapter_with_stand_in_callback_base_class(self):
         class Callback:
             pass

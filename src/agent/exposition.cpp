@@ -243,6 +243,41 @@ std::string render_metrics(const Snapshot& s) {
     if (!sample_ok(d) || !d.last->utilization_pct) return std::nullopt;
     return number(*d.last->utilization_pct / 100.0);
   });
+  // GPM activity (Hopper and newer): a series only where the device answers the metric.
+  const struct {
+    const char* name;
+    const char* help;
+    std::optional<double> GpmMetrics::*field;
+  } gpm_families[] = {
+      {"gpumeter_gpu_sm_active_ratio",
+       "Fraction of SMs with a warp resident over the last sample period (NVML GPM, 0-1).",
+       &GpmMetrics::sm_active_pct},
+      {"gpumeter_gpu_sm_occupancy_ratio",
+       "Resident warps over the SMs' maximum over the last sample period (NVML GPM, 0-1).",
+       &GpmMetrics::sm_occupancy_pct},
+      {"gpumeter_gpu_tensor_active_ratio",
+       "Fraction of the last sample period any tensor-core pipe was busy (NVML GPM, 0-1).",
+       &GpmMetrics::tensor_active_pct},
+      {"gpumeter_gpu_fp32_active_ratio",
+       "Fraction of the last sample period the FP32 pipe was busy (NVML GPM, 0-1).",
+       &GpmMetrics::fp32_active_pct},
+      {"gpumeter_gpu_fp16_active_ratio",
+       "Fraction of the last sample period the FP16 pipe was busy (NVML GPM, 0-1).",
+       &GpmMetrics::fp16_active_pct},
+      {"gpumeter_gpu_fp64_active_ratio",
+       "Fraction of the last sample period the FP64 pipe was busy (NVML GPM, 0-1).",
+       &GpmMetrics::fp64_active_pct},
+      {"gpumeter_gpu_dram_bw_util_ratio",
+       "DRAM bandwidth used over the last sample period, of the peak (NVML GPM, 0-1).",
+       &GpmMetrics::dram_bw_util_pct},
+  };
+  for (const auto& fam : gpm_families) {
+    f.head(fam.name, "gauge", fam.help);
+    per_device(f, s, fam.name, [&](const DeviceView& d) -> Opt {
+      if (!sample_ok(d) || !(d.last->gpm.*fam.field)) return std::nullopt;
+      return number(*(d.last->gpm.*fam.field) / 100.0);
+    });
+  }
   f.head("gpumeter_gpu_memory_used_bytes", "gauge", "GPU memory in use, in bytes.");
   per_device(f, s, "gpumeter_gpu_memory_used_bytes", [&](const DeviceView& d) -> Opt {
     if (!sample_ok(d) || !d.last->memory_used_bytes) return std::nullopt;
@@ -406,6 +441,12 @@ std::string render_owners_json(const Snapshot& s) {
     dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
+    auto ratio = [&](const std::optional<double>& pct) {
+      return ok && pct ? json(*pct / 100.0) : json(nullptr);
+    };
+    dj["tensor_active_ratio"] = ratio(ok ? d.last->gpm.tensor_active_pct : std::nullopt);
+    dj["sm_active_ratio"] = ratio(ok ? d.last->gpm.sm_active_pct : std::nullopt);
+    dj["dram_bw_util_ratio"] = ratio(ok ? d.last->gpm.dram_bw_util_pct : std::nullopt);
     devices.push_back(dj);
   }
   json list = json::array();

@@ -51,6 +51,7 @@ void print_device(GpuBackend& backend, const DeviceInfo& info, const std::string
   std::printf("  processes       %s%s\n", yes_no(caps.processes),
               caps.process_api.empty() ? "" : (" (" + caps.process_api + ")").c_str());
   std::printf("  process SM util %s\n", yes_no(caps.process_utilization));
+  std::printf("  GPM activity    %s\n", caps.gpm ? "yes (SM, tensor-core, FP pipe and DRAM activity)" : "no");
   EnergyMethod method = energy_method(caps);
   const char* method_text = method == EnergyMethod::counter ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
                             : method == EnergyMethod::power_integration

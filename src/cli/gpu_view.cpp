@@ -1,5 +1,8 @@
 #include "cli/gpu_view.h"
 
+#include <chrono>
+#include <thread>
+
 #include "catalog/catalog.h"
 #include "sys/proc.h"
 
@@ -8,6 +11,11 @@ namespace gm::cli {
 Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices) {
   GpuView view;
   ProcReader procs;
+  // GPM activity is measured between two samples: the backend took the first when it opened the device, so
+  // one GPM window passes before the sample shown.
+  bool any_gpm = false;
+  for (const DeviceInfo& info : backend.devices()) any_gpm = any_gpm || backend.capabilities(info.index).gpm;
+  if (any_gpm) std::this_thread::sleep_for(std::chrono::milliseconds(kGpmWindowMs));
   for (const DeviceInfo& info : backend.devices()) {
     DeviceView v;
     v.info = info;

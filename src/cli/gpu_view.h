@@ -33,6 +33,9 @@ struct GpuView {
   std::string pricing_error;                     ///< why no price could be resolved ("" when fine)
 };
 
+/// How long `gpus` and `doctor` measure GPM activity before showing it (ms).
+inline constexpr int kGpmWindowMs = 250;
+
 /// Samples every device of `backend` once and resolves catalog GPU and price. Errors only for bad
 /// pricing flags (usage / not_found).
 Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices);

@@ -1,6 +1,7 @@
 // gpumeter gpus [--json]: devices now, with readings, processes and $/h.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +17,20 @@ namespace gm::cli {
 namespace {
 
 using nlohmann::json;
+
+/// The GPM keys (percent; null where GPM is not supported).
+void add_gpm_json(json& d, const GpmMetrics& g) {
+  auto pct = [](const std::optional<double>& v) {
+    return v ? json(std::round(*v * 10.0) / 10.0) : json(nullptr);
+  };
+  d["sm_active_pct"] = pct(g.sm_active_pct);
+  d["sm_occupancy_pct"] = pct(g.sm_occupancy_pct);
+  d["tensor_active_pct"] = pct(g.tensor_active_pct);
+  d["fp32_active_pct"] = pct(g.fp32_active_pct);
+  d["fp16_active_pct"] = pct(g.fp16_active_pct);
+  d["fp64_active_pct"] = pct(g.fp64_active_pct);
+  d["dram_bw_util_pct"] = pct(g.dram_bw_util_pct);
+}
 
 json device_json(const DeviceView& v) {
   const DeviceInfo& info = v.info;
@@ -38,6 +53,7 @@ json device_json(const DeviceView& v) {
   d["state"] = to_string(s.state);
   d["error"] = s.error.empty() ? json(nullptr) : json(s.error);
   d["mig_enabled"] = json_or_null(info.mig_enabled);
+  add_gpm_json(d, s.gpm);
   d["price_usd_per_hour"] = json_or_null(v.price_usd_per_hour);
   d["price_source"] = json_or_null(v.price_source);
   json procs = json::array();
@@ -53,6 +69,7 @@ json device_json(const DeviceView& v) {
     migs.push_back({{"index", m.index}, {"uuid", m.uuid}, {"gpu_instance_id", m.gpu_instance_id},
                     {"memory_total_bytes", json_or_null(m.memory_total_bytes)}, {"memory_used_bytes", json_or_null(m.memory_used_bytes)},
                     {"slices", json_or_null(m.slice_count)}, {"board_slices", json_or_null(m.board_slices)}});
+    add_gpm_json(migs.back(), m.gpm);
   }
   d["mig_instances"] = std::move(migs);
   return d;
@@ -63,8 +80,10 @@ std::string dash_or(bool has, const std::string& text) { return has ? text : "-"
 std::string render_table(const GpuView& view) {
   TextTable t;
   using A = TextTable::Align;
-  t.header({"GPU", "NAME", "CATALOG", "UTIL", "MEMORY", "POWER", "TEMP", "ENERGY", "STATE", "$/H", "PROCS"},
-           {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::left, A::right, A::right});
+  t.header({"GPU", "NAME", "CATALOG", "UTIL", "TENSOR", "MEMORY", "POWER", "TEMP", "ENERGY", "STATE", "$/H",
+            "PROCS"},
+           {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::left,
+            A::right, A::right});
   for (const auto& v : view.devices) {
     const DeviceSample& s = v.sample;
     std::string mem = "-";
@@ -79,8 +98,10 @@ std::string render_table(const GpuView& view) {
                                                            : fmt::format("{:.2f} kWh", j / 3.6e6);
     }
     t.row({std::to_string(v.info.index), v.info.name.empty() ? "-" : v.info.name, v.catalog_gpu.value_or("-"),
-           dash_or(s.utilization_pct.has_value(), fmt::format("{}%", s.utilization_pct.value_or(0))), mem,
-           dash_or(s.power_mw.has_value(), fmt::format("{:.0f} W", s.power_mw.value_or(0) / 1000.0)),
+           dash_or(s.utilization_pct.has_value(), fmt::format("{}%", s.utilization_pct.value_or(0))),
+           dash_or(s.gpm.tensor_active_pct.has_value(),
+                   fmt::format("{:.0f}%", s.gpm.tensor_active_pct.value_or(0))),
+           mem, dash_or(s.power_mw.has_value(), fmt::format("{:.0f} W", s.power_mw.value_or(0) / 1000.0)),
            dash_or(s.temperature_c.has_value(), fmt::format("{} C", s.temperature_c.value_or(0))), energy,
            to_string(s.state),
            dash_or(v.price_usd_per_hour.has_value(), fmt::format("{:.2f}", v.price_usd_per_hour.value_or(0))),

@@ -16,6 +16,7 @@
 #include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/hf_hub.h"
 #include "cli/plan_demo.h"
 #include "report/plan_render.h"
 #include "util/units.h"
@@ -109,18 +110,6 @@ Result<plan::Attention> parse_attention(const std::string& text) {
 }
 
 /// Where `--model org/name` is looked up: the Hugging Face hub cache folders of this environment.
-plan::ModelSearch hub_search() {
-  plan::ModelSearch s;
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::string(v) : std::string();
-  };
-  if (auto c = env("HF_HUB_CACHE"); !c.empty()) s.hub_caches.push_back(c);
-  if (auto h = env("HF_HOME"); !h.empty()) s.hub_caches.push_back(h + "/hub");
-  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) s.hub_caches.push_back(x + "/huggingface/hub");
-  if (auto home = env("HOME"); !home.empty()) s.hub_caches.push_back(home + "/.cache/huggingface/hub");
-  return s;
-}
 
 Result<plan::Objective> parse_objective(const std::string& text) {
   return parse_enum<plan::Objective>(
@@ -145,7 +134,7 @@ Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
   if (f.model && f.model_file) return usage_error("give one of --model and --model-file");
   std::optional<plan::ModelSpec> base;
   if (f.model) {
-    GM_TRY(base, plan::resolve_model(*f.model, hub_search()));
+    GM_TRY(base, plan::resolve_model(*f.model, hf_hub_search()));
   } else if (f.model_file) {
     GM_TRY(base, plan::load_model_toml(*f.model_file));
   }
@@ -423,6 +412,19 @@ int plan_demo_section(std::FILE* out) {
   std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
   std::fputs(report::render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
   return kExitOk;
+}
+
+plan::ModelSearch hf_hub_search() {
+  plan::ModelSearch s;
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::string(v) : std::string();
+  };
+  if (auto c = env("HF_HUB_CACHE"); !c.empty()) s.hub_caches.push_back(c);
+  if (auto h = env("HF_HOME"); !h.empty()) s.hub_caches.push_back(h + "/hub");
+  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) s.hub_caches.push_back(x + "/huggingface/hub");
+  if (auto home = env("HOME"); !home.empty()) s.hub_caches.push_back(home + "/.cache/huggingface/hub");
+  return s;
 }
 
 }  // namespace gm::cli

@@ -63,6 +63,12 @@ int run_html_report(int argc, char** argv) {
   if (catalog) {
     auto rr = load_run_report(**ledger, run->id, &*catalog);
     if (rr) input->findings = rr->findings;
+    // The run's own MFU basis (--model, --flops-per-token, the client's flops_per_token) unless --params.
+    if (rr && rr->mfu && !params && input->kpis) {
+      input->kpis->mfu = rr->mfu;
+      input->kpis->mfu_note = rr->mfu_basis.value_or("");
+      input->kpis->model_flops_per_token = rr->flops_per_token;
+    }
     if (rr && rr->rightsizing) {
       const auto& h = *rr->rightsizing;
       input->rightsizing_hint =

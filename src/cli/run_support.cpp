@@ -97,6 +97,7 @@ void add_session_flags(CLI::App& app, RunFlags& f) {
   app.add_flag(
       "--target-stop", f.target_stop,
       "stop gracefully when the --target is forecast unreachable within the planned steps or the budget");
+  add_mfu_flags(app, f);
 }
 
 void add_run_flags(CLI::App& app, RunFlags& f) {
@@ -315,6 +316,10 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   if (gpu_name) {
     const GpuSpec* spec = prices->gpu_for(*gpu_name, (*backend)->vendor());
     cfg.run.gpu_model = spec ? spec->id : *gpu_name;
+  }
+  {
+    const GpuSpec* spec = gpu_name ? prices->gpu_for(*gpu_name, (*backend)->vendor()) : nullptr;
+    if (auto rc = apply_mfu_flags(f, spec, command, cfg)) return rc;
   }
   cfg.run.total_steps = f.total_steps;
 

@@ -39,6 +39,11 @@ struct RunFlags {
   std::string preemption_poll = "5s";             ///< interval between polls of the metadata service
   std::optional<std::string> checkpoint_glob;     ///< files whose new mtime marks a checkpoint
   std::vector<std::string> command;
+  // MFU (issue 37; run_mfu.cpp):
+  std::optional<std::string> model;       ///< --model NAME|PATH: FLOPs per token from the planner
+  std::optional<double> flops_per_token;  ///< --flops-per-token F
+  std::optional<int> seq;                 ///< --seq: context length for the attention term
+  std::string precision = "bf16";         ///< --precision: whose dense peak MFU divides by
   // attach only:
   std::optional<std::int64_t> pid;  ///< the watched process
   bool json_lines = false;          ///< one JSON object per interval on stdout
@@ -64,6 +69,13 @@ struct SessionSetup {
   /// At the run's end: a spooled run is replayed when the shared ledger is back; notes on stderr.
   void finish_ledger(const char* command);
 };
+/// Adds --model, --flops-per-token, --seq and --precision (run_mfu.cpp).
+void add_mfu_flags(CLI::App& app, RunFlags& flags);
+/// Fills the run's MFU basis (cfg.run.flops_per_token, mfu_basis, mfu_precision) and the allocated GPU's
+/// dense peak (cfg.mfu_peak_tflops) from the flags; a usage error for a bad flag, printed, as an exit code.
+std::optional<int> apply_mfu_flags(const RunFlags& flags, const GpuSpec* gpu, const char* command,
+                                   SessionConfig& cfg);
+
 /// Validates the shared flags of `command` ("run" or "attach") and opens pricing, the GPU library and the
 /// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code. The ledger
 /// is --ledger / $GPUMETER_LEDGER / the config file's; `--label host=` names the run's host; a shared ledger

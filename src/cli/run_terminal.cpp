@@ -93,10 +93,13 @@ std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
   if (s.usd_per_1k_requests)
     f.push_back({3, fmt::format(" · {}/1k req", format_usd(*s.usd_per_1k_requests))});
   if (s.generated_tokens_per_s) f.push_back({6, fmt::format(" · {:.0f} tok/s", *s.generated_tokens_per_s)});
+  if (s.mfu) f.push_back({3, fmt::format(" · MFU {:.0f}%", *s.mfu * 100.0)});
   int gpu_order = 7;
   for (const auto& d : s.gpus) {
     std::string g = fmt::format(" · GPU{} ", d.index);
     g += d.utilization_pct ? fmt::format("{}%", *d.utilization_pct) : "n/a";
+    // GPM's tensor-core activity tells a bf16 matrix product (86 %) from an fp32 one (0 %) at the same util.
+    if (d.gpm.tensor_active_pct) g += fmt::format(" tensor {:.0f}%", *d.gpm.tensor_active_pct);
     f.push_back({gpu_order, g});
     std::string detail;
     if (d.memory_used_bytes) detail += " " + format_bytes(*d.memory_used_bytes);

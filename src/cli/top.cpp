@@ -139,19 +139,21 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
                             format_micros(rate), format_micros(spent), sort_name(key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
-  out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL", "STATE", "UTIL",
-                            "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED"));
+  out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",
+                            "STATE", "UTIL", "TENSOR", "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED"));
   for (const auto& d : s.devices) {
     const bool ok = d.last && d.last->state == DeviceState::ok;
     const auto& l = d.last;
-    out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
-                              shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
-                              ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
-                              ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
-                              ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
-                              d.price ? format_micros(d.price->micros_per_gpu_hour) : "n/a",
-                              d.price ? format_micros(d.cost) : "n/a",
-                              d.price ? format_micros(d.unallocated_cost) : "n/a"));
+    // TENSOR: GPM's tensor-core activity ("-": the GPU has no GPM, Hopper and newer do).
+    out.push_back(fmt::format(
+        "{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
+        shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
+        ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
+        ok && l->gpm.tensor_active_pct ? fmt::format("{:.0f}%", *l->gpm.tensor_active_pct) : "-",
+        ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
+        ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
+        d.price ? format_micros(d.price->micros_per_gpu_hour) : "n/a",
+        d.price ? format_micros(d.cost) : "n/a", d.price ? format_micros(d.unallocated_cost) : "n/a"));
   }
   out.emplace_back();
   out.push_back(

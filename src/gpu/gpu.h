@@ -23,6 +23,24 @@ enum class EnergyMethod { counter, power_integration, none };
 /// "counter", "power_integration", "none".
 const char* to_string(EnergyMethod m);
 
+/// Activity over the last sample interval from NVML GPM (GPU Performance Monitoring, Hopper and newer), in
+/// percent 0-100. Each value is nullopt where the device (or this metric) is not supported, and on the first
+/// sample of a device (GPM needs two samples, one interval apart).
+struct GpmMetrics {
+  std::optional<double> sm_active_pct;      ///< NVML_GPM_METRIC_SM_UTIL: SMs with a warp resident
+  std::optional<double> sm_occupancy_pct;   ///< NVML_GPM_METRIC_SM_OCCUPANCY: warps resident vs maximum
+  std::optional<double> tensor_active_pct;  ///< NVML_GPM_METRIC_ANY_TENSOR_UTIL: any tensor-core pipe busy
+  std::optional<double> fp32_active_pct;    ///< NVML_GPM_METRIC_FP32_UTIL (non-tensor FP32 pipe)
+  std::optional<double> fp16_active_pct;    ///< NVML_GPM_METRIC_FP16_UTIL (non-tensor FP16 pipe)
+  std::optional<double> fp64_active_pct;    ///< NVML_GPM_METRIC_FP64_UTIL (non-tensor FP64 pipe)
+  std::optional<double> dram_bw_util_pct;   ///< NVML_GPM_METRIC_DRAM_BW_UTIL: DRAM bandwidth vs peak
+  /// True when at least one value is present.
+  bool any() const {
+    return sm_active_pct || sm_occupancy_pct || tensor_active_pct || fp32_active_pct || fp16_active_pct ||
+           fp64_active_pct || dram_bw_util_pct;
+  }
+};
+
 /// A MIG GPU instance of a board in MIG mode.
 struct MigInstance {
   unsigned index = 0;                            ///< MIG device index on the parent
@@ -32,6 +50,7 @@ struct MigInstance {
   std::optional<unsigned> board_slices;          ///< slices on the board (7 on A100/H100)
   std::optional<std::uint64_t> memory_total_bytes;
   std::optional<std::uint64_t> memory_used_bytes;
+  GpmMetrics gpm;  ///< per-instance activity (nvmlGpmMigSampleGet), in samples
 };
 
 /// Static facts about a device, read once.
@@ -59,6 +78,7 @@ struct Capabilities {
   bool processes = false;
   bool process_utilization = false;
   bool mig = false;
+  bool gpm = false;  ///< nvmlGpmQueryDeviceSupport says supported, symbols present
   std::string process_api;                       ///< which process-list entry point was chosen
   std::vector<std::string> notes;                ///< human-readable notes for `doctor`
 };
@@ -88,6 +108,7 @@ struct DeviceSample {
   std::optional<std::uint32_t> sm_clock_mhz;
   std::optional<std::uint32_t> mem_clock_mhz;
   std::vector<ProcessSample> processes;
+  GpmMetrics gpm;                                ///< activity since the previous sample of this device
   std::vector<MigInstance> mig_instances;        ///< with memory_used filled when readable
   std::string error;                             ///< why state is not ok, or a partial failure
 };

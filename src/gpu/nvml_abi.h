@@ -139,6 +139,50 @@ static_assert(sizeof(MemoryV2) == 40);
 static_assert(sizeof(PciInfo) == 68);
 static_assert(sizeof(ProcessUtilizationSample) == 32);
 
+/// GPM (GPU Performance Monitoring, Hopper and newer). A sample is an opaque buffer NVML allocates.
+using GpmSample = struct GpmSampleOpaque*;  ///< nvmlGpmSample_t
+
+struct GpmSupport {  ///< nvmlGpmSupport_t
+  unsigned version;
+  unsigned is_supported_device;
+};
+inline constexpr unsigned kGpmSupportVersion = 1;  ///< NVML_GPM_SUPPORT_VERSION
+
+struct GpmMetricInfo {
+  char* short_name;
+  char* long_name;
+  char* unit;
+};
+struct GpmMetric {  ///< nvmlGpmMetric_t
+  unsigned metric_id;
+  Return nvml_return;
+  double value;
+  GpmMetricInfo metric_info;
+};
+/// NVML_GPM_METRIC_MAX grew across headers (98, then 210, then 333) under the same struct version: NVML reads
+/// only numMetrics entries, so the array is sized for the largest header.
+inline constexpr unsigned kGpmMetricSlots = 333;
+struct GpmMetricsGet {  ///< nvmlGpmMetricsGet_t
+  unsigned version;
+  unsigned num_metrics;
+  GpmSample sample1;
+  GpmSample sample2;
+  GpmMetric metrics[kGpmMetricSlots];
+};
+inline constexpr unsigned kGpmMetricsGetVersion = 1;  ///< NVML_GPM_METRICS_GET_VERSION
+
+/// nvmlGpmMetricId_t values gpumeter reads (percent, 0-100).
+inline constexpr unsigned kGpmSmUtil = 2;         ///< NVML_GPM_METRIC_SM_UTIL
+inline constexpr unsigned kGpmSmOccupancy = 3;    ///< NVML_GPM_METRIC_SM_OCCUPANCY
+inline constexpr unsigned kGpmAnyTensorUtil = 5;  ///< NVML_GPM_METRIC_ANY_TENSOR_UTIL
+inline constexpr unsigned kGpmDramBwUtil = 10;    ///< NVML_GPM_METRIC_DRAM_BW_UTIL
+inline constexpr unsigned kGpmFp64Util = 11;      ///< NVML_GPM_METRIC_FP64_UTIL
+inline constexpr unsigned kGpmFp32Util = 12;      ///< NVML_GPM_METRIC_FP32_UTIL
+inline constexpr unsigned kGpmFp16Util = 13;      ///< NVML_GPM_METRIC_FP16_UTIL
+
+static_assert(sizeof(GpmMetric) == 40);
+static_assert(sizeof(GpmSupport) == 8);
+
 /// Versions of the running-process entry points, newest first.
 enum class ProcessApi { detail_list, v3, v2, v1, none };
 

@@ -13,6 +13,7 @@
 #include "gpu/call_guard.h"
 #include "gpu/gpu.h"
 #include "gpu/nvml_abi.h"
+#include "gpu/nvml_gpm.h"
 #include "gpu/nvml_loader.h"
 
 namespace gm {
@@ -152,11 +153,14 @@ ProcessSample read_process_entry(const unsigned char* base, std::size_t stride, 
 class NvmlBackend final : public GpuBackend {
  public:
   NvmlBackend(Library lib, Symbols syms, std::int64_t timeout_ms, Clock* clock)
-      : lib_(std::move(lib)), s_(syms), guard_(timeout_ms), clock_(clock) {}
+      : lib_(std::move(lib)), s_(syms), guard_(timeout_ms), clock_(clock) {
+    gpm_ = GpmApi::resolve(lib_);
+  }
 
   ~NvmlBackend() override {
     bool any_hung = guard_.hung(kGlobalKey);
     for (unsigned i = 0; i < infos_.size(); ++i) any_hung = any_hung || guard_.hung(static_cast<int>(i));
+    if (!any_hung) free_gpm_buffers();
     if (!any_hung && s_.shutdown != nullptr) (void)guard_.run(kGlobalKey, [f = s_.shutdown] { return f(); });
   }
 
@@ -262,12 +266,17 @@ class NvmlBackend final : public GpuBackend {
     if (caps.process_utilization && !out.processes.empty()) {
       if (!read_process_utilization(ctx, h, out.processes)) return out;
     }
+    if (caps.gpm && !read_gpm(ctx, d.gpm, h, std::nullopt, out.gpm)) return out;
     for (const MigInstance& mi : infos_[index].mig_instances) {
       MigInstance copy = mi;
       if (mi.index < d.mig_handles.size() && d.mig_handles[mi.index] != nullptr) {
         std::optional<std::uint64_t> total, used;
         if (!read_memory(ctx, d.mig_handles[mi.index], &total, &used)) return out;
         copy.memory_used_bytes = used;
+      }
+      if (mi.index < d.mig_gpm.size() && d.mig_gpm[mi.index].allocated() &&
+          !read_gpm(ctx, d.mig_gpm[mi.index], h, mi.gpu_instance_id, copy.gpm)) {
+        return out;
       }
       out.mig_instances.push_back(std::move(copy));
     }
@@ -280,6 +289,8 @@ class NvmlBackend final : public GpuBackend {
     bool probed = false;  ///< the last probe() ran to its end
     std::vector<Device> mig_handles;
     unsigned long long last_seen_us = 0;
+    GpmPair gpm;                   ///< the board's GPM sample buffers
+    std::vector<GpmPair> mig_gpm;  ///< per MIG device index (nvmlGpmMigSampleGet)
   };
 
   /// Bookkeeping of one sample: turns call outcomes into state.
@@ -660,7 +671,123 @@ class NvmlBackend final : public GpuBackend {
     } else {
       cap.notes.push_back("process utilization: nvmlDeviceGetProcessUtilization not exported by this NVML");
     }
+    if (!probe_gpm(ctx, inf, dev, cap)) {
+      cap.notes.push_back(scratch.error);
+      return;
+    }
     dev.probed = true;
+  }
+
+  /// Takes one GPM sample of a board (`gi` empty) or of its MIG GPU instance `gi` into `buf`.
+  Call take_gpm_sample(unsigned index, GpmSample buf, Device h, std::optional<unsigned> gi) {
+    int unused = 0;
+    if (gi) {
+      auto fn = gpm_.mig_sample;
+      const unsigned id = *gi;
+      return guarded(
+          static_cast<int>(index), [fn, h, id, buf](int&) { return fn(h, id, buf); }, unused);
+    }
+    auto fn = gpm_.sample;
+    return guarded(
+        static_cast<int>(index), [fn, h, buf](int&) { return fn(h, buf); }, unused);
+  }
+
+  /// Allocates a target's two GPM buffers (once) and takes its first sample; the pair is active when that
+  /// worked. False when the device stopped answering.
+  bool start_gpm(Ctx& ctx, GpmPair& pair, Device h, std::optional<unsigned> gi) {
+    pair.newest = -1;
+    pair.active = false;
+    for (GpmSample& b : pair.buf) {
+      if (b != nullptr) continue;
+      auto fn = gpm_.alloc;
+      Call c = guarded(
+          static_cast<int>(ctx.index), [fn](GpmSample& out) { return fn(&out); }, b);
+      if (!ctx.check(c, "nvmlGpmSampleAlloc", this)) return false;
+      if (!c.ok()) {
+        b = nullptr;
+        return true;
+      }
+    }
+    Call c = take_gpm_sample(ctx.index, pair.buf[0], h, gi);
+    if (!ctx.check(c, gi ? "nvmlGpmMigSampleGet" : "nvmlGpmSampleGet", this)) return false;
+    if (c.ok()) {
+      pair.newest = 0;
+      pair.active = true;
+    }
+    return true;
+  }
+
+  /// One new GPM sample of an active target; with the previous one, the metrics of the interval between
+  /// them. False when the device stopped answering.
+  bool read_gpm(Ctx& ctx, GpmPair& pair, Device h, std::optional<unsigned> gi, GpmMetrics& out) {
+    if (!pair.active || !pair.allocated()) return true;
+    const int into = pair.next();
+    Call c = take_gpm_sample(ctx.index, pair.buf[into], h, gi);
+    if (!ctx.check(c, gi ? "nvmlGpmMigSampleGet" : "nvmlGpmSampleGet", this)) return false;
+    if (!c.ok()) return true;
+    const int previous = pair.newest;
+    pair.newest = into;
+    if (previous < 0) return true;
+    auto fn = gpm_.metrics;
+    auto req = std::make_unique<GpmMetricsGet>();
+    fill_gpm_request(*req, pair.buf[previous], pair.buf[into]);
+    c = guarded(
+        static_cast<int>(ctx.index), [fn](GpmMetricsGet& r) { return fn(&r); }, *req);
+    if (!ctx.check(c, "nvmlGpmMetricsGet", this)) return false;
+    if (c.ok()) out = decode_gpm(*req);
+    return true;
+  }
+
+  /// GPM support of a device and its MIG instances; takes the first sample of each. False when the device
+  /// stopped answering.
+  bool probe_gpm(Ctx& ctx, const DeviceInfo& inf, Dev& dev, Capabilities& cap) {
+    constexpr const char* kWhat = "GPM (SM, tensor-core, FP pipe and DRAM activity)";
+    if (!gpm_.usable()) {
+      cap.notes.push_back(std::string(kWhat) + ": " + gpm_.missing() + " not exported by this NVML");
+      return true;
+    }
+    auto fn = gpm_.query;
+    Device h = dev.handle;
+    GpmSupport support{kGpmSupportVersion, 0};
+    Call c = guarded(
+        static_cast<int>(ctx.index), [fn, h](GpmSupport& sup) { return fn(h, &sup); }, support);
+    if (!ctx.check(c, "nvmlGpmQueryDeviceSupport", this)) return false;
+    if (!c.ok() || support.is_supported_device == 0) {
+      cap.notes.push_back(std::string(kWhat) + ": not supported on this device (Hopper and newer)");
+      return true;
+    }
+    if (!start_gpm(ctx, dev.gpm, h, std::nullopt)) return false;
+    cap.gpm = dev.gpm.active;
+    dev.mig_gpm.resize(dev.mig_handles.size());
+    if (!inf.mig_instances.empty() && gpm_.mig_sample == nullptr) {
+      cap.notes.push_back(std::string(kWhat) +
+                          " per MIG instance: nvmlGpmMigSampleGet not exported by this NVML");
+    } else {
+      for (const MigInstance& mi : inf.mig_instances) {
+        if (mi.index >= dev.mig_gpm.size()) continue;
+        if (!start_gpm(ctx, dev.mig_gpm[mi.index], h, mi.gpu_instance_id)) return false;
+        cap.gpm = cap.gpm || dev.mig_gpm[mi.index].active;
+      }
+    }
+    if (!cap.gpm) cap.notes.push_back(std::string(kWhat) + ": supported, but no sample could be taken");
+    return true;
+  }
+
+  void free_gpm_buffers() {
+    auto fn = gpm_.free;
+    if (fn == nullptr) return;
+    auto release = [&](GpmPair& pair) {
+      for (GpmSample& b : pair.buf) {
+        if (b == nullptr) continue;
+        GpmSample sample = b;
+        (void)guard_.run(kGlobalKey, [fn, sample] { return fn(sample); });
+        b = nullptr;
+      }
+    };
+    for (Dev& d : devs_) {
+      release(d.gpm);
+      for (GpmPair& p : d.mig_gpm) release(p);
+    }
   }
 
   void open_mig(Ctx& ctx, DeviceInfo& inf, Dev& dev, Capabilities& cap) {
@@ -721,6 +848,7 @@ class NvmlBackend final : public GpuBackend {
 
   Library lib_;
   Symbols s_;
+  GpmApi gpm_;
   nvml::CallGuard guard_;
   Clock* clock_;
   SystemClock system_clock_;

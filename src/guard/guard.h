@@ -31,14 +31,18 @@ struct ProgressUpdate {
   std::optional<std::string> ambiguity;
   /// The job wrote a checkpoint (`"checkpoint": true` or its path; "" when no path was given).
   std::optional<std::string> checkpoint;
+  /// Model FLOPs per token the job's tokens are measured with (`flops_per_token`, for MFU).
+  std::optional<double> flops_per_token;
   /// True when nothing at all was reported.
   bool empty() const {
-    return !step && !total_steps && !samples && !tokens && metrics.empty() && !ambiguity && !checkpoint;
+    return !step && !total_steps && !samples && !tokens && metrics.empty() && !ambiguity && !checkpoint &&
+           !flops_per_token;
   }
 };
 
 /// Parses one progress datagram: a JSON object with optional non-negative integer `step`, `total_steps`,
-/// `samples`, `tokens`, an object `metrics` of numbers and `checkpoint` (true, or the path written).
+/// `samples`, `tokens`, an object `metrics` of numbers, `checkpoint` (true, or the path written) and a
+/// positive finite `flops_per_token`.
 /// ErrorKind::usage with the reason otherwise.
 Result<ProgressUpdate> parse_progress_message(std::string_view datagram);
 

@@ -47,6 +47,13 @@ Result<ProgressUpdate> parse_progress_message(std::string_view datagram) {
       u.metrics[k] = *d;
     }
   }
+  if (const nlohmann::json* it = json_member(j, "flops_per_token"); it && !it->is_null()) {
+    const auto f = json_number(it);
+    if (!f) return make_error(ErrorKind::usage, "\"flops_per_token\" is not a number");
+    if (!std::isfinite(*f) || *f <= 0 || *f > 1e18)
+      return make_error(ErrorKind::usage, "\"flops_per_token\" is not a positive number of FLOPs");
+    u.flops_per_token = *f;
+  }
   if (const nlohmann::json* it = json_member(j, "checkpoint");
       it && !it->is_null() && json_bool(it) != false) {
     const auto path = json_string(it);

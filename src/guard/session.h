@@ -128,6 +128,8 @@ struct SessionConfig {
   std::optional<TargetSettings> target;
   /// How the job's GPUs are told (by PID; by device file where NVML's PIDs are another namespace's).
   GpuMatchConfig gpu_match;
+  /// Dense peak TFLOPS of one allocated GPU at the run's MFU precision (run.mfu_precision); nullopt: no MFU.
+  std::optional<double> mfu_peak_tflops;
 };
 
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
@@ -181,7 +183,21 @@ struct StatusSnapshot {
   std::optional<double> usd_per_1k_requests;
   std::optional<double> generated_tokens_per_s;
   std::optional<TargetStatus> target;  ///< --target: the forecast to reach it
+  /// Model FLOPs utilisation so far (ratio; needs tokens, FLOPs per token and the GPU's peak).
+  std::optional<double> mfu;
 };
+
+/// mfu_basis of a run whose FLOPs per token came from the job's client.
+inline constexpr const char* kClientFlopsBasis = "client: progress(flops_per_token=...)";
+
+/// The client's FLOPs per token (`progress(..., flops_per_token=F)`) becomes the run's MFU basis unless the
+/// command line gave one (--model / --flops-per-token win: the user said so).
+void adopt_client_flops(RunRecord& run, const ProgressUpdate& update);
+/// MFU of a run so far: its tokens × FLOPs per token ÷ (peak × allocated GPUs × the time after its GPUs
+/// first worked); nullopt before they worked or without tokens, FLOPs per token or a peak.
+std::optional<double> live_mfu(const RunRecord& run, const std::optional<ProgressRecord>& latest,
+                               const std::vector<GpuUsage>& gpus, std::optional<double> peak_tflops,
+                               std::size_t allocated, double elapsed_s);
 
 /// Window of the live serving figures of the status line.
 inline constexpr std::int64_t kServingWindowMs = 60'000;

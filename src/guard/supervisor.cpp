@@ -176,6 +176,10 @@ struct Supervisor::Impl {
 
   void on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
     if (u.empty() || !meter) return;
+    adopt_client_flops(run, u);
+    if (u.flops_per_token && !u.step && !u.total_steps && !u.samples && !u.tokens && u.metrics.empty() &&
+        !u.checkpoint)
+      return;
     if (u.checkpoint) checkpoint_seen(now_ns, *u.checkpoint, "gpumeter.checkpoint()");
     if (u.checkpoint && !u.step && !u.total_steps && !u.samples && !u.tokens && u.metrics.empty()) return;
     const double t_s = static_cast<double>(now_ns - start_ns) / 1e9;
@@ -737,6 +741,9 @@ struct Supervisor::Impl {
     s.forecast = forecast;
     if (target_guard) s.target = target_guard->status();
     if (meter) s.gpus = meter->latest();
+    if (meter)
+      s.mfu = live_mfu(run, latest_progress, meter->usage(), cfg.mfu_peak_tflops, cfg.allocated.size(),
+                       s.elapsed_s);
     s.stopping = stopping;
     if (serving_window.size() >= 2) {
       const ServingPoint& a = serving_window.front();

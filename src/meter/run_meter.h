@@ -2,6 +2,7 @@
 // RunMeter: the per-second metering of one `gpumeter run` over its allocated GPUs (DESIGN §3): exact
 // per-interval cost per GPU, energy, utilization and memory statistics, which GPUs the job used, and how
 // long every allocated GPU has been idle. Driven by a GpuBackend and explicit timestamps (testable).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -18,6 +19,26 @@ namespace gm {
 
 /// Utilization under which a GPU counts as idle for --max-idle (percent).
 inline constexpr double kIdleUtilPct = 5.0;
+
+/// Mean GPM activity of a GPU over the intervals it was working (utilization >= kIdleUtilPct, or a process
+/// of the job on it when utilization is unreadable); each metric over the intervals that carried it.
+class ActivityMean {
+ public:
+  /// Adds one interval's activity when `working`.
+  void add(const GpmPct& gpm, bool working);
+  /// The means; nullopt for a metric no working interval carried.
+  GpmPct mean() const;
+  /// Working intervals that carried at least one metric.
+  std::int64_t intervals() const { return intervals_; }
+
+ private:
+  std::array<double, 7> sum_{};
+  std::array<std::int64_t, 7> n_{};
+  std::int64_t intervals_ = 0;
+};
+
+/// The ledger's copy of a device's GPM metrics.
+GpmPct gpm_record(const GpmMetrics& metrics);
 
 /// Per-GPU usage of a run, for the report.
 struct GpuUsage {
@@ -46,7 +67,15 @@ struct GpuUsage {
   /// When a process of the job first appeared on it (a CUDA context, not yet work), in ms since the run's
   /// start: the start of the first interval that showed it. nullopt: never.
   std::optional<std::int64_t> first_process_ms;
+  ActivityMean activity;  ///< GPM activity while working
 };
+
+/// Model FLOPs utilisation, a ratio: tokens × flops_per_token ÷ (peak_tflops_per_gpu × 10¹² × gpus ×
+/// seconds); nullopt when a figure is missing or not positive (docs/run.md "MFU").
+std::optional<double> model_flops_utilization(double tokens, double flops_per_token,
+                                              double peak_tflops_per_gpu, std::size_t gpus, double seconds);
+/// When the run's GPUs first worked (ms since its start): the earliest first_busy_ms; nullopt: never.
+std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus);
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).
 std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);

@@ -280,6 +280,20 @@ struct StatedDefault {
 StatedDefault default_mfu(const JobSpec& job);
 /// Dense peak TFLOPS of a GPU for a precision (mixed/bf16 → BF16 dense, fp16 → FP16 dense, fp32 → FP32).
 std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision);
+// ---------------------------------------------------------------------------------------------- MFU of a run
+/// Training FLOPs per token of a model, with where the figure came from (for the report's mfu_basis).
+struct FlopsPerToken {
+  double flops = 0;
+  std::string basis;
+};
+/// The planner's training FLOPs for one token of the model `gpumeter run --model NAME|PATH` names (resolved
+/// as `plan --model` resolves it: the table, a Hugging Face config file or folder, a TOML file, a cached Hub
+/// id) at `seq`, else at the model's own context: what a run's MFU is measured against (docs/plan.md).
+/// Usage error for a CNN (its work is not counted in tokens).
+Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::optional<int> seq,
+                                          const ModelSearch& search);
+/// Dense peak TFLOPS of a GPU at "bf16", "fp16", "fp8", "tf32" or "fp32"; nullopt when the catalog lacks it.
+std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision);
 /// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.
 double compute_time_s(double flops, int gpus, double peak_tflops, double mfu);
 

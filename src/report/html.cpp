@@ -9,6 +9,7 @@
 
 #include "meter/run_meter.h"
 #include "report/detail/target_render.h"
+#include "report/detail/run_activity.h"
 #include "report/html_page.h"
 #include "report/run_report.h"
 #include "util/json.h"
@@ -189,6 +190,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                      usd(s->cost_micros), 100 * s->share_of_run,
                      s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
+  for (const GpuUsage& g : gpu_usage_from_samples(in.samples))
+    if (const std::string a = report_detail::gpm_text(g.activity.mean()); !a.empty())
+      summary.push_back({fmt::format("GPU {} activity while working (GPM)", g.index), a});
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   {
     // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.
@@ -240,8 +244,10 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   for (auto t : tv) x.push_back(static_cast<double>(t) / 1000.0);
   if (!in.samples.empty()) {
     std::vector<MicroUsd> cost_at(tv.size(), 0);
-    std::map<unsigned, std::vector<std::optional<double>>> util, mem, power;
+    std::map<unsigned, std::vector<std::optional<double>>> util, mem, power, tensor, sm_active;
     for (unsigned g : gpus) {
+      tensor[g].assign(tv.size(), std::nullopt);
+      sm_active[g].assign(tv.size(), std::nullopt);
       util[g].assign(tv.size(), std::nullopt);
       mem[g].assign(tv.size(), std::nullopt);
       power[g].assign(tv.size(), std::nullopt);
@@ -253,6 +259,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (s.memory_used_bytes)
         mem[s.gpu_index][i] = static_cast<double>(*s.memory_used_bytes) / (1024.0 * 1024 * 1024);
       power[s.gpu_index][i] = s.power_w;
+      tensor[s.gpu_index][i] = s.gpm.tensor_active;
+      sm_active[s.gpu_index][i] = s.gpm.sm_active;
     }
     // Long runs: at most kMaxPoints per chart, each point a bucket of consecutive seconds (cost summed,
     // utilization and power averaged, memory at its maximum), so the page stays small and quick.
@@ -280,6 +288,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       for (auto& [g, v] : util) reduce(v, false);
       for (auto& [g, v] : mem) reduce(v, true);
       for (auto& [g, v] : power) reduce(v, false);
+      for (auto& [g, v] : tensor) reduce(v, false);
+      for (auto& [g, v] : sm_active) reduce(v, false);
       std::vector<MicroUsd> cost_b;
       std::vector<double> x_b;
       for (std::size_t i = 0; i < tv.size(); i += k) {
@@ -373,6 +383,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
         notes.push_back(title + ": not reported by the GPU");
     };
     per_gpu("util", "GPU utilization", "%", util, "gpu");
+    // GPM (Hopper and newer): utilization says "busy" for fp32 and bf16 math alike; these tell them apart.
+    per_gpu("tensor", "Tensor-core activity (NVML GPM)", "%", tensor, "gpu");
+    per_gpu("sm_active", "SM activity (NVML GPM)", "%", sm_active, "gpu");
     per_gpu("memory", "GPU memory used", "GiB", mem, "gpu");
     per_gpu("power", "GPU power", "W", power, "gpu");
   } else {

@@ -9,6 +9,7 @@
 #include "guard/gpu_match.h"
 #include "guard/session.h"
 #include "report/detail/target_render.h"
+#include "report/detail/run_activity.h"
 #include "sys/spawn.h"
 #include "util/json.h"
 #include "util/units.h"
@@ -132,6 +133,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   } else if (catalog) {
     r.rightsizing = rightsize(run, r.gpus, *catalog);
   }
+  report_detail::add_run_mfu(r, catalog);
   r.serving = serving_kpis(run, inference);
   if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
   if (run.status == "interrupted")
@@ -141,6 +143,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
   r.target = replay_run_target(run, progress, r.actions);
   r.findings = run_findings(r);
+  report_detail::add_gpm_findings(r, catalog);
   return r;
 }
 
@@ -293,6 +296,9 @@ std::string render_run_report_json(const RunReport& r) {
   j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
   j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
   j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
+  j["mfu"] = json_or_null(r.mfu);
+  j["flops_per_token"] = json_or_null(r.flops_per_token);
+  j["mfu_basis"] = json_or_null(r.mfu_basis);
   j["metrics"] = r.metrics;
   j["labels"] = run.labels;
   j["user"] = run.user;
@@ -309,6 +315,7 @@ std::string render_run_report_json(const RunReport& r) {
                     {"busy_s", g.busy_s},
                     {"cost_usd", micros_to_usd(g.cost_micros)},
                     {"energy_kwh", g.energy_j / 3.6e6}});
+    report_detail::add_gpm_json(gpus.back(), g.activity.mean());
   }
   j["gpus"] = gpus;
   nlohmann::json actions = nlohmann::json::array();
@@ -467,6 +474,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                      g.mem_avg_bytes ? format_bytes(*g.mem_avg_bytes) : "n/a",
                      g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a",
                      g.used ? "" : "  (never used)");
+    if (const std::string activity = report_detail::gpm_text(g.activity.mean()); !activity.empty())
+      o += "          activity while working: " + activity + "\n";
   }
   if (r.steps)
     o += fmt::format("  steps           {}{}\n", *r.steps,
@@ -474,6 +483,7 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", format_usd(*r.usd_per_step));
   if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", format_usd(*r.usd_per_1k_samples));
   if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", format_usd(*r.usd_per_1m_tokens));
+  if (r.mfu) o += fmt::format("  MFU             {:.1f}% ({})\n", *r.mfu * 100.0, r.mfu_basis.value_or(""));
   if (r.serving) {
     const ServingKpis& k = *r.serving;
     auto n = [](const std::optional<double>& v) {

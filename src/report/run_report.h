@@ -69,6 +69,9 @@ struct RunReport {
   std::string telemetry = "nvml";         ///< "none": no GPU telemetry, wall time × price (DESIGN §3)
   std::optional<RightsizingHint> rightsizing;
   std::optional<Startup> startup;      ///< billed time before the first GPU work
+  std::optional<double> mfu;           ///< model FLOPs utilisation after start-up (ratio 0-1)
+  std::optional<double> flops_per_token;  ///< what the tokens are measured with
+  std::optional<std::string> mfu_basis;   ///< where that figure and the peak came from
   std::optional<std::int64_t> process_on_gpu_ms;  ///< a process of the job first on a GPU (not yet work)
   /// false: the run ended (stopped, failed, interrupted, preempted) or is still running before its first
   /// GPU work and first step; its utilization findings, rightsizing and per-month figures are withheld.

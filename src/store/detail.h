@@ -12,7 +12,8 @@
 
 namespace gm::store_detail {
 
-/// The run columns after `id`, in bind order (41). `user` is quoted: a reserved word in PostgreSQL.
+/// The run columns after `id`, in bind order (44). `user` is quoted: a reserved word in PostgreSQL.
+// clang-format off
 inline constexpr const char* kRunColumnNames[] = {
     "command", "\"user\"", "host", "labels_json", "start_unix_ms", "end_unix_ms", "status", "exit_code",
     "stopped_by", "price_micros_per_gpu_hour", "price_source", "provider", "region", "billing_granularity_s",
@@ -20,8 +21,15 @@ inline constexpr const char* kRunColumnNames[] = {
     "wall_ms", "billed_s", "cost_micros", "idle_cost_micros", "unused_gpu_cost_micros", "energy_j",
     "energy_method", "co2_kg", "carbon_source", "forecast_cost_usd", "meter_pid", "meter_host",
     "heartbeat_unix_ms", "steps", "samples_done", "tokens_done", "preempt_provider", "preempt_notice_unix_ms",
-    "preempt_deadline_unix_ms", "last_checkpoint_ms", "lost_work_micros"};
+    "preempt_deadline_unix_ms", "last_checkpoint_ms", "lost_work_micros", "flops_per_token", "mfu_basis",
+    "mfu_precision"};
+// clang-format on
 inline constexpr int kRunColumnCount = static_cast<int>(std::size(kRunColumnNames));
+
+/// The samples table's GPM columns, in GpmPct's field order (7).
+#define GM_GPM_COLUMNS                                                                    \
+  "gpm_sm_active_pct, gpm_sm_occupancy_pct, gpm_tensor_active_pct, gpm_fp32_active_pct, " \
+  "gpm_fp16_active_pct, gpm_fp64_active_pct, gpm_dram_bw_util_pct"
 
 /// "id, command, \"user\", …" (with_id) or the columns after id.
 std::string run_columns(bool with_id);
@@ -94,6 +102,9 @@ void bind_run(S& s, const RunRecord& r, int first = 1) {
   s.bind(i++, r.preemption_deadline_unix_ms);
   s.bind(i++, r.last_checkpoint_ms);
   s.bind(i++, r.lost_work_micros);
+  s.bind(i++, r.flops_per_token);
+  s.bind(i++, r.mfu_basis);
+  s.bind(i++, r.mfu_precision);
 }
 
 /// Reads a row selected with run_columns(true). `S` has i64, f64, text, view (valid until the next row),
@@ -144,6 +155,9 @@ RunRecord read_run(const S& s) {
   r.preemption_deadline_unix_ms = s.oi64(c++);
   r.last_checkpoint_ms = s.oi64(c++);
   r.lost_work_micros = s.oi64(c++);
+  r.flops_per_token = s.of64(c++);
+  r.mfu_basis = s.otext(c++);
+  r.mfu_precision = s.otext(c++);
   return r;
 }
 

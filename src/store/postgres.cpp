@@ -61,6 +61,19 @@ CREATE TABLE IF NOT EXISTS cells (
 CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id, start_ms);
 )sql";
 
+/// Columns added to existing tables after they were created (idempotent): MFU and GPM activity (issue 37).
+const char* kPgColumnsAdded = R"sql(
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS flops_per_token DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS mfu_basis TEXT, ADD COLUMN IF NOT EXISTS mfu_precision TEXT;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS gpm_sm_active_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_sm_occupancy_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_tensor_active_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_fp32_active_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_fp16_active_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_fp64_active_pct DOUBLE PRECISION,
+  ADD COLUMN IF NOT EXISTS gpm_dram_bw_util_pct DOUBLE PRECISION;
+)sql";
+
 const char* kPgSchemaV2 = R"sql(
 CREATE TABLE IF NOT EXISTS budgets (
   selector TEXT PRIMARY KEY, limit_micros BIGINT NOT NULL, period TEXT NOT NULL, updated_unix_ms BIGINT NOT NULL);
@@ -164,14 +177,16 @@ class PgLedger final : public Ledger {
       }
     }
     if (version > kSchemaVersion)
-      return fail(make_error(ErrorKind::unavailable,
-                             fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
-                                         location_, version, kSchemaVersion)));
-    if (version == kSchemaVersion) return exec("COMMIT", "commit");
+      return fail(
+          make_error(ErrorKind::unavailable,
+                     fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
+                                 location_, version, kSchemaVersion)));
     if (version < 1)
       if (auto r = exec(kPgSchemaV1, "create the tables"); !r) return fail(r.error());
     if (version < 2)
       if (auto r = exec(kPgSchemaV2, "migrate the schema to version 2"); !r) return fail(r.error());
+    if (auto r = exec(kPgColumnsAdded, "add the GPM sample columns"); !r) return fail(r.error());
+    if (version == kSchemaVersion) return exec("COMMIT", "commit");
     Params p;
     p.bind(1, std::to_string(kSchemaVersion));
     auto w = command(
@@ -280,10 +295,12 @@ class PgLedger final : public Ledger {
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
     Params p;
     p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-                         "temperature_c, energy_j, cost_micros, job_present FROM samples WHERE run_id=$1 "
-                         "ORDER BY t_ms, gpu_index, seq",
-                         &p, "select samples"));
+    GM_TRY(Rows r,
+           query("SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+                 "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
+                 " FROM samples WHERE run_id=$1 "
+                 "ORDER BY t_ms, gpu_index, seq",
+                 &p, "select samples"));
     std::vector<SampleRecord> out;
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
@@ -299,6 +316,7 @@ class PgLedger final : public Ledger {
       x.energy_j = r.f64(8);
       x.cost_micros = r.i64(9);
       x.job_present = r.i64(10) != 0;
+      x.gpm = {r.of64(11), r.of64(12), r.of64(13), r.of64(14), r.of64(15), r.of64(16), r.of64(17)};
       out.push_back(std::move(x));
     }
     return out;
@@ -629,9 +647,10 @@ class PgLedger final : public Ledger {
   Result<void> insert_rows(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
                            const std::vector<ActionRecord>& actions) {
     GM_TRY_VOID(insert_many(
-        "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-        "temperature_c, energy_j, cost_micros, job_present)",
-        11, samples,
+        "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, "
+        "power_w, "
+        "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS ")",
+        18, samples,
         [](Params& p, const SampleRecord& x, int i) {
           p.bind(i, x.run_id);
           p.bind(i + 1, x.t_ms);
@@ -647,6 +666,13 @@ class PgLedger final : public Ledger {
           p.bind(i + 8, x.energy_j);
           p.bind(i + 9, x.cost_micros);
           p.bind(i + 10, std::int64_t{x.job_present ? 1 : 0});
+          p.bind(i + 11, x.gpm.sm_active);
+          p.bind(i + 12, x.gpm.sm_occupancy);
+          p.bind(i + 13, x.gpm.tensor_active);
+          p.bind(i + 14, x.gpm.fp32_active);
+          p.bind(i + 15, x.gpm.fp16_active);
+          p.bind(i + 16, x.gpm.fp64_active);
+          p.bind(i + 17, x.gpm.dram_bw_util);
         },
         "", "insert samples"));
     GM_TRY_VOID(insert_many(

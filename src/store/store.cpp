@@ -42,12 +42,14 @@ CREATE TABLE IF NOT EXISTS runs (
   co2_kg REAL, carbon_source TEXT NOT NULL, forecast_cost_usd REAL, meter_pid INTEGER NOT NULL,
   meter_host TEXT NOT NULL, heartbeat_unix_ms INTEGER NOT NULL, steps INTEGER, samples_done INTEGER,
   tokens_done INTEGER, preempt_provider TEXT, preempt_notice_unix_ms INTEGER, preempt_deadline_unix_ms INTEGER,
-  last_checkpoint_ms INTEGER, lost_work_micros INTEGER);
+  last_checkpoint_ms INTEGER, lost_work_micros INTEGER, flops_per_token REAL, mfu_basis TEXT, mfu_precision TEXT);
 CREATE INDEX IF NOT EXISTS runs_start ON runs(start_unix_ms);
 CREATE TABLE IF NOT EXISTS samples (
   run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, gpu_index INTEGER NOT NULL, gpu_uuid TEXT NOT NULL,
   utilization_pct REAL, memory_used_bytes INTEGER, power_w REAL, temperature_c REAL,
-  energy_j REAL NOT NULL, cost_micros INTEGER NOT NULL, job_present INTEGER NOT NULL);
+  energy_j REAL NOT NULL, cost_micros INTEGER NOT NULL, job_present INTEGER NOT NULL,
+  gpm_sm_active_pct REAL, gpm_sm_occupancy_pct REAL, gpm_tensor_active_pct REAL, gpm_fp32_active_pct REAL,
+  gpm_fp16_active_pct REAL, gpm_fp64_active_pct REAL, gpm_dram_bw_util_pct REAL);
 CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t_ms);
 CREATE TABLE IF NOT EXISTS progress (
   run_id INTEGER NOT NULL, t_ms INTEGER NOT NULL, step INTEGER, total_steps INTEGER, samples INTEGER,
@@ -127,11 +129,20 @@ class Stmt {
 };
 
 /// Columns added to `runs` after the first release (issue 28): added to older ledgers when opened.
+/// Sample columns added after their table (GPM activity, issue 37): NULL in older rows.
+const char* kSampleColumnsAdded[][2] = {{"gpm_sm_active_pct", "REAL"},     {"gpm_sm_occupancy_pct", "REAL"},
+                                        {"gpm_tensor_active_pct", "REAL"}, {"gpm_fp32_active_pct", "REAL"},
+                                        {"gpm_fp16_active_pct", "REAL"},   {"gpm_fp64_active_pct", "REAL"},
+                                        {"gpm_dram_bw_util_pct", "REAL"}};
+
 const char* kRunColumnsAdded[][2] = {{"preempt_provider", "TEXT"},
                                      {"preempt_notice_unix_ms", "INTEGER"},
                                      {"preempt_deadline_unix_ms", "INTEGER"},
                                      {"last_checkpoint_ms", "INTEGER"},
-                                     {"lost_work_micros", "INTEGER"}};
+                                     {"lost_work_micros", "INTEGER"},
+                                     {"flops_per_token", "REAL"},
+                                     {"mfu_basis", "TEXT"},
+                                     {"mfu_precision", "TEXT"}};
 
 /// The run columns to SELECT from a ledger of schema `version` (a version-1 ledger opened read-only still
 /// holds budget_usd in dollars).
@@ -457,9 +468,17 @@ class SqliteLedger final : public Ledger {
   }
 
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
-    Stmt s(db_,
-           "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, temperature_c, "
-           "energy_j, cost_micros, job_present FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
+    // A ledger opened read-only from before the GPM columns has none: they read as NULL.
+    Stmt with_gpm(db_,
+                  "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
+                  "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
+                  " FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
+    Stmt without_gpm(db_, with_gpm.ok() ? "SELECT 1"
+                                        : "SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, "
+                                          "memory_used_bytes, power_w, temperature_c, energy_j, cost_micros, "
+                                          "job_present FROM samples WHERE run_id=? ORDER BY t_ms, gpu_index");
+    const bool has_gpm = with_gpm.ok();
+    Stmt& s = has_gpm ? with_gpm : without_gpm;
     if (!s.ok()) return err("prepare select samples");
     s.bind(1, run_id);
     std::vector<SampleRecord> out;
@@ -477,6 +496,8 @@ class SqliteLedger final : public Ledger {
       x.energy_j = s.f64(8);
       x.cost_micros = s.i64(9);
       x.job_present = s.i64(10) != 0;
+      if (has_gpm)
+        x.gpm = {s.of64(11), s.of64(12), s.of64(13), s.of64(14), s.of64(15), s.of64(16), s.of64(17)};
       out.push_back(std::move(x));
     }
     if (rc != SQLITE_DONE) return err("select samples");
@@ -683,8 +704,10 @@ class SqliteLedger final : public Ledger {
                           const std::vector<ActionRecord>& actions) {
     {
       Stmt s(db_,
-             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-             "temperature_c, energy_j, cost_micros, job_present) VALUES (?,?,?,?,?,?,?,?,?,?,?)");
+             "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, "
+             "power_w, "
+             "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
+             ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       if (!s.ok()) return err("prepare samples");
       for (const auto& x : samples) {
         s.bind(1, x.run_id);
@@ -699,6 +722,13 @@ class SqliteLedger final : public Ledger {
         s.bind(9, x.energy_j);
         s.bind(10, x.cost_micros);
         s.bind(11, std::int64_t{x.job_present ? 1 : 0});
+        s.bind(12, x.gpm.sm_active);
+        s.bind(13, x.gpm.sm_occupancy);
+        s.bind(14, x.gpm.tensor_active);
+        s.bind(15, x.gpm.fp32_active);
+        s.bind(16, x.gpm.fp16_active);
+        s.bind(17, x.gpm.fp64_active);
+        s.bind(18, x.gpm.dram_bw_util);
         if (s.step() != SQLITE_DONE) return err("insert sample");
         s.reset();
       }
@@ -932,6 +962,17 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& location) {
     for (const auto& [name, type] : kRunColumnsAdded)
       if (!have.count(name)) {
         const std::string sql = std::string("ALTER TABLE runs ADD COLUMN ") + name + " " + type;
+        if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+          return fail("cannot add a column");
+      }
+    have.clear();
+    sqlite3_prepare_v2(db, "PRAGMA table_info(samples)", -1, &st, nullptr);
+    while (st && sqlite3_step(st) == SQLITE_ROW)
+      if (const auto* name = sqlite3_column_text(st, 1)) have.insert(reinterpret_cast<const char*>(name));
+    sqlite3_finalize(st);
+    for (const auto& [name, type] : kSampleColumnsAdded)
+      if (!have.count(name)) {
+        const std::string sql = std::string("ALTER TABLE samples ADD COLUMN ") + name + " " + type;
         if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
           return fail("cannot add a column");
       }

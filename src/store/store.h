@@ -64,6 +64,19 @@ struct RunRecord {
   std::optional<std::int64_t> preemption_deadline_unix_ms;  ///< when the provider takes the machine
   std::optional<std::int64_t> last_checkpoint_ms;  ///< ms since the start of the last checkpoint seen
   std::optional<MicroUsd> lost_work_micros;  ///< spend since then, of a run that did not succeed
+  // MFU (issue 37): the model FLOPs per token the job's tokens are measured with, where that figure came
+  // from, and the precision whose dense peak MFU divides by:
+  std::optional<double> flops_per_token;
+  std::optional<std::string> mfu_basis;  ///< "model llama-3-8b (planner training FLOPs, seq 8192)", "client"
+  std::optional<std::string> mfu_precision;  ///< "bf16" (default), "fp16", "fp8", "tf32", "fp32"
+};
+
+/// A GPU's activity over one sample interval from NVML GPM, in percent 0-100 (the ledger's copy of gpu's
+/// GpmMetrics); each value nullopt where the GPU does not support it.
+struct GpmPct {
+  std::optional<double> sm_active, sm_occupancy, tensor_active, fp32_active, fp16_active, fp64_active,
+      dram_bw_util;
+  bool operator==(const GpmPct&) const = default;
 };
 
 /// One GPU reading of a run at one second.
@@ -79,6 +92,7 @@ struct SampleRecord {
   double energy_j = 0;                       ///< energy of the interval ending here
   MicroUsd cost_micros = 0;                  ///< cost of the interval ending here (this GPU)
   bool job_present = false;                  ///< a process of the job's tree was on this GPU
+  GpmPct gpm;                                ///< GPM activity of the interval ending here
 };
 
 /// One progress report.

@@ -128,6 +128,15 @@ void parse_path(std::string_view path, CgroupFacts& f) {
       std::string_view v = c;
       if (starts_with(v, "user-") && strip_suffix(v, ".slice")) f.session_uid = to_u32(v.substr(5));
     }
+    // The unit a job runs in: foo.service, or a transient scope (systemd-run --scope: run-u12.scope).
+    {
+      std::string_view v = c;
+      const bool service = strip_suffix(v, ".service");
+      const bool scope = !service && strip_suffix(v, ".scope");
+      if ((service && !starts_with(v, "user@")) ||
+          (scope && !starts_with(v, "session-") && v != "init" && !f.container_id))
+        f.systemd_unit = std::string(v);
+    }
   }
 }
 
@@ -294,6 +303,24 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
       if (auto account = proc_.environ_var(pid, "SLURM_JOB_ACCOUNT"); account && account->size() <= 64)
         o.slurm_account = *account;
       if (f.slurm_uid) uid = f.slurm_uid;
+    } else if (f.systemd_unit) {
+      // A job on a bare box (docs/agent.md "Jobs on a bare box"): the unit it was started in.
+      o.kind = OwnerKind::process;
+      o.name = *f.systemd_unit;
+      if (f.session_uid) uid = f.session_uid;
+    } else if (info->pgid > 0) {
+      // Else its process group (a shell's job, nohup, a tmux pane, torchrun and its workers): named by the
+      // leader's program and script, and the group id, so two `python3` jobs are two owners.
+      o.kind = OwnerKind::process;
+      std::string command;
+      if (info->pgid == pid) {
+        if (auto args = proc_.cmdline(pid, 16)) command = job_command(*args);
+      } else if (auto args = proc_.cmdline(info->pgid, 16)) {
+        command = job_command(*args);
+      }
+      if (command.empty()) command = info->comm.empty() ? "pid-" + std::to_string(pid) : info->comm;
+      o.name = command + " (pgid " + std::to_string(info->pgid) + ")";
+      if (f.session_uid) uid = f.session_uid;
     } else if (f.session_uid) {
       o.kind = OwnerKind::user;
       uid = f.session_uid;
@@ -308,6 +335,31 @@ Owner OwnerResolver::resolve(std::uint32_t pid) {
   if (o.kind == OwnerKind::user) o.name = o.user;
   cache_[pid] = Cached{start, o, true, interval_};
   return o;
+}
+
+std::string job_command(const std::vector<std::string>& args) {
+  auto base = [](std::string_view a) {
+    const auto slash = a.rfind('/');
+    return slash == std::string_view::npos ? a : a.substr(slash + 1);
+  };
+  auto shown = [](std::string_view a) {
+    if (a.empty() || a.size() > 64 || a.front() == '-' || a.front() == '.') return false;
+    return std::all_of(a.begin(), a.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+  };
+  if (args.empty()) return "";
+  const std::string_view program = base(args.front());
+  if (!shown(program)) return "";
+  std::string out(program);
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a.empty() || a.front() == '-') continue;
+    // The first positional argument: the script or module; shown only when plainly a name.
+    if (a.find_first_of("=@:") == std::string_view::npos && shown(base(a))) out += " " + std::string(base(a));
+    break;
+  }
+  return out;
 }
 
 void OwnerResolver::end_interval() {

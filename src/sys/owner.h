@@ -1,8 +1,10 @@
 #pragma once
 // Owner attribution: which container, Kubernetes pod, Slurm job or user a process belongs to, from
 // /proc/PID/cgroup (cgroup v1 and v2, cgroupfs and systemd drivers), the kubelet's log layout for pod
-// names, and the process environment (SLURM_JOB_ID) where the cgroup says nothing. Bare processes are
-// named by their executable name (/proc/PID/comm) only, never by their command line.
+// names, and the process environment (SLURM_JOB_ID) where the cgroup says nothing. A process outside all
+// of those is owned by its job (docs/agent.md "Jobs on a bare box"): its systemd unit, else its process
+// group, named by the group leader's program and script ("python3 train.py (pgid 4242)"), never by the rest
+// of its command line (options can hold secrets).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -43,6 +45,9 @@ struct CgroupFacts {
   std::optional<std::string> slurm_sluid;  ///< the job's SLUID (Slurm 26.05 and later name the cgroup by it)
   std::optional<std::uint32_t> slurm_uid;
   std::optional<std::uint32_t> session_uid;  ///< user-UID.slice
+  /// The innermost systemd unit a job was started in (a `.service`, or a `.scope` made with systemd-run),
+  /// without its suffix; never a login session (`session-N.scope`), `init.scope` or `user@UID.service`.
+  std::optional<std::string> systemd_unit;
 };
 
 /// Parses the text of /proc/PID/cgroup (v1: many lines, v2: "0::/path").
@@ -105,6 +110,11 @@ std::optional<std::string> slurm_conf_value(std::string_view conf_text, std::str
 /// the reader runs as root: proctrack/cgroup puts jobs in cgroups gpumeter parses; any other proctrack
 /// leaves only SLURM_JOB_ID in each job's environment, readable by root alone.
 SlurmAttribution slurm_attribution(const std::string& conf_path, bool is_root);
+
+/// The job name of a process group from its leader's arguments: the program's base name and its first
+/// positional argument's base name ("python3 train.py"), or the program alone; arguments starting with '-',
+/// holding '=', '@' or ':' or other characters than letters, digits and `._-` are never shown.
+std::string job_command(const std::vector<std::string>& leader_args);
 
 /// Start time (clock ticks since boot, field 22 of /proc/PID/stat) from the stat text; nullopt if malformed.
 std::optional<std::uint64_t> stat_start_ticks(std::string_view stat_text);

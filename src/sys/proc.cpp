@@ -69,6 +69,20 @@ std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
   return info;
 }
 
+std::optional<std::vector<std::string>> ProcReader::cmdline(std::uint32_t pid, std::size_t max_args) const {
+  auto text = read_small_file(root_ + "/" + std::to_string(pid) + "/cmdline");
+  if (!text || text->empty()) return std::nullopt;
+  std::vector<std::string> args;
+  std::size_t pos = 0;
+  while (pos < text->size() && args.size() < max_args) {
+    const auto end = text->find('\0', pos);
+    args.emplace_back(text->substr(pos, (end == std::string::npos ? text->size() : end) - pos));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return args;
+}
+
 std::optional<std::string> ProcReader::environ_var(std::uint32_t pid, const std::string& name) const {
   auto env = read_small_file(root_ + "/" + std::to_string(pid) + "/environ");
   if (!env) return std::nullopt;

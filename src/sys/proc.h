@@ -25,6 +25,9 @@ class ProcReader {
   std::vector<std::uint32_t> pids() const;
   /// One process, or nullopt if it vanished or cannot be read.
   std::optional<ProcInfo> read(std::uint32_t pid) const;
+  /// The arguments of a process (/proc/PID/cmdline, NUL-separated), at most `max_args`; nullopt when it
+  /// cannot be read or is empty (a kernel thread, a zombie).
+  std::optional<std::vector<std::string>> cmdline(std::uint32_t pid, std::size_t max_args) const;
   /// One environment variable of a process (needs permission; nullopt otherwise).
   std::optional<std::string> environ_var(std::uint32_t pid, const std::string& name) const;
   /// All descendants of `root_pid` (not including it), from the ppid links of the current snapshot.

@@ -623,3 +623,213 @@ FAKE_EXPORT int nvmlDeviceGetProcessUtilization(void* device, nvmlProcessUtiliza
 }
 
 }  // extern "C"
+
+// ---- GPM (GPU Performance Monitoring) ----------------------------------------------------------
+namespace {
+
+/// A GPM sample buffer: which target it sampled, and when (scenario seconds).
+struct FakeGpmSample {
+  bool taken = false;
+  std::size_t device = 0;
+  int mig = -1;  ///< MIG instance index, -1 for the board
+  double t_s = 0;
+};
+
+std::mutex& gpm_mu() {
+  static auto* mu = new std::mutex();
+  return *mu;
+}
+std::vector<FakeGpmSample*>& gpm_samples() {
+  static auto* list = new std::vector<FakeGpmSample*>();
+  return *list;
+}
+bool gpm_known(const FakeGpmSample* s) {
+  const auto& list = gpm_samples();
+  return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+using GpmField = std::optional<double> fake_nvml::GpmSpec::*;
+
+/// The scenario key of an nvmlGpmMetricId_t gpumeter may ask for; null for ids the fake does not model.
+GpmField gpm_field(unsigned id) {
+  switch (id) {
+    case 2:
+      return &fake_nvml::GpmSpec::sm_util;  // NVML_GPM_METRIC_SM_UTIL
+    case 3:
+      return &fake_nvml::GpmSpec::sm_occupancy;  // NVML_GPM_METRIC_SM_OCCUPANCY
+    case 5:
+      return &fake_nvml::GpmSpec::tensor_util;  // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    case 10:
+      return &fake_nvml::GpmSpec::dram_bw_util;  // NVML_GPM_METRIC_DRAM_BW_UTIL
+    case 11:
+      return &fake_nvml::GpmSpec::fp64_util;  // NVML_GPM_METRIC_FP64_UTIL
+    case 12:
+      return &fake_nvml::GpmSpec::fp32_util;  // NVML_GPM_METRIC_FP32_UTIL
+    case 13:
+      return &fake_nvml::GpmSpec::fp16_util;  // NVML_GPM_METRIC_FP16_UTIL
+    default:
+      return nullptr;
+  }
+}
+
+const char* gpm_short_name(unsigned id) {
+  switch (id) {
+    case 2:
+      return "sm_util";
+    case 3:
+      return "sm_occupancy";
+    case 5:
+      return "any_tensor_util";
+    case 10:
+      return "dram_bw_util";
+    case 11:
+      return "fp64_util";
+    case 12:
+      return "fp32_util";
+    case 13:
+      return "fp16_util";
+    default:
+      return nullptr;
+  }
+}
+
+/// A board metric over [t1, t2]: the time-weighted mean of the segments that carry it (the segment in force
+/// at t2 when the window is empty); nullopt when none does.
+std::optional<double> gpm_board_value(const DeviceSpec& dev, GpmField field, double t1, double t2) {
+  if (t2 <= t1) {
+    const Segment& seg = fake_nvml::segment_at(dev, t2);
+    return seg.gpm ? (*seg.gpm).*field : std::nullopt;
+  }
+  double sum = 0, weight = 0;
+  for (std::size_t i = 0; i < dev.timeline.size(); ++i) {
+    const Segment& seg = dev.timeline[i];
+    const double start = std::max(t1, i == 0 ? -1e300 : seg.t_s);
+    const double end = std::min(t2, i + 1 < dev.timeline.size() ? dev.timeline[i + 1].t_s : 1e300);
+    if (end <= start || !seg.gpm || !((*seg.gpm).*field)) continue;
+    sum += *((*seg.gpm).*field) * (end - start);
+    weight += end - start;
+  }
+  if (weight <= 0) return std::nullopt;
+  return sum / weight;
+}
+
+}  // namespace
+
+extern "C" {
+
+typedef struct {
+  unsigned int version;
+  unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+typedef struct {
+  unsigned int metricId;
+  int nvmlReturn;
+  double value;
+  struct {
+    const char* shortName;
+    const char* longName;
+    const char* unit;
+  } metricInfo;
+} nvmlGpmMetric_t;
+/// The smallest NVML_GPM_METRIC_MAX of any header (98): callers allocate at least this many entries.
+typedef struct {
+  unsigned int version;
+  unsigned int numMetrics;
+  FakeGpmSample* sample1;
+  FakeGpmSample* sample2;
+  nvmlGpmMetric_t metrics[98];
+} nvmlGpmMetricsGet_t;
+
+FAKE_EXPORT int nvmlGpmQueryDeviceSupport(void* device, nvmlGpmSupport_t* support) {
+  ENTER("nvmlGpmQueryDeviceSupport");
+  if (support == nullptr) return kInvalidArgument;
+  if (support->version != 1) return kVersionMismatch;
+  support->isSupportedDevice = fake_nvml::gpm_supported(*dev) ? 1U : 0U;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlGpmSampleAlloc(FakeGpmSample** sample) {
+  if (sample == nullptr) return kInvalidArgument;
+  std::lock_guard lock(gpm_mu());
+  *sample = new FakeGpmSample();
+  gpm_samples().push_back(*sample);
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlGpmSampleFree(FakeGpmSample* sample) {
+  std::lock_guard lock(gpm_mu());
+  auto& list = gpm_samples();
+  auto it = std::find(list.begin(), list.end(), sample);
+  if (it == list.end()) return kInvalidArgument;
+  list.erase(it);
+  delete sample;
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlGpmSampleGet(void* device, FakeGpmSample* sample) {
+  ENTER("nvmlGpmSampleGet");
+  if (h->mig >= 0 || !fake_nvml::gpm_supported(*dev)) return kNotSupported;
+  if (!fake_nvml::segment_at(*dev, t).gpm) return kNotSupported;
+  std::lock_guard lock(gpm_mu());
+  if (!gpm_known(sample)) return kInvalidArgument;
+  *sample = FakeGpmSample{true, h->device, -1, t};
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlGpmMigSampleGet(void* device, unsigned int gpu_instance_id, FakeGpmSample* sample) {
+  ENTER("nvmlGpmMigSampleGet");
+  if (h->mig >= 0 || !dev->mig.value_or(false)) return kNotSupported;
+  int found = -1;
+  for (std::size_t m = 0; m < dev->mig_instances.size(); ++m) {
+    if (dev->mig_instances[m].gpu_instance_id == gpu_instance_id) found = static_cast<int>(m);
+  }
+  if (found < 0) return kNotFound;
+  if (!dev->mig_instances[static_cast<std::size_t>(found)].gpm) return kNotSupported;
+  std::lock_guard lock(gpm_mu());
+  if (!gpm_known(sample)) return kInvalidArgument;
+  *sample = FakeGpmSample{true, h->device, found, t};
+  return kSuccess;
+}
+
+FAKE_EXPORT int nvmlGpmMetricsGet(nvmlGpmMetricsGet_t* req) {
+  if (req == nullptr) return kInvalidArgument;
+  if (req->version != 1) return kVersionMismatch;
+  if (req->numMetrics > 98) return kInvalidArgument;
+  FakeGpmSample a, b;
+  {
+    std::lock_guard lock(gpm_mu());
+    if (!gpm_known(req->sample1) || !gpm_known(req->sample2)) return kInvalidArgument;
+    a = *req->sample1;
+    b = *req->sample2;
+  }
+  if (!a.taken || !b.taken || a.device != b.device || a.mig != b.mig) return kInvalidArgument;
+  void* board = nullptr;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mu);
+    if (!s.initialised) return kUninitialized;
+    if (a.device >= s.boards.size()) return kInvalidArgument;
+    board = s.boards[a.device];
+  }
+  const DeviceSpec* dev = nullptr;
+  Handle* h = nullptr;
+  double t = 0;
+  if (int rc = enter("nvmlGpmMetricsGet", board, &dev, &h, &t); rc != kSuccess) return rc;
+  const double t1 = std::min(a.t_s, b.t_s), t2 = std::max(a.t_s, b.t_s);
+  for (unsigned i = 0; i < req->numMetrics; ++i) {
+    nvmlGpmMetric_t& m = req->metrics[i];
+    m.value = 0;
+    m.metricInfo = {gpm_short_name(m.metricId), gpm_short_name(m.metricId), "%"};
+    GpmField field = gpm_field(m.metricId);
+    std::optional<double> v;
+    if (field != nullptr) {
+      v = a.mig >= 0 ? (*dev->mig_instances[static_cast<std::size_t>(a.mig)].gpm).*field
+                     : gpm_board_value(*dev, field, t1, t2);
+    }
+    m.nvmlReturn = v ? kSuccess : kNotSupported;
+    if (v) m.value = *v;
+  }
+  return kSuccess;
+}
+
+}  // extern "C"

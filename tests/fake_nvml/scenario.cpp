@@ -80,9 +80,31 @@ ProcessSpec parse_process(const json& j, const std::string& where) {
   return p;
 }
 
+std::optional<GpmSpec> parse_gpm(const json& obj, const std::string& where) {
+  auto it = obj.find("gpm");
+  if (it == obj.end() || it->is_null()) return std::nullopt;
+  const std::string w = where + ".gpm";
+  check_keys(
+      *it, w,
+      {"sm_util", "sm_occupancy", "tensor_util", "fp32_util", "fp16_util", "fp64_util", "dram_bw_util"});
+  GpmSpec g;
+  std::optional<double> GpmSpec::*fields[] = {
+      &GpmSpec::sm_util,   &GpmSpec::sm_occupancy, &GpmSpec::tensor_util, &GpmSpec::fp32_util,
+      &GpmSpec::fp16_util, &GpmSpec::fp64_util,    &GpmSpec::dram_bw_util};
+  const char* keys[] = {"sm_util",   "sm_occupancy", "tensor_util", "fp32_util",
+                        "fp16_util", "fp64_util",    "dram_bw_util"};
+  for (std::size_t i = 0; i < std::size(keys); ++i) {
+    g.*fields[i] = number(*it, keys[i], w);
+    if (g.*fields[i] && *(g.*fields[i]) > 100)
+      bad(w, std::string("\"") + keys[i] + "\" must be a percentage from 0 to 100");
+  }
+  return g;
+}
+
 Segment parse_segment(const json& j, const std::string& where) {
-  check_keys(j, where, {"t", "util", "mem_util", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz",
-                        "mem_clock_mhz", "processes"});
+  check_keys(j, where,
+             {"t", "util", "mem_util", "mem_used_mib", "power_w", "temp_c", "sm_clock_mhz", "mem_clock_mhz",
+              "processes", "gpm"});
   Segment s;
   auto t = number(j, "t", where);
   if (!t) bad(where, "missing \"t\" (seconds since nvmlInit)");
@@ -94,6 +116,7 @@ Segment parse_segment(const json& j, const std::string& where) {
   s.temp_c = number(j, "temp_c", where, false);
   s.sm_clock_mhz = number(j, "sm_clock_mhz", where);
   s.mem_clock_mhz = number(j, "mem_clock_mhz", where);
+  s.gpm = parse_gpm(j, where);
   if (auto it = j.find("processes"); it != j.end() && !it->is_null()) {
     if (!it->is_array()) bad(where, "\"processes\" must be an array");
     for (std::size_t i = 0; i < it->size(); ++i) {
@@ -182,7 +205,7 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
     for (std::size_t i = 0; i < mi->size(); ++i) {
       std::string w = where + ".mig_instances[" + std::to_string(i) + "]";
       const json& m = (*mi)[i];
-      check_keys(m, w, {"uuid", "gpu_instance_id", "memory_total_mib", "mem_used_mib", "slices"});
+      check_keys(m, w, {"uuid", "gpu_instance_id", "memory_total_mib", "mem_used_mib", "slices", "gpm"});
       MigSpec spec;
       spec.uuid = text(m, "uuid", w, "MIG-" + d.uuid.substr(d.uuid.size() > 4 ? 4 : 0) + "-" + std::to_string(i));
       spec.gpu_instance_id = static_cast<unsigned>(number(m, "gpu_instance_id", w).value_or(static_cast<double>(i)));
@@ -192,6 +215,7 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
         if (*sl < 1 || *sl > d.mig_board_slices || *sl != std::floor(*sl)) bad(w, "\"slices\" must be a whole number from 1 to the board's slices");
         spec.slices = static_cast<unsigned>(*sl);
       }
+      spec.gpm = parse_gpm(m, w);
       d.mig_instances.push_back(std::move(spec));
     }
   }
@@ -269,6 +293,14 @@ const Segment& segment_at(const DeviceSpec& dev, double t_s) {
     if (s.t_s <= t_s) cur = &s;
   }
   return *cur;
+}
+
+bool gpm_supported(const DeviceSpec& dev) {
+  for (const auto& seg : dev.timeline)
+    if (seg.gpm) return true;
+  for (const auto& m : dev.mig_instances)
+    if (m.gpm) return true;
+  return false;
 }
 
 double energy_mj_at(const DeviceSpec& dev, double t_s) {

@@ -18,11 +18,16 @@ struct ProcessSpec {
 
 /// What a "foreign_pid" process entry adds to the PID it matched.
 inline constexpr std::uint32_t kForeignPidOffset = 4'000'000;
+/// GPM metric values (percent) a device or MIG instance answers; an absent key answers NOT_SUPPORTED.
+struct GpmSpec {
+  std::optional<double> sm_util, sm_occupancy, tensor_util, fp32_util, fp16_util, fp64_util, dram_bw_util;
+};
 
 struct Segment {
   double t_s = 0;
   std::optional<double> util, mem_util, mem_used_mib, power_w, temp_c, sm_clock_mhz, mem_clock_mhz;
   std::vector<ProcessSpec> processes;
+  std::optional<GpmSpec> gpm;  ///< absent: GPM calls answer NOT_SUPPORTED while this segment holds
 };
 
 struct Fault {
@@ -38,6 +43,7 @@ struct MigSpec {
   unsigned gpu_instance_id = 0;
   std::optional<double> memory_total_mib, mem_used_mib;
   std::optional<unsigned> slices;  ///< GPU instance slice count (nvmlDeviceGetAttributes_v2)
+  std::optional<GpmSpec> gpm;      ///< nvmlGpmMigSampleGet answers for this instance
 };
 
 struct DeviceSpec {
@@ -65,6 +71,9 @@ std::optional<Scenario> parse_scenario(const std::string& text, const std::strin
 int return_code_for(const std::string& name);
 /// The segment in force at `t_s` (the first one before its start).
 const Segment& segment_at(const DeviceSpec& dev, double t_s);
+/// True when GPM is supported on the device: some segment (or MIG instance) carries "gpm".
+bool gpm_supported(const DeviceSpec& dev);
+
 /// Exact integral of power_w over [0, t_s], in millijoules (segments without power count as 0 W).
 double energy_mj_at(const DeviceSpec& dev, double t_s);
 

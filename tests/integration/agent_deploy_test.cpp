@@ -48,9 +48,12 @@ TEST(AgentDeployIntegrationTest, DashboardPanelsAreValidPromqlOverRealMetrics) {
   ASSERT_TRUE(dash.contains("panels"));
   // The metric names the agent really exposes (fake GPU with every reading supported).
   fake_node(dir.path(), 1000, "ml", "p", "1");
-  const std::string scen = dir.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1",
+  const std::string scen =
+      dir.write("s.json", R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1",
     "memory_total_mib": 81559, "energy_counter": true, "timeline": [{"t": 0, "util": 50, "mem_used_mib": 100,
-    "power_w": 100, "temp_c": 40, "processes": [{"pid": 1001, "sm_util": 50}]}]}]})");
+    "power_w": 100, "temp_c": 40, "processes": [{"pid": 1001, "sm_util": 50}],
+    "gpm": {"sm_util": 45, "sm_occupancy": 12, "tensor_util": 30, "fp32_util": 5, "fp16_util": 1, "fp64_util": 0,
+            "dram_bw_util": 20}}]}]})");
   auto flags = std::vector<std::string>{"agent", "--once", "--interval", "100ms", "--price", "2"};
   for (const auto& f : node_flags(dir.path())) flags.push_back(f);
   const CmdResult expo = run_gpumeter(flags, fake_env(scen, dir.path()));

@@ -29,6 +29,19 @@ TEST(GuardProgressTest, ParsesDatagrams) {
   }
 }
 
+TEST(GuardProgressTest, FlopsPerTokenIsAPositiveNumberOfFlops) {
+  auto u = parse_progress_message(R"({"flops_per_token": 4.8e10})");
+  ASSERT_TRUE(u.ok()) << u.error().message;
+  EXPECT_DOUBLE_EQ(*u->flops_per_token, 4.8e10);
+  EXPECT_FALSE(u->empty());  // a report of its own: the run's MFU basis
+  for (const char* bad : {R"({"flops_per_token": 0})", R"({"flops_per_token": -3})",
+                          R"({"flops_per_token": "1e9"})", R"({"flops_per_token": 1e30})"}) {
+    auto r = parse_progress_message(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.error().message.find("flops_per_token"), std::string::npos) << r.error().message;
+  }
+}
+
 TEST(GuardProgressTest, RecognisesTqdmAndHfLogs) {
   auto a = parse_output_line(" 45%|████▌     | 45/100 [00:01<00:02, 30.1it/s]");
   ASSERT_TRUE(a);

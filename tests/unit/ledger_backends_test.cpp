@@ -227,7 +227,8 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   b.run = sample_run();
   b.run.status = "succeeded";
   b.run.cost_micros = 123'456;
-  b.samples.push_back(SampleRecord{77, 1000, 0, "GPU-a", 50.0, std::nullopt, 300.0, 60.0, 300.0, 123'456, true});
+  b.samples.push_back(
+      SampleRecord{77, 1000, 0, "GPU-a", 50.0, std::nullopt, 300.0, 60.0, 300.0, 123'456, true, {}});
   b.actions.push_back(ActionRecord{77, 1000, "warn", 1, "m"});
   b.cells.push_back(CellRecord{77, 1, 0, 500, 9, 50.0, "ok", "x = 1"});
   b.rollups.push_back(RollupRecord{77, 28'333'333, 0, 1, 50, 0, 300, 123'456});
@@ -248,12 +249,15 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   // Into a run begun before the ledger went away: its row is updated, the spooled rows appended.
   auto begun = l.begin_run(sample_run());
   ASSERT_TRUE(begun.ok());
-  ASSERT_TRUE(l.append({SampleRecord{*begun, 1000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 10, true}}, {}, {}).ok());
+  ASSERT_TRUE(
+      l.append({SampleRecord{*begun, 1000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 10, true, {}}}, {},
+               {})
+          .ok());
   RunBundle rest;
   rest.run = sample_run();
   rest.run.status = "succeeded";
   rest.run.cost_micros = 30;
-  rest.samples.push_back(SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true});
+  rest.samples.push_back(SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true, {}});
   auto into = l.import_run(rest, "spool:def#1", *begun);
   ASSERT_TRUE(into.ok()) << into.error().message;
   EXPECT_EQ(into->run_id, *begun);
@@ -470,7 +474,8 @@ TYPED_TEST(LedgerBackendTest, CopyFromSqliteLosesNothingAndIsIdempotent) {
     r.cost_micros = 1'000'003 * (i + 1);
     ASSERT_TRUE((*src)->update_run(r).ok());
     ASSERT_TRUE((*src)
-                    ->append({SampleRecord{*id, 1000, 0, "GPU-a", 50.5, 1ull << 40, 300.0, 60.0, 300.0, 17, true}},
+                    ->append({SampleRecord{
+                                 *id, 1000, 0, "GPU-a", 50.5, 1ull << 40, 300.0, 60.0, 300.0, 17, true, {}}},
                              {ProgressRecord{*id, 900, 5, 10, 1, 2, {{"acc", 0.25}}, 3}},
                              {ActionRecord{*id, 950, "warn", 4, "w"}})
                     .ok());

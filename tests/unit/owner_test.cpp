@@ -179,9 +179,12 @@ TEST_F(OwnerResolverTest, DockerSlurmUserAndBareProcess) {
   const Owner env_job = r.resolve(301);
   EXPECT_EQ(env_job.kind, OwnerKind::slurm_job);
   EXPECT_EQ(env_job.slurm_job, "515");
+  // Issue 37 changed these: a process in a login session is owned by its job (its process group, named by
+  // the leader's program and script, never the rest of its command line), a service by its unit.
   const Owner user = r.resolve(400);
-  EXPECT_EQ(user.kind, OwnerKind::user);
-  EXPECT_EQ(user.name, "root");
+  EXPECT_EQ(user.kind, OwnerKind::process);
+  EXPECT_EQ(user.name, "python3 train.py (pgid 400)");
+  EXPECT_EQ(user.user, "root");
   const Owner bare = r.resolve(500);
   EXPECT_EQ(bare.kind, OwnerKind::process);
   EXPECT_EQ(bare.name, "ollama");
@@ -189,6 +192,58 @@ TEST_F(OwnerResolverTest, DockerSlurmUserAndBareProcess) {
   // Never the command line.
   for (const Owner& o : {docker, job, env_job, user, bare})
     EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
+}
+
+// Issue 37: on the H200, two training processes of one user were one owner `python3`. Outside a pod,
+// container, Slurm job or login unit each process group is a job of its own.
+TEST_F(OwnerResolverTest, TwoPython3JobsOfOneUserAreTwoOwners) {
+  auto add = [&](std::uint32_t pid, std::uint32_t pgrp, const std::string& cgroup,
+                 const std::string& cmdline) {
+    test::FakeProcess p;
+    p.pid = pid;
+    p.comm = "python3";
+    p.cgroup = cgroup;
+    p.pgrp = pgrp;
+    p.uid = 0;
+    p.cmdline = cmdline;
+    test::write_fake_process(proc_, p);
+  };
+  using namespace std::string_literals;
+  // A container without systemd (cgroup "/"), as on the H200: two jobs, the first with a DataLoader worker.
+  add(700, 700, "0::/\n", "python3\0train.py\0--lr\0--token=TOPSECRET\0"s);
+  add(701, 700, "0::/\n", "python3\0-c\0from multiprocessing.spawn import spawn_main\0"s);
+  add(800, 800, "0::/\n", "/usr/bin/python3\0/home/a/eval.py\0"s);
+  // A login session: one owner per process group of the session.
+  add(900, 900, "0::/user.slice/user-0.slice/session-7.scope\n", "python3\0train.py\0"s);
+  add(901, 901, "0::/user.slice/user-0.slice/session-7.scope\n", "python3\0train.py\0"s);
+  // A job started as its own unit (systemd-run --scope) is owned by the unit.
+  add(950, 950, "0::/user.slice/user-0.slice/user@0.service/app.slice/run-u42.scope\n", "python3\0x.py\0"s);
+  auto r = resolver();
+  const Owner a = r.resolve(700), worker = r.resolve(701), b = r.resolve(800);
+  EXPECT_EQ(a.kind, OwnerKind::process);
+  EXPECT_EQ(a.name, "python3 train.py (pgid 700)");
+  EXPECT_EQ(worker.key(), a.key());  // the worker is the leader's job
+  EXPECT_EQ(b.name, "python3 eval.py (pgid 800)");
+  EXPECT_NE(a.key(), b.key());
+  EXPECT_EQ(a.user, "root");
+  EXPECT_EQ(b.user, "root");
+  const Owner s1 = r.resolve(900), s2 = r.resolve(901);
+  EXPECT_EQ(s1.name, "python3 train.py (pgid 900)");
+  EXPECT_EQ(s2.name, "python3 train.py (pgid 901)");
+  EXPECT_NE(s1.key(), s2.key());
+  EXPECT_EQ(s1.user, "root");
+  const Owner unit = r.resolve(950);
+  EXPECT_EQ(unit.name, "run-u42");
+  for (const Owner& o : {a, worker, b, s1, s2, unit}) EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
+}
+
+TEST(JobCommand, ProgramAndScriptOnlyNeverOptionsOrOddText) {
+  EXPECT_EQ(job_command({"/usr/bin/python3", "-u", "/srv/train.py", "--api-key=x"}), "python3 train.py");
+  EXPECT_EQ(job_command({"torchrun", "--nproc-per-node=8", "train.py"}), "torchrun train.py");
+  EXPECT_EQ(job_command({"python3", "https://user:pw@host/x"}), "python3");
+  EXPECT_EQ(job_command({"python3", "tok=abc"}), "python3");
+  EXPECT_EQ(job_command({"./run me"}), "");
+  EXPECT_EQ(job_command({}), "");
 }
 
 TEST_F(OwnerResolverTest, SluidCgroupMapsToTheJobId) {

@@ -147,5 +147,31 @@ TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
   EXPECT_EQ(line.find("GPU1"), std::string::npos) << "GPU details go first: " << line;
 }
 
+// Issue 37: tensor-core activity next to utilization, and MFU live.
+TEST(StatusLineTest, ShowsTensorActivityNextToUtilAndMfu) {
+  StatusSnapshot s;
+  s.elapsed_s = 60;
+  s.spent_micros = 1'000'000;
+  s.mfu = 0.31;
+  DeviceSample bf16;
+  bf16.index = 0;
+  bf16.utilization_pct = 98;
+  bf16.gpm.tensor_active_pct = 86.3;
+  DeviceSample fp32;
+  fp32.index = 1;
+  fp32.utilization_pct = 100;
+  fp32.gpm.tensor_active_pct = 0.0;
+  DeviceSample old;  // no GPM: nothing is made up
+  old.index = 2;
+  old.utilization_pct = 90;
+  s.gpus = {bf16, fp32, old};
+  const std::string line = cli::render_status_line(s, 400);
+  EXPECT_NE(line.find("GPU0 98% tensor 86%"), std::string::npos) << line;
+  EXPECT_NE(line.find("GPU1 100% tensor 0%"), std::string::npos) << line;
+  EXPECT_NE(line.find("GPU2 90%"), std::string::npos) << line;
+  EXPECT_EQ(line.find("GPU2 90% tensor"), std::string::npos) << line;
+  EXPECT_NE(line.find("MFU 31%"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace gm

@@ -1,0 +1,57 @@
+// `run` / `attach` --model, --flops-per-token, --seq, --precision: what the run's MFU is measured with.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "catalog/catalog.h"
+#include "cli/hf_hub.h"
+#include "cli/run_support.h"
+#include "plan/plan.h"
+#include "util/exit_codes.h"
+
+namespace gm::cli {
+
+void add_mfu_flags(CLI::App& app, RunFlags& f) {
+  app.add_option("--model", f.model,
+                 "the model the job trains (as plan --model: the planner's table, a Hugging Face config file "
+                 "or folder, a TOML file): its training FLOPs per token give the run's MFU from the tokens "
+                 "the job reports");
+  app.add_option("--flops-per-token", f.flops_per_token,
+                 "model FLOPs per trained token for the run's MFU (instead of --model)");
+  app.add_option("--seq", f.seq,
+                 "with --model: the sequence length of the attention term (default: the model's)");
+  app.add_option("--precision", f.precision,
+                 "whose dense peak MFU divides by: bf16 (default), fp16, fp8, tf32 or fp32");
+}
+
+std::optional<int> apply_mfu_flags(const RunFlags& f, const GpuSpec* gpu, const char* command,
+                                   SessionConfig& cfg) {
+  auto usage = [command](const std::string& msg) {
+    std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
+                 msg.c_str(), command);
+    return std::optional<int>(kExitUsage);
+  };
+  if (f.precision != "bf16" && f.precision != "fp16" && f.precision != "fp8" && f.precision != "tf32" &&
+      f.precision != "fp32")
+    return usage("--precision '" + f.precision + "': expected bf16, fp16, fp8, tf32 or fp32");
+  if (f.model && f.flops_per_token) return usage("--model and --flops-per-token: give one of them");
+  if (f.seq && !f.model) return usage("--seq needs --model");
+  if (f.seq && *f.seq <= 0) return usage("--seq must be a positive integer");
+  if (f.flops_per_token) {
+    if (!std::isfinite(*f.flops_per_token) || *f.flops_per_token <= 0)
+      return usage("--flops-per-token must be a positive number of FLOPs");
+    cfg.run.flops_per_token = *f.flops_per_token;
+    cfg.run.mfu_basis = "--flops-per-token";
+  } else if (f.model) {
+    auto flops = plan::run_flops_per_token(*f.model, f.seq, hf_hub_search());
+    if (!flops) return usage(flops.error().message);
+    cfg.run.flops_per_token = flops->flops;
+    cfg.run.mfu_basis = flops->basis;
+  }
+  cfg.run.mfu_precision = f.precision;
+  if (gpu != nullptr) cfg.mfu_peak_tflops = plan::dense_peak_tflops(*gpu, f.precision);
+  return std::nullopt;
+}
+
+}  // namespace gm::cli

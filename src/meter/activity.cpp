@@ -1,0 +1,56 @@
+// Mean GPM activity of a GPU while it works (the run report's per-GPU activity), and MFU.
+#include <algorithm>
+#include <iterator>
+
+#include "meter/run_meter.h"
+
+namespace gm {
+namespace {
+
+constexpr std::optional<double> GpmPct::*kFields[] = {
+    &GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active, &GpmPct::fp32_active,
+    &GpmPct::fp16_active, &GpmPct::fp64_active,  &GpmPct::dram_bw_util};
+
+}  // namespace
+
+void ActivityMean::add(const GpmPct& gpm, bool working) {
+  if (!working) return;
+  bool any = false;
+  for (std::size_t i = 0; i < std::size(kFields); ++i) {
+    if (const auto& v = gpm.*kFields[i]) {
+      sum_[i] += *v;
+      ++n_[i];
+      any = true;
+    }
+  }
+  if (any) ++intervals_;
+}
+
+GpmPct ActivityMean::mean() const {
+  GpmPct out;
+  for (std::size_t i = 0; i < std::size(kFields); ++i) {
+    if (n_[i] > 0) out.*kFields[i] = sum_[i] / static_cast<double>(n_[i]);
+  }
+  return out;
+}
+
+GpmPct gpm_record(const GpmMetrics& m) {
+  return GpmPct{m.sm_active_pct,   m.sm_occupancy_pct, m.tensor_active_pct, m.fp32_active_pct,
+                m.fp16_active_pct, m.fp64_active_pct,  m.dram_bw_util_pct};
+}
+
+std::optional<double> model_flops_utilization(double tokens, double flops_per_token,
+                                              double peak_tflops_per_gpu, std::size_t gpus, double seconds) {
+  if (tokens < 0 || flops_per_token <= 0 || peak_tflops_per_gpu <= 0 || gpus == 0 || seconds <= 0)
+    return std::nullopt;
+  return tokens * flops_per_token / (peak_tflops_per_gpu * 1e12 * static_cast<double>(gpus) * seconds);
+}
+
+std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus) {
+  std::optional<std::int64_t> first;
+  for (const auto& g : gpus)
+    if (g.first_busy_ms) first = std::min(first.value_or(*g.first_busy_ms), *g.first_busy_ms);
+  return first;
+}
+
+}  // namespace gm

@@ -1,0 +1,33 @@
+// The figures a run's MFU is measured with (docs/plan.md "MFU"): training FLOPs per token of a model, and
+// the dense peak of a GPU at a precision.
+#include "plan/plan.h"
+
+namespace gm::plan {
+
+Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::optional<int> seq,
+                                          const ModelSearch& search) {
+  GM_TRY(ModelSpec model, resolve_model(name_or_path, search));
+  if (model.arch == Arch::cnn)
+    return make_error(ErrorKind::usage, "--model " + std::string(name_or_path) + ": " + model.name +
+                                            " is a CNN: its work is counted in samples, not tokens");
+  const int s = seq.value_or(model.seq);
+  if (s <= 0 && model.has_transformer_shape())
+    return make_error(ErrorKind::usage, "--model " + std::string(name_or_path) +
+                                            ": the model has no context length; give --seq");
+  FlopsPerToken out;
+  out.flops = training_flops_per_token(model, s);
+  out.basis = "model " + model.name + ": the planner's training FLOPs per token (6·N + attention at seq " +
+              std::to_string(s) + ")";
+  return out;
+}
+
+std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision) {
+  if (precision == "bf16") return gpu.bf16_dense_tflops;
+  if (precision == "fp16") return gpu.fp16_dense_tflops;
+  if (precision == "fp8") return gpu.fp8_dense_tflops;
+  if (precision == "tf32") return gpu.tf32_dense_tflops;
+  if (precision == "fp32") return gpu.fp32_tflops;
+  return std::nullopt;
+}
+
+}  // namespace gm::plan
