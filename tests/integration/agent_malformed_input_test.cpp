@@ -191,7 +191,7 @@ TEST_F(AgentMalformedInputIntegrationTest, MetadataAnswersOfWrongTypesNeverHarmT
                                      "import sys, time\ntime.sleep(1.0)\nprint('job output intact')\n"
                                      "sys.exit(3)\n");
   for (const auto& [provider, body] : answers) {
-    StandIn service([&](const std::string&, int) { return body; });
+    StandIn service([answer = body](const std::string&, int) { return answer; });
     auto r = run_gpumeter({"run", "--price", "3600", "--preemption", provider, "--metadata-url",
                            service.url(), "--preemption-poll", "200ms", "/usr/bin/python3", job},
                           fake_env(scenario(), dir_.path()), std::nullopt, 60);
@@ -220,7 +220,7 @@ TEST_F(AgentMalformedInputIntegrationTest, PrometheusAnswersOfWrongTypesAreError
       {R"({"status": ["success"]})", "failed: ?"},
   };
   for (const auto& [body, needle] : cases) {
-    StandIn prometheus([&](const std::string&, int) { return body; });
+    StandIn prometheus([answer = body](const std::string&, int) { return answer; });
     auto r = run_gpumeter({"report", "--since", "1h", "--prometheus", prometheus.url()},
                           fake_env(scenario(), dir_.path()));
     EXPECT_EQ(r.exit_code, 5) << body << ": " << r.err;
