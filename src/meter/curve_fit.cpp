@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "meter/median_detail.h"
 #include "meter/target.h"
 
 namespace gm {
@@ -36,15 +37,6 @@ Linear weighted_ls(const std::vector<double>& g, const std::vector<double>& y, c
   l.a = (sy - l.b * sg) / sw;
   l.ok = std::isfinite(l.a) && std::isfinite(l.b);
   return l;
-}
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  double m = *mid;
-  if (v.size() % 2 == 0) m = (m + *std::max_element(v.begin(), mid)) / 2;
-  return m;
 }
 
 /// Mean of the squared residuals without the largest 10 % (a spike never decides the fit).

@@ -9,18 +9,13 @@
 #include <limits>
 #include <random>
 
+#include "meter/median_detail.h"
 #include "util/units.h"
 
 namespace gm {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /// The metric now: the median of its last points (3, up to 15 when it is reported often), so one noisy
 /// point is neither the level nor the target reached.

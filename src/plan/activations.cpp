@@ -11,8 +11,7 @@ namespace gm::plan {
 
 namespace {
 
-/// fp32 element and the dropout mask element (a bool).
-constexpr double kFp32Bytes = 4.0;
+/// The dropout mask element (a bool).
 constexpr double kMaskBytes = 1.0;
 
 bool is_gemma(std::string_view family) {

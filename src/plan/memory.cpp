@@ -13,7 +13,6 @@ namespace {
 /// QLoRA NF4 with double quantization: 4 bits + 0.127 bits of quantization constants per parameter
 /// (Dettmers et al. 2023, section 3).
 constexpr double kNf4BytesPerParam = (4.0 + 0.127) / 8.0;
-constexpr double kFp32Bytes = 4.0;
 
 double weight_element_bytes(Precision p) {
   return p == Precision::fp32 ? 4.0 : 2.0;

@@ -5,6 +5,9 @@
 
 namespace gm::plan {
 
+/// Bytes of an fp32 element (fp32 upcasts, softmax and loss terms).
+inline constexpr double kFp32Bytes = 4.0;
+
 /// Bytes of an activation element in the compute dtype (2 for mixed, bf16, fp16; 4 for fp32).
 double activation_bytes(Precision precision);
 /// Bytes of a residual-stream element (fp32 under autocast: fp32 embeddings promote every residual add).
