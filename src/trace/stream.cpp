@@ -478,8 +478,11 @@ bool windowed_pass(const std::string& path, RawTrace& out, const Options& option
       const ElementScan r = scan_elements(batch.data() + scanned, batch.size() - scanned, state);
       if (r.last_comma != ElementScan::npos) last_comma = scanned + r.last_comma;
       if (r.array_end != ElementScan::npos) {
-        // The rest of the file after the ']' goes back to the window.
         const std::size_t end = scanned + r.array_end, rest = batch.size() - end - 1;
+        // The scan counts depth, not bracket kinds: a '}' that closes the array (an unclosed '{' shut by a
+        // ']' inside it) is malformed JSON, and the whole-file reader says where.
+        if (batch.data()[end] != ']') return false;
+        // The rest of the file after the ']' goes back to the window.
         if (!w.buf.reserve(std::max(rest, window_bytes))) return false;
         std::memcpy(w.buf.data(), batch.data() + end + 1, rest);
         w.buf.set_size(rest);
