@@ -81,10 +81,16 @@ class PlantedTree(unittest.TestCase):
         self.assertIn('ALLOWED lets guard include serving, but no file of src/guard does', out)
 
     def test_a_header_name_of_two_modules_fails(self):
-        self.plant('report/gpus.h', '#pragma once\n')
+        self.plant('report/cmd_gpus.h', '#pragma once\n')
         code, out = run(self.src)
         self.assertEqual(code, 1, out)
-        self.assertIn('src/report/gpus.h: header name also used by src/cli/gpus.cpp', out)
+        self.assertIn('src/report/cmd_gpus.h: header name also used by src/cli/cmd_gpus.cpp', out)
+
+    def test_a_cli_file_named_after_a_module_header_fails(self):
+        self.plant('cli/plan.cpp', '\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/plan/plan.h: header name also used by src/cli/plan.cpp', out)
 
     def test_printing_in_library_code_fails(self):
         line = self.plant('meter/price.cpp', 'static void f() { std::puts("x"); }\n')

@@ -34,7 +34,7 @@ void expect_invariants(const DeviceAnalysis& d) {
   EXPECT_EQ(d.idle_dispatch_ns + d.idle_input_ns + d.idle_host_sync_ns, d.idle_host_wait_ns);
 }
 
-// The demo's bundled sample (cli/trace_demo.cpp): a step with a CPU op launching three kernels on two
+// The demo's bundled sample (cli/cmd_trace_demo.cpp): a step with a CPU op launching three kernels on two
 // streams, an NCCL kernel, a memcpy, a cuda_sync wait and a Triton-style CPU op with a stream argument.
 const char* const kTrace = cli::demo_trace_json();
 
