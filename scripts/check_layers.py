@@ -23,10 +23,11 @@ LAYERS = [
     # the kubelet, profiler traces, and the ledger. The ledger sits this low because it knows no meter: it
     # stores the integer micro-dollars meter computes, in record types of its own that meter fills.
     ['sys', 'gpu', 'catalog', 'cloud', 'kubelet', 'trace', 'store'],
-    # Money and the pure planners over the catalog.
-    ['meter', 'plan', 'prices'],
-    # Advice over traces and runs; the serving-engine intake that the agent and the run supervisor share.
-    ['findings', 'serving'],
+    # Money: the one owner of dollar arithmetic.
+    ['meter'],
+    # Advice over traces and runs; the serving-engine intake that the agent and the run supervisor share; the
+    # pure planners over the catalog and the price lists' fetchers (their dollar arithmetic is meter's).
+    ['findings', 'serving', 'plan', 'prices'],
     # The run supervisor and the node agent.
     ['guard', 'agent'],
     # Reports and every renderer: over the ledger, the supervisor's outcome, traces and plans.
@@ -46,8 +47,8 @@ ALLOWED = {
     'trace': {'util'},
     'store': {'util'},
     'meter': {'util', 'catalog', 'gpu', 'store'},  # RunMeter fills the ledger's SampleRecord rows
-    'plan': {'util', 'catalog'},
-    'prices': {'util', 'catalog'},
+    'plan': {'util', 'catalog', 'meter'},  # costs per hour, per token and the TCO are meter's
+    'prices': {'util', 'catalog', 'meter'},  # the sanity rule's price changes are meter's
     'findings': {'util', 'catalog', 'meter', 'trace'},
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
     'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples

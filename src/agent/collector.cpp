@@ -37,13 +37,9 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
       for (const auto& m : d.info.mig_instances) {
         MigCounters mc;
         mc.instance = m;
-        if (m.slice_count && m.board_slices && *m.board_slices > 0)
-          mc.micros_per_hour = d.price->micros_per_gpu_hour * *m.slice_count / *m.board_slices;
-        else if (m.memory_total_bytes && d.info.memory_total_bytes && *d.info.memory_total_bytes > 0)
-          mc.micros_per_hour = static_cast<MicroUsd>(static_cast<Int128>(d.price->micros_per_gpu_hour) *
-                                                     *m.memory_total_bytes / *d.info.memory_total_bytes);
-        else
-          continue;  // no slice size known: the instance is not priced (the board still is)
+        const auto price = mig_micros_per_hour(d.price->micros_per_gpu_hour, m, d.info.memory_total_bytes);
+        if (!price) continue;  // no slice size known: the instance is not priced (the board still is)
+        mc.micros_per_hour = *price;
         mc.integrator = CostIntegrator(mc.micros_per_hour);
         d.mig.push_back(mc);
       }
@@ -252,11 +248,10 @@ void Collector::collect_once() {
             oc.gpu_seconds += h.weight * dt_s;
             // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
             // reading here means NVML cannot list its processes.
-            const std::uint32_t util = std::min<std::uint32_t>(s.utilization_pct.value_or(0), 100);
-            const MicroUsd idle = h.cost * (100 - util) / 100;
+            const MicroUsd idle = idle_part_micros(h.cost, s.utilization_pct.value_or(0));
             d.idle_cost += idle;
             oc.idle_cost += idle;
-            unallocated -= h.cost;
+            unallocated = budget_left_micros(unallocated, h.cost);
           }
         }
         d.unallocated_cost += unallocated;

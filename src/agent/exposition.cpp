@@ -138,10 +138,10 @@ void render_inference(Family& f, const Snapshot& s) {
       const double c = micros_to_usd(w.cost);
       if (m.has_generated && w.generated > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"generated\"}} {}\n",
-                          inference_labels(m), number(c / w.generated * 1e6)));
+                          inference_labels(m), number(usd_per_million(c, w.generated))));
       if (m.has_generated && m.has_prompt && w.generated + w.prompt > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"total\"}} {}\n",
-                          inference_labels(m), number(c / (w.generated + w.prompt) * 1e6)));
+                          inference_labels(m), number(usd_per_million(c, w.generated + w.prompt))));
     }
     f.head("gpumeter_inference_usd_per_1k_requests", "gauge",
            "Live cost of one thousand requests over the agent's window: cost / requests x 1e3, in USD.");

@@ -15,10 +15,9 @@ constexpr double kIdleHeldShare = 0.90;  ///< at or above: the GPUs are held, no
 constexpr double kLowUtilShare = 0.50;   ///< at or above: more than half of the spend is idle time
 
 findings::Severity severity_of(std::int64_t nano_usd_per_month) {
-  constexpr std::int64_t kNanosPerUsd = 1'000'000'000;
-  if (nano_usd_per_month >= 1000 * kNanosPerUsd) return findings::Severity::high;
-  if (nano_usd_per_month >= 200 * kNanosPerUsd) return findings::Severity::medium;
-  if (nano_usd_per_month >= 20 * kNanosPerUsd) return findings::Severity::low;
+  if (nano_usd_per_month >= nanos_of_usd(1000)) return findings::Severity::high;
+  if (nano_usd_per_month >= nanos_of_usd(200)) return findings::Severity::medium;
+  if (nano_usd_per_month >= nanos_of_usd(20)) return findings::Severity::low;
   return findings::Severity::info;
 }
 
@@ -27,7 +26,7 @@ findings::Severity severity_of(std::int64_t nano_usd_per_month) {
 std::vector<findings::Finding> owner_findings(const OwnerTotal& t) {
   std::vector<findings::Finding> out;
   if (t.cost <= 0) return out;
-  const double idle_share = static_cast<double>(t.idle_cost) / static_cast<double>(t.cost);
+  const double idle_share = cost_share(t.idle_cost, t.cost);
   if (idle_share < kLowUtilShare) return out;
   findings::Finding f;
   const bool held = idle_share >= kIdleHeldShare;

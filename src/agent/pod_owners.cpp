@@ -100,11 +100,10 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo&
   std::vector<HeldShare> out;
   MicroUsd given = 0;
   auto equal = [&out, &given](MicroUsd amount, double weight, const std::vector<PodContainerRef>& hs) {
-    const auto n = static_cast<MicroUsd>(hs.size());
+    const std::vector<MicroUsd> parts = split_equally(amount, hs.size());
     given += amount;
     for (std::size_t k = 0; k < hs.size(); ++k)
-      out.push_back(HeldShare{hs[k], amount / n + (static_cast<MicroUsd>(k) < amount % n ? 1 : 0),
-                              weight / static_cast<double>(n)});
+      out.push_back(HeldShare{hs[k], parts[k], weight / static_cast<double>(hs.size())});
   };
   if (!holders.board.empty()) {
     equal(device_cost, 1.0, holders.board);
@@ -113,20 +112,12 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo&
   for (std::size_t j = 0; j < holders.mig.size() && j < info.mig_instances.size(); ++j) {
     if (holders.mig[j].empty()) continue;
     const MigInstance& m = info.mig_instances[j];
-    Int128 num = 0, den = 0;
-    if (m.slice_count && m.board_slices && *m.board_slices > 0) {
-      num = *m.slice_count;
-      den = *m.board_slices;
-    } else if (m.memory_total_bytes && info.memory_total_bytes && *info.memory_total_bytes > 0) {
-      num = *m.memory_total_bytes;
-      den = *info.memory_total_bytes;
-    } else {
-      continue;  // no size known: this instance's part stays unallocated
-    }
-    if (num > den) num = den;
+    const auto share = mig_share(m, info.memory_total_bytes);
+    if (!share) continue;  // no size known: this instance's part stays unallocated
+    const std::uint64_t den = share->den, num = std::min(share->num, den);
     // Capped so that slice sizes that add up to more than the board never charge more than the board.
-    const auto amount = std::min<MicroUsd>(static_cast<MicroUsd>(static_cast<Int128>(device_cost) * num / den),
-                                           device_cost - given);
+    const auto amount = std::min<MicroUsd>(share_of_micros(device_cost, num, den),
+                                           budget_left_micros(device_cost, given));
     equal(amount, static_cast<double>(num) / static_cast<double>(den), holders.mig[j]);
   }
   return out;

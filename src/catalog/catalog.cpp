@@ -139,7 +139,7 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
     GM_TRY(o.ondemand_usd_per_hour, opt_num(c, "ondemand_usd_per_hour", origin));
     GM_TRY(o.spot_usd_per_hour, opt_num(c, "spot_usd_per_hour", origin));
     for (const auto& price : {o.ondemand_usd_per_hour, o.spot_usd_per_hour}) {
-      if (price && o.gpu_count > 0 && *price / o.gpu_count > kMaxUsdPerGpuHour)
+      if (price && o.gpu_count > 0 && *price / o.gpu_count > kMaxUsdPerGpuHour)  // check_money: allow (below meter)
         return make_error(fmt::format("{}:{}: ${}/h for {} GPUs is more than ${} per GPU-hour", origin, r.line,
                                       *price, o.gpu_count, kMaxUsdPerGpuHour));
     }
@@ -292,7 +292,7 @@ const InstanceGpus* find_instance_gpus(std::string_view provider, std::string_vi
 std::optional<double> Offer::usd_per_gpu_hour(bool spot) const {
   const auto& price = spot ? spot_usd_per_hour : ondemand_usd_per_hour;
   if (!price || gpu_count <= 0) return std::nullopt;
-  return *price / gpu_count;
+  return *price / gpu_count;  // check_money: allow (catalog is below meter)
 }
 
 void flag_offers(std::vector<Offer>& offers, const std::vector<GpuSpec>& gpus) {

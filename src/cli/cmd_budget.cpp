@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "guard/session.h"
+#include "meter/meter.h"
 #include "util/clock.h"
 #include "util/units.h"
 
@@ -26,17 +27,19 @@ int budget_set(int argc, char** argv) {
   app.add_option("--ledger", location, "ledger: a SQLite path or postgresql://user@host:port/db");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (auto sel = parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
-  auto amount = parse_number(usd);
-  if (!amount || !(*amount > 0))
-    return fail("budget set", make_error(ErrorKind::usage, "USD '" + usd + "': expected a positive number of USD"));
+  auto amount = parse_usd_micros(usd);
+  if (!amount || *amount <= 0)
+    return fail("budget set", make_error(ErrorKind::usage, fmt::format("USD '{}': expected a positive number of USD "
+                                                                       "written in decimal (e.g. 500 or 12.50)",
+                                                                       usd)));
   auto ledger = open_ledger_for_writing(location);
   if (!ledger) return fail("budget set", ledger.error());
   BudgetRecord b;
   b.selector = selector;
-  b.limit_micros = usd_to_micros(*amount);
+  b.limit_micros = *amount;
   b.period = per;
   if (auto r = (*ledger)->set_budget(b); !r) return fail("budget set", r.error());
-  std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(), format_usd(micros_to_usd(b.limit_micros)).c_str(),
+  std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(), format_micros(b.limit_micros).c_str(),
               per.c_str(), (*ledger)->describe().c_str());
   return kExitOk;
 }
@@ -59,7 +62,7 @@ int budget_list(int argc, char** argv) {
                      {"per", s.budget.period},
                      {"limit_usd", micros_to_usd(s.budget.limit_micros)},
                      {"spent_usd", micros_to_usd(s.spent_micros)},
-                     {"remaining_usd", micros_to_usd(s.budget.limit_micros - s.spent_micros)},
+                     {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
                      {"period_start_unix_ms", s.budget.period_start_unix_ms},
                      {"runs", s.runs},
                      {"live_runs", s.live_runs}});
@@ -74,9 +77,9 @@ int budget_list(int argc, char** argv) {
               "LIVE");
   for (const auto& s : *statuses)
     std::printf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(), s.budget.period.c_str(),
-                format_usd(micros_to_usd(s.budget.limit_micros)).c_str(),
-                format_usd(micros_to_usd(s.spent_micros)).c_str(),
-                format_usd(micros_to_usd(s.budget.limit_micros - s.spent_micros)).c_str(),
+                format_micros(s.budget.limit_micros).c_str(),
+                format_micros(s.spent_micros).c_str(),
+                format_micros(budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
                 static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));
   return kExitOk;
 }

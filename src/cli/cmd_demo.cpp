@@ -123,7 +123,7 @@ int cmd_demo(int argc, char** argv) {
     std::printf("%sno catalog price for this GPU; the demo uses --price 4\n", tag);
   }
   // Twenty seconds of the GPUs at their price.
-  const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : 4 * kMicrosPerUsd;
+  const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : usd_to_micros(4.0);
   f.budget = usd_decimal(scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
   f.forecast_stop = true;
   f.grace = "5s";

@@ -170,7 +170,6 @@ int cmd_prices(int argc, char** argv) {
     align.push_back(A::left);
   }
   t.header(titles, align);
-  auto money = [](const std::optional<double>& v) { return v ? format_usd(*v) : std::string("-"); };
   std::set<std::string> sources;
   for (const Offer* o : rows) {
     std::vector<std::string> cells = {o->gpu,
@@ -178,9 +177,9 @@ int cmd_prices(int argc, char** argv) {
                                       o->provider,
                                       o->region,
                                       o->instance,
-                                      money(o->ondemand_usd_per_hour),
-                                      money(o->spot_usd_per_hour),
-                                      money(o->usd_per_gpu_hour(spot))};
+                                      format_usd_or(o->ondemand_usd_per_hour),
+                                      format_usd_or(o->spot_usd_per_hour),
+                                      format_usd_or(o->usd_per_gpu_hour(spot))};
     if (mine) {
       const auto y = your_price(*o, spot, *rates);
       cells.push_back(y ? format_usd(y->usd_per_gpu_hour()) : "-");

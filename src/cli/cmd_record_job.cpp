@@ -93,7 +93,7 @@ int cmd_record_job(int argc, char** argv) {
   r.gpus_used = split_list(gpus_used);
   r.wall_ms = (end_unix - start_unix) * 1000;
   r.billed_s = end_unix - start_unix;
-  r.cost_micros = cost + unused;
+  r.cost_micros = combined_spend_micros(cost, unused);
   r.idle_cost_micros = idle;
   r.unused_gpu_cost_micros = unused;
   r.energy_j = energy_j.value_or(0);

@@ -65,7 +65,7 @@ int fleet_report(int argc, char** argv) {
   const double base = by == "gpu" ? rep->device_cost_usd : rep->owner_cost_usd;
   for (const auto& r : rep->rows)
     t.row({r.key.empty() ? "(none)" : r.key, format_usd(r.cost_usd),
-           base > 0 ? fmt::format("{:.1f} %", 100.0 * r.cost_usd / base) : "n/a",
+           base > 0 ? fmt::format("{:.1f} %", usd_share_pct(r.cost_usd, base)) : "n/a",
            r.energy_j ? fmt::format("{:.4f} kWh", *r.energy_j / 3.6e6) : "n/a",
            r.gpu_seconds ? fmt::format("{:.4f}", *r.gpu_seconds / 3600.0) : "n/a"});
   std::fputs(t.render().c_str(), stdout);

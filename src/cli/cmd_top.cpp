@@ -61,7 +61,7 @@ class TopHistory {
       const bool ok = d.last && d.last->state == DeviceState::ok;
       push(h.util,
            ok && d.last->utilization_pct ? std::optional<double>(*d.last->utilization_pct) : std::nullopt);
-      const MicroUsd used = d.cost - d.unallocated_cost;
+      const MicroUsd used = attributed_micros(d.cost, d.unallocated_cost);
       std::optional<double> rate;
       if (d.price && dt_ns > 0 && h.have_used)
         rate = micros_to_usd(micros_per_hour(used - h.last_used, dt_ns));
@@ -118,7 +118,7 @@ class TopHistory {
     return q.empty() || !q.back() ? "n/a" : fmt::format("{:.0f}%", *q.back());
   }
   static std::string last_usd(const std::deque<std::optional<double>>& q) {
-    return q.empty() || !q.back() ? "n/a" : format_usd(*q.back());
+    return q.empty() ? "n/a" : format_usd_or(q.back(), "n/a");
   }
   std::map<unsigned, Series> devices_;
   std::uint64_t collections_ = 0;
@@ -201,7 +201,7 @@ std::vector<std::string> render_lines(const agent::Snapshot& s, SortKey key, boo
       std::string money;
       if (f.nano_usd_per_month)
         money = fmt::format(" - {}/month at this rate",
-                            format_usd(static_cast<double>(*f.nano_usd_per_month) / 1e9));
+                            format_nanos(*f.nano_usd_per_month));
       out.push_back(fmt::format("[{}] {} {}: {}{}", findings::severity_name(f.severity), f.kind,
                                 shorten_middle(r.owner.name, 40), f.summary, money));
       out.push_back("    -> " + f.action);

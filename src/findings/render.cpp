@@ -13,7 +13,7 @@ namespace {
 
 std::optional<double> nano_to_usd(const std::optional<std::int64_t>& nano) {
   if (!nano) return std::nullopt;
-  return static_cast<double>(*nano) / 1e9;
+  return nanos_to_usd(*nano);
 }
 
 }  // namespace
@@ -42,13 +42,13 @@ std::string to_text(const std::vector<Finding>& fs) {
   for (const auto& f : fs) {
     std::string money;
     if (f.cost_nano_usd && !f.nano_usd_per_month)
-      money = fmt::format(" — {}", format_usd(static_cast<double>(*f.cost_nano_usd) / 1e9));
+      money = fmt::format(" — {}", format_nanos(*f.cost_nano_usd));
     if (f.nano_usd_per_month)
       money = fmt::format(" — {}/month at this rate",
-                          format_usd(static_cast<double>(*f.nano_usd_per_month) / 1e9));
+                          format_nanos(*f.nano_usd_per_month));
     if (f.nano_usd_per_1k_steps)
       money +=
-          fmt::format(", {} per 1k steps", format_usd(static_cast<double>(*f.nano_usd_per_1k_steps) / 1e9));
+          fmt::format(", {} per 1k steps", format_nanos(*f.nano_usd_per_1k_steps));
     out += fmt::format("  [{}] {}: {}{}\n        → {}\n", severity_name(f.severity), f.kind, f.summary, money,
                        f.action);
   }

@@ -11,7 +11,6 @@
 namespace gm::findings {
 namespace {
 
-constexpr double kHoursPerMonth = 730;
 
 double share(std::int64_t part, std::int64_t whole) {
   return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
@@ -28,15 +27,10 @@ Severity severity_of(double window_share) {
 /// share of a GPU's time.
 void price(Finding& f, std::int64_t window_ns, std::optional<MicroUsd> price_micros, std::int64_t steps) {
   if (!price_micros) return;
-  f.cost_nano_usd = gpu_ns_cost_pico_usd(*price_micros, f.at_stake_ns) / 1000;
-  if (steps > 0)
-    f.nano_usd_per_1k_steps = gpu_ns_cost_pico_usd(*price_micros, f.at_stake_ns * 1000 / steps) / 1000;
-  if (window_ns > 0) {
-    // share of the window × price × 730 h, in integers: micros/h × 730 h × 1000 nano/micro × part / window.
-    const Int128 n =
-        static_cast<Int128>(*price_micros) * static_cast<Int128>(kHoursPerMonth) * 1000 * f.at_stake_ns;
-    f.nano_usd_per_month = static_cast<std::int64_t>(n / window_ns);
-  }
+  f.cost_nano_usd = gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns);
+  if (steps > 0) f.nano_usd_per_1k_steps = gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns * 1000 / steps);
+  if (auto month = nano_usd_per_month_of_share(*price_micros, f.at_stake_ns, window_ns))
+    f.nano_usd_per_month = month;
 }
 
 std::int64_t profiler_steps(const std::vector<trace::Bucket>& steps) {

@@ -32,11 +32,11 @@ Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, st
     period = BudgetPeriod::month;
   else
     return bad();
-  std::string_view amount = trim(text.substr(0, slash));
-  if (!amount.empty() && amount.front() == '$') amount.remove_prefix(1);
-  auto usd = parse_number(amount);
-  if (!usd || !(*usd > 0) || !std::isfinite(*usd) || *usd > 1e9) return bad();
-  return std::make_pair(usd_to_micros(*usd), period);
+  // Exact decimal, as --budget: "0.10" is 100000 micro-dollars, not a binary double's neighbour; at most $1e9.
+  constexpr MicroUsd kMaxBudgetMicros = 1'000'000'000'000'000;
+  auto micros = parse_usd_micros(trim(text.substr(0, slash)));
+  if (!micros || *micros <= 0 || *micros > kMaxBudgetMicros) return bad();
+  return std::make_pair(*micros, period);
 }
 
 /// Day or month number of a unix time (UTC).

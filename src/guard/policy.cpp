@@ -34,7 +34,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   for (std::size_t t = 0; t < config_.team_budgets.size(); ++t) {
     if (t >= in.team_others_micros.size() || !in.team_others_micros[t]) continue;
     const TeamBudget& b = config_.team_budgets[t];
-    const MicroUsd total = in.spent_micros + *in.team_others_micros[t];
+    const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[t]);
     team_warned_[t].resize(config_.warn_at_pct.size(), false);
     for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
       const double pct = config_.warn_at_pct[i];
@@ -52,7 +52,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   if (stopped_) return out;
   if (team_reached && !(config_.budget_micros && in.spent_micros >= *config_.budget_micros)) {
     const TeamBudget& b = config_.team_budgets[*team_reached];
-    const MicroUsd total = in.spent_micros + *in.team_others_micros[*team_reached];
+    const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
     stopped_ = true;
     out.push_back({"stop_budget", "budget",
                    fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "

@@ -160,7 +160,7 @@ struct Supervisor::Impl {
     return extrapolate ? meter->spent_at(now_ns) : meter->spent_micros();
   }
   double burn_usd_per_s() const {
-    if (!cfg.telemetry) return micros_to_usd(price_micros()) / 3600.0;
+    if (!cfg.telemetry) return gm::burn_usd_per_s(price_micros(), 1);
     return meter->burn_usd_per_s();
   }
 
@@ -462,7 +462,7 @@ struct Supervisor::Impl {
     const std::int64_t gap_ms = (now_ns - since_ns) / 1'000'000;
     if (gap_ms <= *cfg.checkpoint_interval_ms) return;
     checkpoint_gap_warned = true;
-    const MicroUsd at_risk = spent(now_ns, false) - (last_checkpoint_ns ? checkpoint_spent : 0);
+    const MicroUsd at_risk = cost_between_micros(spent(now_ns, false), last_checkpoint_ns ? checkpoint_spent : 0);
     record_action("no_recent_checkpoint",
                   fmt::format("no checkpoint for {} (the expected interval on this spot capacity is {}): "
                               "{} of work would be lost if the machine were taken now",
@@ -568,7 +568,7 @@ struct Supervisor::Impl {
         fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
                     "on them: {}/h for nothing (free the memory or shut the kernel down)",
                     kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
-                    format_usd(burn_usd_per_s() * 3600.0)),
+                    format_usd(usd_per_hour_of_burn(burn_usd_per_s()))),
         now_ns, spent_now);
   }
 
@@ -597,7 +597,7 @@ struct Supervisor::Impl {
     r.cell_id = id;
     r.start_ms = elapsed_ms(o.start_ns);
     r.end_ms = elapsed_ms(now_ns);
-    r.cost_micros = std::max<MicroUsd>(0, spent(now_ns, true) - o.spent_start);
+    r.cost_micros = std::max<MicroUsd>(0, cost_between_micros(spent(now_ns, true), o.spent_start));
     if (o.util_n > 0)
       r.utilization_pct = o.util_sum / static_cast<double>(o.util_n);
     else if (cfg.telemetry)
@@ -660,7 +660,7 @@ struct Supervisor::Impl {
     // The end is seen at the next sample and the bill rounds up to its billing unit: the upper end of the
     // interval carries one sampling interval for it.
     if (forecast)
-      forecast->high_usd += burn_usd_per_s() * static_cast<double>(cfg.sample_interval_ms) / 1000.0;
+      forecast->high_usd += usd_over_ms(burn_usd_per_s(), static_cast<double>(cfg.sample_interval_ms));
     GuardInput in;
     in.elapsed_ms = elapsed_ms(now_ns);
     in.spent_micros = spent_now;
@@ -720,7 +720,7 @@ struct Supervisor::Impl {
     s.elapsed_s = static_cast<double>(now_ns - start_ns) / 1e9;
     if (cfg.price) {
       s.spent_micros = spent(now_ns, true);
-      s.burn_usd_per_h = burn_usd_per_s() * 3600.0;
+      s.burn_usd_per_h = usd_per_hour_of_burn(burn_usd_per_s());
       if (guard.config().budget_micros)
         s.budget_left_micros = budget_left_micros(*guard.config().budget_micros, *s.spent_micros);
     }
@@ -729,7 +729,7 @@ struct Supervisor::Impl {
     if (cfg.price && cfg.telemetry) s.idle_cost_micros = run.idle_cost_micros;
     if (idle_held_ms) {
       s.idle_held_s = static_cast<double>(*idle_held_ms) / 1000.0;
-      if (cfg.price) s.idle_held_usd_per_h = burn_usd_per_s() * 3600.0;
+      if (cfg.price) s.idle_held_usd_per_h = usd_per_hour_of_burn(burn_usd_per_s());
     }
     if (latest_progress) {
       s.step = latest_progress->step;
@@ -750,8 +750,9 @@ struct Supervisor::Impl {
       const ServingPoint& b = serving_window.back();
       const double generated = b.generated - a.generated, requests = b.requests - a.requests;
       if (cfg.price && generated > 0)
-        s.usd_per_1m_generated_tokens = usd_per_units(b.spent - a.spent, generated, 1e6);
-      if (cfg.price && requests > 0) s.usd_per_1k_requests = usd_per_units(b.spent - a.spent, requests, 1e3);
+        s.usd_per_1m_generated_tokens = usd_per_units(cost_between_micros(b.spent, a.spent), generated, 1e6);
+      if (cfg.price && requests > 0)
+        s.usd_per_1k_requests = usd_per_units(cost_between_micros(b.spent, a.spent), requests, 1e3);
       if (b.t_ns > a.t_ns)
         s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);
     }
@@ -941,7 +942,7 @@ SessionOutcome Supervisor::finish() {
   // Work lost: the spend since the last checkpoint of a run that did not succeed (all of it without one).
   if (m.run.status != "succeeded" && m.cfg.price)
     m.run.lost_work_micros =
-        std::max<MicroUsd>(0, m.spent(m.end_ns, false) - (m.last_checkpoint_ns ? m.checkpoint_spent : 0));
+        std::max<MicroUsd>(0, cost_between_micros(m.spent(m.end_ns, false), m.last_checkpoint_ns ? m.checkpoint_spent : 0));
   if (m.cfg.price) {
     const auto n_alloc = static_cast<unsigned>(m.cfg.telemetry ? m.cfg.allocated.size() : 1);
     m.run.cost_micros = billed_cost(*m.cfg.price, m.run.billed_s, n_alloc);

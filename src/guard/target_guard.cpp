@@ -101,12 +101,12 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
                                              std::size_t forecast_intervals, MicroUsd spent_micros) {
   const TargetForecast& f = tracker_.update(in);
   std::vector<GuardDecision> out;
-  const std::string spent = "spent " + format_micros(spent_micros) + "; ";
+  const std::string spent_text = "spent " + format_micros(spent_micros) + "; ";
   // Each verdict is announced the first time it is reached (a verdict that flaps is not a line a second).
   if (f.verdict != TargetVerdict::too_early &&
       std::find(announced_.begin(), announced_.end(), f.verdict) == announced_.end()) {
     announced_.push_back(f.verdict);
-    out.push_back({"target", "", spent + describe_target_forecast(settings_.target, f)});
+    out.push_back({"target", "", spent_text + describe_target_forecast(settings_.target, f)});
   }
   if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ ||
       forecast_intervals < min_intervals_)
@@ -120,7 +120,7 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
   if (!beyond_steps && !beyond_budget) return out;
   stop_evidence_ = describe_target_forecast(settings_.target, f);
   out.push_back({"stop_target", "target",
-                 spent + format_metric_target(settings_.target) +
+                 spent_text + format_metric_target(settings_.target) +
                      (beyond_steps ? " is forecast unreachable within the planned steps: "
                                    : " is forecast unreachable within the budget: ") +
                      f.why});

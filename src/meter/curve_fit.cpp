@@ -119,15 +119,9 @@ std::vector<CurvePoint> prepare(std::vector<CurvePoint> points) {
 }  // namespace
 
 std::string_view curve_family_name(CurveFamily family) {
-  switch (family) {
-    case CurveFamily::power_law:
-      return "power_law";
-    case CurveFamily::exponential:
-      return "exponential";
-    case CurveFamily::log_linear:
-      return "log_linear";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"power_law", "exponential", "log_linear"};
+  const auto i = static_cast<std::size_t>(family);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 double CurveFit::value_at(double step) const {

@@ -72,7 +72,7 @@ Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample&
     s.cost = cost[i];
     s.weight = static_cast<double>(w[i]) / static_cast<double>(total);
     s.energy_j = energy_j * s.weight;
-    if (util) s.idle_cost = cost[i] * (100 - std::min<std::uint32_t>(*util, 100)) / 100;
+    if (util) s.idle_cost = idle_part_micros(cost[i], *util);
     a.shares.push_back(s);
   }
   return a;

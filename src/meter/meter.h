@@ -165,6 +165,97 @@ std::int64_t nano_usd_per_month_at(MicroUsd micros_per_hour);
 /// Nano-dollars per 1000 units of `cost` spread over `count` units; nullopt when count <= 0.
 std::optional<std::int64_t> nano_usd_per_1k(MicroUsd cost, std::int64_t count);
 
+/// The burn rate of `gpus` GPUs at `micros_per_gpu_hour`, in dollars per second (forecasts and display).
+double burn_usd_per_s(MicroUsd micros_per_gpu_hour, std::size_t gpus);
+/// A burn rate per second as dollars per hour.
+double usd_per_hour_of_burn(double usd_per_s);
+/// A rate per hour as dollars per second.
+double usd_per_s_of_hourly(double usd_per_hour);
+/// Dollars spent over `ms` milliseconds at `usd_per_s`.
+double usd_over_ms(double usd_per_s, double ms);
+/// Dollars per hour of `gpus` GPUs at `micros_per_gpu_hour` (display and planning).
+double usd_per_hour_of_gpus(MicroUsd micros_per_gpu_hour, double gpus);
+/// `amount` × `count` (a price for several GPUs, one GPU's cost for all of them).
+MicroUsd micros_times(MicroUsd amount, std::int64_t count);
+
+/// The share of a board's price a MIG instance is charged: its slices of the board's slices, else its memory
+/// of the board's memory; nullopt when neither size is known.
+struct MigShare {
+  std::uint64_t num = 0;
+  std::uint64_t den = 1;
+};
+std::optional<MigShare> mig_share(const MigInstance& instance, std::optional<std::uint64_t> board_memory_bytes);
+/// `amount` × num / den, floor-rounded, exact (128-bit product).
+MicroUsd share_of_micros(MicroUsd amount, std::uint64_t num, std::uint64_t den);
+/// A MIG instance's price per hour from its board's (mig_share; slices: the board price × slices / board
+/// slices, floor); nullopt when the instance's size is unknown.
+std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const MigInstance& instance,
+                                            std::optional<std::uint64_t> board_memory_bytes);
+/// `total` split equally over `parts` (split_micros with equal weights: the remainder to the first parts).
+std::vector<MicroUsd> split_equally(MicroUsd total, std::size_t parts);
+
+/// The idle part of `cost` on a device at `utilization_pct` (capped at 100): cost × (100 − util) / 100, floor.
+MicroUsd idle_part_micros(MicroUsd cost, std::uint32_t utilization_pct);
+/// What of a device's cost went to its holders: `device_cost` less its `unallocated` part.
+MicroUsd attributed_micros(MicroUsd device_cost, MicroUsd unallocated);
+/// Dollars per hour of `instances` instances at `usd_per_instance_hour` (planning).
+double usd_per_hour_of_instances(double usd_per_instance_hour, double instances);
+/// The waste of a run or fleet: idle time on used GPUs plus allocated GPUs never used.
+MicroUsd waste_micros(MicroUsd idle_cost, MicroUsd unused_gpu_cost);
+/// What was spent busy: `cost` less `not_busy` (idle and unused), never below 0.
+MicroUsd busy_micros(MicroUsd cost, MicroUsd not_busy);
+/// The cost between two cumulative readings (`at_end` − `at_start`).
+MicroUsd cost_between_micros(MicroUsd at_end, MicroUsd at_start);
+/// What a run and the other runs of its team spent together.
+MicroUsd combined_spend_micros(MicroUsd own, MicroUsd others);
+/// True when `part` × `times` > `whole` (a share over 1/`times`, exactly).
+bool share_over(MicroUsd part, MicroUsd whole, std::int64_t times);
+/// True when `part` × `times` < `whole` (a share under 1/`times`, exactly).
+bool share_under(MicroUsd part, MicroUsd whole, std::int64_t times);
+/// part / whole as a double (display, severities); `whole` must be non-zero.
+double cost_share(MicroUsd part, MicroUsd whole);
+/// 100 × part / whole (a percentage for display); `whole` must be non-zero.
+double cost_share_pct(MicroUsd part, MicroUsd whole);
+/// 100 × part / whole of dollar figures (a percentage for display); `whole` must be non-zero.
+double usd_share_pct(double part_usd, double whole_usd);
+/// `x` × part / whole: a quantity (time, energy) in proportion to a cost's share; `whole` must be non-zero.
+double in_cost_share(double x, MicroUsd part, MicroUsd whole);
+/// `amount` × fraction1 × fraction2, truncated toward zero (a finding's part of the busy cost).
+MicroUsd part_of_micros(MicroUsd amount, double fraction1, double fraction2 = 1.0);
+/// a / b of two dollar figures (a price or cost ratio); `b` must be non-zero.
+double usd_ratio(double a_usd, double b_usd);
+/// |a − b| of two dollar figures.
+double usd_gap(double a_usd, double b_usd);
+/// True when `after` is within `limit_pct` % above `before` (the release gate's cost rule).
+bool cost_within_increase(MicroUsd before, MicroUsd after, double limit_pct);
+/// A run's total from its start-up cost and its cost so far, projecting the steps after start-up at the
+/// same cost per step: startup + (cost − startup) × total_steps / steps (floor). `steps` must be > 0.
+MicroUsd projected_total_micros(MicroUsd startup, MicroUsd cost, std::int64_t steps, std::int64_t total_steps);
+/// Dollars per `per` units of `usd` spread over `units` units (usd / units × per); `units` must be non-zero.
+double usd_per(double usd, double units, double per);
+/// Dollars per 1000 units of `usd` spread over `count` units; `count` must be non-zero.
+double usd_per_1k(double usd, double count);
+/// Dollars per million units (tokens) of `usd` spread over `units`.
+double usd_per_million(double usd, double units);
+/// Dollars of `hours` at `usd_per_hour` (planning).
+double usd_for_hours(double usd_per_hour, double hours);
+/// Nano-dollars of whole dollars (severity thresholds).
+constexpr NanoUsd nanos_of_usd(std::int64_t usd) { return usd * kNanosPerUsd; }
+/// Σ unit price × quantity in nano-dollars (an instance priced from its GPU, core and memory SKUs), exact:
+/// quantities in thousandths, so fractional GPUs or GiB stay exact; the sum truncated to the nano-dollar.
+NanoUsd priced_sum_nanos(const std::vector<std::pair<NanoUsd, double>>& unit_and_quantity);
+/// True when `after` is more than 50 % away from `before` (> 0), exactly: |after − before| × 2 > before (the
+/// sanity rule of `prices update`).
+bool moved_over_half(NanoUsd before, NanoUsd after);
+/// The change from `before` (non-zero) to `after` in per mille, truncated toward zero.
+std::int64_t change_per_mille(NanoUsd before, NanoUsd after);
+/// Cost of `ns` GPU-nanoseconds in nano-dollars (gpu_ns_cost_pico_usd truncated to the nano-dollar).
+NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
+/// Nano-dollars of a month (730 h) of a GPU busy `part_ns` of every `window_ns` at the price; nullopt when
+/// window_ns <= 0.
+std::optional<NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
+                                                   std::int64_t window_ns);
+
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);
 /// Cost of `gpus` GPUs for `billed_s` seconds at `price`: exact integer arithmetic.
@@ -190,6 +281,38 @@ class CostIntegrator {
   std::int64_t total_ns_ = 0;
   Int128 remainder_ = 0;  // in micro-dollar * ns units / 3.6e12
 };
+
+// ---- own hardware against the cloud ----------------------------------------------------------
+
+/// Own hardware vs cloud over a number of years.
+struct TcoInput {
+  std::string gpu;
+  int gpus = 8;
+  double years = 3;
+  double capex_usd = 0;               ///< purchase of the whole system
+  double gpu_power_w = 0;             ///< per GPU at full load (TDP by default)
+  double idle_power_fraction = 0.25;  ///< idle draw as a fraction of full load
+  double host_power_w = 0;            ///< CPU, memory, network of the system at load
+  double pue = 1.4;
+  double usd_per_kwh = 0.12;
+  double ops_usd_per_year = 0;  ///< staff, space, support contracts
+  double utilization = 0.6;     ///< fraction of hours the GPUs do useful work
+  double cloud_usd_per_gpu_hour = 0;
+  std::string cloud_source;  ///< where the cloud price came from
+};
+struct TcoResult {
+  double hours = 0;
+  double own_energy_kwh = 0;
+  double own_energy_usd = 0;
+  double own_ops_usd = 0;
+  double own_total_usd = 0;
+  double cloud_gpu_hours = 0;
+  double cloud_total_usd = 0;
+  double own_usd_per_used_gpu_hour = 0;
+  std::optional<double> break_even_utilization;  ///< none when cloud is cheaper even at 100 %
+};
+/// Validates inputs (positive sizes, utilization in (0,1]) and computes both sides.
+Result<TcoResult> compute_tco(const TcoInput& in);
 
 // ---- attribution on a shared device ----------------------------------------------------------
 

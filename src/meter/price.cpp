@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "meter/config_detail.h"
 #include "meter/meter.h"
 #include "util/file.h"
 #include "util/units.h"
@@ -133,13 +134,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
 
   if (config) {
-    toml::table tbl;
-    try {
-      tbl = toml::parse_file(*config);
-    } catch (const toml::parse_error& e) {
-      return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", *config, e.source().begin.line,
-                                                      e.source().begin.column, e.description()));
-    }
+    GM_TRY(const toml::table tbl, detail::parse_config_toml(*config));
     const auto* pricing = tbl["pricing"].as_table();
     if (pricing) {
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {

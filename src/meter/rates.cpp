@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "meter/config_detail.h"
 #include "meter/meter.h"
 #include "util/units.h"
 
@@ -45,6 +46,19 @@ std::string pct(std::int64_t ppm) {
 
 }  // namespace
 
+namespace detail {
+
+Result<toml::table> parse_config_toml(const std::string& path) {
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
+                                                    e.source().begin.column, e.description()));
+  }
+}
+
+}  // namespace detail
+
 Result<ContractRates> load_contract_rates(const std::optional<std::string>& config_path) {
   ContractRates rates;
   std::optional<std::string> path = config_path ? config_path : default_config_path();
@@ -52,13 +66,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
   std::error_code ec;
   if (!std::filesystem::exists(*path, ec))
     return make_error(ErrorKind::usage, fmt::format("--config {}: no such file", *path));
-  toml::table tbl;
-  try {
-    tbl = toml::parse_file(*path);
-  } catch (const toml::parse_error& e) {
-    return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", *path, e.source().begin.line,
-                                                    e.source().begin.column, e.description()));
-  }
+  GM_TRY(const toml::table tbl, detail::parse_config_toml(*path));
   rates.origin = *path;
   const auto* pricing = tbl["pricing"].as_table();
   if (!pricing) return rates;

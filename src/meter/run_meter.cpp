@@ -151,7 +151,7 @@ MicroUsd RunMeter::spent_at(std::int64_t now_ns) const {
 }
 
 double RunMeter::burn_usd_per_s() const {
-  return micros_to_usd(price_) * static_cast<double>(allocated_.size()) / 3600.0;
+  return gm::burn_usd_per_s(price_, allocated_.size());
 }
 
 std::optional<std::int64_t> RunMeter::idle_for_ms(std::int64_t now_ns) const {

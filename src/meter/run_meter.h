@@ -140,6 +140,12 @@ struct Forecast {
   std::int64_t total_steps = 0;
 };
 
+/// How far a forecast's interval reaches below and above its total (each at least 0); nullopt when the
+/// interval is empty (high <= low).
+std::optional<std::pair<double, double>> forecast_spread_usd(const Forecast& f);
+/// The band (low, high) around `total_usd` of a spread from forecast_spread_usd.
+std::pair<double, double> forecast_band_usd(double total_usd, const std::pair<double, double>& spread);
+
 /// The job's pace and the forecast of its end from its progress reports (docs/run.md "Forecast").
 /// Progress may arrive in bursts (the CPU runs ahead of the GPU and waits at a synchronisation every k
 /// steps): the pace is a Theil–Sen slope of time against step over a window of recent reports that spans

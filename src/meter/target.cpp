@@ -17,6 +17,16 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+/// The first step of the longer fitting windows of `fits` (not empty): the central estimate comes from the fits
+/// that start at or before it (the second window start of three or more, else the last).
+double longest_windows_from(const std::vector<CurveFit>& fits) {
+  std::vector<double> froms;
+  for (const auto& fit : fits) froms.push_back(fit.from_step);
+  std::sort(froms.begin(), froms.end());
+  froms.erase(std::unique(froms.begin(), froms.end()), froms.end());
+  return froms.size() >= 3 ? froms[1] : froms.back();
+}
+
 /// The metric now: the median of its last points (3, up to 15 when it is reported often), so one noisy
 /// point is neither the level nor the target reached.
 double recent_level(const std::vector<CurvePoint>& points) {
@@ -134,14 +144,7 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
   easier.threshold += target.at_most ? shift : -shift;
   harder.threshold += target.at_most ? -shift : shift;
   std::vector<double> central;
-  double longest_window_from = 0;
-  {
-    std::vector<double> froms;
-    for (const auto& fit : fits) froms.push_back(fit.from_step);
-    std::sort(froms.begin(), froms.end());
-    froms.erase(std::unique(froms.begin(), froms.end()), froms.end());
-    longest_window_from = froms.size() >= 3 ? froms[1] : froms.back();
-  }
+  const double longest_window_from = longest_windows_from(fits);
   double low = kInf, high = 0;
   for (const auto& fit : fits) {
     const auto s = step_reaching(fit, target, last_step, horizon);
@@ -168,14 +171,7 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
       for (auto& p : resample) p.value = best->value_at(p.step) + residuals[pick(rng)];
       const auto refits = plausible_fits(fit_learning_curve(resample));
       if (refits.empty()) continue;
-      double from_longest = 0;
-      {
-        std::vector<double> froms;
-        for (const auto& fit : refits) froms.push_back(fit.from_step);
-        std::sort(froms.begin(), froms.end());
-        froms.erase(std::unique(froms.begin(), froms.end()), froms.end());
-        from_longest = froms.size() >= 3 ? froms[1] : froms.back();
-      }
+      const double from_longest = longest_windows_from(refits);
       std::vector<double> steps;
       for (const auto& fit : refits)
         if (fit.from_step <= from_longest)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "meter/meter.h"
 #include "util/result.h"
 
 namespace gm::plan {
@@ -483,35 +484,10 @@ void score_options(std::vector<PlanOption>& options, const Weights& weights);
 
 // ---------------------------------------------------------------------------------------------- TCO
 
-/// Own hardware vs cloud over a number of years.
-struct TcoInput {
-  std::string gpu;
-  int gpus = 8;
-  double years = 3;
-  double capex_usd = 0;               ///< purchase of the whole system
-  double gpu_power_w = 0;             ///< per GPU at full load (TDP by default)
-  double idle_power_fraction = 0.25;  ///< idle draw as a fraction of full load
-  double host_power_w = 0;            ///< CPU, memory, network of the system at load
-  double pue = 1.4;
-  double usd_per_kwh = 0.12;
-  double ops_usd_per_year = 0;  ///< staff, space, support contracts
-  double utilization = 0.6;     ///< fraction of hours the GPUs do useful work
-  double cloud_usd_per_gpu_hour = 0;
-  std::string cloud_source;  ///< where the cloud price came from
-};
-struct TcoResult {
-  double hours = 0;
-  double own_energy_kwh = 0;
-  double own_energy_usd = 0;
-  double own_ops_usd = 0;
-  double own_total_usd = 0;
-  double cloud_gpu_hours = 0;
-  double cloud_total_usd = 0;
-  double own_usd_per_used_gpu_hour = 0;
-  std::optional<double> break_even_utilization;  ///< none when cloud is cheaper even at 100 %
-};
-/// Validates inputs (positive sizes, utilization in (0,1]) and computes both sides.
-Result<TcoResult> compute_tco(const TcoInput& in);
+/// Own hardware vs cloud over a number of years: the money is meter's (meter/meter.h, `compute_tco`).
+using TcoInput = gm::TcoInput;
+using TcoResult = gm::TcoResult;
+using gm::compute_tco;
 
 // ---------------------------------------------------------------------------------------------- names
 

@@ -184,8 +184,8 @@ void time_option(const PlanRequest& req, const JobSpec& job, const ComputeEstima
   opt.time_h = wall_s / 3600.0;
   if (std::isfinite(wall_s)) {
     opt.billed_h = billed_hours(wall_s, ctx.billing);
-    opt.cost_usd = opt.usd_per_hour * *opt.billed_h;
-    opt.usd_per_million_tokens = *opt.cost_usd / *job.tokens * 1e6;
+    opt.cost_usd = usd_for_hours(opt.usd_per_hour, *opt.billed_h);
+    opt.usd_per_million_tokens = usd_per_million(*opt.cost_usd, *job.tokens);
   } else {
     opt.billed_h = opt.cost_usd = INFINITY;
   }
@@ -309,8 +309,9 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     opt.headroom_bytes = opt.gpu_memory_bytes - opt.memory.total_bytes;
     opt.fits = fit.fits && opt.headroom_bytes >= 0;
     opt.spot = req.spot;
-    const double price_h = *(req.spot ? ctx->offer.spot_usd_per_hour : ctx->offer.ondemand_usd_per_hour);
-    opt.usd_per_hour = price_h * opt.instances;
+    const double usd_per_instance_hour =
+        *(req.spot ? ctx->offer.spot_usd_per_hour : ctx->offer.ondemand_usd_per_hour);
+    opt.usd_per_hour = usd_per_hour_of_instances(usd_per_instance_hour, opt.instances);
     if (out.compute) time_option(req, job, *out.compute, *ctx, mfu, paid, opt);
     out.options.push_back(std::move(opt));
   }

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "meter/meter.h"
 #include "prices/detail/readers.h"
 #include "prices/prices.h"
 #include "util/money.h"
@@ -65,12 +66,9 @@ Result<std::string> get_page(HttpGetter& http, const std::string& url, const Htt
   return body;
 }
 
-double usd(NanoUsd n) {
-  return static_cast<double>(n) / 1e9;
-}
 std::optional<NanoUsd> nanos_of(const std::optional<double>& usd_per_hour) {
   if (!usd_per_hour) return std::nullopt;
-  return static_cast<NanoUsd>(std::llround(*usd_per_hour * 1e9));
+  return usd_to_nanos(*usd_per_hour);
 }
 
 // A fetched price for one instance in one region, before the sanity rules.
@@ -262,15 +260,10 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
         std::string text = fmt::format("{} x {} + {} x {} + {} x {}", fam.gpu_count, gpu->text, *fam.vcpus,
                                        core->text, *fam.memory_gib, ram->text);
         if (gpu->nanos && core->nanos && ram->nanos) {
-          // Quantities in thousandths, so fractional GPUs or GiB stay exact; integer nano-dollars throughout.
-          auto part = [](NanoUsd unit, double quantity) {
-            return static_cast<Int128>(unit) * std::llround(quantity * 1000);
-          };
-          const Int128 sum = part(*gpu->nanos, fam.gpu_count) + part(*core->nanos, *fam.vcpus) +
-                             part(*ram->nanos, *fam.memory_gib);
           // Any non-positive part makes the sum meaningless: refuse it as a whole.
           if (*gpu->nanos > 0 && *core->nanos > 0 && *ram->nanos > 0)
-            total = static_cast<NanoUsd>(sum / 1000);
+            total = priced_sum_nanos(
+                {{*gpu->nanos, fam.gpu_count}, {*core->nanos, *fam.vcpus}, {*ram->nanos, *fam.memory_gib}});
           else
             total = 0;
         }
@@ -326,19 +319,18 @@ std::string iso_utc(std::int64_t unix_ms) {
 }
 
 std::string price_text(NanoUsd n) {
-  return format_usd(usd(n));
+  return format_nanos(n);
 }
 
 // More than 50 % away from the previous price, in integers: |new - old| * 2 > old.
 bool big_change(std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
   if (!before || !after || *before <= 0) return false;
-  const Int128 diff = *after > *before ? *after - *before : *before - *after;
-  return diff * 2 > static_cast<Int128>(*before);
+  return moved_over_half(*before, *after);
 }
 
 std::string change_text(const char* what, std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
   if (!before || !after || *before == *after) return {};
-  const Int128 per_mille = (static_cast<Int128>(*after) - *before) * 1000 / *before;
+  const std::int64_t per_mille = change_per_mille(*before, *after);
   return fmt::format("{} {} -> {} ({:+}.{}%)", what, price_text(*before), price_text(*after),
                      static_cast<long long>(per_mille / 10),
                      static_cast<long long>((per_mille < 0 ? -per_mille : per_mille) % 10));
@@ -505,8 +497,8 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
                         ? before->source.substr(kept)
                         : fmt::format("; spot kept from {} ({})", before->source, before->date);
       }
-      out.new_ondemand_usd_per_hour = usd(*c.ondemand);
-      if (c.spot) out.new_spot_usd_per_hour = usd(*c.spot);
+      out.new_ondemand_usd_per_hour = nanos_to_usd(*c.ondemand);
+      if (c.spot) out.new_spot_usd_per_hour = nanos_to_usd(*c.spot);
       // Rule 2: more than 50 % away from the previous price is held back.
       const bool moved =
           big_change(old_od, c.ondemand) || (!c.spot_from_catalog && big_change(old_spot, c.spot));
@@ -536,8 +528,8 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       o.gpu_count = c.family->gpu_count;
       o.vcpus = c.family->vcpus;
       o.memory_gib = c.family->memory_gib;
-      o.ondemand_usd_per_hour = usd(*c.ondemand);
-      if (c.spot) o.spot_usd_per_hour = usd(*c.spot);
+      o.ondemand_usd_per_hour = nanos_to_usd(*c.ondemand);
+      if (c.spot) o.spot_usd_per_hour = nanos_to_usd(*c.spot);
       o.source = c.source + spot_note;
       o.date = today;
       o.fetched_at = result.fetched_at;

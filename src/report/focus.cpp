@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "meter/meter.h"
 #include "util/csv.h"
 
 namespace gm {
@@ -40,11 +41,6 @@ std::string gpu_hours_text(std::int64_t billed_s) {
 
 }  // namespace
 
-std::string format_micros_decimal(MicroUsd micros) {
-  const bool negative = micros < 0;
-  const auto m = static_cast<unsigned long long>(negative ? -(micros + 1) : micros) + (negative ? 1ULL : 0ULL);
-  return fmt::format("{}{}.{:06}", negative ? "-" : "", m / 1'000'000ULL, m % 1'000'000ULL);
-}
 
 const std::vector<std::string>& focus_columns() {
   static const std::vector<std::string> cols = {
@@ -77,14 +73,12 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
     // split in whole micro-dollars, the remainder to the first GPUs: the rows add up to the run exactly.
     std::vector<std::string> resources = r.gpus_allocated;
     if (resources.empty()) resources.push_back("");
-    const auto n = static_cast<MicroUsd>(resources.size());
-    const MicroUsd share = r.cost_micros / n, rest = r.cost_micros % n;
+    const std::vector<MicroUsd> costs = split_equally(r.cost_micros, resources.size());
     std::string provider = r.provider.empty() ? "self-hosted" : r.provider;
     const bool spot = r.price_source.find("spot") != std::string::npos;
     const std::string tags = nlohmann::json(r.labels).dump();
     for (std::size_t g = 0; g < resources.size(); ++g) {
-      const MicroUsd cost = share + (static_cast<MicroUsd>(g) < rest ? 1 : 0);
-      const std::string cost_text = format_micros_decimal(cost);
+      const std::string cost_text = usd_decimal(costs[g], true);
       const std::string resource_id =
           resources[g].empty() ? r.host : r.host + "/" + resources[g];
       const std::string quantity = gpu_hours_text(r.billed_s);
@@ -105,7 +99,7 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
           spot ? "Dynamic" : "Standard",
           quantity,
           "GPU-Hours",
-          format_micros_decimal(r.price_micros_per_gpu_hour),
+          usd_decimal(r.price_micros_per_gpu_hour, true),
           quantity,
           "GPU-Hours",
           resource_id,

@@ -15,7 +15,5 @@ namespace gm {
 const std::vector<std::string>& focus_columns();
 /// FOCUS CSV (header + rows) of the runs `options` selects (the same runs as build_multi_report).
 Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& options);
-/// Micro-dollars as an exact decimal ("12.345678", "-0.000001").
-std::string format_micros_decimal(MicroUsd micros);
 
 }  // namespace gm

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "meter/meter.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
@@ -113,9 +114,7 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
   if (gate.max_cost_increase_pct) {
     const double limit = *gate.max_cost_increase_pct;
     cost.limit = fmt::format("<= {:+g}%", limit);
-    // Exact in micro-dollars: B ≤ A × (1 + limit/100).
-    const double allowed = static_cast<double>(a.run.cost_micros) * (1.0 + limit / 100.0);
-    cost.pass = static_cast<double>(b.run.cost_micros) <= allowed + 1e-6;
+    cost.pass = cost_within_increase(a.run.cost_micros, b.run.cost_micros, limit);
     if (!*cost.pass)
       res.failures.push_back(
           fmt::format("cost rose {:+.1f}% (limit {:+g}%)", cost.delta_pct.value_or(INFINITY), limit));

@@ -29,10 +29,6 @@ json series(const std::string& label, const std::vector<std::optional<double>>& 
   return s;
 }
 
-std::string usd(MicroUsd m) {
-  return format_micros(m);
-}
-
 /// GPU-hours with three significant digits under 10 (a few minutes of GPU time is not "0.00").
 std::string gpu_hours_text(double h) {
   return h >= 10 || h == 0 ? fmt::format("{:.1f}", h) : fmt::format("{:.3g}", h);
@@ -46,7 +42,7 @@ nlohmann::json money_bars(const std::string& id, const std::string& title,
   std::vector<std::string> text;
   for (MicroUsd m : amounts) {
     values.push_back(micros_to_usd(m));
-    text.push_back(usd(m));
+    text.push_back(format_micros(m));
   }
   return html::hbar_chart(id, title, categories, values, series_label, text);
 }
@@ -63,13 +59,11 @@ std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in,
   Forecaster replay;
   for (const auto* p : by_time)
     replay.add(static_cast<double>(p->t_ms) / 1000, *p->step, p->total_steps.value_or(*total));
-  const double burn_usd_per_s = micros_to_usd(in.run.price_micros_per_gpu_hour) *
-                                static_cast<double>(std::max<std::size_t>(1, in.run.gpus_allocated.size())) /
-                                3600;
-  const auto f = replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros),
-                                 burn_usd_per_s);
-  if (!f || f->high_usd <= f->low_usd) return std::nullopt;
-  return std::make_pair(std::max(0.0, f->total_usd - f->low_usd), std::max(0.0, f->high_usd - f->total_usd));
+  const double burn = burn_usd_per_s(in.run.price_micros_per_gpu_hour,
+                                     std::max<std::size_t>(1, in.run.gpus_allocated.size()));
+  const auto f = replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros), burn);
+  if (!f) return std::nullopt;
+  return forecast_spread_usd(*f);
 }
 
 /// Upper bound on step marks per chart, so that they stay apart.
@@ -145,7 +139,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {}", r.user, r.host,
                                  format_time_utc(r.start_unix_ms), describe_status(r));
   json summary = json::array();
-  summary.push_back({"cost", usd(r.cost_micros)});
+  summary.push_back({"cost", format_micros(r.cost_micros)});
   summary.push_back(
       {"price",
        fmt::format("{}/GPU-h ({})", format_usd(micros_to_usd(r.price_micros_per_gpu_hour)), r.price_source)});
@@ -154,8 +148,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
        fmt::format("{} / {} s", format_duration_s(static_cast<double>(r.wall_ms) / 1000), r.billed_s)});
   summary.push_back({"GPUs allocated / used",
                      fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(), r.gpu_model)});
-  summary.push_back({"idle cost (used GPUs)", usd(r.idle_cost_micros)});
-  summary.push_back({"unused allocated GPUs", usd(r.unused_gpu_cost_micros)});
+  summary.push_back({"idle cost (used GPUs)", format_micros(r.idle_cost_micros)});
+  summary.push_back({"unused allocated GPUs", format_micros(r.unused_gpu_cost_micros)});
   summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, r.energy_method)});
   summary.push_back(
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
@@ -167,7 +161,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
         {"last checkpoint",
          format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) + " after the start"});
   if (r.lost_work_micros)
-    summary.push_back({"lost work (since the last checkpoint)", usd(*r.lost_work_micros)});
+    summary.push_back({"lost work (since the last checkpoint)", format_micros(*r.lost_work_micros)});
   if (in.kpis) {
     const auto& k = *in.kpis;
     if (k.usd_per_step) summary.push_back({"$ per step", format_usd(*k.usd_per_step)});
@@ -178,7 +172,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       summary.push_back({"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
                              fmt::format("{:g}", k.target->threshold),
                          k.target_hit
-                             ? fmt::format("{} (step {}, {:.1f} s)", usd(k.target_hit->cost_micros),
+                             ? fmt::format("{} (step {}, {:.1f} s)", format_micros(k.target_hit->cost_micros),
                                            k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
                                            static_cast<double>(k.target_hit->t_ms) / 1000)
                              : std::string("not reached")});
@@ -187,7 +181,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     summary.push_back(
         {"start-up (before the first GPU work)",
          fmt::format("{} · {} ({:.1f}% of the cost{})", format_duration_s(static_cast<double>(s->ms) / 1000),
-                     usd(s->cost_micros), 100 * s->share_of_run,
+                     format_micros(s->cost_micros), 100 * s->share_of_run,
                      s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
   for (const GpuUsage& g : gpu_usage_from_samples(in.samples))
@@ -196,16 +190,16 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   {
     // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.
-    const MicroUsd waste = r.idle_cost_micros + r.unused_gpu_cost_micros;
+    const MicroUsd waste = waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros);
     const double rate =
-        micros_to_usd(r.price_micros_per_gpu_hour) * static_cast<double>(r.gpus_allocated.size());
+        usd_per_hour_of_gpus(r.price_micros_per_gpu_hour, static_cast<double>(r.gpus_allocated.size()));
     const bool failed = r.status == "failed" || r.status == "interrupted" || r.status == "preempted";
     spec["cards"] = json::array(
-        {{{"label", "cost"}, {"value", usd(r.cost_micros)}},
+        {{{"label", "cost"}, {"value", format_micros(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
           {"value", format_usd(rate)}},
          {{"label", "waste: idle + unused"},
-          {"value", usd(waste)},
+          {"value", format_micros(waste)},
           {"tone", r.cost_micros > 0 && waste * 5 > r.cost_micros ? "bad" : ""}},
          {{"label", "energy"}, {"value", fmt::format("{:.4f} kWh", r.energy_j / 3.6e6)}},
          {{"label", "CO2"}, {"value", r.co2_kg ? fmt::format("{:.3f} kg", *r.co2_kg) : "unknown"}},
@@ -337,8 +331,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
         band_low.assign(cx.size(), std::nullopt);
         band_high.assign(cx.size(), std::nullopt);
         band_low[cx.size() - 2] = band_high[cx.size() - 2] = cum[cx.size() - 2];
-        band_low.back() = *r.forecast_cost_usd - spread->first;
-        band_high.back() = *r.forecast_cost_usd + spread->second;
+        const auto [low, high] = forecast_band_usd(*r.forecast_cost_usd, *spread);
+        band_low.back() = low;
+        band_high.back() = high;
       }
     } else if (r.forecast_cost_usd && reached_total) {
       notes.push_back(
@@ -437,7 +432,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (!p->step) continue;
       if (prev && *p->step > *prev->step) {
         sx.push_back(static_cast<double>(*p->step));
-        per_step.push_back(usd_per_units(p->cost_micros - prev->cost_micros,
+        per_step.push_back(usd_per_units(cost_between_micros(p->cost_micros, prev->cost_micros),
                                          static_cast<double>(*p->step - *prev->step), 1.0));
       }
       prev = p;
@@ -448,7 +443,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   // Waste breakdown.
   {
-    MicroUsd useful = std::max<MicroUsd>(0, r.cost_micros - r.idle_cost_micros - r.unused_gpu_cost_micros);
+    MicroUsd useful = busy_micros(r.cost_micros, waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros));
     charts.push_back(money_bars("waste", "Where the money went",
                                 {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
                                 {useful, r.idle_cost_micros, r.unused_gpu_cost_micros}, "cost_usd"));
@@ -460,7 +455,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     json rows = json::array();
     for (const auto& a : in.actions)
       rows.push_back(
-          {fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, usd(a.cost_micros), a.message});
+          {fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, format_micros(a.cost_micros), a.message});
     tables.push_back(
         {{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
   }
@@ -477,18 +472,18 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   const auto& t = rep.total;
   auto u = t.mean_util_pct();
   spec["summary"] = json::array(
-      {json::array({"cost", usd(t.cost_micros)}), json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
-       json::array({"waste", usd(t.waste_micros())}),
+      {json::array({"cost", format_micros(t.cost_micros)}), json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
+       json::array({"waste", format_micros(t.waste_micros())}),
        json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
        json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
        json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
   spec["cards"] = json::array(
-      {{{"label", "cost"}, {"value", usd(t.cost_micros)}},
+      {{{"label", "cost"}, {"value", format_micros(t.cost_micros)}},
        {{"label", "runs"}, {"value", std::to_string(t.runs)}},
        {{"label", "GPU-hours"}, {"value", gpu_hours_text(t.gpu_hours)}},
        {{"label", "waste"},
-        {"value", usd(t.waste_micros())},
-        {"tone", t.cost_micros > 0 && t.waste_micros() * 5 > t.cost_micros ? "bad" : ""}},
+        {"value", format_micros(t.waste_micros())},
+        {"tone", t.cost_micros > 0 && share_over(t.waste_micros(), t.cost_micros, 5) ? "bad" : ""}},
        {{"label", "energy"}, {"value", fmt::format("{:.3f} kWh", t.energy_kwh)}},
        {{"label", "CO2"}, {"value", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"}}});
   {
@@ -554,7 +549,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
     charts.push_back(money_bars("cost-by-group", "Cost by " + by, cats, cost, "cost_usd"));
     charts.push_back(money_bars("waste-by-group", "Waste by " + by, cats, waste, "waste_usd"));
   }
-  MicroUsd useful = std::max<MicroUsd>(0, t.cost_micros - t.waste_micros());
+  MicroUsd useful = busy_micros(t.cost_micros, t.waste_micros());
   charts.push_back(money_bars("waste", "Where the money went",
                               {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
                               {useful, t.idle_cost_micros, t.unused_gpu_cost_micros}, "cost_usd"));
@@ -563,7 +558,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   json rows = json::array();
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
-                    format_duration_s(r.wall_s), usd(r.cost_micros), usd(r.waste_micros),
+                    format_duration_s(r.wall_s), format_micros(r.cost_micros), format_micros(r.waste_micros),
                     r.status_text.empty() ? r.status : r.status_text, r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},

@@ -154,13 +154,12 @@ nlohmann::json timeline_chart(const std::string& id, const std::string& title, s
 
 void add_finding_cards(nlohmann::json& cards, const std::vector<findings::Finding>& fs,
                        const std::string& where) {
-  auto usd = [](std::int64_t nano) { return format_usd(static_cast<double>(nano) / 1e9); };
   for (const auto& f : fs) {
     std::string money;
-    if (f.nano_usd_per_month) money = usd(*f.nano_usd_per_month) + "/month at this rate";
+    if (f.nano_usd_per_month) money = format_nanos(*f.nano_usd_per_month) + "/month at this rate";
     if (f.nano_usd_per_1k_steps)
-      money += (money.empty() ? "" : ", ") + usd(*f.nano_usd_per_1k_steps) + " per 1k steps";
-    if (money.empty() && f.cost_nano_usd) money = usd(*f.cost_nano_usd);
+      money += (money.empty() ? "" : ", ") + format_nanos(*f.nano_usd_per_1k_steps) + " per 1k steps";
+    if (money.empty() && f.cost_nano_usd) money = format_nanos(*f.cost_nano_usd);
     cards.push_back({{"severity", findings::severity_name(f.severity)},
                      {"kind", f.kind},
                      {"where", where},

@@ -175,7 +175,7 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
     row.speedup = base.throughput_per_s > 0 ? row.throughput_per_s / base.throughput_per_s : 0;
     row.efficiency = row.speedup / (static_cast<double>(row.gpus) / static_cast<double>(base.gpus));
     if (row.usd_per_unit && base.usd_per_unit && *base.usd_per_unit > 0)
-      row.cost_ratio = *row.usd_per_unit / *base.usd_per_unit;
+      row.cost_ratio = usd_ratio(*row.usd_per_unit, *base.usd_per_unit);
   }
   return study;
 }

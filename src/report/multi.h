@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "findings/findings.h"
+#include "meter/meter.h"
 #include "report/kpi.h"
 #include "store/store.h"
 #include "util/money.h"
@@ -56,7 +57,7 @@ struct GroupTotals {
   std::int64_t util_samples = 0;  ///< GPU-seconds in the rollups
   double util_sum_pct = 0;
   /// Waste = idle cost + unused allocated GPUs.
-  MicroUsd waste_micros() const { return idle_cost_micros + unused_gpu_cost_micros; }
+  MicroUsd waste_micros() const { return gm::waste_micros(idle_cost_micros, unused_gpu_cost_micros); }
   /// Mean GPU utilization over the rolled-up GPU-seconds; nullopt without rollups.
   std::optional<double> mean_util_pct() const;
 };

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "meter/meter.h"
 #include "util/json.h"
 #include "util/table.h"
 #include "util/units.h"
@@ -400,7 +401,7 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
              : std::string("Break-even utilization: none (the cloud is cheaper even at 100 % use)\n");
   out += fmt::format("At {:.0f} %: {} is cheaper by {}.\n", in.utilization * 100,
                      r.own_total_usd < r.cloud_total_usd ? "owning" : "the cloud",
-                     format_usd(std::fabs(r.own_total_usd - r.cloud_total_usd)));
+                     format_usd(usd_gap(r.own_total_usd, r.cloud_total_usd)));
   out += fmt::format(
       "To meter runs on these GPUs at this cost: [pricing] onprem_usd_per_gpu_hour = {:.4f} in the config "
       "file (docs/catalog.md).\n",

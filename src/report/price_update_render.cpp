@@ -13,13 +13,9 @@ namespace gm::report {
 
 namespace {
 
-std::string money(const std::optional<double>& v) {
-  return v ? format_usd(*v) : std::string("-");
-}
-
 std::string change(const std::optional<double>& before, const std::optional<double>& after) {
-  if (!before || (after && *before == *after)) return money(after);
-  return money(before) + " -> " + money(after);
+  if (!before || (after && *before == *after)) return format_usd_or(after);
+  return format_usd_or(before) + " -> " + format_usd_or(after);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ using findings::Severity;
 
 Severity severity_of(std::int64_t part_micros, std::int64_t whole_micros) {
   if (whole_micros <= 0) return Severity::info;
-  const double share = static_cast<double>(part_micros) / static_cast<double>(whole_micros);
+  const double share = cost_share(part_micros, whole_micros);
   if (share >= 0.30) return Severity::high;
   if (share >= 0.15) return Severity::medium;
   if (share >= 0.05) return Severity::low;
@@ -182,12 +182,12 @@ std::vector<Finding> run_findings(const RunReport& r) {
     const GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
       if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
-    const MicroUsd usd_per_h_micros =
-        run.price_micros_per_gpu_hour *
-        static_cast<MicroUsd>(std::max<std::size_t>(1, run.gpus_allocated.size()));
+    const MicroUsd usd_per_h_micros = micros_times(
+        run.price_micros_per_gpu_hour, static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
     Finding f;
     f.kind = "idle_gpus_held";
-    const MicroUsd part = worst ? worst->idle_stretch_cost_micros * static_cast<MicroUsd>(r.gpus.size()) : 0;
+    const MicroUsd part =
+        worst ? micros_times(worst->idle_stretch_cost_micros, static_cast<std::int64_t>(r.gpus.size())) : 0;
     f.severity = std::max(Severity::medium, severity_of(part, run.cost_micros));
     f.at_stake_ns = worst ? worst->idle_stretch_ms * 1'000'000 : 0;
     f.summary = fmt::format(
@@ -230,7 +230,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         since = c.cost_micros;
         since_ms = c.t_ms;
       }
-    const MicroUsd at_risk = std::max<MicroUsd>(0, a.cost_micros - since);
+    const MicroUsd at_risk = std::max<MicroUsd>(0, cost_between_micros(a.cost_micros, since));
     Finding f;
     f.kind = "no_recent_checkpoint";
     f.severity = severity_of(at_risk, run.cost_micros);
@@ -264,15 +264,14 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   std::vector<Finding> out;
   const GroupTotals& t = rep.total;
   const MicroUsd waste = t.waste_micros();
-  if (t.cost_micros <= 0 || waste * 20 < t.cost_micros) return out;
+  if (t.cost_micros <= 0 || share_under(waste, t.cost_micros, 20)) return out;
   Finding f;
   f.kind = "fleet_waste";
   f.severity = severity_of(waste, t.cost_micros);
-  f.at_stake_ns = static_cast<std::int64_t>(t.gpu_hours * 3600e9 * static_cast<double>(waste) /
-                                            static_cast<double>(t.cost_micros));
+  f.at_stake_ns = static_cast<std::int64_t>(in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
   f.summary = fmt::format(
       "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-      format_micros(waste), 100.0 * static_cast<double>(waste) / static_cast<double>(t.cost_micros),
+      format_micros(waste), cost_share_pct(waste, t.cost_micros),
       format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)

@@ -38,7 +38,7 @@ RunActivity run_activity(const RunReport& r) {
         weight[i] += w;
       }
     a.intervals += g.activity.intervals();
-    a.busy_micros += std::max<MicroUsd>(0, g.cost_micros - g.idle_cost_micros);
+    a.busy_micros += busy_micros(g.cost_micros, g.idle_cost_micros);
   }
   for (std::size_t i = 0; i < 7; ++i)
     if (weight[i] > 0) a.mean.*fields[i] = sum[i] / weight[i];
@@ -47,7 +47,7 @@ RunActivity run_activity(const RunReport& r) {
 
 Severity severity_of(MicroUsd part, MicroUsd whole) {
   if (whole <= 0) return Severity::info;
-  const double share = static_cast<double>(part) / static_cast<double>(whole);
+  const double share = cost_share(part, whole);
   if (share >= 0.30) return Severity::high;
   if (share >= 0.15) return Severity::medium;
   if (share >= 0.05) return Severity::low;
@@ -126,8 +126,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
           spec->id, *tc, *spec->fp32_tflops);
     }
     // The FP32 pipe's share of the busy time moves to tensor cores at the speed-up.
-    const auto part = static_cast<MicroUsd>(static_cast<double>(a.busy_micros) * std::min(1.0, fp32 / 100.0) *
-                                            (1.0 - 1.0 / speedup));
+    const MicroUsd part = part_of_micros(a.busy_micros, std::min(1.0, fp32 / 100.0), 1.0 - 1.0 / speedup);
     f.summary = fmt::format(
         "while the GPUs worked, the FP32 pipes were busy {:.0f}% of the time and the tensor cores {:.0f}% "
         "(NVML GPM) on {}, a GPU with tensor cores: the math runs in fp32 on the CUDA cores",
@@ -147,7 +146,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   if (!fp32_found && sixteen_bit && tensor >= 0 && tensor < kGpmLowTensorPct && sm >= kGpmSmBusyPct) {
     Finding f;
     f.kind = "low_tensor_activity";
-    const auto part = static_cast<MicroUsd>(static_cast<double>(a.busy_micros) * (1.0 - tensor / 100.0));
+    const MicroUsd part = part_of_micros(a.busy_micros, 1.0 - tensor / 100.0);
     f.summary = fmt::format(
         "a 16-bit job whose SMs were active {:.0f}% of the working time kept its tensor cores busy only "
         "{:.0f}% (NVML GPM): the time goes to element-wise operations, unfused attention or small matrix "
@@ -167,7 +166,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   if (dram >= kGpmDramHighPct && sm >= 0 && sm < kGpmSmBusyPct) {
     Finding f;
     f.kind = "memory_bound";
-    const auto part = static_cast<MicroUsd>(static_cast<double>(a.busy_micros) * (1.0 - sm / 100.0));
+    const MicroUsd part = part_of_micros(a.busy_micros, 1.0 - sm / 100.0);
     f.summary = fmt::format(
         "DRAM bandwidth ran at {:.0f}% of its peak while the SMs were active only {:.0f}% (NVML GPM): the "
         "job waits on memory, not math",

@@ -28,11 +28,11 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
     add(k.cached_tokens, r->cached_tokens);
     add(k.requests, r->requests);
   }
-  const double cost = micros_to_usd(run.cost_micros);
+  const double cost_usd = micros_to_usd(run.cost_micros);
   const bool priced = run.price_micros_per_gpu_hour > 0;
   auto per = [&](std::optional<double> count, double unit) -> std::optional<double> {
     if (!priced || !count || !(*count > 0)) return std::nullopt;
-    return cost / *count * unit;
+    return usd_per(cost_usd, *count, unit);
   };
   k.usd_per_1m_prompt_tokens = per(k.prompt_tokens, 1e6);
   k.usd_per_1m_generated_tokens = per(k.generated_tokens, 1e6);
@@ -74,7 +74,7 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
   if (peak && *peak > 0) {
     k.peak_generated_tokens_per_s = peak;
     if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);
-    if (priced && wall_s > 0) k.usd_per_1m_generated_tokens_at_peak = cost / wall_s / *peak * 1e6;
+    if (priced && wall_s > 0) k.usd_per_1m_generated_tokens_at_peak = usd_per_million(usd_ratio(cost_usd, wall_s), *peak);
   }
   return k;
 }
@@ -108,7 +108,7 @@ void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& ca
   ctx.offer.instance = "its GPUs";
   ctx.offer.gpu = gpu->id;
   ctx.offer.gpu_count = gpus;
-  ctx.offer.ondemand_usd_per_hour = micros_to_usd(run.price_micros_per_gpu_hour) * gpus;
+  ctx.offer.ondemand_usd_per_hour = usd_per_hour_of_gpus(run.price_micros_per_gpu_hour, gpus);
   ctx.gpu = *gpu;
   ctx.billing.provider = "this run";  // per second, no minimum: the run's own cost is its GPU-seconds
   std::optional<double> best;

@@ -18,8 +18,8 @@ std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
   const auto settings = target_of_actions(actions);
   if (!settings) return std::nullopt;
   const bool priced = run.price_micros_per_gpu_hour > 0;
-  const double gpus = run.gpus_allocated.empty() ? 1.0 : static_cast<double>(run.gpus_allocated.size());
-  const double burn = micros_to_usd(run.price_micros_per_gpu_hour) * gpus / 3600.0;
+  const double burn =
+      burn_usd_per_s(run.price_micros_per_gpu_hour, std::max<std::size_t>(1, run.gpus_allocated.size()));
   std::optional<double> budget;
   if (run.budget_micros) budget = micros_to_usd(*run.budget_micros);
   const TargetTracker tracker = replay_target(settings->target, progress, burn, budget, priced);

@@ -203,7 +203,7 @@ void host_text(std::string& out, const FileAnalysis& f, const TraceRenderOptions
 // Money is meter's: integer pico-dollars, converted to dollars only for display.
 std::optional<double> trace_cost_usd(std::int64_t ns, const TraceRenderOptions& o) {
   if (!o.price_micros_per_gpu_hour) return std::nullopt;
-  return static_cast<double>(gpu_ns_cost_pico_usd(*o.price_micros_per_gpu_hour, ns)) / 1e12;
+  return picos_to_usd(gpu_ns_cost_pico_usd(*o.price_micros_per_gpu_hour, ns));
 }
 
 std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRenderOptions& o) {
@@ -319,8 +319,8 @@ std::string trace_text(const std::vector<FileAnalysis>& files, const TraceRender
         if (o.price_micros_per_gpu_hour) {
           const double per_step = gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, *m);
           const double idle_per_1k =
-              gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, static_cast<double>(d.idle_ns)) /
-              static_cast<double>(d.step_ns.count) * 1000;
+              usd_per_1k(gpu_ns_cost_usd(*o.price_micros_per_gpu_hour, static_cast<double>(d.idle_ns)),
+                         static_cast<double>(d.step_ns.count));
           out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(per_step),
                              format_usd(idle_per_1k));
           if (o.project_steps)
@@ -415,7 +415,7 @@ std::string trace_json(const std::vector<FileAnalysis>& files, const TraceRender
       j["cost_per_step_usd"] = json_or_null(per_step);
       j["idle_cost_per_1k_steps_usd"] =
           (m && o.price_micros_per_gpu_hour)
-              ? nlohmann::json(*trace_cost_usd(d.idle_ns, o) / static_cast<double>(d.step_ns.count) * 1000)
+              ? nlohmann::json(usd_per_1k(*trace_cost_usd(d.idle_ns, o), static_cast<double>(d.step_ns.count)))
               : nlohmann::json(nullptr);
       j["projected_steps"] = json_or_null(o.project_steps);
       j["projected_cost_usd"] = nullptr;

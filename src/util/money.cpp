@@ -39,6 +39,12 @@ Result<MicroUsd> parse_usd_micros(std::string_view text) {
   return whole * kMicrosPerUsd + frac + (round_up ? 1 : 0);
 }
 
+Result<MicroUsd> usd_micros_of_number(double usd) {
+  std::string text = fmt::format("{}", usd);
+  if (text.find_first_of("eE") != std::string::npos && std::fabs(usd) < 1) text = fmt::format("{:.7f}", usd);
+  return parse_usd_micros(text);
+}
+
 std::string format_usd(double usd, bool plus) {
   const double a = std::fabs(usd);
   const char* sign = usd < 0 ? "-" : plus ? "+" : "";

@@ -8,12 +8,13 @@
 #include <string_view>
 #include <vector>
 
+#include "util/money.h"
 #include "util/result.h"
 
 namespace gm::prices::detail {
 
 /// Nano-dollars (1e-9 USD): exact for every price the providers publish (GCP's nanos, AWS's 10 decimals).
-using NanoUsd = std::int64_t;
+using gm::NanoUsd;
 
 /// A decimal price text ("3.673", "55.0400000000", "-1", "0") as nano-dollars, exactly (digits past the ninth
 /// decimal are rounded half up); nullopt for anything else ("", "abc", "1e3", "NaN", overflow).

@@ -1,11 +1,11 @@
-// Own hardware vs cloud over N years, with the break-even utilization.
+// Own hardware vs cloud over N years, with the break-even utilization (`gpumeter plan tco`).
 #include <fmt/format.h>
 
 #include <cmath>
 
-#include "plan/plan.h"
+#include "meter/meter.h"
 
-namespace gm::plan {
+namespace gm {
 
 Result<TcoResult> compute_tco(const TcoInput& in) {
   auto positive = [](double v, const char* flag) -> Result<void> {
@@ -61,4 +61,4 @@ Result<TcoResult> compute_tco(const TcoInput& in) {
   return r;
 }
 
-}  // namespace gm::plan
+}  // namespace gm
