@@ -132,6 +132,11 @@ void sort_spans(RawTrace& raw);
 /// kept in `storage`.
 std::span<const Span> spans_of_kind(const RawTrace& raw, SpanKind kind, std::vector<Span>& storage);
 
+/// For each query (thread, ts), the innermost of `spans` (one kind, in span_order) on that thread with
+/// start <= ts < end (start <= ts <= end for zero-length spans); nullptr when none.
+std::vector<const Span*> innermost(std::span<const Span> spans,
+                                   const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries);
+
 /// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error
 /// returns an Error naming `name` and the byte offset; `out` keeps what was read before it.
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
