@@ -181,19 +181,23 @@ enum class Cat : std::uint8_t { other, kernel, memory, runtime, cpu_op, annotati
 Cat classify_cat(std::string_view cat);
 
 /// One complete event, decoded by a reader (JSON or Perfetto).
-struct DecodedEvent {
-  Cat cat = Cat::other;
-  std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
-  std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
-  std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
-  std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
-  std::optional<std::int64_t> ts, dur;  ///< ns
+/// What an event's `args` say: the launch correlation, NCCL collective metadata, an operator's input type.
+struct EventArgs {
   std::int64_t correlation = -1;
   bool collective = false;           ///< carries NCCL collective metadata
   std::string_view group;            ///< "Process Group Name" (JSON-escaped), empty when absent
   std::string_view collective_name;  ///< "Collective name" (JSON-escaped)
   std::optional<std::int64_t> nelems, seq, group_size;  ///< "In msg nelems", "Seq", "Group size"
   std::string_view input_type;  ///< GEMM / convolution operators: the first `Input type` (JSON-escaped)
+};
+
+struct DecodedEvent : EventArgs {
+  Cat cat = Cat::other;
+  std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
+  std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
+  std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
+  std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
+  std::optional<std::int64_t> ts, dur;  ///< ns
 };
 
 /// A GEMM or convolution operator (`aten::mm`, `addmm`, `bmm`, `cudnn_convolution`, `convolution_backward`,
