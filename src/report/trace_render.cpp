@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 #include <variant>
 
 #include "findings/findings.h"
@@ -24,6 +25,72 @@ using findings::PricedTrace;
 using trace::Bucket;
 using trace::DeviceAnalysis;
 using trace::FileAnalysis;
+
+/// An integer figure of a result type and its --json key.
+template <class T>
+using Figure = std::pair<const char*, std::int64_t T::*>;
+
+/// The integer figures of `value` under their --json keys, added to `j`.
+template <class T, std::size_t N>
+nlohmann::json& add_figures(nlohmann::json& j, const T& value, const Figure<T> (&figures)[N]) {
+  for (const auto& [key, figure] : figures) j[key] = value.*figure;
+  return j;
+}
+
+/// The integer figures of a device in the --json contract, each under its own name.
+constexpr Figure<DeviceAnalysis> kDeviceFigures[] = {
+    {"window_start_ns", &DeviceAnalysis::window_start_ns},
+    {"window_ns", &DeviceAnalysis::window_ns},
+    {"busy_ns", &DeviceAnalysis::busy_ns},
+    {"idle_ns", &DeviceAnalysis::idle_ns},
+    {"compute_ns", &DeviceAnalysis::compute_ns},
+    {"communication_ns", &DeviceAnalysis::communication_ns},
+    {"memory_ns", &DeviceAnalysis::memory_ns},
+    {"overlap_ns", &DeviceAnalysis::overlap_ns},
+    {"kernel_ns", &DeviceAnalysis::kernel_ns},
+    {"idle_host_wait_ns", &DeviceAnalysis::idle_host_wait_ns},
+    {"idle_after_sync_ns", &DeviceAnalysis::idle_after_sync_ns},
+    {"sync_gap_count", &DeviceAnalysis::sync_gap_count},
+    {"idle_dispatch_ns", &DeviceAnalysis::idle_dispatch_ns},
+    {"idle_dispatch_in_ops_ns", &DeviceAnalysis::idle_dispatch_in_ops_ns},
+    {"idle_input_ns", &DeviceAnalysis::idle_input_ns},
+    {"idle_input_dataloader_ns", &DeviceAnalysis::idle_input_dataloader_ns},
+    {"idle_host_sync_ns", &DeviceAnalysis::idle_host_sync_ns},
+    {"idle_other_ns", &DeviceAnalysis::idle_other_ns},
+    {"idle_in_graph_ns", &DeviceAnalysis::idle_in_graph_ns},
+    {"graph_launches", &DeviceAnalysis::graph_launches},
+    {"idle_gap_count", &DeviceAnalysis::idle_gap_count},
+    {"activity_count", &DeviceAnalysis::activity_count},
+    {"zero_length_count", &DeviceAnalysis::zero_length_count},
+};
+
+constexpr Figure<trace::MatrixMath> kMatrixMathFigures[] = {
+    {"fp32_ns", &trace::MatrixMath::fp32_ns},
+    {"fp32_kernel_ns", &trace::MatrixMath::fp32_kernel_ns},
+    {"fp32_count", &trace::MatrixMath::fp32_count},
+    {"fp32_before_window_ns", &trace::MatrixMath::fp32_before_window_ns},
+    {"tensor_core_ns", &trace::MatrixMath::tensor_core_ns},
+    {"from_dtypes_count", &trace::MatrixMath::from_dtypes_count},
+    {"from_names_count", &trace::MatrixMath::from_names_count}};
+
+constexpr Figure<trace::StepsSpan> kStepsSpanFigures[] = {
+    {"start_ns", &trace::StepsSpan::start_ns},
+    {"span_ns", &trace::StepsSpan::span_ns},
+    {"busy_ns", &trace::StepsSpan::busy_ns},
+    {"compute_ns", &trace::StepsSpan::compute_ns},
+    {"communication_ns", &trace::StepsSpan::communication_ns},
+    {"memory_ns", &trace::StepsSpan::memory_ns}};
+
+constexpr Figure<trace::StepSplit> kStepSplitFigures[] = {
+    {"start_ns", &trace::StepSplit::start_ns},     {"step_ns", &trace::StepSplit::step_ns},
+    {"compute_ns", &trace::StepSplit::compute_ns}, {"communication_ns", &trace::StepSplit::communication_ns},
+    {"memory_ns", &trace::StepSplit::memory_ns},   {"idle_ns", &trace::StepSplit::idle_ns}};
+
+/// The costs of a device in the --json contract: the window, its busy and idle parts.
+constexpr std::pair<const char*, findings::UsdOrNone DeviceCosts::*> kDeviceCosts[] = {
+    {"cost_usd", &DeviceCosts::window_usd},
+    {"busy_cost_usd", &DeviceCosts::busy_usd},
+    {"idle_cost_usd", &DeviceCosts::idle_usd}};
 
 bool shown(const TraceRenderOptions& o, const char* what) {
   return o.by.empty() || std::find(o.by.begin(), o.by.end(), what) != o.by.end();
@@ -370,33 +437,9 @@ std::string trace_json(const PricedTrace& t) {
       j["device"] = d.device;
       j["gpu_name"] = json_or_null(d.gpu_name);
       j["partial"] = f.partial;
-      j["window_start_ns"] = d.window_start_ns;
-      j["window_ns"] = d.window_ns;
-      j["busy_ns"] = d.busy_ns;
-      j["idle_ns"] = d.idle_ns;
-      j["compute_ns"] = d.compute_ns;
-      j["communication_ns"] = d.communication_ns;
-      j["memory_ns"] = d.memory_ns;
-      j["overlap_ns"] = d.overlap_ns;
-      j["kernel_ns"] = d.kernel_ns;
-      j["idle_host_wait_ns"] = d.idle_host_wait_ns;
-      j["idle_after_sync_ns"] = d.idle_after_sync_ns;
-      j["sync_gap_count"] = d.sync_gap_count;
-      j["idle_dispatch_ns"] = d.idle_dispatch_ns;
-      j["idle_dispatch_in_ops_ns"] = d.idle_dispatch_in_ops_ns;
-      j["idle_input_ns"] = d.idle_input_ns;
-      j["idle_input_dataloader_ns"] = d.idle_input_dataloader_ns;
-      j["idle_host_sync_ns"] = d.idle_host_sync_ns;
-      j["idle_other_ns"] = d.idle_other_ns;
-      j["idle_in_graph_ns"] = d.idle_in_graph_ns;
-      j["graph_launches"] = d.graph_launches;
-      j["idle_gap_count"] = d.idle_gap_count;
-      j["activity_count"] = d.activity_count;
-      j["zero_length_count"] = d.zero_length_count;
+      add_figures(j, d, kDeviceFigures);
       j["fair_share_exact"] = d.fair_share_exact;
-      j["cost_usd"] = json_or_null(c.window_usd);
-      j["busy_cost_usd"] = json_or_null(c.busy_usd);
-      j["idle_cost_usd"] = json_or_null(c.idle_usd);
+      for (const auto& [key, cost] : kDeviceCosts) j[key] = json_or_null(c.*cost);
       j["price_usd_per_gpu_hour"] = price ? nlohmann::json(micros_to_usd(*price)) : nlohmann::json(nullptr);
       j["price_source"] = price ? nlohmann::json(t.price.source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
@@ -422,21 +465,11 @@ std::string trace_json(const PricedTrace& t) {
           {"attributed_ns", d.before_window.attributed_ns},
           {"cost_usd", json_or_null(c.before_window_usd)},
           {"kernels", buckets_json(d.before_window.kernels, c.before_window_kernels, true, false)}};
-      const auto& mm = d.matrix_math;
-      j["matrix_math"] = {{"fp32_ns", mm.fp32_ns},
-                          {"fp32_kernel_ns", mm.fp32_kernel_ns},
-                          {"fp32_count", mm.fp32_count},
-                          {"fp32_before_window_ns", mm.fp32_before_window_ns},
-                          {"tensor_core_ns", mm.tensor_core_ns},
-                          {"from_dtypes_count", mm.from_dtypes_count},
-                          {"from_names_count", mm.from_names_count}};
-      j["steps_span"] = d.steps_span ? nlohmann::json{{"start_ns", d.steps_span->start_ns},
-                                                      {"span_ns", d.steps_span->span_ns},
-                                                      {"busy_ns", d.steps_span->busy_ns},
-                                                      {"compute_ns", d.steps_span->compute_ns},
-                                                      {"communication_ns", d.steps_span->communication_ns},
-                                                      {"memory_ns", d.steps_span->memory_ns}}
-                                     : nlohmann::json(nullptr);
+      j["matrix_math"] = nlohmann::json::object();
+      add_figures(j["matrix_math"], d.matrix_math, kMatrixMathFigures);
+      j["steps_span"] = nullptr;
+      if (d.steps_span)
+        add_figures(j["steps_span"] = nlohmann::json::object(), *d.steps_span, kStepsSpanFigures);
       j["launch_delay_ns"] = stats_json(d.launch_delay_ns);
       j["queue_depth"] = stats_json(d.queue_depth);
       j["kernels"] = buckets_json(d.kernels, c.kernels, true, false);
@@ -444,14 +477,10 @@ std::string trace_json(const PricedTrace& t) {
       j["annotations"] = buckets_json(d.annotations, c.annotations, false, false);
       j["steps"] = buckets_json(d.steps, c.steps, false, true);
       auto split = nlohmann::json::array();
-      for (const auto& sp : d.step_split)
-        split.push_back({{"name", sp.name},
-                         {"start_ns", sp.start_ns},
-                         {"step_ns", sp.step_ns},
-                         {"compute_ns", sp.compute_ns},
-                         {"communication_ns", sp.communication_ns},
-                         {"memory_ns", sp.memory_ns},
-                         {"idle_ns", sp.idle_ns}});
+      for (const auto& sp : d.step_split) {
+        nlohmann::json one{{"name", sp.name}};
+        split.push_back(std::move(add_figures(one, sp, kStepSplitFigures)));
+      }
       j["step_split"] = std::move(split);
       j["findings"] = findings::to_json(c.findings);
       root["devices"].push_back(std::move(j));
