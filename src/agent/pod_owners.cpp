@@ -116,8 +116,8 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo&
     if (!share) continue;  // no size known: this instance's part stays unallocated
     const std::uint64_t den = share->den, num = std::min(share->num, den);
     // Capped so that slice sizes that add up to more than the board never charge more than the board.
-    const auto amount = std::min<MicroUsd>(share_of_micros(device_cost, num, den),
-                                           budget_left_micros(device_cost, given));
+    const auto amount =
+        std::min<MicroUsd>(share_of_micros(device_cost, num, den), budget_left_micros(device_cost, given));
     equal(amount, static_cast<double>(num) / static_cast<double>(den), holders.mig[j]);
   }
   return out;

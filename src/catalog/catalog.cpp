@@ -139,7 +139,8 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
     GM_TRY(o.ondemand_usd_per_hour, opt_num(c, "ondemand_usd_per_hour", origin));
     GM_TRY(o.spot_usd_per_hour, opt_num(c, "spot_usd_per_hour", origin));
     for (const auto& price : {o.ondemand_usd_per_hour, o.spot_usd_per_hour}) {
-      if (price && o.gpu_count > 0 && *price / o.gpu_count > kMaxUsdPerGpuHour)  // check_money: allow (below meter)
+      if (price && o.gpu_count > 0 &&
+          *price / o.gpu_count > kMaxUsdPerGpuHour)  // check_money: allow (below meter)
         return make_error(fmt::format("{}:{}: ${}/h for {} GPUs is more than ${} per GPU-hour", origin, r.line,
                                       *price, o.gpu_count, kMaxUsdPerGpuHour));
     }

@@ -29,9 +29,10 @@ int budget_set(int argc, char** argv) {
   if (auto sel = parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
   auto amount = parse_usd_micros(usd);
   if (!amount || *amount <= 0)
-    return fail("budget set", make_error(ErrorKind::usage, fmt::format("USD '{}': expected a positive number of USD "
-                                                                       "written in decimal (e.g. 500 or 12.50)",
-                                                                       usd)));
+    return fail("budget set",
+                make_error(ErrorKind::usage, fmt::format("USD '{}': expected a positive number of USD "
+                                                         "written in decimal (e.g. 500 or 12.50)",
+                                                         usd)));
   auto ledger = open_ledger_for_writing(location);
   if (!ledger) return fail("budget set", ledger.error());
   BudgetRecord b;
@@ -58,14 +59,15 @@ int budget_list(int argc, char** argv) {
   if (json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& s : *statuses)
-      arr.push_back({{"selector", s.budget.selector},
-                     {"per", s.budget.period},
-                     {"limit_usd", micros_to_usd(s.budget.limit_micros)},
-                     {"spent_usd", micros_to_usd(s.spent_micros)},
-                     {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
-                     {"period_start_unix_ms", s.budget.period_start_unix_ms},
-                     {"runs", s.runs},
-                     {"live_runs", s.live_runs}});
+      arr.push_back(
+          {{"selector", s.budget.selector},
+           {"per", s.budget.period},
+           {"limit_usd", micros_to_usd(s.budget.limit_micros)},
+           {"spent_usd", micros_to_usd(s.spent_micros)},
+           {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
+           {"period_start_unix_ms", s.budget.period_start_unix_ms},
+           {"runs", s.runs},
+           {"live_runs", s.live_runs}});
     std::printf("%s\n", arr.dump(2).c_str());
     return kExitOk;
   }
@@ -76,8 +78,8 @@ int budget_list(int argc, char** argv) {
   std::printf("%-24s  %-5s  %12s  %12s  %12s  %5s  %4s\n", "SELECTOR", "PER", "BUDGET", "SPENT", "REMAINING", "RUNS",
               "LIVE");
   for (const auto& s : *statuses)
-    std::printf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(), s.budget.period.c_str(),
-                format_micros(s.budget.limit_micros).c_str(),
+    std::printf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
+                s.budget.period.c_str(), format_micros(s.budget.limit_micros).c_str(),
                 format_micros(s.spent_micros).c_str(),
                 format_micros(budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
                 static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));

@@ -44,11 +44,9 @@ std::string to_text(const std::vector<Finding>& fs) {
     if (f.cost_nano_usd && !f.nano_usd_per_month)
       money = fmt::format(" — {}", format_nanos(*f.cost_nano_usd));
     if (f.nano_usd_per_month)
-      money = fmt::format(" — {}/month at this rate",
-                          format_nanos(*f.nano_usd_per_month));
+      money = fmt::format(" — {}/month at this rate", format_nanos(*f.nano_usd_per_month));
     if (f.nano_usd_per_1k_steps)
-      money +=
-          fmt::format(", {} per 1k steps", format_nanos(*f.nano_usd_per_1k_steps));
+      money += fmt::format(", {} per 1k steps", format_nanos(*f.nano_usd_per_1k_steps));
     out += fmt::format("  [{}] {}: {}{}\n        → {}\n", severity_name(f.severity), f.kind, f.summary, money,
                        f.action);
   }

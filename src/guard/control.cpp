@@ -65,13 +65,14 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
       // Exactly as --budget: a number's decimal text, or a string ("12.50"), through the one parser.
       const auto usd = json_number(b);
       const auto text = json_string(b);
-      Result<MicroUsd> micros = usd ? usd_micros_of_number(*usd)
-                                    : text ? parse_usd_micros(*text)
-                                           : Result<MicroUsd>(make_error(ErrorKind::usage, "not a number"));
+      Result<MicroUsd> micros = usd    ? usd_micros_of_number(*usd)
+                                : text ? parse_usd_micros(*text)
+                                       : Result<MicroUsd>(make_error(ErrorKind::usage, "not a number"));
       const bool zero = usd ? *usd <= 0 : text && text->find_first_of("123456789") == std::string::npos;
       if (!micros || zero)
-        return Result<SessionControl>(make_error(
-            ErrorKind::usage, "\"control.budget_usd\" is not a positive number of USD (e.g. 40 or \"12.50\")"));
+        return Result<SessionControl>(
+            make_error(ErrorKind::usage,
+                       "\"control.budget_usd\" is not a positive number of USD (e.g. 40 or \"12.50\")"));
       out.budget_micros = *micros;
       if (*out.budget_micros <= 0)
         return Result<SessionControl>(

@@ -32,7 +32,8 @@ Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, st
     period = BudgetPeriod::month;
   else
     return bad();
-  // Exact decimal, as --budget: "0.10" is 100000 micro-dollars, not a binary double's neighbour; at most $1e9.
+  // Exact decimal, as --budget: "0.10" is 100000 micro-dollars, not a binary double's neighbour; at most
+  // $1e9.
   constexpr MicroUsd kMaxBudgetMicros = 1'000'000'000'000'000;
   auto micros = parse_usd_micros(trim(text.substr(0, slash)));
   if (!micros || *micros <= 0 || *micros > kMaxBudgetMicros) return bad();

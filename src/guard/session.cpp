@@ -106,7 +106,8 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["elapsed_s"] = s.elapsed_s;
   j["spent_micros"] = json_or_null(s.spent_micros);
   j["spent_usd"] = s.spent_micros ? nlohmann::json(micros_to_usd(*s.spent_micros)) : nlohmann::json(nullptr);
-  j["burn_usd_per_s"] = s.burn_usd_per_h ? nlohmann::json(usd_per_s_of_hourly(*s.burn_usd_per_h)) : nlohmann::json(nullptr);
+  j["burn_usd_per_s"] =
+      s.burn_usd_per_h ? nlohmann::json(usd_per_s_of_hourly(*s.burn_usd_per_h)) : nlohmann::json(nullptr);
   j["budget_left_usd"] =
       s.budget_left_micros ? nlohmann::json(micros_to_usd(*s.budget_left_micros)) : nlohmann::json(nullptr);
   j["step"] = json_or_null(s.step);

@@ -462,7 +462,8 @@ struct Supervisor::Impl {
     const std::int64_t gap_ms = (now_ns - since_ns) / 1'000'000;
     if (gap_ms <= *cfg.checkpoint_interval_ms) return;
     checkpoint_gap_warned = true;
-    const MicroUsd at_risk = cost_between_micros(spent(now_ns, false), last_checkpoint_ns ? checkpoint_spent : 0);
+    const MicroUsd at_risk =
+        cost_between_micros(spent(now_ns, false), last_checkpoint_ns ? checkpoint_spent : 0);
     record_action("no_recent_checkpoint",
                   fmt::format("no checkpoint for {} (the expected interval on this spot capacity is {}): "
                               "{} of work would be lost if the machine were taken now",
@@ -941,8 +942,8 @@ SessionOutcome Supervisor::finish() {
   m.update_totals(m.end_ns);
   // Work lost: the spend since the last checkpoint of a run that did not succeed (all of it without one).
   if (m.run.status != "succeeded" && m.cfg.price)
-    m.run.lost_work_micros =
-        std::max<MicroUsd>(0, cost_between_micros(m.spent(m.end_ns, false), m.last_checkpoint_ns ? m.checkpoint_spent : 0));
+    m.run.lost_work_micros = std::max<MicroUsd>(
+        0, cost_between_micros(m.spent(m.end_ns, false), m.last_checkpoint_ns ? m.checkpoint_spent : 0));
   if (m.cfg.price) {
     const auto n_alloc = static_cast<unsigned>(m.cfg.telemetry ? m.cfg.allocated.size() : 1);
     m.run.cost_micros = billed_cost(*m.cfg.price, m.run.billed_s, n_alloc);

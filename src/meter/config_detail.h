@@ -1,5 +1,6 @@
 #pragma once
-// Inside meter: the config file's TOML, read once the same way by the price resolution and the contract rates.
+// Inside meter: the config file's TOML, read once the same way by the price resolution and the contract
+// rates.
 #include <toml++/toml.h>
 
 #include <string>

@@ -184,7 +184,8 @@ struct MigShare {
   std::uint64_t num = 0;
   std::uint64_t den = 1;
 };
-std::optional<MigShare> mig_share(const MigInstance& instance, std::optional<std::uint64_t> board_memory_bytes);
+std::optional<MigShare> mig_share(const MigInstance& instance,
+                                  std::optional<std::uint64_t> board_memory_bytes);
 /// `amount` × num / den, floor-rounded, exact (128-bit product).
 MicroUsd share_of_micros(MicroUsd amount, std::uint64_t num, std::uint64_t den);
 /// A MIG instance's price per hour from its board's (mig_share; slices: the board price × slices / board
@@ -194,7 +195,8 @@ std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, cons
 /// `total` split equally over `parts` (split_micros with equal weights: the remainder to the first parts).
 std::vector<MicroUsd> split_equally(MicroUsd total, std::size_t parts);
 
-/// The idle part of `cost` on a device at `utilization_pct` (capped at 100): cost × (100 − util) / 100, floor.
+/// The idle part of `cost` on a device at `utilization_pct` (capped at 100): cost × (100 − util) / 100,
+/// floor.
 MicroUsd idle_part_micros(MicroUsd cost, std::uint32_t utilization_pct);
 /// What of a device's cost went to its holders: `device_cost` less its `unallocated` part.
 MicroUsd attributed_micros(MicroUsd device_cost, MicroUsd unallocated);
@@ -230,17 +232,22 @@ double usd_gap(double a_usd, double b_usd);
 bool cost_within_increase(MicroUsd before, MicroUsd after, double limit_pct);
 /// A run's total from its start-up cost and its cost so far, projecting the steps after start-up at the
 /// same cost per step: startup + (cost − startup) × total_steps / steps (floor). `steps` must be > 0.
-MicroUsd projected_total_micros(MicroUsd startup, MicroUsd cost, std::int64_t steps, std::int64_t total_steps);
+MicroUsd projected_total_micros(MicroUsd startup, MicroUsd cost, std::int64_t steps,
+                                std::int64_t total_steps);
 /// Dollars per `per` units of `usd` spread over `units` units (usd / units × per); `units` must be non-zero.
 double usd_per(double usd, double units, double per);
 /// Dollars per 1000 units of `usd` spread over `count` units; `count` must be non-zero.
 double usd_per_1k(double usd, double count);
 /// Dollars per million units (tokens) of `usd` spread over `units`.
 double usd_per_million(double usd, double units);
+/// Dollars of `units` units (steps) at `usd_per_unit`.
+double usd_for_units(double usd_per_unit, double units);
 /// Dollars of `hours` at `usd_per_hour` (planning).
 double usd_for_hours(double usd_per_hour, double hours);
 /// Nano-dollars of whole dollars (severity thresholds).
-constexpr NanoUsd nanos_of_usd(std::int64_t usd) { return usd * kNanosPerUsd; }
+constexpr NanoUsd nanos_of_usd(std::int64_t usd) {
+  return usd * kNanosPerUsd;
+}
 /// Σ unit price × quantity in nano-dollars (an instance priced from its GPU, core and memory SKUs), exact:
 /// quantities in thousandths, so fractional GPUs or GiB stay exact; the sum truncated to the nano-dollar.
 NanoUsd priced_sum_nanos(const std::vector<std::pair<NanoUsd, double>>& unit_and_quantity);

@@ -17,8 +17,8 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// The first step of the longer fitting windows of `fits` (not empty): the central estimate comes from the fits
-/// that start at or before it (the second window start of three or more, else the last).
+/// The first step of the longer fitting windows of `fits` (not empty): the central estimate comes from the
+/// fits that start at or before it (the second window start of three or more, else the last).
 double longest_windows_from(const std::vector<CurveFit>& fits) {
   std::vector<double> froms;
   for (const auto& fit : fits) froms.push_back(fit.from_step);

@@ -41,7 +41,6 @@ std::string gpu_hours_text(std::int64_t billed_s) {
 
 }  // namespace
 
-
 const std::vector<std::string>& focus_columns() {
   static const std::vector<std::string> cols = {
       "BilledCost",        "EffectiveCost",     "ListCost",          "ContractedCost",   "BillingCurrency",

@@ -61,7 +61,8 @@ std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in,
     replay.add(static_cast<double>(p->t_ms) / 1000, *p->step, p->total_steps.value_or(*total));
   const double burn = burn_usd_per_s(in.run.price_micros_per_gpu_hour,
                                      std::max<std::size_t>(1, in.run.gpus_allocated.size()));
-  const auto f = replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros), burn);
+  const auto f =
+      replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros), burn);
   if (!f) return std::nullopt;
   return forecast_spread_usd(*f);
 }
@@ -454,8 +455,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (!in.actions.empty()) {
     json rows = json::array();
     for (const auto& a : in.actions)
-      rows.push_back(
-          {fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind, format_micros(a.cost_micros), a.message});
+      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind,
+                      format_micros(a.cost_micros), a.message});
     tables.push_back(
         {{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
   }
@@ -471,12 +472,13 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
       (rep.until_unix_ms ? format_time_utc(*rep.until_unix_ms) : std::string("now")) + " UTC";
   const auto& t = rep.total;
   auto u = t.mean_util_pct();
-  spec["summary"] = json::array(
-      {json::array({"cost", format_micros(t.cost_micros)}), json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
-       json::array({"waste", format_micros(t.waste_micros())}),
-       json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
-       json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
-       json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
+  spec["summary"] =
+      json::array({json::array({"cost", format_micros(t.cost_micros)}),
+                   json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
+                   json::array({"waste", format_micros(t.waste_micros())}),
+                   json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
+                   json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
+                   json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
   spec["cards"] = json::array(
       {{{"label", "cost"}, {"value", format_micros(t.cost_micros)}},
        {{"label", "runs"}, {"value", std::to_string(t.runs)}},

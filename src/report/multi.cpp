@@ -289,8 +289,8 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
     GM_TRY(const RunRecord full, ledger.run(r.id));  // its status in words needs the whole record
     rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated, r.start_unix_ms,
                                   static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
-                                  waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros), r.status, std::nullopt,
-                                  describe_status(full)});
+                                  waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros), r.status,
+                                  std::nullopt, describe_status(full)});
     if (options.target) {
       GM_TRY(std::vector<ProgressRecord> progress, ledger.progress(r.id));
       rep.top_runs.back().target_hit = cost_to_target(progress, *options.target);

@@ -182,8 +182,9 @@ std::vector<Finding> run_findings(const RunReport& r) {
     const GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
       if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
-    const MicroUsd usd_per_h_micros = micros_times(
-        run.price_micros_per_gpu_hour, static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
+    const MicroUsd usd_per_h_micros =
+        micros_times(run.price_micros_per_gpu_hour,
+                     static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
     Finding f;
     f.kind = "idle_gpus_held";
     const MicroUsd part =
@@ -271,8 +272,7 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   f.at_stake_ns = static_cast<std::int64_t>(in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
   f.summary = fmt::format(
       "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-      format_micros(waste), cost_share_pct(waste, t.cost_micros),
-      format_micros(t.cost_micros), t.runs);
+      format_micros(waste), cost_share_pct(waste, t.cost_micros), format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)
     if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;

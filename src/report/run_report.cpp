@@ -110,8 +110,10 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
                                                  : "no GPU telemetry: cost is wall time × the price");
   const double cost_usd = micros_to_usd(run.cost_micros);
   if (r.steps && *r.steps > 0) r.usd_per_step = usd_ratio(cost_usd, static_cast<double>(*r.steps));
-  if (r.samples && *r.samples > 0) r.usd_per_1k_samples = usd_per_1k(cost_usd, static_cast<double>(*r.samples));
-  if (r.tokens && *r.tokens > 0) r.usd_per_1m_tokens = usd_per_million(cost_usd, static_cast<double>(*r.tokens));
+  if (r.samples && *r.samples > 0)
+    r.usd_per_1k_samples = usd_per_1k(cost_usd, static_cast<double>(*r.samples));
+  if (r.tokens && *r.tokens > 0)
+    r.usd_per_1m_tokens = usd_per_million(cost_usd, static_cast<double>(*r.tokens));
   const auto first_step = first_step_ms(progress);
   if (r.telemetry != "none") {
     r.startup = run_startup(run, r.gpus, r.steps, r.total_steps, first_step);
@@ -206,7 +208,8 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
   Startup s;
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
   const auto n = static_cast<std::int64_t>(run.gpus_allocated.size());
-  s.cost_micros = std::min(run.cost_micros, cost_for_ms(micros_times(run.price_micros_per_gpu_hour, n), s.ms));
+  s.cost_micros =
+      std::min(run.cost_micros, cost_for_ms(micros_times(run.price_micros_per_gpu_hour, n), s.ms));
   s.share_of_run = cost_share(s.cost_micros, run.cost_micros);
   if (run.forecast_cost_usd && *run.forecast_cost_usd > 0) {
     s.total_micros = std::max(run.cost_micros, usd_to_micros(*run.forecast_cost_usd));
@@ -214,8 +217,7 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
     // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
     s.total_micros = projected_total_micros(s.cost_micros, run.cost_micros, *steps, *total_steps);
   }
-  if (s.total_micros && *s.total_micros > 0)
-    s.share_of_total = cost_share(s.cost_micros, *s.total_micros);
+  if (s.total_micros && *s.total_micros > 0) s.share_of_total = cost_share(s.cost_micros, *s.total_micros);
   return s;
 }
 

@@ -74,7 +74,8 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
   if (peak && *peak > 0) {
     k.peak_generated_tokens_per_s = peak;
     if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);
-    if (priced && wall_s > 0) k.usd_per_1m_generated_tokens_at_peak = usd_per_million(usd_ratio(cost_usd, wall_s), *peak);
+    if (priced && wall_s > 0)
+      k.usd_per_1m_generated_tokens_at_peak = usd_per_million(usd_ratio(cost_usd, wall_s), *peak);
   }
   return k;
 }

@@ -32,11 +32,17 @@ inline MicroUsd usd_to_micros(double usd) { return static_cast<MicroUsd>(std::ll
 /// Converts micro-dollars to dollars for display.
 inline double micros_to_usd(MicroUsd micros) { return static_cast<double>(micros) / 1e6; }
 /// Converts nano-dollars to dollars for display.
-inline double nanos_to_usd(NanoUsd nanos) { return static_cast<double>(nanos) / 1e9; }
+inline double nanos_to_usd(NanoUsd nanos) {
+  return static_cast<double>(nanos) / 1e9;
+}
 /// Converts pico-dollars to dollars for display.
-inline double picos_to_usd(PicoUsd picos) { return static_cast<double>(picos) / 1e12; }
+inline double picos_to_usd(PicoUsd picos) {
+  return static_cast<double>(picos) / 1e12;
+}
 /// Rounds a dollar amount to the nearest nano-dollar.
-inline NanoUsd usd_to_nanos(double usd) { return static_cast<NanoUsd>(std::llround(usd * 1e9)); }
+inline NanoUsd usd_to_nanos(double usd) {
+  return static_cast<NanoUsd>(std::llround(usd * 1e9));
+}
 
 /// Cost of `duration_ms` at `price_micros_per_hour`, floor-rounded, exact in integers (128-bit product).
 inline MicroUsd cost_for_ms(MicroUsd price_micros_per_hour, std::int64_t duration_ms) {
@@ -51,8 +57,8 @@ Result<MicroUsd> parse_usd_micros(std::string_view text);
 
 /// The exact micro-dollars of an amount that arrived as a binary double (a JSON number): its shortest decimal
 /// text, which is what the writer wrote (Python's json and fmt both write the shortest text that reads back
-/// the same), through parse_usd_micros; a tiny amount written with an exponent goes through its 7-decimal text.
-/// Error (usage) for a negative, infinite or too large amount.
+/// the same), through parse_usd_micros; a tiny amount written with an exponent goes through its 7-decimal
+/// text. Error (usage) for a negative, infinite or too large amount.
 Result<MicroUsd> usd_micros_of_number(double usd);
 
 /// The money formatter for people: "$1.23", "$0.004", "$12,345.67", "$0.0000042" (precision suited to the
@@ -63,7 +69,9 @@ inline std::string format_micros(MicroUsd micros, bool plus = false) {
   return format_usd(micros_to_usd(micros), plus);
 }
 /// format_usd of integer nano-dollars.
-inline std::string format_nanos(NanoUsd nanos, bool plus = false) { return format_usd(nanos_to_usd(nanos), plus); }
+inline std::string format_nanos(NanoUsd nanos, bool plus = false) {
+  return format_usd(nanos_to_usd(nanos), plus);
+}
 /// format_usd, or `none` (default "-") when there is no amount.
 std::string format_usd_or(const std::optional<double>& usd, std::string_view none = "-");
 

@@ -14,7 +14,8 @@ namespace {
 TEST(MoneyOwner, BurnRateIsThePriceOfTheGpusPerSecond) {
   // The three burn rates of before: RunMeter (price × GPUs / 3600.0), the supervisor without telemetry
   // (price / 3600.0) and the HTML report's band (price × max(1, GPUs) / 3600).
-  for (MicroUsd p : {MicroUsd{0}, MicroUsd{1}, MicroUsd{3'600'000}, MicroUsd{2'499'999}, MicroUsd{98'320'001}}) {
+  for (MicroUsd p :
+       {MicroUsd{0}, MicroUsd{1}, MicroUsd{3'600'000}, MicroUsd{2'499'999}, MicroUsd{98'320'001}}) {
     EXPECT_EQ(burn_usd_per_s(p, 1), micros_to_usd(p) / 3600.0);
     for (std::size_t n : {1u, 2u, 8u})
       EXPECT_EQ(burn_usd_per_s(p, n), micros_to_usd(p) * static_cast<double>(n) / 3600.0);
@@ -45,7 +46,8 @@ TEST(MoneyOwner, EqualSplitGivesTheRemainderToTheFirstParts) {
       ASSERT_EQ(parts.size(), n);
       const auto ni = static_cast<MicroUsd>(n);
       for (std::size_t k = 0; k < n; ++k)
-        EXPECT_EQ(parts[k], total / ni + (static_cast<MicroUsd>(k) < total % ni ? 1 : 0)) << total << "/" << n;
+        EXPECT_EQ(parts[k], total / ni + (static_cast<MicroUsd>(k) < total % ni ? 1 : 0))
+            << total << "/" << n;
     }
 }
 
@@ -93,7 +95,7 @@ TEST(MoneyOwner, NumbersReadExactly) {
   EXPECT_EQ(*usd_micros_of_number(0.1), 100'000);
   EXPECT_EQ(*usd_micros_of_number(12.5), 12'500'000);
   EXPECT_EQ(*usd_micros_of_number(40), 40'000'000);
-  EXPECT_EQ(*usd_micros_of_number(1e-5), 10);              // written 1e-05: read through its decimals
+  EXPECT_EQ(*usd_micros_of_number(1e-5), 10);  // written 1e-05: read through its decimals
   EXPECT_EQ(*usd_micros_of_number(0.29), 290'000);
   EXPECT_EQ(*usd_micros_of_number(1234567.891011), 1'234'567'891'011);
   EXPECT_FALSE(usd_micros_of_number(-1));
