@@ -79,59 +79,48 @@ def tokens(text):
     return out
 
 
-def match_back(toks, i):
-    """Index of the opener of the group that closes at toks[i] (')' or ']')."""
-    close = toks[i][1]
-    opener = '(' if close == ')' else '['
-    depth = 0
-    for j in range(i, -1, -1):
-        if toks[j][1] == close:
+def match(toks, i):
+    """Index of the token that closes (or opens) the group opened (or closed) at toks[i]."""
+    pairs = {'(': ')', '[': ']', ')': '(', ']': '['}
+    this, other = toks[i][1], pairs[toks[i][1]]
+    step = 1 if this in '([' else -1
+    depth, j = 0, i
+    while 0 <= j < len(toks):
+        if toks[j][1] == this:
             depth += 1
-        elif toks[j][1] == opener:
+        elif toks[j][1] == other:
             depth -= 1
             if depth == 0:
                 return j
-    return -1
+        j += step
+    return j - step
 
 
-def match_forward(toks, i):
-    opener = toks[i][1]
-    close = ')' if opener == '(' else ']'
+def top_level(toks, a, b):
+    """(index, token) of toks[a..b] outside any bracket."""
     depth = 0
-    for j in range(i, len(toks)):
-        if toks[j][1] == opener:
+    for k in range(a, b + 1):
+        t = toks[k][1]
+        if t in '([{':
             depth += 1
-        elif toks[j][1] == close:
+        elif t in ')]}':
             depth -= 1
-            if depth == 0:
-                return j
-    return len(toks) - 1
+        elif depth == 0:
+            yield k, toks[k]
 
 
 def group_money(toks, a, b):
     """The money identifier at the top level of toks[a..b] (a parenthesised group or a cast's operand). A
     conditional's value is its branches (after the top-level '?'); a comparison or a logical operator at the
     top level makes the group a truth value, not an amount."""
-    depth = 0
-    for k in range(a, b + 1):
-        t = toks[k][1]
-        if t in '([{':
-            depth += 1
-        elif t in ')]}':
-            depth -= 1
-        elif depth == 0 and t == '?':
+    for k, (_, t, _) in top_level(toks, a, b):
+        if t == '?':
             a = k + 1
             break
-        elif depth == 0 and t in ('==', '!=', '<=', '>=', '&&', '||', '!'):
+        if t in ('==', '!=', '<=', '>=', '&&', '||', '!'):
             return None
-    depth = 0
-    for k in range(a, b + 1):
-        t = toks[k][1]
-        if t in '([{':
-            depth += 1
-        elif t in ')]}':
-            depth -= 1
-        elif depth == 0 and toks[k][0] == 'id' and is_money(t):
+    for _, (kind, t, _) in top_level(toks, a, b):
+        if kind == 'id' and is_money(t):
             return t
     return None
 
@@ -149,7 +138,7 @@ def left_operand(toks, i):
             return None, False
         return (t if is_money(t) else None), True
     if t in (')', ']'):
-        o = match_back(toks, j)
+        o = match(toks, j)
         if o <= 0:
             return group_money(toks, max(o, 0) + 1, j - 1), True
         before = toks[o - 1]
@@ -175,7 +164,7 @@ def right_operand(toks, i):
     if j >= len(toks):
         return None
     if toks[j][1] == '(':
-        return group_money(toks, j + 1, match_forward(toks, j) - 1)
+        return group_money(toks, j + 1, match(toks, j) - 1)
     if toks[j][0] != 'id':
         return None
     if toks[j][1] in ('static_cast', 'std'):
@@ -187,7 +176,7 @@ def right_operand(toks, i):
             name = None
             if toks[k - 1][0] == 'id' and toks[k - 1][1] != 'static_cast' and is_money(toks[k - 1][1]):
                 name = toks[k - 1][1]
-            return name or (group_money(toks, k + 1, match_forward(toks, k) - 1) if toks[j][1] == 'static_cast'
+            return name or (group_money(toks, k + 1, match(toks, k) - 1) if toks[j][1] == 'static_cast'
                             else None)
         return None
     # a.b->c: the last identifier of the member chain (or a call / subscript of it).
@@ -276,15 +265,9 @@ def check_text(text, rel, allowed=None):
     return [found[k] for k in sorted(found) if toks[k][2] not in marks]
 
 
-def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-2], file=sys.stderr)
-        return 2
-    root = pathlib.Path(argv[1])
+def check_tree(root):
+    """(files checked, findings, allowed lines) of the sources under root/src."""
     files = [p for p in sorted((root / 'src').rglob('*')) if p.suffix in ('.cpp', '.h') and p.is_file()]
-    if not files:
-        print(f'check_money: no sources under {root}/src', file=sys.stderr)
-        return 2
     findings, allowed = [], []
     for p in files:
         rel = p.relative_to(root).as_posix()
@@ -292,19 +275,25 @@ def main(argv):
             continue
         text = p.read_text(encoding='utf-8', errors='replace')
         findings += check_text(text, rel, allowed_lines(text, rel, findings, allowed))
-    for rel in sorted(EXEMPT):
-        if not (root / rel).exists():
-            findings.append(f'{rel}: exempt but gone: remove the entry')
-    if findings:
-        for f in findings:
-            print(f + ' — dollar arithmetic belongs to meter (src/meter/meter.h)')
-        print(f'check_money: {len(findings)} dollar computation(s) outside src/meter', file=sys.stderr)
-        return 1
-    print(f'check_money: {len(files)} files, no dollar arithmetic outside src/meter'
-          f' ({len(allowed)} line(s) allowed below meter\'s layer)')
-    for a in allowed:
-        print(f'  allowed: {a}')
-    return 0
+    findings += [f'{rel}: exempt but gone: remove the entry' for rel in sorted(EXEMPT) if not (root / rel).exists()]
+    return files, findings, allowed
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-2], file=sys.stderr)
+        return 2
+    files, findings, allowed = check_tree(pathlib.Path(argv[1]))
+    if not files:
+        print(f'check_money: no sources under {argv[1]}/src', file=sys.stderr)
+        return 2
+    verdict = (f'check_money: {len(findings)} dollar computation(s) outside src/meter' if findings else
+               f'check_money: {len(files)} files, no dollar arithmetic outside src/meter '
+               f'({len(allowed)} line(s) allowed below meter\'s layer, listed above)')
+    lines = [f + ' — dollar arithmetic belongs to meter (src/meter/meter.h)' for f in findings] or \
+        [f'  allowed: {a}' for a in allowed]
+    print('\n'.join(lines + [verdict]), file=sys.stderr if findings else sys.stdout)
+    return 1 if findings else 0
 
 
 if __name__ == '__main__':
