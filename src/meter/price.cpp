@@ -115,7 +115,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
       return make_error(ErrorKind::usage, fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
                                                       kMaxUsdPerGpuHour));
     PriceQuote q;
-    q.micros_per_gpu_hour = usd_to_micros(*options.price_usd_per_gpu_hour);
+    // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one parser.
+    GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*options.price_usd_per_gpu_hour));
     q.origin = PriceOrigin::flag_price;
     q.source = fmt::format("--price {}/GPU-h", format_usd(*options.price_usd_per_gpu_hour));
     q.billing = catalog.billing_rule("");
@@ -143,7 +144,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
                             fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})", *config,
                                         kMaxUsdPerGpuHour));
         PriceQuote q;
-        q.micros_per_gpu_hour = usd_to_micros(*p);
+        GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*p));
         q.origin = PriceOrigin::config_file;
         q.source = fmt::format("config {}: {}/GPU-h", *config, format_usd(*p));
         q.provider = (*pricing)["provider"].value_or(std::string());
@@ -167,7 +168,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
 
   if (rates.onprem_usd_per_gpu_hour) {
     PriceQuote q;
-    q.micros_per_gpu_hour = usd_to_micros(*rates.onprem_usd_per_gpu_hour);
+    GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*rates.onprem_usd_per_gpu_hour));
     q.origin = PriceOrigin::config_file;
     q.source = fmt::format("config {}: on-premises rate {}/GPU-h", rates.origin,
                            format_usd(*rates.onprem_usd_per_gpu_hour));
