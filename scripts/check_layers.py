@@ -15,7 +15,7 @@ import pathlib
 import re
 import sys
 
-# The layers, bottom first. Data flows up: telemetry -> meter -> (serving) -> guard | agent -> report -> cli.
+# The layers, bottom first. Data flows up: telemetry -> meter -> (serving) -> guard -> agent -> report -> cli.
 LAYERS = [
     # Knows no domain.
     ['util'],
@@ -54,10 +54,10 @@ ALLOWED = {
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
     'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples
     'agent': {'util', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'serving', 'sys'},
-    'report': {'util', 'catalog', 'cloud', 'findings', 'guard', 'meter', 'plan', 'prices', 'store', 'sys',
-               'trace'},
-    'cli': {'util', 'agent', 'catalog', 'cloud', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices', 'report',
-            'serving', 'store', 'sys', 'trace'},
+    'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'meter', 'plan', 'prices', 'store',
+               'sys', 'trace'},  # agent: top's screen over the collector's snapshot; gpu: gpus' and doctor's
+    'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
+            'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/')
