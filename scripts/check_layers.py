@@ -54,8 +54,8 @@ ALLOWED = {
     'agent': {'util', 'findings', 'gpu', 'kubelet', 'meter', 'serving', 'sys'},
     'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'meter', 'plan', 'prices', 'store',
                'sys', 'trace'},  # agent: top's screen over the collector's snapshot; gpu: gpus' and doctor's
-    'cli': {'util', 'agent', 'catalog', 'cloud', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices', 'report',
-            'serving', 'store', 'sys', 'trace'},
+    'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
+            'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/')
