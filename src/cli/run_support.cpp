@@ -11,6 +11,7 @@
 
 #include "catalog/catalog.h"
 #include "cli/common.h"
+#include "cli/run_publish.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
 #include "guard/team_budget.h"
@@ -410,8 +411,13 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto& ledger = setup.ledger;
 
   PosixProcessRunner runner;
+  const auto runs_dir = run_publish_dir();
+  std::optional<PublishingSink> publishing;
+  if (runs_dir) publishing.emplace(sink, *runs_dir);
+  SessionSink& session_sink = publishing ? static_cast<SessionSink&>(*publishing) : sink;
   auto outcome =
-      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, sink);
+      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, session_sink);
+  publishing.reset();
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {
