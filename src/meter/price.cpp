@@ -115,7 +115,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
       return make_error(ErrorKind::usage, fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
                                                       kMaxUsdPerGpuHour));
     PriceQuote q;
-    // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one parser.
+    // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one
+    // parser.
     GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*options.price_usd_per_gpu_hour));
     q.origin = PriceOrigin::flag_price;
     q.source = fmt::format("--price {}/GPU-h", format_usd(*options.price_usd_per_gpu_hour));
