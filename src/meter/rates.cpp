@@ -7,6 +7,7 @@
 
 #include "meter/meter.h"
 #include "util/units.h"
+#include "util/config.h"
 
 namespace gm {
 
@@ -52,13 +53,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
   std::error_code ec;
   if (!std::filesystem::exists(*path, ec))
     return make_error(ErrorKind::usage, fmt::format("--config {}: no such file", *path));
-  toml::table tbl;
-  try {
-    tbl = toml::parse_file(*path);
-  } catch (const toml::parse_error& e) {
-    return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", *path, e.source().begin.line,
-                                                    e.source().begin.column, e.description()));
-  }
+  GM_TRY(const toml::table tbl, parse_config_file(*path));
   rates.origin = *path;
   const auto* pricing = tbl["pricing"].as_table();
   if (!pricing) return rates;
