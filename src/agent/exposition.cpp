@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -423,6 +424,63 @@ std::string render_node_metrics(const NodeStatus& node) {
   return out;
 }
 
+std::string render_run_metrics(const std::vector<RunView>& runs) {
+  Family f;
+  auto id = [](const RunView& r) {
+    return fmt::format("run_id=\"{}\",pid=\"{}\"", r.run_id > 0 ? std::to_string(r.run_id) : std::string(),
+                       r.meter_pid);
+  };
+  f.head("gpumeter_run_info", "gauge",
+         "A run metered on this node (gpumeter run|attach) that publishes its live view; 1 while it runs.");
+  for (const auto& r : runs)
+    f.add(fmt::format("gpumeter_run_info{{{},user=\"{}\"}} 1\n", id(r), escape_label_value(r.user)));
+  f.head("gpumeter_run_target_info", "gauge", "A run's --target: the metric, its comparison and the value.");
+  for (const auto& r : runs)
+    if (r.target)
+      f.add(fmt::format("gpumeter_run_target_info{{{},metric=\"{}\",op=\"{}\",value=\"{}\"}} 1\n", id(r),
+                        escape_label_value(r.target->target.metric), r.target->target.at_most ? "<=" : ">=",
+                        number(r.target->target.threshold)));
+  f.head("gpumeter_run_target_verdict", "gauge",
+         "The target forecast's verdict as a state set: 1 for the verdict now, 0 for the others.");
+  for (const auto& r : runs)
+    if (r.target)
+      for (TargetVerdict v : {TargetVerdict::too_early, TargetVerdict::on_track, TargetVerdict::reached,
+                              TargetVerdict::unreachable_within_steps, TargetVerdict::unreachable_within_budget})
+        f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r), verdict_name(v),
+                          r.target->forecast.verdict == v ? 1 : 0));
+  f.head("gpumeter_run_target_reached", "gauge", "1 once the run has reached its target, else 0.");
+  for (const auto& r : runs)
+    if (r.target)
+      f.add(fmt::format("gpumeter_run_target_reached{{{}}} {}\n", id(r),
+                        r.target->forecast.verdict == TargetVerdict::reached ? 1 : 0));
+  using Field = std::optional<double> TargetForecast::*;
+  const struct {
+    const char* name;
+    Field field;
+    const char* help;
+  } values[] = {
+      {"gpumeter_run_target_metric_value", &TargetForecast::current_value,
+       "The target metric's recent level (median of the last points)."},
+      {"gpumeter_run_target_forecast_step", &TargetForecast::reached_at_step,
+       "The step at which the target is forecast to be reached (or was reached)."},
+      {"gpumeter_run_target_forecast_seconds", &TargetForecast::reached_at_s,
+       "Seconds from the run's start at which the target is forecast to be reached (or was reached)."},
+      {"gpumeter_run_target_cost_to_reach_usd", &TargetForecast::cost_to_reach_usd,
+       "The run's total cost in dollars when the target is reached (central forecast, or what it cost)."},
+      {"gpumeter_run_target_cost_to_reach_low_usd", &TargetForecast::low_usd,
+       "Low end of the interval of the cost to reach the target, over the plausible fits."},
+      {"gpumeter_run_target_cost_to_reach_high_usd", &TargetForecast::high_usd,
+       "High end of the interval of the cost to reach the target; absent when a plausible fit never reaches it."},
+  };
+  for (const auto& v : values) {
+    f.head(v.name, "gauge", v.help);
+    for (const auto& r : runs)
+      if (r.target && r.target->forecast.*(v.field))
+        f.add(fmt::format("{}{{{}}} {}\n", v.name, id(r), number(*(r.target->forecast.*(v.field)))));
+  }
+  return f.out;
+}
+
 std::string render_owners_json(const Snapshot& s) {
   using nlohmann::json;
   json devices = json::array();
@@ -472,6 +530,14 @@ std::string render_owners_json(const Snapshot& s) {
 
 namespace {
 
+std::string published_runs(const std::string& runs_dir) {
+  if (runs_dir.empty()) return {};
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  return render_run_metrics(read_run_views(runs_dir, now_ms, process_alive));
+}
+
 std::string scrape_tail(const ScrapeStats& stats) {
   return render_self_metrics(stats.self, stats.owners) +
          (stats.node ? render_node_metrics(*stats.node) : std::string());
@@ -479,11 +545,11 @@ std::string scrape_tail(const ScrapeStats& stats) {
 
 }  // namespace
 
-std::string exposition_text(Collector& collector) {
+std::string exposition_text(Collector& collector, const std::string& runs_dir) {
   const ScrapeStats stats = collector.count_scrape();
   // Before the first collection there is nothing to render but the agent's own metrics.
   return (stats.self.collections == 0 ? std::string() : render_metrics(collector.snapshot())) +
-         scrape_tail(stats);
+         published_runs(runs_dir) + scrape_tail(stats);
 }
 
 std::string owners_json(const Collector& collector) {
@@ -494,7 +560,7 @@ std::string Exporter::metrics_text() {
   std::lock_guard lock(mu_);
   const ScrapeStats stats = collector_.count_scrape();
   if (stats.self.collections != rendered_collections_) {
-    body_ = render_metrics(collector_.snapshot());
+    body_ = render_metrics(collector_.snapshot()) + published_runs(runs_dir_);
     rendered_collections_ = stats.self.collections;
   }
   return body_ + scrape_tail(stats);

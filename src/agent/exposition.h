@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "agent/collector.h"
+#include "agent/run_view.h"
 
 namespace gm::agent {
 
@@ -24,12 +25,17 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners);
 /// gpumeter_budget_usd / gpumeter_budget_spent_usd{scope,period}, gpumeter_preemption_notices_total
 /// {provider,kind} and gpumeter_node_guard_actions_total{kind}.
 std::string render_node_metrics(const NodeStatus& node);
+/// Renders the runs' series (docs/agent.md "Runs"): gpumeter_run_info{run_id,pid,user} and, for a run with a
+/// --target, its target (info, verdict state set, reached flag, metric level, forecast step and seconds, cost
+/// to reach with its interval in dollars); a figure the forecast does not know is omitted.
+std::string render_run_metrics(const std::vector<RunView>& runs);
 /// JSON of owners and devices with dollars, $/h now, energy and GPU-seconds.
 std::string render_owners_json(const Snapshot& snapshot);
 
 /// A collector's Prometheus text now: its metric families, the agent's own metrics (this scrape counted) and
-/// the node guard's. Renders everything each call (`agent --once`); the server caches through an Exporter.
-std::string exposition_text(Collector& collector);
+/// the node guard's, and the runs published in `runs_dir` (none when empty). Renders everything each call
+/// (`agent --once`); the server caches through an Exporter.
+std::string exposition_text(Collector& collector, const std::string& runs_dir = {});
 /// A collector's owners and devices now as JSON (/api/v1/owners).
 std::string owners_json(const Collector& collector);
 
@@ -37,12 +43,15 @@ std::string owners_json(const Collector& collector);
 /// first scrape after it) and cached, so 200 scrapes a second do not render 200 times. Thread-safe.
 class Exporter {
  public:
-  explicit Exporter(Collector& collector) : collector_(collector) {}
+  /// `runs_dir`: where runs publish their views (read once per collection); empty: no run series.
+  explicit Exporter(Collector& collector, std::string runs_dir = {})
+      : collector_(collector), runs_dir_(std::move(runs_dir)) {}
   /// The Prometheus text (counts a scrape).
   std::string metrics_text();
 
  private:
   Collector& collector_;
+  std::string runs_dir_;
   std::mutex mu_;
   std::uint64_t rendered_collections_ = 0;  // the collection body_ shows (0: none yet, body_ empty)
   std::string body_;

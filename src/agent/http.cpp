@@ -161,13 +161,13 @@ std::optional<std::string> base64_decode(std::string_view in) {
 }  // namespace
 
 struct Server::Impl {
-  explicit Impl(Collector& collector) : exporter(collector) {}
+  Impl(Collector& collector, const std::string& runs_dir) : exporter(collector, runs_dir) {}
   std::unique_ptr<httplib::Server> server;
   Exporter exporter;
 };
 
 Server::Server(Collector& collector, ServeOptions options)
-    : impl_(std::make_unique<Impl>(collector)), options_(std::move(options)) {
+    : impl_(std::make_unique<Impl>(collector, options.runs_dir)), options_(std::move(options)) {
   // Each connection gets a read deadline and byte budget per request (slow or endless clients are cut off).
   impl_->server = options_.web ? detail::make_guarded_server(options_.web->cert_file, options_.web->key_file)
                                : detail::make_guarded_server("", "");

@@ -33,6 +33,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 9835;
   std::optional<WebConfig> web;
+  std::string runs_dir;  ///< where runs publish their live views (agent/run_view.h); empty: no run series
 };
 
 /// Parses "HOST:PORT" or ":PORT" (host defaults to 127.0.0.1; "[::1]:PORT" for IPv6).

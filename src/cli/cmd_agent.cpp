@@ -67,6 +67,10 @@ int cmd_agent(int argc, char** argv) {
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
   app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
+  std::string runs_dir = agent::default_runs_dir();
+  app.add_option("--runs-dir", runs_dir,
+                 "where gpumeter run|attach publish their live views, exported as gpumeter_run_* series "
+                 "(default $GPUMETER_RUNS_DIR, else /run/gpumeter/runs; \"\" = none)");
   app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
   app.add_option("--slurm-job-expiry", slurm_job_expiry,
@@ -109,6 +113,7 @@ int cmd_agent(int argc, char** argv) {
     if (!wc) return fail("agent", wc.error());
     serve->web = *wc;
   }
+  serve->runs_dir = runs_dir;
   std::vector<serving::InferenceEndpointSpec> endpoint_specs;
   for (const auto& text : inference_endpoints) {
     auto spec = serving::parse_inference_endpoint(text);
@@ -143,7 +148,7 @@ int cmd_agent(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto node_guard = AgentNodeGuard::create(node_flags, *interval_ms);
+  auto node_guard = make_node_guard(node_flags, *interval_ms);
   if (!node_guard) return fail("agent", node_guard.error());
   auto backend = open_gpu_backend();
   if (!backend) return fail("agent", backend.error());
@@ -175,7 +180,7 @@ int cmd_agent(int argc, char** argv) {
     system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
     if (*node_guard) (*node_guard)->step(collector);
-    const std::string text = agent::exposition_text(collector);
+    const std::string text = agent::exposition_text(collector, runs_dir);
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (!state.empty())
       if (auto r = collector.save_state(); !r) return fail("agent", r.error());

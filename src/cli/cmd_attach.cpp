@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "cli/run_support.h"
+#include "cli/run_publish.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
 #include "report/run_report.h"
@@ -209,10 +210,15 @@ int cmd_attach(int argc, char** argv) {
   JsonLinesSink json_sink(pid, memory_total);
   const bool live = !f.json_lines && !f.quiet && stdout_is_tty();
   TerminalSink terminal_sink(false, live, f.quiet, false);
-  SessionSink& sink = f.json_lines ? static_cast<SessionSink&>(json_sink) : terminal_sink;
+  SessionSink& own_sink = f.json_lines ? static_cast<SessionSink&>(json_sink) : terminal_sink;
+  const auto runs_dir = run_publish_dir();
+  std::optional<PublishingSink> publishing;
+  if (runs_dir) publishing.emplace(own_sink, *runs_dir);
+  SessionSink& sink = publishing ? static_cast<SessionSink&>(*publishing) : own_sink;
 
   auto outcome = attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
                                 system_clock(), **runner, sink);
+  publishing.reset();
   terminal_sink.stop();
   setup.finish_ledger("attach");
   if (!outcome) {

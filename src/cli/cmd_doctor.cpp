@@ -81,7 +81,7 @@ int cmd_doctor(int argc, char** argv) {
     std::fputs(report::doctor_inference_discovery(backend ? backend->get() : nullptr, proc_root).c_str(),
                stdout);
   std::fputs(report::doctor_preemption(preemption, metadata_url).c_str(), stdout);
-  if (auto autostop = agent_autostop_text(agent_listen, 500))
+  if (auto autostop = agent::autostop_text(agent_listen, 500))
     std::printf("agent autostop   %s (agent at %s)\n", autostop->c_str(), agent_listen.c_str());
   else
     std::printf("agent autostop   no agent with --autostop-idle answers at %s\n", agent_listen.c_str());

@@ -1,6 +1,4 @@
 // gpumeter trace: Kineto traces explained in dollars (DESIGN §3 "Trace costs").
-#include "trace/trace.h"
-
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -13,31 +11,36 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "meter/meter.h"
+#include "findings/priced_trace.h"
 #include "report/html.h"
 #include "report/trace_render.h"
+#include "trace/trace.h"
 #include "util/exit_codes.h"
 
 namespace gm::cli {
 
 int cmd_trace(int argc, char** argv) {
   if (argc > 1 && std::string_view(argv[1]) == "diff") return cmd_trace_diff(argc - 1, argv + 1);
-  CLI::App app{"Explain PyTorch profiler (Kineto) traces in dollars: window, compute / communication / memory / "
-               "idle, cost per kernel, operator, annotation and step.",
-               "trace"};
+  CLI::App app{
+      "Explain PyTorch profiler (Kineto) traces in dollars: window, compute / communication / memory / "
+      "idle, cost per kernel, operator, annotation and step.",
+      "trace"};
   std::vector<std::string> paths;
   report::TraceRenderOptions ro;
+  std::optional<std::int64_t> project_steps;
   PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
   std::optional<std::string> html;
-  app.add_option("PATH", paths,
-                 "trace files (Kineto JSON, legacy JSON event arrays, Perfetto .pftrace/.pb; gzip'd or not) or "
-                 "folders (read recursively; one run = one folder of rank files)")
+  app.add_option(
+         "PATH", paths,
+         "trace files (Kineto JSON, legacy JSON event arrays, Perfetto .pftrace/.pb; gzip'd or not) or "
+         "folders (read recursively; one run = one folder of rank files)")
       ->required();
   add_pricing_flags(app, pricing);
-  app.add_option("--steps", ro.project_steps, "project the cost of N steps from the mean step cost")
+  app.add_option("--steps", project_steps, "project the cost of N steps from the mean step cost")
       ->check(positive_number());
-  app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")->check(positive_number());
+  app.add_option("--top", ro.top, "rows per breakdown in the terminal report (default 10)")
+      ->check(positive_number());
   app.add_option("--by", ro.by, "breakdowns to show: kernel, op, annotation, step (repeatable; default all)")
       ->check(CLI::IsMember({"kernel", "op", "annotation", "step"}));
   app.add_flag("--json", json, "machine-readable JSON (integer nanoseconds)");
@@ -65,7 +68,8 @@ int cmd_trace(int argc, char** argv) {
       std::lock_guard lock(progress_mutex);
       const int width = 30;
       const auto filled = static_cast<int>(static_cast<double>(done) / static_cast<double>(total) * width);
-      std::fprintf(stderr, "\rreading [%s%s] %3d%%", std::string(static_cast<std::size_t>(filled), '#').c_str(),
+      std::fprintf(stderr, "\rreading [%s%s] %3d%%",
+                   std::string(static_cast<std::size_t>(filled), '#').c_str(),
                    std::string(static_cast<std::size_t>(width - filled), ' ').c_str(),
                    static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total)));
       progress_shown = true;
@@ -75,28 +79,23 @@ int cmd_trace(int argc, char** argv) {
   if (progress_shown) std::fputs("\r\033[K", stderr);
   if (!set) return fail("trace", set.error());
   for (const auto& p : set->problems) std::fprintf(stderr, "gpumeter trace: warning: %s\n", p.c_str());
-  const std::vector<trace::FileAnalysis>* result = &set->files;
 
   // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
-  std::optional<std::string> gpu_name;
-  for (const auto& f : *result)
-    for (const auto& d : f.devices)
-      if (!gpu_name && d.gpu_name) gpu_name = d.gpu_name;
   auto prices = PricingContext::open(pricing, nullptr);
   if (!prices) return fail("trace", prices.error());
-  auto price = prices->price_for(gpu_name);
+  auto price = prices->price_for(findings::first_gpu_name(set->files));
   if (!price) return fail("trace", price.error());
+  findings::TracePrice trace_price;
   if (price->quote) {
-    ro.price_micros_per_gpu_hour = price->quote->micros_per_gpu_hour;
-    ro.price_source = price->quote->source;
+    trace_price = {price->quote->micros_per_gpu_hour, price->quote->source};
   } else if (!json && !csv) {
     std::fprintf(stderr, "gpumeter trace: note: figures in time only (%s)\n", price->unpriced_reason.c_str());
   }
+  const findings::PricedTrace priced =
+      findings::price_trace(std::move(set->files), trace_price, &prices->catalog(), project_steps);
 
-  ro.catalog = &prices->catalog();
   if (html) {
-    auto page = render_trace_html(
-        *result, TraceHtmlOptions{ro.price_micros_per_gpu_hour, ro.price_source, ro.catalog});
+    auto page = render_trace_html(priced);
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())
@@ -104,16 +103,17 @@ int cmd_trace(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter trace: wrote %s\n", html->c_str());
   }
   if (json) {
-    std::fputs(report::trace_json(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_json(priced).c_str(), stdout);
     std::fputc('\n', stdout);
   } else if (csv) {
-    std::fputs(report::trace_csv(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_csv(priced).c_str(), stdout);
   } else {
-    std::fputs(report::trace_text(*result, ro).c_str(), stdout);
+    std::fputs(report::trace_text(priced, ro).c_str(), stdout);
   }
-  for (const auto& f : *result)
-    if (f.partial) std::fprintf(stderr, "gpumeter trace: warning: PARTIAL results for %s: %s\n", f.file.c_str(),
-                                f.partial_error.c_str());
+  for (const auto& f : priced.files)
+    if (f.partial)
+      std::fprintf(stderr, "gpumeter trace: warning: PARTIAL results for %s: %s\n", f.file.c_str(),
+                   f.partial_error.c_str());
   // Named files that are not traces and folders with nothing to analyse fail the command (after the
   // report of what could be analysed), so that a CI job does not read them as success.
   for (const auto& e : set->errors) std::fprintf(stderr, "gpumeter trace: error: %s\n", e.c_str());

@@ -1,5 +1,5 @@
 #include "cli/trace_demo.h"
-
+#include "findings/priced_trace.h"
 #include "report/trace_render.h"
 #include "trace/trace.h"
 #include "util/embedded.h"
@@ -21,12 +21,11 @@ int trace_demo_section(std::optional<MicroUsd> price_micros_per_gpu_hour, const 
     return 1;
   }
   report::TraceRenderOptions options;
-  options.price_micros_per_gpu_hour = price_micros_per_gpu_hour;
-  options.price_source = price_source;
-  options.project_steps = 10000;
   options.top = 5;
+  const auto priced = findings::price_trace({std::move(*r)}, {price_micros_per_gpu_hour, price_source},
+                                            nullptr, std::int64_t{10000});
   std::fputs("== gpumeter trace: where the money goes in a PyTorch profiler trace ==\n", out);
-  std::fputs(report::trace_text({*r}, options).c_str(), out);
+  std::fputs(report::trace_text(priced, options).c_str(), out);
   return 0;
 }
 

@@ -11,8 +11,10 @@
 
 #include "catalog/catalog.h"
 #include "cli/common.h"
+#include "cli/run_publish.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
+#include "guard/team_budget.h"
 #include "meter/run_meter.h"
 #include "plan/plan.h"
 #include "report/multi.h"
@@ -329,7 +331,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     return rc;
 
   if (f.inference_endpoint) {
-    auto source = make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);
+    auto source = serving::make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);
     if (!source) return usage(command, source.error().message);
     out.inference = std::move(*source);
     cfg.inference = out.inference.get();
@@ -409,8 +411,13 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto& ledger = setup.ledger;
 
   PosixProcessRunner runner;
+  const auto runs_dir = run_publish_dir();
+  std::optional<PublishingSink> publishing;
+  if (runs_dir) publishing.emplace(sink, *runs_dir);
+  SessionSink& session_sink = publishing ? static_cast<SessionSink&>(*publishing) : sink;
   auto outcome =
-      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, sink);
+      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, session_sink);
+  publishing.reset();
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {

@@ -46,18 +46,48 @@ std::int64_t profiler_steps(const std::vector<trace::Bucket>& steps) {
   return n;
 }
 
+/// The findings of one device (or host side), each priced over the same window, price and steps as it is
+/// added.
+class Found {
+ public:
+  Found(std::int64_t window_ns, std::optional<MicroUsd> price_micros, std::int64_t steps)
+      : window_ns_(window_ns), price_micros_(price_micros), steps_(steps) {}
+
+  /// A new priced finding; the caller fills its summary, action and evidence.
+  Finding& add(const char* kind, Severity severity, std::int64_t at_stake_ns) {
+    Finding& f = out_.emplace_back();
+    f.kind = kind;
+    f.severity = severity;
+    f.at_stake_ns = at_stake_ns;
+    price(f, window_ns_, price_micros_, steps_);
+    return f;
+  }
+
+  /// The findings, largest at stake first (by severity, then GPU time).
+  std::vector<Finding> take() {
+    std::stable_sort(out_.begin(), out_.end(), [](const Finding& a, const Finding& b) {
+      if (a.severity != b.severity) return a.severity > b.severity;
+      return a.at_stake_ns > b.at_stake_ns;
+    });
+    return std::move(out_);
+  }
+
+ private:
+  std::int64_t window_ns_;
+  std::optional<MicroUsd> price_micros_;
+  std::int64_t steps_;
+  std::vector<Finding> out_;
+};
+
 /// `unfused_attention` from the chains' time `chain_ns` (GPU kernels or CPU operators), of which `matmul_ns`
 /// in the two matmuls: a fused kernel is estimated to take the matmuls' time, so the rest is at stake.
-std::optional<Finding> unfused_attention(const trace::AttentionFigures& a, std::int64_t chain_ns,
-                                         std::int64_t matmul_ns, std::int64_t busy_ns, std::int64_t window_ns,
-                                         const char* where) {
-  if (a.chains == 0 || chain_ns <= 0) return std::nullopt;
+void unfused_attention(Found& found, const trace::AttentionFigures& a, std::int64_t chain_ns,
+                       std::int64_t matmul_ns, std::int64_t busy_ns, std::int64_t window_ns,
+                       const char* where) {
+  if (a.chains == 0 || chain_ns <= 0) return;
   const std::int64_t at_stake = std::max<std::int64_t>(0, chain_ns - matmul_ns);
-  if (share(at_stake, busy_ns) < 0.01) return std::nullopt;
-  Finding f;
-  f.kind = "unfused_attention";
-  f.at_stake_ns = at_stake;
-  f.severity = severity_of(share(at_stake, window_ns));
+  if (share(at_stake, busy_ns) < 0.01) return;
+  Finding& f = found.add("unfused_attention", severity_of(share(at_stake, window_ns)), at_stake);
   f.summary = fmt::format(
       "attention written as separate kernels: {} chains of {} took {:.1f}% of the {}'s busy time; a fused "
       "kernel would need about the matmuls' time alone, {:.1f}% of the window is at stake",
@@ -66,16 +96,15 @@ std::optional<Finding> unfused_attention(const trace::AttentionFigures& a, std::
       "call torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) instead of "
       "q @ k.transpose → softmax → @ v (PyTorch 2: FlashAttention / memory-efficient kernels; or "
       "attn_implementation=\"sdpa\" in Hugging Face models)";
-  f.evidence.push_back({"chains", a.chains});
-  f.evidence.push_back({"pattern", a.pattern});
-  f.evidence.push_back({"chain_ns", chain_ns});
-  f.evidence.push_back({"matmul_ns", matmul_ns});
-  f.evidence.push_back({"fused_estimate_ns", matmul_ns});
+  f.evidence = {{"chains", a.chains},
+                {"pattern", a.pattern},
+                {"chain_ns", chain_ns},
+                {"matmul_ns", matmul_ns},
+                {"fused_estimate_ns", matmul_ns}};
   f.evidence.push_back(
       {"estimate", std::string("a fused kernel takes the two matmuls' time: the softmax, scaling, "
                                "masking and the round trips of the score matrix go away")});
   if (a.chains_in_fused_steps > 0) f.evidence.push_back({"chains_in_fused_steps", a.chains_in_fused_steps});
-  return f;
 }
 
 /// Kernel family: the kernel's name without template arguments and parameters ("implicit_convolve_sgemm").
@@ -141,19 +170,15 @@ const char* severity_name(Severity severity) {
 
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,
                                       const Catalog* catalog) {
-  std::vector<Finding> out;
-  if (d.window_ns <= 0) return out;
-  const std::int64_t steps = profiler_steps(d.steps);
+  if (d.window_ns <= 0) return {};
+  Found found(d.window_ns, price_micros, profiler_steps(d.steps));
 
   // Host wait, by what the host was doing in each gap (docs/trace.md "Idle gaps"). Input-bound: the GPU idles
   // while the host waits for data (a DataLoader iteration) or runs Python outside any operator at a step's
   // start or end.
   const double input_wait = share(d.idle_input_ns, d.window_ns);
   if (input_wait >= 0.10) {
-    Finding f;
-    f.kind = "input_bound";
-    f.severity = severity_of(input_wait);
-    f.at_stake_ns = d.idle_input_ns;
+    Finding& f = found.add("input_bound", severity_of(input_wait), d.idle_input_ns);
     f.summary = fmt::format(
         "the GPU waited for input for {:.0f}% of the window: the host was {} when the GPU ran out of work",
         100 * input_wait,
@@ -163,25 +188,20 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.action =
         "feed the GPU faster: raise DataLoader num_workers, set pin_memory=True and persistent_workers=True, "
         "move CPU preprocessing out of the training step";
-    f.evidence.push_back({"input_wait_idle_ns", d.idle_input_ns});
-    f.evidence.push_back({"dataloader_idle_ns", d.idle_input_dataloader_ns});
-    f.evidence.push_back({"outside_operators_idle_ns", d.idle_input_ns - d.idle_input_dataloader_ns});
-    f.evidence.push_back({"window_ns", d.window_ns});
-    f.evidence.push_back({"input_wait_share", input_wait});
+    f.evidence = {{"input_wait_idle_ns", d.idle_input_ns},
+                  {"dataloader_idle_ns", d.idle_input_dataloader_ns},
+                  {"outside_operators_idle_ns", d.idle_input_ns - d.idle_input_dataloader_ns},
+                  {"window_ns", d.window_ns},
+                  {"input_wait_share", input_wait}};
     if (!d.input_frames.empty()) f.evidence.push_back({"dataloader_frame", d.input_frames.front().name});
     if (!d.idle_cpu_ops.empty()) f.evidence.push_back({"host_busy_with", d.idle_cpu_ops.front().name});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
   }
 
   // Dispatch-bound: the GPU idles while the host is launching operators (inside them, or in the Python
   // between the operators of a step): the host issues work slower than the GPU runs it.
   const double dispatch_wait = share(d.idle_dispatch_ns, d.window_ns);
   if (dispatch_wait >= 0.10) {
-    Finding f;
-    f.kind = "dispatch_bound";
-    f.severity = severity_of(dispatch_wait);
-    f.at_stake_ns = d.idle_dispatch_ns;
+    Finding& f = found.add("dispatch_bound", severity_of(dispatch_wait), d.idle_dispatch_ns);
     const double mean_kernel_us =
         d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) / 1e3
                              : 0;
@@ -221,30 +241,25 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
               "fused optimizers (foreach=True / fused=True), or raise the batch size so each kernel does "
               "more "
               "work";
-    f.evidence.push_back({"dispatch_idle_ns", d.idle_dispatch_ns});
-    f.evidence.push_back({"inside_operators_idle_ns", d.idle_dispatch_in_ops_ns});
-    f.evidence.push_back({"between_operators_idle_ns", d.idle_dispatch_ns - d.idle_dispatch_in_ops_ns});
-    f.evidence.push_back({"window_ns", d.window_ns});
-    f.evidence.push_back({"dispatch_share", dispatch_wait});
-    f.evidence.push_back({"activities", d.activity_count});
+    f.evidence = {{"dispatch_idle_ns", d.idle_dispatch_ns},
+                  {"inside_operators_idle_ns", d.idle_dispatch_in_ops_ns},
+                  {"between_operators_idle_ns", d.idle_dispatch_ns - d.idle_dispatch_in_ops_ns},
+                  {"window_ns", d.window_ns},
+                  {"dispatch_share", dispatch_wait},
+                  {"activities", d.activity_count}};
     for (std::size_t k = 0; k < d.dispatch_cpu_ops.size() && k < 3; ++k)
       f.evidence.push_back({fmt::format("host_op_{}", k + 1), d.dispatch_cpu_ops[k].name});
     f.evidence.push_back({"longest_gap_ns", d.longest_dispatch_gap_ns});
     if (!d.longest_dispatch_gap_op.empty())
       f.evidence.push_back({"longest_gap_op", d.longest_dispatch_gap_op});
     if (d.graph_launches > 0) f.evidence.push_back({"graph_launches", d.graph_launches});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
   }
 
   // Synchronisations on the critical path: the GPU ran out of work while the host was blocked in a sync
   // call, and idled until the host woke up and launched again. Part of the host wait above when both show.
   const double after_sync = share(d.idle_after_sync_ns, d.window_ns);
   if (after_sync >= 0.05) {
-    Finding f;
-    f.kind = "sync_stall";
-    f.severity = severity_of(after_sync);
-    f.at_stake_ns = d.idle_after_sync_ns;
+    Finding& f = found.add("sync_stall", severity_of(after_sync), d.idle_after_sync_ns);
     f.summary = fmt::format(
         "{} idle gaps ({:.0f}% of the window) began while the host was blocked in a synchronisation "
         "(cudaDeviceSynchronize / cudaStreamSynchronize / a synchronous copy): the GPU waited for the host "
@@ -256,11 +271,9 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
         "of "
         "CUDA tensors inside the step (log every N steps), no torch.cuda.synchronize() outside timing code, "
         "non_blocking=True copies from pinned memory";
-    f.evidence.push_back({"idle_after_sync_ns", d.idle_after_sync_ns});
-    f.evidence.push_back({"sync_gap_count", d.sync_gap_count});
-    f.evidence.push_back({"window_ns", d.window_ns});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
+    f.evidence = {{"idle_after_sync_ns", d.idle_after_sync_ns},
+                  {"sync_gap_count", d.sync_gap_count},
+                  {"window_ns", d.window_ns}};
   }
 
   // Launch-bound: idle that is not host wait, with almost nothing queued and kernels shorter than their
@@ -272,10 +285,7 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
       d.activity_count > 0 ? static_cast<double>(d.kernel_ns) / static_cast<double>(d.activity_count) : 0;
   if (other_idle >= 0.10 && d.queue_depth.count > 0 && d.queue_depth.p50 <= 1 &&
       d.launch_delay_ns.count > 0 && mean_kernel_ns < static_cast<double>(d.launch_delay_ns.p50)) {
-    Finding f;
-    f.kind = "launch_bound";
-    f.severity = severity_of(other_idle);
-    f.at_stake_ns = launch_idle_ns;
+    Finding& f = found.add("launch_bound", severity_of(other_idle), launch_idle_ns);
     f.summary = fmt::format(
         "{:.0f}% of the window idle between short kernels (mean {:.1f} µs, launched {:.1f} µs "
         "after their call, median queue depth {})",
@@ -284,21 +294,16 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.action =
         "launch fewer, larger kernels: CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fuse small "
         "ops, or a larger batch";
-    f.evidence.push_back({"idle_other_ns", launch_idle_ns});
-    f.evidence.push_back({"mean_kernel_ns", mean_kernel_ns});
-    f.evidence.push_back({"launch_delay_p50_ns", d.launch_delay_ns.p50});
-    f.evidence.push_back({"queue_depth_p50", d.queue_depth.p50});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
+    f.evidence = {{"idle_other_ns", launch_idle_ns},
+                  {"mean_kernel_ns", mean_kernel_ns},
+                  {"launch_delay_p50_ns", d.launch_delay_ns.p50},
+                  {"queue_depth_p50", d.queue_depth.p50}};
   }
 
   // Communication not hidden behind compute.
   const double exposed = share(d.communication_ns, d.window_ns);
   if (exposed >= 0.05) {
-    Finding f;
-    f.kind = "communication_exposed";
-    f.severity = severity_of(exposed);
-    f.at_stake_ns = d.communication_ns;
+    Finding& f = found.add("communication_exposed", severity_of(exposed), d.communication_ns);
     f.summary = fmt::format(
         "collectives ran without compute beside them for {:.0f}% of the window ({:.0f}% of "
         "communication time overlapped)",
@@ -306,10 +311,8 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     f.action =
         "overlap communication with compute: tune DDP bucket_cap_mb and gradient_as_bucket_view, FSDP "
         "backward/forward prefetch, or fewer, larger all-reduces";
-    f.evidence.push_back({"communication_exposed_ns", d.communication_ns});
-    f.evidence.push_back({"communication_overlapped_ns", d.overlap_ns});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
+    f.evidence = {{"communication_exposed_ns", d.communication_ns},
+                  {"communication_overlapped_ns", d.overlap_ns}};
   }
 
   // Pageable host<->device copies (Kineto names them "Memcpy HtoD (Pageable -> Device)").
@@ -320,17 +323,14 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
       pageable_count += k.count;
     }
   if (pageable_count > 0 && share(pageable_ns, d.busy_ns) >= 0.01) {
-    Finding f;
-    f.kind = "pageable_copies";
-    f.severity = std::max(Severity::low, severity_of(share(pageable_ns, d.window_ns)));
-    f.at_stake_ns = pageable_ns;
+    Finding& f =
+        found.add("pageable_copies", std::max(Severity::low, severity_of(share(pageable_ns, d.window_ns))),
+                  pageable_ns);
     f.summary = fmt::format("{} copies between pageable host memory and the GPU took {:.1f}% of busy time",
                             pageable_count, 100 * share(pageable_ns, d.busy_ns));
     f.action = "pin host memory: DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True)";
     f.evidence.push_back({"pageable_copy_ns", pageable_ns});
     f.evidence.push_back({"pageable_copies", pageable_count});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
   }
 
   // GEMMs and convolutions in fp32 on the CUDA cores of a GPU that has tensor cores (every such kernel of the
@@ -339,10 +339,9 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
     const trace::MatrixMath& m = d.matrix_math;
     const std::int64_t fp32_ns = m.fp32_ns;
     if (m.fp32_count > 0 && share(fp32_ns, d.busy_ns) >= 0.10) {
-      Finding f;
-      f.kind = "fp32_math";
-      f.at_stake_ns = static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1.0 - 1.0 / tc->speedup));
-      f.severity = severity_of(share(f.at_stake_ns, d.window_ns));
+      const auto at_stake =
+          static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1.0 - 1.0 / tc->speedup));
+      Finding& f = found.add("fp32_math", severity_of(share(at_stake, d.window_ns)), at_stake);
       f.summary = fmt::format(
           "{:.0f}% of the GPU's busy time is fp32 GEMMs and convolutions on the CUDA cores of a GPU with "
           "tensor cores ({} kernels, e.g. {}); at an assumed {:.1f}x speed-up, {:.0f}% of the window is "
@@ -358,12 +357,12 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
               : "train in mixed precision: torch.autocast(\"cuda\", dtype=torch.float16) with "
                 "torch.cuda.amp.GradScaler (this GPU has fp16 tensor cores, no bf16 or TF32); "
                 "convolutions: model.to(memory_format=torch.channels_last)";
-      f.evidence.push_back({"fp32_matrix_ns", fp32_ns});
-      f.evidence.push_back({"fp32_matrix_kernel_ns", m.fp32_kernel_ns});
-      f.evidence.push_back({"fp32_matrix_kernels", m.fp32_count});
-      f.evidence.push_back({"fp32_before_window_ns", m.fp32_before_window_ns});
-      f.evidence.push_back({"tensor_core_matrix_ns", m.tensor_core_ns});
-      f.evidence.push_back({"largest_fp32_kernel", family(m.largest_fp32_kernel)});
+      f.evidence = {{"fp32_matrix_ns", fp32_ns},
+                    {"fp32_matrix_kernel_ns", m.fp32_kernel_ns},
+                    {"fp32_matrix_kernels", m.fp32_count},
+                    {"fp32_before_window_ns", m.fp32_before_window_ns},
+                    {"tensor_core_matrix_ns", m.tensor_core_ns},
+                    {"largest_fp32_kernel", family(m.largest_fp32_kernel)}};
       f.evidence.push_back({"precision_from",
                             std::string(m.from_dtypes_count > 0 ? "operator input dtypes (record_shapes), "
                                                                   "kernel-family table without them"
@@ -372,17 +371,12 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
       f.evidence.push_back({"speedup_basis", tc->basis});
       if (d.gpu_name) f.evidence.push_back({"gpu", *d.gpu_name});
       if (d.compute_major) f.evidence.push_back({"compute_major", std::int64_t{*d.compute_major}});
-      price(f, d.window_ns, price_micros, steps);
-      out.push_back(std::move(f));
     }
   }
 
   // Attention as separate matmul, softmax and matmul kernels where a fused kernel would do.
-  if (auto f = unfused_attention(d.attention, d.attention.kernel_ns, d.attention.matmul_kernel_ns, d.busy_ns,
-                                 d.window_ns, "GPU")) {
-    price(*f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(*f));
-  }
+  unfused_attention(found, d.attention, d.attention.kernel_ns, d.attention.matmul_kernel_ns, d.busy_ns,
+                    d.window_ns, "GPU");
 
   // One kernel family holding most of the GPU's work: where optimisation pays first.
   std::map<std::string, std::int64_t> families;
@@ -390,38 +384,24 @@ std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optio
   auto top = std::max_element(families.begin(), families.end(),
                               [](const auto& a, const auto& b) { return a.second < b.second; });
   if (top != families.end() && share(top->second, d.busy_ns) >= 0.30) {
-    Finding f;
-    f.kind = "dominant_kernel_family";
-    f.severity = Severity::info;
-    f.at_stake_ns = top->second;
+    Finding& f = found.add("dominant_kernel_family", Severity::info, top->second);
     f.summary = fmt::format("one kernel family, {}, holds {:.0f}% of the GPU's busy time", top->first,
                             100 * share(top->second, d.busy_ns));
     f.action =
         "optimise there first: for GEMMs and convolutions use bf16/TF32 tensor cores and channels_last; "
         "for elementwise kernels fuse them (torch.compile)";
-    f.evidence.push_back({"kernel_family", top->first});
-    f.evidence.push_back({"family_ns", top->second});
-    f.evidence.push_back({"busy_ns", d.busy_ns});
-    price(f, d.window_ns, price_micros, steps);
-    out.push_back(std::move(f));
+    f.evidence = {{"kernel_family", top->first}, {"family_ns", top->second}, {"busy_ns", d.busy_ns}};
   }
-  std::stable_sort(out.begin(), out.end(), [](const Finding& a, const Finding& b) {
-    if (a.severity != b.severity) return a.severity > b.severity;
-    return a.at_stake_ns > b.at_stake_ns;
-  });
-  return out;
+  return found.take();
 }
 
 std::vector<Finding> for_trace_host(const trace::HostAnalysis& h, std::optional<MicroUsd> price_micros) {
-  std::vector<Finding> out;
+  Found found(h.window_ns, price_micros, profiler_steps(h.steps));
   std::int64_t busy_ns = 0;  // the CPU operators' time: Σ self time
   for (const auto& op : h.operators) busy_ns += op.self_ns;
-  if (auto f = unfused_attention(h.attention, h.attention.host_ns, h.attention.host_matmul_ns, busy_ns,
-                                 h.window_ns, "host")) {
-    price(*f, h.window_ns, price_micros, profiler_steps(h.steps));
-    out.push_back(std::move(*f));
-  }
-  return out;
+  unfused_attention(found, h.attention, h.attention.host_ns, h.attention.host_matmul_ns, busy_ns, h.window_ns,
+                    "host");
+  return found.take();
 }
 
 }  // namespace gm::findings

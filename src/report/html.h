@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "findings/findings.h"
+#include "findings/priced_trace.h"
 #include "report/kpi.h"
 #include "report/multi.h"
+#include "report/trace_render.h"
 #include "store/store.h"
 #include "trace/trace.h"
 #include "util/result.h"
@@ -23,7 +25,7 @@ struct RunHtmlInput {
   std::vector<ProgressRecord> progress;
   std::vector<ActionRecord> actions;
   std::optional<RunKpis> kpis;
-  std::string rightsizing_hint;  ///< one sentence, "" when none
+  std::string rightsizing_hint;             ///< one sentence, "" when none
   std::vector<findings::Finding> findings;  ///< the run report's findings, shown first as cards
 };
 
@@ -35,32 +37,25 @@ Result<std::string> render_run_html(const RunHtmlInput& input);
 /// The multi-run page: cost per group, waste breakdown, totals and top runs.
 Result<std::string> render_multi_html(const MultiReport& report);
 
-/// How the trace page prices its figures.
+/// The trace page from a priced trace: findings, then for folders of rank traces the job view (straggler
+/// cost), then per device the temporal split, the per-step split, a one-step stream timeline, the top kernels
+/// and operators and sortable tables. Error only when the charting library is not embedded in this build.
+Result<std::string> render_trace_html(const findings::PricedTrace& trace);
+
+/// How the trace page prices its figures (render_trace_html of the analyses).
 struct TraceHtmlOptions {
   std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
-  std::string price_source;                      ///< where the price came from ("--price", ...)
-  const Catalog* catalog = nullptr;              ///< GPU specs for the findings (fp32_math); may be null
+  std::string price_source;                           ///< where the price came from ("--price", ...)
+  const Catalog* catalog = nullptr;                   ///< GPU specs for the findings (fp32_math); may be null
 };
 
-/// The trace page from the analyses of `gpumeter trace`: findings, then for folders of rank traces the job
-/// view (straggler cost), then per device the temporal split, the per-step split, a one-step stream
-/// timeline, the top kernels and operators and sortable tables. Error only when the charting library is not
-/// embedded in this build.
+/// The trace page of the analyses: price_trace at `options`, then the page of the priced trace.
 Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& files,
                                       const TraceHtmlOptions& options);
 
-/// What the trace diff page shows: the comparison and how it was priced and gated.
-struct TraceDiffHtmlInput {
-  trace::TraceDiff diff;
-  std::string base_path, new_path;
-  std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
-  std::string price_source;
-  double max_increase = 0.05;  ///< the gate's threshold (fraction)
-  double min_share = 0.01;     ///< items under this share of busy time are not gated
-};
-
 /// The trace diff page (`gpumeter trace diff --html`): verdict and what failed the gate first, the per-step
 /// split by class of both runs, then sortable-by-eye tables of classes, kernels, operators and annotations.
-Result<std::string> render_trace_diff_html(const TraceDiffHtmlInput& input);
+Result<std::string> render_trace_diff_html(const findings::PricedDiff& diff,
+                                           const report::TraceDiffView& view);
 
 }  // namespace gm

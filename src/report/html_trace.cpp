@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <map>
 
-#include "meter/meter.h"
+#include "findings/priced_trace.h"
 #include "report/html.h"
 #include "report/html_page.h"
 #include "util/units.h"
@@ -14,6 +14,8 @@
 namespace gm {
 namespace {
 
+using findings::DeviceCosts;
+using findings::UsdOrNone;
 using nlohmann::json;
 using trace::DeviceAnalysis;
 using trace::FileAnalysis;
@@ -47,18 +49,14 @@ std::string common_folder(const std::vector<FileAnalysis>& files) {
   return common;
 }
 
-struct Pricing {
-  std::optional<MicroUsd> micros_per_hour;
-  std::optional<double> cost(std::int64_t ns) const {
-    if (!micros_per_hour) return std::nullopt;
-    return gpu_ns_cost_usd(*micros_per_hour, static_cast<double>(ns));
-  }
-  std::string money(std::int64_t ns) const { return format_usd_or(cost(ns)); }
-};
+/// A figure's time and, when priced, its cost ("1.234 ms · $0.01").
+std::string ms_and_money(std::int64_t ns, const UsdOrNone& usd) {
+  return usd ? fmt::format("{} · {}", ms(ns), format_usd(*usd)) : ms(ns);
+}
 
 /// A table of the largest buckets: name, class (kernels), count, attributed time, share, cost.
-json bucket_table(const std::string& title, const std::vector<trace::Bucket>& buckets, bool kernels,
-                  std::int64_t busy_ns, const Pricing& p) {
+json bucket_table(const std::string& title, const std::vector<trace::Bucket>& buckets,
+                  const std::vector<UsdOrNone>& usd, bool kernels, std::int64_t busy_ns) {
   json rows = json::array();
   for (std::size_t i = 0; i < buckets.size() && i < kTableRows; ++i) {
     const auto& b = buckets[i];
@@ -69,7 +67,7 @@ json bucket_table(const std::string& title, const std::vector<trace::Bucket>& bu
     row.push_back(busy_ns > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(b.attributed_ns) /
                                                            static_cast<double>(busy_ns))
                               : "-");
-    row.push_back(p.money(b.attributed_ns));
+    row.push_back(format_usd_or(usd[i]));
     rows.push_back(std::move(row));
   }
   json header = kernels ? json::array({"kernel", "class", "count", "time", "share of busy", "cost"})
@@ -77,8 +75,8 @@ json bucket_table(const std::string& title, const std::vector<trace::Bucket>& bu
   return {{"title", title}, {"header", header}, {"rows", rows}};
 }
 
-void device_charts(const DeviceAnalysis& d, const std::string& id, const std::string& who, const Pricing& p,
-                   json& charts, json& tables) {
+void device_charts(const DeviceAnalysis& d, const DeviceCosts& c, const std::string& id,
+                   const std::string& who, json& charts, json& tables) {
   const std::vector<std::string> classes = {"compute", "communication", "memory", "idle"};
   {
     // Idle split by what the host was doing (docs/trace.md "Idle gaps").
@@ -89,14 +87,16 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
                                            "idle: host waiting for input",
                                            "idle: in a sync call",
                                            "idle: other (queued work, graphs)"};
-    const std::vector<std::int64_t> ns = {d.compute_ns,       d.communication_ns, d.memory_ns,
-                                          d.idle_dispatch_ns, d.idle_input_ns,    d.idle_host_sync_ns,
-                                          d.idle_other_ns};
+    const std::vector<std::pair<std::int64_t, UsdOrNone>> ns = {
+        {d.compute_ns, c.compute_usd},       {d.communication_ns, c.communication_usd},
+        {d.memory_ns, c.memory_usd},         {d.idle_dispatch_ns, c.idle_dispatch_usd},
+        {d.idle_input_ns, c.idle_input_usd}, {d.idle_host_sync_ns, c.idle_host_sync_usd},
+        {d.idle_other_ns, c.idle_other_usd}};
     std::vector<double> values;
     std::vector<std::string> text;
-    for (auto v : ns) {
+    for (const auto& [v, usd] : ns) {
       values.push_back(static_cast<double>(v) / 1e6);
-      text.push_back(p.micros_per_hour ? fmt::format("{} · {}", ms(v), p.money(v)) : ms(v));
+      text.push_back(ms_and_money(v, usd));
     }
     charts.push_back(
         html::hbar_chart("split-" + id, "Where the window went: " + who, rows, values, "ms", text));
@@ -108,8 +108,8 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
       names.push_back(s.name);
       const std::int64_t v[4] = {s.compute_ns, s.communication_ns, s.memory_ns,
                                  std::max<std::int64_t>(0, s.idle_ns)};
-      for (int c = 0; c < 4; ++c)
-        values[static_cast<std::size_t>(c)].push_back(static_cast<double>(v[c]) / 1e6);
+      for (int k = 0; k < 4; ++k)
+        values[static_cast<std::size_t>(k)].push_back(static_cast<double>(v[k]) / 1e6);
     }
     charts.push_back(html::stacked_chart("steps-" + id, "Per step: what the GPU did during each step: " + who,
                                          "ms", names, classes, values));
@@ -127,13 +127,14 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
   }
   for (const bool kernels : {true, false}) {
     const auto& buckets = kernels ? d.kernels : d.operators;
+    const auto& usd = kernels ? c.kernels.attributed_usd : c.operators.attributed_usd;
     if (buckets.empty()) continue;
     std::vector<std::string> full, texts;
     std::vector<double> vals;
     for (std::size_t i = 0; i < buckets.size() && i < kTopItems; ++i) {
       full.push_back(buckets[i].name);
       vals.push_back(static_cast<double>(buckets[i].attributed_ns) / 1e6);
-      texts.push_back(p.micros_per_hour ? p.money(buckets[i].attributed_ns) : ms(buckets[i].attributed_ns));
+      texts.push_back(usd[i] ? format_usd(*usd[i]) : ms(buckets[i].attributed_ns));
     }
     // Short names that tell the rows apart (two instantiations of one template keep the argument that
     // differs), as in the terminal; the whole name on hover.
@@ -145,37 +146,38 @@ void device_charts(const DeviceAnalysis& d, const std::string& id, const std::st
                           d.before_window.count, ms(d.before_window.attributed_ns))
             : std::string();
     charts.push_back(html::hbar_chart(
-        what + "-" + id, "Top " + what + (p.micros_per_hour ? " by cost: " : " by time: ") + who + left_out,
+        what + "-" + id, "Top " + what + (c.window_usd ? " by cost: " : " by time: ") + who + left_out,
         trace::short_names(full, kBarNameChars), vals, "ms", texts, full));
     tables.push_back(
-        bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, kernels, d.busy_ns, p));
+        bucket_table((kernels ? "Kernels: " : "Operators: ") + who, buckets, usd, kernels, d.busy_ns));
   }
 }
 
-void job_view(const trace::JobAnalysis& job, std::size_t index, const Pricing& p, json& summary, json& charts,
-              json& tables, json& notes) {
+void job_view(const trace::JobAnalysis& job, const findings::JobCosts& c, std::size_t index, json& summary,
+              json& charts, json& tables, json& notes) {
   const bool matched = job.instances > 0;
   std::string line = fmt::format("{} ranks, window {}, {} GPUs, cost {}", job.ranks.size(), ms(job.window_ns),
-                                 job.gpus, p.money(job.gpu_ns));
-  line += matched ? fmt::format("; straggler wait {} of GPU time ({})", ms(job.wait_ns), p.money(job.wait_ns))
+                                 job.gpus, format_usd_or(c.gpu_usd));
+  line += matched ? fmt::format("; straggler wait {} of GPU time ({})", ms(job.wait_ns),
+                                format_usd_or(c.wait_usd))
                   : std::string("; no collective matched across ranks");
   summary.push_back({"job " + job.group, line});
   std::vector<std::string> cats;
   std::vector<double> caused;
   std::vector<std::string> caused_text;
   json rows = json::array();
-  for (const auto& r : job.ranks) {
+  for (std::size_t i = 0; i < job.ranks.size(); ++i) {
+    const auto& r = job.ranks[i];
+    const auto& caused_usd = c.rank_wait_caused_usd[i];
     const bool meta = r.collective_metadata;
     rows.push_back({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
                     meta ? std::to_string(r.collectives) : "no collective metadata",
                     meta ? std::to_string(r.arrivals_last) : "-", meta ? ms(r.wait_suffered_ns) : "-",
-                    meta ? ms(r.wait_caused_ns) : "-", meta ? p.money(r.wait_caused_ns) : "-"});
+                    meta ? ms(r.wait_caused_ns) : "-", meta ? format_usd_or(caused_usd) : "-"});
     if (meta) {
       cats.push_back("rank " + std::to_string(r.rank));
       caused.push_back(static_cast<double>(r.wait_caused_ns) / 1e6);
-      caused_text.push_back(p.micros_per_hour
-                                ? fmt::format("{} · {}", ms(r.wait_caused_ns), p.money(r.wait_caused_ns))
-                                : ms(r.wait_caused_ns));
+      caused_text.push_back(ms_and_money(r.wait_caused_ns, caused_usd));
     }
   }
   const std::string id = std::to_string(index);
@@ -186,11 +188,11 @@ void job_view(const trace::JobAnalysis& job, std::size_t index, const Pricing& p
   if (matched && !job.steps.empty()) {
     std::vector<std::string> names, text;
     std::vector<double> wait;
-    for (const auto& s : job.steps) {
+    for (std::size_t i = 0; i < job.steps.size(); ++i) {
+      const auto& s = job.steps[i];
       names.push_back(s.step + (s.last_rank ? fmt::format(" (last: rank {})", *s.last_rank) : ""));
       wait.push_back(static_cast<double>(s.wait_ns) / 1e6);
-      text.push_back(p.micros_per_hour ? fmt::format("{} · {}", ms(s.wait_ns), p.money(s.wait_ns))
-                                       : ms(s.wait_ns));
+      text.push_back(ms_and_money(s.wait_ns, c.step_wait_usd[i]));
     }
     charts.push_back(html::hbar_chart("job-" + id + "-steps",
                                       "Straggler wait per step, every rank: " + job.group, names, wait, "ms",
@@ -251,13 +253,18 @@ json grouped_finding_cards(
 
 Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& files,
                                       const TraceHtmlOptions& options) {
-  const Pricing p{options.price_micros_per_gpu_hour};
+  return render_trace_html(findings::price_trace(
+      files, {options.price_micros_per_gpu_hour, options.price_source}, options.catalog));
+}
+
+Result<std::string> render_trace_html(const findings::PricedTrace& t) {
+  const std::vector<trace::FileAnalysis>& files = t.files;
+  const std::optional<MicroUsd>& price = t.price.micros_per_gpu_hour;
   json spec;
   spec["title"] = "gpumeter trace";
-  spec["subtitle"] = !p.micros_per_hour ? std::string("figures in time only (no price)")
-                     : options.price_source.empty()
-                         ? fmt::format("priced at {}/GPU-h", format_micros(*p.micros_per_hour))
-                         : "priced: " + options.price_source;
+  spec["subtitle"] = !price                   ? std::string("figures in time only (no price)")
+                     : t.price.source.empty() ? fmt::format("priced at {}/GPU-h", format_micros(*price))
+                                              : "priced: " + t.price.source;
   json notes = json::array(), charts = json::array(), summary = json::array(), tables = json::array();
   for (const auto& f : files)
     if (f.skipped) notes.push_back(f.file + ": skipped: " + *f.skipped);
@@ -265,51 +272,48 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
   if (!common.empty()) notes.push_back("files under " + common);
 
   // The job comes first: it is what a folder of ranks is about.
-  const auto jobs = trace::analyze_jobs(files);
-  std::optional<std::int64_t> straggler_ns;
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
-    job_view(jobs[j], j, p, summary, charts, tables, notes);
-    if (jobs[j].instances > 0) straggler_ns = straggler_ns.value_or(0) + jobs[j].wait_ns;
-  }
+  for (std::size_t j = 0; j < t.jobs.size(); ++j)
+    job_view(t.jobs[j], t.job_costs[j], j, summary, charts, tables, notes);
 
   std::vector<std::pair<std::string, std::vector<findings::Finding>>> device_findings;
-  std::int64_t window_ns = 0, idle_ns = 0, busy_ns = 0;
-  std::size_t devices = 0, index = 0;
-  const std::optional<MicroUsd> price_micros = p.micros_per_hour;
-  for (const auto& f : files) {
+  std::size_t index = 0;
+  for (std::size_t fi = 0; fi < files.size(); ++fi) {
+    const trace::FileAnalysis& f = files[fi];
+    const findings::FileCosts& fc = t.costs[fi];
     std::string file = f.file;
     if (common.size() < file.size()) file.erase(0, common.size());
-    for (const auto& d : f.devices) {
+    for (std::size_t di = 0; di < f.devices.size(); ++di) {
+      const DeviceAnalysis& d = f.devices[di];
+      const DeviceCosts& c = fc.devices[di];
       const std::string who = f.rank ? fmt::format("{} · rank {} · device {}", file, *f.rank, d.device)
                                      : fmt::format("{} · device {}", file, d.device);
       std::string line =
           fmt::format("window {}, busy {}, idle {}", ms(d.window_ns), ms(d.busy_ns), ms(d.idle_ns));
-      if (p.micros_per_hour)
-        line += fmt::format(", cost {} (idle {})", p.money(d.window_ns), p.money(d.idle_ns));
+      if (price)
+        line += fmt::format(", cost {} (idle {})", format_usd_or(c.window_usd), format_usd_or(c.idle_usd));
       if (d.step_ns.count > 0)
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
       if (d.gpu_name) line += ", " + *d.gpu_name;
       summary.push_back({who, line});
-      device_findings.emplace_back(who, findings::for_trace_device(d, price_micros, options.catalog));
-      device_charts(d, std::to_string(index), who, p, charts, tables);
-      window_ns += d.window_ns;
-      idle_ns += d.idle_ns;
-      busy_ns += d.busy_ns;
-      ++devices;
+      device_findings.emplace_back(who, c.findings);
+      device_charts(d, c, std::to_string(index), who, charts, tables);
       ++index;
     }
-    if (f.devices.empty() && f.host)  // a CPU-only trace: what its operators alone show (unfused attention)
-      if (auto fs = findings::for_trace_host(*f.host, price_micros); !fs.empty())
-        device_findings.emplace_back(file + " · host (CPU only)", std::move(fs));
+    if (f.devices.empty() && fc.host && !fc.host->findings.empty())
+      // a CPU-only trace: what its operators alone show (unfused attention)
+      device_findings.emplace_back(file + " · host (CPU only)", fc.host->findings);
     if (f.partial) notes.push_back(f.file + ": PARTIAL results (the file is damaged): " + f.partial_error);
   }
+  const findings::TraceTotals& all = t.totals;
+  const std::size_t devices = all.devices;
+  const std::int64_t window_ns = all.window_ns, idle_ns = all.idle_ns;
   if (devices == 0) notes.push_back("no device with GPU activity in these traces");
   const json finding_cards = grouped_finding_cards(device_findings);
 
   json cards = json::array(
       {{{"label", devices == 1 ? "GPU device" : "GPU devices"}, {"value", std::to_string(devices)}},
-       {{"label", "cost of the windows"}, {"value", p.micros_per_hour ? p.money(window_ns) : "no price"}},
-       {{"label", "busy GPU time"}, {"value", ms(busy_ns)}},
+       {{"label", "cost of the windows"}, {"value", format_usd_or(all.window_usd, "no price")}},
+       {{"label", "busy GPU time"}, {"value", ms(all.busy_ns)}},
        {{"label", "idle"},
         {"value", window_ns > 0 ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(idle_ns) /
                                                              static_cast<double>(window_ns))
@@ -318,9 +322,9 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
        {{"label", "findings"},
         {"value", std::to_string(finding_cards.size())},
         {"tone", finding_cards.empty() ? "good" : "bad"}}});
-  if (straggler_ns)
+  if (all.straggler_ns)
     cards.push_back({{"label", "straggler cost"},
-                     {"value", p.micros_per_hour ? p.money(*straggler_ns) : ms(*straggler_ns)}});
+                     {"value", all.straggler_usd ? format_usd(*all.straggler_usd) : ms(*all.straggler_ns)}});
   spec["cards"] = cards;
   spec["findings"] = finding_cards;
   spec["summary"] = summary;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "guard/session.h"
+#include "guard/team_budget.h"
 #include "report/fleet.h"
 #include "report/kpi.h"
 #include "store/store.h"

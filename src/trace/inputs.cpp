@@ -19,16 +19,21 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t kSniffBytes = 64 * 1024;
 
-/// Parses a JSON buffer into `raw`. With options.partial a damaged trace keeps what parsed and `fa` says so.
-Result<void> parse_json_into(const std::string& name, char* data, std::size_t len, detail::RawTrace& raw,
-                             const Options& options, FileAnalysis& fa) {
-  auto r = detail::parse_trace_repairing(name, data, len, raw, options);
-  if (!r) {
-    if (!options.partial || !raw.has_trace_events) return r.error();
+/// A parse's outcome: with options.partial a damaged trace keeps what parsed and `fa` says so.
+Result<void> keep_partial(Result<void> parsed, const detail::RawTrace& raw, const Options& options,
+                          FileAnalysis& fa) {
+  if (!parsed) {
+    if (!options.partial || !raw.has_trace_events) return parsed.error();
     fa.partial = true;
-    fa.partial_error = r.error().message;
+    fa.partial_error = parsed.error().message;
   }
   return {};
+}
+
+/// Parses a JSON buffer into `raw` (keep_partial).
+Result<void> parse_json_into(const std::string& name, char* data, std::size_t len, detail::RawTrace& raw,
+                             const Options& options, FileAnalysis& fa) {
+  return keep_partial(detail::parse_trace_repairing(name, data, len, raw, options), raw, options, fa);
 }
 
 /// Parses a buffer of any supported format (by content) into `raw`; `what` says what it is otherwise.
@@ -38,15 +43,8 @@ Result<void> parse_any(const std::string& name, char* data, std::size_t len, det
   switch (s.format) {
     case detail::Format::json:
       return parse_json_into(name, data, len, raw, options, fa);
-    case detail::Format::perfetto: {
-      auto r = detail::parse_perfetto(name, data, len, raw, options);
-      if (!r) {
-        if (!options.partial || !raw.has_trace_events) return r.error();
-        fa.partial = true;
-        fa.partial_error = r.error().message;
-      }
-      return {};
-    }
+    case detail::Format::perfetto:
+      return keep_partial(detail::parse_perfetto(name, data, len, raw, options), raw, options, fa);
     case detail::Format::unknown:
       raw.not_a_trace = s.what;
       return {};

@@ -132,6 +132,11 @@ void sort_spans(RawTrace& raw);
 /// kept in `storage`.
 std::span<const Span> spans_of_kind(const RawTrace& raw, SpanKind kind, std::vector<Span>& storage);
 
+/// For each query (thread, ts), the innermost of `spans` (one kind, in span_order) on that thread with
+/// start <= ts < end (start <= ts <= end for zero-length spans); nullptr when none.
+std::vector<const Span*> innermost(std::span<const Span> spans,
+                                   const std::vector<std::pair<std::uint32_t, std::int64_t>>& queries);
+
 /// Parses JSON text (padded with at least 64 readable bytes after `len`) into `out`. On a parse error
 /// returns an Error naming `name` and the byte offset; `out` keeps what was read before it.
 Result<void> parse_trace(const std::string& name, const char* data, std::size_t len, RawTrace& out,
@@ -176,19 +181,23 @@ enum class Cat : std::uint8_t { other, kernel, memory, runtime, cpu_op, annotati
 Cat classify_cat(std::string_view cat);
 
 /// One complete event, decoded by a reader (JSON or Perfetto).
-struct DecodedEvent {
-  Cat cat = Cat::other;
-  std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
-  std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
-  std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
-  std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
-  std::optional<std::int64_t> ts, dur;  ///< ns
+/// What an event's `args` say: the launch correlation, NCCL collective metadata, an operator's input type.
+struct EventArgs {
   std::int64_t correlation = -1;
   bool collective = false;           ///< carries NCCL collective metadata
   std::string_view group;            ///< "Process Group Name" (JSON-escaped), empty when absent
   std::string_view collective_name;  ///< "Collective name" (JSON-escaped)
   std::optional<std::int64_t> nelems, seq, group_size;  ///< "In msg nelems", "Seq", "Group size"
   std::string_view input_type;  ///< GEMM / convolution operators: the first `Input type` (JSON-escaped)
+};
+
+struct DecodedEvent : EventArgs {
+  Cat cat = Cat::other;
+  std::string_view name;    ///< JSON-escaped string contents (unescape_json gives the display name)
+  std::string_view device;  ///< kernels, memcpy/memset, gpu annotations: the device (Kineto pid text)
+  std::string_view thread;  ///< CPU events: any text naming the thread uniquely within the file
+  std::string_view stream;  ///< kernels, memcpy/memset: the stream (Kineto tid text), empty when absent
+  std::optional<std::int64_t> ts, dur;  ///< ns
 };
 
 /// A GEMM or convolution operator (`aten::mm`, `addmm`, `bmm`, `cudnn_convolution`, `convolution_backward`,

@@ -21,15 +21,18 @@ namespace od = simdjson::ondemand;
 static_assert(kPaddingBytes >= simdjson::SIMDJSON_PADDING);
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t')) s.remove_suffix(1);
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\n' || s.back() == '\r' || s.back() == '\t'))
+    s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\n' || s.front() == '\r' || s.front() == '\t'))
+    s.remove_prefix(1);
   return s;
 }
 
 /// Contents of a string token without quotes; the token itself if it is not a string.
 std::string_view unquote(std::string_view token) {
   token = trim(token);
-  if (token.size() >= 2 && token.front() == '"' && token.back() == '"') return token.substr(1, token.size() - 2);
+  if (token.size() >= 2 && token.front() == '"' && token.back() == '"')
+    return token.substr(1, token.size() - 2);
   return token;
 }
 
@@ -55,8 +58,10 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
       return;
     }
     Klass klass = Klass::compute;
-    if (cat == Cat::memory) klass = Klass::memory;
-    else if (ev.name.starts_with("nccl") || ev.collective) klass = Klass::communication;
+    if (cat == Cat::memory)
+      klass = Klass::memory;
+    else if (ev.name.starts_with("nccl") || ev.collective)
+      klass = Klass::communication;
     out.activities.push_back(Activity{*ev.ts, *ev.dur, ev.correlation, out.names.id(ev.name),
                                       out.devices.id(ev.device), out.streams.id(ev.stream), klass});
     if (cat == Cat::kernel && !ev.group.empty() && !ev.collective_name.empty())
@@ -96,13 +101,8 @@ void add_event(RawTrace& out, const DecodedEvent& ev) {
 
 namespace {
 
-struct EventFields {
+struct EventFields : EventArgs {
   std::string_view ph, cat, name, pid, tid, ts, dur;
-  std::int64_t correlation = -1;
-  bool collective = false;
-  std::string_view group, collective_name;
-  std::optional<std::int64_t> nelems, seq, group_size;
-  std::string_view input_type;  // GEMM / convolution operators: the first "Input type"
 };
 
 /// A non-negative integer token (at most 18 digits), or nullopt.
@@ -222,7 +222,8 @@ simdjson::error_code read_event(od::value value, EventFields& ev) {
         if (key_is(key, "args")) {
           // GEMM / convolution operators: their input dtypes (record_shapes) say what the math was.
           const bool matrix_op = cat && *cat == Cat::cpu_op && is_matrix_operator(unquote(ev.name));
-          if (cat && *cat != Cat::kernel && *cat != Cat::memory && *cat != Cat::runtime && !matrix_op) continue;
+          if (cat && *cat != Cat::kernel && *cat != Cat::memory && *cat != Cat::runtime && !matrix_op)
+            continue;
           if (auto e = read_args(f.value(), ev)) return e;
         }
         continue;
@@ -267,14 +268,7 @@ struct Collector {
     }
     d.ts = parse_us_to_ns(ev.ts);
     d.dur = parse_us_to_ns(ev.dur);
-    d.correlation = ev.correlation;
-    d.collective = ev.collective;
-    d.group = ev.group;
-    d.collective_name = ev.collective_name;
-    d.nelems = ev.nelems;
-    d.seq = ev.seq;
-    d.group_size = ev.group_size;
-    d.input_type = ev.input_type;
+    static_cast<EventArgs&>(d) = ev;
     add_event(out, d);
   }
 };
@@ -324,8 +318,10 @@ simdjson::error_code read_distributed_info(od::value value, RawTrace& out) {
     if (f.key() == "rank") {
       std::int64_t rank = 0;
       auto e = f.value().get_int64().get(rank);
-      if (e == simdjson::SUCCESS) out.rank = rank;
-      else if (e != simdjson::INCORRECT_TYPE && e != simdjson::NUMBER_ERROR) return e;
+      if (e == simdjson::SUCCESS)
+        out.rank = rank;
+      else if (e != simdjson::INCORRECT_TYPE && e != simdjson::NUMBER_ERROR)
+        return e;
     }
   }
   return simdjson::SUCCESS;
@@ -369,7 +365,8 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
   auto fail_at = [&](simdjson::error_code e, const char* where) -> Error {
     std::size_t offset = len;
     if (e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT || e == simdjson::UNCLOSED_STRING) where = nullptr;
-    if (where != nullptr && where >= data && where <= data + len) offset = static_cast<std::size_t>(where - data);
+    if (where != nullptr && where >= data && where <= data + len)
+      offset = static_cast<std::size_t>(where - data);
     return make_error(fmt::format("{}: invalid JSON at byte {}{}: {}", name, offset,
                                   offset >= len ? " (end of input)" : "", simdjson::error_message(e)));
   };
@@ -378,7 +375,8 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
     if (doc.current_location().get(p) != simdjson::SUCCESS) return nullptr;
     return p;
   };
-  if (auto e = parser.iterate(data, len, len + simdjson::SIMDJSON_PADDING).get(doc)) return fail_at(e, nullptr);
+  if (auto e = parser.iterate(data, len, len + simdjson::SIMDJSON_PADDING).get(doc))
+    return fail_at(e, nullptr);
   od::json_type root_type;
   if (auto e = doc.type().get(root_type)) return fail_at(e, location());
   auto read_events = [&](od::array events, Collector& collector) -> Result<void> {
@@ -399,7 +397,8 @@ Result<void> parse_trace(const std::string& name, const char* data, std::size_t 
       collector.add(ev);
       if (options.progress && (out.event_count & 0xFFFF) == 0) {
         const char* p = location();
-        if (p != nullptr) options.progress(static_cast<std::int64_t>(p - data), static_cast<std::int64_t>(len));
+        if (p != nullptr)
+          options.progress(static_cast<std::int64_t>(p - data), static_cast<std::int64_t>(len));
       }
     }
     return ok_result();
@@ -482,7 +481,8 @@ constexpr std::size_t kChunkBytes = 1u << 20;
 
 /// Parses the events of data[begin, end) (a run of complete events separated by commas) as one array.
 /// Temporarily writes '[' at begin - 1 and ']' at end. False when it does not parse.
-bool parse_event_run(od::parser& parser, char* data, std::size_t begin, std::size_t end, Collector& collector) {
+bool parse_event_run(od::parser& parser, char* data, std::size_t begin, std::size_t end,
+                     Collector& collector) {
   ByteGuard open(data + begin - 1, '[');
   ByteGuard close(data + end, ']');
   od::document doc;
@@ -512,7 +512,8 @@ bool parse_event_run(od::parser& parser, char* data, std::size_t begin, std::siz
 /// covers one run at a time (peak memory stays close to the file size), and the rest of the document
 /// (metadata before and after the array) separately. False (and `out` unusable) when anything does not
 /// look as expected; the caller then parses the whole document the ordinary way.
-bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrace& out, const Options& options) {
+bool parse_chunked(const std::string& name, char* data, std::size_t len, RawTrace& out,
+                   const Options& options) {
   const std::string_view text(data, len);
   const std::size_t key = text.find("\"traceEvents\"");
   if (key == std::string_view::npos) return false;
@@ -676,7 +677,8 @@ std::optional<std::int64_t> parse_us_to_ns(std::string_view token) {
     char* end = nullptr;
     errno = 0;
     const double us = std::strtod(copy.c_str(), &end);
-    if (end != copy.c_str() + copy.size() || errno != 0 || !(us > -9.2e15 && us < 9.2e15)) return std::nullopt;
+    if (end != copy.c_str() + copy.size() || errno != 0 || !(us > -9.2e15 && us < 9.2e15))
+      return std::nullopt;
     return static_cast<std::int64_t>(std::llround(us * 1000.0));
   }
   if (i != token.size()) return std::nullopt;

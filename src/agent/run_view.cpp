@@ -1,0 +1,183 @@
+// The runs' live views: written by `gpumeter run|attach`, read by the agent.
+#include "agent/run_view.h"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "util/json.h"
+
+namespace gm::agent {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr TargetVerdict kVerdicts[] = {TargetVerdict::too_early, TargetVerdict::on_track,
+                                       TargetVerdict::reached, TargetVerdict::unreachable_within_steps,
+                                       TargetVerdict::unreachable_within_budget};
+
+std::optional<double> opt_number(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::string user_name(uid_t uid) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return found->pw_name;
+  return std::to_string(uid);
+}
+
+}  // namespace
+
+std::string default_runs_dir() {
+  const char* env = std::getenv("GPUMETER_RUNS_DIR");
+  return env && *env ? env : "/run/gpumeter/runs";
+}
+
+std::string run_view_path(const std::string& dir, std::int64_t meter_pid) {
+  return dir + "/run-" + std::to_string(meter_pid) + ".json";
+}
+
+std::string run_view_json(const RunView& view) {
+  json j = {{"run_id", view.run_id},
+            {"meter_pid", view.meter_pid},
+            {"start_unix_ms", view.start_unix_ms},
+            {"updated_unix_ms", view.updated_unix_ms}};
+  if (view.target) {
+    const auto& t = *view.target;
+    const auto& f = t.forecast;
+    j["target"] = {{"metric", t.target.metric},
+                   {"op", t.target.at_most ? "<=" : ">="},
+                   {"value", t.target.threshold},
+                   {"verdict", verdict_name(f.verdict)},
+                   {"step", f.step},
+                   {"current_value", json_or_null(f.current_value)},
+                   {"reached_at_step", json_or_null(f.reached_at_step)},
+                   {"reached_at_s", json_or_null(f.reached_at_s)},
+                   {"cost_to_reach_usd", json_or_null(f.cost_to_reach_usd)},
+                   {"low_usd", json_or_null(f.low_usd)},
+                   {"high_usd", json_or_null(f.high_usd)}};
+  }
+  return j.dump();
+}
+
+Result<RunView> parse_run_view(std::string_view text, const std::string& file_name) {
+  const json j = json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& why) { return Error{ErrorKind::failure, file_name + ": " + why}; };
+  if (!j.is_object()) return bad("not a JSON object");
+  RunView v;
+  for (auto [key, field] :
+       {std::pair{"run_id", &v.run_id}, std::pair{"meter_pid", &v.meter_pid},
+        std::pair{"start_unix_ms", &v.start_unix_ms}, std::pair{"updated_unix_ms", &v.updated_unix_ms}}) {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) return bad(std::string("no integer \"") + key + "\"");
+    *field = it->get<std::int64_t>();
+  }
+  if (v.meter_pid <= 0) return bad("\"meter_pid\" is not a PID");
+  auto tj = j.find("target");
+  if (tj == j.end() || tj->is_null()) return v;
+  if (!tj->is_object()) return bad("\"target\" is not an object");
+  RunTargetView t;
+  auto metric = tj->find("metric");
+  auto op = tj->find("op");
+  auto value = opt_number(*tj, "value");
+  auto verdict = tj->find("verdict");
+  if (metric == tj->end() || !metric->is_string() || metric->get<std::string>().empty())
+    return bad("target without a \"metric\"");
+  if (op == tj->end() || !op->is_string() || (*op != "<=" && *op != ">="))
+    return bad("target \"op\" is not <= or >=");
+  if (!value) return bad("target without a numeric \"value\"");
+  if (verdict == tj->end() || !verdict->is_string()) return bad("target without a \"verdict\"");
+  t.target.metric = metric->get<std::string>();
+  t.target.at_most = *op == "<=";
+  t.target.threshold = *value;
+  const auto known = std::find_if(std::begin(kVerdicts), std::end(kVerdicts), [&](TargetVerdict x) {
+    return verdict_name(x) == verdict->get<std::string>();
+  });
+  if (known == std::end(kVerdicts)) return bad("unknown target verdict " + verdict->dump());
+  auto& f = t.forecast;
+  f.verdict = *known;
+  if (auto s = opt_number(*tj, "step")) f.step = static_cast<std::int64_t>(*s);
+  f.current_value = opt_number(*tj, "current_value");
+  f.reached_at_step = opt_number(*tj, "reached_at_step");
+  f.reached_at_s = opt_number(*tj, "reached_at_s");
+  f.cost_to_reach_usd = opt_number(*tj, "cost_to_reach_usd");
+  f.low_usd = opt_number(*tj, "low_usd");
+  f.high_usd = opt_number(*tj, "high_usd");
+  v.target = std::move(t);
+  return v;
+}
+
+Result<void> publish_run_view(const std::string& dir, const RunView& view) {
+  const std::string path = run_view_path(dir, view.meter_pid);
+  const std::string tmp = path + ".tmp";
+  const std::string text = run_view_json(view);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return Error{ErrorKind::failure, tmp + ": " + std::strerror(errno)};
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int saved = errno;
+  ::close(fd);
+  if (!written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = written ? errno : saved;
+    ::unlink(tmp.c_str());
+    return Error{ErrorKind::failure, path + ": " + std::strerror(e)};
+  }
+  return {};
+}
+
+void withdraw_run_view(const std::string& dir, std::int64_t meter_pid) {
+  ::unlink(run_view_path(dir, meter_pid).c_str());
+}
+
+bool process_alive(std::int64_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+std::vector<RunView> read_run_views(const std::string& dir, std::int64_t now_unix_ms,
+                                    const std::function<bool(std::int64_t)>& meter_alive) {
+  std::vector<RunView> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end && out.size() < kRunViewMaxRuns; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("run-", 0) != 0 || name.size() < 9 || name.substr(name.size() - 5) != ".json") continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st {};
+    std::string text;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        static_cast<std::size_t>(st.st_size) <= kRunViewMaxBytes) {
+      text.resize(static_cast<std::size_t>(st.st_size));
+      const ssize_t n = ::read(fd, text.data(), text.size());
+      text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+    }
+    ::close(fd);
+    if (text.empty()) continue;
+    auto view = parse_run_view(text, it->path().string());
+    if (!view) continue;
+    if (name != "run-" + std::to_string(view->meter_pid) + ".json") continue;  // a file copied under a PID
+    if (now_unix_ms - view->updated_unix_ms > kRunViewStaleMs) continue;
+    if (!meter_alive(view->meter_pid)) continue;
+    view->user = user_name(st.st_uid);
+    out.push_back(std::move(*view));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const RunView& a, const RunView& b) { return a.meter_pid < b.meter_pid; });
+  return out;
+}
+
+}  // namespace gm::agent
