@@ -25,106 +25,13 @@ namespace {
 
 constexpr const char* kCmd = "plan";
 
-Error usage_error(std::string message) {
-  return make_error(ErrorKind::usage, std::move(message));
-}
-
-struct PlanFlags {
-  std::optional<std::string> model, params, model_file, tokens;
-  std::string task = plan::default_rule("task");
-  std::optional<int> seq, batch, prompt_tokens;
-  std::optional<std::string> precision, recompute, attention, gpu, weights, optimize, optimizer;
-  std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
-  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
-  bool fsdp = false, qlora = false, spot = false, json = false, list_models = false, keep_logits = false;
-  std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
+/// `plan`'s flags: the job (plan::PlanSettings) and how to show the plan.
+struct PlanFlags : plan::PlanSettings {
+  std::optional<std::string> gpu;
+  bool json = false, list_models = false;
   std::size_t top = 10;
   std::optional<std::string> catalog_file;
 };
-
-Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
-  if (f.model && f.model_file) return usage_error("give one of --model and --model-file");
-  std::optional<plan::ModelSpec> base;
-  if (f.model) {
-    GM_TRY(base, plan::resolve_model(*f.model, plan::hf_hub_search()));
-  } else if (f.model_file) {
-    GM_TRY(base, plan::load_model_toml(*f.model_file));
-  }
-  plan::ModelOverrides o;
-  o.layers = f.layers;
-  o.hidden = f.hidden;
-  o.heads = f.heads;
-  o.kv_heads = f.kv_heads;
-  o.ffn = f.ffn;
-  o.vocab = f.vocab;
-  if (f.params) {
-    GM_TRY(o.params, plan::parse_count(*f.params, "--params"));
-  }
-  return plan::build_model(base, o);
-}
-
-Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
-  plan::PlanRequest req;
-  plan::JobSpec& job = req.job;
-  GM_TRY(job.model, model_from_flags(f));
-  GM_TRY(job.task, plan::parse_task(f.task));
-  if (f.qlora && job.task != plan::Task::lora && job.task != plan::Task::finetune)
-    return usage_error("--qlora goes with --task lora (or finetune)");
-  if (f.qlora) {
-    job.task = plan::Task::lora;
-    job.qlora = true;
-  }
-  if (f.lora_rank && job.task != plan::Task::lora)
-    return usage_error("--lora-rank goes with --task lora or --qlora");
-  if (f.lora_rank) job.lora_rank = *f.lora_rank;
-  if (f.tokens) {
-    GM_TRY(job.tokens, plan::parse_count(*f.tokens, "--tokens"));
-  }
-  if (f.precision) {
-    GM_TRY(job.precision, plan::parse_precision(*f.precision));
-  }
-  if (f.optimizer) {
-    GM_TRY(job.optimizer, plan::parse_optimizer(*f.optimizer));
-  }
-  if (f.recompute) {
-    GM_TRY(job.recompute, plan::parse_recompute(*f.recompute));
-  }
-  if (f.attention) {
-    GM_TRY(job.attention, plan::parse_attention(*f.attention));
-  }
-  job.keep_logits = f.keep_logits;
-  if (f.seq) job.seq = *f.seq;
-  if (f.batch) job.batch = *f.batch;
-  if (f.prompt_tokens) {
-    if (*f.prompt_tokens <= 0) return usage_error("--prompt-tokens must be a positive number");
-    job.prompt_tokens = *f.prompt_tokens;
-  }
-  job = plan::resolve_job_defaults(job, f.seq.has_value(), f.precision.has_value(), f.recompute.has_value());
-  req.dp = f.dp;
-  req.tp = f.tp;
-  req.pp = f.pp;
-  req.zero = f.zero;
-  req.fsdp = f.fsdp;
-  if (f.fsdp && f.zero && *f.zero != 3)
-    return usage_error("--fsdp shards like ZeRO-3; it cannot go with --zero 0, 1 or 2");
-  req.gpus = f.gpus;
-  req.mfu = f.mfu;
-  req.spot = f.spot;
-  req.interruptions_per_hour = f.interruption_rate;
-  req.checkpoint_s = f.checkpoint_s;
-  if (f.restart_s) {
-    if (!(*f.restart_s >= 0)) return usage_error("--restart-s must not be negative");
-    req.restart_s = *f.restart_s;
-  }
-  if (f.weights) {
-    GM_TRY(req.weights, plan::parse_weights(*f.weights));
-    req.objective = plan::Objective::score;
-  }
-  if (f.optimize) {
-    GM_TRY(req.objective, plan::parse_objective(*f.optimize));
-  }
-  return req;
-}
 
 int run_tco(int argc, char** argv) {
   CLI::App app{"Own hardware vs cloud over N years, with the break-even utilization", "plan tco"};
@@ -243,7 +150,7 @@ int cmd_plan(int argc, char** argv) {
     return kExitOk;
   }
 
-  auto req = request_from_flags(f);
+  auto req = plan::request_from_settings(f);
   if (!req) return fail(kCmd, req.error());
   auto catalog = load_catalog(f.catalog_file);
   if (!catalog) return fail(kCmd, catalog.error());
@@ -259,18 +166,7 @@ int cmd_plan(int argc, char** argv) {
   }
   auto result = plan::make_plan(*req, plan::offers_from_catalog(*catalog));
   if (!result) return fail(kCmd, result.error());
-  plan::GivenSettings given;
-  given.seq = f.seq.has_value();
-  given.batch = f.batch.has_value();
-  given.precision = f.precision.has_value();
-  given.optimizer = f.optimizer.has_value();
-  given.recompute = f.recompute.has_value();
-  given.lora_rank = f.lora_rank.has_value();
-  given.zero = f.zero.has_value();
-  given.fsdp = f.fsdp;
-  given.gpus = f.gpus.has_value();
-  given.dp = f.dp.has_value();
-  plan::add_default_assumptions(*result, given);
+  plan::add_default_assumptions(*result, plan::given_settings(f));
   const std::string out = f.json ? report::render_plan_json(*result, req->objective)
                                  : report::render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include "report/load.h"
 #include "report/multi.h"
 #include "store/store.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -44,22 +44,10 @@ int write_output(const char* cmd, const std::optional<std::string>& path, const 
   return kExitOk;
 }
 
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
-  std::vector<ScalingInput> inputs;
-  for (const auto& ref : refs) {
-    auto run = resolve_run(ledger, ref);
-    if (!run) return fail("report", run.error());
-    auto progress = ledger.progress(run->id);
-    if (!progress) return fail("report", progress.error());
-    inputs.push_back(ScalingInput{*run, *progress});
-  }
-  auto study = scaling_study(inputs);
+  auto inputs = load_scaling_inputs(ledger, refs);
+  if (!inputs) return fail("report", inputs.error());
+  auto study = scaling_study(*inputs);
   if (!study) return fail("report", study.error());
   std::fputs((as_json ? report::render_scaling_json(*study) : report::render_scaling_text(*study)).c_str(),
              stdout);
@@ -95,42 +83,16 @@ int multi_run_report(int argc, char** argv) {
   csv_flag->excludes(html_opt);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  const std::int64_t now = now_unix_ms();
-  MultiOptions options;
-  options.top = top;
   if (date) daily = true;
   if (daily && (since || until))
     return fail("report", make_error(ErrorKind::usage,
                                      "--daily covers one day: use --date YYYY-MM-DD, not --since/--until"));
   if (!scaling.empty() && (daily || since || until || by || csv || html))
     return fail("report", make_error(ErrorKind::usage, "--scaling takes run ids only (with --json at most)"));
-  if (daily) {
-    auto period = daily_period(date, now);
-    if (!period) return fail("report", period.error());
-    options.since_unix_ms = period->first;
-    options.until_unix_ms = period->second;
-    options.by.kind = GroupBy::Kind::user;
-  }
-  if (since) {
-    auto t = parse_time_point(*since, now, "--since");
-    if (!t) return fail("report", t.error());
-    options.since_unix_ms = *t;
-  }
-  if (until) {
-    auto t = parse_time_point(*until, now, "--until");
-    if (!t) return fail("report", t.error());
-    options.until_unix_ms = *t;
-  }
-  if (target) {
-    auto t = parse_metric_target(*target);
-    if (!t) return fail("report", t.error());
-    options.target = *t;
-  }
-  if (by) {
-    auto g = parse_group_by(*by);
-    if (!g) return fail("report", g.error());
-    options.by = *g;
-  }
+  auto parsed =
+      multi_options_from(MultiFlags{since, until, by, date, target, daily, top}, system_clock().unix_ms());
+  if (!parsed) return fail("report", parsed.error());
+  const MultiOptions& options = *parsed;
 
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());

@@ -484,6 +484,24 @@ void add_default_assumptions(PlanResult& result, const GivenSettings& given);
 /// names without "--": task, prompt-tokens, precision, optimizer, zero, lora-rank, gpus, mfu,
 /// interruption-rate, checkpoint-s, restart-s, optimize, pue, gpu-power-w. Empty for any other key.
 std::string default_rule(std::string_view setting);
+/// A job as `plan`'s flags give it: names and counts as text (parsed by parse_task, parse_count, ...), unset
+/// where the flag was not given.
+struct PlanSettings {
+  std::optional<std::string> model, params, model_file, tokens;
+  std::string task = default_rule("task");
+  std::optional<int> seq, batch, prompt_tokens;
+  std::optional<std::string> precision, recompute, attention, weights, optimize, optimizer;
+  std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
+  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
+  bool fsdp = false, qlora = false, spot = false, keep_logits = false;
+  std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
+};
+/// The request `settings` describe: the model (--model from the table, a file or the Hub cache, or
+/// --model-file; --params and the shape overrides over it), the task and its settings with their defaults
+/// (resolve_job_defaults), parallelism, spot and ranking. Usage errors name the flag and why.
+Result<PlanRequest> request_from_settings(const PlanSettings& settings);
+/// Which of the settings the user gave (the assumptions a plan states are about the others).
+GivenSettings given_settings(const PlanSettings& settings);
 /// Default interruptions per instance-hour of a provider's spot capacity, with its reason.
 StatedDefault default_interruption_rate(std::string_view provider);
 /// Plans the job over `offers` (GPU specs from the offers).

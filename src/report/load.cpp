@@ -71,4 +71,15 @@ Result<CompareSide> load_compare_side(const Ledger& ledger, std::string_view ref
   return side;
 }
 
+Result<std::vector<ScalingInput>> load_scaling_inputs(const Ledger& ledger,
+                                                      const std::vector<std::string>& refs) {
+  std::vector<ScalingInput> inputs;
+  for (const auto& ref : refs) {
+    GM_TRY(RunRecord run, resolve_run(ledger, ref));
+    GM_TRY(auto progress, ledger.progress(run.id));
+    inputs.push_back(ScalingInput{std::move(run), std::move(progress)});
+  }
+  return inputs;
+}
+
 }  // namespace gm

@@ -22,6 +22,9 @@ Result<RunHtmlInput> load_run_html_input(const Ledger& ledger, const RunRecord& 
                                          const KpiOptions& options, const GpuSpec* gpu);
 /// `report RUN --html`: load_run_html_input with the run's GPU from the built-in catalog (MFU's peak), the
 /// run report's findings, its own MFU basis (unless `options.params` overrides it) and the rightsizing hint.
+/// The runs `refs` name (ids or "last") with their progress, for the scaling study.
+Result<std::vector<ScalingInput>> load_scaling_inputs(const Ledger& ledger,
+                                                      const std::vector<std::string>& refs);
 /// One side of `compare`: the run `ref` names (an id or "last") with its progress and serving counters.
 Result<CompareSide> load_compare_side(const Ledger& ledger, std::string_view ref);
 Result<RunHtmlInput> load_run_page(const Ledger& ledger, const RunRecord& run, const KpiOptions& options);
