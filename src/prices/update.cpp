@@ -14,8 +14,8 @@
 #include "prices/prices.h"
 #include "util/enum_text.h"
 #include "util/money.h"
-#include "util/units.h"
 #include "util/time.h"
+#include "util/units.h"
 
 namespace gm::prices {
 

@@ -4,16 +4,18 @@
 
 #include <algorithm>
 
+#include "util/enum_text.h"
 #include "util/table.h"
 #include "util/units.h"
-#include "util/enum_text.h"
 
 namespace gm::report {
 
 namespace {
 
-constexpr EnumText<TopSort> kSortNames[] = {
-    {TopSort::rate, "$/h"}, {TopSort::cost, "$ so far"}, {TopSort::owner, "owner"}, {TopSort::energy, "energy"}};
+constexpr EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
+                                            {TopSort::cost, "$ so far"},
+                                            {TopSort::owner, "owner"},
+                                            {TopSort::energy, "energy"}};
 
 struct OwnerRow {
   Owner owner;

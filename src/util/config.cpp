@@ -8,7 +8,8 @@
 namespace gm {
 
 std::optional<std::string> user_config_file() {
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) return std::string(x) + "/gpumeter/config.toml";
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x)
+    return std::string(x) + "/gpumeter/config.toml";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.config/gpumeter/config.toml";
   return std::nullopt;
 }

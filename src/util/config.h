@@ -1,9 +1,10 @@
 #pragma once
 // gpumeter's config file (TOML): where it is by default and how it is read, for every module that reads a
 // section of it ([pricing] in meter, [ledger] in the CLI, [agent] in serving).
+#include <toml++/toml.h>
+
 #include <optional>
 #include <string>
-#include <toml++/toml.h>
 
 #include "util/result.h"
 
