@@ -55,8 +55,9 @@ ALLOWED = {
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
     'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples
     'agent': {'util', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'serving', 'sys'},
-    'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'meter', 'plan', 'prices', 'store',
-               'sys', 'trace'},  # agent: top's screen over the collector's snapshot; gpu: gpus' and doctor's
+    # agent: top's screen over the collector's snapshot; gpu, kubelet, serving: what gpus and doctor show
+    'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
+               'serving', 'store', 'sys', 'trace'},
     'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
             'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
 }

@@ -12,17 +12,17 @@
 
 namespace gm {
 
-/// The highest price per GPU-hour gpumeter accepts from any input (flags, config, catalog files): far above any
-/// real offer, and low enough that a year of micro-dollar sums cannot overflow.
+/// The highest price per GPU-hour gpumeter accepts from any input (flags, config, catalog files): far above
+/// any real offer, and low enough that a year of micro-dollar sums cannot overflow.
 inline constexpr double kMaxUsdPerGpuHour = 1'000'000;
 
 /// Datasheet figures of one GPU model. Dense tensor figures are used for time estimates.
 struct GpuSpec {
-  std::string id;                          ///< catalog name, e.g. "H100 SXM 80GB", "A100 SXM 40GB", "L4 24GB"
-  std::string family;                      ///< "H100", "A100", "L4"...
-  std::string architecture;                ///< "Hopper"
-  double memory_gb = 0;                    ///< decimal GB as on the datasheet
-  std::uint64_t memory_bytes = 0;          ///< usable bytes (GiB-based for HBM sizes reported by NVML)
+  std::string id;                  ///< catalog name, e.g. "H100 SXM 80GB", "A100 SXM 40GB", "L4 24GB"
+  std::string family;              ///< "H100", "A100", "L4"...
+  std::string architecture;        ///< "Hopper"
+  double memory_gb = 0;            ///< decimal GB as on the datasheet
+  std::uint64_t memory_bytes = 0;  ///< usable bytes (GiB-based for HBM sizes reported by NVML)
   std::optional<double> mem_bw_gbps;
   std::optional<double> fp32_tflops;
   std::optional<double> tf32_dense_tflops;
@@ -38,20 +38,20 @@ struct GpuSpec {
 
 /// An instance offer: price of a whole instance with `gpu_count` GPUs.
 struct Offer {
-  std::string provider;                    ///< "aws", "gcp", "azure", "lambda", or a user's name
+  std::string provider;  ///< "aws", "gcp", "azure", "lambda", or a user's name
   std::string region;
-  std::string instance;                    ///< "p5.48xlarge"
-  std::string gpu;                         ///< GpuSpec::id
-  double gpu_count = 0;                    ///< may be fractional (0.25 of an L4)
+  std::string instance;  ///< "p5.48xlarge"
+  std::string gpu;       ///< GpuSpec::id
+  double gpu_count = 0;  ///< may be fractional (0.25 of an L4)
   std::optional<double> vcpus;
   std::optional<double> memory_gib;
   std::optional<double> ondemand_usd_per_hour;  ///< whole instance
   std::optional<double> spot_usd_per_hour;      ///< whole instance
-  std::string source;                      ///< where the price was read
-  std::string date;                        ///< when (YYYY-MM-DD)
-  std::string fetched_at;  ///< when `prices update` fetched it (ISO 8601 UTC); "" for built-in rows
-  std::vector<std::string> flags;          ///< sanity-check flags ("spot_above_ondemand", ...)
-  bool user_override = false;              ///< came from the user's override file
+  std::string source;                           ///< where the price was read
+  std::string date;                             ///< when (YYYY-MM-DD)
+  std::string fetched_at;          ///< when `prices update` fetched it (ISO 8601 UTC); "" for built-in rows
+  std::vector<std::string> flags;  ///< sanity-check flags ("spot_above_ondemand", ...)
+  bool user_override = false;      ///< came from the user's override file
 
   /// On-demand (or spot) $/GPU-hour, if the price is known.
   std::optional<double> usd_per_gpu_hour(bool spot = false) const;
@@ -80,24 +80,24 @@ struct BillingRule {
   std::string provider;
   std::int64_t granularity_s = 1;
   std::int64_t minimum_s = 0;
-  std::optional<std::int64_t> spot_notice_s;   ///< interruption notice
+  std::optional<std::int64_t> spot_notice_s;  ///< interruption notice
   std::string source;
 };
 
 /// Grid carbon intensity of a region from one dataset.
 struct CarbonIntensity {
-  std::string dataset;                     ///< "codecarbon", "ccf"
+  std::string dataset;  ///< "codecarbon", "ccf"
   std::string provider;
   std::string region;
   std::string location;
   double g_co2e_per_kwh = 0;
-  std::string source;                      ///< dataset file and commit
+  std::string source;  ///< dataset file and commit
 };
 
 /// Data-centre power usage effectiveness.
 struct Pue {
   std::string provider;
-  std::string region;                      ///< "*" for the provider average
+  std::string region;  ///< "*" for the provider average
   double pue = 1.0;
   std::string source;
 };
@@ -105,8 +105,8 @@ struct Pue {
 /// A reference price for a GPU model when no offer is known: the median on-demand $/GPU-h over the catalog.
 struct ReferencePrice {
   double usd_per_gpu_hour = 0;
-  std::size_t offers = 0;                  ///< how many offers the median is over
-  std::string gpu;                         ///< GpuSpec::id
+  std::size_t offers = 0;  ///< how many offers the median is over
+  std::string gpu;         ///< GpuSpec::id
 };
 
 /// The whole catalog. Cheap to copy pointers into; build once per process.
@@ -182,5 +182,18 @@ std::optional<std::string> existing_user_catalog_path();
 /// The built-in catalog, the fetched catalog (existing_user_catalog_path()) over it, offer by offer, and the
 /// --catalog override file (when given) on top.
 Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override);
+
+/// What `prices` lists: a GPU family, model or offer GPU with an optional ":N" count, a provider, a region.
+struct OfferQuery {
+  std::string gpu;           ///< "H100", "H100:8"; empty: every GPU
+  std::string provider;      ///< case-insensitive; empty: every provider
+  std::string region;        ///< empty: every region
+  bool spot = false;         ///< only offers with a spot price, ordered by it
+  bool all_regions = false;  ///< one row per region (else each instance at its cheapest region)
+};
+/// The offers `query` selects, cheapest first by $/GPU-hour (ties by provider, instance, region). Errors: a
+/// bad count (usage), an unknown GPU or provider (not_found, with the closest GPU name or the known
+/// providers).
+Result<std::vector<const Offer*>> select_offers(const Catalog& catalog, const OfferQuery& query);
 
 }  // namespace gm

@@ -3,12 +3,11 @@
 
 #include <cstdio>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "cli/cli.h"
 #include "cli/common.h"
 #include "guard/team_budget.h"
-#include "meter/meter.h"
+#include "report/listings.h"
 #include "util/clock.h"
 #include "util/units.h"
 
@@ -17,7 +16,8 @@ namespace gm::cli {
 namespace {
 
 int budget_set(int argc, char** argv) {
-  CLI::App app{"Set the budget of every run matching SELECTOR (a label k=v, user=NAME or host=NAME)", "budget set"};
+  CLI::App app{"Set the budget of every run matching SELECTOR (a label k=v, user=NAME or host=NAME)",
+               "budget set"};
   std::string selector, usd, per = "month";
   std::optional<std::string> location;
   app.add_option("SELECTOR", selector, "team=nlp, project=x, user=alice, host=node1")->required();
@@ -40,13 +40,14 @@ int budget_set(int argc, char** argv) {
   b.limit_micros = *amount;
   b.period = per;
   if (auto r = (*ledger)->set_budget(b); !r) return fail("budget set", r.error());
-  std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(), format_micros(b.limit_micros).c_str(),
-              per.c_str(), (*ledger)->describe().c_str());
+  std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(),
+              format_usd(micros_to_usd(b.limit_micros)).c_str(), per.c_str(), (*ledger)->describe().c_str());
   return kExitOk;
 }
 
 int budget_list(int argc, char** argv) {
-  CLI::App app{"Team budgets with what their runs spent this period, what remains and the live runs", "budget list"};
+  CLI::App app{"Team budgets with what their runs spent this period, what remains and the live runs",
+               "budget list"};
   bool json = false;
   std::optional<std::string> location;
   app.add_flag("--json", json, "JSON for machines");
@@ -56,33 +57,8 @@ int budget_list(int argc, char** argv) {
   if (!ledger) return fail("budget list", ledger.error());
   auto statuses = team_budget_statuses(**ledger, system_clock().unix_ms());
   if (!statuses) return fail("budget list", statuses.error());
-  if (json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (const auto& s : *statuses)
-      arr.push_back(
-          {{"selector", s.budget.selector},
-           {"per", s.budget.period},
-           {"limit_usd", micros_to_usd(s.budget.limit_micros)},
-           {"spent_usd", micros_to_usd(s.spent_micros)},
-           {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
-           {"period_start_unix_ms", s.budget.period_start_unix_ms},
-           {"runs", s.runs},
-           {"live_runs", s.live_runs}});
-    std::printf("%s\n", arr.dump(2).c_str());
-    return kExitOk;
-  }
-  if (statuses->empty()) {
-    std::printf("no budgets (gpumeter budget set SELECTOR USD --per day|week|month)\n");
-    return kExitOk;
-  }
-  std::printf("%-24s  %-5s  %12s  %12s  %12s  %5s  %4s\n", "SELECTOR", "PER", "BUDGET", "SPENT", "REMAINING", "RUNS",
-              "LIVE");
-  for (const auto& s : *statuses)
-    std::printf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
-                s.budget.period.c_str(), format_micros(s.budget.limit_micros).c_str(),
-                format_micros(s.spent_micros).c_str(),
-                format_micros(budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
-                static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));
+  std::fputs((json ? report::render_budgets_json(*statuses) : report::render_budgets_text(*statuses)).c_str(),
+             stdout);
   return kExitOk;
 }
 
@@ -122,7 +98,8 @@ int cmd_budget(int argc, char** argv) {
   if (sub == "set") return budget_set(argc - 1, argv + 1);
   if (sub == "list") return budget_list(argc - 1, argv + 1);
   if (sub == "rm") return budget_rm(argc - 1, argv + 1);
-  return fail("budget", make_error(ErrorKind::usage, "unknown subcommand '" + sub + "': expected set, list or rm"));
+  return fail("budget",
+              make_error(ErrorKind::usage, "unknown subcommand '" + sub + "': expected set, list or rm"));
 }
 
 }  // namespace gm::cli

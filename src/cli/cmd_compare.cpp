@@ -10,9 +10,10 @@
 namespace gm::cli {
 
 int cmd_compare(int argc, char** argv) {
-  CLI::App app{"Release gate: compare run B (candidate) with run A (baseline) on cost, time, KPIs and metrics. "
-               "Exit 0 pass, 1 fail, 2 usage error (e.g. a metric missing from a run), 4 unknown run.",
-               "compare"};
+  CLI::App app{
+      "Release gate: compare run B (candidate) with run A (baseline) on cost, time, KPIs and metrics. "
+      "Exit 0 pass, 1 fail, 2 usage error (e.g. a metric missing from a run), 4 unknown run.",
+      "compare"};
   std::string ref_a, ref_b;
   std::optional<std::string> max_cost, max_token_cost, ledger_path;
   std::vector<std::string> min_gains;
@@ -47,21 +48,16 @@ int cmd_compare(int argc, char** argv) {
   }
   for (const std::string* ref : {&ref_a, &ref_b})
     if (*ref != "last" && (ref->empty() || ref->find_first_not_of("0123456789") != std::string::npos))
-      return fail("compare", make_error(ErrorKind::usage, "run '" + *ref + "': expected a run id (see `gpumeter runs`) or 'last'"));
+      return fail("compare",
+                  make_error(ErrorKind::usage,
+                             "run '" + *ref + "': expected a run id (see `gpumeter runs`) or 'last'"));
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("compare", ledger.error());
-  CompareSide sides[2];
-  const std::string* refs[2] = {&ref_a, &ref_b};
-  for (int i = 0; i < 2; ++i) {
-    auto run = resolve_run(**ledger, *refs[i]);
-    if (!run) return fail("compare", run.error());
-    auto progress = (*ledger)->progress(run->id);
-    if (!progress) return fail("compare", progress.error());
-    auto inference = (*ledger)->inference(run->id);
-    if (!inference) return fail("compare", inference.error());
-    sides[i] = CompareSide{*run, *progress, *inference};
-  }
-  auto result = compare_runs(sides[0], sides[1], gate);
+  auto a = load_compare_side(**ledger, ref_a);
+  if (!a) return fail("compare", a.error());
+  auto b = load_compare_side(**ledger, ref_b);
+  if (!b) return fail("compare", b.error());
+  auto result = compare_runs(*a, *b, gate);
   if (!result) return fail("compare", result.error());
   const std::string out = json ? render_compare_json(*result) : render_compare_text(*result);
   std::fwrite(out.data(), 1, out.size(), stdout);

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <vector>
 
 #include "catalog/catalog.h"
 #include "cli/cli.h"
@@ -30,25 +32,15 @@ std::string self_dir() {
   return ec ? std::string(".") : p.parent_path().string();
 }
 
-/// The fake NVML library: $GPUMETER_FAKE_NVML, else next to the binary (build/fake_nvml/), else installed.
-std::optional<std::string> find_fake_nvml() {
+/// The first of $`env` and the `relative` paths under the binary's folder where `marker` (appended) exists:
+/// the fake NVML library (next to the binary in build/fake_nvml/, else installed) and the Python client.
+std::optional<std::string> find_installed(const char* env, std::initializer_list<const char*> relative,
+                                          const std::string& marker) {
   std::vector<std::string> candidates;
-  if (const char* e = std::getenv("GPUMETER_FAKE_NVML"); e && *e) candidates.push_back(e);
-  candidates.push_back(self_dir() + "/fake_nvml/libnvidia-ml.so.1");
-  candidates.push_back(self_dir() + "/../lib/gpumeter/fake_nvml/libnvidia-ml.so.1");
+  if (const char* e = std::getenv(env); e && *e) candidates.push_back(e);
+  for (const char* r : relative) candidates.push_back(self_dir() + r);
   for (const auto& c : candidates)
-    if (fs::exists(c)) return c;
-  return std::nullopt;
-}
-
-/// The Python client directory: $GPUMETER_PYTHON_DIR, the source tree next to the build, or installed.
-std::optional<std::string> find_python_client() {
-  std::vector<std::string> candidates;
-  if (const char* e = std::getenv("GPUMETER_PYTHON_DIR"); e && *e) candidates.push_back(e);
-  candidates.push_back(self_dir() + "/../python");
-  candidates.push_back(self_dir() + "/../share/gpumeter/python");
-  for (const auto& c : candidates)
-    if (fs::exists(c + "/gpumeter/__init__.py")) return c;
+    if (fs::exists(c + marker)) return c;
   return std::nullopt;
 }
 
@@ -78,7 +70,9 @@ int cmd_demo(int argc, char** argv) {
   if (!mkdtemp(tmpl)) return fail("demo", make_error("cannot create a temporary directory"));
   const std::string dir = tmpl;
   if (!real_gpu) {
-    auto lib = find_fake_nvml();
+    auto lib =
+        find_installed("GPUMETER_FAKE_NVML",
+                       {"/fake_nvml/libnvidia-ml.so.1", "/../lib/gpumeter/fake_nvml/libnvidia-ml.so.1"}, "");
     if (!lib)
       return fail(
           "demo",
@@ -94,7 +88,8 @@ int cmd_demo(int argc, char** argv) {
     setenv("GPUMETER_DEMO_SIMULATED", "1", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
   }
-  if (auto py = find_python_client()) {
+  if (auto py = find_installed("GPUMETER_PYTHON_DIR", {"/../python", "/../share/gpumeter/python"},
+                               "/gpumeter/__init__.py")) {
     const char* old = std::getenv("PYTHONPATH");
     setenv("PYTHONPATH", (old && *old ? *py + ":" + old : *py).c_str(), 1);
   }

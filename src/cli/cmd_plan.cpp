@@ -1,7 +1,5 @@
 // gpumeter plan --model NAME|--params N|--model-file F [...] --task train|finetune|lora|inference [...]
 // [--json] gpumeter plan tco --gpu NAME --capex-usd N [...] [--json]
-#include "plan/plan.h"
-
 #include <fmt/format.h>
 
 #include <cctype>
@@ -16,8 +14,8 @@
 #include "catalog/catalog.h"
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/hf_hub.h"
 #include "cli/plan_demo.h"
+#include "plan/plan.h"
 #include "report/plan_render.h"
 #include "util/units.h"
 
@@ -27,192 +25,13 @@ namespace {
 
 constexpr const char* kCmd = "plan";
 
-Error usage_error(std::string message) {
-  return make_error(ErrorKind::usage, std::move(message));
-}
-
-/// "7e9", "7B", "770M", "1.5T", "2e9" → a positive count.
-Result<double> parse_count(const std::string& text, const char* flag) {
-  std::string s(trim(text));
-  double scale = 1;
-  if (!s.empty()) {
-    switch (std::toupper(static_cast<unsigned char>(s.back()))) {
-      case 'K':
-        scale = 1e3;
-        break;
-      case 'M':
-        scale = 1e6;
-        break;
-      case 'B':
-      case 'G':
-        scale = 1e9;
-        break;
-      case 'T':
-        scale = 1e12;
-        break;
-      default:
-        break;
-    }
-    if (scale != 1) s.pop_back();
-  }
-  auto v = parse_number(s);
-  if (!v || !std::isfinite(*v) || !(*v > 0))
-    return usage_error(fmt::format("{} '{}' must be a positive number (e.g. 2e9, 7B, 770M)", flag, text));
-  return *v * scale;
-}
-
-template <class E>
-Result<E> parse_enum(const std::string& text, const char* flag,
-                     std::initializer_list<std::pair<const char*, E>> choices) {
-  std::string names;
-  for (const auto& [name, value] : choices) {
-    if (to_lower(text) == name) return value;
-    names += (names.empty() ? "" : ", ") + std::string(name);
-  }
-  return usage_error(fmt::format("{} '{}' is not one of {}", flag, text, names));
-}
-
-Result<plan::Task> parse_task(const std::string& text) {
-  return parse_enum<plan::Task>(text, "--task",
-                                {{"train", plan::Task::train},
-                                 {"finetune", plan::Task::finetune},
-                                 {"lora", plan::Task::lora},
-                                 {"inference", plan::Task::inference}});
-}
-
-Result<plan::Precision> parse_precision(const std::string& text) {
-  return parse_enum<plan::Precision>(text, "--precision",
-                                     {{"fp32", plan::Precision::fp32},
-                                      {"bf16", plan::Precision::bf16},
-                                      {"fp16", plan::Precision::fp16},
-                                      {"mixed", plan::Precision::mixed}});
-}
-
-Result<plan::Optimizer> parse_optimizer(const std::string& text) {
-  return parse_enum<plan::Optimizer>(text, "--optimizer",
-                                     {{"adamw", plan::Optimizer::adamw},
-                                      {"adam8bit", plan::Optimizer::adam8bit},
-                                      {"sgd", plan::Optimizer::sgd}});
-}
-
-Result<plan::Recompute> parse_recompute(const std::string& text) {
-  return parse_enum<plan::Recompute>(text, "--recompute",
-                                     {{"none", plan::Recompute::none},
-                                      {"selective", plan::Recompute::selective},
-                                      {"full", plan::Recompute::full}});
-}
-
-Result<plan::Attention> parse_attention(const std::string& text) {
-  return parse_enum<plan::Attention>(text, "--attention",
-                                     {{"eager", plan::Attention::eager},
-                                      {"sdpa", plan::Attention::sdpa},
-                                      {"flash", plan::Attention::flash}});
-}
-
-/// Where `--model org/name` is looked up: the Hugging Face hub cache folders of this environment.
-
-Result<plan::Objective> parse_objective(const std::string& text) {
-  return parse_enum<plan::Objective>(
-      text, "--optimize",
-      {{"cost", plan::Objective::cost}, {"time", plan::Objective::time}, {"score", plan::Objective::score}});
-}
-
-struct PlanFlags {
-  std::optional<std::string> model, params, model_file, tokens;
-  std::string task = plan::default_rule("task");
-  std::optional<int> seq, batch, prompt_tokens;
-  std::optional<std::string> precision, recompute, attention, gpu, weights, optimize, optimizer;
-  std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
-  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
-  bool fsdp = false, qlora = false, spot = false, json = false, list_models = false, keep_logits = false;
-  std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
+/// `plan`'s flags: the job (plan::PlanSettings) and how to show the plan.
+struct PlanFlags : plan::PlanSettings {
+  std::optional<std::string> gpu;
+  bool json = false, list_models = false;
   std::size_t top = 10;
   std::optional<std::string> catalog_file;
 };
-
-Result<plan::ModelSpec> model_from_flags(const PlanFlags& f) {
-  if (f.model && f.model_file) return usage_error("give one of --model and --model-file");
-  std::optional<plan::ModelSpec> base;
-  if (f.model) {
-    GM_TRY(base, plan::resolve_model(*f.model, hf_hub_search()));
-  } else if (f.model_file) {
-    GM_TRY(base, plan::load_model_toml(*f.model_file));
-  }
-  plan::ModelOverrides o;
-  o.layers = f.layers;
-  o.hidden = f.hidden;
-  o.heads = f.heads;
-  o.kv_heads = f.kv_heads;
-  o.ffn = f.ffn;
-  o.vocab = f.vocab;
-  if (f.params) {
-    GM_TRY(o.params, parse_count(*f.params, "--params"));
-  }
-  return plan::build_model(base, o);
-}
-
-Result<plan::PlanRequest> request_from_flags(const PlanFlags& f) {
-  plan::PlanRequest req;
-  plan::JobSpec& job = req.job;
-  GM_TRY(job.model, model_from_flags(f));
-  GM_TRY(job.task, parse_task(f.task));
-  if (f.qlora && job.task != plan::Task::lora && job.task != plan::Task::finetune)
-    return usage_error("--qlora goes with --task lora (or finetune)");
-  if (f.qlora) {
-    job.task = plan::Task::lora;
-    job.qlora = true;
-  }
-  if (f.lora_rank && job.task != plan::Task::lora)
-    return usage_error("--lora-rank goes with --task lora or --qlora");
-  if (f.lora_rank) job.lora_rank = *f.lora_rank;
-  if (f.tokens) {
-    GM_TRY(job.tokens, parse_count(*f.tokens, "--tokens"));
-  }
-  if (f.precision) {
-    GM_TRY(job.precision, parse_precision(*f.precision));
-  }
-  if (f.optimizer) {
-    GM_TRY(job.optimizer, parse_optimizer(*f.optimizer));
-  }
-  if (f.recompute) {
-    GM_TRY(job.recompute, parse_recompute(*f.recompute));
-  }
-  if (f.attention) {
-    GM_TRY(job.attention, parse_attention(*f.attention));
-  }
-  job.keep_logits = f.keep_logits;
-  if (f.seq) job.seq = *f.seq;
-  if (f.batch) job.batch = *f.batch;
-  if (f.prompt_tokens) {
-    if (*f.prompt_tokens <= 0) return usage_error("--prompt-tokens must be a positive number");
-    job.prompt_tokens = *f.prompt_tokens;
-  }
-  job = plan::resolve_job_defaults(job, f.seq.has_value(), f.precision.has_value(), f.recompute.has_value());
-  req.dp = f.dp;
-  req.tp = f.tp;
-  req.pp = f.pp;
-  req.zero = f.zero;
-  req.fsdp = f.fsdp;
-  if (f.fsdp && f.zero && *f.zero != 3)
-    return usage_error("--fsdp shards like ZeRO-3; it cannot go with --zero 0, 1 or 2");
-  req.gpus = f.gpus;
-  req.mfu = f.mfu;
-  req.spot = f.spot;
-  req.interruptions_per_hour = f.interruption_rate;
-  req.checkpoint_s = f.checkpoint_s;
-  if (f.restart_s) {
-    if (!(*f.restart_s >= 0)) return usage_error("--restart-s must not be negative");
-    req.restart_s = *f.restart_s;
-  }
-  if (f.weights) {
-    GM_TRY(req.weights, plan::parse_weights(*f.weights));
-    req.objective = plan::Objective::score;
-  }
-  if (f.optimize) {
-    GM_TRY(req.objective, parse_objective(*f.optimize));
-  }
-  return req;
-}
 
 int run_tco(int argc, char** argv) {
   CLI::App app{"Own hardware vs cloud over N years, with the break-even utilization", "plan tco"};
@@ -245,32 +64,9 @@ int run_tco(int argc, char** argv) {
 
   auto catalog = load_catalog(catalog_file);
   if (!catalog) return fail("plan tco", catalog.error());
-  const GpuSpec* gpu = catalog->find_gpu(gpu_name);
-  if (!gpu) {
-    const std::string close = catalog->suggest_gpu(gpu_name);
-    return fail("plan tco", usage_error(fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,
-                                                    close.empty() ? "" : " (did you mean: " + close + "?)")));
-  }
-  in.gpu = gpu->id;
-  if (gpu_power_w)
-    in.gpu_power_w = *gpu_power_w;
-  else if (gpu->tdp_w)
-    in.gpu_power_w = *gpu->tdp_w;
-  else
-    return fail("plan tco",
-                usage_error(fmt::format("{}: no TDP in the catalog; give --gpu-power-w", gpu->id)));
-  if (pue) in.pue = *pue;
-  if (cloud_price) {
-    in.cloud_usd_per_gpu_hour = *cloud_price;
-    in.cloud_source = "--cloud-usd-per-gpu-hour";
-  } else if (auto ref = catalog->reference_price(gpu->id)) {
-    in.cloud_usd_per_gpu_hour = ref->usd_per_gpu_hour;
-    in.cloud_source = fmt::format("catalog median on-demand over {} offers", ref->offers);
-  } else {
-    return fail("plan tco",
-                usage_error(fmt::format(
-                    "{}: no on-demand offer in the catalog; give --cloud-usd-per-gpu-hour", gpu->id)));
-  }
+  auto resolved = plan::resolve_tco_input(*catalog, gpu_name, in, gpu_power_w, cloud_price, pue);
+  if (!resolved) return fail("plan tco", resolved.error());
+  in = *resolved;
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());
   std::fputs(report::render_tco(in, *r, as_json).c_str(), stdout);
@@ -354,7 +150,7 @@ int cmd_plan(int argc, char** argv) {
     return kExitOk;
   }
 
-  auto req = request_from_flags(f);
+  auto req = plan::request_from_settings(f);
   if (!req) return fail(kCmd, req.error());
   auto catalog = load_catalog(f.catalog_file);
   if (!catalog) return fail(kCmd, catalog.error());
@@ -370,18 +166,7 @@ int cmd_plan(int argc, char** argv) {
   }
   auto result = plan::make_plan(*req, plan::offers_from_catalog(*catalog));
   if (!result) return fail(kCmd, result.error());
-  plan::GivenSettings given;
-  given.seq = f.seq.has_value();
-  given.batch = f.batch.has_value();
-  given.precision = f.precision.has_value();
-  given.optimizer = f.optimizer.has_value();
-  given.recompute = f.recompute.has_value();
-  given.lora_rank = f.lora_rank.has_value();
-  given.zero = f.zero.has_value();
-  given.fsdp = f.fsdp;
-  given.gpus = f.gpus.has_value();
-  given.dp = f.dp.has_value();
-  plan::add_default_assumptions(*result, given);
+  plan::add_default_assumptions(*result, plan::given_settings(f));
   const std::string out = f.json ? report::render_plan_json(*result, req->objective)
                                  : report::render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);
@@ -389,42 +174,13 @@ int cmd_plan(int argc, char** argv) {
 }
 
 int plan_demo_section(std::FILE* out) {
-  plan::PlanRequest req;
-  auto model = plan::find_model("llama-3-8b");
-  if (!model) {
-    std::fprintf(out, "plan: %s\n", model.error().message.c_str());
+  auto text = report::render_plan_demo();
+  if (!text) {
+    std::fprintf(out, "plan: %s\n", text.error().message.c_str());
     return kExitFailure;
   }
-  req.job.model = *model;
-  req.job.task = plan::Task::lora;
-  req.job.tokens = 2e9;
-  req.job = plan::resolve_job_defaults(req.job, false, false, false);
-  auto catalog = Catalog::builtin();
-  if (!catalog) {
-    std::fprintf(out, "plan: %s\n", catalog.error().message.c_str());
-    return kExitFailure;
-  }
-  auto result = plan::make_plan(req, plan::offers_from_catalog(*catalog));
-  if (!result) {
-    std::fprintf(out, "plan: %s\n", result.error().message.c_str());
-    return kExitFailure;
-  }
-  std::fputs("$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n", out);
-  std::fputs(report::render_plan_text(*result, 3, req.objective, /*brief=*/true).c_str(), out);
+  std::fputs(text->c_str(), out);
   return kExitOk;
-}
-
-plan::ModelSearch hf_hub_search() {
-  plan::ModelSearch s;
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::string(v) : std::string();
-  };
-  if (auto c = env("HF_HUB_CACHE"); !c.empty()) s.hub_caches.push_back(c);
-  if (auto h = env("HF_HOME"); !h.empty()) s.hub_caches.push_back(h + "/hub");
-  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) s.hub_caches.push_back(x + "/huggingface/hub");
-  if (auto home = env("HOME"); !home.empty()) s.hub_caches.push_back(home + "/.cache/huggingface/hub");
-  return s;
 }
 
 }  // namespace gm::cli

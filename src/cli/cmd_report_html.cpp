@@ -36,7 +36,8 @@ int run_html_report(int argc, char** argv) {
   app.add_option("--target", target, "$ to reach a metric target: acc=0.9, acc>=0.9, loss<=1.8");
   app.add_option("--params", params, "model parameters for MFU (else the run's label params=N)")
       ->check(positive_number());
-  app.add_flag("--inference", inference, "MFU with 2 x params FLOPs per token (default: training, 6 x params)");
+  app.add_flag("--inference", inference,
+               "MFU with 2 x params FLOPs per token (default: training, 6 x params)");
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   KpiOptions options;
@@ -51,38 +52,15 @@ int run_html_report(int argc, char** argv) {
   if (!ledger) return fail("report", ledger.error());
   auto run = resolve_run(**ledger, ref);
   if (!run) return fail("report", run.error());
-  // The catalog gives the GPU's dense peak for MFU; without it the page says why MFU is missing.
-  auto catalog = Catalog::builtin();
-  const GpuSpec* gpu = nullptr;
-  if (catalog) {
-    gpu = catalog->find_gpu(run->gpu_model);
-    if (!gpu) gpu = catalog->gpu_for_device_name(run->gpu_model);
-  }
-  auto input = load_run_html_input(**ledger, *run, options, gpu);
+  auto input = load_run_page(**ledger, *run, options);
   if (!input) return fail("report", input.error());
-  if (catalog) {
-    auto rr = load_run_report(**ledger, run->id, &*catalog);
-    if (rr) input->findings = rr->findings;
-    // The run's own MFU basis (--model, --flops-per-token, the client's flops_per_token) unless --params.
-    if (rr && rr->mfu && !params && input->kpis) {
-      input->kpis->mfu = rr->mfu;
-      input->kpis->mfu_note = rr->mfu_basis.value_or("");
-      input->kpis->model_flops_per_token = rr->flops_per_token;
-    }
-    if (rr && rr->rightsizing) {
-      const auto& h = *rr->rightsizing;
-      input->rightsizing_hint =
-          fmt::format("{} holds the observed {:.1f} GiB peak at {:.2f}x the price ({}); {}", h.gpu,
-                      static_cast<double>(h.peak_bytes) / (1024.0 * 1024.0 * 1024.0), h.price_ratio,
-                      h.price_basis, h.assumption);
-    }
-  }
   auto page = render_run_html(*input);
   if (!page) return fail("report", page.error());
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f || !f.write(page->data(), static_cast<std::streamsize>(page->size())) || !f.flush())
     return fail("report", make_error("cannot write " + path + ": " + std::strerror(errno)));
-  std::fprintf(stderr, "gpumeter report: wrote %s (run %lld)\n", path.c_str(), static_cast<long long>(run->id));
+  std::fprintf(stderr, "gpumeter report: wrote %s (run %lld)\n", path.c_str(),
+               static_cast<long long>(run->id));
   return kExitOk;
 }
 

@@ -1,6 +1,5 @@
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,10 +9,11 @@
 #include "report/focus.h"
 #include "report/html.h"
 #include "report/kpi.h"
+#include "report/listings.h"
 #include "report/load.h"
 #include "report/multi.h"
 #include "store/store.h"
-#include "util/table.h"
+#include "util/clock.h"
 #include "util/units.h"
 
 namespace gm::cli {
@@ -44,49 +44,13 @@ int write_output(const char* cmd, const std::optional<std::string>& path, const 
   return kExitOk;
 }
 
-std::int64_t now_unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
-  std::vector<ScalingInput> inputs;
-  for (const auto& ref : refs) {
-    auto run = resolve_run(ledger, ref);
-    if (!run) return fail("report", run.error());
-    auto progress = ledger.progress(run->id);
-    if (!progress) return fail("report", progress.error());
-    inputs.push_back(ScalingInput{*run, *progress});
-  }
-  auto study = scaling_study(inputs);
+  auto inputs = load_scaling_inputs(ledger, refs);
+  if (!inputs) return fail("report", inputs.error());
+  auto study = scaling_study(*inputs);
   if (!study) return fail("report", study.error());
-  if (as_json) {
-    std::string out = fmt::format("{{\n  \"unit\": \"{}\",\n  \"runs\": [\n", study->unit);
-    for (std::size_t i = 0; i < study->rows.size(); ++i) {
-      const auto& r = study->rows[i];
-      out += fmt::format(
-          "    {{\"run_id\": {}, \"gpus\": {}, \"throughput_per_s\": {}, \"speedup\": {}, \"efficiency\": {}, "
-          "\"usd_per_unit\": {}, \"cost_ratio\": {}}}{}\n",
-          r.run_id, r.gpus, r.throughput_per_s, r.speedup, r.efficiency,
-          r.usd_per_unit ? fmt::format("{}", *r.usd_per_unit) : "null",
-          r.cost_ratio ? fmt::format("{}", *r.cost_ratio) : "null", i + 1 < study->rows.size() ? "," : "");
-    }
-    out += "  ]\n}\n";
-    std::fputs(out.c_str(), stdout);
-    return kExitOk;
-  }
-  std::string out = fmt::format("scaling efficiency ({} per second; baseline: the run with the fewest GPUs)\n\n",
-                                study->unit);
-  TextTable t;
-  using A = TextTable::Align;
-  t.header({"run", "GPUs", study->unit + "/s", "speedup", "efficiency", "$ per " + study->unit, "cost ratio"},
-           {A::right, A::right, A::right, A::right, A::right, A::right, A::right});
-  for (const auto& r : study->rows)
-    t.row({std::to_string(r.run_id), std::to_string(r.gpus), fmt::format("{:.4g}", r.throughput_per_s),
-           fmt::format("{:.2f}x", r.speedup), fmt::format("{:.1f}%", r.efficiency * 100),
-           format_usd_or(r.usd_per_unit), r.cost_ratio ? fmt::format("{:.2f}", *r.cost_ratio) : "-"});
-  out += t.render();
-  std::fputs(out.c_str(), stdout);
+  std::fputs((as_json ? report::render_scaling_json(*study) : report::render_scaling_text(*study)).c_str(),
+             stdout);
   return kExitOk;
 }
 
@@ -98,14 +62,17 @@ int multi_run_report(int argc, char** argv) {
   bool daily = false, as_json = false, csv = false;
   std::size_t top = 5;
   std::vector<std::string> scaling;
-  app.add_option("--since", since, "runs started at or after: a duration back (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)");
+  app.add_option("--since", since,
+                 "runs started at or after: a duration back (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)");
   app.add_option("--until", until, "runs started before (same forms as --since)");
   app.add_option("--by", by, "group by user | label:KEY | gpu | day | command | host");
   app.add_option("--focus", focus, "also write the runs as FOCUS 1.x CSV (one row per run and GPU) to FILE");
-  app.add_flag("--daily", daily, "the daily efficiency report: yesterday (UTC) by user, with top runs and waste");
+  app.add_flag("--daily", daily,
+               "the daily efficiency report: yesterday (UTC) by user, with top runs and waste");
   app.add_option("--date", date, "day of the daily report, YYYY-MM-DD (UTC); implies --daily");
   app.add_option("--top", top, "how many top runs to list (default 5)")->check(non_negative_number());
-  app.add_option("--scaling", scaling, "scaling efficiency across these runs (ids or 'last'), different GPU counts")
+  app.add_option("--scaling", scaling,
+                 "scaling efficiency across these runs (ids or 'last'), different GPU counts")
       ->expected(2, 1000);
   app.add_option("--target", target, "with the top runs, the $ to reach a metric target: acc=0.9, loss<=1.8");
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
@@ -116,41 +83,16 @@ int multi_run_report(int argc, char** argv) {
   csv_flag->excludes(html_opt);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  const std::int64_t now = now_unix_ms();
-  MultiOptions options;
-  options.top = top;
   if (date) daily = true;
   if (daily && (since || until))
-    return fail("report", make_error(ErrorKind::usage, "--daily covers one day: use --date YYYY-MM-DD, not --since/--until"));
+    return fail("report", make_error(ErrorKind::usage,
+                                     "--daily covers one day: use --date YYYY-MM-DD, not --since/--until"));
   if (!scaling.empty() && (daily || since || until || by || csv || html))
     return fail("report", make_error(ErrorKind::usage, "--scaling takes run ids only (with --json at most)"));
-  if (daily) {
-    auto period = daily_period(date, now);
-    if (!period) return fail("report", period.error());
-    options.since_unix_ms = period->first;
-    options.until_unix_ms = period->second;
-    options.by.kind = GroupBy::Kind::user;
-  }
-  if (since) {
-    auto t = parse_time_point(*since, now, "--since");
-    if (!t) return fail("report", t.error());
-    options.since_unix_ms = *t;
-  }
-  if (until) {
-    auto t = parse_time_point(*until, now, "--until");
-    if (!t) return fail("report", t.error());
-    options.until_unix_ms = *t;
-  }
-  if (target) {
-    auto t = parse_metric_target(*target);
-    if (!t) return fail("report", t.error());
-    options.target = *t;
-  }
-  if (by) {
-    auto g = parse_group_by(*by);
-    if (!g) return fail("report", g.error());
-    options.by = *g;
-  }
+  auto parsed =
+      multi_options_from(MultiFlags{since, until, by, date, target, daily, top}, system_clock().unix_ms());
+  if (!parsed) return fail("report", parsed.error());
+  const MultiOptions& options = *parsed;
 
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
@@ -159,9 +101,10 @@ int multi_run_report(int argc, char** argv) {
   auto report = build_multi_report(**ledger, options);
   if (!report) return fail("report", report.error());
   if (report->total.runs == 0) {
-    std::string period = (options.since_unix_ms ? format_time_utc(*options.since_unix_ms) : std::string("the beginning")) +
-                         " .. " + (options.until_unix_ms ? format_time_utc(*options.until_unix_ms) : std::string("now")) +
-                         " UTC";
+    std::string period =
+        (options.since_unix_ms ? format_time_utc(*options.since_unix_ms) : std::string("the beginning")) +
+        " .. " + (options.until_unix_ms ? format_time_utc(*options.until_unix_ms) : std::string("now")) +
+        " UTC";
     return fail("report", make_error(ErrorKind::not_found, "no runs started in " + period));
   }
   if (focus) {
@@ -177,7 +120,8 @@ int multi_run_report(int argc, char** argv) {
     return write_output("report", html, *page);
   }
   std::string text = render_multi_text(*report);
-  if (daily) text = "daily efficiency report for " + format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
+  if (daily)
+    text = "daily efficiency report for " + format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
   return write_output("report", std::nullopt, text);
 }
 

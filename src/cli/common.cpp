@@ -4,9 +4,8 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <toml++/toml.h>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -102,63 +101,17 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options) {
   app.add_option("--catalog", options.catalog_override, "offers CSV merged over the built-in catalog");
 }
 
-Result<std::string> ledger_location(const std::optional<std::string>& flag) {
-  if (flag) {
-    if (flag->empty()) return make_error(ErrorKind::usage, "--ledger: empty location");
-    return *flag;
-  }
-  if (const char* p = std::getenv("GPUMETER_LEDGER"); p && *p) return std::string(p);
-  std::string config;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x)
-    config = std::string(x) + "/gpumeter/config.toml";
-  else if (const char* home = std::getenv("HOME"); home && *home)
-    config = std::string(home) + "/.config/gpumeter/config.toml";
-  std::error_code ec;
-  if (!config.empty() && std::filesystem::exists(config, ec)) {
-    toml::table tbl;
-    try {
-      tbl = toml::parse_file(config);
-    } catch (const toml::parse_error& e) {
-      return make_error(ErrorKind::usage, fmt::format("{}:{}: {}", config, e.source().begin.line, e.description()));
-    }
-    if (auto node = tbl["ledger"]["location"]) {
-      if (auto s = node.value<std::string>(); s && !s->empty()) return *s;
-      return make_error(ErrorKind::usage, config + ": [ledger] location must be a non-empty string");
-    }
-  }
-  return Ledger::default_path();
-}
-
-namespace {
-void replay_into(Ledger& ledger) {
-  if (!is_postgres_location(ledger.describe())) return;
-  auto n = replay_spool(ledger, default_spool_dir());
-  if (!n)
-    print_ledger_notes("ledger", {"spooled runs could not be replayed yet: " + n.error().message});
-  else if (*n > 0)
-    print_ledger_notes("ledger", {fmt::format("replayed {} spooled run(s) into {}", *n, ledger.describe())});
-}
-}  // namespace
-
 Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path) {
-  GM_TRY(const std::string p, ledger_location(path));
-  if (!is_postgres_location(p)) {
-    const std::string file = p.rfind("sqlite:", 0) == 0 ? p.substr(7) : p;
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec))
-      return make_error(ErrorKind::not_found,
-                        "no ledger at " + file +
-                            (path ? " (check --ledger)" : " (no run recorded yet: `gpumeter run` creates it)"));
-  }
-  GM_TRY(std::unique_ptr<Ledger> ledger, Ledger::open(p));
-  replay_into(*ledger);
+  std::vector<std::string> notes;
+  auto ledger = open_ledger(path, /*create=*/false, notes);
+  print_ledger_notes("ledger", notes);
   return ledger;
 }
 
 Result<std::unique_ptr<Ledger>> open_ledger_for_writing(const std::optional<std::string>& path) {
-  GM_TRY(const std::string p, ledger_location(path));
-  GM_TRY(std::unique_ptr<Ledger> ledger, Ledger::open(p));
-  replay_into(*ledger);
+  std::vector<std::string> notes;
+  auto ledger = open_ledger(path, /*create=*/true, notes);
+  print_ledger_notes("ledger", notes);
   return ledger;
 }
 

@@ -30,9 +30,6 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options);
 
 /// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
 int fail(const char* command, const Error& error);
-/// The ledger's location: --ledger, else $GPUMETER_LEDGER, else `[ledger] location` in the config file
-/// ($XDG_CONFIG_HOME/gpumeter/config.toml), else the default SQLite path. Usage error naming a bad config file.
-Result<std::string> ledger_location(const std::optional<std::string>& flag);
 /// Opens the ledger for a read command (runs, report, compare): a missing SQLite file is an error naming it
 /// (kind not_found), never created. `path` empty = the default ledger. A shared (PostgreSQL) ledger gets the
 /// runs spooled here while it was unreachable (a note on stderr names how many).

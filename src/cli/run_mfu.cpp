@@ -1,11 +1,9 @@
 // `run` / `attach` --model, --flops-per-token, --seq, --precision: what the run's MFU is measured with.
 #include <fmt/format.h>
 
-#include <cmath>
 #include <cstdio>
 
 #include "catalog/catalog.h"
-#include "cli/hf_hub.h"
 #include "cli/run_support.h"
 #include "plan/plan.h"
 #include "util/exit_codes.h"
@@ -32,22 +30,11 @@ std::optional<int> apply_mfu_flags(const RunFlags& f, const GpuSpec* gpu, const 
                  msg.c_str(), command);
     return std::optional<int>(kExitUsage);
   };
-  if (f.precision != "bf16" && f.precision != "fp16" && f.precision != "fp8" && f.precision != "tf32" &&
-      f.precision != "fp32")
-    return usage("--precision '" + f.precision + "': expected bf16, fp16, fp8, tf32 or fp32");
-  if (f.model && f.flops_per_token) return usage("--model and --flops-per-token: give one of them");
-  if (f.seq && !f.model) return usage("--seq needs --model");
-  if (f.seq && *f.seq <= 0) return usage("--seq must be a positive integer");
-  if (f.flops_per_token) {
-    if (!std::isfinite(*f.flops_per_token) || *f.flops_per_token <= 0)
-      return usage("--flops-per-token must be a positive number of FLOPs");
-    cfg.run.flops_per_token = *f.flops_per_token;
-    cfg.run.mfu_basis = "--flops-per-token";
-  } else if (f.model) {
-    auto flops = plan::run_flops_per_token(*f.model, f.seq, hf_hub_search());
-    if (!flops) return usage(flops.error().message);
-    cfg.run.flops_per_token = flops->flops;
-    cfg.run.mfu_basis = flops->basis;
+  auto mfu = plan::resolve_run_mfu(f.model, f.flops_per_token, f.seq, f.precision);
+  if (!mfu) return usage(mfu.error().message);
+  if (mfu->flops_per_token) {
+    cfg.run.flops_per_token = *mfu->flops_per_token;
+    cfg.run.mfu_basis = mfu->basis;
   }
   cfg.run.mfu_precision = f.precision;
   if (gpu != nullptr) cfg.mfu_peak_tflops = plan::dense_peak_tflops(*gpu, f.precision);

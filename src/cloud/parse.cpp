@@ -8,7 +8,9 @@
 #include <fstream>
 
 #include "cloud/cloud.h"
+#include "util/enum_text.h"
 #include "util/json_in.h"
+#include "util/time.h"
 
 namespace gm {
 namespace {
@@ -37,20 +39,6 @@ int digits(std::string_view s, std::size_t pos, std::size_t n) {
   return v;
 }
 
-std::optional<std::int64_t> to_unix_ms(int year, int month, int day, int hour, int minute, int second) {
-  if (year < 1970 || year > 9999 || month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 ||
-      minute > 59 || second > 60)
-    return std::nullopt;
-  std::tm tm{};
-  tm.tm_year = year - 1900;
-  tm.tm_mon = month - 1;
-  tm.tm_mday = day;
-  tm.tm_hour = hour;
-  tm.tm_min = minute;
-  tm.tm_sec = second;
-  return static_cast<std::int64_t>(timegm(&tm)) * 1000;
-}
-
 /// The body as a JSON object, or an error naming what it is about.
 Result<nlohmann::json> metadata_object(std::string_view body, std::string_view what) {
   auto j = json_parse(body, what);
@@ -65,16 +53,11 @@ std::optional<std::string> string_field(const nlohmann::json& j, const char* key
 
 }  // namespace
 
+constexpr EnumText<CloudProvider> kCloudProviders[] = {
+    {CloudProvider::aws, "aws"}, {CloudProvider::gcp, "gcp"}, {CloudProvider::azure, "azure"}};
+
 std::string_view provider_name(CloudProvider provider) {
-  switch (provider) {
-    case CloudProvider::aws:
-      return "aws";
-    case CloudProvider::gcp:
-      return "gcp";
-    case CloudProvider::azure:
-      return "azure";
-  }
-  return "aws";
+  return enum_text(kCloudProviders, provider, "aws");
 }
 
 Result<PreemptionMode> parse_preemption_mode(std::string_view text) {
@@ -84,11 +67,10 @@ Result<PreemptionMode> parse_preemption_mode(std::string_view text) {
     m.off = true;
     return m;
   }
-  for (auto p : {CloudProvider::aws, CloudProvider::gcp, CloudProvider::azure})
-    if (text == provider_name(p)) {
-      m.provider = p;
-      return m;
-    }
+  if (auto p = enum_from_text(kCloudProviders, text)) {
+    m.provider = *p;
+    return m;
+  }
   return make_error(ErrorKind::usage, fmt::format("--preemption '{}': expected auto, aws, gcp, azure or off",
                                                   std::string(text)));
 }
@@ -133,8 +115,8 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view s) {
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
       s[13] != ':' || s[16] != ':')
     return std::nullopt;
-  auto base = to_unix_ms(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
-                         digits(s, 14, 2), digits(s, 17, 2));
+  auto base = unix_ms_from_utc(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
+                               digits(s, 14, 2), digits(s, 17, 2));
   if (!base || digits(s, 0, 4) < 0) return std::nullopt;
   std::size_t pos = 19;
   std::int64_t frac_ms = 0;
@@ -180,16 +162,11 @@ std::optional<std::int64_t> parse_rfc1123_ms(std::string_view s) {
   const int day = digits(s, 5, 2), year = digits(s, 12, 4), hh = digits(s, 17, 2), mm = digits(s, 20, 2),
             ss = digits(s, 23, 2);
   if (day < 0 || year < 0 || hh < 0 || mm < 0 || ss < 0) return std::nullopt;
-  return to_unix_ms(year, month, day, hh, mm, ss);
+  return unix_ms_from_utc(year, month, day, hh, mm, ss);
 }
 
 std::string format_iso8601(std::int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return iso8601_utc(unix_ms);
 }
 
 Result<CloudNotice> parse_aws_instance_action(std::string_view body) {

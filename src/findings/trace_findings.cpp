@@ -7,6 +7,7 @@
 #include "catalog/catalog.h"
 #include "findings/findings.h"
 #include "meter/meter.h"
+#include "util/enum_text.h"
 
 namespace gm::findings {
 namespace {
@@ -153,18 +154,11 @@ std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Ca
 
 }  // namespace
 
+constexpr EnumText<Severity> kSeverities[] = {
+    {Severity::info, "info"}, {Severity::low, "low"}, {Severity::medium, "medium"}, {Severity::high, "high"}};
+
 const char* severity_name(Severity severity) {
-  switch (severity) {
-    case Severity::info:
-      return "info";
-    case Severity::low:
-      return "low";
-    case Severity::medium:
-      return "medium";
-    case Severity::high:
-      return "high";
-  }
-  return "info";
+  return enum_text(kSeverities, severity, "info");
 }
 
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,

@@ -1,23 +1,22 @@
 #include "gpu/gpu.h"
 
+#include "util/enum_text.h"
+
 namespace gm {
 
+constexpr EnumText<DeviceState> kDeviceStates[] = {
+    {DeviceState::ok, "ok"}, {DeviceState::lost, "lost"}, {DeviceState::unresponsive, "unresponsive"}};
+
 const char* to_string(DeviceState s) {
-  switch (s) {
-    case DeviceState::ok: return "ok";
-    case DeviceState::lost: return "lost";
-    case DeviceState::unresponsive: return "unresponsive";
-  }
-  return "ok";
+  return enum_text(kDeviceStates, s, "ok");
 }
 
+constexpr EnumText<EnergyMethod> kEnergyMethods[] = {{EnergyMethod::counter, "counter"},
+                                                     {EnergyMethod::power_integration, "power_integration"},
+                                                     {EnergyMethod::none, "none"}};
+
 const char* to_string(EnergyMethod m) {
-  switch (m) {
-    case EnergyMethod::counter: return "counter";
-    case EnergyMethod::power_integration: return "power_integration";
-    case EnergyMethod::none: return "none";
-  }
-  return "none";
+  return enum_text(kEnergyMethods, m, "none");
 }
 
 EnergyMethod energy_method(const Capabilities& caps) {
@@ -26,6 +25,8 @@ EnergyMethod energy_method(const Capabilities& caps) {
   return EnergyMethod::none;
 }
 
-Result<std::unique_ptr<GpuBackend>> open_gpu_backend(const GpuBackendOptions& options) { return open_nvml(options); }
+Result<std::unique_ptr<GpuBackend>> open_gpu_backend(const GpuBackendOptions& options) {
+  return open_nvml(options);
+}
 
 }  // namespace gm

@@ -3,6 +3,8 @@
 
 #include <initializer_list>
 
+#include "util/enum_text.h"
+
 namespace gm::nvml {
 
 namespace {
@@ -17,19 +19,13 @@ F first_exported(const Library& lib, std::initializer_list<const char*> names) {
 }
 
 /// The MPS twin of each list-style process API (the detail list covers both modes itself).
+constexpr EnumText<ProcessApi> kMpsProcessApiNames[] = {
+    {ProcessApi::v3, "nvmlDeviceGetMPSComputeRunningProcesses_v3"},
+    {ProcessApi::v2, "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
+    {ProcessApi::v1, "nvmlDeviceGetMPSComputeRunningProcesses"}};
+
 const char* mps_process_api_name(ProcessApi api) {
-  switch (api) {
-    case ProcessApi::v3:
-      return "nvmlDeviceGetMPSComputeRunningProcesses_v3";
-    case ProcessApi::v2:
-      return "nvmlDeviceGetMPSComputeRunningProcesses_v2";
-    case ProcessApi::v1:
-      return "nvmlDeviceGetMPSComputeRunningProcesses";
-    case ProcessApi::detail_list:
-    case ProcessApi::none:
-      break;
-  }
-  return "";
+  return enum_text(kMpsProcessApiNames, api, "");
 }
 
 }  // namespace

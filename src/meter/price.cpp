@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "meter/config_detail.h"
 #include "meter/meter.h"
 #include "util/file.h"
 #include "util/units.h"
+#include "util/config.h"
 
 namespace gm {
 
@@ -86,13 +86,9 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
 }  // namespace
 
 std::optional<std::string> default_config_path() {
-  std::string base;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x) base = x;
-  else if (const char* h = std::getenv("HOME"); h && *h) base = std::string(h) + "/.config";
-  else return std::nullopt;
-  const std::string p = base + "/gpumeter/config.toml";
+  const auto p = user_config_file();
   std::error_code ec;
-  if (std::filesystem::exists(p, ec)) return p;
+  if (p && std::filesystem::exists(*p, ec)) return p;
   return std::nullopt;
 }
 
@@ -136,7 +132,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
 
   if (config) {
-    GM_TRY(const toml::table tbl, detail::parse_config_toml(*config));
+    GM_TRY(const toml::table tbl, parse_config_file(*config));
     const auto* pricing = tbl["pricing"].as_table();
     if (pricing) {
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {

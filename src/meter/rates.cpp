@@ -5,9 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "meter/config_detail.h"
 #include "meter/meter.h"
 #include "util/units.h"
+#include "util/config.h"
 
 namespace gm {
 
@@ -46,19 +46,6 @@ std::string pct(std::int64_t ppm) {
 
 }  // namespace
 
-namespace detail {
-
-Result<toml::table> parse_config_toml(const std::string& path) {
-  try {
-    return toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    return make_error(ErrorKind::usage, fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
-                                                    e.source().begin.column, e.description()));
-  }
-}
-
-}  // namespace detail
-
 Result<ContractRates> load_contract_rates(const std::optional<std::string>& config_path) {
   ContractRates rates;
   std::optional<std::string> path = config_path ? config_path : default_config_path();
@@ -66,7 +53,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
   std::error_code ec;
   if (!std::filesystem::exists(*path, ec))
     return make_error(ErrorKind::usage, fmt::format("--config {}: no such file", *path));
-  GM_TRY(const toml::table tbl, detail::parse_config_toml(*path));
+  GM_TRY(const toml::table tbl, parse_config_file(*path));
   rates.origin = *path;
   const auto* pricing = tbl["pricing"].as_table();
   if (!pricing) return rates;

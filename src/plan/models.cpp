@@ -12,6 +12,7 @@
 #include "plan/plan.h"
 #include "util/csv.h"
 #include "util/embedded.h"
+#include "util/enum_text.h"
 #include "util/units.h"
 
 namespace gm::plan {
@@ -323,6 +324,22 @@ Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelO
   return m;
 }
 
+constexpr EnumText<NormKind> kNormKinds[] = {{NormKind::layernorm, "layernorm"},
+                                             {NormKind::rmsnorm_fp32, "rmsnorm_fp32"},
+                                             {NormKind::rmsnorm, "rmsnorm"}};
+constexpr EnumText<MlpActivation> kMlpActivations[] = {{MlpActivation::gelu, "gelu"},
+                                                       {MlpActivation::gelu_python, "gelu_python"},
+                                                       {MlpActivation::gated, "gated"}};
+
+/// A model file's setting `key` = `text` as one of `table`'s values; a usage error naming the file otherwise.
+template <class E, std::size_t N>
+Result<E> model_setting(const EnumText<E> (&table)[N], const std::string& text, std::string_view origin,
+                        const char* key) {
+  if (auto v = enum_from_text(table, text)) return *v;
+  return make_error(ErrorKind::usage,
+                    fmt::format("{}: {} '{}' is not one of {}", origin, key, text, enum_texts(table)));
+}
+
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin) {
   toml::table tbl;
   try {
@@ -438,28 +455,10 @@ Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origi
     if (*slot >= 1) return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be below 1", origin, key));
   }
   if (auto n = tbl["norm"].value<std::string>()) {
-    if (*n == "layernorm")
-      m.impl.norm = NormKind::layernorm;
-    else if (*n == "rmsnorm_fp32")
-      m.impl.norm = NormKind::rmsnorm_fp32;
-    else if (*n == "rmsnorm")
-      m.impl.norm = NormKind::rmsnorm;
-    else
-      return make_error(
-          ErrorKind::usage,
-          fmt::format("{}: norm '{}' is not one of layernorm, rmsnorm_fp32, rmsnorm", origin, *n));
+    GM_TRY(m.impl.norm, model_setting(kNormKinds, *n, origin, "norm"));
   }
   if (auto a = tbl["mlp_activation"].value<std::string>()) {
-    if (*a == "gelu")
-      m.impl.mlp = MlpActivation::gelu;
-    else if (*a == "gelu_python")
-      m.impl.mlp = MlpActivation::gelu_python;
-    else if (*a == "gated")
-      m.impl.mlp = MlpActivation::gated;
-    else
-      return make_error(
-          ErrorKind::usage,
-          fmt::format("{}: mlp_activation '{}' is not one of gelu, gelu_python, gated", origin, *a));
+    GM_TRY(m.impl.mlp, model_setting(kMlpActivations, *a, origin, "mlp_activation"));
   }
   if (m.kv_heads == 0) m.kv_heads = m.heads;
   if (m.params <= 0) m.params = params_from_shape(m);
@@ -480,18 +479,13 @@ Result<ModelSpec> load_model_toml(const std::string& path) {
   return parse_model_toml(buf.str(), path);
 }
 
+constexpr EnumText<Arch> kArchs[] = {{Arch::decoder, "decoder"},
+                                     {Arch::encoder, "encoder"},
+                                     {Arch::vision_transformer, "vision_transformer"},
+                                     {Arch::cnn, "cnn"}};
+
 std::string_view arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::decoder:
-      return "decoder";
-    case Arch::encoder:
-      return "encoder";
-    case Arch::vision_transformer:
-      return "vision_transformer";
-    case Arch::cnn:
-      return "cnn";
-  }
-  return "decoder";
+  return enum_text(kArchs, arch, "decoder");
 }
 
 }  // namespace gm::plan

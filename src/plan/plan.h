@@ -293,6 +293,16 @@ struct FlopsPerToken {
 /// Usage error for a CNN (its work is not counted in tokens).
 Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::optional<int> seq,
                                           const ModelSearch& search);
+/// What a run's MFU is measured with, from `run` / `attach` --model, --flops-per-token, --seq, --precision:
+/// each checked (a usage error says which flag is wrong and why), then the FLOPs per token
+/// (--flops-per-token, else run_flops_per_token of --model at --seq; nullopt without either) and their basis.
+struct RunMfuBasis {
+  std::optional<double> flops_per_token;
+  std::string basis;
+};
+Result<RunMfuBasis> resolve_run_mfu(const std::optional<std::string>& model,
+                                    std::optional<double> flops_per_token, std::optional<int> seq,
+                                    const std::string& precision);
 /// Dense peak TFLOPS of a GPU at "bf16", "fp16", "fp8", "tf32" or "fp32"; nullopt when the catalog lacks it.
 std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision);
 /// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.
@@ -475,6 +485,24 @@ void add_default_assumptions(PlanResult& result, const GivenSettings& given);
 /// names without "--": task, prompt-tokens, precision, optimizer, zero, lora-rank, gpus, mfu,
 /// interruption-rate, checkpoint-s, restart-s, optimize, pue, gpu-power-w. Empty for any other key.
 std::string default_rule(std::string_view setting);
+/// A job as `plan`'s flags give it: names and counts as text (parsed by parse_task, parse_count, ...), unset
+/// where the flag was not given.
+struct PlanSettings {
+  std::optional<std::string> model, params, model_file, tokens;
+  std::string task = default_rule("task");
+  std::optional<int> seq, batch, prompt_tokens;
+  std::optional<std::string> precision, recompute, attention, weights, optimize, optimizer;
+  std::optional<int> dp, tp, pp, zero, gpus, lora_rank;
+  std::optional<int> layers, hidden, heads, kv_heads, ffn, vocab;
+  bool fsdp = false, qlora = false, spot = false, keep_logits = false;
+  std::optional<double> mfu, interruption_rate, checkpoint_s, restart_s;
+};
+/// The request `settings` describe: the model (--model from the table, a file or the Hub cache, or
+/// --model-file; --params and the shape overrides over it), the task and its settings with their defaults
+/// (resolve_job_defaults), parallelism, spot and ranking. Usage errors name the flag and why.
+Result<PlanRequest> request_from_settings(const PlanSettings& settings);
+/// Which of the settings the user gave (the assumptions a plan states are about the others).
+GivenSettings given_settings(const PlanSettings& settings);
 /// Default interruptions per instance-hour of a provider's spot capacity, with its reason.
 StatedDefault default_interruption_rate(std::string_view provider);
 /// Plans the job over `offers` (GPU specs from the offers).
@@ -488,6 +516,13 @@ void score_options(std::vector<PlanOption>& options, const Weights& weights);
 using TcoInput = gm::TcoInput;
 using TcoResult = gm::TcoResult;
 using gm::compute_tco;
+/// `in` for the catalog GPU `gpu_name`: its id, the power per GPU (`gpu_power_w`, else the catalog's TDP),
+/// the PUE when given, and the cloud price (`cloud_usd_per_gpu_hour`, else the catalog's median on-demand
+/// $/GPU-h, with its source). Usage errors name an unknown GPU (with the closest name) or the flag a missing
+/// figure needs.
+Result<TcoInput> resolve_tco_input(const Catalog& catalog, const std::string& gpu_name, TcoInput in,
+                                   std::optional<double> gpu_power_w,
+                                   std::optional<double> cloud_usd_per_gpu_hour, std::optional<double> pue);
 
 // ---------------------------------------------------------------------------------------------- names
 
@@ -497,5 +532,19 @@ std::string_view optimizer_name(Optimizer optimizer);
 std::string_view recompute_name(Recompute recompute);
 std::string_view attention_name(Attention attention);
 std::string_view arch_name(Arch arch);
+
+/// A setting as its flag takes it, in any case: a usage error "--task 'x' is not one of train, finetune, ..."
+/// otherwise.
+Result<Task> parse_task(std::string_view text);
+Result<Precision> parse_precision(std::string_view text);
+Result<Optimizer> parse_optimizer(std::string_view text);
+Result<Recompute> parse_recompute(std::string_view text);
+Result<Attention> parse_attention(std::string_view text);
+Result<Objective> parse_objective(std::string_view text);  ///< --optimize
+/// "7e9", "7B", "770M", "1.5T" (K, M, B or G, T suffixes) as a positive count; a usage error naming `flag`.
+Result<double> parse_count(const std::string& text, const char* flag);
+/// Where `--model ORG/NAME` looks for Hugging Face Hub caches (`plan`, `run --model`): $HF_HUB_CACHE,
+/// $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub, ~/.cache/huggingface/hub (those set).
+ModelSearch hf_hub_search();
 
 }  // namespace gm::plan

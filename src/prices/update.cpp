@@ -13,7 +13,9 @@
 #include "meter/meter.h"
 #include "prices/detail/readers.h"
 #include "prices/prices.h"
+#include "util/enum_text.h"
 #include "util/money.h"
+#include "util/time.h"
 #include "util/units.h"
 
 namespace gm::prices {
@@ -309,15 +311,6 @@ Result<void> fetch_lambda(HttpGetter& http, const std::string& base, const std::
   return ok_result();
 }
 
-std::string iso_utc(std::int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string price_text(NanoUsd n) {
   return format_nanos(n);
 }
@@ -345,63 +338,38 @@ std::vector<std::string> catalog_regions(const Catalog& catalog, Provider p) {
 
 }  // namespace
 
+constexpr EnumText<Provider> kProviders[] = {
+    {Provider::azure, "azure"}, {Provider::aws, "aws"}, {Provider::gcp, "gcp"}, {Provider::lambda, "lambda"}};
+
 const char* to_string(Provider p) {
-  switch (p) {
-    case Provider::azure:
-      return "azure";
-    case Provider::aws:
-      return "aws";
-    case Provider::gcp:
-      return "gcp";
-    case Provider::lambda:
-      return "lambda";
-  }
-  return "?";
+  return enum_text(kProviders, p, "?");
 }
 
 std::optional<Provider> provider_from(std::string_view name) {
-  const std::string n = to_lower(name);
-  for (Provider p : {Provider::azure, Provider::aws, Provider::gcp, Provider::lambda})
-    if (n == to_string(p)) return p;
-  return std::nullopt;
+  return enum_from_text(kProviders, to_lower(name));
 }
+
+constexpr EnumText<Provider> kEndpoints[] = {{Provider::azure, "https://prices.azure.com"},
+                                             {Provider::aws, "https://pricing.us-east-1.amazonaws.com"},
+                                             {Provider::gcp, "https://cloudbilling.googleapis.com"},
+                                             {Provider::lambda, "https://cloud.lambda.ai"}};
 
 std::string default_endpoint(Provider p) {
-  switch (p) {
-    case Provider::azure:
-      return "https://prices.azure.com";
-    case Provider::aws:
-      return "https://pricing.us-east-1.amazonaws.com";
-    case Provider::gcp:
-      return "https://cloudbilling.googleapis.com";
-    case Provider::lambda:
-      return "https://cloud.lambda.ai";
-  }
-  return {};
+  return enum_text(kEndpoints, p);
 }
 
+constexpr EnumText<Verdict> kVerdicts[] = {{Verdict::added, "added"},         {Verdict::updated, "updated"},
+                                           {Verdict::unchanged, "unchanged"}, {Verdict::flagged, "flagged"},
+                                           {Verdict::held_back, "held_back"}, {Verdict::refused, "refused"}};
+
 const char* to_string(Verdict v) {
-  switch (v) {
-    case Verdict::added:
-      return "added";
-    case Verdict::updated:
-      return "updated";
-    case Verdict::unchanged:
-      return "unchanged";
-    case Verdict::flagged:
-      return "flagged";
-    case Verdict::held_back:
-      return "held_back";
-    case Verdict::refused:
-      return "refused";
-  }
-  return "?";
+  return enum_text(kVerdicts, v, "?");
 }
 
 Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const Catalog& current,
                                   const std::vector<Offer>& previous_fetched) {
   UpdateResult result;
-  result.fetched_at = iso_utc(options.now_unix_ms);
+  result.fetched_at = iso8601_utc(options.now_unix_ms);
   const std::string today = result.fetched_at.substr(0, 10);
   const bool named = !options.providers.empty();
   std::vector<Provider> providers = options.providers;

@@ -8,30 +8,15 @@
 
 #include "meter/meter.h"
 #include "util/csv.h"
+#include "util/time.h"
 
 namespace gm {
 
 namespace {
 
-std::string iso_utc(std::int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
-                     tm.tm_min, tm.tm_sec);
-}
-
 /// First day of the month (UTC) of `unix_ms`, and of the next month.
 std::pair<std::int64_t, std::int64_t> billing_month(std::int64_t unix_ms) {
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  tm.tm_mday = 1;
-  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-  const std::int64_t start = static_cast<std::int64_t>(timegm(&tm)) * 1000;
-  tm.tm_mon += 1;
-  const std::int64_t end = static_cast<std::int64_t>(timegm(&tm)) * 1000;
-  return {start, end};
+  return {month_start_unix_ms(unix_ms), month_start_unix_ms(unix_ms, 1)};
 }
 
 std::string gpu_hours_text(std::int64_t billed_s) {
@@ -87,10 +72,10 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
           cost_text,
           cost_text,
           "USD",
-          iso_utc(period_start),
-          iso_utc(period_end),
-          iso_utc(r.start_unix_ms),
-          iso_utc(std::max(end_ms, r.start_unix_ms + 1000)),
+          iso8601_utc(period_start),
+          iso8601_utc(period_end),
+          iso8601_utc(r.start_unix_ms),
+          iso8601_utc(std::max(end_ms, r.start_unix_ms + 1000)),
           "Usage",
           "",
           "Usage-Based",

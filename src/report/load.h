@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "catalog/catalog.h"
+#include "report/gate.h"
 #include "report/html.h"
 #include "report/kpi.h"
 #include "store/store.h"
@@ -17,7 +18,15 @@ Result<RunRecord> resolve_run(const Ledger& ledger, std::string_view ref);
 
 /// Everything a run's HTML page shows, read from the ledger; KPIs computed with `options` and `gpu`, the
 /// catalog spec of the run's GPU (null when unknown: no MFU).
-Result<RunHtmlInput> load_run_html_input(const Ledger& ledger, const RunRecord& run, const KpiOptions& options,
-                                         const GpuSpec* gpu);
+Result<RunHtmlInput> load_run_html_input(const Ledger& ledger, const RunRecord& run,
+                                         const KpiOptions& options, const GpuSpec* gpu);
+/// `report RUN --html`: load_run_html_input with the run's GPU from the built-in catalog (MFU's peak), the
+/// run report's findings, its own MFU basis (unless `options.params` overrides it) and the rightsizing hint.
+/// The runs `refs` name (ids or "last") with their progress, for the scaling study.
+Result<std::vector<ScalingInput>> load_scaling_inputs(const Ledger& ledger,
+                                                      const std::vector<std::string>& refs);
+/// One side of `compare`: the run `ref` names (an id or "last") with its progress and serving counters.
+Result<CompareSide> load_compare_side(const Ledger& ledger, std::string_view ref);
+Result<RunHtmlInput> load_run_page(const Ledger& ledger, const RunRecord& run, const KpiOptions& options);
 
 }  // namespace gm

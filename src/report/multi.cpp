@@ -468,4 +468,28 @@ std::string render_multi_csv(const MultiReport& rep) {
   return out;
 }
 
+Result<MultiOptions> multi_options_from(const MultiFlags& flags, std::int64_t now_unix_ms) {
+  MultiOptions options;
+  options.top = flags.top;
+  if (flags.daily || flags.date) {
+    GM_TRY(const auto period, daily_period(flags.date, now_unix_ms));
+    options.since_unix_ms = period.first;
+    options.until_unix_ms = period.second;
+    options.by.kind = GroupBy::Kind::user;
+  }
+  if (flags.since) {
+    GM_TRY(options.since_unix_ms, parse_time_point(*flags.since, now_unix_ms, "--since"));
+  }
+  if (flags.until) {
+    GM_TRY(options.until_unix_ms, parse_time_point(*flags.until, now_unix_ms, "--until"));
+  }
+  if (flags.target) {
+    GM_TRY(options.target, parse_metric_target(*flags.target));
+  }
+  if (flags.by) {
+    GM_TRY(options.by, parse_group_by(*flags.by));
+  }
+  return options;
+}
+
 }  // namespace gm

@@ -129,4 +129,14 @@ std::string render_multi_csv(const MultiReport& report);
 Result<std::pair<std::int64_t, std::int64_t>> daily_period(const std::optional<std::string>& date,
                                                            std::int64_t now_unix_ms);
 
+/// `report`'s many-run flags as given (unset where not).
+struct MultiFlags {
+  std::optional<std::string> since, until, by, date, target;
+  bool daily = false;  ///< with --date: that day, else yesterday (UTC), grouped by user
+  std::size_t top = 5;
+};
+/// The options the flags describe at `now_unix_ms` (--since and --until over the --daily period); errors
+/// name the flag whose text does not parse.
+Result<MultiOptions> multi_options_from(const MultiFlags& flags, std::int64_t now_unix_ms);
+
 }  // namespace gm

@@ -409,4 +409,20 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
   return out;
 }
 
+Result<std::string> render_plan_demo() {
+  plan::PlanRequest req;
+  auto model = plan::find_model("llama-3-8b");
+  if (!model) return model.error();
+  req.job.model = *model;
+  req.job.task = plan::Task::lora;
+  req.job.tokens = 2e9;
+  req.job = plan::resolve_job_defaults(req.job, false, false, false);
+  auto catalog = Catalog::builtin();
+  if (!catalog) return catalog.error();
+  auto result = plan::make_plan(req, plan::offers_from_catalog(*catalog));
+  if (!result) return result.error();
+  return "$ gpumeter plan --model llama-3-8b --task lora --tokens 2e9 --top 3\n" +
+         render_plan_text(*result, 3, req.objective, /*brief=*/true);
+}
+
 }  // namespace gm::report

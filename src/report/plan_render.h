@@ -18,5 +18,7 @@ std::string render_plan_json(const plan::PlanResult& result, plan::Objective obj
 std::string render_model_list(bool json);
 /// The TCO report (text or JSON), every input shown.
 std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool json);
+/// The plan section of `gpumeter demo`: a Llama-3-8B LoRA fine-tune of 2e9 tokens, the top 3 catalog offers.
+Result<std::string> render_plan_demo();
 
 }  // namespace gm::report

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "meter/meter.h"
+#include "util/enum_text.h"
 #include "util/table.h"
 #include "util/units.h"
 
@@ -12,19 +12,10 @@ namespace gm::report {
 
 namespace {
 
-const char* sort_name(TopSort k) {
-  switch (k) {
-    case TopSort::rate:
-      return "$/h";
-    case TopSort::cost:
-      return "$ so far";
-    case TopSort::owner:
-      return "owner";
-    case TopSort::energy:
-      return "energy";
-  }
-  return "";
-}
+constexpr EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
+                                            {TopSort::cost, "$ so far"},
+                                            {TopSort::owner, "owner"},
+                                            {TopSort::energy, "energy"}};
 
 struct OwnerRow {
   Owner owner;
@@ -112,7 +103,7 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
       spent += d.cost;
     }
   out.push_back(fmt::format("gpumeter top - {} GPU(s) - {}/h - {} so far - sorted by {}{}", s.devices.size(),
-                            format_micros(rate), format_micros(spent), sort_name(key),
+                            format_micros(rate), format_micros(spent), enum_text(kSortNames, key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
   out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",

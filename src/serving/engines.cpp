@@ -11,21 +11,18 @@
 
 #include "meter/meter.h"
 #include "serving/serving.h"
+#include "util/enum_text.h"
+#include "util/config.h"
 
 namespace gm::serving {
 
+constexpr EnumText<InferenceEngine> kEngines[] = {{InferenceEngine::vllm, "vllm"},
+                                                  {InferenceEngine::sglang, "sglang"},
+                                                  {InferenceEngine::tgi, "tgi"},
+                                                  {InferenceEngine::triton, "triton"}};
+
 const char* to_string(InferenceEngine engine) {
-  switch (engine) {
-    case InferenceEngine::vllm:
-      return "vllm";
-    case InferenceEngine::sglang:
-      return "sglang";
-    case InferenceEngine::tgi:
-      return "tgi";
-    case InferenceEngine::triton:
-      return "triton";
-  }
-  return "unknown";
+  return enum_text(kEngines, engine, "unknown");
 }
 
 // ---- endpoint specs ------------------------------------------------------------------------------
@@ -76,17 +73,7 @@ Result<InferenceEndpointSpec> parse_inference_endpoint(std::string_view text, st
 }
 
 Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::string& config_path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(config_path, ec))
-    return make_error(ErrorKind::usage, config_path + ": no such file");
-  toml::table tbl;
-  try {
-    tbl = toml::parse_file(config_path);
-  } catch (const toml::parse_error& e) {
-    return make_error(ErrorKind::usage, config_path + ":" + std::to_string(e.source().begin.line) + ":" +
-                                            std::to_string(e.source().begin.column) + ": " +
-                                            std::string(e.description()));
-  }
+  GM_TRY(toml::table tbl, parse_config_file(config_path));
   std::vector<InferenceEndpointSpec> out;
   const toml::node_view<toml::node> node = tbl["agent"]["inference_endpoints"];
   if (!node) return out;

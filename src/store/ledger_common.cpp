@@ -10,6 +10,7 @@
 
 #include "store/detail.h"
 #include "util/file.h"
+#include "util/time.h"
 
 namespace gm {
 namespace store_detail {
@@ -163,14 +164,7 @@ Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_
     const std::int64_t weekday = ((days + 3) % 7 + 7) % 7;
     return (days - weekday) * day_ms;
   }
-  if (period == "month") {
-    const std::time_t t = static_cast<std::time_t>(days * 86'400);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    tm.tm_mday = 1;
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    return static_cast<std::int64_t>(timegm(&tm)) * 1000;
-  }
+  if (period == "month") return month_start_unix_ms(days * day_ms);
   return make_error(ErrorKind::usage, "--per '" + period + "': expected day, week or month");
 }
 

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "trace/internal.h"
+#include "util/enum_text.h"
 
 namespace gm::trace::detail {
 
@@ -45,16 +46,11 @@ std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t,
   return lcm;
 }
 
+constexpr EnumText<Klass> kKlasses[] = {
+    {Klass::compute, "compute"}, {Klass::communication, "communication"}, {Klass::memory, "memory"}};
+
 const char* klass_name(Klass k) {
-  switch (k) {
-    case Klass::compute:
-      return "compute";
-    case Klass::communication:
-      return "communication";
-    case Klass::memory:
-      return "memory";
-  }
-  return "compute";
+  return enum_text(kKlasses, k, "compute");
 }
 
 struct Agg {
