@@ -465,8 +465,9 @@ std::string trace_json(const PricedTrace& t) {
           {"attributed_ns", d.before_window.attributed_ns},
           {"cost_usd", json_or_null(c.before_window_usd)},
           {"kernels", buckets_json(d.before_window.kernels, c.before_window_kernels, true, false)}};
-      j["matrix_math"] = nlohmann::json::object();
-      add_figures(j["matrix_math"], d.matrix_math, kMatrixMathFigures);
+      auto matrix_math = nlohmann::json::object();
+      add_figures(matrix_math, d.matrix_math, kMatrixMathFigures);
+      j["matrix_math"] = std::move(matrix_math);
       j["steps_span"] = nullptr;
       if (d.steps_span)
         add_figures(j["steps_span"] = nlohmann::json::object(), *d.steps_span, kStepsSpanFigures);
