@@ -26,6 +26,15 @@ constexpr TargetVerdict kVerdicts[] = {TargetVerdict::too_early, TargetVerdict::
                                        TargetVerdict::reached, TargetVerdict::unreachable_within_steps,
                                        TargetVerdict::unreachable_within_budget};
 
+// The forecast's figures a view carries, each null when the forecast does not know it.
+const std::pair<const char*, std::optional<double> TargetForecast::*> kFigures[] = {
+    {"current_value", &TargetForecast::current_value},
+    {"reached_at_step", &TargetForecast::reached_at_step},
+    {"reached_at_s", &TargetForecast::reached_at_s},
+    {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
+    {"low_usd", &TargetForecast::low_usd},
+    {"high_usd", &TargetForecast::high_usd}};
+
 std::optional<double> opt_number(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) return std::nullopt;
@@ -58,18 +67,13 @@ std::string run_view_json(const RunView& view) {
             {"updated_unix_ms", view.updated_unix_ms}};
   if (view.target) {
     const auto& t = *view.target;
-    const auto& f = t.forecast;
-    j["target"] = {{"metric", t.target.metric},
-                   {"op", t.target.at_most ? "<=" : ">="},
-                   {"value", t.target.threshold},
-                   {"verdict", verdict_name(f.verdict)},
-                   {"step", f.step},
-                   {"current_value", json_or_null(f.current_value)},
-                   {"reached_at_step", json_or_null(f.reached_at_step)},
-                   {"reached_at_s", json_or_null(f.reached_at_s)},
-                   {"cost_to_reach_usd", json_or_null(f.cost_to_reach_usd)},
-                   {"low_usd", json_or_null(f.low_usd)},
-                   {"high_usd", json_or_null(f.high_usd)}};
+    json tj = {{"metric", t.target.metric},
+               {"op", t.target.at_most ? "<=" : ">="},
+               {"value", t.target.threshold},
+               {"verdict", verdict_name(t.forecast.verdict)},
+               {"step", t.forecast.step}};
+    for (const auto& [key, field] : kFigures) tj[key] = json_or_null(t.forecast.*field);
+    j["target"] = std::move(tj);
   }
   return j.dump();
 }
@@ -111,12 +115,7 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
   auto& f = t.forecast;
   f.verdict = *known;
   if (auto s = opt_number(*tj, "step")) f.step = static_cast<std::int64_t>(*s);
-  f.current_value = opt_number(*tj, "current_value");
-  f.reached_at_step = opt_number(*tj, "reached_at_step");
-  f.reached_at_s = opt_number(*tj, "reached_at_s");
-  f.cost_to_reach_usd = opt_number(*tj, "cost_to_reach_usd");
-  f.low_usd = opt_number(*tj, "low_usd");
-  f.high_usd = opt_number(*tj, "high_usd");
+  for (const auto& [key, field] : kFigures) f.*field = opt_number(*tj, key);
   v.target = std::move(t);
   return v;
 }
