@@ -27,13 +27,13 @@ constexpr TargetVerdict kVerdicts[] = {TargetVerdict::too_early, TargetVerdict::
                                        TargetVerdict::unreachable_within_budget};
 
 // The forecast's figures a view carries, each null when the forecast does not know it.
-const std::pair<const char*, std::optional<double> TargetForecast::*> kFigures[] = {
-    {"current_value", &TargetForecast::current_value},
-    {"reached_at_step", &TargetForecast::reached_at_step},
-    {"reached_at_s", &TargetForecast::reached_at_s},
-    {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
-    {"low_usd", &TargetForecast::low_usd},
-    {"high_usd", &TargetForecast::high_usd}};
+using Figure = std::optional<double> TargetForecast::*;
+const std::pair<const char*, Figure> kFigures[] = {{"current_value", &TargetForecast::current_value},
+                                                   {"reached_at_step", &TargetForecast::reached_at_step},
+                                                   {"reached_at_s", &TargetForecast::reached_at_s},
+                                                   {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
+                                                   {"low_usd", &TargetForecast::low_usd},
+                                                   {"high_usd", &TargetForecast::high_usd}};
 
 std::optional<double> opt_number(const json& j, const char* key) {
   auto it = j.find(key);

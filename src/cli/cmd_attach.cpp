@@ -214,7 +214,6 @@ int cmd_attach(int argc, char** argv) {
 
   auto outcome = attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
                                 system_clock(), **runner, published.sink());
-  published.end();
   terminal_sink.stop();
   setup.finish_ledger("attach");
   if (!outcome) {

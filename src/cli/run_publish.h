@@ -45,12 +45,11 @@ class PublishingSink final : public SessionSink {
 };
 
 /// The sink a session is handed: `inner`, wrapped in a PublishingSink when runs publish here
-/// (run_publish_dir()). end() withdraws the view (before the report is printed).
+/// (run_publish_dir()); the view is withdrawn when this is destroyed.
 class PublishedSession {
  public:
   explicit PublishedSession(SessionSink& inner);
   SessionSink& sink() { return publishing_ ? static_cast<SessionSink&>(*publishing_) : inner_; }
-  void end() { publishing_.reset(); }
 
  private:
   SessionSink& inner_;

@@ -413,7 +413,6 @@ int execute_run(const RunFlags& f, bool simulated) {
   PublishedSession published(sink);
   auto outcome =
       run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, published.sink());
-  published.end();
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {
