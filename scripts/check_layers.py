@@ -15,7 +15,7 @@ import pathlib
 import re
 import sys
 
-# The layers, bottom first. Data flows up: telemetry -> meter -> (serving) -> guard | agent -> report -> cli.
+# The layers, bottom first. Data flows up: telemetry -> meter -> (serving) -> guard -> agent -> report -> cli.
 LAYERS = [
     # Knows no domain.
     ['util'],
@@ -27,8 +27,10 @@ LAYERS = [
     ['meter', 'plan', 'prices'],
     # Advice over traces and runs; the serving-engine intake that the agent and the run supervisor share.
     ['findings', 'serving'],
-    # The run supervisor and the node agent.
-    ['guard', 'agent'],
+    # The run supervisor: progress, forecast, the budget policy and notification.
+    ['guard'],
+    # The node agent; its node guard applies guard's budget policy to a node's owners.
+    ['agent'],
     # Reports and every renderer: over the ledger, the supervisor's outcome, traces and plans.
     ['report'],
     # Flags and dispatch.
@@ -51,7 +53,7 @@ ALLOWED = {
     'findings': {'util', 'catalog', 'meter', 'trace'},
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
     'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples
-    'agent': {'util', 'findings', 'gpu', 'kubelet', 'meter', 'serving', 'sys'},
+    'agent': {'util', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'serving', 'sys'},
     'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'meter', 'plan', 'prices', 'store',
                'sys', 'trace'},  # agent: top's screen over the collector's snapshot; gpu: gpus' and doctor's
     'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',

@@ -134,10 +134,11 @@ struct SelfStats {
 };
 
 /// The node guard's state (autostop, node and owner budgets, preemption notices) as the agent exports it;
-/// the CLI runs the guard (guard/node.h) beside the collector and hands its status over each interval.
+/// the node guard (agent/node_guard.h) runs beside the collector and hands its status over each interval.
 struct NodeStatus {
   std::optional<double> autostop_remaining_s;  ///< nullopt: autostop off (series omitted)
   double idle_s = 0;                           ///< how long every GPU has been idle
+  bool autostop_done = false;                  ///< the command ran (or would have, dry run)
   struct Budget {
     std::string scope;   ///< "node", "user:alice", ...
     std::string period;  ///< "day" | "month"
@@ -348,11 +349,7 @@ struct Collector::EndpointState {
   std::optional<Owner> owner;                 // linked owner (labels of its series)
   std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
   std::int64_t listener_checked_ns = -1;
-  bool baselined = false;  // a reading was taken while linked
-  std::optional<double> start_time_s;
-  unsigned resets_seen = 0;  // Σ resets over the counters, at the last reading
-  std::map<std::string, std::array<serving::CounterDelta, 4>>
-      deltas;  // per model: prompt, generated, cached, requests
+  serving::ServedFold fold;  // the counters read while linked (baselined once a reading was taken)
   // From the state file (state.cpp): the owner and counter values of the last run of the agent, resumed when
   // the endpoint links to the same owner again, so tokens served across an agent restart count once.
   std::optional<std::string> resume_owner_key;

@@ -75,17 +75,10 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
     }
     if (found && (!e->owner || e->owner->key() != found->key())) {
       e->owner = std::move(found);
-      e->baselined = false;  // a new owner starts from a fresh baseline
-      e->deltas.clear();
-      e->resets_seen = 0;
-      e->start_time_s.reset();
+      e->fold = serving::ServedFold();  // a new owner starts from a fresh baseline
       if (e->resume_owner_key == e->owner->key()) {
         // The same owner as before the agent restarted: continue from the counters saved then.
-        e->baselined = true;
-        e->start_time_s = e->resume_start_time_s;
-        for (const auto& [model, prev] : e->resume_prev)
-          for (std::size_t f = 0; f < 4; ++f)
-            if (prev[f]) e->deltas[model][f].resume_from(*prev[f]);
+        e->fold.resume(e->resume_start_time_s, e->resume_prev);
         if (!pending_cost_.count(e->owner->key())) {
           pending_cost_[e->owner->key()] = 0;
           last_booked_ns_[e->owner->key()] = now_ns;
@@ -122,35 +115,19 @@ void Collector::book_inference(std::vector<serving::ScrapeOutcome> outcomes,
     e.view.engine = r.engine;
     e.view.last_error.clear();
     if (!e.owner) continue;  // no owner on a GPU yet: nothing to charge, and no baseline either
-    const bool restarted = r.start_time_s && e.start_time_s && *r.start_time_s != *e.start_time_s;
-    if (r.start_time_s) e.start_time_s = r.start_time_s;
     Booking& b = by_owner[e.owner->key()];
-    const bool had_baseline = e.baselined;
-    e.baselined = true;
-    for (const auto& [model, totals] : r.models) {
-      const bool new_model = !e.deltas.count(model);
-      // An engine's labels are not ours to trust: at most 64 models per endpoint get series.
-      if (new_model && e.deltas.size() >= 64) continue;
-      auto& d = e.deltas[model];
-      // A model that appears after the baseline (a LoRA adapter loaded later) served all it shows since then.
-      if (new_model && had_baseline)
-        for (auto& x : d) x.start_from_zero();
-      const std::optional<double> fields[4] = {totals.prompt_tokens, totals.generated_tokens,
-                                               totals.cached_tokens, totals.requests};
+    const serving::ServedFold::Step step = e.fold.add(r);
+    for (const auto& [model, delta] : step.models) {
       Counts& c = b.models[model];
       auto& has = b.has[model];
       b.engine[model] = r.engine;
       for (std::size_t f = 0; f < 4; ++f) {
-        if (!fields[f]) continue;
-        c[f] += d[f].add(*fields[f], restarted);
+        if (!delta.has[f]) continue;
+        c[f] += delta.counts[f];
         has[f] = true;
       }
     }
-    unsigned resets = 0;
-    for (const auto& [model, d] : e.deltas)
-      for (const auto& x : d) resets += x.resets();
-    if (resets > e.resets_seen) ++e.view.resets;  // one restart, however many counters showed it
-    e.resets_seen = resets;
+    if (step.restarted) ++e.view.resets;  // one restart, however many counters showed it
   }
   // Owners with a linked endpoint accrue their measured cost; it is charged to models once tokens can be
   // counted.

@@ -161,16 +161,17 @@ nlohmann::json Collector::inference_state_json() const {
   }
   json endpoints = json::array();
   for (const auto& e : endpoints_) {
-    if (!e->owner || !e->baselined) continue;
+    if (!e->owner || !e->fold.baselined()) continue;
     json prev = json::object();
-    for (const auto& [model, d] : e->deltas) {
+    for (const auto& [model, d] : e->fold.previous()) {
       json v = json::array();
-      for (const auto& x : d) v.push_back(x.previous() ? json(*x.previous()) : json(nullptr));
+      for (const auto& x : d) v.push_back(x ? json(*x) : json(nullptr));
       prev[model] = v;
     }
+    const auto start_time_s = e->fold.start_time_s();
     endpoints.push_back({{"endpoint", e->spec.display},
                          {"owner", owner_to_json(*e->owner)},
-                         {"start_time_s", e->start_time_s ? json(*e->start_time_s) : json(nullptr)},
+                         {"start_time_s", start_time_s ? json(*start_time_s) : json(nullptr)},
                          {"counters", prev}});
   }
   return json{{"models", models}, {"endpoints", endpoints}};

@@ -148,7 +148,7 @@ int cmd_agent(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto node_guard = AgentNodeGuard::create(node_flags, *interval_ms);
+  auto node_guard = make_node_guard(node_flags, *interval_ms);
   if (!node_guard) return fail("agent", node_guard.error());
   auto backend = open_gpu_backend();
   if (!backend) return fail("agent", backend.error());

@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "guard/session.h"
+#include "guard/team_budget.h"
 #include "util/clock.h"
 #include "util/units.h"
 

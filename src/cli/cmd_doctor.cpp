@@ -343,7 +343,7 @@ int cmd_doctor(int argc, char** argv) {
   print_inference_endpoints(specs);
   if (inference_discover) print_inference_discovery(backend ? backend->get() : nullptr, proc_root);
   print_preemption(preemption, metadata_url);
-  if (auto autostop = agent_autostop_text(agent_listen, 500))
+  if (auto autostop = agent::autostop_text(agent_listen, 500))
     std::printf("agent autostop   %s (agent at %s)\n", autostop->c_str(), agent_listen.c_str());
   else
     std::printf("agent autostop   no agent with --autostop-idle answers at %s\n", agent_listen.c_str());

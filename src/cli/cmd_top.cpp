@@ -31,7 +31,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, repo
   std::optional<std::string> autostop;
   std::thread asker([&] {
     while (!stop.requested()) {
-      auto text = agent_autostop_text(agent_listen, 300);
+      auto text = agent::autostop_text(agent_listen, 300);
       {
         std::lock_guard<std::mutex> lock(autostop_mu);
         autostop = std::move(text);
@@ -122,7 +122,7 @@ int cmd_top(int argc, char** argv) {
     collector.collect_once();
     history.update(collector.snapshot(), system_clock().monotonic_ns());
     auto lines = report::render_top_lines(collector.snapshot(), key, false, history);
-    if (auto autostop = agent_autostop_text(agent_listen, 300))
+    if (auto autostop = agent::autostop_text(agent_listen, 300))
       lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
     return kExitOk;

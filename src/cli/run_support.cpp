@@ -14,6 +14,7 @@
 #include "cli/run_publish.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
+#include "guard/team_budget.h"
 #include "meter/run_meter.h"
 #include "plan/plan.h"
 #include "report/multi.h"
@@ -330,7 +331,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     return rc;
 
   if (f.inference_endpoint) {
-    auto source = make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);
+    auto source = serving::make_engine_inference_source(*f.inference_endpoint, cfg.sample_interval_ms);
     if (!source) return usage(command, source.error().message);
     out.inference = std::move(*source);
     cfg.inference = out.inference.get();

@@ -64,7 +64,7 @@ struct SessionSetup {
   std::unique_ptr<GpuBackend> backend;  ///< null without a GPU library (wall time × price)
   std::unique_ptr<Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
   SpoolingLedger* shared = nullptr;     ///< a shared (PostgreSQL) ledger: spooled while unreachable
-  std::unique_ptr<InferenceSource> inference;
+  std::unique_ptr<serving::InferenceSource> inference;
   std::unique_ptr<NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
   /// At the run's end: a spooled run is replayed when the shared ledger is back; notes on stderr.
   void finish_ledger(const char* command);

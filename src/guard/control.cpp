@@ -1,8 +1,10 @@
 // Control datagrams of an attached session (`gpumeter attach`, the IPython extension): notebook cells and
 // budget changes, on the same socket as progress (DESIGN §5; docs/notebooks.md).
+#include "guard/control.h"
+
 #include <cmath>
 
-#include "guard/session.h"
+#include "guard/guard.h"
 #include "util/json_in.h"
 
 namespace gm {

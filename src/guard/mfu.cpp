@@ -1,5 +1,5 @@
 // MFU of a supervised run: the client's FLOPs per token, and the live figure of the status line.
-#include "guard/session.h"
+#include "guard/live_mfu.h"
 
 namespace gm {
 

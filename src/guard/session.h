@@ -1,9 +1,8 @@
 #pragma once
-// The supervisor of `gpumeter run`, in two parts: `Supervisor`, a state machine without file descriptors
-// that consumes events (tick, progress, job output, signal, child exit), meters, applies the guard, records
-// to the ledger and acts on the job through the ProcessRunner seam; and `run_session`, the driver that
-// starts the job and turns descriptors (job output, progress socket, signals, stdin) into those events.
-// Everything a person sees goes to a SessionSink (the CLI's terminal renderer); the library prints nothing.
+// A supervised run (`gpumeter run`, `gpumeter attach`): what it is given (SessionConfig), what a person sees
+// (SessionSink, StatusSnapshot), what it returns (SessionOutcome), and the drivers that start or watch the
+// job and turn descriptors (job output, progress socket, signals, stdin) into the events of the Supervisor
+// (guard/supervisor.h). Everything a person sees goes to a SessionSink; the library prints nothing.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -15,11 +14,14 @@
 
 #include "catalog/catalog.h"
 #include "cloud/cloud.h"
+#include "guard/control.h"
 #include "guard/gpu_match.h"
 #include "guard/guard.h"
+#include "guard/live_mfu.h"
 #include "guard/target_guard.h"
 #include "meter/meter.h"
 #include "meter/run_meter.h"
+#include "serving/serving.h"
 #include "store/store.h"
 #include "sys/spawn.h"
 #include "util/clock.h"
@@ -31,54 +33,6 @@ enum class StopTarget {
   main,   ///< the job's main process (default: DataLoader workers stay alive while it checkpoints)
   group,  ///< the job's whole process group
 };
-
-/// Cumulative counters of one model as a serving engine reports them; nullopt where it has no such metric.
-struct ServedCounts {
-  std::optional<double> prompt_tokens;
-  std::optional<double> generated_tokens;
-  std::optional<double> cached_tokens;
-  std::optional<double> requests;
-};
-
-/// One scrape of the engine metrics of the server a run wraps.
-struct InferenceScrape {
-  std::string endpoint;                        ///< the URL scraped ("" while none is known yet)
-  std::string engine;                          ///< vllm | sglang | tgi | triton; "" when the scrape failed
-  std::map<std::string, ServedCounts> models;  ///< by model name
-  std::optional<double> start_time_s;          ///< process_start_time_seconds (restarts)
-  std::string error;                           ///< why it failed ("" on success)
-};
-
-/// Where `gpumeter run --inference-endpoint` reads the wrapped server's engine metrics. Implementations
-/// scrape in the background (the driver never waits on the network); the driver asks at every tick.
-class InferenceSource {
- public:
-  virtual ~InferenceSource() = default;
-  /// The newest scrape finished since the last call (nullopt: none). `job_pids` are the job's processes
-  /// now (for discovering the port the job listens on).
-  virtual std::optional<InferenceScrape> take(const std::set<std::uint32_t>& job_pids) = 0;
-};
-
-/// The InferenceSource of `gpumeter run --inference-endpoint`: a background thread scrapes the engine's
-/// /metrics every `interval_ms` (each scrape bounded by min(2 s, interval)). `url` "auto" finds the
-/// endpoint: the TCP ports the job's processes listen on are probed (each once per 10 s until one answers)
-/// for a /metrics that parses as a known engine (src/agent discovery). Usage error naming the flag for a bad
-/// URL.
-Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
-                                                                      std::int64_t interval_ms);
-
-/// A team budget and what the runs of its selector spent this period.
-struct TeamBudgetStatus {
-  TeamBudget budget;
-  MicroUsd spent_micros = 0;
-  std::int64_t runs = 0;
-  std::int64_t live_runs = 0;
-};
-/// Every budget of `ledger` with its spend this period (periods at `now_unix_ms`, UTC).
-Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger, std::int64_t now_unix_ms);
-/// The budgets of `ledger` whose selector matches `run` (its labels, user or host), with their spend now.
-Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger, const RunRecord& run,
-                                                            std::int64_t now_unix_ms);
 
 /// Everything a supervised run needs, decided by the CLI.
 struct SessionConfig {
@@ -101,7 +55,7 @@ struct SessionConfig {
   /// Window of the job's pty (rows, cols), already less the status line; pty mode only.
   std::optional<std::pair<unsigned short, unsigned short>> window;
   /// The engine metrics of the server the job runs (--inference-endpoint); null when it serves none.
-  InferenceSource* inference = nullptr;
+  serving::InferenceSource* inference = nullptr;
   // `gpumeter attach` (a process gpumeter did not start):
   /// The job is not gpumeter's child: no exit status (the run ends "finished", or "detached" when gpumeter
   /// was told to stop watching), and gpumeter's exit code is 0 unless it stopped the job.
@@ -135,26 +89,6 @@ struct SessionConfig {
 /// Default threshold of the idle_gpus_held finding of `gpumeter attach` (its --max-idle).
 inline constexpr std::int64_t kDefaultIdleHeldMs = 30 * 60'000;
 
-/// A notebook cell as the IPython extension reports it on the progress socket.
-struct CellEvent {
-  std::int64_t cell_id = 0;  ///< the kernel's execution count (or the extension's own counter)
-  bool start = false;        ///< true: the cell starts; false: it ended
-  std::string status;        ///< at the end: ok | error | interrupted | refused
-  std::string source;        ///< the cell's first line, at most 200 bytes
-};
-
-/// A control datagram of an attached session.
-struct SessionControl {
-  std::optional<CellEvent> cell;
-  std::optional<MicroUsd> budget_micros;           ///< a new budget (a stop latched earlier is released)
-  std::optional<std::vector<double>> warn_at_pct;  ///< new warning percentages
-};
-
-/// Parses `{"cell": {"id": 3, "event": "start"|"end", "status": "ok", "source": "…"}}` or
-/// `{"control": {"budget_usd": 0.5, "warn_at": "80%"}}`; nullopt for any other datagram (progress),
-/// usage error for a malformed one of these kinds.
-std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram);
-
 /// Before the provider's deadline, the SIGKILL of a preempted job comes this much earlier.
 inline constexpr std::int64_t kPreemptionKillMarginMs = 5'000;
 
@@ -171,11 +105,11 @@ struct StatusSnapshot {
   std::optional<std::string> progress_note;
   std::optional<Forecast> forecast;
   std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
-  std::vector<DeviceSample> gpus;  ///< latest sample per allocated GPU
+  std::vector<DeviceSample> gpus;              ///< latest sample per allocated GPU
   bool stopping = false;
-  std::int64_t run_id = 0;            ///< 0 when not recorded
+  std::int64_t run_id = 0;                ///< 0 when not recorded
   std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
-  std::optional<double> idle_held_s;  ///< `idle_gpus_held`: how long the GPUs have idled with memory held
+  std::optional<double> idle_held_s;      ///< `idle_gpus_held`: how long the GPUs have idled with memory held
   std::optional<double> idle_held_usd_per_h;  ///< what they cost meanwhile
   std::optional<MicroUsd> idle_cost_micros;   ///< Σ interval cost × (1 − utilization) on used GPUs so far
   /// Serving (--inference-endpoint), over the last kServingWindowMs: spend ÷ tokens or requests.
@@ -186,18 +120,6 @@ struct StatusSnapshot {
   /// Model FLOPs utilisation so far (ratio; needs tokens, FLOPs per token and the GPU's peak).
   std::optional<double> mfu;
 };
-
-/// mfu_basis of a run whose FLOPs per token came from the job's client.
-inline constexpr const char* kClientFlopsBasis = "client: progress(flops_per_token=...)";
-
-/// The client's FLOPs per token (`progress(..., flops_per_token=F)`) becomes the run's MFU basis unless the
-/// command line gave one (--model / --flops-per-token win: the user said so).
-void adopt_client_flops(RunRecord& run, const ProgressUpdate& update);
-/// MFU of a run so far: its tokens × FLOPs per token ÷ (peak × allocated GPUs × the time after its GPUs
-/// first worked); nullopt before they worked or without tokens, FLOPs per token or a peak.
-std::optional<double> live_mfu(const RunRecord& run, const std::optional<ProgressRecord>& latest,
-                               const std::vector<GpuUsage>& gpus, std::optional<double> peak_tflops,
-                               std::size_t allocated, double elapsed_s);
 
 /// Window of the live serving figures of the status line.
 inline constexpr std::int64_t kServingWindowMs = 60'000;
@@ -244,56 +166,8 @@ struct SessionOutcome {
   std::vector<InferenceRecord> inference;
   std::vector<CellRecord> cells;
   std::optional<TargetOutcome> target;  ///< --target: its forecast, history and a stop's evidence
-  bool recorded = false;              ///< the ledger holds the run
-  std::vector<std::string> warnings;  ///< ledger problems and the like (also given to the sink)
-};
-
-/// The supervisor state machine (no descriptors): the driver, or a test, feeds it events in time order.
-class Supervisor {
- public:
-  Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger* ledger, const Catalog* catalog,
-             Clock& clock, ProcessRunner& runner, SessionSink& sink);
-  ~Supervisor();
-  Supervisor(const Supervisor&) = delete;
-  Supervisor& operator=(const Supervisor&) = delete;
-
-  /// Opens the run (ledger row) now; call before the job starts. Returns the run id (0 when not recorded).
-  std::int64_t begin();
-  /// The job could not be started (`error.kind` not_found: 127, else 126); the run is recorded as failed.
-  void start_failed(const Error& error);
-  /// The job started with this main process (also its process group id).
-  void started(pid_t pid);
-  /// A progress datagram arrived (or failed to parse).
-  void on_datagram(std::string_view datagram);
-  /// The job wrote output: passed to the sink and scanned for progress.
-  void on_output(JobStream stream, std::string_view bytes);
-  /// A signal reached gpumeter (INT, TERM, HUP, QUIT): forwarded to the job like a stop.
-  void on_signal(int sig);
-  /// Time passed: samples when a tick is due, SIGKILLs after the grace period. Call at next_wake_ns().
-  void on_time();
-  /// A scrape of the wrapped server's engine metrics arrived (folded into the run's counters at the tick).
-  void on_inference(const InferenceScrape& scrape);
-  /// The metadata service gave a notice: a stop notice sends the stop signal at once (SIGKILL after the
-  /// grace or kPreemptionKillMarginMs before the deadline, whichever first) and the run ends "preempted";
-  /// a warning is recorded and notified.
-  void on_notice(const CloudNotice& notice);
-  /// The job's main process exited with this wait status.
-  void on_exit(int wait_status);
-  /// attach: gpumeter stops watching a job that still runs (SIGINT / SIGTERM to gpumeter).
-  void on_detach();
-  /// When on_time must run next (monotonic ns).
-  std::int64_t next_wake_ns() const;
-  /// True once the job has exited.
-  bool done() const { return exited_; }
-  /// Final figures, ledger row and report; call once after on_exit.
-  SessionOutcome finish();
-  /// The status now.
-  StatusSnapshot snapshot() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  bool exited_ = false;
+  bool recorded = false;                ///< the ledger holds the run
+  std::vector<std::string> warnings;    ///< ledger problems and the like (also given to the sink)
 };
 
 /// Runs the job to completion: spawns it through `runner`, feeds the Supervisor from the job's output,

@@ -1,5 +1,7 @@
 // Team budgets read from the ledger: which budgets guard a run, and what their selectors spent.
-#include "guard/session.h"
+#include "guard/team_budget.h"
+
+#include "guard/run_state.h"
 
 namespace gm {
 
@@ -45,3 +47,30 @@ Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger
 }
 
 }  // namespace gm
+
+namespace gm::guard {
+
+std::vector<std::optional<MicroUsd>> TeamBudgets::others() {
+  const auto& budgets = st_.cfg.guard.team_budgets;
+  std::vector<std::optional<MicroUsd>> out(budgets.size());
+  unchecked_.resize(budgets.size(), false);
+  for (std::size_t i = 0; i < budgets.size(); ++i) {
+    const TeamBudget& b = budgets[i];
+    Result<SelectorSpend> spend =
+        st_.ledger ? st_.ledger->selector_spend(b.key, b.value, b.period_start_unix_ms, st_.run.id)
+                   : Result<SelectorSpend>(make_error(ErrorKind::unavailable, "no ledger"));
+    if (spend) {
+      out[i] = spend->spent_micros;
+      if (unchecked_[i]) st_.sink.message("team budget " + b.selector + " can be checked again", false);
+      unchecked_[i] = false;
+    } else if (!unchecked_[i]) {
+      unchecked_[i] = true;
+      st_.warn("team budget " + b.selector + " cannot be checked now (" + spend.error().message + "): " +
+               (st_.cfg.guard.budget_micros ? "this run falls back to its own --budget"
+                                            : "this run has no --budget to fall back to"));
+    }
+  }
+  return out;
+}
+
+}  // namespace gm::guard

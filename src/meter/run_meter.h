@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -127,6 +128,22 @@ class RunMeter {
   std::vector<double> util_sum_, mem_sum_;
   std::vector<std::int64_t> util_n_, mem_n_;
   std::optional<std::int64_t> idle_since_ns_;
+};
+
+/// The per-minute rollups of a run's samples (the ledger's rollup rows): one row per (minute, GPU), changed
+/// while its minute lasts and never touched again once the minute is complete.
+class RollupBook {
+ public:
+  /// Adds `sample` (its run_id set) to the row of its GPU in `minute_unix` (unix time / 60).
+  void add(const SampleRecord& sample, std::int64_t minute_unix);
+  /// Rows changed since the last call.
+  bool changed() const { return !dirty_.empty(); }
+  /// The rows changed since the last call; then forgets the rows of minutes before `current_minute`.
+  std::vector<RollupRecord> take_changed(std::int64_t current_minute);
+
+ private:
+  std::map<std::pair<std::int64_t, unsigned>, RollupRecord> rows_;
+  std::set<std::pair<std::int64_t, unsigned>> dirty_;
 };
 
 /// A forecast of the run's total cost.

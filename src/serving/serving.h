@@ -3,6 +3,7 @@
 // Prometheus exposition parser, the serving engines gpumeter reads (vLLM, SGLang, TGI, Triton), endpoint
 // specs, counter deltas with restart detection, the per-model cost split, bounded scrapes on background
 // threads, the listening sockets of processes and endpoint discovery. Knows no collector, owner or run.
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -115,6 +116,50 @@ class CounterDelta {
   unsigned resets_ = 0;
 };
 
+/// The counters of one model that the served-counter fold counts, in this order.
+enum ServedCounter : std::size_t { kPromptTokens = 0, kGeneratedTokens, kCachedTokens, kRequests };
+
+/// What one model served between two readings: the increase of each counter (ServedCounter order), and
+/// which counters the engine reported.
+struct ServedDelta {
+  std::array<double, 4> counts{};
+  std::array<bool, 4> has{};
+};
+
+/// The served-counter fold of one engine endpoint, used by the agent's cost join and by `gpumeter run
+/// --inference-endpoint` alike: per model, the increase of each counter since the previous reading
+/// (CounterDelta: a changed process start time, or a counter going back, is a restart and the new value
+/// counts from zero). Non-finite values are skipped and negative ones read as 0; at most kMaxModels models
+/// get counters (an engine's labels are input, not trusted).
+class ServedFold {
+ public:
+  static constexpr std::size_t kMaxModels = 64;
+  /// `count_from_zero`: everything the server served counts, its first reading too (a run's own server);
+  /// false: the first reading is the baseline and only models that appear later count from zero.
+  explicit ServedFold(bool count_from_zero = false) : count_from_zero_(count_from_zero) {}
+  /// What one reading added.
+  struct Step {
+    std::map<std::string, ServedDelta> models;  ///< models of the reading that get counters
+    bool restarted = false;                     ///< the engine restarted since the previous reading
+  };
+  /// Folds one reading.
+  Step add(const EngineReading& reading);
+  /// A reading was taken (or resumed).
+  bool baselined() const { return baselined_; }
+  std::optional<double> start_time_s() const { return start_time_s_; }
+  /// Each model's previous counter values (kept in the agent's state file).
+  std::map<std::string, std::array<std::optional<double>, 4>> previous() const;
+  /// Continues from values read before an agent restart: the next reading counts from them.
+  void resume(std::optional<double> start_time_s,
+              const std::map<std::string, std::array<std::optional<double>, 4>>& previous);
+
+ private:
+  bool count_from_zero_;
+  bool baselined_ = false;
+  std::optional<double> start_time_s_;
+  std::map<std::string, std::array<CounterDelta, 4>> deltas_;
+};
+
 /// Outcome of one scrape.
 struct ScrapeOutcome {
   std::optional<EngineReading> reading;  ///< nullopt: failed (see error)
@@ -125,6 +170,31 @@ struct ScrapeOutcome {
 /// Scrapes one endpoint once: bounded by `timeout_ms` overall (a server that trickles bytes is cut off) and
 /// by a 16 MiB body limit.
 ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms);
+
+/// One scrape of the engine metrics of the server a supervised run wraps (`gpumeter run
+/// --inference-endpoint`).
+struct InferenceScrape {
+  std::string endpoint;                  ///< the URL scraped ("" while none is known yet)
+  std::optional<EngineReading> reading;  ///< nullopt: the scrape failed
+  std::string error;                     ///< why it failed ("" on success)
+};
+
+/// Where a supervised run reads the wrapped server's engine metrics. Implementations scrape in the
+/// background (the driver never waits on the network); the driver asks at every tick.
+class InferenceSource {
+ public:
+  virtual ~InferenceSource() = default;
+  /// The newest scrape finished since the last call (nullopt: none). `job_pids` are the job's processes
+  /// now (for discovering the port the job listens on).
+  virtual std::optional<InferenceScrape> take(const std::set<std::uint32_t>& job_pids) = 0;
+};
+
+/// The InferenceSource of `gpumeter run --inference-endpoint` (run_source.cpp): a background thread scrapes
+/// the engine's /metrics every `interval_ms` (each scrape bounded by min(2 s, interval)). `url` "auto" finds
+/// the endpoint: the TCP ports the job's processes listen on are probed (each once per 10 s until one
+/// answers) for a /metrics that parses as a known engine. Usage error naming the flag for a bad URL.
+Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
+                                                                      std::int64_t interval_ms);
 
 /// Background scrapers, one thread per endpoint, so a slow endpoint never stalls the collector: a round is
 /// started before the GPUs are sampled and collected after, waiting at most until a deadline.

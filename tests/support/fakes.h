@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "gpu/gpu.h"
-#include "guard/session.h"
+#include "guard/supervisor.h"
 #include "meter/meter.h"
 #include "store/store.h"
 #include "sys/spawn.h"

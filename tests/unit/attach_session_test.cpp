@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include "guard/session.h"
+#include "guard/supervisor.h"
 #include "report/run_report.h"
 #include "support/fakes.h"
 #include "util/exit_codes.h"

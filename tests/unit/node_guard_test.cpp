@@ -1,5 +1,7 @@
 // The agent's node guard on made-up collections: autostop on idle and never while busy, node and owner
 // budgets (the run's BudgetGuard per period, notify and stop actions, SIGKILL after the grace), notices.
+#include "agent/node_guard.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -7,10 +9,9 @@
 #include <chrono>
 #include <thread>
 
-#include "guard/node.h"
 #include "support/fakes.h"
 
-namespace gm {
+namespace gm::agent {
 namespace {
 
 constexpr std::int64_t kS = 1'000'000'000;
@@ -191,4 +192,4 @@ TEST(NodeGuardTest, NoticesAreCounted) {
 }
 
 }  // namespace
-}  // namespace gm
+}  // namespace gm::agent

@@ -5,7 +5,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
-#include "guard/session.h"
+#include "guard/supervisor.h"
 #include "report/gate.h"
 #include "report/kpi.h"
 #include "report/run_report.h"
@@ -16,12 +16,18 @@
 namespace gm {
 namespace {
 
+using serving::InferenceScrape;
+using serving::InferenceSource;
+
 InferenceScrape scrape(double start_time, std::map<std::string, double> generated) {
   InferenceScrape s;
   s.endpoint = "http://127.0.0.1:8000/metrics";
-  s.engine = "vllm";
-  s.start_time_s = start_time;
-  for (const auto& [model, g] : generated) s.models[model] = ServedCounts{g * 2, g, std::nullopt, g / 10};
+  serving::EngineReading r;
+  r.engine = serving::InferenceEngine::vllm;
+  r.start_time_s = start_time;
+  for (const auto& [model, g] : generated)
+    r.models[model] = serving::ModelTotals{g * 2, g, std::nullopt, g / 10, std::nullopt};
+  s.reading = r;
   return s;
 }
 

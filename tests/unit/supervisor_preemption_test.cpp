@@ -9,7 +9,7 @@
 #include <fstream>
 #include <thread>
 
-#include "guard/session.h"
+#include "guard/supervisor.h"
 #include "report/run_report.h"
 #include "support/fakes.h"
 #include "util/exit_codes.h"

@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "guard/session.h"
+#include "guard/supervisor.h"
 #include "support/fakes.h"
 #include "util/exit_codes.h"
 #include "util/units.h"

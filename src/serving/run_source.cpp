@@ -7,15 +7,14 @@
 #include <mutex>
 #include <thread>
 
-#include "guard/session.h"
 #include "serving/serving.h"
 
-namespace gm {
+namespace gm::serving {
 namespace {
 
 class EngineInferenceSource final : public InferenceSource {
  public:
-  EngineInferenceSource(std::optional<serving::InferenceEndpointSpec> spec, std::int64_t interval_ms)
+  EngineInferenceSource(std::optional<InferenceEndpointSpec> spec, std::int64_t interval_ms)
       : spec_(std::move(spec)),
         interval_ms_(std::max<std::int64_t>(interval_ms, 100)),
         timeout_ms_(std::clamp<std::int64_t>(interval_ms, 100, 2000)) {
@@ -52,16 +51,16 @@ class EngineInferenceSource final : public InferenceSource {
         probed.clear();
         forget_at = std::chrono::steady_clock::now() + kReprobe;
       }
-      std::optional<serving::InferenceEndpointSpec> spec = spec_;
+      std::optional<InferenceEndpointSpec> spec = spec_;
       const std::set<std::uint32_t> pids = pids_;
       lock.unlock();
       InferenceScrape scrape;
       if (!spec) {
         // Discovery: each port of the job's is probed once (a port that answered garbage is not asked again).
         std::vector<std::uint16_t> fresh;
-        for (std::uint16_t port : serving::listening_ports("/proc", pids))
+        for (std::uint16_t port : listening_ports("/proc", pids))
           if (probed.insert(port).second) fresh.push_back(port);
-        serving::ProbeResult probe = serving::probe_engine_ports("127.0.0.1", fresh, timeout_ms_);
+        ProbeResult probe = probe_engine_ports("127.0.0.1", fresh, timeout_ms_);
         // A port that said why it serves no metrics (SGLang without --enable-metrics) is the likely server.
         if (!probe.notes.empty()) why_not_ = probe.notes.front();
         spec = std::move(probe.found);
@@ -71,14 +70,10 @@ class EngineInferenceSource final : public InferenceSource {
                              : why_not_;
       }
       if (spec) {
-        const serving::ScrapeOutcome o = serving::scrape_endpoint(*spec, timeout_ms_);
+        ScrapeOutcome o = scrape_endpoint(*spec, timeout_ms_);
         scrape.endpoint = spec->display;
         if (o.reading) {
-          scrape.engine = serving::to_string(o.reading->engine);
-          scrape.start_time_s = o.reading->start_time_s;
-          for (const auto& [model, t] : o.reading->models)
-            scrape.models[model] =
-                ServedCounts{t.prompt_tokens, t.generated_tokens, t.cached_tokens, t.requests};
+          scrape.reading = std::move(o.reading);
         } else {
           scrape.error = o.error + (o.detail.empty() ? "" : ": " + o.detail);
         }
@@ -92,7 +87,7 @@ class EngineInferenceSource final : public InferenceSource {
 
   static constexpr std::chrono::seconds kReprobe{10};
   std::string why_not_;  // what a probed port said about serving no metrics (discovery thread only)
-  std::optional<serving::InferenceEndpointSpec> spec_;
+  std::optional<InferenceEndpointSpec> spec_;
   const std::int64_t interval_ms_;
   const std::int64_t timeout_ms_;
   std::mutex mu_;
@@ -107,9 +102,9 @@ class EngineInferenceSource final : public InferenceSource {
 
 Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std::string& url,
                                                                       std::int64_t interval_ms) {
-  std::optional<serving::InferenceEndpointSpec> spec;
+  std::optional<InferenceEndpointSpec> spec;
   if (url != "auto") {
-    GM_TRY(auto parsed, serving::parse_inference_endpoint(url));
+    GM_TRY(auto parsed, parse_inference_endpoint(url));
     if (!parsed.owner.empty())
       return make_error(ErrorKind::usage,
                         "--inference-endpoint '" + url +
@@ -120,4 +115,4 @@ Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std:
       std::make_unique<EngineInferenceSource>(std::move(spec), interval_ms));
 }
 
-}  // namespace gm
+}  // namespace gm::serving

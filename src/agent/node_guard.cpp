@@ -1,7 +1,8 @@
 // The node guard of `gpumeter agent`: autostop on idle, node and owner budgets, preemption notices.
-#include "guard/node.h"
+#include "agent/node_guard.h"
 
 #include <fmt/format.h>
+#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -10,9 +11,12 @@
 #include <ctime>
 #include <thread>
 
+#include "serving/serving.h"
+#include "util/clock.h"
+#include "util/http_error.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::agent {
 namespace {
 
 /// "200/day" → (200 USD, day); the message names `flag`.
@@ -280,4 +284,76 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
   return out;
 }
 
-}  // namespace gm
+NodeGuardLoop::NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<NoticeWatcher> watcher,
+                             std::int64_t interval_ms, EventSink on_event)
+    : guard_(std::move(config), runner_,
+             [](const std::string& cmd, const GuardEvent& e) {
+               return run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
+             }),
+      watcher_(std::move(watcher)),
+      interval_ms_(interval_ms),
+      on_event_(std::move(on_event)) {}
+
+NodeGuardLoop::~NodeGuardLoop() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeGuardLoop::step(Collector& collector) {
+  NodeView view = collector.node_view();
+  NodeInput in;
+  in.now_ns = system_clock().monotonic_ns();
+  in.unix_ms = system_clock().unix_ms();
+  for (const auto& d : view.gpus) {
+    NodeGpu g;
+    if (d.utilization_pct) g.utilization_pct = *d.utilization_pct;
+    g.processes = d.processes;
+    in.gpus.push_back(g);
+  }
+  in.node_cost_micros = view.node_cost;
+  in.owner_costs = std::move(view.owner_costs);
+  in.gpu_processes = std::move(view.gpu_processes);
+  std::vector<NodeEvent> events = guard_.step(in);
+  if (watcher_)
+    for (const auto& n : watcher_->take()) events.push_back(guard_.on_notice(n));
+  if (on_event_)
+    for (const auto& e : events) on_event_(e);
+  NodeStatus status = guard_.status();
+  status.watching_notices = watcher_ != nullptr;
+  collector.set_node_status(std::move(status));
+}
+
+void NodeGuardLoop::start(Collector& collector, StopSignal& stop) {
+  thread_ = std::thread([this, &collector, &stop] {
+    while (!stop.requested()) {
+      step(collector);
+      if (stop.wait_ns(interval_ms_ * 1'000'000)) break;
+    }
+  });
+}
+
+std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms) {
+  httplib::Client client("http://" + host_port);
+  if (!client.is_valid()) return std::nullopt;
+  const auto sec = static_cast<time_t>(timeout_ms / 1000);
+  const auto usec = static_cast<time_t>((timeout_ms % 1000) * 1000);
+  client.set_connection_timeout(sec, usec);
+  client.set_read_timeout(sec, usec);
+  auto res = client.Get("/metrics");
+  if (!res || res->status != 200) return std::nullopt;
+  auto exposition = serving::parse_exposition(res->body);
+  if (!exposition) return std::nullopt;
+  auto value_of = [&](std::string_view name) -> std::optional<double> {
+    for (const auto& s : exposition->samples)
+      if (s.name == name && s.labels.empty()) return s.value;
+    return std::nullopt;
+  };
+  auto remaining = value_of("gpumeter_autostop_remaining_seconds");
+  if (!remaining) return std::nullopt;
+  const double idle = value_of("gpumeter_node_idle_seconds").value_or(0);
+  if (*remaining <= 0) return "autostop ran (every GPU idle for " + format_duration_s(idle) + ")";
+  if (idle <= 0) return "autostop armed: a GPU is busy (the countdown starts when every GPU is idle)";
+  return "autostop in " + format_duration_s(*remaining) + " (every GPU idle for " + format_duration_s(idle) +
+         ")";
+}
+
+}  // namespace gm::agent

@@ -2,18 +2,22 @@
 // The node guard of `gpumeter agent`: autostop of an idle node (a command run once when every GPU has been
 // idle long enough), node and owner budgets per day or month (the run's BudgetGuard policy on the period's
 // spend; actions notify, or stop the owner's GPU processes), and the count of the cloud's preemption notices.
-// Fed by the CLI from the collector's snapshots; acts through ProcessRunner and a command seam; prints
-// nothing.
+// NodeGuard decides on one collection; NodeGuardLoop runs it beside the collector, on the collector's own
+// state (node_view), and hands its status back for the exposition. Acts through ProcessRunner and a command
+// seam; prints nothing.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "agent/collector.h"
 #include "cloud/cloud.h"
 #include "guard/guard.h"
 #include "sys/owner.h"
@@ -21,7 +25,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::agent {
 
 /// The period a node or owner budget covers (UTC calendar day or month).
 enum class BudgetPeriod { day, month };
@@ -81,20 +85,6 @@ struct NodeEvent {
   std::string message;
 };
 
-/// The state exported by the agent (gpumeter_autostop_remaining_seconds and the budget series).
-struct NodeGuardStatus {
-  std::optional<double> autostop_remaining_s;  ///< nullopt: autostop off
-  double idle_s = 0;                           ///< how long every GPU has been idle
-  bool autostop_done = false;                  ///< the command ran (or would have, dry run)
-  struct Budget {
-    std::string scope, period;
-    MicroUsd limit_micros = 0, spent_micros = 0;
-  };
-  std::vector<Budget> budgets;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> notices;  ///< (provider, kind) → count
-  std::map<std::string, std::uint64_t> events;                           ///< kind → count
-};
-
 /// Runs a shell command for an event (the autostop command, --notify); the real one is run_notify_command.
 using NodeCommandRunner = std::function<Result<void>(const std::string& command, const GuardEvent& event)>;
 
@@ -106,7 +96,8 @@ class NodeGuard {
   std::vector<NodeEvent> step(const NodeInput& in);
   /// A preemption notice of the node's cloud: counted, notified, returned as an event.
   NodeEvent on_notice(const CloudNotice& notice);
-  NodeGuardStatus status() const { return status_; }
+  /// What the agent exports (autostop, budgets, notices and event counts).
+  NodeStatus status() const { return status_; }
   /// The idle threshold: a GPU under this utilization with no compute process is idle.
   static constexpr double kIdleUtilPct = 5.0;
 
@@ -128,7 +119,39 @@ class NodeGuard {
   std::vector<BudgetState> budgets_;
   std::optional<std::int64_t> idle_since_ns_;
   bool autostop_warned_ = false;
-  NodeGuardStatus status_;
+  NodeStatus status_;
 };
 
-}  // namespace gm
+/// The running node guard: a thread that, every interval, reads the collector's last collection (its own
+/// state: GPUs, owners as the collector resolved them, costs), steps the guard, adds the metadata watcher's
+/// notices, reports each event to `on_event` (the agent's log) and hands the guard's status to the collector
+/// (exported with the agent's metrics).
+class NodeGuardLoop {
+ public:
+  using EventSink = std::function<void(const NodeEvent& event)>;
+  /// `watcher` may be null (no notices watched).
+  NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<NoticeWatcher> watcher, std::int64_t interval_ms,
+                EventSink on_event);
+  ~NodeGuardLoop();
+  NodeGuardLoop(const NodeGuardLoop&) = delete;
+  NodeGuardLoop& operator=(const NodeGuardLoop&) = delete;
+  /// Starts the loop over `collector` until `stop`.
+  void start(Collector& collector, StopSignal& stop);
+  /// One step now (for --once and tests of the loop).
+  void step(Collector& collector);
+
+ private:
+  PosixProcessRunner runner_;
+  NodeGuard guard_;
+  std::unique_ptr<NoticeWatcher> watcher_;
+  std::int64_t interval_ms_;
+  EventSink on_event_;
+  std::thread thread_;
+};
+
+/// What the agent listening at `host_port` (HOST:PORT) says about its autostop, read from its /metrics with
+/// serving's exposition parser: "autostop in 4m 10s (every GPU idle for 25m 50s)", "autostop ran", or
+/// nullopt when no agent answers within `timeout_ms` or it has no autostop. For `top` and `doctor`.
+std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms);
+
+}  // namespace gm::agent
