@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build san asan test test-unit test-asan fuzz fuzz-check soak bench accuracy demo package image \
-        format tidy clean phase-build phase-tests phase-lint phase-san phase-test-asan phase-fuzz-check
+        format tidy clean phase-build phase-tests phase-lint phase-tidy phase-san phase-test-asan phase-fuzz-check
 
 all: build
 
@@ -132,8 +132,14 @@ demo:
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')
 
+# clang-tidy over src/ with the checks of .clang-tidy (warnings are errors), $(JOBS) files at a time.
 tidy: build
-	@clang-tidy -p $(BUILD) --quiet $$(git ls-files 'src/*.cpp')
+	@$(MAKE) --no-print-directory phase-tidy
+
+phase-tidy:
+	@run-clang-tidy -p $(BUILD) -j $(JOBS) -quiet '$(CURDIR)/src/.*\.cpp$$' > $(BUILD)/tidy.log 2>&1; rc=$$?; \
+	  grep -E '(error|warning): ' $(BUILD)/tidy.log | sort -u; \
+	  [ $$rc -eq 0 ] || echo "clang-tidy: failed (exit $$rc), the whole output in $(BUILD)/tidy.log"; exit $$rc
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD)

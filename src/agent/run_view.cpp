@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/json.h"
+#include "util/json_in.h"
 
 namespace gm::agent {
 
@@ -26,11 +27,16 @@ constexpr TargetVerdict kVerdicts[] = {TargetVerdict::too_early, TargetVerdict::
                                        TargetVerdict::reached, TargetVerdict::unreachable_within_steps,
                                        TargetVerdict::unreachable_within_budget};
 
-std::optional<double> opt_number(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  return it->get<double>();
-}
+// The forecast's figures a view carries, each null when the forecast does not know it.
+using Figure = std::optional<double> TargetForecast::*;
+const std::pair<const char*, Figure> kFigures[] = {{"current_value", &TargetForecast::current_value},
+                                                   {"reached_at_step", &TargetForecast::reached_at_step},
+                                                   {"reached_at_s", &TargetForecast::reached_at_s},
+                                                   {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
+                                                   {"low_usd", &TargetForecast::low_usd},
+                                                   {"high_usd", &TargetForecast::high_usd}};
+
+std::optional<double> opt_number(const json& j, const char* key) { return json_number(j, key); }
 
 std::string user_name(uid_t uid) {
   struct passwd pw {};
@@ -58,18 +64,13 @@ std::string run_view_json(const RunView& view) {
             {"updated_unix_ms", view.updated_unix_ms}};
   if (view.target) {
     const auto& t = *view.target;
-    const auto& f = t.forecast;
-    j["target"] = {{"metric", t.target.metric},
-                   {"op", t.target.at_most ? "<=" : ">="},
-                   {"value", t.target.threshold},
-                   {"verdict", verdict_name(f.verdict)},
-                   {"step", f.step},
-                   {"current_value", json_or_null(f.current_value)},
-                   {"reached_at_step", json_or_null(f.reached_at_step)},
-                   {"reached_at_s", json_or_null(f.reached_at_s)},
-                   {"cost_to_reach_usd", json_or_null(f.cost_to_reach_usd)},
-                   {"low_usd", json_or_null(f.low_usd)},
-                   {"high_usd", json_or_null(f.high_usd)}};
+    json tj = {{"metric", t.target.metric},
+               {"op", t.target.at_most ? "<=" : ">="},
+               {"value", t.target.threshold},
+               {"verdict", verdict_name(t.forecast.verdict)},
+               {"step", t.forecast.step}};
+    for (const auto& [key, field] : kFigures) tj[key] = json_or_null(t.forecast.*field);
+    j["target"] = std::move(tj);
   }
   return j.dump();
 }
@@ -82,41 +83,33 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
   for (auto [key, field] :
        {std::pair{"run_id", &v.run_id}, std::pair{"meter_pid", &v.meter_pid},
         std::pair{"start_unix_ms", &v.start_unix_ms}, std::pair{"updated_unix_ms", &v.updated_unix_ms}}) {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer()) return bad(std::string("no integer \"") + key + "\"");
-    *field = it->get<std::int64_t>();
+    const auto n = json_int(j, key);
+    if (!n) return bad(std::string("no integer \"") + key + "\"");
+    *field = *n;
   }
   if (v.meter_pid <= 0) return bad("\"meter_pid\" is not a PID");
   auto tj = j.find("target");
   if (tj == j.end() || tj->is_null()) return v;
   if (!tj->is_object()) return bad("\"target\" is not an object");
   RunTargetView t;
-  auto metric = tj->find("metric");
-  auto op = tj->find("op");
+  const auto metric = json_string(*tj, "metric");
+  const auto op = json_string(*tj, "op");
   auto value = opt_number(*tj, "value");
-  auto verdict = tj->find("verdict");
-  if (metric == tj->end() || !metric->is_string() || metric->get<std::string>().empty())
-    return bad("target without a \"metric\"");
-  if (op == tj->end() || !op->is_string() || (*op != "<=" && *op != ">="))
-    return bad("target \"op\" is not <= or >=");
+  const auto verdict = json_string(*tj, "verdict");
+  if (!metric || metric->empty()) return bad("target without a \"metric\"");
+  if (!op || (*op != "<=" && *op != ">=")) return bad("target \"op\" is not <= or >=");
   if (!value) return bad("target without a numeric \"value\"");
-  if (verdict == tj->end() || !verdict->is_string()) return bad("target without a \"verdict\"");
-  t.target.metric = metric->get<std::string>();
+  if (!verdict) return bad("target without a \"verdict\"");
+  t.target.metric = *metric;
   t.target.at_most = *op == "<=";
   t.target.threshold = *value;
-  const auto known = std::find_if(std::begin(kVerdicts), std::end(kVerdicts), [&](TargetVerdict x) {
-    return verdict_name(x) == verdict->get<std::string>();
-  });
-  if (known == std::end(kVerdicts)) return bad("unknown target verdict " + verdict->dump());
+  const auto known = std::find_if(std::begin(kVerdicts), std::end(kVerdicts),
+                                  [&](TargetVerdict x) { return verdict_name(x) == *verdict; });
+  if (known == std::end(kVerdicts)) return bad("unknown target verdict \"" + *verdict + "\"");
   auto& f = t.forecast;
   f.verdict = *known;
   if (auto s = opt_number(*tj, "step")) f.step = static_cast<std::int64_t>(*s);
-  f.current_value = opt_number(*tj, "current_value");
-  f.reached_at_step = opt_number(*tj, "reached_at_step");
-  f.reached_at_s = opt_number(*tj, "reached_at_s");
-  f.cost_to_reach_usd = opt_number(*tj, "cost_to_reach_usd");
-  f.low_usd = opt_number(*tj, "low_usd");
-  f.high_usd = opt_number(*tj, "high_usd");
+  for (const auto& [key, field] : kFigures) f.*field = opt_number(*tj, key);
   v.target = std::move(t);
   return v;
 }

@@ -207,7 +207,8 @@ int cmd_agent(int argc, char** argv) {
   });
   server.listen();
   stop.request();
-  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // listen ended by itself: wake the watcher
+  // listen ended by itself: wake the watcher (SIGTERM is blocked and sigwait()ed there, it ends nothing)
+  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   watch.join();
   collect.join();
   node_guard->reset();  // joins the node guard's loop

@@ -210,15 +210,10 @@ int cmd_attach(int argc, char** argv) {
   JsonLinesSink json_sink(pid, memory_total);
   const bool live = !f.json_lines && !f.quiet && stdout_is_tty();
   TerminalSink terminal_sink(false, live, f.quiet, false);
-  SessionSink& own_sink = f.json_lines ? static_cast<SessionSink&>(json_sink) : terminal_sink;
-  const auto runs_dir = run_publish_dir();
-  std::optional<PublishingSink> publishing;
-  if (runs_dir) publishing.emplace(own_sink, *runs_dir);
-  SessionSink& sink = publishing ? static_cast<SessionSink&>(*publishing) : own_sink;
+  PublishedSession published(f.json_lines ? static_cast<SessionSink&>(json_sink) : terminal_sink);
 
   auto outcome = attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
-                                system_clock(), **runner, sink);
-  publishing.reset();
+                                system_clock(), **runner, published.sink());
   terminal_sink.stop();
   setup.finish_ledger("attach");
   if (!outcome) {

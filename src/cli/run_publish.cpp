@@ -32,6 +32,10 @@ std::optional<std::string> run_publish_dir() {
   return std::nullopt;
 }
 
+PublishedSession::PublishedSession(SessionSink& inner) : inner_(inner) {
+  if (auto dir = run_publish_dir()) publishing_.emplace(inner, *dir);
+}
+
 PublishingSink::PublishingSink(SessionSink& inner, std::string dir) : inner_(inner), dir_(std::move(dir)) {}
 
 PublishingSink::~PublishingSink() {

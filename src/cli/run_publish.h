@@ -44,4 +44,16 @@ class PublishingSink final : public SessionSink {
   bool warned_ = false;
 };
 
+/// The sink a session is handed: `inner`, wrapped in a PublishingSink when runs publish here
+/// (run_publish_dir()); the view is withdrawn when this is destroyed.
+class PublishedSession {
+ public:
+  explicit PublishedSession(SessionSink& inner);
+  SessionSink& sink() { return publishing_ ? static_cast<SessionSink&>(*publishing_) : inner_; }
+
+ private:
+  SessionSink& inner_;
+  std::optional<PublishingSink> publishing_;
+};
+
 }  // namespace gm::cli

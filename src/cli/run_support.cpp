@@ -411,13 +411,9 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto& ledger = setup.ledger;
 
   PosixProcessRunner runner;
-  const auto runs_dir = run_publish_dir();
-  std::optional<PublishingSink> publishing;
-  if (runs_dir) publishing.emplace(sink, *runs_dir);
-  SessionSink& session_sink = publishing ? static_cast<SessionSink&>(*publishing) : sink;
+  PublishedSession published(sink);
   auto outcome =
-      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, session_sink);
-  publishing.reset();
+      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, published.sink());
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {

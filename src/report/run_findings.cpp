@@ -5,27 +5,28 @@
 #include <algorithm>
 
 #include "meter/meter.h"
+#include "report/detail/run_activity.h"
 #include "report/multi.h"
 #include "report/run_report.h"
 #include "util/units.h"
 
 namespace gm {
-namespace {
 
 using findings::Finding;
 using findings::Severity;
 
-Severity severity_of(std::int64_t part_micros, std::int64_t whole_micros) {
-  if (whole_micros <= 0) return Severity::info;
-  const double share = cost_share(part_micros, whole_micros);
+namespace report_detail {
+
+Severity severity_of(MicroUsd part, MicroUsd whole) {
+  if (whole <= 0) return Severity::info;
+  const double share = cost_share(part, whole);
   if (share >= 0.30) return Severity::high;
   if (share >= 0.15) return Severity::medium;
   if (share >= 0.05) return Severity::low;
   return Severity::info;
 }
 
-/// Dollars of a finding from the part of the run's cost it concerns.
-void price(Finding& f, MicroUsd part, const RunReport& r) {
+void price_finding(Finding& f, MicroUsd part, const RunReport& r) {
   f.cost_nano_usd = micros_to_nanos(part);
   if (r.steps) f.nano_usd_per_1k_steps = nano_usd_per_1k(part, *r.steps);
   // The rate is that of the billed time (billing rounds wall time up), so a month costs what it would be
@@ -34,7 +35,10 @@ void price(Finding& f, MicroUsd part, const RunReport& r) {
   f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
 }
 
-}  // namespace
+}  // namespace report_detail
+
+using report_detail::price_finding;
+using report_detail::severity_of;
 
 std::vector<Finding> run_findings(const RunReport& r) {
   std::vector<Finding> out;
@@ -63,7 +67,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"gpus_allocated", allocated});
     f.evidence.push_back({"gpus_used", used});
     f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(run.unused_gpu_cost_micros)});
-    price(f, run.unused_gpu_cost_micros, r);
+    price_finding(f, run.unused_gpu_cost_micros, r);
     out.push_back(std::move(f));
   }
 
@@ -81,7 +85,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "result; input-bound jobs need more DataLoader workers and pinned memory, small ones a larger batch";
     f.evidence.push_back({"effective_utilization", *r.effective_utilization});
     f.evidence.push_back({"idle_cost_usd", micros_to_usd(run.idle_cost_micros)});
-    price(f, run.idle_cost_micros, r);
+    price_finding(f, run.idle_cost_micros, r);
     out.push_back(std::move(f));
   }
 
@@ -117,7 +121,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
       f.evidence.push_back({"start_s", from_s});
       f.evidence.push_back({"duration_s", len_s});
       f.evidence.push_back({"stretch_cost_usd", micros_to_usd(worst->idle_stretch_cost_micros)});
-      price(f, worst->idle_stretch_cost_micros, r);
+      price_finding(f, worst->idle_stretch_cost_micros, r);
       out.push_back(std::move(f));
     }
   }
@@ -152,7 +156,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
                      "first")});
     if (r.process_on_gpu_ms)
       f.evidence.push_back({"process_on_gpu_s", static_cast<double>(*r.process_on_gpu_ms) / 1000});
-    price(f, s.cost_micros, r);
+    price_finding(f, s.cost_micros, r);
     out.push_back(std::move(f));
   }
 
@@ -171,7 +175,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"candidate_gpu", h.gpu});
     f.evidence.push_back({"price_ratio", h.price_ratio});
     f.evidence.push_back({"price_basis", h.price_basis});
-    price(f, saved, r);
+    price_finding(f, saved, r);
     out.push_back(std::move(f));
   }
 
@@ -201,7 +205,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "not computing; save the state and restart later";
     f.evidence.push_back({"idle_s", worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0.0});
     f.evidence.push_back({"usd_per_h", micros_to_usd(usd_per_h_micros)});
-    price(f, part, r);
+    price_finding(f, part, r);
     out.push_back(std::move(f));
   }
 
@@ -247,7 +251,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.evidence.push_back({"gap_s", static_cast<double>(a.t_ms - since_ms) / 1000.0});
     f.evidence.push_back({"at_risk_usd", micros_to_usd(at_risk)});
     if (run.lost_work_micros) f.evidence.push_back({"lost_work_usd", micros_to_usd(*run.lost_work_micros)});
-    price(f, at_risk, r);
+    price_finding(f, at_risk, r);
     out.push_back(std::move(f));
     break;
   }

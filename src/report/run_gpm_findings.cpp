@@ -45,20 +45,9 @@ RunActivity run_activity(const RunReport& r) {
   return a;
 }
 
-Severity severity_of(MicroUsd part, MicroUsd whole) {
-  if (whole <= 0) return Severity::info;
-  const double share = cost_share(part, whole);
-  if (share >= 0.30) return Severity::high;
-  if (share >= 0.15) return Severity::medium;
-  if (share >= 0.05) return Severity::low;
-  return Severity::info;
-}
-
+// A GPM finding's dollars, severity and time at stake: the part of the run's cost (and time) it concerns.
 void price(Finding& f, MicroUsd part, const RunReport& r) {
-  f.cost_nano_usd = micros_to_nanos(part);
-  if (r.steps) f.nano_usd_per_1k_steps = nano_usd_per_1k(part, *r.steps);
-  const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
-  f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
+  price_finding(f, part, r);
   f.severity = severity_of(part, r.run.cost_micros);
   f.at_stake_ns =
       static_cast<std::int64_t>(static_cast<double>(r.run.wall_ms) * 1e6 * static_cast<double>(part) /

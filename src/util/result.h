@@ -76,7 +76,7 @@ inline Result<void> ok_result() { return Result<void>(); }
 #define GM_TRY(decl, expr)                                 \
   auto GM_CONCAT(gm_try_, __LINE__) = (expr);              \
   if (!GM_CONCAT(gm_try_, __LINE__)) return GM_CONCAT(gm_try_, __LINE__).error(); \
-  decl = std::move(GM_CONCAT(gm_try_, __LINE__)).value()
+  decl = std::move(GM_CONCAT(gm_try_, __LINE__)).value()  // NOLINT(bugprone-macro-parentheses): decl declares
 /// Propagates an error from a Result<void> expression.
 #define GM_TRY_VOID(expr)                                  \
   do {                                                     \

@@ -18,6 +18,12 @@ inline constexpr double kGpmSmBusyPct =
     50.0;  ///< low_tensor_activity: SMs at least this; memory_bound: under
 inline constexpr double kGpmDramHighPct = 50.0;  ///< memory_bound: DRAM bandwidth at least this
 
+/// A run finding's severity from the share of the run's cost it concerns: high ≥ 30 %, medium ≥ 15 %, low ≥ 5
+/// %.
+findings::Severity severity_of(MicroUsd part, MicroUsd whole);
+/// A run finding's dollars from the part of the run's cost it concerns: in all, per 1k steps, per month.
+void price_finding(findings::Finding& f, MicroUsd part, const RunReport& r);
+
 /// Appends the findings from GPM activity (fp32_math, low_tensor_activity, memory_bound) and re-sorts them.
 void add_gpm_findings(RunReport& r, const Catalog* catalog);
 
