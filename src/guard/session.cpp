@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <optional>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "guard/snapshot.h"
 #include "guard/supervisor.h"
