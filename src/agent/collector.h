@@ -252,7 +252,7 @@ struct HeldShare {
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
                                          const DeviceHolders& holders);
 
-/// What the node guard reads each interval (guard/node.h), without a snapshot's copy of every counter and
+/// What the node guard reads each interval (agent/node_guard.h), without a snapshot's copy of every counter and
 /// without resolving owners again: the collector's own last collection.
 struct NodeView {
   struct Gpu {

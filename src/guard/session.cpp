@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 #include "guard/snapshot.h"
 #include "guard/supervisor.h"
@@ -217,17 +218,32 @@ void poll_loop(const SessionConfig& cfg, Supervisor& sup, const ProgressSocket& 
   for (int fd : outputs) close(fd);
 }
 
+/// What run and attach set up alike: the progress socket, the supervisor with its run opened, and the
+/// signal self-pipe.
+struct Session {
+  ProgressSocket sock;
+  std::optional<Supervisor> sup;
+  SignalPipe signals;
+  std::int64_t run_id = 0;
+  Result<void> open(const SessionConfig& cfg, GpuBackend* backend, Ledger* ledger, const Catalog* catalog,
+                    Clock& clock, ProcessRunner& runner, SessionSink& sink) {
+    GM_TRY_VOID(sock.open());
+    sup.emplace(cfg, backend, ledger, catalog, clock, runner, sink);
+    run_id = sup->begin();
+    return signals.install();
+  }
+};
+
 }  // namespace
 
 Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend, Ledger* ledger,
                                    const Catalog* catalog, Clock& clock, ProcessRunner& runner,
                                    SessionSink& sink) {
-  ProgressSocket sock;
-  if (auto r = sock.open(); !r) return r.error();
-  Supervisor sup(cfg, backend, ledger, catalog, clock, runner, sink);
-  const std::int64_t run_id = sup.begin();
-  SignalPipe signals;
-  if (auto r = signals.install(); !r) return r.error();
+  Session session;
+  GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
+  Supervisor& sup = *session.sup;
+  const ProgressSocket& sock = session.sock;
+  const std::int64_t run_id = session.run_id;
   sink.session_started(run_id, sock.path, clock.unix_ms());
 
   SpawnOptions so;
@@ -259,12 +275,11 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
 Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBackend* backend,
                                       Ledger* ledger, const Catalog* catalog, Clock& clock,
                                       WatchedProcessRunner& runner, SessionSink& sink) {
-  ProgressSocket sock;
-  if (auto r = sock.open(); !r) return r.error();
-  Supervisor sup(cfg, backend, ledger, catalog, clock, runner, sink);
-  const std::int64_t run_id = sup.begin();
-  SignalPipe signals;
-  if (auto r = signals.install(); !r) return r.error();
+  Session session;
+  GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
+  Supervisor& sup = *session.sup;
+  const ProgressSocket& sock = session.sock;
+  const std::int64_t run_id = session.run_id;
   sup.started(pid);
   sink.session_started(run_id, sock.path, clock.unix_ms() - cfg.started_ago_ms);
   sink.job_started();
