@@ -10,10 +10,11 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
-#include "cli/run_support.h"
 #include "cli/run_publish.h"
+#include "cli/run_support.h"
 #include "cli/run_terminal.h"
 #include "guard/session.h"
+#include "report/live_render.h"
 #include "report/run_report.h"
 #include "sys/proc.h"
 #include "sys/spawn.h"
@@ -22,10 +23,6 @@
 
 namespace gm::cli {
 namespace {
-
-double round_to(double v, double unit) {
-  return std::round(v / unit) * unit;
-}
 
 /// The --json-lines side of an attached session: one object per line on stdout, flushed at once.
 class JsonLinesSink final : public SessionSink {
@@ -44,97 +41,11 @@ class JsonLinesSink final : public SessionSink {
   }
   void session_started(std::int64_t run_id, const std::string& socket_path,
                        std::int64_t start_unix_ms) override {
-    emit({{"type", "started"},
-          {"pid", pid_},
-          {"run_id", run_id},
-          {"socket", socket_path},
-          {"start_unix_ms", start_unix_ms}});
+    emit(report::live_started_json(pid_, run_id, socket_path, start_unix_ms));
   }
-  void action(const ActionRecord& a) override {
-    emit({{"type", "action"},
-          {"kind", a.kind},
-          {"message", a.message},
-          {"t_s", static_cast<double>(a.t_ms) / 1000.0},
-          {"spent_usd", micros_to_usd(a.cost_micros)}});
-  }
-  void cell(const CellRecord& c) override {
-    nlohmann::json j{{"type", "cell"},
-                     {"id", c.cell_id},
-                     {"start_s", static_cast<double>(c.start_ms) / 1000.0},
-                     {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
-                     {"cost_usd", micros_to_usd(c.cost_micros)},
-                     {"status", c.status},
-                     {"source", c.source}};
-    j["util_pct"] = c.utilization_pct ? nlohmann::json(round_to(*c.utilization_pct, 0.1)) : nlohmann::json();
-    emit(j);
-  }
-  void status(const StatusSnapshot& s, bool) override {
-    nlohmann::json j{
-        {"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
-    auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-    auto usd = [](const std::optional<MicroUsd>& v) { return v ? nlohmann::json(micros_to_usd(*v)) : nlohmann::json(); };
-    j["spent_usd"] = usd(s.spent_micros);
-    j["usd_per_h"] = opt(s.burn_usd_per_h);
-    j["budget_usd"] = usd(s.budget_micros);
-    j["budget_left_usd"] = usd(s.budget_left_micros);
-    j["idle_cost_usd"] = usd(s.idle_cost_micros);
-    j["step"] = opt(s.step);
-    j["total_steps"] = opt(s.total_steps);
-    j["telemetry"] = s.telemetry;
-    if (s.forecast) {
-      j["forecast_usd"] = s.forecast->total_usd;
-      j["forecast_low_usd"] = s.forecast->low_usd;
-      j["forecast_high_usd"] = s.forecast->high_usd;
-      j["eta_s"] = s.forecast->remaining_s;
-    } else {
-      j["forecast_usd"] = nullptr;
-    }
-    if (s.target)
-      j["target"] = {{"text", render_target_field(*s.target)},
-                     {"verdict", std::string(verdict_name(s.target->forecast.verdict))},
-                     {"cost_to_reach_usd", opt(s.target->forecast.cost_to_reach_usd)}};
-    nlohmann::json gpus = nlohmann::json::array();
-    double util_sum = 0, mem_sum = 0, mem_total = 0;
-    int util_n = 0;
-    bool mem_known = false, total_known = true;
-    for (const auto& g : s.gpus) {
-      nlohmann::json d{{"index", g.index}};
-      d["util_pct"] = g.utilization_pct ? nlohmann::json(*g.utilization_pct) : nlohmann::json();
-      if (g.utilization_pct) {
-        util_sum += *g.utilization_pct;
-        ++util_n;
-      }
-      if (g.memory_used_bytes) {
-        d["memory_used_mib"] = round_to(static_cast<double>(*g.memory_used_bytes) / 1048576.0, 0.1);
-        mem_sum += static_cast<double>(*g.memory_used_bytes);
-        mem_known = true;
-      } else {
-        d["memory_used_mib"] = nullptr;
-      }
-      if (auto it = memory_total_.find(g.index); it != memory_total_.end()) {
-        d["memory_total_mib"] = round_to(static_cast<double>(it->second) / 1048576.0, 0.1);
-        mem_total += static_cast<double>(it->second);
-      } else {
-        total_known = false;
-      }
-      d["power_w"] = g.power_mw ? nlohmann::json(*g.power_mw / 1000.0) : nlohmann::json();
-      gpus.push_back(d);
-    }
-    j["gpus"] = gpus;
-    j["util_pct"] = util_n > 0 ? nlohmann::json(round_to(util_sum / util_n, 0.1)) : nlohmann::json();
-    j["memory_used_mib"] = mem_known ? nlohmann::json(round_to(mem_sum / 1048576.0, 0.1)) : nlohmann::json();
-    j["memory_total_mib"] = total_known && !s.gpus.empty()
-                                ? nlohmann::json(round_to(mem_total / 1048576.0, 0.1))
-                                : nlohmann::json();
-    nlohmann::json findings = nlohmann::json::array();
-    if (s.idle_held_s) {
-      findings.push_back({{"kind", "idle_gpus_held"},
-                          {"idle_s", round_to(*s.idle_held_s, 0.001)},
-                          {"usd_per_h", opt(s.idle_held_usd_per_h)}});
-    }
-    j["findings"] = findings;
-    emit(j);
-  }
+  void action(const ActionRecord& a) override { emit(report::live_action_json(a)); }
+  void cell(const CellRecord& c) override { emit(report::live_cell_json(c)); }
+  void status(const StatusSnapshot& s, bool) override { emit(report::live_status_json(s, memory_total_)); }
 
  private:
   pid_t pid_;

@@ -11,13 +11,6 @@
 
 namespace gm::cli {
 
-/// The --target field of the status line: "loss 2.57 → 2.2 at ~step 390, $0.17 in all [$0.14–$0.21]",
-/// "loss 2.57 → 2.2: too early to tell".
-std::string render_target_field(const TargetStatus& target);
-/// The live status as one line of at most `width` columns: the least important fields (GPU details, the
-/// forecast interval, $/h, the step) are dropped first; spend, budget left, ETA and STOPPING stay.
-std::string render_status_line(const StatusSnapshot& s, std::size_t width);
-
 /// The terminal (or pipes) side of a run.
 class TerminalSink final : public SessionSink {
  public:

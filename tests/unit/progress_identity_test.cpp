@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cli/run_terminal.h"
+#include "report/live_render.h"
 #include "guard/guard.h"
 #include "support/support.h"
 
@@ -198,7 +198,7 @@ TEST(ProgressIdentityTest, StatusLineSaysWhenTheTotalIsUnknown) {
   s.spent_micros = 12 * kMicrosPerUsd;
   s.step = 45;
   s.progress_note = "total unknown";
-  const std::string line = cli::render_status_line(s, 200);
+  const std::string line = report::render_status_line(s, 200);
   EXPECT_NE(line.find("step 45 (total unknown)"), std::string::npos) << line;
   EXPECT_EQ(line.find("forecast"), std::string::npos) << line;
 }

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "cli/run_terminal.h"
+#include "report/live_render.h"
 #include "guard/guard.h"
 
 namespace gm {
@@ -133,15 +133,15 @@ TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
     s.gpus.push_back(d);
   }
   s.stopping = true;
-  const std::string wide = cli::render_status_line(s, 400);
+  const std::string wide = report::render_status_line(s, 400);
   EXPECT_NE(wide.find("GPU1 97%"), std::string::npos) << wide;
-  const std::string line = cli::render_status_line(s, 80);
+  const std::string line = report::render_status_line(s, 80);
   std::size_t cols = 0;
   for (unsigned char c : line) cols += (c & 0xc0) != 0x80;
   EXPECT_LE(cols, 80u) << line;
   for (const char* must : {"$12.34", "budget left $27", "ETA 15m 00s", "STOPPING"})
     EXPECT_NE(line.find(must), std::string::npos) << must << " in: " << line;
-  const std::string wider = cli::render_status_line(s, 120);
+  const std::string wider = report::render_status_line(s, 120);
   for (const char* must : {"forecast $27", "step 4500/10000", "ETA 15m 00s", "STOPPING"})
     EXPECT_NE(wider.find(must), std::string::npos) << must << " in: " << wider;
   EXPECT_EQ(line.find("GPU1"), std::string::npos) << "GPU details go first: " << line;
@@ -165,7 +165,7 @@ TEST(StatusLineTest, ShowsTensorActivityNextToUtilAndMfu) {
   old.index = 2;
   old.utilization_pct = 90;
   s.gpus = {bf16, fp32, old};
-  const std::string line = cli::render_status_line(s, 400);
+  const std::string line = report::render_status_line(s, 400);
   EXPECT_NE(line.find("GPU0 98% tensor 86%"), std::string::npos) << line;
   EXPECT_NE(line.find("GPU1 100% tensor 0%"), std::string::npos) << line;
   EXPECT_NE(line.find("GPU2 90%"), std::string::npos) << line;

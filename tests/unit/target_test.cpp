@@ -8,7 +8,7 @@
 #include <functional>
 #include <random>
 
-#include "cli/run_terminal.h"
+#include "report/live_render.h"
 #include "guard/target_guard.h"
 
 namespace gm {
@@ -256,18 +256,18 @@ TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
 TEST(TargetTest, StatusLineField) {
   TargetStatus st{{"loss", true, 2.2}, {}};
   st.forecast.current_value = 2.57;
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2: too early to tell");
+  EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2: too early to tell");
   st.forecast.verdict = TargetVerdict::on_track;
   st.forecast.reached_at_step = 390;
   st.forecast.cost_to_reach_usd = 0.17;
   st.forecast.low_usd = 0.14;
   st.forecast.high_usd = 0.21;
-  EXPECT_EQ(cli::render_target_field(st),
+  EXPECT_EQ(report::render_target_field(st),
             "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–$0.210]");  // format_usd
   st.forecast.high_usd.reset();
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
+  EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
   st.forecast.verdict = TargetVerdict::unreachable_within_steps;
-  EXPECT_EQ(cli::render_target_field(st), "loss 2.57 → 2.2: not within the planned steps");
+  EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2: not within the planned steps");
 }
 
 TEST(TargetTest, ReplayFromStoredProgressMatchesTheRun) {
