@@ -13,13 +13,7 @@
 #include "util/time.h"
 
 namespace gm {
-namespace store_detail {
-
-std::string run_columns(bool with_id) {
-  std::string out = with_id ? "id" : "";
-  for (const char* c : kRunColumnNames) out += (out.empty() ? "" : ", ") + std::string(c);
-  return out;
-}
+namespace store::detail {
 
 namespace {
 
@@ -140,7 +134,7 @@ void include_committed(RunRecord& r, std::int64_t last_t_ms, MicroUsd cost, doub
   r.energy_j = std::max(r.energy_j, energy_j);
 }
 
-}  // namespace store_detail
+}  // namespace store::detail
 
 Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector,
                                                            const std::string& what) {

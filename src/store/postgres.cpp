@@ -1,5 +1,5 @@
-// The PostgreSQL ledger (libpq): the same tables as the SQLite ledger, shared by many machines. Passwords come
-// from the URI, PGPASSFILE / ~/.pgpass or PGPASSWORD as libpq reads them, TLS as libpq negotiates it; no
+// The PostgreSQL ledger (libpq): the same tables as the SQLite ledger, shared by many machines. Passwords
+// come from the URI, PGPASSFILE / ~/.pgpass or PGPASSWORD as libpq reads them, TLS as libpq negotiates it; no
 // message carries the password (redact_location).
 #include <fmt/format.h>
 #include <libpq-fe.h>
@@ -8,94 +8,37 @@
 #include <optional>
 #include <unordered_map>
 
-#include "store/detail.h"
+#include "store/tables.h"
 
-namespace gm::store_detail {
+namespace gm::store::detail {
 namespace {
 
-/// Schema version 1 as PostgreSQL types (the SQLite ledger's version 1), then version 2.
-const char* kPgSchemaV1 = R"sql(
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-  id BIGSERIAL PRIMARY KEY,
-  command TEXT NOT NULL, "user" TEXT NOT NULL, host TEXT NOT NULL, labels_json TEXT NOT NULL,
-  start_unix_ms BIGINT NOT NULL, end_unix_ms BIGINT, status TEXT NOT NULL, exit_code BIGINT,
-  stopped_by TEXT, price_micros_per_gpu_hour BIGINT NOT NULL, price_source TEXT NOT NULL,
-  provider TEXT NOT NULL, region TEXT NOT NULL, billing_granularity_s BIGINT NOT NULL,
-  billing_minimum_s BIGINT NOT NULL, gpus_allocated_json TEXT NOT NULL, gpus_used_json TEXT NOT NULL,
-  gpu_model TEXT NOT NULL, budget_micros BIGINT, total_steps BIGINT, wall_ms BIGINT NOT NULL,
-  billed_s BIGINT NOT NULL, cost_micros BIGINT NOT NULL, idle_cost_micros BIGINT NOT NULL,
-  unused_gpu_cost_micros BIGINT NOT NULL, energy_j DOUBLE PRECISION NOT NULL, energy_method TEXT NOT NULL,
-  co2_kg DOUBLE PRECISION, carbon_source TEXT NOT NULL, forecast_cost_usd DOUBLE PRECISION,
-  meter_pid BIGINT NOT NULL, meter_host TEXT NOT NULL, heartbeat_unix_ms BIGINT NOT NULL, steps BIGINT,
-  samples_done BIGINT, tokens_done BIGINT, preempt_provider TEXT, preempt_notice_unix_ms BIGINT,
-  preempt_deadline_unix_ms BIGINT, last_checkpoint_ms BIGINT, lost_work_micros BIGINT);
-CREATE INDEX IF NOT EXISTS runs_start ON runs(start_unix_ms);
-CREATE TABLE IF NOT EXISTS samples (
-  seq BIGSERIAL, run_id BIGINT NOT NULL, t_ms BIGINT NOT NULL, gpu_index BIGINT NOT NULL, gpu_uuid TEXT NOT NULL,
-  utilization_pct DOUBLE PRECISION, memory_used_bytes BIGINT, power_w DOUBLE PRECISION,
-  temperature_c DOUBLE PRECISION, energy_j DOUBLE PRECISION NOT NULL, cost_micros BIGINT NOT NULL,
-  job_present BIGINT NOT NULL);
-CREATE INDEX IF NOT EXISTS samples_run ON samples(run_id, t_ms);
-CREATE TABLE IF NOT EXISTS progress (
-  seq BIGSERIAL, run_id BIGINT NOT NULL, t_ms BIGINT NOT NULL, step BIGINT, total_steps BIGINT, samples BIGINT,
-  tokens BIGINT, metrics_json TEXT NOT NULL, cost_micros BIGINT NOT NULL);
-CREATE INDEX IF NOT EXISTS progress_run ON progress(run_id, t_ms);
-CREATE TABLE IF NOT EXISTS actions (
-  seq BIGSERIAL, run_id BIGINT NOT NULL, t_ms BIGINT NOT NULL, kind TEXT NOT NULL, cost_micros BIGINT NOT NULL,
-  message TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS actions_run ON actions(run_id, t_ms);
-CREATE TABLE IF NOT EXISTS rollups (
-  run_id BIGINT NOT NULL, minute_unix BIGINT NOT NULL, gpu_index BIGINT NOT NULL, samples BIGINT NOT NULL,
-  utilization_sum_pct DOUBLE PRECISION NOT NULL, memory_max_bytes DOUBLE PRECISION NOT NULL,
-  energy_j DOUBLE PRECISION NOT NULL, cost_micros BIGINT NOT NULL, PRIMARY KEY (run_id, minute_unix, gpu_index));
-CREATE INDEX IF NOT EXISTS rollups_minute ON rollups(minute_unix);
-CREATE TABLE IF NOT EXISTS inference (
-  seq BIGSERIAL, run_id BIGINT NOT NULL, t_ms BIGINT NOT NULL, model TEXT NOT NULL, engine TEXT NOT NULL,
-  prompt_tokens DOUBLE PRECISION, generated_tokens DOUBLE PRECISION, cached_tokens DOUBLE PRECISION,
-  requests DOUBLE PRECISION, cost_micros BIGINT NOT NULL);
-CREATE INDEX IF NOT EXISTS inference_run ON inference(run_id, t_ms);
-CREATE TABLE IF NOT EXISTS cells (
-  seq BIGSERIAL, run_id BIGINT NOT NULL, cell_id BIGINT NOT NULL, start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL,
-  cost_micros BIGINT NOT NULL, utilization_pct DOUBLE PRECISION, status TEXT NOT NULL, source TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS cells_run ON cells(run_id, start_ms);
-)sql";
-
-/// Columns added to existing tables after they were created (idempotent): MFU and GPM activity (issue 37).
-const char* kPgColumnsAdded = R"sql(
-ALTER TABLE runs ADD COLUMN IF NOT EXISTS flops_per_token DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS mfu_basis TEXT, ADD COLUMN IF NOT EXISTS mfu_precision TEXT;
-ALTER TABLE samples ADD COLUMN IF NOT EXISTS gpm_sm_active_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_sm_occupancy_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_tensor_active_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_fp32_active_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_fp16_active_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_fp64_active_pct DOUBLE PRECISION,
-  ADD COLUMN IF NOT EXISTS gpm_dram_bw_util_pct DOUBLE PRECISION;
-)sql";
-
-const char* kPgSchemaV2 = R"sql(
-CREATE TABLE IF NOT EXISTS budgets (
-  selector TEXT PRIMARY KEY, limit_micros BIGINT NOT NULL, period TEXT NOT NULL, updated_unix_ms BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS imports (
-  import_key TEXT PRIMARY KEY, run_id BIGINT NOT NULL, imported_unix_ms BIGINT NOT NULL);
-)sql";
+/// The tables of schema version `version`, then the columns added since (idempotent).
+std::string schema_sql(int version) {
+  std::string sql;
+  for_each_table([&]<class Tbl>(Tbl) {
+    if (Tbl::info.since_version == version) sql += create_sql<Tbl>(kPostgres);
+  });
+  return sql;
+}
+std::string added_columns_sql() {
+  std::string sql;
+  for_each_table([&]<class Tbl>(Tbl) {
+    for (const Column& c : columns<Tbl>())
+      if (c.added) sql += add_column_sql(Tbl::info, c, kPostgres) + ";\n";
+  });
+  return sql;
+}
 
 /// Text parameters of one statement, bound by position ($1 = bind(1, …)).
 class Params {
  public:
   void bind(int i, std::int64_t v) { set(i, std::to_string(v)); }
-  void bind(int i, int v) { set(i, std::to_string(v)); }
-  void bind(int i, unsigned v) { set(i, std::to_string(v)); }
   void bind(int i, double v) { set(i, fmt::format("{}", v)); }  // shortest text that reads back exactly
   void bind(int i, const std::string& v) { set(i, v); }
-  void bind(int i, const char* v) { set(i, std::string(v)); }
-  template <class T>
-  void bind(int i, const std::optional<T>& v) {
-    if (v)
-      bind(i, *v);
-    else
-      set(i, std::nullopt);
+  void bind_null(int i) { set(i, std::nullopt); }
+  void bind_all(const std::vector<std::int64_t>& values, int first = 1) {
+    for (std::size_t i = 0; i < values.size(); ++i) bind(first + static_cast<int>(i), values[i]);
   }
   int size() const { return static_cast<int>(values_.size()); }
   const char* const* pointers() {
@@ -151,7 +94,8 @@ class PgLedger final : public Ledger {
   std::string backend() const override { return "postgresql"; }
 
   Result<int> schema_version() const override {
-    GM_TRY(Rows r, query("SELECT value FROM meta WHERE key='schema_version'", nullptr, "read schema version"));
+    GM_TRY(Rows r,
+           query("SELECT value FROM meta WHERE key='schema_version'", nullptr, "read schema version"));
     if (r.count() == 0) return 0;
     return static_cast<int>(r.i64(0));
   }
@@ -182,16 +126,17 @@ class PgLedger final : public Ledger {
                      fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
                                  location_, version, kSchemaVersion)));
     if (version < 1)
-      if (auto r = exec(kPgSchemaV1, "create the tables"); !r) return fail(r.error());
+      if (auto r = exec(schema_sql(1), "create the tables"); !r) return fail(r.error());
     if (version < 2)
-      if (auto r = exec(kPgSchemaV2, "migrate the schema to version 2"); !r) return fail(r.error());
-    if (auto r = exec(kPgColumnsAdded, "add the GPM sample columns"); !r) return fail(r.error());
+      if (auto r = exec(schema_sql(2), "migrate the schema to version 2"); !r) return fail(r.error());
+    if (auto r = exec(added_columns_sql(), "add the columns added since"); !r) return fail(r.error());
     if (version == kSchemaVersion) return exec("COMMIT", "commit");
     Params p;
-    p.bind(1, std::to_string(kSchemaVersion));
+    p.bind(1, std::int64_t{kSchemaVersion});
     auto w = command(
-        "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET value=$1", &p,
-        "write the schema version");
+        "INSERT INTO meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO UPDATE SET "
+        "value=$1",
+        &p, "write the schema version");
     if (!w) return fail(w.error());
     return exec("COMMIT", "commit");
   }
@@ -221,43 +166,26 @@ class PgLedger final : public Ledger {
   }
 
   Result<void> append_rollups(const std::vector<RollupRecord>& rollups) override {
-    if (rollups.empty()) return ok_result();
-    if (rollups.size() <= kRowsPerInsert) return insert_rollups(rollups);  // one statement: atomic by itself
-    return in_transaction([&]() { return insert_rollups(rollups); });
+    return append_rows<RollupsTable>(rollups);
   }
-
   Result<void> append_inference(const std::vector<InferenceRecord>& records) override {
-    if (records.empty()) return ok_result();
-    if (records.size() <= kRowsPerInsert) return insert_inference(records);
-    return in_transaction([&]() { return insert_inference(records); });
+    return append_rows<InferenceTable>(records);
   }
-
   Result<void> append_cells(const std::vector<CellRecord>& cells) override {
-    if (cells.empty()) return ok_result();
-    if (cells.size() <= kRowsPerInsert) return insert_cells(cells);
-    return in_transaction([&]() { return insert_cells(cells); });
+    return append_rows<CellsTable>(cells);
   }
 
   Result<std::vector<CellRecord>> cells(std::int64_t run_id) const override {
-    Params p;
-    p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source "
-                         "FROM cells WHERE run_id=$1 ORDER BY start_ms, seq",
-                         &p, "select cells"));
-    std::vector<CellRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      out.push_back(CellRecord{r.i64(0), r.i64(1), r.i64(2), r.i64(3), r.i64(4), r.of64(5), r.text(6), r.text(7)});
-    }
-    return out;
+    return rows_of_run<CellsTable>(run_id);
   }
 
   Result<RunRecord> run(std::int64_t id) const override {
     Params p;
     p.bind(1, id);
-    GM_TRY(Rows r, query("SELECT " + run_columns(true) + " FROM runs WHERE id=$1", &p, "select run"));
-    if (r.count() == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(id) + " in " + location_);
-    return fix_status(read_run(r));
+    GM_TRY(Rows r, query(select_sql<RunsTable>(kPostgres, "id=$1"), &p, "select run"));
+    if (r.count() == 0)
+      return make_error(ErrorKind::not_found, "no run " + std::to_string(id) + " in " + location_);
+    return fix_status(read_row<RunsTable>(r));
   }
 
   Result<RunRecord> last_run() const override {
@@ -267,23 +195,23 @@ class PgLedger final : public Ledger {
   }
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
-    GM_TRY(Rows r, select_runs(run_columns(true), filter));
+    GM_TRY(Rows r, select_runs(column_list(RunsTable::info, columns<RunsTable>(), true), filter));
     std::vector<RunRecord> out;
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
-      out.push_back(fix_status(read_run(r)));
+      out.push_back(fix_status(read_row<RunsTable>(r)));
     }
     return out;
   }
 
   Result<std::vector<RunSummary>> run_summaries(const RunFilter& filter) const override {
-    GM_TRY(Rows r, select_runs(kSummaryColumns, filter));
+    GM_TRY(Rows r, select_runs(column_list(RunSummaryView::info, columns<RunSummaryView>(), true), filter));
     std::vector<RunSummary> out;
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
-      out.push_back(read_summary(r));
+      out.push_back(read_row<RunSummaryView>(r));
       if (out.back().status == "running") {  // live, or its meter died: the run's own read decides
         GM_TRY(RunRecord full, run(out.back().id));
         out.back() = summarize(full);
@@ -293,130 +221,37 @@ class PgLedger final : public Ledger {
   }
 
   Result<std::vector<SampleRecord>> samples(std::int64_t run_id) const override {
-    Params p;
-    p.bind(1, run_id);
-    GM_TRY(Rows r,
-           query("SELECT run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, power_w, "
-                 "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS
-                 " FROM samples WHERE run_id=$1 "
-                 "ORDER BY t_ms, gpu_index, seq",
-                 &p, "select samples"));
-    std::vector<SampleRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      SampleRecord x;
-      x.run_id = r.i64(0);
-      x.t_ms = r.i64(1);
-      x.gpu_index = static_cast<unsigned>(r.i64(2));
-      x.gpu_uuid = r.text(3);
-      x.utilization_pct = r.of64(4);
-      if (auto m = r.oi64(5)) x.memory_used_bytes = static_cast<std::uint64_t>(*m);
-      x.power_w = r.of64(6);
-      x.temperature_c = r.of64(7);
-      x.energy_j = r.f64(8);
-      x.cost_micros = r.i64(9);
-      x.job_present = r.i64(10) != 0;
-      x.gpm = {r.of64(11), r.of64(12), r.of64(13), r.of64(14), r.of64(15), r.of64(16), r.of64(17)};
-      out.push_back(std::move(x));
-    }
-    return out;
+    return rows_of_run<SamplesTable>(run_id);
   }
-
   Result<std::vector<ProgressRecord>> progress(std::int64_t run_id) const override {
-    Params p;
-    p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros "
-                         "FROM progress WHERE run_id=$1 ORDER BY t_ms, seq",
-                         &p, "select progress"));
-    std::vector<ProgressRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      ProgressRecord x;
-      x.run_id = r.i64(0);
-      x.t_ms = r.i64(1);
-      x.step = r.oi64(2);
-      x.total_steps = r.oi64(3);
-      x.samples = r.oi64(4);
-      x.tokens = r.oi64(5);
-      x.metrics = parse_json_or<std::map<std::string, double>>(r.text(6), {});
-      x.cost_micros = r.i64(7);
-      out.push_back(std::move(x));
-    }
-    return out;
+    return rows_of_run<ProgressTable>(run_id);
   }
-
   Result<std::vector<ActionRecord>> actions(std::int64_t run_id) const override {
-    Params p;
-    p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, t_ms, kind, cost_micros, message FROM actions WHERE run_id=$1 "
-                         "ORDER BY t_ms, seq",
-                         &p, "select actions"));
-    std::vector<ActionRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      out.push_back(ActionRecord{r.i64(0), r.i64(1), r.text(2), r.i64(3), r.text(4)});
-    }
-    return out;
+    return rows_of_run<ActionsTable>(run_id);
   }
-
   Result<std::vector<InferenceRecord>> inference(std::int64_t run_id) const override {
-    Params p;
-    p.bind(1, run_id);
-    GM_TRY(Rows r, query("SELECT run_id, t_ms, model, engine, prompt_tokens, generated_tokens, cached_tokens, "
-                         "requests, cost_micros FROM inference WHERE run_id=$1 ORDER BY t_ms, seq",
-                         &p, "select inference"));
-    std::vector<InferenceRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      out.push_back(InferenceRecord{r.i64(0), r.i64(1), r.text(2), r.text(3), r.of64(4), r.of64(5), r.of64(6),
-                                    r.of64(7), r.i64(8)});
-    }
-    return out;
+    return rows_of_run<InferenceTable>(run_id);
   }
 
   Result<std::vector<RollupRecord>> rollups(const RunFilter& filter) const override {
-    std::string sql =
-        "SELECT run_id, minute_unix, gpu_index, samples, utilization_sum_pct, memory_max_bytes, energy_j, "
-        "cost_micros FROM rollups WHERE true";
+    const Where where = rollups_where(kPostgres, filter);
     Params p;
-    int n = 0;
-    if (filter.since_unix_ms) {
-      p.bind(++n, *filter.since_unix_ms / 60000);
-      sql += fmt::format(" AND minute_unix >= ${}", n);
-    }
-    if (filter.until_unix_ms) {
-      p.bind(++n, (*filter.until_unix_ms + 59999) / 60000);
-      sql += fmt::format(" AND minute_unix < ${}", n);
-    }
-    sql += " ORDER BY minute_unix, run_id, gpu_index";
-    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
-    GM_TRY(Rows r, query(sql, &p, "select rollups"));
-    std::vector<RollupRecord> out;
-    out.reserve(static_cast<std::size_t>(r.count()));
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      out.push_back(RollupRecord{r.i64(0), r.i64(1), static_cast<unsigned>(r.i64(2)), r.i64(3), r.f64(4),
-                                 r.f64(5), r.f64(6), r.i64(7)});
-    }
-    return out;
+    p.bind_all(where.values);
+    GM_TRY(Rows r,
+           query(select_sql<RollupsTable>(kPostgres, where.sql) + limit_sql(filter), &p, "select rollups"));
+    return read_rows<RollupsTable>(r);
   }
 
-  Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const override {
+  Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter,
+                                                   std::int64_t bucket_ms) const override {
     Params p;
     p.bind(1, std::max<std::int64_t>(60'000, bucket_ms));
     std::string sql =
         "SELECT run_id, minute_unix * 60000 / $1 * $1 AS bucket, SUM(samples), SUM(utilization_sum_pct), "
-        "SUM(energy_j), SUM(cost_micros) FROM rollups WHERE true";
-    int n = 1;
-    if (filter.since_unix_ms) {
-      p.bind(++n, *filter.since_unix_ms / 60000);
-      sql += fmt::format(" AND minute_unix >= ${}", n);
-    }
-    if (filter.until_unix_ms) {
-      p.bind(++n, (*filter.until_unix_ms + 59999) / 60000);
-      sql += fmt::format(" AND minute_unix < ${}", n);
-    }
-    sql += " GROUP BY run_id, bucket ORDER BY bucket, run_id";
+        "SUM(energy_j), SUM(cost_micros) FROM rollups WHERE ";
+    const Where where = rollups_where(kPostgres, filter, 2);
+    p.bind_all(where.values, 2);
+    sql += where.sql + " GROUP BY run_id, bucket ORDER BY bucket, run_id";
     GM_TRY(Rows r, query(sql, &p, "select rollup buckets"));
     std::vector<RollupBucket> out;
     out.reserve(static_cast<std::size_t>(r.count()));
@@ -448,23 +283,13 @@ class PgLedger final : public Ledger {
       } else {
         GM_TRY(id, insert_run(run));
       }
-      RunBundle local = b;
-      for (auto& x : local.samples) x.run_id = id;
-      for (auto& x : local.progress) x.run_id = id;
-      for (auto& x : local.actions) x.run_id = id;
-      for (auto& x : local.rollups) x.run_id = id;
-      for (auto& x : local.inference) x.run_id = id;
-      for (auto& x : local.cells) x.run_id = id;
-      GM_TRY_VOID(insert_cells(local.cells));
-      GM_TRY_VOID(insert_rows(local.samples, local.progress, local.actions));
-      GM_TRY_VOID(insert_rollups(local.rollups));
-      GM_TRY_VOID(insert_inference(local.inference));
-      Params p;
-      p.bind(1, import_key);
-      p.bind(2, id);
-      p.bind(3, now_unix_ms());
-      GM_TRY_VOID(command("INSERT INTO imports (import_key, run_id, imported_unix_ms) VALUES ($1,$2,$3)", &p,
-                          "record the import"));
+      GM_TRY_VOID(insert<CellsTable>(with_run_id(b.cells, id)));
+      GM_TRY_VOID(insert<SamplesTable>(with_run_id(b.samples, id)));
+      GM_TRY_VOID(insert<ProgressTable>(with_run_id(b.progress, id)));
+      GM_TRY_VOID(insert<ActionsTable>(with_run_id(b.actions, id)));
+      GM_TRY_VOID(insert<RollupsTable>(with_run_id(b.rollups, id)));
+      GM_TRY_VOID(insert<InferenceTable>(with_run_id(b.inference, id)));
+      GM_TRY_VOID(insert<ImportsTable>({ImportRow{import_key, id, now_unix_ms()}}));
       out = ImportOutcome{id, true};
       return ok_result();
     });
@@ -473,37 +298,27 @@ class PgLedger final : public Ledger {
   }
 
   Result<void> set_budget(const BudgetRecord& b) override {
-    Params p;
-    p.bind(1, b.selector);
-    p.bind(2, b.limit_micros);
-    p.bind(3, b.period);
-    p.bind(4, b.updated_unix_ms ? b.updated_unix_ms : now_unix_ms());
-    return command(
-        "INSERT INTO budgets (selector, limit_micros, period, updated_unix_ms) VALUES ($1,$2,$3,$4) "
-        "ON CONFLICT (selector) DO UPDATE SET limit_micros=$2, period=$3, updated_unix_ms=$4",
-        &p, "write budget");
+    BudgetRecord row = b;
+    if (!row.updated_unix_ms) row.updated_unix_ms = now_unix_ms();
+    return insert<BudgetsTable>({row});
   }
 
   Result<std::vector<BudgetRecord>> budgets() const override {
-    GM_TRY(Rows r, query("SELECT selector, limit_micros, period, updated_unix_ms FROM budgets ORDER BY selector",
-                         nullptr, "select budgets"));
-    std::vector<BudgetRecord> out;
-    for (int i = 0; i < r.count(); ++i) {
-      r.at(i);
-      out.push_back(BudgetRecord{r.text(0), r.i64(1), r.text(2), r.i64(3)});
-    }
-    return out;
+    GM_TRY(Rows r, query(select_sql<BudgetsTable>(kPostgres, ""), nullptr, "select budgets"));
+    return read_rows<BudgetsTable>(r);
   }
 
   Result<void> remove_budget(const std::string& selector) override {
     Params p;
     p.bind(1, selector);
     GM_TRY(Rows r, query("DELETE FROM budgets WHERE selector=$1 RETURNING selector", &p, "remove budget"));
-    if (r.count() == 0) return make_error(ErrorKind::not_found, "no budget for " + selector + " in the ledger " + location_);
+    if (r.count() == 0)
+      return make_error(ErrorKind::not_found, "no budget for " + selector + " in the ledger " + location_);
     return ok_result();
   }
 
-  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since_unix_ms,
+  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value,
+                                       std::int64_t since_unix_ms,
                                        std::int64_t exclude_run_id) const override {
     const std::string match = key == "user"   ? "\"user\" = $1"
                               : key == "host" ? "host = $1"
@@ -516,7 +331,8 @@ class PgLedger final : public Ledger {
     p.bind(5, now_unix_ms() - kStaleHeartbeatMs);
     GM_TRY(Rows r, query("SELECT COALESCE(SUM(cost_micros), 0), COUNT(*), "
                          "COUNT(*) FILTER (WHERE status = 'running' AND heartbeat_unix_ms > $5) "
-                         "FROM runs WHERE start_unix_ms >= $2 AND id <> $3 AND " + match + " AND $4::text <> ''",
+                         "FROM runs WHERE start_unix_ms >= $2 AND id <> $3 AND " +
+                             match + " AND $4::text <> ''",
                          &p, "selector spend"));
     return SelectorSpend{r.i64(0), r.i64(1), r.i64(2)};
   }
@@ -524,25 +340,38 @@ class PgLedger final : public Ledger {
  private:
   /// SELECT `columns` of the runs of `filter`, newest first.
   Result<Rows> select_runs(const std::string& columns, const RunFilter& filter) const {
-    std::string sql = "SELECT " + columns + " FROM runs WHERE true";
+    const Where where = runs_where(kPostgres, filter);
     Params p;
-    int n = 0;
-    if (filter.since_unix_ms) {
-      p.bind(++n, *filter.since_unix_ms);
-      sql += fmt::format(" AND start_unix_ms >= ${}", n);
+    p.bind_all(where.values);
+    return query("SELECT " + columns + " FROM runs WHERE " + where.sql +
+                     " ORDER BY start_unix_ms DESC, id DESC" + limit_sql(filter),
+                 &p, "select runs");
+  }
+
+  template <class Tbl>
+  static std::vector<typename Tbl::Record> read_rows(Rows& r) {
+    std::vector<typename Tbl::Record> out;
+    out.reserve(static_cast<std::size_t>(r.count()));
+    for (int i = 0; i < r.count(); ++i) {
+      r.at(i);
+      out.push_back(read_row<Tbl>(r));
     }
-    if (filter.until_unix_ms) {
-      p.bind(++n, *filter.until_unix_ms);
-      sql += fmt::format(" AND start_unix_ms < ${}", n);
-    }
-    sql += " ORDER BY start_unix_ms DESC, id DESC";
-    if (filter.limit) sql += " LIMIT " + std::to_string(*filter.limit);
-    return query(sql, &p, "select runs");
+    return out;
+  }
+
+  /// A run's rows of table `Tbl`, in their order.
+  template <class Tbl>
+  Result<std::vector<typename Tbl::Record>> rows_of_run(std::int64_t run_id) const {
+    Params p;
+    p.bind(1, run_id);
+    GM_TRY(Rows r,
+           query(select_sql<Tbl>(kPostgres, "run_id=$1"), &p, std::string("select ") + Tbl::info.name));
+    return read_rows<Tbl>(r);
   }
 
   /// One statement; a broken connection is reset once (the server restarted) before giving up. `prepare`: a
   /// statement run every interval, parsed and planned by the server once per connection.
-  Result<Rows> query(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
+  Result<Rows> query(const std::string& sql, Params* p, const std::string& what, bool prepare = false) const {
     for (int attempt = 0;; ++attempt) {
       const std::string* name = prepare && p ? prepared(sql) : nullptr;
       PGresult* res =
@@ -552,8 +381,8 @@ class PgLedger final : public Ledger {
       const auto status = PQresultStatus(res);
       if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) return Rows(res);
       PQclear(res);
-      if (PQstatus(conn_) == CONNECTION_BAD && attempt == 0 && PQtransactionStatus(conn_) != PQTRANS_INTRANS &&
-          depth_ == 0) {
+      if (PQstatus(conn_) == CONNECTION_BAD && attempt == 0 &&
+          PQtransactionStatus(conn_) != PQTRANS_INTRANS && depth_ == 0) {
         PQreset(conn_);
         prepared_.clear();  // a new session: its statements are gone
         if (PQstatus(conn_) == CONNECTION_OK) continue;
@@ -561,7 +390,8 @@ class PgLedger final : public Ledger {
       return error(what);
     }
   }
-  Result<void> command(const std::string& sql, Params* p, const char* what, bool prepare = false) const {
+  Result<void> command(const std::string& sql, Params* p, const std::string& what,
+                       bool prepare = false) const {
     GM_TRY(Rows r, query(sql, p, what, prepare));
     (void)r;
     return ok_result();
@@ -578,9 +408,11 @@ class PgLedger final : public Ledger {
     if (!ok) return nullptr;
     return &prepared_.emplace(sql, std::move(name)).first->second;
   }
-  Result<void> exec(const char* sql, const char* what) const { return command(sql, nullptr, what); }
+  Result<void> exec(const std::string& sql, const std::string& what) const {
+    return command(sql, nullptr, what);
+  }
 
-  Error error(const char* what) const {
+  Error error(const std::string& what) const {
     std::string msg = PQerrorMessage(conn_);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
     const bool gone = PQstatus(conn_) == CONNECTION_BAD;
@@ -602,160 +434,51 @@ class PgLedger final : public Ledger {
   }
 
   Result<std::int64_t> insert_run(const RunRecord& r) {
-    std::string marks;
-    for (int i = 1; i <= kRunColumnCount; ++i) marks += fmt::format("{}${}", i > 1 ? "," : "", i);
     Params p;
-    bind_run(p, r);
-    GM_TRY(Rows rows, query("INSERT INTO runs (" + run_columns(false) + ") VALUES (" + marks + ") RETURNING id", &p,
-                            "insert run"));
+    bind_row<RunsTable>(p, r);
+    GM_TRY(Rows rows, query(insert_sql<RunsTable>(kPostgres) + " RETURNING id", &p, "insert run"));
     return rows.i64(0);
   }
 
   Result<void> write_run(const RunRecord& r) {
-    std::string sql = "UPDATE runs SET ";
-    for (int i = 0; i < kRunColumnCount; ++i) sql += fmt::format("{}{}=${}", i ? ", " : "", kRunColumnNames[i], i + 1);
-    sql += fmt::format(" WHERE id=${} RETURNING id", kRunColumnCount + 1);
+    const auto& cols = columns<RunsTable>();
     Params p;
-    bind_run(p, r);
-    p.bind(kRunColumnCount + 1, r.id);
-    GM_TRY(Rows rows, query(sql, &p, "update run", true));
+    bind_row<RunsTable>(p, r);
+    p.bind(static_cast<int>(cols.size()) + 1, r.id);
+    GM_TRY(Rows rows,
+           query(update_sql(RunsTable::info, cols, kPostgres) + " RETURNING id", &p, "update run", true));
     if (rows.count() == 0) return make_error(ErrorKind::not_found, "no run " + std::to_string(r.id));
     return ok_result();
   }
 
-  /// Multi-row INSERTs of `rows`, kRowsPerInsert at a time; `bind_row` binds one row from parameter `first`.
-  template <class T, class B>
-  Result<void> insert_many(const std::string& head, int columns, const std::vector<T>& rows, B bind_row,
-                           const std::string& tail, const char* what) {
+  template <class Tbl>
+  Result<void> append_rows(const std::vector<typename Tbl::Record>& rows) {
+    if (rows.empty()) return ok_result();
+    if (rows.size() <= kRowsPerInsert) return insert<Tbl>(rows);  // one statement: atomic by itself
+    return in_transaction([&]() { return insert<Tbl>(rows); });
+  }
+
+  /// Multi-row INSERTs of `rows`, kRowsPerInsert at a time.
+  template <class Tbl>
+  Result<void> insert(const std::vector<typename Tbl::Record>& rows) {
+    const int columns = static_cast<int>(detail::columns<Tbl>().size());
     for (std::size_t start = 0; start < rows.size(); start += kRowsPerInsert) {
       const std::size_t end = std::min(rows.size(), start + kRowsPerInsert);
-      std::string sql = head + " VALUES ";
       Params p;
-      int n = 0;
-      for (std::size_t i = start; i < end; ++i) {
-        sql += i > start ? ",(" : "(";
-        for (int c = 0; c < columns; ++c) sql += fmt::format("{}${}", c ? "," : "", n + c + 1);
-        sql += ")";
-        bind_row(p, rows[i], n + 1);
-        n += columns;
-      }
-      GM_TRY_VOID(command(sql + tail, &p, what, true));
+      for (std::size_t i = start; i < end; ++i)
+        bind_row<Tbl>(p, rows[i], static_cast<int>(i - start) * columns + 1);
+      GM_TRY_VOID(command(insert_sql<Tbl>(kPostgres, end - start), &p,
+                          std::string("insert ") + Tbl::info.name, true));
     }
     return ok_result();
   }
 
-  Result<void> insert_rows(const std::vector<SampleRecord>& samples, const std::vector<ProgressRecord>& progress,
+  Result<void> insert_rows(const std::vector<SampleRecord>& samples,
+                           const std::vector<ProgressRecord>& progress,
                            const std::vector<ActionRecord>& actions) {
-    GM_TRY_VOID(insert_many(
-        "INSERT INTO samples (run_id, t_ms, gpu_index, gpu_uuid, utilization_pct, memory_used_bytes, "
-        "power_w, "
-        "temperature_c, energy_j, cost_micros, job_present, " GM_GPM_COLUMNS ")",
-        18, samples,
-        [](Params& p, const SampleRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.t_ms);
-          p.bind(i + 2, x.gpu_index);
-          p.bind(i + 3, x.gpu_uuid);
-          p.bind(i + 4, x.utilization_pct);
-          if (x.memory_used_bytes)
-            p.bind(i + 5, static_cast<std::int64_t>(*x.memory_used_bytes));
-          else
-            p.bind(i + 5, std::optional<std::int64_t>());
-          p.bind(i + 6, x.power_w);
-          p.bind(i + 7, x.temperature_c);
-          p.bind(i + 8, x.energy_j);
-          p.bind(i + 9, x.cost_micros);
-          p.bind(i + 10, std::int64_t{x.job_present ? 1 : 0});
-          p.bind(i + 11, x.gpm.sm_active);
-          p.bind(i + 12, x.gpm.sm_occupancy);
-          p.bind(i + 13, x.gpm.tensor_active);
-          p.bind(i + 14, x.gpm.fp32_active);
-          p.bind(i + 15, x.gpm.fp16_active);
-          p.bind(i + 16, x.gpm.fp64_active);
-          p.bind(i + 17, x.gpm.dram_bw_util);
-        },
-        "", "insert samples"));
-    GM_TRY_VOID(insert_many(
-        "INSERT INTO progress (run_id, t_ms, step, total_steps, samples, tokens, metrics_json, cost_micros)", 8,
-        progress,
-        [](Params& p, const ProgressRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.t_ms);
-          p.bind(i + 2, x.step);
-          p.bind(i + 3, x.total_steps);
-          p.bind(i + 4, x.samples);
-          p.bind(i + 5, x.tokens);
-          p.bind(i + 6, json_of(x.metrics));
-          p.bind(i + 7, x.cost_micros);
-        },
-        "", "insert progress"));
-    return insert_many(
-        "INSERT INTO actions (run_id, t_ms, kind, cost_micros, message)", 5, actions,
-        [](Params& p, const ActionRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.t_ms);
-          p.bind(i + 2, x.kind);
-          p.bind(i + 3, x.cost_micros);
-          p.bind(i + 4, x.message);
-        },
-        "", "insert actions");
-  }
-
-  Result<void> insert_rollups(const std::vector<RollupRecord>& rollups) {
-    return insert_many(
-        "INSERT INTO rollups (run_id, minute_unix, gpu_index, samples, utilization_sum_pct, memory_max_bytes, "
-        "energy_j, cost_micros)",
-        8, rollups,
-        [](Params& p, const RollupRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.minute_unix);
-          p.bind(i + 2, x.gpu_index);
-          p.bind(i + 3, x.samples);
-          p.bind(i + 4, x.utilization_sum_pct);
-          p.bind(i + 5, x.memory_max_bytes);
-          p.bind(i + 6, x.energy_j);
-          p.bind(i + 7, x.cost_micros);
-        },
-        " ON CONFLICT (run_id, minute_unix, gpu_index) DO UPDATE SET samples=EXCLUDED.samples, "
-        "utilization_sum_pct=EXCLUDED.utilization_sum_pct, memory_max_bytes=EXCLUDED.memory_max_bytes, "
-        "energy_j=EXCLUDED.energy_j, cost_micros=EXCLUDED.cost_micros",
-        "insert rollups");
-  }
-
-  Result<void> insert_cells(const std::vector<CellRecord>& cells) {
-    return insert_many(
-        "INSERT INTO cells (run_id, cell_id, start_ms, end_ms, cost_micros, utilization_pct, status, source)", 8,
-        cells,
-        [](Params& p, const CellRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.cell_id);
-          p.bind(i + 2, x.start_ms);
-          p.bind(i + 3, x.end_ms);
-          p.bind(i + 4, x.cost_micros);
-          p.bind(i + 5, x.utilization_pct);
-          p.bind(i + 6, x.status);
-          p.bind(i + 7, x.source);
-        },
-        "", "insert cells");
-  }
-
-  Result<void> insert_inference(const std::vector<InferenceRecord>& records) {
-    return insert_many(
-        "INSERT INTO inference (run_id, t_ms, model, engine, prompt_tokens, generated_tokens, cached_tokens, "
-        "requests, cost_micros)",
-        9, records,
-        [](Params& p, const InferenceRecord& x, int i) {
-          p.bind(i, x.run_id);
-          p.bind(i + 1, x.t_ms);
-          p.bind(i + 2, x.model);
-          p.bind(i + 3, x.engine);
-          p.bind(i + 4, x.prompt_tokens);
-          p.bind(i + 5, x.generated_tokens);
-          p.bind(i + 6, x.cached_tokens);
-          p.bind(i + 7, x.requests);
-          p.bind(i + 8, x.cost_micros);
-        },
-        "", "insert inference");
+    GM_TRY_VOID(insert<SamplesTable>(samples));
+    GM_TRY_VOID(insert<ProgressTable>(progress));
+    return insert<ActionsTable>(actions);
   }
 
   RunRecord fix_status(RunRecord r) const {
@@ -790,7 +513,8 @@ Result<std::unique_ptr<Ledger>> open_postgres(const std::string& location, bool 
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"5", "gpumeter", uri.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keys, values, 1);
-  if (!conn) return make_error(ErrorKind::unavailable, "ledger " + redact_location(location) + ": out of memory");
+  if (!conn)
+    return make_error(ErrorKind::unavailable, "ledger " + redact_location(location) + ": out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     std::string msg = PQerrorMessage(conn);
     while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
@@ -804,13 +528,13 @@ Result<std::unique_ptr<Ledger>> open_postgres(const std::string& location, bool 
   } else {
     GM_TRY(int version, ledger->schema_version());
     if (version != Ledger::kSchemaVersion)
-      return make_error(ErrorKind::unavailable,
-                        fmt::format("ledger {}: schema version {}, this gpumeter writes {}: run `gpumeter ledger "
-                                    "migrate --ledger {}` with a role that may alter its tables",
-                                    redact_location(location), version, Ledger::kSchemaVersion,
-                                    redact_location(location)));
+      return make_error(
+          ErrorKind::unavailable,
+          fmt::format("ledger {}: schema version {}, this gpumeter writes {}: run `gpumeter ledger "
+                      "migrate --ledger {}` with a role that may alter its tables",
+                      redact_location(location), version, Ledger::kSchemaVersion, redact_location(location)));
   }
   return std::unique_ptr<Ledger>(std::move(ledger));
 }
 
-}  // namespace gm::store_detail
+}  // namespace gm::store::detail

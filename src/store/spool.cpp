@@ -21,11 +21,13 @@
 
 namespace gm {
 
-using store_detail::now_unix_ms;
+using store::detail::now_unix_ms;
 
 namespace {
 
-std::string spool_key(const std::string& stem) { return "spool:" + stem; }
+std::string spool_key(const std::string& stem) {
+  return "spool:" + stem;
+}
 
 void remove_spool_files(const std::string& dir, const std::string& stem) {
   std::error_code ec;
@@ -48,8 +50,8 @@ Result<std::int64_t> replay_one(Ledger& ledger, const std::string& dir, const st
     GM_TRY(std::vector<RunRecord> runs, spool->runs(RunFilter{}));
     for (const auto& r : runs) {
       GM_TRY(RunBundle b, load_bundle(*spool, r.id));
-      GM_TRY(ImportOutcome done,
-             ledger.import_run(b, spool_key(stem) + "#" + std::to_string(r.id), runs.size() == 1 ? target_run_id : 0));
+      GM_TRY(ImportOutcome done, ledger.import_run(b, spool_key(stem) + "#" + std::to_string(r.id),
+                                                   runs.size() == 1 ? target_run_id : 0));
       id = done.run_id;
     }
   }
@@ -102,7 +104,8 @@ SpoolingLedger::SpoolingLedger(std::string location, std::string spool_dir)
     primary_ = std::move(*primary);
     // Runs an earlier command left spooled go in now.
     if (auto n = replay_spool(*primary_, spool_dir_); n && *n > 0)
-      notes_.push_back(fmt::format("replayed {} spooled run(s) into the ledger {}", *n, primary_->describe()));
+      notes_.push_back(
+          fmt::format("replayed {} spooled run(s) into the ledger {}", *n, primary_->describe()));
   } else {
     start_spool(primary.error());
   }
@@ -154,7 +157,9 @@ bool SpoolingLedger::start_spool(const Error& why) {
   return true;
 }
 
-Ledger& SpoolingLedger::active() const { return primary_ ? *primary_ : *spool_; }
+Ledger& SpoolingLedger::active() const {
+  return primary_ ? *primary_ : *spool_;
+}
 
 std::int64_t SpoolingLedger::local_id(std::int64_t id) const {
   return spool_ && target_run_id_ != 0 && id == target_run_id_ ? spool_run_id_ : id;
@@ -167,8 +172,12 @@ std::vector<T> SpoolingLedger::to_local(const std::vector<T>& rows) const {
   return out;
 }
 
-std::string SpoolingLedger::describe() const { return redact_location(location_); }
-std::string SpoolingLedger::backend() const { return primary_ ? primary_->backend() : "spool"; }
+std::string SpoolingLedger::describe() const {
+  return redact_location(location_);
+}
+std::string SpoolingLedger::backend() const {
+  return primary_ ? primary_->backend() : "spool";
+}
 Result<int> SpoolingLedger::schema_version() const {
   if (!primary_ && !spool_) return make_error(ErrorKind::unavailable, "no ledger");
   return active().schema_version();
@@ -207,49 +216,48 @@ Result<void> SpoolingLedger::update_run(const RunRecord& run) {
   return spool_->update_run(local);
 }
 
+template <class F>
+Result<void> SpoolingLedger::write_rows(F&& write) {
+  if (primary_) {
+    auto r = write(*primary_, false);
+    if (r) return r;
+    if (!start_spool(r.error())) return r;
+  }
+  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
+  return write(*spool_, true);
+}
+
+template <class T>
+Result<void> SpoolingLedger::append_each(Result<void> (Ledger::*write)(const std::vector<T>&),
+                                         const std::vector<T>& rows) {
+  return write_rows(
+      [&](Ledger& l, bool local) { return local ? (l.*write)(to_local(rows)) : (l.*write)(rows); });
+}
+
 Result<void> SpoolingLedger::append(const std::vector<SampleRecord>& samples,
                                     const std::vector<ProgressRecord>& progress,
                                     const std::vector<ActionRecord>& actions) {
-  if (primary_) {
-    auto r = primary_->append(samples, progress, actions);
-    if (r) return r;
-    if (!start_spool(r.error())) return r;
-  }
-  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
-  return spool_->append(to_local(samples), to_local(progress), to_local(actions));
+  return write_rows([&](Ledger& l, bool local) {
+    return local ? l.append(to_local(samples), to_local(progress), to_local(actions))
+                 : l.append(samples, progress, actions);
+  });
 }
 
 Result<void> SpoolingLedger::append_rollups(const std::vector<RollupRecord>& rollups) {
-  if (primary_) {
-    auto r = primary_->append_rollups(rollups);
-    if (r) return r;
-    if (!start_spool(r.error())) return r;
-  }
-  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
-  return spool_->append_rollups(to_local(rollups));
+  return append_each(&Ledger::append_rollups, rollups);
 }
 
 Result<void> SpoolingLedger::append_inference(const std::vector<InferenceRecord>& records) {
-  if (primary_) {
-    auto r = primary_->append_inference(records);
-    if (r) return r;
-    if (!start_spool(r.error())) return r;
-  }
-  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
-  return spool_->append_inference(to_local(records));
+  return append_each(&Ledger::append_inference, records);
 }
 
 Result<void> SpoolingLedger::append_cells(const std::vector<CellRecord>& cells) {
-  if (primary_) {
-    auto r = primary_->append_cells(cells);
-    if (r) return r;
-    if (!start_spool(r.error())) return r;
-  }
-  if (!spool_) return make_error(ErrorKind::unavailable, "no ledger and no spool");
-  return spool_->append_cells(to_local(cells));
+  return append_each(&Ledger::append_cells, cells);
 }
 
-Result<std::vector<CellRecord>> SpoolingLedger::cells(std::int64_t id) const { return active().cells(local_id(id)); }
+Result<std::vector<CellRecord>> SpoolingLedger::cells(std::int64_t id) const {
+  return active().cells(local_id(id));
+}
 
 std::int64_t SpoolingLedger::finish() {
   if (primary_) return target_run_id_;
@@ -276,9 +284,15 @@ std::int64_t SpoolingLedger::finish() {
 }
 
 // Reads and budget administration go to where the writes go.
-Result<RunRecord> SpoolingLedger::run(std::int64_t id) const { return active().run(local_id(id)); }
-Result<RunRecord> SpoolingLedger::last_run() const { return active().last_run(); }
-Result<std::vector<RunRecord>> SpoolingLedger::runs(const RunFilter& filter) const { return active().runs(filter); }
+Result<RunRecord> SpoolingLedger::run(std::int64_t id) const {
+  return active().run(local_id(id));
+}
+Result<RunRecord> SpoolingLedger::last_run() const {
+  return active().last_run();
+}
+Result<std::vector<RunRecord>> SpoolingLedger::runs(const RunFilter& filter) const {
+  return active().runs(filter);
+}
 Result<std::vector<RunSummary>> SpoolingLedger::run_summaries(const RunFilter& filter) const {
   return active().run_summaries(filter);
 }
@@ -301,12 +315,16 @@ Result<ImportOutcome> SpoolingLedger::import_run(const RunBundle& bundle, const 
                                                  std::int64_t into) {
   return active().import_run(bundle, key, into);
 }
-Result<void> SpoolingLedger::set_budget(const BudgetRecord& b) { return active().set_budget(b); }
+Result<void> SpoolingLedger::set_budget(const BudgetRecord& b) {
+  return active().set_budget(b);
+}
 Result<std::vector<BudgetRecord>> SpoolingLedger::budgets() const {
   if (!primary_) return make_error(ErrorKind::unavailable, "the ledger " + describe() + " cannot be reached");
   return primary_->budgets();
 }
-Result<void> SpoolingLedger::remove_budget(const std::string& selector) { return active().remove_budget(selector); }
+Result<void> SpoolingLedger::remove_budget(const std::string& selector) {
+  return active().remove_budget(selector);
+}
 Result<SelectorSpend> SpoolingLedger::selector_spend(const std::string& key, const std::string& value,
                                                      std::int64_t since, std::int64_t exclude) const {
   if (!primary_) return make_error(ErrorKind::unavailable, "the ledger " + describe() + " cannot be reached");

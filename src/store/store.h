@@ -19,24 +19,24 @@ namespace gm {
 /// One metered run (`gpumeter run`).
 struct RunRecord {
   std::int64_t id = 0;
-  std::string command;                       ///< the job's argv joined with spaces
+  std::string command;  ///< the job's argv joined with spaces
   std::string user;
   std::string host;
-  std::map<std::string, std::string> labels; ///< --label k=v
+  std::map<std::string, std::string> labels;  ///< --label k=v
   std::int64_t start_unix_ms = 0;
-  std::optional<std::int64_t> end_unix_ms;   ///< nullopt while running or when interrupted
+  std::optional<std::int64_t> end_unix_ms;  ///< nullopt while running or when interrupted
   std::string status = "running";  ///< running | succeeded | failed | stopped | preempted | interrupted
   std::optional<int> exit_code;
-  std::optional<std::string> stopped_by;     ///< "budget" | "forecast" | "idle"
+  std::optional<std::string> stopped_by;  ///< "budget" | "forecast" | "idle"
   MicroUsd price_micros_per_gpu_hour = 0;
   std::string price_source;
   std::string provider;
   std::string region;
   std::int64_t billing_granularity_s = 1;
   std::int64_t billing_minimum_s = 0;
-  std::vector<std::string> gpus_allocated;   ///< UUIDs
-  std::vector<std::string> gpus_used;        ///< UUIDs where a process of the job appeared
-  std::string gpu_model;                     ///< catalog GPU id (or NVML name when unknown)
+  std::vector<std::string> gpus_allocated;  ///< UUIDs
+  std::vector<std::string> gpus_used;       ///< UUIDs where a process of the job appeared
+  std::string gpu_model;                    ///< catalog GPU id (or NVML name when unknown)
   std::optional<MicroUsd> budget_micros;
   std::optional<std::int64_t> total_steps;
   // Totals written at the end (and refreshed periodically while running):
@@ -63,7 +63,7 @@ struct RunRecord {
   std::optional<std::int64_t> preemption_notice_unix_ms;    ///< when gpumeter read the notice
   std::optional<std::int64_t> preemption_deadline_unix_ms;  ///< when the provider takes the machine
   std::optional<std::int64_t> last_checkpoint_ms;  ///< ms since the start of the last checkpoint seen
-  std::optional<MicroUsd> lost_work_micros;  ///< spend since then, of a run that did not succeed
+  std::optional<MicroUsd> lost_work_micros;        ///< spend since then, of a run that did not succeed
   // MFU (issue 37): the model FLOPs per token the job's tokens are measured with, where that figure came
   // from, and the precision whose dense peak MFU divides by:
   std::optional<double> flops_per_token;
@@ -82,17 +82,17 @@ struct GpmPct {
 /// One GPU reading of a run at one second.
 struct SampleRecord {
   std::int64_t run_id = 0;
-  std::int64_t t_ms = 0;                     ///< ms since the run's start
+  std::int64_t t_ms = 0;  ///< ms since the run's start
   unsigned gpu_index = 0;
   std::string gpu_uuid;
   std::optional<double> utilization_pct;
   std::optional<std::uint64_t> memory_used_bytes;
   std::optional<double> power_w;
   std::optional<double> temperature_c;
-  double energy_j = 0;                       ///< energy of the interval ending here
-  MicroUsd cost_micros = 0;                  ///< cost of the interval ending here (this GPU)
-  bool job_present = false;                  ///< a process of the job's tree was on this GPU
-  GpmPct gpm;                                ///< GPM activity of the interval ending here
+  double energy_j = 0;       ///< energy of the interval ending here
+  MicroUsd cost_micros = 0;  ///< cost of the interval ending here (this GPU)
+  bool job_present = false;  ///< a process of the job's tree was on this GPU
+  GpmPct gpm;                ///< GPM activity of the interval ending here
 };
 
 /// One progress report.
@@ -104,14 +104,14 @@ struct ProgressRecord {
   std::optional<std::int64_t> samples;
   std::optional<std::int64_t> tokens;
   std::map<std::string, double> metrics;
-  MicroUsd cost_micros = 0;                  ///< spend when the point arrived
+  MicroUsd cost_micros = 0;  ///< spend when the point arrived
 };
 
 /// One budget / guard action.
 struct ActionRecord {
   std::int64_t run_id = 0;
   std::int64_t t_ms = 0;
-  std::string kind;                          ///< "warn", "stop_budget", "stop_forecast", "stop_idle", "sigterm", "sigkill", ...
+  std::string kind;  ///< "warn", "stop_budget", "stop_forecast", "stop_idle", "sigterm", "sigkill", ...
   MicroUsd cost_micros = 0;
   std::string message;
 };
@@ -119,7 +119,7 @@ struct ActionRecord {
 /// Per-minute rollup of a run's samples (one row per run, GPU and minute).
 struct RollupRecord {
   std::int64_t run_id = 0;
-  std::int64_t minute_unix = 0;              ///< unix time / 60
+  std::int64_t minute_unix = 0;  ///< unix time / 60
   unsigned gpu_index = 0;
   std::int64_t samples = 0;
   double utilization_sum_pct = 0;
@@ -201,17 +201,18 @@ struct RunFilter {
 
 /// A team budget: the spend of every run whose `selector` (k=v) matches, per calendar period (UTC).
 struct BudgetRecord {
-  std::string selector;           ///< "team=nlp", "project=x", "user=alice" (user and host match those columns)
+  std::string selector;  ///< "team=nlp", "project=x", "user=alice" (user and host match those columns)
   MicroUsd limit_micros = 0;
-  std::string period = "month";   ///< day | week (from Monday) | month
+  std::string period = "month";  ///< day | week (from Monday) | month
   std::int64_t updated_unix_ms = 0;
 };
 
 /// What the runs matching a selector spent since a time.
 struct SelectorSpend {
-  MicroUsd spent_micros = 0;     ///< Σ cost of the matching runs started since then (live runs as of their heartbeat)
-  std::int64_t runs = 0;         ///< matching runs
-  std::int64_t live_runs = 0;    ///< of which running now (a fresh heartbeat)
+  MicroUsd spent_micros =
+      0;  ///< Σ cost of the matching runs started since then (live runs as of their heartbeat)
+  std::int64_t runs = 0;       ///< matching runs
+  std::int64_t live_runs = 0;  ///< of which running now (a fresh heartbeat)
 };
 
 /// A run with everything recorded about it (ledger copy, spool replay).
@@ -233,7 +234,8 @@ struct ImportOutcome {
 
 /// Splits "k=v" into its key and value; usage error naming `what` for anything else (keys: letters, digits,
 /// `_ . - /`).
-Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector, const std::string& what);
+Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector,
+                                                           const std::string& what);
 /// Start (unix ms, UTC) of the budget period `period` (day | week | month) containing `now_unix_ms`.
 Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_t now_unix_ms);
 /// True when a run's labels (or its user / host for those keys) match the selector key=value.
@@ -292,7 +294,8 @@ class Ledger {
   /// The rollups of `filter` (limit ignored) summed per run and `bucket_ms` bucket, by bucket then run: one
   /// row per run and bucket, not per minute (PostgreSQL sums in the server; SQLite while stepping through
   /// the rows). The default sums rollups().
-  virtual Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter, std::int64_t bucket_ms) const;
+  virtual Result<std::vector<RollupBucket>> rollup_buckets(const RunFilter& filter,
+                                                           std::int64_t bucket_ms) const;
   /// Appends serving counters (committed before return). The default keeps none (ledgers without them).
   virtual Result<void> append_inference(const std::vector<InferenceRecord>& records) {
     (void)records;
@@ -328,7 +331,8 @@ class Ledger {
   /// Spend of the runs matching key=value started at or after `since_unix_ms`, leaving out run
   /// `exclude_run_id` (0: none). One aggregate query.
   virtual Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value,
-                                               std::int64_t since_unix_ms, std::int64_t exclude_run_id) const = 0;
+                                               std::int64_t since_unix_ms,
+                                               std::int64_t exclude_run_id) const = 0;
 };
 
 /// A ledger for one run's writes on a shared (PostgreSQL) ledger that never fails the run: while the
@@ -375,7 +379,8 @@ class SpoolingLedger final : public Ledger {
   Result<void> set_budget(const BudgetRecord& budget) override;
   Result<std::vector<BudgetRecord>> budgets() const override;
   Result<void> remove_budget(const std::string& selector) override;
-  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since_unix_ms,
+  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value,
+                                       std::int64_t since_unix_ms,
                                        std::int64_t exclude_run_id) const override;
 
  private:
@@ -385,6 +390,12 @@ class SpoolingLedger final : public Ledger {
   std::int64_t local_id(std::int64_t id) const;
   template <class T>
   std::vector<T> to_local(const std::vector<T>& rows) const;
+  /// `write(ledger, local)` into the ledger while it answers, else (after a failure) into the spool with the
+  /// rows' run ids made local.
+  template <class F>
+  Result<void> write_rows(F&& write);
+  template <class T>
+  Result<void> append_each(Result<void> (Ledger::*write)(const std::vector<T>&), const std::vector<T>& rows);
 
   std::string location_;
   std::string spool_dir_;

@@ -65,8 +65,8 @@ TEST(StoreTest, StringListsAndMapsReadAsTheJsonParserReadsThem) {
       } catch (const nlohmann::json::exception&) {
       }
     }
-    EXPECT_EQ(store_detail::parse_string_list(text), want) << text;
-    EXPECT_EQ(store_detail::count_string_list(text), want.size()) << text;
+    EXPECT_EQ(store::detail::parse_string_list(text), want) << text;
+    EXPECT_EQ(store::detail::count_string_list(text), want.size()) << text;
   }
   const std::vector<std::string> maps = {"{}",
                                          "{\"team\":\"nlp\"}",
@@ -90,7 +90,7 @@ TEST(StoreTest, StringListsAndMapsReadAsTheJsonParserReadsThem) {
       } catch (const nlohmann::json::exception&) {
       }
     }
-    EXPECT_EQ(store_detail::parse_string_map(text), want) << text;
+    EXPECT_EQ(store::detail::parse_string_map(text), want) << text;
   }
 }
 
