@@ -10,7 +10,7 @@
 #include "agent/agent.h"
 #include "fuzz_util.h"
 #include "guard/guard.h"
-#include "guard/node.h"
+#include "agent/node_guard.h"
 #include "plan/plan.h"
 #include "report/gate.h"
 #include "report/kpi.h"
@@ -36,8 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (auto v = gm::parse_min_gain(text)) check(std::isfinite(v->amount) && !v->metric.empty());
   if (auto v = gm::parse_cost_increase_pct(text)) check(std::isfinite(*v));
   if (auto v = gm::parse_metric_target(text)) check(std::isfinite(v->threshold) && !v->metric.empty());
-  if (auto v = gm::parse_node_budget(text)) check(v->limit_micros > 0 && v->kind.empty());
-  if (auto v = gm::parse_owner_budget(text))
+  if (auto v = gm::agent::parse_node_budget(text)) check(v->limit_micros > 0 && v->kind.empty());
+  if (auto v = gm::agent::parse_owner_budget(text))
     check(v->limit_micros > 0 && !v->kind.empty() && !v->name.empty());
   if (auto v = gm::plan::parse_weights(text)) {
     for (double w : {v->cost, v->perf, v->memory, v->risk, v->carbon}) check(std::isfinite(w) && w >= 0);

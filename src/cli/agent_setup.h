@@ -2,7 +2,6 @@
 // Shared by `agent` and `top`: price of every device from the pricing flags, and the kubelet
 // pod-resources reader.
 #include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,12 +17,21 @@
 namespace gm::cli {
 
 /// Price per device (nullopt for a GPU with no known price); error when explicit pricing flags fail.
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend);
+Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
+                                                            const GpuBackend& backend);
+
+/// The devices and their prices, as `agent` and `top` meter them.
+struct PricedDevices {
+  std::unique_ptr<GpuBackend> backend;            ///< the opened backend (real NVML, the fake, or simulated)
+  std::vector<std::optional<PriceQuote>> prices;  ///< one per device, as agent_prices gives them
+};
+/// Opens the GPU backend and prices its devices; the error of whichever step failed.
+Result<PricedDevices> open_priced_devices(const PricingOptions& pricing);
 
 /// Where owners are read from.
 struct OwnerFlags {
-  OwnerOptions owners;                                              ///< --proc-root, --pod-log-root, --container-log-root
-  std::string pod_resources_socket = kDefaultPodResourcesSocket;    ///< --pod-resources-socket ("" disables)
+  OwnerOptions owners;  ///< --proc-root, --pod-log-root, --container-log-root
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;  ///< --pod-resources-socket ("" disables)
 };
 
 /// Adds the owner-source flags of `agent` and `top` to `app`.

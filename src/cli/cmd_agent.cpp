@@ -1,6 +1,4 @@
 // gpumeter agent: per-owner GPU cost on this node as Prometheus metrics.
-#include "agent/agent.h"
-
 #include <pthread.h>
 
 #include <atomic>
@@ -8,6 +6,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "agent/agent.h"
 #include "cli/agent_node.h"
 #include "cli/agent_setup.h"
 #include "cli/cli.h"
@@ -17,7 +16,8 @@
 
 namespace gm::cli {
 
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing, const GpuBackend& backend) {
+Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
+                                                            const GpuBackend& backend) {
   auto context = PricingContext::open(pricing, std::make_unique<DmiInstanceDetector>());
   if (!context) return context.error();
   std::vector<std::optional<PriceQuote>> prices;
@@ -30,6 +30,14 @@ Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions
     prices.push_back(price->quote);
   }
   return prices;
+}
+
+Result<PricedDevices> open_priced_devices(const PricingOptions& pricing) {
+  auto backend = open_gpu_backend();
+  if (!backend) return backend.error();
+  auto prices = agent_prices(pricing, **backend);
+  if (!prices) return prices.error();
+  return PricedDevices{std::move(*backend), std::move(*prices)};
 }
 
 void add_owner_flags(CLI::App& app, OwnerFlags& flags) {
@@ -65,13 +73,15 @@ int cmd_agent(int argc, char** argv) {
   bool once = false;
   app.add_option("--interval", interval, "sampling interval (default 1s)");
   app.add_option("--listen", listen, "address to serve on, HOST:PORT (default 127.0.0.1:9835)");
-  app.add_option("--web-config", web_config, "exporter-toolkit web config (TLS certificate, basic-auth users)");
+  app.add_option("--web-config", web_config,
+                 "exporter-toolkit web config (TLS certificate, basic-auth users)");
   app.add_option("--state", state, "state file: counters continue across restarts");
   std::string runs_dir = agent::default_runs_dir();
   app.add_option("--runs-dir", runs_dir,
                  "where gpumeter run|attach publish their live views, exported as gpumeter_run_* series "
                  "(default $GPUMETER_RUNS_DIR, else /run/gpumeter/runs; \"\" = none)");
-  app.add_option("--max-owners", max_owners, "owners exposed as their own series; the rest are summed as \"other\"")
+  app.add_option("--max-owners", max_owners,
+                 "owners exposed as their own series; the rest are summed as \"other\"")
       ->check(positive_number());
   app.add_option("--slurm-job-expiry", slurm_job_expiry,
                  "a Slurm job absent this long folds into its user's and account's slurm_finished series "
@@ -105,7 +115,9 @@ int cmd_agent(int argc, char** argv) {
   auto interval_ms = parse_interval_flag(interval);
   if (!interval_ms) return fail("agent", interval_ms.error());
   auto slurm_expiry_ms = parse_duration_ms(slurm_job_expiry);
-  if (!slurm_expiry_ms) return fail("agent", make_error(ErrorKind::usage, "--slurm-job-expiry: " + slurm_expiry_ms.error().message));
+  if (!slurm_expiry_ms)
+    return fail("agent",
+                make_error(ErrorKind::usage, "--slurm-job-expiry: " + slurm_expiry_ms.error().message));
   auto serve = agent::parse_listen(listen);
   if (!serve) return fail("agent", serve.error());
   if (!web_config.empty()) {
@@ -125,7 +137,8 @@ int cmd_agent(int argc, char** argv) {
   if (config) {
     if (auto more = serving::load_inference_endpoints(*config); !more)
       return fail("agent", more.error());
-    else endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
+    else
+      endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
   }
   auto kubelet_every_ms = parse_duration_ms(kubelet_pods_every);
   if (!kubelet_every_ms || *kubelet_every_ms < 1000)
@@ -150,10 +163,10 @@ int cmd_agent(int argc, char** argv) {
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   auto node_guard = make_node_guard(node_flags, *interval_ms);
   if (!node_guard) return fail("agent", node_guard.error());
-  auto backend = open_gpu_backend();
-  if (!backend) return fail("agent", backend.error());
-  auto prices = agent_prices(pricing, **backend);
-  if (!prices) return fail("agent", prices.error());
+  auto devices = open_priced_devices(pricing);
+  if (!devices) return fail("agent", devices.error());
+  auto& backend = devices->backend;
+  auto& prices = devices->prices;
 
   agent::AgentOptions opts;
   opts.interval_ms = *interval_ms;
@@ -172,7 +185,7 @@ int cmd_agent(int argc, char** argv) {
   };
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
-  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
+  agent::Collector collector(*backend, resolver, system_clock(), prices, opts, pod_resources.cache());
   if (auto r = collector.load_state(); !r) return fail("agent", r.error());
 
   if (once) {
@@ -190,9 +203,9 @@ int cmd_agent(int argc, char** argv) {
   agent::Server server(collector, *serve);
   if (auto r = server.bind(); !r) return fail("agent", r.error());
   std::fprintf(stderr, "gpumeter agent: %zu GPU(s) via %s, serving %s://%s:%d/metrics every %s\n",
-               (*backend)->devices().size(), (*backend)->origin().c_str(),
-               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(), server.port(),
-               interval.c_str());
+               backend->devices().size(), backend->origin().c_str(),
+               serve->web && !serve->web->cert_file.empty() ? "https" : "http", serve->host.c_str(),
+               server.port(), interval.c_str());
   std::signal(SIGPIPE, SIG_IGN);
   agent::StopSignal stop;
   std::atomic<bool> signalled{false};
@@ -208,7 +221,8 @@ int cmd_agent(int argc, char** argv) {
   server.listen();
   stop.request();
   // listen ended by itself: wake the watcher (SIGTERM is blocked and sigwait()ed there, it ends nothing)
-  if (!signalled.load()) pthread_kill(watch.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
+  if (!signalled.load())
+    pthread_kill(watch.native_handle(), SIGTERM);  // NOLINT(bugprone-bad-signal-to-kill-thread)
   watch.join();
   collect.join();
   node_guard->reset();  // joins the node guard's loop

@@ -79,27 +79,24 @@ int budget_rm(int argc, char** argv) {
 }  // namespace
 
 int cmd_budget(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::printf(
-        "Team budgets across machines\n"
-        "Usage: budget set SELECTOR USD --per day|week|month [--ledger L]\n"
-        "       budget list [--json] [--ledger L]\n"
-        "       budget rm SELECTOR [--ledger L]\n\n"
-        "Options:\n"
-        "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n\n"
-        "A run (or attach) whose labels match SELECTOR (team=nlp, project=x; user=NAME and host=NAME match\n"
-        "the run's user and host) counts the spend of every run of that selector on every machine writing\n"
-        "the ledger: it refuses to start when the budget is spent (exit %d) and stops like --budget when it\n"
-        "is reached (warnings at --warn-at).\n",
-        kExitTeamBudgetSpent);
-    return argc < 2 ? kExitUsage : kExitOk;
-  }
-  const std::string sub = argv[1];
-  if (sub == "set") return budget_set(argc - 1, argv + 1);
-  if (sub == "list") return budget_list(argc - 1, argv + 1);
-  if (sub == "rm") return budget_rm(argc - 1, argv + 1);
-  return fail("budget",
-              make_error(ErrorKind::usage, "unknown subcommand '" + sub + "': expected set, list or rm"));
+  const Subcommand subcommands[] = {{"set", budget_set}, {"list", budget_list}, {"rm", budget_rm}};
+  return dispatch_subcommands(
+      "budget", argc, argv,
+      fmt::format(
+          "Team budgets across machines\n"
+          "Usage: budget set SELECTOR USD --per day|week|month [--ledger L]\n"
+          "       budget list [--json] [--ledger L]\n"
+          "       budget rm SELECTOR [--ledger L]\n\n"
+          "Options:\n"
+          "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n\n"
+          "A run (or attach) whose labels match SELECTOR (team=nlp, project=x; user=NAME and host=NAME "
+          "match\n"
+          "the run's user and host) counts the spend of every run of that selector on every machine writing\n"
+          "the ledger: it refuses to start when the budget is spent (exit {}) and stops like --budget when "
+          "it\n"
+          "is reached (warnings at --warn-at).\n",
+          kExitTeamBudgetSpent),
+      subcommands);
 }
 
 }  // namespace gm::cli

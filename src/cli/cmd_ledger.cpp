@@ -20,14 +20,15 @@ int ledger_migrate(int argc, char** argv) {
   if (!ledger) return fail("ledger migrate", ledger.error());
   auto version = (*ledger)->schema_version();
   if (!version) return fail("ledger migrate", version.error());
-  std::printf("ledger %s (%s): schema version %d\n", (*ledger)->describe().c_str(), (*ledger)->backend().c_str(),
-              *version);
+  std::printf("ledger %s (%s): schema version %d\n", (*ledger)->describe().c_str(),
+              (*ledger)->backend().c_str(), *version);
   return kExitOk;
 }
 
 int ledger_copy(int argc, char** argv) {
-  CLI::App app{"Copy every run and budget of one ledger into another (idempotent: a second copy adds nothing)",
-               "ledger copy"};
+  CLI::App app{
+      "Copy every run and budget of one ledger into another (idempotent: a second copy adds nothing)",
+      "ledger copy"};
   std::string from, to;
   app.add_option("--from", from, "source ledger: sqlite:PATH, a path, or postgresql://…")->required();
   app.add_option("--to", to, "destination ledger: postgresql://user@host:port/db, sqlite:PATH or a path")
@@ -47,22 +48,18 @@ int ledger_copy(int argc, char** argv) {
 }  // namespace
 
 int cmd_ledger(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
-    std::printf(
-        "The ledger's schema, and moving a ledger to another back end\n"
-        "Usage: ledger migrate [--ledger LOCATION]\n"
-        "       ledger copy --from sqlite:PATH --to postgresql://user@host:port/db\n\n"
-        "Subcommands:\n"
-        "  migrate     create the ledger's tables or migrate them to this gpumeter's schema version\n"
-        "  copy        copy every run (samples, progress, actions, rollups, serving counters) and budget\n\n"
-        "Options:\n"
-        "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n");
-    return argc < 2 ? kExitUsage : kExitOk;
-  }
-  const std::string sub = argv[1];
-  if (sub == "migrate") return ledger_migrate(argc - 1, argv + 1);
-  if (sub == "copy") return ledger_copy(argc - 1, argv + 1);
-  return fail("ledger", make_error(ErrorKind::usage, "unknown subcommand '" + sub + "': expected migrate or copy"));
+  const Subcommand subcommands[] = {{"migrate", ledger_migrate}, {"copy", ledger_copy}};
+  return dispatch_subcommands(
+      "ledger", argc, argv,
+      "The ledger's schema, and moving a ledger to another back end\n"
+      "Usage: ledger migrate [--ledger LOCATION]\n"
+      "       ledger copy --from sqlite:PATH --to postgresql://user@host:port/db\n\n"
+      "Subcommands:\n"
+      "  migrate     create the ledger's tables or migrate them to this gpumeter's schema version\n"
+      "  copy        copy every run (samples, progress, actions, rollups, serving counters) and budget\n\n"
+      "Options:\n"
+      "  -h,--help   Print this help message and exit (SUBCOMMAND --help: its options)\n",
+      subcommands);
 }
 
 }  // namespace gm::cli

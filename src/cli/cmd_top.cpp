@@ -104,15 +104,15 @@ int cmd_top(int argc, char** argv) {
                               : sort == "energy" ? report::TopSort::energy
                                                  : report::TopSort::rate;
 
-  auto backend = open_gpu_backend();
-  if (!backend) return fail("top", backend.error());
-  auto prices = agent_prices(pricing, **backend);
-  if (!prices) return fail("top", prices.error());
+  auto devices = open_priced_devices(pricing);
+  if (!devices) return fail("top", devices.error());
+  auto& backend = devices->backend;
   agent::AgentOptions opts;
   opts.interval_ms = *interval_ms;
   OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
-  agent::Collector collector(**backend, resolver, system_clock(), *prices, opts, pod_resources.cache());
+  agent::Collector collector(*backend, resolver, system_clock(), devices->prices, opts,
+                             pod_resources.cache());
 
   if (once || !stdout_is_tty()) {
     report::TopHistory history;

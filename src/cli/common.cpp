@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -155,6 +156,21 @@ CLI::Validator positive_number() {
 }
 CLI::Validator non_negative_number() {
   return number_check(true);
+}
+
+int dispatch_subcommands(const char* command, int argc, char** argv, const std::string& help,
+                         std::span<const Subcommand> subcommands) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::fputs(help.c_str(), stdout);
+    return argc < 2 ? kExitUsage : kExitOk;
+  }
+  const std::string sub = argv[1];
+  std::string names;
+  for (std::size_t i = 0; i < subcommands.size(); ++i) {
+    if (sub == subcommands[i].name) return subcommands[i].run(argc - 1, argv + 1);
+    names += (i == 0 ? "" : i + 1 == subcommands.size() ? " or " : ", ") + std::string(subcommands[i].name);
+  }
+  return fail(command, make_error(ErrorKind::usage, "unknown subcommand '" + sub + "': expected " + names));
 }
 
 }  // namespace gm::cli

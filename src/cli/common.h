@@ -3,6 +3,7 @@
 // Helpers shared by subcommands: flag parsing with CLI11, pricing flags, error rendering.
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,16 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options);
 
 /// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
 int fail(const char* command, const Error& error);
+
+/// One subcommand of a command group (`budget set`, `ledger copy`): its name and its entry point.
+struct Subcommand {
+  const char* name;
+  int (*run)(int argc, char** argv);
+};
+/// Runs the subcommand argv[1] names with argv shifted by one; no argument or --help/-h prints `help`
+/// (usage exit without an argument); an unknown name is a usage error that lists the names.
+int dispatch_subcommands(const char* command, int argc, char** argv, const std::string& help,
+                         std::span<const Subcommand> subcommands);
 /// Opens the ledger for a read command (runs, report, compare): a missing SQLite file is an error naming it
 /// (kind not_found), never created. `path` empty = the default ledger. A shared (PostgreSQL) ledger gets the
 /// runs spooled here while it was unreachable (a note on stderr names how many).

@@ -196,21 +196,12 @@ class SqliteLedger final : public Ledger {
         out = ImportOutcome{q.i64(0), false};
         return ok_result();
       }
-      RunRecord r = b.run;
-      std::int64_t id = into_run_id;
-      if (id > 0) {
-        r.id = id;
-        GM_TRY_VOID(write_run(r));
-      } else {
-        GM_TRY(id, insert_run(r));
-      }
-      GM_TRY_VOID(insert<SamplesTable>(with_run_id(b.samples, id)));
-      GM_TRY_VOID(insert<ProgressTable>(with_run_id(b.progress, id)));
-      GM_TRY_VOID(insert<ActionsTable>(with_run_id(b.actions, id)));
-      GM_TRY_VOID(insert<RollupsTable>(with_run_id(b.rollups, id)));
-      GM_TRY_VOID(insert<InferenceTable>(with_run_id(b.inference, id)));
-      GM_TRY_VOID(insert<CellsTable>(with_run_id(b.cells, id)));
-      GM_TRY_VOID(insert<ImportsTable>({ImportRow{import_key, id, now_unix_ms()}}));
+      GM_TRY(const std::int64_t id,
+             write_bundle(
+                 b, into_run_id, import_key,
+                 [this](auto table, const auto& rows) { return insert<decltype(table)>(rows); },
+                 [this](const RunRecord& run) { return write_run(run); },
+                 [this](const RunRecord& run) { return insert_run(run); }));
       out = ImportOutcome{id, true};
       return ok_result();
     });

@@ -320,6 +320,30 @@ void for_each_table(F&& f) {
   f(ImportsTable{});
 }
 
+/// Writes an imported bundle: its run into `into_run_id` (> 0) or a new run, every row moved to that run,
+/// and the import key; the caller holds the transaction. `insert(Tbl{}, rows)`, `write_run(run)` and
+/// `insert_run(run)` are the back end's own.
+template <class Insert, class WriteRun, class InsertRun>
+Result<std::int64_t> write_bundle(const RunBundle& b, std::int64_t into_run_id, const std::string& import_key,
+                                  Insert&& insert, WriteRun&& write_run, InsertRun&& insert_run) {
+  RunRecord run = b.run;
+  std::int64_t id = into_run_id;
+  if (id > 0) {
+    run.id = id;
+    GM_TRY_VOID(write_run(run));
+  } else {
+    GM_TRY(id, insert_run(run));
+  }
+  GM_TRY_VOID(insert(SamplesTable{}, with_run_id(b.samples, id)));
+  GM_TRY_VOID(insert(ProgressTable{}, with_run_id(b.progress, id)));
+  GM_TRY_VOID(insert(ActionsTable{}, with_run_id(b.actions, id)));
+  GM_TRY_VOID(insert(RollupsTable{}, with_run_id(b.rollups, id)));
+  GM_TRY_VOID(insert(InferenceTable{}, with_run_id(b.inference, id)));
+  GM_TRY_VOID(insert(CellsTable{}, with_run_id(b.cells, id)));
+  GM_TRY_VOID(insert(ImportsTable{}, std::vector<ImportRow>{ImportRow{import_key, id, now_unix_ms()}}));
+  return id;
+}
+
 template <class T>
 struct is_optional : std::false_type {};
 template <class T>

@@ -2,7 +2,7 @@
 // own before, and every dollar text goes through the one exact parser.
 #include <gtest/gtest.h>
 
-#include "guard/node.h"
+#include "agent/node_guard.h"
 #include "guard/session.h"
 #include "meter/meter.h"
 #include "meter/run_meter.h"
@@ -103,18 +103,18 @@ TEST(MoneyOwner, NumbersReadExactly) {
 }
 
 TEST(MoneyOwner, NodeAndOwnerBudgetsParseExactly) {
-  auto b = parse_node_budget("0.10/day");
+  auto b = agent::parse_node_budget("0.10/day");
   ASSERT_TRUE(b) << b.error().message;
   EXPECT_EQ(b->limit_micros, 100'000);
-  b = parse_node_budget("$5000/month");
+  b = agent::parse_node_budget("$5000/month");
   ASSERT_TRUE(b) << b.error().message;
   EXPECT_EQ(b->limit_micros, 5'000'000'000);
   for (const char* bad : {"1e3/day", "0.0000001/day", "-5/day", "nan/day", "2000000000/day"}) {
-    auto r = parse_node_budget(bad);
+    auto r = agent::parse_node_budget(bad);
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error().message.find("--node-budget"), std::string::npos) << r.error().message;
   }
-  auto o = parse_owner_budget("user:alice=0.29/day");
+  auto o = agent::parse_owner_budget("user:alice=0.29/day");
   ASSERT_TRUE(o) << o.error().message;
   EXPECT_EQ(o->limit_micros, 290'000);
 }
