@@ -14,7 +14,7 @@ namespace gm::store::detail {
 namespace {
 
 /// The tables of schema version `version`, then the columns added since (idempotent).
-std::string schema_sql(int version) {
+std::string pg_schema_sql(int version) {
   std::string sql;
   for_each_table([&]<class Tbl>(Tbl) {
     if (Tbl::info.since_version == version) sql += create_sql<Tbl>(kPostgres);
@@ -126,9 +126,9 @@ class PgLedger final : public Ledger {
                      fmt::format("ledger {}: schema version {} is newer than this gpumeter understands ({})",
                                  location_, version, kSchemaVersion)));
     if (version < 1)
-      if (auto r = exec(schema_sql(1), "create the tables"); !r) return fail(r.error());
+      if (auto r = exec(pg_schema_sql(1), "create the tables"); !r) return fail(r.error());
     if (version < 2)
-      if (auto r = exec(schema_sql(2), "migrate the schema to version 2"); !r) return fail(r.error());
+      if (auto r = exec(pg_schema_sql(2), "migrate the schema to version 2"); !r) return fail(r.error());
     if (auto r = exec(added_columns_sql(), "add the columns added since"); !r) return fail(r.error());
     if (version == kSchemaVersion) return exec("COMMIT", "commit");
     Params p;

@@ -18,12 +18,12 @@ namespace gm {
 namespace {
 
 // 1: the first schema. 2: runs.budget_usd REAL became runs.budget_micros INTEGER (money in micro-dollars).
-// 3: team budgets and the keys of imported runs (the tables of schema_sql(2)).
+// 3: team budgets and the keys of imported runs (the tables of sqlite_schema_sql(2)).
 constexpr int kSchemaVersion = Ledger::kSchemaVersion;
 using namespace store::detail;
 
 /// The tables of schema version `version` (1: the first release; 2: team budgets, the keys of imported runs).
-std::string schema_sql(int version) {
+std::string sqlite_schema_sql(int version) {
   std::string sql;
   auto add = [&]<class Tbl>(Tbl) {
     if (Tbl::info.since_version == version) sql += create_sql<Tbl>(kSqlite);
@@ -201,7 +201,7 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& location) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   sqlite3_exec(db, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-  if (sqlite3_exec(db, schema_sql(1).c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
+  if (sqlite3_exec(db, sqlite_schema_sql(1).c_str(), nullptr, nullptr, nullptr) != SQLITE_OK)
     return fail("cannot create tables");
   {
     // Ledgers created before a column existed get it (NULL in their old rows).
@@ -228,7 +228,7 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& location) {
     if (!version || *version < kSchemaVersion) {
       if (sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
         return fail("cannot migrate");
-      const std::string sql = schema_sql(2) +
+      const std::string sql = sqlite_schema_sql(2) +
                               "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', '" +
                               std::to_string(kSchemaVersion) + "');";
       if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {

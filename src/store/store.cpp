@@ -24,7 +24,6 @@
 namespace gm {
 namespace {
 
-constexpr int kSchemaVersion = Ledger::kSchemaVersion;
 using namespace store::detail;
 
 /// RAII prepared statement with typed binders and readers.
@@ -89,7 +88,8 @@ class SqliteLedger final : public Ledger {
  public:
   /// `read_only`: why the ledger can only be read ("" when it can be written); writes fail with it.
   /// `version`: the file's schema version (older ones are only opened read-only).
-  SqliteLedger(sqlite3* db, std::string path, std::string read_only = {}, int version = kSchemaVersion)
+  SqliteLedger(sqlite3* db, std::string path, std::string read_only = {},
+               int version = Ledger::kSchemaVersion)
       : db_(db),
         path_(std::move(path)),
         read_only_(std::move(read_only)),
