@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "agent/agent.h"
+#include "agent/node_guard.h"
 #include "fuzz_util.h"
 #include "guard/guard.h"
-#include "agent/node_guard.h"
 #include "plan/plan.h"
 #include "report/gate.h"
 #include "report/kpi.h"

@@ -25,7 +25,11 @@ const std::string& other_key() {
 Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
                      std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
                      PodResourcesCache* pod_resources)
-    : backend_(backend), resolver_(owners), clock_(clock), options_(std::move(options)), pod_resources_(pod_resources) {
+    : backend_(backend),
+      resolver_(owners),
+      clock_(clock),
+      options_(std::move(options)),
+      pod_resources_(pod_resources) {
   const auto& infos = backend_.devices();
   for (std::size_t i = 0; i < infos.size(); ++i) {
     DeviceView d;
@@ -181,9 +185,8 @@ void Collector::collect_once() {
     for (const auto& [pid, o] : owner_of)
       if (o.kind == OwnerKind::pod && !o.pod_namespace.empty())
         pod_owner_seen_[PodContainerRef{o.pod_namespace, o.pod, o.container}] = {o, t0};
-    std::erase_if(pod_owner_seen_, [&](const auto& e) {
-      return t0 - e.second.second > options_.owner_expiry_ms * 1'000'000;
-    });
+    std::erase_if(pod_owner_seen_,
+                  [&](const auto& e) { return t0 - e.second.second > options_.owner_expiry_ms * 1'000'000; });
   }
 
   std::vector<serving::ScrapeOutcome> outcomes;
@@ -192,7 +195,8 @@ void Collector::collect_once() {
     outcomes = scrapers_->finish_round(
         std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
   }
-  std::map<std::string, MicroUsd> owner_cost;  // this interval's cost of every owner present (by Owner::key())
+  std::map<std::string, MicroUsd>
+      owner_cost;  // this interval's cost of every owner present (by Owner::key())
   std::map<std::string, Owner> present;
 
   std::lock_guard lock(mu_);
@@ -260,7 +264,8 @@ void Collector::collect_once() {
     }
     for (auto& m : d.mig) {
       for (const auto& live : s.mig_instances)
-        if (live.uuid == m.instance.uuid && live.memory_used_bytes) m.instance.memory_used_bytes = live.memory_used_bytes;
+        if (live.uuid == m.instance.uuid && live.memory_used_bytes)
+          m.instance.memory_used_bytes = live.memory_used_bytes;
     }
     d.last = std::move(s);
   }

@@ -44,12 +44,12 @@ struct AgentOptions {
   /// "slurm_finished" owner of its user and account on each GPU (0 = never).
   std::int64_t slurm_job_expiry_ms = 300000;
   std::vector<serving::InferenceEndpointSpec> inference_endpoints;  ///< --inference-endpoint
-  std::int64_t inference_timeout_ms = 2000;  ///< one scrape's limit (also bounded by the interval)
-  std::int64_t inference_window_ms = 60000;  ///< window of the live $/1M tokens and $/1k requests
-  std::string proc_root = "/proc";           ///< where listening sockets of engines are found
-  bool inference_discover = false;           ///< --inference-discover: probe GPU processes' ports and pods
-  std::string kubelet_pods_url;              ///< --kubelet-pods-url: pod annotations (with discovery)
-  std::string kubelet_token_file;            ///< --kubelet-token-file
+  std::int64_t inference_timeout_ms = 2000;     ///< one scrape's limit (also bounded by the interval)
+  std::int64_t inference_window_ms = 60000;     ///< window of the live $/1M tokens and $/1k requests
+  std::string proc_root = "/proc";              ///< where listening sockets of engines are found
+  bool inference_discover = false;              ///< --inference-discover: probe GPU processes' ports and pods
+  std::string kubelet_pods_url;                 ///< --kubelet-pods-url: pod annotations (with discovery)
+  std::string kubelet_token_file;               ///< --kubelet-token-file
   std::int64_t kubelet_pods_every_ms = 30'000;  ///< --kubelet-pods-every
   /// What discovery learnt besides endpoints (a server that serves no metrics, and why), for the log; called
   /// on the discovery thread. May be empty.
@@ -173,8 +173,8 @@ struct ScrapeStats {
 struct OwnerTotal {
   std::string key;
   Owner owner;
-  MicroUsd cost = 0;        ///< Σ over priced devices
-  MicroUsd idle_cost = 0;   ///< Σ over priced devices of the idle part of its cost
+  MicroUsd cost = 0;             ///< Σ over priced devices
+  MicroUsd idle_cost = 0;        ///< Σ over priced devices of the idle part of its cost
   MicroUsd micros_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
   double energy_j = 0;
   double gpu_seconds = 0;
@@ -252,8 +252,8 @@ struct HeldShare {
 std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
                                          const DeviceHolders& holders);
 
-/// What the node guard reads each interval (agent/node_guard.h), without a snapshot's copy of every counter and
-/// without resolving owners again: the collector's own last collection.
+/// What the node guard reads each interval (agent/node_guard.h), without a snapshot's copy of every counter
+/// and without resolving owners again: the collector's own last collection.
 struct NodeView {
   struct Gpu {
     std::optional<double> utilization_pct;  ///< nullopt: not sampled yet, lost, or not supported
@@ -311,7 +311,7 @@ class Collector {
   std::map<std::string, Owner> owners_;                // exposed owner identities
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
-  std::optional<NodeStatus> node_;  // the node guard's, when one runs
+  std::optional<NodeStatus> node_;                // the node guard's, when one runs
   std::map<std::uint32_t, Owner> last_owner_of_;  // owners of the last collection's processes
   std::int64_t last_state_write_ns_ = 0;
   PodResourcesCache* pod_resources_ = nullptr;

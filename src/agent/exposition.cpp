@@ -15,10 +15,14 @@ std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -27,12 +31,18 @@ namespace {
 
 const char* price_source(PriceOrigin o) {
   switch (o) {
-    case PriceOrigin::flag_price: return "price_flag";
-    case PriceOrigin::flag_offer: return "offer";
-    case PriceOrigin::config_file: return "config_file";
-    case PriceOrigin::detected_instance: return "detected_instance";
-    case PriceOrigin::catalog_reference: return "catalog_reference";
-    case PriceOrigin::none: break;
+    case PriceOrigin::flag_price:
+      return "price_flag";
+    case PriceOrigin::flag_offer:
+      return "offer";
+    case PriceOrigin::config_file:
+      return "config_file";
+    case PriceOrigin::detected_instance:
+      return "detected_instance";
+    case PriceOrigin::catalog_reference:
+      return "catalog_reference";
+    case PriceOrigin::none:
+      break;
   }
   return "none";
 }
@@ -64,12 +74,10 @@ std::string device_labels(const DeviceView& d) {
 
 std::string owner_labels(const Owner& o) {
   std::string s = fmt::format("kind=\"{}\",owner=\"{}\"", to_string(o.kind), escape_label_value(o.name));
-  const std::pair<const char*, const std::string*> extra[] = {{"namespace", &o.pod_namespace},
-                                                              {"pod", &o.pod},
-                                                              {"container", &o.container},
-                                                              {"slurm_job", &o.slurm_job},
-                                                              {"account", &o.slurm_account},
-                                                              {"user", &o.user}};
+  const std::pair<const char*, const std::string*> extra[] = {
+      {"namespace", &o.pod_namespace}, {"pod", &o.pod},
+      {"container", &o.container},     {"slurm_job", &o.slurm_job},
+      {"account", &o.slurm_account},   {"user", &o.user}};
   for (const auto& [name, value] : extra)
     if (!value->empty()) s += fmt::format(",{}=\"{}\"", name, escape_label_value(*value));
   return s;
@@ -213,12 +221,14 @@ std::string render_metrics(const Snapshot& s) {
   using Opt = std::optional<std::string>;
   auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == DeviceState::ok; };
 
-  f.head("gpumeter_gpu_up", "gauge", "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
+  f.head("gpumeter_gpu_up", "gauge",
+         "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
   per_device(f, s, "gpumeter_gpu_up", [&](const DeviceView& d) -> Opt {
     if (!d.last) return std::nullopt;
     return d.last->state == DeviceState::ok ? "1" : "0";
   });
-  f.head("gpumeter_gpu_price_usd_per_hour", "gauge", "Price of one GPU-hour of this device, labelled with where it came from.");
+  f.head("gpumeter_gpu_price_usd_per_hour", "gauge",
+         "Price of one GPU-hour of this device, labelled with where it came from.");
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
@@ -231,15 +241,18 @@ std::string render_metrics(const Snapshot& s) {
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price && d.caps.utilization ? Opt(usd_decimal(d.idle_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter", "Cost of intervals with no process on the GPU, in USD.");
+  f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter",
+         "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price ? Opt(usd_decimal(d.unallocated_cost)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_energy_joules_total", "counter", "Energy used by the GPU since metering began, in joules.");
+  f.head("gpumeter_gpu_energy_joules_total", "counter",
+         "Energy used by the GPU since metering began, in joules.");
   per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
     return d.energy_known ? Opt(number(d.energy_j)) : std::nullopt;
   });
-  f.head("gpumeter_gpu_utilization_ratio", "gauge", "Fraction of the last sample period in which a kernel ran (0-1).");
+  f.head("gpumeter_gpu_utilization_ratio", "gauge",
+         "Fraction of the last sample period in which a kernel ran (0-1).");
   per_device(f, s, "gpumeter_gpu_utilization_ratio", [&](const DeviceView& d) -> Opt {
     if (!sample_ok(d) || !d.last->utilization_pct) return std::nullopt;
     return number(*d.last->utilization_pct / 100.0);
@@ -307,7 +320,8 @@ std::string render_metrics(const Snapshot& s) {
   bool any_mig = false;
   for (const auto& d : s.devices) any_mig = any_mig || !d.mig.empty();
   if (any_mig) {
-    f.head("gpumeter_mig_price_usd_per_hour", "gauge", "Price of a MIG instance per hour: the board price times its slice fraction.");
+    f.head("gpumeter_mig_price_usd_per_hour", "gauge",
+           "Price of a MIG instance per hour: the board price times its slice fraction.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
@@ -325,7 +339,9 @@ std::string render_metrics(const Snapshot& s) {
                           bool needs_util = false) {
     f.head(name, "counter", help);
     for (const auto& d : s.devices) {
-      if ((needs_price && !d.price) || (needs_energy && !d.energy_known) || (needs_util && !d.caps.utilization)) continue;
+      if ((needs_price && !d.price) || (needs_energy && !d.energy_known) ||
+          (needs_util && !d.caps.utilization))
+        continue;
       for (const auto& [key, oc] : d.owners) {
         auto it = s.owners.find(key);
         if (it == s.owners.end()) continue;
@@ -340,11 +356,13 @@ std::string render_metrics(const Snapshot& s) {
       "gpumeter_owner_idle_cost_usd_total",
       "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
       [](const OwnerCounters& c) { return usd_decimal(c.idle_cost); }, true, false, true);
-  owner_family("gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
-               [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
-  owner_family("gpumeter_owner_gpu_seconds_total",
-               "Device-seconds attributed to an owner on a GPU (its share of each interval).",
-               [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
+  owner_family(
+      "gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
+      [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
+  owner_family(
+      "gpumeter_owner_gpu_seconds_total",
+      "Device-seconds attributed to an owner on a GPU (its share of each interval).",
+      [](const OwnerCounters& c) { return number(c.gpu_seconds); }, false, false);
   render_inference(f, s);
   return f.out;
 }
@@ -367,7 +385,8 @@ std::string render_self_metrics(const SelfStats& self, std::size_t owners) {
   head("gpumeter_agent_state_write_errors_total", "counter", "Failed writes of the state file.");
   f.out += fmt::format("gpumeter_agent_state_write_errors_total {}\n", self.state_write_errors);
   head("gpumeter_agent_start_time_seconds", "gauge", "Unix time the agent started, in seconds.");
-  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n", number(static_cast<double>(self.started_unix_ms) / 1000.0));
+  f.out += fmt::format("gpumeter_agent_start_time_seconds {}\n",
+                       number(static_cast<double>(self.started_unix_ms) / 1000.0));
   if (self.pod_resources_up) {
     head("gpumeter_agent_pod_resources_up", "gauge",
          "1 when the last ask of the kubelet pod-resources socket succeeded, else 0.");
@@ -438,14 +457,15 @@ std::string render_run_metrics(const std::vector<RunView>& runs) {
   for (const auto& r : runs)
     if (r.target)
       f.add(fmt::format("gpumeter_run_target_info{{{},metric=\"{}\",op=\"{}\",value=\"{}\"}} 1\n", id(r),
-                        escape_label_value(r.target->target.metric), r.target->target.at_most ? "<=" : ">=",
-                        number(r.target->target.threshold)));
+                        escape_label_value(r.target->target.metric),
+                        r.target->target.at_most ? "<=" : ">=", number(r.target->target.threshold)));
   f.head("gpumeter_run_target_verdict", "gauge",
          "The target forecast's verdict as a state set: 1 for the verdict now, 0 for the others.");
   for (const auto& r : runs)
     if (r.target)
-      for (TargetVerdict v : {TargetVerdict::too_early, TargetVerdict::on_track, TargetVerdict::reached,
-                              TargetVerdict::unreachable_within_steps, TargetVerdict::unreachable_within_budget})
+      for (TargetVerdict v :
+           {TargetVerdict::too_early, TargetVerdict::on_track, TargetVerdict::reached,
+            TargetVerdict::unreachable_within_steps, TargetVerdict::unreachable_within_budget})
         f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r), verdict_name(v),
                           r.target->forecast.verdict == v ? 1 : 0));
   f.head("gpumeter_run_target_reached", "gauge", "1 once the run has reached its target, else 0.");
@@ -470,7 +490,8 @@ std::string render_run_metrics(const std::vector<RunView>& runs) {
       {"gpumeter_run_target_cost_to_reach_low_usd", &TargetForecast::low_usd,
        "Low end of the interval of the cost to reach the target, over the plausible fits."},
       {"gpumeter_run_target_cost_to_reach_high_usd", &TargetForecast::high_usd,
-       "High end of the interval of the cost to reach the target; absent when a plausible fit never reaches it."},
+       "High end of the interval of the cost to reach the target; absent when a plausible fit never reaches "
+       "it."},
   };
   for (const auto& v : values) {
     f.head(v.name, "gauge", v.help);
@@ -495,7 +516,8 @@ std::string render_owners_json(const Snapshot& s) {
     dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == DeviceState::ok;
-    dj["utilization_ratio"] = ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
+    dj["utilization_ratio"] =
+        ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
     dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);

@@ -33,7 +33,8 @@ std::string absolute(const std::string& base_dir, const std::string& p) {
 
 }  // namespace
 
-Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name, const std::string& base_dir) {
+Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& file_name,
+                                   const std::string& base_dir) {
   WebConfig cfg;
   std::string section;
   std::size_t line_no = 0;
@@ -65,12 +66,16 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& fil
     }
     if (section.empty()) return err("indented key '" + key + "' outside a section");
     if (section == "tls_server_config") {
-      if (key == "cert_file") cfg.cert_file = absolute(base_dir, value);
-      else if (key == "key_file") cfg.key_file = absolute(base_dir, value);
-      else return err("unsupported tls_server_config key '" + key + "' (supported: cert_file, key_file)");
+      if (key == "cert_file")
+        cfg.cert_file = absolute(base_dir, value);
+      else if (key == "key_file")
+        cfg.key_file = absolute(base_dir, value);
+      else
+        return err("unsupported tls_server_config key '" + key + "' (supported: cert_file, key_file)");
     } else if (section == "basic_auth_users") {
       if (value.empty()) return err("user '" + key + "' has no password hash");
-      if (value.rfind("$2", 0) != 0) return err("user '" + key + "': password must be a bcrypt hash ($2y$...)");
+      if (value.rfind("$2", 0) != 0)
+        return err("user '" + key + "': password must be a bcrypt hash ($2y$...)");
       cfg.basic_auth_users[key] = value;
     } else {
       return err("http_server_config is not supported");
@@ -112,7 +117,8 @@ bool verify_password(const std::string& password, const std::string& hash) {
 Result<ServeOptions> parse_listen(std::string_view text) {
   ServeOptions o;
   const auto colon = text.rfind(':');
-  if (colon == std::string_view::npos) return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': expected HOST:PORT");
+  if (colon == std::string_view::npos)
+    return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': expected HOST:PORT");
   std::string host(text.substr(0, colon));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (!host.empty()) o.host = host;
@@ -125,7 +131,8 @@ Result<ServeOptions> parse_listen(std::string_view text) {
   } catch (...) {
     p = -1;
   }
-  if (p < 0 || p > 65535) return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': bad port '" + port + "'");
+  if (p < 0 || p > 65535)
+    return make_error(ErrorKind::usage, "--listen '" + std::string(text) + "': bad port '" + port + "'");
   o.port = p;
   return o;
 }
@@ -211,21 +218,28 @@ Server::~Server() = default;
 
 Result<void> Server::bind() {
   auto& srv = *impl_->server;
-  if (!srv.is_valid()) return make_error(ErrorKind::usage, "TLS: cannot load the certificate or key of the web config");
+  if (!srv.is_valid())
+    return make_error(ErrorKind::usage, "TLS: cannot load the certificate or key of the web config");
   if (options_.port == 0) {
     port_ = srv.bind_to_any_port(options_.host);
-    if (port_ <= 0) return make_error(ErrorKind::unavailable, "--listen " + options_.host + ":0: cannot bind");
+    if (port_ <= 0)
+      return make_error(ErrorKind::unavailable, "--listen " + options_.host + ":0: cannot bind");
   } else {
     if (!srv.bind_to_port(options_.host, options_.port))
-      return make_error(ErrorKind::unavailable,
-                        "--listen " + options_.host + ":" + std::to_string(options_.port) + ": cannot bind (in use?)");
+      return make_error(
+          ErrorKind::unavailable,
+          "--listen " + options_.host + ":" + std::to_string(options_.port) + ": cannot bind (in use?)");
     port_ = options_.port;
   }
   return ok_result();
 }
 
-void Server::listen() { impl_->server->listen_after_bind(); }
+void Server::listen() {
+  impl_->server->listen_after_bind();
+}
 
-void Server::stop() { impl_->server->stop(); }
+void Server::stop() {
+  impl_->server->stop();
+}
 
 }  // namespace gm::agent

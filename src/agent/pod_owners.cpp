@@ -96,7 +96,8 @@ void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
   }
 }
 
-std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info, const DeviceHolders& holders) {
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
+                                         const DeviceHolders& holders) {
   std::vector<HeldShare> out;
   MicroUsd given = 0;
   auto equal = [&out, &given](MicroUsd amount, double weight, const std::vector<PodContainerRef>& hs) {

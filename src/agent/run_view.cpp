@@ -36,7 +36,9 @@ const std::pair<const char*, Figure> kFigures[] = {{"current_value", &TargetFore
                                                    {"low_usd", &TargetForecast::low_usd},
                                                    {"high_usd", &TargetForecast::high_usd}};
 
-std::optional<double> opt_number(const json& j, const char* key) { return json_number(j, key); }
+std::optional<double> opt_number(const json& j, const char* key) {
+  return json_number(j, key);
+}
 
 std::string user_name(uid_t uid) {
   struct passwd pw {};

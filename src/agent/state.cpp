@@ -14,17 +14,18 @@ namespace {
 using nlohmann::json;
 
 json owner_to_json(const Owner& o) {
-  return {{"kind", to_string(o.kind)}, {"name", o.name},          {"namespace", o.pod_namespace},
-          {"pod", o.pod},              {"pod_uid", o.pod_uid},    {"container", o.container},
-          {"container_id", o.container_id}, {"slurm_job", o.slurm_job}, {"account", o.slurm_account}, {"user", o.user}};
+  return {{"kind", to_string(o.kind)},      {"name", o.name},
+          {"namespace", o.pod_namespace},   {"pod", o.pod},
+          {"pod_uid", o.pod_uid},           {"container", o.container},
+          {"container_id", o.container_id}, {"slurm_job", o.slurm_job},
+          {"account", o.slurm_account},     {"user", o.user}};
 }
 
 Owner owner_from_json(const json& j) {
   Owner o;
   const std::string kind = j.at("kind").get<std::string>();
   for (OwnerKind k : {OwnerKind::pod, OwnerKind::container, OwnerKind::slurm_job, OwnerKind::slurm_finished,
-                      OwnerKind::user, OwnerKind::process,
-                      OwnerKind::unresolved, OwnerKind::other})
+                      OwnerKind::user, OwnerKind::process, OwnerKind::unresolved, OwnerKind::other})
     if (kind == to_string(k)) o.kind = k;
   o.name = j.at("name").get<std::string>();
   o.pod_namespace = j.value("namespace", "");
@@ -56,10 +57,13 @@ Result<void> Collector::save_state() const {
       }
       json mig = json::object();
       for (const auto& m : d.mig) mig[m.instance.uuid] = m.cost;
-      devs[d.info.uuid] = {{"cost_micros", d.cost},       {"idle_cost_micros", d.idle_cost},
+      devs[d.info.uuid] = {{"cost_micros", d.cost},
+                           {"idle_cost_micros", d.idle_cost},
                            {"unallocated_cost_micros", d.unallocated_cost},
-                           {"energy_j", d.energy_j},      {"seconds", d.seconds},
-                           {"owners", owners},            {"mig_cost_micros", mig}};
+                           {"energy_j", d.energy_j},
+                           {"seconds", d.seconds},
+                           {"owners", owners},
+                           {"mig_cost_micros", mig}};
     }
   }
   json inference = json::object();
@@ -123,7 +127,8 @@ Result<void> Collector::load_state() {
         const Owner o = owner_from_json(oj.at("owner"));
         std::string key = o.key();
         if (o.kind != OwnerKind::other) {
-          if (!owners_.count(key) && owners_.size() >= options_.max_owners) key = other_owner().key();
+          if (!owners_.count(key) && owners_.size() >= options_.max_owners)
+            key = other_owner().key();
           else {
             owners_[key] = o;
             owner_seen_ns_[key] = clock_.monotonic_ns();

@@ -44,11 +44,14 @@ Result<std::optional<double>> opt_num(const Cols& c, const char* name, std::stri
   const std::string v = c.get(name);
   if (v.empty()) return std::optional<double>();
   auto n = parse_number(v);
-  if (!n) return make_error(fmt::format("{}:{}: column {}: '{}' is not a non-negative number", origin, c.r.line, name, v));
+  if (!n)
+    return make_error(
+        fmt::format("{}:{}: column {}: '{}' is not a non-negative number", origin, c.r.line, name, v));
   return std::optional<double>(*n);
 }
 
-Result<void> require_columns(const CsvTable& t, std::initializer_list<const char*> names, std::string_view origin) {
+Result<void> require_columns(const CsvTable& t, std::initializer_list<const char*> names,
+                             std::string_view origin) {
   for (const char* n : names)
     if (t.column(n) < 0) return make_error(fmt::format("{}:1: missing column '{}'", origin, n));
   return ok_result();
@@ -113,7 +116,8 @@ std::vector<InstanceGpus> load_instance_gpus() {
 
 Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view origin, bool user) {
   GM_TRY(auto t, parse_csv(text, origin));
-  GM_TRY_VOID(require_columns(t, {"provider", "region", "instance", "gpu", "gpu_count", "ondemand_usd_per_hour"}, origin));
+  GM_TRY_VOID(require_columns(
+      t, {"provider", "region", "instance", "gpu", "gpu_count", "ondemand_usd_per_hour"}, origin));
   std::vector<Offer> out;
   for (const auto& r : t.rows) {
     Cols c{t, r};
@@ -141,8 +145,8 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
     for (const auto& price : {o.ondemand_usd_per_hour, o.spot_usd_per_hour}) {
       if (price && o.gpu_count > 0 &&
           *price / o.gpu_count > kMaxUsdPerGpuHour)  // check_money: allow (below meter)
-        return make_error(fmt::format("{}:{}: ${}/h for {} GPUs is more than ${} per GPU-hour", origin, r.line,
-                                      *price, o.gpu_count, kMaxUsdPerGpuHour));
+        return make_error(fmt::format("{}:{}: ${}/h for {} GPUs is more than ${} per GPU-hour", origin,
+                                      r.line, *price, o.gpu_count, kMaxUsdPerGpuHour));
     }
     if (kind == "gpu_only") o.flags.push_back("gpu_only_needs_host_vm");
     if (kind == "host_vm") o.flags.push_back("host_vm_row");
@@ -198,7 +202,8 @@ Result<std::vector<CarbonIntensity>> load_carbon(std::string_view text, std::str
     Cols c{t, r};
     GM_TRY(auto g, opt_num(c, "g_co2e_per_kwh", origin));
     if (!g) continue;
-    out.push_back({c.get("dataset"), to_lower(c.get("provider")), c.get("region"), c.get("location"), *g, c.get("source")});
+    out.push_back({c.get("dataset"), to_lower(c.get("provider")), c.get("region"), c.get("location"), *g,
+                   c.get("source")});
   }
   return out;
 }
@@ -262,7 +267,7 @@ std::optional<double> expected_gpu_count(const std::string& provider, const std:
   }
   if (provider == "aws") {
     static const std::map<std::string, double> known = {
-        {"p5.48xlarge", 8},  {"p5e.48xlarge", 8}, {"p5en.48xlarge", 8}, {"p6-b200.48xlarge", 8},
+        {"p5.48xlarge", 8},  {"p5e.48xlarge", 8},  {"p5en.48xlarge", 8}, {"p6-b200.48xlarge", 8},
         {"p4d.24xlarge", 8}, {"p4de.24xlarge", 8}, {"p3.2xlarge", 1},    {"p3.8xlarge", 4},
         {"p3.16xlarge", 8},  {"p3dn.24xlarge", 8}, {"g5.12xlarge", 4},   {"g5.24xlarge", 4},
         {"g5.48xlarge", 8},  {"g6.12xlarge", 4},   {"g6.24xlarge", 4},   {"g6.48xlarge", 8},
@@ -304,12 +309,16 @@ void flag_offers(std::vector<Offer>& offers, const std::vector<GpuSpec>& gpus) {
       if (std::find(o.flags.begin(), o.flags.end(), f) == o.flags.end()) o.flags.push_back(f);
     };
     const bool host_vm = std::find(o.flags.begin(), o.flags.end(), "host_vm_row") != o.flags.end();
-    if (!o.ondemand_usd_per_hour) add("missing_ondemand_price");
-    else if (*o.ondemand_usd_per_hour <= 0) add("zero_price");
+    if (!o.ondemand_usd_per_hour)
+      add("missing_ondemand_price");
+    else if (*o.ondemand_usd_per_hour <= 0)
+      add("zero_price");
     if (o.spot_usd_per_hour && *o.spot_usd_per_hour <= 0) add("zero_spot_price");
     if (o.spot_usd_per_hour && o.ondemand_usd_per_hour) {
-      if (*o.spot_usd_per_hour > *o.ondemand_usd_per_hour) add("spot_above_ondemand");
-      else if (*o.spot_usd_per_hour == *o.ondemand_usd_per_hour) add("spot_equals_ondemand");
+      if (*o.spot_usd_per_hour > *o.ondemand_usd_per_hour)
+        add("spot_above_ondemand");
+      else if (*o.spot_usd_per_hour == *o.ondemand_usd_per_hour)
+        add("spot_equals_ondemand");
     }
     if (host_vm) continue;
     if (o.gpu_count <= 0) add("gpu_count_missing");
@@ -360,14 +369,15 @@ Result<void> Catalog::merge_offers_file(const std::string& path) {
     auto same = std::find_if(offers_.begin(), offers_.end(), [&](const Offer& b) {
       return b.provider == o.provider && b.region == o.region && b.instance == o.instance;
     });
-    if (same != offers_.end()) *same = std::move(o);
-    else offers_.push_back(std::move(o));
+    if (same != offers_.end())
+      *same = std::move(o);
+    else
+      offers_.push_back(std::move(o));
   }
   for (auto& o : offers_) {
     // re-run the checks on every row so user rows are flagged too
-    std::erase_if(o.flags, [](const std::string& f) {
-      return f != "gpu_only_needs_host_vm" && f != "host_vm_row";
-    });
+    std::erase_if(o.flags,
+                  [](const std::string& f) { return f != "gpu_only_needs_host_vm" && f != "host_vm_row"; });
   }
   flag_offers(offers_, gpus_);
   return ok_result();
@@ -446,8 +456,9 @@ const Offer* Catalog::find_offer_by_instance(std::string_view instance) const {
 }
 
 std::optional<ReferencePrice> Catalog::reference_price(std::string_view gpu_id) const {
-  static const std::set<std::string> disqualifying = {"gpu_only_needs_host_vm", "host_vm_row", "missing_ondemand_price",
-                                                      "zero_price", "gpu_count_missing", "gpu_count_mismatch"};
+  static const std::set<std::string> disqualifying = {"gpu_only_needs_host_vm", "host_vm_row",
+                                                      "missing_ondemand_price", "zero_price",
+                                                      "gpu_count_missing",      "gpu_count_mismatch"};
   std::vector<double> prices;
   for (const auto& o : offers_) {
     if (o.gpu != gpu_id) continue;
@@ -471,8 +482,9 @@ BillingRule Catalog::billing_rule(std::string_view provider) const {
   r.provider = p;
   r.granularity_s = 1;
   r.minimum_s = 0;
-  r.source = p.empty() ? "no provider: billed per second, no minimum"
-                       : fmt::format("no billing rule for '{}' in the catalog: per second, no minimum assumed", p);
+  r.source = p.empty()
+                 ? "no provider: billed per second, no minimum"
+                 : fmt::format("no billing rule for '{}' in the catalog: per second, no minimum assumed", p);
   return r;
 }
 

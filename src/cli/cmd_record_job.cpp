@@ -30,8 +30,9 @@ std::vector<std::string> split_list(const std::string& text) {
 }  // namespace
 
 int cmd_record_job(int argc, char** argv) {
-  CLI::App app{"Record a job metered elsewhere (e.g. by the Slurm epilog from the agent) as a run in the ledger",
-               "record-job"};
+  CLI::App app{
+      "Record a job metered elsewhere (e.g. by the Slurm epilog from the agent) as a run in the ledger",
+      "record-job"};
   std::optional<std::string> ledger_path;
   std::string name, user, gpus_allocated, gpus_used;
   std::optional<std::string> status;
@@ -41,12 +42,14 @@ int cmd_record_job(int argc, char** argv) {
   std::string cost_usd = "0", idle_cost_usd = "0", unused_gpu_cost_usd = "0";  // parsed to micro-dollars
   std::optional<double> energy_j;
   std::optional<int> exit_code;
-  app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--ledger", ledger_path,
+                 "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
   app.add_option("--name", name, "what ran (shown as the run's command)")->required();
   app.add_option("--user", user, "who ran it")->required();
   app.add_option("--start-unix", start_unix, "start, unix seconds")->required()->check(positive_number());
   app.add_option("--end-unix", end_unix, "end, unix seconds")->required()->check(positive_number());
-  app.add_option("--status", status, "succeeded | failed | interrupted (default: from --exit-code, 0 or none = succeeded)")
+  app.add_option("--status", status,
+                 "succeeded | failed | interrupted (default: from --exit-code, 0 or none = succeeded)")
       ->check(CLI::IsMember({"succeeded", "failed", "interrupted"}));
   app.add_option("--stopped-by", stopped_by, "who stopped it (e.g. slurm:CANCELLED, slurm:TIMEOUT)");
   app.add_option("--exit-code", exit_code, "the job's exit status");

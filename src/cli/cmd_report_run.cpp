@@ -19,12 +19,14 @@ int single_run_report(int argc, char** argv) {
   auto* j = app.add_flag("--json", json, "JSON output");
   auto* c = app.add_flag("--csv", csv, "CSV output");
   j->excludes(c);
-  app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
+  app.add_option("--ledger", ledger_path,
+                 "ledger file (default $GPUMETER_LEDGER or $XDG_DATA_HOME/gpumeter/ledger.db)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   std::optional<std::int64_t> id;
   if (which != "last") {
     if (which.empty() || which.find_first_not_of("0123456789") != std::string::npos)
-      return fail("report", make_error(ErrorKind::usage, "run '" + which + "': expected a run id (a number) or 'last'"));
+      return fail("report", make_error(ErrorKind::usage,
+                                       "run '" + which + "': expected a run id (a number) or 'last'"));
     id = std::stoll(which);
   }
   auto ledger = open_ledger_for_reading(ledger_path);
@@ -38,9 +40,12 @@ int single_run_report(int argc, char** argv) {
   const Catalog* cat = catalog ? &*catalog : nullptr;
   auto report = load_run_report(**ledger, *id, cat);
   if (!report) return fail("report", report.error());
-  if (json) std::fputs(render_run_report_json(*report).c_str(), stdout);
-  else if (csv) std::fputs(render_run_report_csv(*report).c_str(), stdout);
-  else std::fputs(render_run_report_text(*report).c_str(), stdout);
+  if (json)
+    std::fputs(render_run_report_json(*report).c_str(), stdout);
+  else if (csv)
+    std::fputs(render_run_report_csv(*report).c_str(), stdout);
+  else
+    std::fputs(render_run_report_text(*report).c_str(), stdout);
   return kExitOk;
 }
 

@@ -167,11 +167,10 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
   return std::nullopt;
 }
 
-
 /// Applies --preemption, --metadata-url ($GPUMETER_METADATA_URL), --preemption-poll and --checkpoint-glob
 /// to `cfg`: starts the metadata watcher into `watcher` when notices are watched (auto: on the cloud the
-/// instance detector finds, off elsewhere, no network call made to decide). `spot_provider`: the provider of a
-/// spot price quote, if any. Returns an exit code on a usage error (message printed).
+/// instance detector finds, off elsewhere, no network call made to decide). `spot_provider`: the provider of
+/// a spot price quote, if any. Returns an exit code on a usage error (message printed).
 std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::string>& spot_provider,
                                     SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
                                     const char* command) {
@@ -228,7 +227,8 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   if (f.budget) {
     auto micros = parse_usd_micros(*f.budget);
     if (!micros || *micros <= 0)
-      return usage(command, fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget));
+      return usage(command,
+                   fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget));
     cfg.guard.budget_micros = *micros;
   }
   auto warn = parse_warn_at(f.warn_at);
@@ -326,8 +326,8 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   cfg.run.total_steps = f.total_steps;
 
   if (auto rc = setup_preemption(
-          f, cfg.price && cfg.price->spot ? std::optional(cfg.price->provider) : std::nullopt, cfg, out.notices,
-          command))
+          f, cfg.price && cfg.price->spot ? std::optional(cfg.price->provider) : std::nullopt, cfg,
+          out.notices, command))
     return rc;
 
   if (f.inference_endpoint) {
@@ -363,19 +363,21 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     auto teams = team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
     if (!teams) {
       if (teams.error().kind != ErrorKind::unavailable) return fail(command, teams.error());
-      std::fprintf(stderr,
-                   "gpumeter %s: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
-                   command, teams.error().message.c_str(),
-                   cfg.guard.budget_micros ? "its own --budget" : "nothing (no --budget)");
+      std::fprintf(
+          stderr,
+          "gpumeter %s: warning: team budgets cannot be checked (%s): this run is guarded by %s only\n",
+          command, teams.error().message.c_str(),
+          cfg.guard.budget_micros ? "its own --budget" : "nothing (no --budget)");
     } else {
       for (const auto& t : *teams) {
         if (t.spent_micros >= t.budget.limit_micros) {
-          std::fprintf(stderr,
-                       "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
-                       "UTC; the job was not started (raise it with gpumeter budget set)\n",
-                       command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
-                       t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
-                       static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
+          std::fprintf(
+              stderr,
+              "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
+              "UTC; the job was not started (raise it with gpumeter budget set)\n",
+              command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
+              t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+              static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
           return kExitTeamBudgetSpent;
         }
         cfg.guard.team_budgets.push_back(t.budget);
@@ -412,8 +414,8 @@ int execute_run(const RunFlags& f, bool simulated) {
 
   PosixProcessRunner runner;
   PublishedSession published(sink);
-  auto outcome =
-      run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner, published.sink());
+  auto outcome = run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner,
+                             published.sink());
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {

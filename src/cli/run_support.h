@@ -77,10 +77,10 @@ std::optional<int> apply_mfu_flags(const RunFlags& flags, const GpuSpec* gpu, co
                                    SessionConfig& cfg);
 
 /// Validates the shared flags of `command` ("run" or "attach") and opens pricing, the GPU library and the
-/// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code. The ledger
-/// is --ledger / $GPUMETER_LEDGER / the config file's; `--label host=` names the run's host; a shared ledger
-/// spools while unreachable; a team budget matching the run's labels refuses it when spent (exit 88) or
-/// guards it (cfg.guard.team_budgets); one that cannot be checked falls back to --budget, said on stderr.
+/// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code. The
+/// ledger is --ledger / $GPUMETER_LEDGER / the config file's; `--label host=` names the run's host; a shared
+/// ledger spools while unreachable; a team budget matching the run's labels refuses it when spent (exit 88)
+/// or guards it (cfg.guard.team_budgets); one that cannot be checked falls back to --budget, said on stderr.
 std::optional<int> prepare_session(const RunFlags& flags, const char* command, SessionSetup& out);
 /// Parses `gpumeter run` flags: options end at the first word that is not one of gpumeter's options (as in
 /// env, nohup, timeout) or at `--`; everything after belongs to the job. Returns an exit code to stop with.

@@ -41,10 +41,10 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       if (team_warned_[t][i] || pct >= 100.0) continue;
       if (total >= scale_micros(b.limit_micros, pct / 100.0)) {
         team_warned_[t][i] = true;
-        out.push_back({"warn", "",
-                       fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
-                                   b.selector, format_micros(total), b.period,
-                                   format_micros(b.limit_micros), pct, spent)});
+        out.push_back(
+            {"warn", "",
+             fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})", b.selector,
+                         format_micros(total), b.period, format_micros(b.limit_micros), pct, spent)});
       }
     }
     if (!team_reached && total >= b.limit_micros) team_reached = t;
@@ -54,11 +54,11 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
     const TeamBudget& b = config_.team_budgets[*team_reached];
     const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
     stopped_ = true;
-    out.push_back({"stop_budget", "budget",
-                   fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
-                               "the {} budget is reached",
-                               b.selector, format_micros(total), b.period, spent,
-                               format_micros(b.limit_micros))});
+    out.push_back(
+        {"stop_budget", "budget",
+         fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
+                     "the {} budget is reached",
+                     b.selector, format_micros(total), b.period, spent, format_micros(b.limit_micros))});
     return out;
   }
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {

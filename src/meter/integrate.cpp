@@ -93,7 +93,8 @@ double EnergyMeter::add(const DeviceSample& sample) {
       }
     }
     if (!done && prev_->power_mw && sample.power_mw) {
-      joules = (static_cast<double>(*prev_->power_mw) + static_cast<double>(*sample.power_mw)) / 2.0 / 1000.0 * dt_s;
+      joules = (static_cast<double>(*prev_->power_mw) + static_cast<double>(*sample.power_mw)) / 2.0 /
+               1000.0 * dt_s;
       ++power_intervals_;
     }
   }
@@ -108,8 +109,9 @@ EnergyMethod EnergyMeter::method() const {
   return EnergyMethod::none;
 }
 
-std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog, const std::string& provider,
-                                              const std::string& region, std::optional<double> g_per_kwh_override,
+std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog,
+                                              const std::string& provider, const std::string& region,
+                                              std::optional<double> g_per_kwh_override,
                                               std::optional<double> pue_override) {
   CarbonEstimate e;
   if (g_per_kwh_override) {

@@ -24,19 +24,21 @@ enum class PriceOrigin { flag_price, flag_offer, config_file, detected_instance,
 struct PricingOptions {
   std::optional<double> price_usd_per_gpu_hour;  ///< --price
   std::optional<std::string> offer;              ///< --offer provider:instance[:spot]
-  std::optional<std::string> config_path;        ///< --config (TOML), else $XDG_CONFIG_HOME/gpumeter/config.toml
-  std::optional<std::string> catalog_override;   ///< --catalog FILE (offers override CSV)
+  std::optional<std::string> config_path;  ///< --config (TOML), else $XDG_CONFIG_HOME/gpumeter/config.toml
+  std::optional<std::string> catalog_override;  ///< --catalog FILE (offers override CSV)
 };
 
 /// A resolved price for one GPU-second, with where it came from.
 struct PriceQuote {
   MicroUsd micros_per_gpu_hour = 0;
   PriceOrigin origin = PriceOrigin::none;
-  std::string source;                            ///< human text: "--price", "offer aws:p5.48xlarge (us-east-1, on-demand, skypilot-catalog@..., 2025-..)", "catalog reference: median of 12 H100 SXM 80GB offers"
-  std::string provider;                          ///< for the billing rule and carbon ("" when unknown)
+  std::string
+      source;  ///< human text: "--price", "offer aws:p5.48xlarge (us-east-1, on-demand, skypilot-catalog@...,
+               ///< 2025-..)", "catalog reference: median of 12 H100 SXM 80GB offers"
+  std::string provider;  ///< for the billing rule and carbon ("" when unknown)
   std::string region;
   bool spot = false;
-  BillingRule billing;                           ///< rule applied to runs at this price
+  BillingRule billing;  ///< rule applied to runs at this price
   /// $/GPU-hour as a double for display.
   double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
 };
@@ -327,17 +329,17 @@ Result<TcoResult> compute_tco(const TcoInput& in);
 struct ProcessShare {
   std::uint32_t pid = 0;
   MicroUsd cost = 0;
-  MicroUsd idle_cost = 0;                        ///< cost × (1 − device utilization)
-  double weight = 0;                             ///< w_i
+  MicroUsd idle_cost = 0;  ///< cost × (1 − device utilization)
+  double weight = 0;       ///< w_i
   double energy_j = 0;
 };
 
 /// The split of one device interval.
 struct Attribution {
   MicroUsd device_cost = 0;
-  MicroUsd unallocated = 0;                      ///< no process present
-  std::vector<ProcessShare> shares;              ///< Σ cost + unallocated == device_cost exactly
-  bool by_sm = false;                            ///< weights from SM util (else memory share)
+  MicroUsd unallocated = 0;          ///< no process present
+  std::vector<ProcessShare> shares;  ///< Σ cost + unallocated == device_cost exactly
+  bool by_sm = false;                ///< weights from SM util (else memory share)
 };
 
 /// Splits `total` over `weights` in proportion by the largest remainder: floor shares, then one micro-dollar
@@ -376,7 +378,7 @@ struct CarbonEstimate {
   double co2_kg = 0;
   double g_per_kwh = 0;
   double pue = 1.0;
-  std::string intensity_source;                  ///< dataset + region (or "--carbon-intensity")
+  std::string intensity_source;  ///< dataset + region (or "--carbon-intensity")
   std::string pue_source;
 };
 

@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "meter/meter.h"
+#include "util/config.h"
 #include "util/file.h"
 #include "util/units.h"
-#include "util/config.h"
 
 namespace gm {
 
@@ -31,9 +31,10 @@ PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const
   q.region = o.region;
   q.spot = spot;
   q.billing = catalog.billing_rule(o.provider);
-  q.source = fmt::format("{} {}:{} ({}, {}, {} GPU{} at {}/h; {}, {})", how, o.provider, o.instance, o.region,
-                         spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
-                         format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
+  q.source =
+      fmt::format("{} {}:{} ({}, {}, {} GPU{} at {}/h; {}, {})", how, o.provider, o.instance, o.region,
+                  spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
+                  format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
   if (mine)
     q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", format_usd(mine->usd_per_gpu_hour()),
                             mine->basis, format_usd(*o.usd_per_gpu_hour(spot)));
@@ -52,13 +53,16 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
     start = colon + 1;
   }
   if (parts.size() < 2 || parts.size() > 3 || parts[0].empty() || parts[1].empty())
-    return make_error(ErrorKind::usage,
-                      fmt::format("{} '{}': expected provider:instance[:spot], e.g. aws:p5.48xlarge", how, text));
+    return make_error(
+        ErrorKind::usage,
+        fmt::format("{} '{}': expected provider:instance[:spot], e.g. aws:p5.48xlarge", how, text));
   bool spot = false;
   if (parts.size() == 3) {
-    if (parts[2] == "spot") spot = true;
+    if (parts[2] == "spot")
+      spot = true;
     else if (parts[2] != "ondemand" && parts[2] != "on-demand")
-      return make_error(ErrorKind::usage, fmt::format("{} '{}': the third part must be 'spot' or 'ondemand'", how, text));
+      return make_error(ErrorKind::usage,
+                        fmt::format("{} '{}': the third part must be 'spot' or 'ondemand'", how, text));
   }
   std::optional<std::string_view> region;
   std::string instance = parts[1];
@@ -78,8 +82,8 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
                                   close.empty() ? "" : " (did you mean " + close + "?)"));
   }
   if (!o->usd_per_gpu_hour(spot))
-    return make_error(ErrorKind::not_found,
-                      fmt::format("{} '{}': the catalog has no {} price for it", how, text, spot ? "spot" : "on-demand"));
+    return make_error(ErrorKind::not_found, fmt::format("{} '{}': the catalog has no {} price for it", how,
+                                                        text, spot ? "spot" : "on-demand"));
   return quote_from_offer(*o, spot, origin, catalog, how, rates);
 }
 
@@ -98,7 +102,8 @@ std::optional<std::string> DmiInstanceDetector::instance_type() const {
   const std::string product = trimmed_file(dir + "product_name");
   // EC2 puts the instance type in product_name ("p5.48xlarge"); GCP and Azure only say "Google Compute
   // Engine" / "Virtual Machine" there (their metadata servers would be needed), so they are not detected.
-  if (vendor.find("Amazon EC2") != std::string::npos && !product.empty() && product.find('.') != std::string::npos)
+  if (vendor.find("Amazon EC2") != std::string::npos && !product.empty() &&
+      product.find('.') != std::string::npos)
     return product;
   return std::nullopt;
 }
@@ -108,8 +113,9 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
                                  const InstanceDetector* detector) {
   if (options.price_usd_per_gpu_hour) {
     if (!(*options.price_usd_per_gpu_hour > 0) || *options.price_usd_per_gpu_hour > kMaxUsdPerGpuHour)
-      return make_error(ErrorKind::usage, fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
-                                                      kMaxUsdPerGpuHour));
+      return make_error(ErrorKind::usage,
+                        fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
+                                    kMaxUsdPerGpuHour));
     PriceQuote q;
     // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one
     // parser.
@@ -138,8 +144,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {
         if (!(*p > 0) || *p > kMaxUsdPerGpuHour)
           return make_error(ErrorKind::usage,
-                            fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})", *config,
-                                        kMaxUsdPerGpuHour));
+                            fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})",
+                                        *config, kMaxUsdPerGpuHour));
         PriceQuote q;
         GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*p));
         q.origin = PriceOrigin::config_file;
@@ -181,18 +187,21 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
         PriceQuote q;
         q.micros_per_gpu_hour = usd_to_micros(ref->usd_per_gpu_hour);
         q.origin = PriceOrigin::catalog_reference;
-        q.source = fmt::format("catalog reference: median on-demand $/GPU-h of {} {} offers ({})", ref->offers, g->id,
-                               format_usd(ref->usd_per_gpu_hour));
+        q.source = fmt::format("catalog reference: median on-demand $/GPU-h of {} {} offers ({})",
+                               ref->offers, g->id, format_usd(ref->usd_per_gpu_hour));
         q.billing = catalog.billing_rule("");
         return q;
       }
-      return make_error(ErrorKind::not_found,
-                        fmt::format("no catalog price for {}: give --price USD_PER_GPU_HOUR or --offer", g->id));
+      return make_error(
+          ErrorKind::not_found,
+          fmt::format("no catalog price for {}: give --price USD_PER_GPU_HOUR or --offer", g->id));
     }
     return make_error(ErrorKind::not_found,
-                      fmt::format("GPU '{}' is not in the catalog: give --price USD_PER_GPU_HOUR or --offer", *nvml_gpu_name));
+                      fmt::format("GPU '{}' is not in the catalog: give --price USD_PER_GPU_HOUR or --offer",
+                                  *nvml_gpu_name));
   }
-  return make_error(ErrorKind::not_found, "no price: give --price USD_PER_GPU_HOUR or --offer provider:instance");
+  return make_error(ErrorKind::not_found,
+                    "no price: give --price USD_PER_GPU_HOUR or --offer provider:instance");
 }
 
 std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule) {

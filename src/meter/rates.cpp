@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "meter/meter.h"
-#include "util/units.h"
 #include "util/config.h"
+#include "util/units.h"
 
 namespace gm {
 

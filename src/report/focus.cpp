@@ -28,12 +28,16 @@ std::string gpu_hours_text(std::int64_t billed_s) {
 
 const std::vector<std::string>& focus_columns() {
   static const std::vector<std::string> cols = {
-      "BilledCost",        "EffectiveCost",     "ListCost",          "ContractedCost",   "BillingCurrency",
-      "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",  "ChargeCategory",
-      "ChargeClass",       "ChargeFrequency",   "ChargeDescription", "PricingCategory",  "PricingQuantity",
-      "PricingUnit",       "ListUnitPrice",     "ConsumedQuantity",  "ConsumedUnit",     "ResourceId",
-      "ResourceName",      "ResourceType",      "ServiceCategory",   "ServiceName",      "ProviderName",
-      "PublisherName",     "InvoiceIssuerName", "RegionId",          "RegionName",       "SkuId",
+      "BilledCost",        "EffectiveCost",     "ListCost",
+      "ContractedCost",    "BillingCurrency",   "BillingPeriodStart",
+      "BillingPeriodEnd",  "ChargePeriodStart", "ChargePeriodEnd",
+      "ChargeCategory",    "ChargeClass",       "ChargeFrequency",
+      "ChargeDescription", "PricingCategory",   "PricingQuantity",
+      "PricingUnit",       "ListUnitPrice",     "ConsumedQuantity",
+      "ConsumedUnit",      "ResourceId",        "ResourceName",
+      "ResourceType",      "ServiceCategory",   "ServiceName",
+      "ProviderName",      "PublisherName",     "InvoiceIssuerName",
+      "RegionId",          "RegionName",        "SkuId",
       "SubAccountId",      "SubAccountName",    "Tags"};
   return cols;
 }
@@ -63,8 +67,7 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
     const std::string tags = nlohmann::json(r.labels).dump();
     for (std::size_t g = 0; g < resources.size(); ++g) {
       const std::string cost_text = usd_decimal(costs[g], true);
-      const std::string resource_id =
-          resources[g].empty() ? r.host : r.host + "/" + resources[g];
+      const std::string resource_id = resources[g].empty() ? r.host : r.host + "/" + resources[g];
       const std::string quantity = gpu_hours_text(r.billed_s);
       const std::vector<std::string> row = {
           cost_text,

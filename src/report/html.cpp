@@ -8,8 +8,8 @@
 #include <set>
 
 #include "meter/run_meter.h"
-#include "report/detail/target_render.h"
 #include "report/detail/run_activity.h"
+#include "report/detail/target_render.h"
 #include "report/html_page.h"
 #include "report/run_report.h"
 #include "util/json.h"

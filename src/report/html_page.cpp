@@ -16,11 +16,20 @@ std::string escape_text(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -32,8 +41,10 @@ std::string script_safe_json(const nlohmann::json& j) {
   std::string out;
   out.reserve(text.size());
   for (char c : text) {
-    if (c == '<') out += "\\u003c";
-    else out += c;
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
   }
   return out;
 }
@@ -48,14 +59,17 @@ Result<std::string> page(const nlohmann::json& spec) {
   if (!page_js || !page_css)
     return make_error("the page script (web/src/report.js, report.css) is not embedded in this build");
   if (!js || !css)
-    return make_error("the charting library (uPlot) is not embedded in this build: run scripts/setup.sh "
-                      "(npm ci and web/build-assets.sh) and rebuild");
+    return make_error(
+        "the charting library (uPlot) is not embedded in this build: run scripts/setup.sh "
+        "(npm ci and web/build-assets.sh) and rebuild");
   std::string title = json_string(spec, "title").value_or("gpumeter");
   std::string out;
   out.reserve(js->size() + 4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline'; "
-         "style-src 'unsafe-inline'; img-src data:\">\n";
+  out +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src "
+      "'unsafe-inline'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n";
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   out += "<title>" + escape_text(title) + "</title>\n<style>\n";
   out += *css;
@@ -64,7 +78,8 @@ Result<std::string> page(const nlohmann::json& spec) {
   out += "<script type=\"application/json\" id=\"gm-data\">" + script_safe_json(spec) + "</script>\n";
   if (auto license = embedded_file("uPlot.LICENSE")) {
     std::string text(*license);
-    for (std::size_t p = text.find("--"); p != std::string::npos; p = text.find("--", p)) text.replace(p, 2, "- ");
+    for (std::size_t p = text.find("--"); p != std::string::npos; p = text.find("--", p))
+      text.replace(p, 2, "- ");
     out += "<!-- Charts by uPlot, bundled under its license:\n" + text + "-->\n";
   }
   out += "<script>\n";
@@ -77,8 +92,13 @@ Result<std::string> page(const nlohmann::json& spec) {
 
 nlohmann::json line_chart(const std::string& id, const std::string& title, const std::string& x_label,
                           const std::string& y_label, const std::vector<double>& x, nlohmann::json series) {
-  return {{"id", id}, {"title", title}, {"kind", "line"}, {"x_label", x_label},
-          {"y_label", y_label}, {"x", x}, {"series", std::move(series)}};
+  return {{"id", id},
+          {"title", title},
+          {"kind", "line"},
+          {"x_label", x_label},
+          {"y_label", y_label},
+          {"x", x},
+          {"series", std::move(series)}};
 }
 
 nlohmann::json bar_chart(const std::string& id, const std::string& title, const std::string& y_label,

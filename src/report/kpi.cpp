@@ -9,7 +9,8 @@
 
 namespace gm {
 
-std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress, const MetricTarget& target) {
+std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress,
+                                        const MetricTarget& target) {
   std::vector<const ProgressRecord*> sorted;
   sorted.reserve(progress.size());
   for (const auto& p : progress) sorted.push_back(&p);
@@ -43,7 +44,8 @@ std::optional<std::int64_t> progress_max_step(const std::vector<ProgressRecord>&
   return max_of(progress, &ProgressRecord::step);
 }
 
-std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& progress, const std::string& metric) {
+std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& progress,
+                                           const std::string& metric) {
   std::optional<double> value;
   std::int64_t best_t = 0;
   for (const auto& p : progress) {
@@ -75,7 +77,9 @@ std::optional<double> progress_rate_per_s(const std::vector<ProgressRecord>& pro
          static_cast<double>(last->t_ms - first->t_ms);
 }
 
-double model_flops_per_token(double params, bool training) { return (training ? 6.0 : 2.0) * params; }
+double model_flops_per_token(double params, bool training) {
+  return (training ? 6.0 : 2.0) * params;
+}
 
 std::optional<double> dense_peak_flops(const GpuSpec& gpu) {
   for (const auto& v : {gpu.bf16_dense_tflops, gpu.fp16_dense_tflops, gpu.tf32_dense_tflops, gpu.fp32_tflops})
@@ -83,7 +87,8 @@ std::optional<double> dense_peak_flops(const GpuSpec& gpu) {
   return std::nullopt;
 }
 
-std::optional<double> mfu(double tokens_per_s, double flops_per_token, double peak_flops_per_gpu, std::size_t gpus) {
+std::optional<double> mfu(double tokens_per_s, double flops_per_token, double peak_flops_per_gpu,
+                          std::size_t gpus) {
   if (gpus == 0 || peak_flops_per_gpu <= 0 || tokens_per_s < 0 || flops_per_token <= 0) return std::nullopt;
   return tokens_per_s * flops_per_token / (peak_flops_per_gpu * static_cast<double>(gpus));
 }
@@ -157,7 +162,8 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
     row.run_id = r.run.id;
     row.gpus = r.run.gpus_allocated.size();
     if (row.gpus == 0)
-      return make_error(ErrorKind::usage, "run " + std::to_string(r.run.id) + " has no allocated GPUs recorded");
+      return make_error(ErrorKind::usage,
+                        "run " + std::to_string(r.run.id) + " has no allocated GPUs recorded");
     if (chosen) {
       row.throughput_per_s = *progress_rate_per_s(r.progress, chosen->field);
       row.usd_per_unit = usd_per_units(r.run.cost_micros, max_of(r.progress, chosen->field), 1.0);

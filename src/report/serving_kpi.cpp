@@ -70,7 +70,8 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
   // The whole run is one of those stretches too: the peak is never under the run's own mean rate (the scan
   // above looks at the shortest stretch ending at each sample only).
   if (series.size() >= 2 && series.back().first > 0)
-    peak = std::max(peak.value_or(0), series.back().second / (static_cast<double>(series.back().first) / 1000.0));
+    peak = std::max(peak.value_or(0),
+                    series.back().second / (static_cast<double>(series.back().first) / 1000.0));
   if (peak && *peak > 0) {
     k.peak_generated_tokens_per_s = peak;
     if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);

@@ -11,8 +11,8 @@
 
 #include "meter/meter.h"
 #include "serving/serving.h"
-#include "util/enum_text.h"
 #include "util/config.h"
+#include "util/enum_text.h"
 
 namespace gm::serving {
 

@@ -281,9 +281,9 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
 /// Discovery settings (`--inference-discover`).
 struct DiscoveryOptions {
   std::string proc_root = "/proc";
-  std::string kubelet_pods_url;    ///< the kubelet's /pods endpoint; "" = no pod annotations
-  std::string kubelet_token_file;  ///< bearer token for the kubelet ("" = none)
-  std::int64_t timeout_ms = 2000;  ///< one probe's limit
+  std::string kubelet_pods_url;            ///< the kubelet's /pods endpoint; "" = no pod annotations
+  std::string kubelet_token_file;          ///< bearer token for the kubelet ("" = none)
+  std::int64_t timeout_ms = 2000;          ///< one probe's limit
   std::int64_t kubelet_every_ms = 30'000;  ///< how often the kubelet's /pods is asked
   /// Called (on the discovery thread) with what a probe learnt besides endpoints: a server that serves no
   /// metrics, and why. May be empty.

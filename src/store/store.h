@@ -426,8 +426,8 @@ Result<std::size_t> copy_ledger(const Ledger& from, Ledger& to);
 /// file (util/config.h), else Ledger::default_path(). Usage error naming an empty flag or a bad config file.
 Result<std::string> ledger_location(const std::optional<std::string>& flag);
 /// Opens the ledger at ledger_location(flag). Without `create`, a missing SQLite file is an error naming it
-/// (kind not_found), never created. A shared (PostgreSQL) ledger first gets the runs spooled here while it was
-/// unreachable; `notes` receives how many were replayed, or why none could be.
+/// (kind not_found), never created. A shared (PostgreSQL) ledger first gets the runs spooled here while it
+/// was unreachable; `notes` receives how many were replayed, or why none could be.
 Result<std::unique_ptr<Ledger>> open_ledger(const std::optional<std::string>& flag, bool create,
                                             std::vector<std::string>& notes);
 

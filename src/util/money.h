@@ -28,9 +28,13 @@ inline constexpr NanoUsd kNanosPerUsd = 1'000'000'000;
 __extension__ typedef __int128 Int128;
 
 /// Rounds a dollar amount to the nearest micro-dollar.
-inline MicroUsd usd_to_micros(double usd) { return static_cast<MicroUsd>(std::llround(usd * 1e6)); }
+inline MicroUsd usd_to_micros(double usd) {
+  return static_cast<MicroUsd>(std::llround(usd * 1e6));
+}
 /// Converts micro-dollars to dollars for display.
-inline double micros_to_usd(MicroUsd micros) { return static_cast<double>(micros) / 1e6; }
+inline double micros_to_usd(MicroUsd micros) {
+  return static_cast<double>(micros) / 1e6;
+}
 /// Converts nano-dollars to dollars for display.
 inline double nanos_to_usd(NanoUsd nanos) {
   return static_cast<double>(nanos) / 1e9;

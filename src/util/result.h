@@ -8,11 +8,11 @@ namespace gm {
 
 /// Error categories; the CLI maps them to exit codes (see util/exit_codes.h).
 enum class ErrorKind {
-  failure,      ///< something went wrong at run time (I/O, parse of a file, NVML)
-  usage,        ///< bad flag or argument value
-  not_found,    ///< an unknown run, GPU, offer, model...
-  no_gpu_library,      ///< no GPU management library (NVML) could be loaded or initialised
-  unavailable,  ///< a resource exists but cannot be used now (locked ledger, unreachable server)
+  failure,         ///< something went wrong at run time (I/O, parse of a file, NVML)
+  usage,           ///< bad flag or argument value
+  not_found,       ///< an unknown run, GPU, offer, model...
+  no_gpu_library,  ///< no GPU management library (NVML) could be loaded or initialised
+  unavailable,     ///< a resource exists but cannot be used now (locked ledger, unreachable server)
 };
 
 /// An error with a message that names the file, line, byte offset or flag it is about.
@@ -22,15 +22,19 @@ struct Error {
 };
 
 /// Makes an Error of kind failure.
-inline Error make_error(std::string message) { return Error{ErrorKind::failure, std::move(message)}; }
+inline Error make_error(std::string message) {
+  return Error{ErrorKind::failure, std::move(message)};
+}
 /// Makes an Error of the given kind.
-inline Error make_error(ErrorKind kind, std::string message) { return Error{kind, std::move(message)}; }
+inline Error make_error(ErrorKind kind, std::string message) {
+  return Error{kind, std::move(message)};
+}
 
 /// A value of type T or an Error.
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
   /// True when a value is held.
   bool ok() const { return v_.index() == 0; }
@@ -66,20 +70,22 @@ class [[nodiscard]] Result<void> {
 };
 
 /// A successful Result<void>.
-inline Result<void> ok_result() { return Result<void>(); }
+inline Result<void> ok_result() {
+  return Result<void>();
+}
 
 }  // namespace gm
 
 /// Propagates an error from a Result-returning expression: GM_TRY(auto x, f());
 #define GM_CONCAT_INNER(a, b) a##b
 #define GM_CONCAT(a, b) GM_CONCAT_INNER(a, b)
-#define GM_TRY(decl, expr)                                 \
-  auto GM_CONCAT(gm_try_, __LINE__) = (expr);              \
+#define GM_TRY(decl, expr)                                                        \
+  auto GM_CONCAT(gm_try_, __LINE__) = (expr);                                     \
   if (!GM_CONCAT(gm_try_, __LINE__)) return GM_CONCAT(gm_try_, __LINE__).error(); \
   decl = std::move(GM_CONCAT(gm_try_, __LINE__)).value()  // NOLINT(bugprone-macro-parentheses): decl declares
 /// Propagates an error from a Result<void> expression.
-#define GM_TRY_VOID(expr)                                  \
-  do {                                                     \
-    auto gm_try_v = (expr);                                \
-    if (!gm_try_v) return gm_try_v.error();                \
+#define GM_TRY_VOID(expr)                   \
+  do {                                      \
+    auto gm_try_v = (expr);                 \
+    if (!gm_try_v) return gm_try_v.error(); \
   } while (0)

@@ -19,7 +19,9 @@ void TextTable::header(std::vector<std::string> titles, std::vector<Align> align
   align_.resize(titles_.size(), Align::left);
 }
 
-void TextTable::row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+void TextTable::row(std::vector<std::string> cells) {
+  rows_.push_back(std::move(cells));
+}
 
 std::string TextTable::render() const {
   std::size_t ncol = titles_.size();
@@ -35,8 +37,10 @@ std::string TextTable::render() const {
       const std::size_t pad = width[c] - display_width(cell);
       const bool right = c < align_.size() && align_[c] == Align::right;
       if (c > 0) line += "  ";
-      if (right) line += std::string(pad, ' ') + cell;
-      else line += cell + (c + 1 < ncol ? std::string(pad, ' ') : "");
+      if (right)
+        line += std::string(pad, ' ') + cell;
+      else
+        line += cell + (c + 1 < ncol ? std::string(pad, ' ') : "");
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

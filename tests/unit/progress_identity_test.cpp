@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "report/live_render.h"
 #include "guard/guard.h"
+#include "report/live_render.h"
 #include "support/support.h"
 
 namespace gm {

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "report/live_render.h"
 #include "guard/guard.h"
+#include "report/live_render.h"
 
 namespace gm {
 namespace {

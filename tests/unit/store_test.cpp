@@ -267,8 +267,8 @@ TEST(StoreTest, LockedFileIsUnavailable) {
   { ASSERT_TRUE(Ledger::open(path).ok()); }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; DELETE FROM meta WHERE 0;", nullptr,
-                         nullptr, nullptr),
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; DELETE FROM meta WHERE 0;",
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   auto ledger = Ledger::open(path);
   ASSERT_FALSE(ledger.ok());

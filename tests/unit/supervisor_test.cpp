@@ -1,11 +1,12 @@
 // The supervisor state machine on a fake clock and a fake process runner: budget, forecast and idle stops,
 // grace and SIGKILL, signal forwarding, status cadence and run statuses, in milliseconds of test time.
+#include "guard/supervisor.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
-#include "guard/supervisor.h"
 #include "support/fakes.h"
 #include "util/exit_codes.h"
 #include "util/units.h"

@@ -8,8 +8,8 @@
 #include <functional>
 #include <random>
 
-#include "report/live_render.h"
 #include "guard/target_guard.h"
+#include "report/live_render.h"
 
 namespace gm {
 namespace {
@@ -265,7 +265,8 @@ TEST(TargetTest, StatusLineField) {
   EXPECT_EQ(report::render_target_field(st),
             "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–$0.210]");  // format_usd
   st.forecast.high_usd.reset();
-  EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
+  EXPECT_EQ(report::render_target_field(st),
+            "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
   st.forecast.verdict = TargetVerdict::unreachable_within_steps;
   EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2: not within the planned steps");
 }

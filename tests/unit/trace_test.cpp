@@ -1,3 +1,5 @@
+#include "trace/trace.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -5,7 +7,6 @@
 #include <string>
 
 #include "cli/trace_demo.h"
-#include "trace/trace.h"
 
 namespace gm::trace {
 namespace {
@@ -53,10 +54,10 @@ TEST(TraceAnalysis, HandMadeTraceExactFigures) {
   EXPECT_EQ(d.window_ns, 50'000);  // 1010 .. 1060 (the zero-length kernel counts for the window)
   // Busy: [1010, 1030) then [1050, 1054).
   EXPECT_EQ(d.busy_ns, 24'000);
-  EXPECT_EQ(d.compute_ns, 15'001);        // [1010, 1025.001)
-  EXPECT_EQ(d.communication_ns, 4'999);   // [1025.001, 1030)
+  EXPECT_EQ(d.compute_ns, 15'001);       // [1010, 1025.001)
+  EXPECT_EQ(d.communication_ns, 4'999);  // [1025.001, 1030)
   EXPECT_EQ(d.memory_ns, 4'000);
-  EXPECT_EQ(d.overlap_ns, 7'001);         // [1018, 1025.001)
+  EXPECT_EQ(d.overlap_ns, 7'001);  // [1018, 1025.001)
   EXPECT_EQ(d.idle_ns, 26'000);
   EXPECT_EQ(d.kernel_ns, 10'000 + 10'001 + 12'000 + 4'000);
   EXPECT_EQ(d.activity_count, 5);
@@ -116,7 +117,8 @@ TEST(TraceAnalysis, LegacyNamesStringTidsAndMetadataFirst) {
   EXPECT_EQ(d.window_ns, 40'000);
   EXPECT_EQ(d.compute_ns, 30'000);
   EXPECT_EQ(d.memory_ns, 10'000);
-  EXPECT_EQ(find(d.operators, "aten::conv2d")->attributed_ns, 25'000);  // 20 alone + half of the 10 shared with the memset
+  EXPECT_EQ(find(d.operators, "aten::conv2d")->attributed_ns,
+            25'000);  // 20 alone + half of the 10 shared with the memset
   expect_invariants(d);
 }
 
@@ -133,7 +135,9 @@ TEST(TraceAnalysis, PerFileDevicesAreSeparate) {
 }
 
 TEST(TraceAnalysis, NoGpuActivityAndNotKineto) {
-  auto cpu = analyze_buffer("cpu.json", R"J({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})J");
+  auto cpu = analyze_buffer(
+      "cpu.json",
+      R"J({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2}]})J");
   ASSERT_TRUE(cpu.ok());
   EXPECT_FALSE(cpu->skipped);
   EXPECT_TRUE(cpu->devices.empty());
@@ -154,10 +158,12 @@ TEST(TraceAnalysis, TruncatedFileNamesFileAndOffset) {
   EXPECT_NE(r.error().message.find("byte"), std::string::npos) << r.error().message;
 
   // A well-formed prefix of events followed by damage: --partial keeps what parsed, labelled.
-  std::string damaged = text.substr(0, text.find("{\"ph\": \"X\", \"cat\": \"gpu_memcpy\"")) + "{\"ph\": \"X\", \"cat\" ]]";
+  std::string damaged =
+      text.substr(0, text.find("{\"ph\": \"X\", \"cat\": \"gpu_memcpy\"")) + "{\"ph\": \"X\", \"cat\" ]]";
   auto strict = analyze_buffer("damaged.json", damaged);
   ASSERT_FALSE(strict.ok());
-  EXPECT_NE(strict.error().message.find("damaged.json: invalid JSON at byte"), std::string::npos) << strict.error().message;
+  EXPECT_NE(strict.error().message.find("damaged.json: invalid JSON at byte"), std::string::npos)
+      << strict.error().message;
   Options opt;
   opt.partial = true;
   auto part = analyze_buffer("damaged.json", damaged, opt);
@@ -192,9 +198,11 @@ TEST(TraceTimestamps, ParsesDecimalMicrosecondsExactly) {
 }
 
 TEST(TraceNames, ShortensTemplatesAndParameters) {
-  EXPECT_EQ(short_name("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
-                       "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)"),
-            "at::native::vectorized_elementwise_kernel<…>");
+  EXPECT_EQ(
+      short_name("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+                 "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, "
+                 "at::detail::Array<char*, 3>)"),
+      "at::native::vectorized_elementwise_kernel<…>");
   EXPECT_EQ(short_name("aten::mm"), "aten::mm");
   const std::string long_name(200, 'x');
   EXPECT_LE(short_name(long_name, 20).size(), 20u + 3);
@@ -234,12 +242,15 @@ TEST(TraceReader, RunByRunAndWholeDocumentAgree) {
   for (int i = 0; i < 20000; ++i) {
     const int t = i * 10;
     events += "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op" + std::to_string(i % 7) +
-              "\", \"pid\": 1, \"tid\": 2, \"ts\": " + std::to_string(t) + ", \"dur\": 5, \"args\": {\"Input Dims\": [[1, 2]], \"x\": {\"y\": 1}}},\n";
-    events += "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 2, \"ts\": " +
-              std::to_string(t + 1) + ", \"dur\": 1, \"args\": {\"correlation\": " + std::to_string(i) + "}},\n";
-    events += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i % 5) + "\", \"pid\": 0, \"tid\": " +
-              std::to_string(7 + i % 2) + ", \"ts\": " + std::to_string(t + 3) + ".5, \"dur\": 12.25, \"args\": {\"correlation\": " +
-              std::to_string(i) + "}},\n";
+              "\", \"pid\": 1, \"tid\": 2, \"ts\": " + std::to_string(t) +
+              ", \"dur\": 5, \"args\": {\"Input Dims\": [[1, 2]], \"x\": {\"y\": 1}}},\n";
+    events +=
+        "{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 1, \"tid\": 2, "
+        "\"ts\": " +
+        std::to_string(t + 1) + ", \"dur\": 1, \"args\": {\"correlation\": " + std::to_string(i) + "}},\n";
+    events += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k" + std::to_string(i % 5) +
+              "\", \"pid\": 0, \"tid\": " + std::to_string(7 + i % 2) + ", \"ts\": " + std::to_string(t + 3) +
+              ".5, \"dur\": 12.25, \"args\": {\"correlation\": " + std::to_string(i) + "}},\n";
   }
   const std::string head = "{\"schemaVersion\": 1, \"traceEvents\": [\n";
   const std::string tail = "], \"distributedInfo\": {\"rank\": 5}}";
