@@ -20,14 +20,22 @@ STEPS = 180
 
 
 class Pacer:
-    """A training step of constant cost: sleeps units × dt, dt chosen so that `steps` steps take WORK_S (a
-    step delayed by a loaded machine is not made up by shorter ones: later steps cost what earlier ones did)."""
+    """A training step of constant cost, dt chosen so that `steps` steps take WORK_S. The steps keep a
+    timeline of their own (deadlines from the first step), as a GPU-bound step does: a step the loaded test
+    machine delays is made up by the next ones, so a test run that is slow in its first half and fast in its
+    second (other tests starting and ending beside it) still does its work at one steady pace."""
 
     def __init__(self, steps=STEPS):
         self.dt = WORK_S / steps
+        self.deadline = None
 
     def step(self, units=1.0):
-        time.sleep(units * self.dt)
+        now = time.monotonic()
+        if self.deadline is None:
+            self.deadline = now
+        self.deadline += units * self.dt
+        if self.deadline > now:
+            time.sleep(self.deadline - now)
 
 
 def side(p):
