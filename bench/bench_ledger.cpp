@@ -55,7 +55,7 @@ void fill(gm::Ledger& ledger) {
     r.gpu_model = "H100 SXM 80GB";
     r.price_micros_per_gpu_hour = 3'000'000;
     r.price_source = "bench";
-    r.status = "succeeded";
+    r.status = gm::RunStatus::succeeded;
     r.exit_code = 0;
     r.wall_ms = kMinutesPerRun * 60'000;
     r.end_unix_ms = r.start_unix_ms + r.wall_ms;

@@ -83,7 +83,7 @@ void build_ledger(const std::string& path) {
       }
       rollup_rows += rollups.size();
       if (!(*ledger)->append_rollups(rollups)) std::exit(1);
-      r.status = "finished";
+      r.status = gm::RunStatus::finished;
       r.exit_code = 0;
       r.end_unix_ms = t + wall_s * 1000;
       r.wall_ms = wall_s * 1000;
@@ -91,7 +91,7 @@ void build_ledger(const std::string& path) {
       r.cost_micros = cost;
       r.idle_cost_micros = idle;
       r.energy_j = energy;
-      r.energy_method = "counter";
+      r.energy_method = gm::RunEnergyMethod::counter;
       r.co2_kg = energy / 3.6e6 * 0.4;
       if (!(*ledger)->update_run(r)) std::exit(1);
       ++runs;

@@ -54,7 +54,8 @@ ALLOWED = {
     'findings': {'util', 'catalog', 'meter', 'trace'},
     'serving': {'util', 'meter', 'sys'},  # the per-model split is meter's; listening sockets come from /proc
     'guard': {'util', 'catalog', 'cloud', 'gpu', 'meter', 'serving', 'store', 'sys'},  # gpu_match reads samples
-    'agent': {'util', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'serving', 'sys'},
+    # store: BudgetPeriod, the calendar period of node and owner budgets as of team budgets
+    'agent': {'util', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'serving', 'store', 'sys'},
     # agent: top's screen over the collector's snapshot; gpu, kubelet, serving: what gpus and doctor show
     'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
                'serving', 'store', 'sys', 'trace'},

@@ -26,6 +26,7 @@
 #include "kubelet/pod_resources.h"
 #include "meter/meter.h"
 #include "serving/serving.h"
+#include "store/store.h"
 #include "sys/owner.h"
 #include "util/clock.h"
 #include "util/money.h"
@@ -140,8 +141,8 @@ struct NodeStatus {
   double idle_s = 0;                           ///< how long every GPU has been idle
   bool autostop_done = false;                  ///< the command ran (or would have, dry run)
   struct Budget {
-    std::string scope;   ///< "node", "user:alice", ...
-    std::string period;  ///< "day" | "month"
+    std::string scope;                        ///< "node", "user:alice", ...
+    BudgetPeriod period = BudgetPeriod::day;  ///< day or month (never week)
     MicroUsd limit_micros = 0, spent_micros = 0;
   };
   std::vector<Budget> budgets;

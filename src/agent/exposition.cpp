@@ -421,11 +421,11 @@ std::string render_node_metrics(const NodeStatus& node) {
     head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), b.period, usd_decimal(b.limit_micros));
+                         escape_label_value(b.scope), text_of(b.period), usd_decimal(b.limit_micros));
     head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), b.period, usd_decimal(b.spent_micros));
+                         escape_label_value(b.scope), text_of(b.period), usd_decimal(b.spent_micros));
   }
   if (node.watching_notices) {
     head("gpumeter_preemption_notices_total", "counter",

@@ -44,20 +44,6 @@ Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, st
   return std::make_pair(*micros, period);
 }
 
-/// Day or month number of a unix time (UTC).
-std::int64_t period_key(BudgetPeriod period, std::int64_t unix_ms) {
-  const std::int64_t day = unix_ms / 86'400'000;
-  if (period == BudgetPeriod::day) return day;
-  const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return static_cast<std::int64_t>(tm.tm_year) * 12 + tm.tm_mon;
-}
-
-const char* period_name(BudgetPeriod p) {
-  return p == BudgetPeriod::day ? "day" : "month";
-}
-
 }  // namespace
 
 Result<NodeBudget> parse_node_budget(std::string_view text) {
@@ -209,7 +195,7 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
       for (const auto& [owner, cost] : in.owner_costs)
         if (budget_matches(b, owner)) cumulative += cost;
     }
-    const std::int64_t key = period_key(b.period, in.unix_ms);
+    const std::int64_t key = period_start_unix_ms(b.period, in.unix_ms);
     if (key != st.period_key) {
       // A new period (or the agent's first look): spend counts from here.
       st.period_key = key;
@@ -223,14 +209,14 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
       st.over_reported = false;
     }
     const MicroUsd spent = std::max<MicroUsd>(0, cumulative - st.baseline);
-    status_.budgets.push_back({b.scope(), period_name(b.period), b.limit_micros, spent});
+    status_.budgets.push_back({b.scope(), b.period, b.limit_micros, spent});
     GuardInput gi;
     gi.spent_micros = spent;
     for (const auto& d : st.policy.evaluate(gi)) {
       const std::string what =
           fmt::format("{} budget {}/{}: {}", b.scope(), format_usd(micros_to_usd(b.limit_micros)),
-                      period_name(b.period), d.message);
-      if (d.stopped_by.empty()) {
+                      text_of(b.period), d.message);
+      if (!d.stopped_by) {
         out.push_back(event("budget_warn", what));
         continue;
       }

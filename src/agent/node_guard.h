@@ -27,9 +27,6 @@
 
 namespace gm::agent {
 
-/// The period a node or owner budget covers (UTC calendar day or month).
-enum class BudgetPeriod { day, month };
-
 /// One budget of `--node-budget USD/day|month` or `--owner-budget KIND:NAME=USD/day|month[,stop]`.
 struct NodeBudget {
   std::string
@@ -103,7 +100,7 @@ class NodeGuard {
 
  private:
   struct BudgetState {
-    std::int64_t period_key = -1;  ///< day or month number of the period being counted
+    std::int64_t period_key = -1;  ///< start (unix ms) of the period being counted
     MicroUsd baseline = 0;         ///< cumulative cost when the period (or the agent) started
     BudgetGuard policy{GuardConfig{}};
     std::map<std::uint32_t, std::int64_t> kill_at_ns;  ///< PIDs signalled, SIGKILL due

@@ -137,7 +137,7 @@ int cmd_attach(int argc, char** argv) {
         {{"type", "end"},
          {"run_id", report.run.id},
          {"recorded", outcome->recorded},
-         {"status", report.run.status},
+         {"status", text_of(report.run.status)},
          {"stopped_by", report.run.stopped_by ? nlohmann::json(*report.run.stopped_by) : nlohmann::json()},
          {"wall_s", report.wall_s},
          {"cost_usd", micros_to_usd(report.run.cost_micros)},

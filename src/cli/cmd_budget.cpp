@@ -22,11 +22,13 @@ int budget_set(int argc, char** argv) {
   std::optional<std::string> location;
   app.add_option("SELECTOR", selector, "team=nlp, project=x, user=alice, host=node1")->required();
   app.add_option("USD", usd, "the budget per period, in USD")->required();
-  app.add_option("--per", per, "day | week | month (UTC calendar periods; weeks start on Monday)")
-      ->check(CLI::IsMember({"day", "week", "month"}));
+  app.add_option("--per", per,
+                 enum_texts(kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
   app.add_option("--ledger", location, "ledger: a SQLite path or postgresql://user@host:port/db");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (auto sel = parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
+  const auto period = parse_enum<BudgetPeriod>(per, "--per");
+  if (!period) return fail("budget set", period.error());
   auto amount = parse_usd_micros(usd);
   if (!amount || *amount <= 0)
     return fail("budget set",
@@ -38,7 +40,7 @@ int budget_set(int argc, char** argv) {
   BudgetRecord b;
   b.selector = selector;
   b.limit_micros = *amount;
-  b.period = per;
+  b.period = *period;
   if (auto r = (*ledger)->set_budget(b); !r) return fail("budget set", r.error());
   std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(),
               format_usd(micros_to_usd(b.limit_micros)).c_str(), per.c_str(), (*ledger)->describe().c_str());

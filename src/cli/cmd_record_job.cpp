@@ -89,7 +89,12 @@ int cmd_record_job(int argc, char** argv) {
   }
   r.start_unix_ms = start_unix * 1000;
   r.end_unix_ms = end_unix * 1000;
-  r.status = status.value_or(exit_code.value_or(0) == 0 ? "succeeded" : "failed");
+  r.status = exit_code.value_or(0) == 0 ? RunStatus::succeeded : RunStatus::failed;
+  if (status) {
+    auto given = parse_enum<RunStatus>(*status, "--status");  // one of IsMember's, so a status
+    if (!given) return fail("record-job", given.error());
+    r.status = *given;
+  }
   r.exit_code = exit_code;
   r.stopped_by = stopped_by;
   r.gpus_allocated = split_list(gpus_allocated);
@@ -100,7 +105,7 @@ int cmd_record_job(int argc, char** argv) {
   r.idle_cost_micros = idle;
   r.unused_gpu_cost_micros = unused;
   r.energy_j = energy_j.value_or(0);
-  r.energy_method = energy_j ? "agent" : "";
+  r.energy_method = energy_j ? RunEnergyMethod::agent : RunEnergyMethod::not_recorded;
   r.price_source = "gpumeter agent";
   r.heartbeat_unix_ms = r.end_unix_ms.value_or(0);
 

@@ -376,7 +376,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
               "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
               "UTC; the job was not started (raise it with gpumeter budget set)\n",
               command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
-              t.budget.period.c_str(), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+              text_of(t.budget.period), format_usd(micros_to_usd(t.spent_micros)).c_str(),
               static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
           return kExitTeamBudgetSpent;
         }

@@ -24,12 +24,13 @@ Result<CellEvent> parse_cell(const nlohmann::json& c) {
   e.start = *ev == "start";
   if (const nlohmann::json* st = json_member(c, "status"); st && !st->is_null()) {
     if (!st->is_string()) return make_error(ErrorKind::usage, "\"cell.status\" is not a string");
-    const std::string s = json_string(st).value_or("");
-    if (s != "ok" && s != "error" && s != "interrupted" && s != "refused")
-      return make_error(ErrorKind::usage, "\"cell.status\" is not ok, error, interrupted or refused");
-    e.status = s;
+    const std::string text = json_string(st).value_or("");
+    const auto status = enum_from_text(kCellEndTexts, text);
+    if (!status)
+      return make_error(ErrorKind::usage,
+                        "\"cell.status\" '" + text + "' is not one of " + enum_texts(kCellEndTexts));
+    e.status = *status;
   }
-  if (!e.start && e.status.empty()) e.status = "ok";
   if (const nlohmann::json* src = json_member(c, "source"); src && !src->is_null()) {
     if (!src->is_string()) return make_error(ErrorKind::usage, "\"cell.source\" is not a string");
     e.source = json_string(src).value_or("");

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/store.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -14,10 +15,10 @@ namespace gm {
 
 /// A notebook cell as the IPython extension reports it on the progress socket.
 struct CellEvent {
-  std::int64_t cell_id = 0;  ///< the kernel's execution count (or the extension's own counter)
-  bool start = false;        ///< true: the cell starts; false: it ended
-  std::string status;        ///< at the end: ok | error | interrupted | refused
-  std::string source;        ///< the cell's first line, at most 200 bytes
+  std::int64_t cell_id = 0;            ///< the kernel's execution count (or the extension's own counter)
+  bool start = false;                  ///< true: the cell starts; false: it ended
+  CellStatus status = CellStatus::ok;  ///< at the end: how the cell ended (ok when the datagram omits it)
+  std::string source;                  ///< the cell's first line, at most 200 bytes
 };
 
 /// A control datagram of an attached session.

@@ -18,9 +18,6 @@
 
 namespace gm {
 
-/// The kind of the action records that carry the matcher's notes (the report shows them as notes).
-inline constexpr const char* kGpuMatchNoteKind = "gpu_match";
-
 /// Where the matcher reads and what it knows of the environment (`run` and `attach` fill it; the
 /// defaults match by PID only where the namespace says PIDs are this machine's).
 struct GpuMatchConfig {

@@ -167,14 +167,14 @@ struct TeamBudget {
   std::string selector;  ///< "team=nlp"
   std::string key;       ///< "team"
   std::string value;     ///< "nlp"
-  std::string period;    ///< day | week | month
+  BudgetPeriod period = BudgetPeriod::month;
   MicroUsd limit_micros = 0;
   std::int64_t period_start_unix_ms = 0;
 };
 
 struct GuardConfig {
   std::optional<MicroUsd> budget_micros;
-  std::vector<TeamBudget> team_budgets;  ///< warned at warn_at_pct and stopped at like budget_micros
+  std::vector<TeamBudget> team_budgets;   ///< warned at warn_at_pct and stopped at like budget_micros
   std::vector<double> warn_at_pct{80.0};  ///< of the budget (actual spend)
   bool forecast_stop = false;
   std::optional<std::int64_t> max_idle_ms;  ///< every allocated GPU under kIdleUtilPct for this long
@@ -185,9 +185,9 @@ struct GuardConfig {
 
 /// What the guard decided at one evaluation.
 struct GuardDecision {
-  std::string kind;        ///< "warn", "stop_budget", "stop_forecast", "stop_idle"
-  std::string stopped_by;  ///< "" for warn, else "budget" | "forecast" | "idle"
-  std::string message;     ///< one human sentence
+  ActionKind kind = ActionKind::warn;    ///< warn, target, or stop_budget | stop_forecast | stop_idle | ...
+  std::optional<StopReason> stopped_by;  ///< set for a decision that stops the job
+  std::string message;                   ///< one human sentence
 };
 
 /// The state the guard looks at.
@@ -225,7 +225,7 @@ Result<std::vector<double>> parse_warn_at(std::string_view text);
 /// An event sent to --notify and --webhook.
 struct GuardEvent {
   std::int64_t run_id = 0;
-  std::string kind;  ///< as GuardDecision::kind, or "sigterm" / "sigkill"
+  std::string kind;  ///< text_of(ActionKind) of a run's action, or a node guard event (autostop, ...)
   std::string message;
   MicroUsd cost_micros = 0;
   std::optional<MicroUsd> budget_micros;

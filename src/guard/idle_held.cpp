@@ -22,7 +22,7 @@ void IdleHeldWatch::on_interval(const Tick& tick) {
   if (recorded_) return;
   recorded_ = true;
   st_.record_action(
-      "idle_gpus_held",
+      ActionKind::idle_gpus_held,
       fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
                   "on them: {}/h for nothing (free the memory or shut the kernel down)",
                   kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),

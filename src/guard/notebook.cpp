@@ -23,7 +23,7 @@ void NotebookCells::on_control(const SessionControl& c, std::int64_t now_ns) {
     if (st_.stopping && !st_.cfg.kill_after_grace) st_.stopping = false;
     st_.killed = !st_.cfg.kill_after_grace;
     st_.run.budget_micros = g.budget_micros;
-    st_.record_action("budget",
+    st_.record_action(ActionKind::budget,
                       g.budget_micros ? fmt::format("budget set to {}", format_micros(*g.budget_micros))
                                       : std::string("warning percentages changed"),
                       now_ns, st_.spent(now_ns, true));
@@ -39,15 +39,14 @@ void NotebookCells::cell_event(const CellEvent& c, std::int64_t now_ns) {
   }
   auto it = open_.find(c.cell_id);
   if (it == open_.end()) {
-    if (c.status != "refused") return;  // an end without a start: nothing was metered
+    if (c.status != CellStatus::refused) return;  // an end without a start: nothing was metered
     it = open_.emplace(c.cell_id, OpenCell{now_ns, st_.spent(now_ns, true), 0, 0, c.source}).first;
   }
   end_cell(it->first, it->second, c.status, now_ns);
   open_.erase(it);
 }
 
-void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, const std::string& status,
-                             std::int64_t now_ns) {
+void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, CellStatus status, std::int64_t now_ns) {
   CellRecord r;
   r.run_id = st_.run.id;
   r.cell_id = id;
@@ -74,7 +73,7 @@ void NotebookCells::on_interval(const Tick&) {
 }
 
 void NotebookCells::on_finish() {
-  for (const auto& [id, o] : open_) end_cell(id, o, "unfinished", st_.end_ns);
+  for (const auto& [id, o] : open_) end_cell(id, o, CellStatus::unfinished, st_.end_ns);
   open_.clear();
 }
 

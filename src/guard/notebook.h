@@ -33,7 +33,7 @@ class NotebookCells final : public Collaborator {
     std::string source;
   };
   void cell_event(const CellEvent& c, std::int64_t now_ns);
-  void end_cell(std::int64_t id, const OpenCell& o, const std::string& status, std::int64_t now_ns);
+  void end_cell(std::int64_t id, const OpenCell& o, CellStatus status, std::int64_t now_ns);
 
   RunState& st_;
   std::map<std::int64_t, OpenCell> open_;

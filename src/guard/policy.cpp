@@ -23,7 +23,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       if (in.spent_micros >= scale_micros(budget, pct / 100.0)) {
         warned_[i] = true;
         out.push_back(
-            {"warn", "",
+            {ActionKind::warn, std::nullopt,
              fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, format_micros(budget), pct)});
       }
     }
@@ -41,10 +41,10 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       if (team_warned_[t][i] || pct >= 100.0) continue;
       if (total >= scale_micros(b.limit_micros, pct / 100.0)) {
         team_warned_[t][i] = true;
-        out.push_back(
-            {"warn", "",
-             fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})", b.selector,
-                         format_micros(total), b.period, format_micros(b.limit_micros), pct, spent)});
+        out.push_back({ActionKind::warn, std::nullopt,
+                       fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
+                                   b.selector, format_micros(total), text_of(b.period),
+                                   format_micros(b.limit_micros), pct, spent)});
       }
     }
     if (!team_reached && total >= b.limit_micros) team_reached = t;
@@ -55,16 +55,17 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
     const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
     stopped_ = true;
     out.push_back(
-        {"stop_budget", "budget",
+        {ActionKind::stop_budget, StopReason::budget,
          fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
                      "the {} budget is reached",
-                     b.selector, format_micros(total), b.period, spent, format_micros(b.limit_micros))});
+                     b.selector, format_micros(total), text_of(b.period), spent,
+                     format_micros(b.limit_micros))});
     return out;
   }
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
     out.push_back(
-        {"stop_budget", "budget",
+        {ActionKind::stop_budget, StopReason::budget,
          fmt::format("spent {} — the {} budget is reached", spent, format_micros(*config_.budget_micros))});
     return out;
   }
@@ -73,7 +74,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       in.forecast_intervals >= config_.forecast_min_intervals &&
       forecast_over_budget_micros(in.forecast->low_usd, *config_.budget_micros) > 0) {
     stopped_ = true;
-    out.push_back({"stop_forecast", "forecast",
+    out.push_back({ActionKind::stop_forecast, StopReason::forecast,
                    fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
                                format_usd(in.forecast->total_usd), format_usd(in.forecast->low_usd),
                                format_micros(*config_.budget_micros), in.forecast->step,
@@ -82,7 +83,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   }
   if (config_.max_idle_ms && in.idle_for_ms && *in.idle_for_ms >= *config_.max_idle_ms) {
     stopped_ = true;
-    out.push_back({"stop_idle", "idle",
+    out.push_back({ActionKind::stop_idle, StopReason::idle,
                    fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", kIdleUtilPct,
                                format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
   }

@@ -10,6 +10,32 @@
 
 namespace gm::guard {
 
+namespace {
+
+/// The action a stop signal is recorded as.
+ActionKind signal_action(int sig) {
+  switch (sig) {
+    case SIGTERM:
+      return ActionKind::sigterm;
+    case SIGINT:
+      return ActionKind::sigint;
+    case SIGHUP:
+      return ActionKind::sighup;
+    case SIGQUIT:
+      return ActionKind::sigquit;
+    case SIGKILL:
+      return ActionKind::sigkill;
+    case SIGUSR1:
+      return ActionKind::sigusr1;
+    case SIGUSR2:
+      return ActionKind::sigusr2;
+    default:
+      return ActionKind::signal;
+  }
+}
+
+}  // namespace
+
 RunState::RunState(const SessionConfig& c, GpuBackend* b, Ledger* l, Clock& clk, ProcessRunner& r,
                    SessionSink& s)
     : cfg(c),
@@ -55,15 +81,15 @@ void RunState::ledger_failed(const Error& e) {
   outcome.recorded = false;
 }
 
-void RunState::record_action(const std::string& kind, const std::string& message, std::int64_t now_ns,
+void RunState::record_action(ActionKind kind, const std::string& message, std::int64_t now_ns,
                              MicroUsd spent_micros) {
   pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
   all_actions.push_back(pending_actions.back());
-  sink.message(fmt::format("[{}] {}", kind, message), false);
+  sink.message(fmt::format("[{}] {}", text_of(kind), message), false);
   sink.action(all_actions.back());
   GuardEvent e;
   e.run_id = run.id;
-  e.kind = kind;
+  e.kind = text_of(kind);
   e.message = message;
   e.cost_micros = spent_micros;
   e.budget_micros = policy.config().budget_micros;
@@ -73,7 +99,7 @@ void RunState::record_action(const std::string& kind, const std::string& message
   notifications.send(e);
 }
 
-void RunState::record_note(const std::string& kind, const std::string& message, std::int64_t now_ns) {
+void RunState::record_note(ActionKind kind, const std::string& message, std::int64_t now_ns) {
   pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
   all_actions.push_back(pending_actions.back());
   sink.message(fmt::format("note: {}", message), false);
@@ -87,20 +113,20 @@ void RunState::record_quiet(ActionRecord action) {
 
 void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd spent_micros) {
   stopping = true;
-  run.stopped_by = d.stopped_by;
+  if (d.stopped_by) run.stopped_by = text_of(*d.stopped_by);
   const bool group = cfg.stop_to == StopTarget::group;
   runner.send_signal(pid, cfg.stop_signal, group);
   const std::string target = group ? (cfg.attached ? "process tree" : "process group") : "main process";
   if (!cfg.kill_after_grace) {
     killed = true;  // the signal is the whole action: nothing follows
     record_action(
-        to_lower(signal_name(cfg.stop_signal)),
+        signal_action(cfg.stop_signal),
         fmt::format("sent {} to the job's {} (no SIGKILL follows)", signal_name(cfg.stop_signal), target),
         now_ns, spent_micros);
     return;
   }
   record_action(
-      to_lower(signal_name(cfg.stop_signal)),
+      signal_action(cfg.stop_signal),
       fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}", signal_name(cfg.stop_signal),
                   target, format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
                   cfg.attached ? "process tree" : "process group"),

@@ -70,11 +70,10 @@ class RunState {
   /// A ledger write failed: the rest of the run is not recorded.
   void ledger_failed(const Error& error);
   /// Records, shows and notifies an action; `spent_micros` is the figure its message quotes.
-  void record_action(const std::string& kind, const std::string& message, std::int64_t now_ns,
-                     MicroUsd spent_micros);
+  void record_action(ActionKind kind, const std::string& message, std::int64_t now_ns, MicroUsd spent_micros);
   /// A fact about how the run was metered, kept with its actions (the report shows it as a note): shown
   /// once, never notified.
-  void record_note(const std::string& kind, const std::string& message, std::int64_t now_ns);
+  void record_note(ActionKind kind, const std::string& message, std::int64_t now_ns);
   /// An action recorded for the report only: neither shown nor notified.
   void record_quiet(ActionRecord action);
   /// Sends the stop signal (SIGKILL after the grace unless the signal is the whole action).

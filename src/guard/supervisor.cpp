@@ -25,13 +25,13 @@ namespace {
 
 /// Status of a finished run (issue 19): succeeded, failed, interrupted (by a signal, or the shell
 /// conventions 129/130/143 for HUP/INT/TERM), stopped (by gpumeter).
-std::string final_status(bool preempted, bool stopped, int wait_status) {
-  if (preempted) return "preempted";
-  if (stopped) return "stopped";
-  if (WIFSIGNALED(wait_status)) return "interrupted";
+RunStatus final_status(bool preempted, bool stopped, int wait_status) {
+  if (preempted) return RunStatus::preempted;
+  if (stopped) return RunStatus::stopped;
+  if (WIFSIGNALED(wait_status)) return RunStatus::interrupted;
   const int code = exit_code_of_wait_status(wait_status);
-  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return "interrupted";
-  return code == 0 ? "succeeded" : "failed";
+  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return RunStatus::interrupted;
+  return code == 0 ? RunStatus::succeeded : RunStatus::failed;
 }
 
 }  // namespace
@@ -84,7 +84,7 @@ struct Supervisor::Impl {
   void act(const std::vector<GuardDecision>& decisions, std::int64_t now_ns, MicroUsd spent_now) {
     for (const auto& d : decisions) {
       st.record_action(d.kind, d.message, now_ns, spent_now);
-      if (!d.stopped_by.empty() && !st.stopping) st.stop_job(d, now_ns, spent_now);
+      if (d.stopped_by && !st.stopping) st.stop_job(d, now_ns, spent_now);
     }
   }
 
@@ -93,7 +93,7 @@ struct Supervisor::Impl {
     st.gpu_match->begin(pids);
     auto samples = st.meter->tick_with(
         now_ns, [this](unsigned index, const DeviceSample& s) { return st.gpu_match->job_on_gpu(index, s); });
-    for (const auto& text : st.gpu_match->take_notes()) st.record_note(kGpuMatchNoteKind, text, now_ns);
+    for (const auto& text : st.gpu_match->take_notes()) st.record_note(ActionKind::gpu_match, text, now_ns);
     const std::int64_t minute = st.clock.unix_ms() / 60'000;
     for (auto& s : samples) {
       s.run_id = st.run.id;
@@ -145,7 +145,7 @@ std::int64_t Supervisor::begin() {
   guard::RunState& st = impl_->st;
   const SessionConfig& cfg = st.cfg;
   st.run = cfg.run;
-  st.run.status = "running";
+  st.run.status = RunStatus::running;
   if (cfg.price) {
     st.run.price_micros_per_gpu_hour = cfg.price->micros_per_gpu_hour;
     st.run.price_source = cfg.price->source;
@@ -159,7 +159,7 @@ std::int64_t Supervisor::begin() {
   st.run.budget_micros = cfg.guard.budget_micros;
   const std::int64_t ago_ms = std::max<std::int64_t>(0, cfg.started_ago_ms);
   st.run.start_unix_ms = st.clock.unix_ms() - ago_ms;
-  st.run.energy_method = "none";
+  st.run.energy_method = RunEnergyMethod::none;
   for (unsigned idx : cfg.allocated)
     for (const auto& d : st.backend->devices())
       if (d.index == idx) st.run.gpus_allocated.push_back(d.uuid);
@@ -190,7 +190,7 @@ std::int64_t Supervisor::begin() {
 void Supervisor::start_failed(const Error& error) {
   guard::RunState& st = impl_->st;
   exited_ = true;
-  st.run.status = "failed";
+  st.run.status = RunStatus::failed;
   st.run.exit_code = error.kind == ErrorKind::not_found ? 127 : 126;
   st.run.end_unix_ms = st.clock.unix_ms();
   if (st.ledger) (void)st.ledger->update_run(st.run);
@@ -250,7 +250,7 @@ void Supervisor::on_time() {
   if (st.stopping && !st.killed && now >= st.kill_deadline_ns) {
     st.killed = true;
     st.runner.send_signal(st.pid, SIGKILL, true);
-    st.record_action("sigkill",
+    st.record_action(ActionKind::sigkill,
                      "the job did not exit within the grace period: sent SIGKILL to its process group", now,
                      st.spent(now, false));
   }
@@ -306,10 +306,10 @@ SessionOutcome Supervisor::finish() {
   if (st.cfg.attached) {
     // Not gpumeter's child: its exit status is unknown.
     st.run.exit_code.reset();
-    st.run.status = preempted           ? "preempted"
-                    : st.run.stopped_by ? "stopped"
-                    : m.detached        ? "detached"
-                                        : "finished";
+    st.run.status = preempted           ? RunStatus::preempted
+                    : st.run.stopped_by ? RunStatus::stopped
+                    : m.detached        ? RunStatus::detached
+                                        : RunStatus::finished;
   }
   for (auto* c : m.collaborators) c->on_finish();
   st.update_totals(st.end_ns);
@@ -323,7 +323,7 @@ SessionOutcome Supervisor::finish() {
             : 0u;
     st.run.unused_gpu_cost_micros = billed_cost(*st.cfg.price, st.run.billed_s, n_unused);
   }
-  if (m.catalog && st.run.energy_method != "none") {
+  if (m.catalog && st.run.energy_method != RunEnergyMethod::none) {
     if (auto c = estimate_carbon(st.run.energy_j / 3.6e6, *m.catalog, st.run.provider, st.run.region)) {
       st.run.co2_kg = c->co2_kg;
       st.run.carbon_source = c->intensity_source + (c->pue_source.empty() ? "" : ", PUE " + c->pue_source);

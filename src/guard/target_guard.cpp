@@ -55,13 +55,13 @@ TargetInputs target_inputs(double now_s, const std::optional<ProgressRecord>& la
 }
 
 ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings) {
-  return ActionRecord{run_id, 0, "target_set", 0,
+  return ActionRecord{run_id, 0, ActionKind::target_set, 0,
                       format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
 }
 
 std::optional<TargetSettings> target_of_actions(const std::vector<ActionRecord>& actions) {
   for (const auto& a : actions) {
-    if (a.kind != "target_set") continue;
+    if (a.kind != ActionKind::target_set) continue;
     std::string text = a.message;
     TargetSettings s;
     if (const auto at = text.find(" --target-stop"); at != std::string::npos) {
@@ -106,7 +106,8 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
   if (f.verdict != TargetVerdict::too_early &&
       std::find(announced_.begin(), announced_.end(), f.verdict) == announced_.end()) {
     announced_.push_back(f.verdict);
-    out.push_back({"target", "", spent_text + describe_target_forecast(settings_.target, f)});
+    out.push_back(
+        {ActionKind::target, std::nullopt, spent_text + describe_target_forecast(settings_.target, f)});
   }
   if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ ||
       forecast_intervals < min_intervals_)
@@ -119,7 +120,7 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
                              f.verdict == TargetVerdict::unreachable_within_budget;
   if (!beyond_steps && !beyond_budget) return out;
   stop_evidence_ = describe_target_forecast(settings_.target, f);
-  out.push_back({"stop_target", "target",
+  out.push_back({ActionKind::stop_target, StopReason::target,
                  spent_text + format_metric_target(settings_.target) +
                      (beyond_steps ? " is forecast unreachable within the planned steps: "
                                    : " is forecast unreachable within the budget: ") +

@@ -14,7 +14,7 @@ Result<TeamBudgetStatus> status_of(const Ledger& ledger, const BudgetRecord& b, 
   s.budget.value = kv.second;
   s.budget.period = b.period;
   s.budget.limit_micros = b.limit_micros;
-  GM_TRY(s.budget.period_start_unix_ms, period_start_unix_ms(b.period, now_unix_ms));
+  s.budget.period_start_unix_ms = period_start_unix_ms(b.period, now_unix_ms);
   GM_TRY(SelectorSpend spend, ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
   s.spent_micros = spend.spent_micros;
   s.runs = spend.runs;

@@ -178,13 +178,21 @@ double RunMeter::energy_j() const {
   return t;
 }
 
-std::string RunMeter::energy_method() const {
-  std::set<std::string> methods;
-  for (const auto& e : energy_) methods.insert(to_string(e.method()));
-  if (methods.empty()) return "none";
-  if (methods.size() == 1) return *methods.begin();
-  methods.erase("none");
-  return methods.size() == 1 ? *methods.begin() : "mixed";
+RunEnergyMethod RunMeter::energy_method() const {
+  std::set<EnergyMethod> methods;
+  for (const auto& e : energy_) methods.insert(e.method());
+  if (methods.size() > 1) methods.erase(EnergyMethod::none);
+  if (methods.empty()) return RunEnergyMethod::none;
+  if (methods.size() > 1) return RunEnergyMethod::mixed;
+  switch (*methods.begin()) {
+    case EnergyMethod::counter:
+      return RunEnergyMethod::counter;
+    case EnergyMethod::power_integration:
+      return RunEnergyMethod::power_integration;
+    case EnergyMethod::none:
+      break;
+  }
+  return RunEnergyMethod::none;
 }
 
 std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples) {

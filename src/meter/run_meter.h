@@ -110,8 +110,9 @@ class RunMeter {
   std::vector<std::string> used_uuids() const;
   std::vector<std::string> allocated_uuids() const;
   double energy_j() const;
-  /// "counter", "power_integration", "mixed" or "none".
-  std::string energy_method() const;
+  /// The method of every allocated GPU; mixed where they differ (GPUs without energy aside), none without
+  /// any.
+  RunEnergyMethod energy_method() const;
   /// Latest sample per allocated GPU (for the live status).
   const std::vector<DeviceSample>& latest() const { return latest_; }
 

@@ -93,9 +93,10 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
                                static_cast<double>(s->ms) / 1000);
   }
   for (const auto& a : in.actions) {
-    marks.push_back({{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", a.kind}});
+    marks.push_back(
+        {{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", text_of(a.kind)}});
     if (said.size() < 4)
-      said.push_back(fmt::format("{} at {:.1f} s", a.kind, static_cast<double>(a.t_ms) / 1000));
+      said.push_back(fmt::format("{} at {:.1f} s", text_of(a.kind), static_cast<double>(a.t_ms) / 1000));
   }
   std::string note;
   if (!said.empty()) {
@@ -151,12 +152,12 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                      fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(), r.gpu_model)});
   summary.push_back({"idle cost (used GPUs)", format_micros(r.idle_cost_micros)});
   summary.push_back({"unused allocated GPUs", format_micros(r.unused_gpu_cost_micros)});
-  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, r.energy_method)});
+  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, text_of(r.energy_method))});
   summary.push_back(
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
   if (r.budget_micros) summary.push_back({"budget", format_micros(*r.budget_micros)});
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
-  if (r.status == "preempted") summary.push_back({"preemption", describe_status(r)});
+  if (r.status == RunStatus::preempted) summary.push_back({"preemption", describe_status(r)});
   if (r.last_checkpoint_ms)
     summary.push_back(
         {"last checkpoint",
@@ -194,7 +195,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     const MicroUsd waste = waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros);
     const double rate =
         usd_per_hour_of_gpus(r.price_micros_per_gpu_hour, static_cast<double>(r.gpus_allocated.size()));
-    const bool failed = r.status == "failed" || r.status == "interrupted" || r.status == "preempted";
+    const bool failed = r.status == RunStatus::failed || r.status == RunStatus::interrupted ||
+                        r.status == RunStatus::preempted;
     spec["cards"] = json::array(
         {{{"label", "cost"}, {"value", format_micros(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
@@ -455,7 +457,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (!in.actions.empty()) {
     json rows = json::array();
     for (const auto& a : in.actions)
-      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), a.kind,
+      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), text_of(a.kind),
                       format_micros(a.cost_micros), a.message});
     tables.push_back(
         {{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
@@ -561,7 +563,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
                     format_duration_s(r.wall_s), format_micros(r.cost_micros), format_micros(r.waste_micros),
-                    r.status_text.empty() ? r.status : r.status_text, r.command});
+                    r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text, r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},
         {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},

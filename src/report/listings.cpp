@@ -24,7 +24,7 @@ std::string render_runs_json(const std::vector<RunRecord>& runs) {
                    {"labels", r.labels},
                    {"start_unix_ms", r.start_unix_ms},
                    {"end_unix_ms", json_or_null(r.end_unix_ms)},
-                   {"status", r.status},
+                   {"status", text_of(r.status)},
                    {"status_text", describe_status(r)},
                    {"exit_code", json_or_null(r.exit_code)},
                    {"stopped_by", json_or_null(r.stopped_by)},
@@ -65,7 +65,7 @@ std::string render_budgets_json(const std::vector<TeamBudgetStatus>& statuses) {
   for (const auto& s : statuses)
     arr.push_back(
         {{"selector", s.budget.selector},
-         {"per", s.budget.period},
+         {"per", text_of(s.budget.period)},
          {"limit_usd", micros_to_usd(s.budget.limit_micros)},
          {"spent_usd", micros_to_usd(s.spent_micros)},
          {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
@@ -81,7 +81,7 @@ std::string render_budgets_text(const std::vector<TeamBudgetStatus>& statuses) {
                                  "SPENT", "REMAINING", "RUNS", "LIVE");
   for (const auto& s : statuses)
     out += fmt::sprintf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
-                        s.budget.period.c_str(), format_usd(micros_to_usd(s.budget.limit_micros)).c_str(),
+                        text_of(s.budget.period), format_usd(micros_to_usd(s.budget.limit_micros)).c_str(),
                         format_usd(micros_to_usd(s.spent_micros)).c_str(),
                         format_micros(budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
                         static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));

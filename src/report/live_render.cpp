@@ -146,7 +146,7 @@ nlohmann::json live_started_json(pid_t pid, std::int64_t run_id, const std::stri
 
 nlohmann::json live_action_json(const ActionRecord& a) {
   return {{"type", "action"},
-          {"kind", a.kind},
+          {"kind", text_of(a.kind)},
           {"message", a.message},
           {"t_s", static_cast<double>(a.t_ms) / 1000.0},
           {"spent_usd", micros_to_usd(a.cost_micros)}};
@@ -158,7 +158,7 @@ nlohmann::json live_cell_json(const CellRecord& c) {
                    {"start_s", static_cast<double>(c.start_ms) / 1000.0},
                    {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
                    {"cost_usd", micros_to_usd(c.cost_micros)},
-                   {"status", c.status},
+                   {"status", text_of(c.status)},
                    {"source", c.source}};
   j["util_pct"] = c.utilization_pct ? nlohmann::json(round_to(*c.utilization_pct, 0.1)) : nlohmann::json();
   return j;

@@ -190,7 +190,8 @@ std::string group_key(const RunSummary& r, const GroupBy& by) {
 void add_run(GroupTotals& g, const RunSummary& r) {
   ++g.runs;
   if (r.stopped_by) ++g.stopped_runs;
-  if (r.status == "interrupted" || (!r.stopped_by && r.exit_code && *r.exit_code != 0)) ++g.failed_runs;
+  if (r.status == RunStatus::interrupted || (!r.stopped_by && r.exit_code && *r.exit_code != 0))
+    ++g.failed_runs;
   g.wall_s += static_cast<double>(r.wall_ms) / 1000.0;
   g.gpu_hours += static_cast<double>(r.billed_s) * static_cast<double>(r.gpus_allocated) / 3600.0;
   g.cost_micros += r.cost_micros;
@@ -392,7 +393,7 @@ std::string render_multi_text(const MultiReport& rep) {
           format_duration_s(r.wall_s),
           format_usd(micros_to_usd(r.cost_micros)),
           format_usd(micros_to_usd(r.waste_micros)),
-          r.status_text.empty() ? r.status : r.status_text,
+          r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text,
           shorten_middle(r.command, 48)};
       if (rep.target)
         cells.insert(cells.begin() + 7,
@@ -443,8 +444,8 @@ std::string render_multi_json(const MultiReport& rep) {
          {"wall_s", r.wall_s},
          {"cost_usd", micros_to_usd(r.cost_micros)},
          {"waste_usd", micros_to_usd(r.waste_micros)},
-         {"status", r.status},
-         {"status_text", r.status_text.empty() ? r.status : r.status_text},
+         {"status", text_of(r.status)},
+         {"status_text", r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text},
          {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
                                              : nlohmann::json(nullptr)}});
   j["findings"] = findings::to_json(multi_findings(rep));

@@ -73,7 +73,7 @@ struct TopRun {
   double wall_s = 0;
   MicroUsd cost_micros = 0;
   MicroUsd waste_micros = 0;
-  std::string status;
+  RunStatus status = RunStatus::running;
   std::optional<TargetHit> target_hit;  ///< when MultiOptions::target is set and the run reached it
   std::string status_text;              ///< describe_status(): "failed (exit 1)", "stopped by budget"
 };

@@ -180,8 +180,9 @@ std::vector<Finding> run_findings(const RunReport& r) {
   }
 
   // `gpumeter attach` recorded idle GPUs with the job's memory held on them (a notebook kernel left open).
-  const bool idle_held = std::any_of(r.actions.begin(), r.actions.end(),
-                                     [](const ActionRecord& a) { return a.kind == "idle_gpus_held"; });
+  const bool idle_held = std::any_of(r.actions.begin(), r.actions.end(), [](const ActionRecord& a) {
+    return a.kind == ActionKind::idle_gpus_held;
+  });
   if (idle_held) {
     const GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
@@ -227,11 +228,11 @@ std::vector<Finding> run_findings(const RunReport& r) {
   // A spot job that went longer than its Young/Daly interval without a checkpoint (the supervisor's warning):
   // what a preemption at that moment would have thrown away.
   for (const auto& a : r.actions) {
-    if (a.kind != "no_recent_checkpoint") continue;
+    if (a.kind != ActionKind::no_recent_checkpoint) continue;
     MicroUsd since = 0;
     std::int64_t since_ms = 0;
     for (const auto& c : r.actions)
-      if (c.kind == "checkpoint" && c.t_ms <= a.t_ms) {
+      if (c.kind == ActionKind::checkpoint && c.t_ms <= a.t_ms) {
         since = c.cost_micros;
         since_ms = c.t_ms;
       }
@@ -239,7 +240,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
     Finding f;
     f.kind = "no_recent_checkpoint";
     f.severity = severity_of(at_risk, run.cost_micros);
-    if (f.severity == Severity::info && run.status == "preempted") f.severity = Severity::low;
+    if (f.severity == Severity::info && run.status == RunStatus::preempted) f.severity = Severity::low;
     f.at_stake_ns = (a.t_ms - since_ms) * 1'000'000;
     f.summary = fmt::format("the job went {} without a checkpoint on spot capacity ({} at risk)",
                             format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),

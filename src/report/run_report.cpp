@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cloud/cloud.h"
-#include "guard/gpu_match.h"
 #include "guard/session.h"
 #include "report/detail/run_activity.h"
 #include "report/detail/target_render.h"
@@ -79,10 +78,11 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   r.run = run;
   r.gpus = std::move(gpus);
   r.actions = std::move(actions);
-  // How the job was matched to its GPUs is kept with the actions (guard/gpu_match.h): a note of the report.
+  // How the job was matched to its GPUs is kept with the actions (ActionKind::gpu_match): a note of the
+  // report.
   for (const auto& a : r.actions)
-    if (a.kind == kGpuMatchNoteKind) r.notes.push_back(a.message);
-  std::erase_if(r.actions, [](const ActionRecord& a) { return a.kind == kGpuMatchNoteKind; });
+    if (a.kind == ActionKind::gpu_match) r.notes.push_back(a.message);
+  std::erase_if(r.actions, [](const ActionRecord& a) { return a.kind == ActionKind::gpu_match; });
   r.wall_s = static_cast<double>(run.wall_ms) / 1000.0;
   MicroUsd idle = 0;
   double busy_s = 0;
@@ -122,23 +122,24 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   // Steady state: the job's GPUs did work or it made a step. A run that ended (or is still running) before
   // either is all start-up: its utilization and memory so far say nothing about the job's steady state.
   const bool reached = r.startup.has_value() || first_step.has_value();
-  const bool ended_early = run.status == "stopped" || run.status == "failed" || run.status == "interrupted" ||
-                           run.status == "preempted" || run.status == "running" ||
-                           (run.status == "finished" && run.exit_code.value_or(0) != 0);
+  const bool ended_early = run.status == RunStatus::stopped || run.status == RunStatus::failed ||
+                           run.status == RunStatus::interrupted || run.status == RunStatus::preempted ||
+                           run.status == RunStatus::running ||
+                           (run.status == RunStatus::finished && run.exit_code.value_or(0) != 0);
   if (r.telemetry != "none" || first_step) r.steady_state = reached || !ended_early;
   if (r.steady_state == false) {
     r.notes.push_back(fmt::format(
         "the run {} before its first progress step and before its GPUs did work (utilization under {:.0f}%): "
         "its utilization and memory are start-up only; utilization findings, rightsizing and per-month "
         "figures are withheld",
-        run.status == "running" ? "is still" : "ended", kIdleUtilPct));
+        run.status == RunStatus::running ? "is still" : "ended", kIdleUtilPct));
   } else if (catalog) {
     r.rightsizing = rightsize(run, r.gpus, *catalog);
   }
   report_detail::add_run_mfu(r, catalog);
   r.serving = serving_kpis(run, inference);
   if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
-  if (run.status == "interrupted")
+  if (run.status == RunStatus::interrupted)
     r.notes.push_back(
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
         "second");
@@ -171,7 +172,8 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
       g.uuid = uuid;
       usage.push_back(g);
     }
-  if (run.status == "interrupted" && run.wall_ms == 0 && !samples.empty()) run.wall_ms = samples.back().t_ms;
+  if (run.status == RunStatus::interrupted && run.wall_ms == 0 && !samples.empty())
+    run.wall_ms = samples.back().t_ms;
   GM_TRY(auto cells, ledger.cells(run_id));
   auto report = build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
   report.cells = std::move(cells);
@@ -222,7 +224,7 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
 }
 
 std::string describe_status(const RunRecord& run) {
-  if (run.status == "preempted") {
+  if (run.status == RunStatus::preempted) {
     std::string s = "preempted";
     if (run.preemption_provider) {
       s += " (" + *run.preemption_provider + " notice";
@@ -233,18 +235,19 @@ std::string describe_status(const RunRecord& run) {
     }
     return s;
   }
-  if (run.status == "stopped" || run.stopped_by) return "stopped by " + run.stopped_by.value_or("gpumeter");
-  if (run.status == "running") return "running";
+  if (run.status == RunStatus::stopped || run.stopped_by)
+    return "stopped by " + run.stopped_by.value_or("gpumeter");
+  if (run.status == RunStatus::running) return "running";
   // `gpumeter attach`: the process was not gpumeter's child, its exit status is unknown.
-  if (run.status == "detached") return "detached (gpumeter stopped watching; the process went on)";
-  if (run.status == "finished" && !run.exit_code) return "ended";
-  if (run.status == "interrupted") {
+  if (run.status == RunStatus::detached) return "detached (gpumeter stopped watching; the process went on)";
+  if (run.status == RunStatus::finished && !run.exit_code) return "ended";
+  if (run.status == RunStatus::interrupted) {
     if (run.exit_code && *run.exit_code > 128)
       return "interrupted (" + signal_name(*run.exit_code - 128) + ")";
     return run.exit_code ? "interrupted" : "interrupted (gpumeter stopped recording)";
   }
   // "finished" is how ledgers before issue 19 recorded every run that ended by itself.
-  if (run.status == "failed" && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
+  if (run.status == RunStatus::failed && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
       run.wall_ms == 0)
     return fmt::format("could not start (exit {})", *run.exit_code);
   if (!run.exit_code || *run.exit_code == 0) return "succeeded";
@@ -256,7 +259,7 @@ std::string render_run_report_json(const RunReport& r) {
   const RunRecord& run = r.run;
   j["run_id"] = run.id;
   j["command"] = run.command;
-  j["status"] = run.status;
+  j["status"] = text_of(run.status);
   j["status_text"] = describe_status(run);
   j["telemetry"] = r.telemetry;
   j["exit_code"] = json_or_null(run.exit_code);
@@ -271,9 +274,9 @@ std::string render_run_report_json(const RunReport& r) {
   j["gpus_used"] = run.gpus_used;
   j["idle_cost_usd"] = r.idle_cost_usd;
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
-  j["energy_kwh"] =
-      run.energy_method == "none" ? nlohmann::json(nullptr) : nlohmann::json(run.energy_j / 3.6e6);
-  j["energy_method"] = run.energy_method;
+  j["energy_kwh"] = run.energy_method == RunEnergyMethod::none ? nlohmann::json(nullptr)
+                                                               : nlohmann::json(run.energy_j / 3.6e6);
+  j["energy_method"] = text_of(run.energy_method);
   j["co2_kg"] = json_or_null(run.co2_kg);
   j["co2_intensity_source"] =
       run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
@@ -321,7 +324,7 @@ std::string render_run_report_json(const RunReport& r) {
   nlohmann::json actions = nlohmann::json::array();
   for (const auto& a : r.actions)
     actions.push_back({{"t_s", static_cast<double>(a.t_ms) / 1000.0},
-                       {"kind", a.kind},
+                       {"kind", text_of(a.kind)},
                        {"cost_usd", micros_to_usd(a.cost_micros)},
                        {"message", a.message}});
   j["actions"] = actions;
@@ -334,7 +337,7 @@ std::string render_run_report_json(const RunReport& r) {
            {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
            {"cost_usd", micros_to_usd(c.cost_micros)},
            {"util_pct", c.utilization_pct ? nlohmann::json(*c.utilization_pct) : nlohmann::json()},
-           {"status", c.status},
+           {"status", text_of(c.status)},
            {"source", c.source}});
     j["cells"] = cells;
   }
@@ -413,10 +416,10 @@ std::string render_run_report_csv(const RunReport& r) {
   for (const auto& u : run.gpus_allocated) alloc += (alloc.empty() ? "" : " ") + u;
   for (const auto& u : run.gpus_used) used += (used.empty() ? "" : " ") + u;
   out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n",
-                     run.id, q(run.command), run.status, o(run.exit_code), run.stopped_by.value_or(""),
-                     r.wall_s, run.billed_s, micros_to_usd(run.cost_micros),
+                     run.id, q(run.command), text_of(run.status), o(run.exit_code),
+                     run.stopped_by.value_or(""), r.wall_s, run.billed_s, micros_to_usd(run.cost_micros),
                      micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source), q(alloc), q(used),
-                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, run.energy_method,
+                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, text_of(run.energy_method),
                      o(run.co2_kg), o(r.steps), o(r.total_steps), o(run.forecast_cost_usd));
   return out;
 }
@@ -449,8 +452,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                    run.gpus_used.size());
   o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));
   o += fmt::format("  unused GPUs     {}\n", format_usd(r.unused_gpu_cost_usd));
-  if (run.energy_method != "none")
-    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, run.energy_method);
+  if (run.energy_method != RunEnergyMethod::none)
+    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, text_of(run.energy_method));
   else
     o += "  energy          not available (no energy counter or power readings)\n";
   if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
@@ -527,8 +530,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  last metrics    {}\n", m);
   }
   if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
-  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(),
-                                         [](const ActionRecord& a) { return a.kind == "checkpoint"; });
+  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(), [](const ActionRecord& a) {
+    return a.kind == ActionKind::checkpoint;
+  });
   if (run.last_checkpoint_ms)
     o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
                      format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
@@ -538,9 +542,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
         run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
   if (r.target) o += report::detail::target_text(*r.target);
   for (const auto& a : r.actions)
-    if (a.kind != "checkpoint")
-      o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0, a.kind,
-                       format_usd(micros_to_usd(a.cost_micros)), a.message);
+    if (a.kind != ActionKind::checkpoint)
+      o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0,
+                       text_of(a.kind), format_usd(micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(

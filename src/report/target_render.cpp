@@ -30,7 +30,7 @@ std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
   o.history = tracker.history();
   o.points = tracker.points();
   for (const auto& a : actions)
-    if (a.kind == "stop_target") o.stop_evidence = a.message;
+    if (a.kind == ActionKind::stop_target) o.stop_evidence = a.message;
   return o;
 }
 

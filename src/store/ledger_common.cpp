@@ -149,17 +149,21 @@ Result<std::pair<std::string, std::string>> parse_selector(const std::string& se
   return std::make_pair(key, selector.substr(eq + 1));
 }
 
-Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_t now_unix_ms) {
+std::int64_t period_start_unix_ms(BudgetPeriod period, std::int64_t now_unix_ms) {
   const std::int64_t day_ms = 86'400'000;
   const std::int64_t days = (now_unix_ms >= 0 ? now_unix_ms : now_unix_ms - day_ms + 1) / day_ms;
-  if (period == "day") return days * day_ms;
-  if (period == "week") {
-    // 1970-01-01 was a Thursday: Monday-based weekday = (days + 3) mod 7.
-    const std::int64_t weekday = ((days + 3) % 7 + 7) % 7;
-    return (days - weekday) * day_ms;
+  switch (period) {
+    case BudgetPeriod::day:
+      return days * day_ms;
+    case BudgetPeriod::week: {
+      // 1970-01-01 was a Thursday: Monday-based weekday = (days + 3) mod 7.
+      const std::int64_t weekday = ((days + 3) % 7 + 7) % 7;
+      return (days - weekday) * day_ms;
+    }
+    case BudgetPeriod::month:
+      break;
   }
-  if (period == "month") return month_start_unix_ms(days * day_ms);
-  return make_error(ErrorKind::usage, "--per '" + period + "': expected day, week or month");
+  return month_start_unix_ms(days * day_ms);
 }
 
 bool run_matches(const RunRecord& run, const std::string& key, const std::string& value) {

@@ -185,7 +185,8 @@ class PgLedger final : public Ledger {
     GM_TRY(Rows r, query(select_sql<RunsTable>(kPostgres, "id=$1"), &p, "select run"));
     if (r.count() == 0)
       return make_error(ErrorKind::not_found, "no run " + std::to_string(id) + " in " + location_);
-    return fix_status(read_row<RunsTable>(r));
+    GM_TRY(RunRecord run, read_row<RunsTable>(r));
+    return fix_status(std::move(run));
   }
 
   Result<RunRecord> last_run() const override {
@@ -200,7 +201,8 @@ class PgLedger final : public Ledger {
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
-      out.push_back(fix_status(read_row<RunsTable>(r)));
+      GM_TRY(RunRecord run, read_row<RunsTable>(r));
+      out.push_back(fix_status(std::move(run)));
     }
     return out;
   }
@@ -211,8 +213,9 @@ class PgLedger final : public Ledger {
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
-      out.push_back(read_row<RunSummaryView>(r));
-      if (out.back().status == "running") {  // live, or its meter died: the run's own read decides
+      GM_TRY(RunSummary summary, read_row<RunSummaryView>(r));
+      out.push_back(std::move(summary));
+      if (out.back().status == RunStatus::running) {  // live, or its meter died: the run's own read decides
         GM_TRY(RunRecord full, run(out.back().id));
         out.back() = summarize(full);
       }
@@ -340,12 +343,13 @@ class PgLedger final : public Ledger {
   }
 
   template <class Tbl>
-  static std::vector<typename Tbl::Record> read_rows(Rows& r) {
+  static Result<std::vector<typename Tbl::Record>> read_rows(Rows& r) {
     std::vector<typename Tbl::Record> out;
     out.reserve(static_cast<std::size_t>(r.count()));
     for (int i = 0; i < r.count(); ++i) {
       r.at(i);
-      out.push_back(read_row<Tbl>(r));
+      GM_TRY(auto row, read_row<Tbl>(r));
+      out.push_back(std::move(row));
     }
     return out;
   }
@@ -473,8 +477,8 @@ class PgLedger final : public Ledger {
   }
 
   RunRecord fix_status(RunRecord r) const {
-    if (r.status == "running" && meter_is_dead(r)) {
-      r.status = "interrupted";
+    if (r.status == RunStatus::running && meter_is_dead(r)) {
+      r.status = RunStatus::interrupted;
       Params p;
       p.bind(1, r.id);
       auto rows = query("SELECT max(t_ms), sum(cost_micros), sum(energy_j) FROM samples WHERE run_id=$1", &p,

@@ -262,7 +262,8 @@ class SqliteLedger final : public Ledger {
     if (rc == SQLITE_DONE)
       return make_error(ErrorKind::not_found, "no run " + std::to_string(id) + " in " + path_);
     if (rc != SQLITE_ROW) return err("select run");
-    return fix_status(read_row<RunsTable>(s));
+    GM_TRY(RunRecord r, read_row<RunsTable>(s));
+    return fix_status(std::move(r));
   }
 
   Result<RunRecord> last_run() const override {
@@ -274,7 +275,8 @@ class SqliteLedger final : public Ledger {
 
   Result<std::vector<RunRecord>> runs(const RunFilter& filter) const override {
     return each_run<RunRecord>(select_columns_, filter, [&](const Stmt& s) -> Result<RunRecord> {
-      return fix_status(read_row<RunsTable>(s));
+      GM_TRY(RunRecord r, read_row<RunsTable>(s));
+      return fix_status(std::move(r));
     });
   }
 
@@ -282,8 +284,8 @@ class SqliteLedger final : public Ledger {
     const std::string columns =
         column_list(RunSummaryView::info, store::detail::columns<RunSummaryView>(), true);
     return each_run<RunSummary>(columns, filter, [&](const Stmt& s) -> Result<RunSummary> {
-      RunSummary r = read_row<RunSummaryView>(s);
-      if (r.status != "running") return r;
+      GM_TRY(RunSummary r, read_row<RunSummaryView>(s));
+      if (r.status != RunStatus::running) return r;
       GM_TRY(RunRecord full, run(r.id));  // live, or its meter died: the run's own read decides
       return summarize(full);
     });
@@ -360,7 +362,10 @@ class SqliteLedger final : public Ledger {
     }
     s.bind_all(values);
     int rc;
-    while ((rc = s.step()) == SQLITE_ROW) out.push_back(read_row<Tbl>(s));
+    while ((rc = s.step()) == SQLITE_ROW) {
+      GM_TRY(auto row, read_row<Tbl>(s));
+      out.push_back(std::move(row));
+    }
     if (rc != SQLITE_DONE) return err(std::string("select ") + Tbl::info.name);
     return out;
   }
@@ -438,8 +443,8 @@ class SqliteLedger final : public Ledger {
     return e;
   }
   RunRecord fix_status(RunRecord r) const {
-    if (r.status == "running" && meter_is_dead(r)) {
-      r.status = "interrupted";
+    if (r.status == RunStatus::running && meter_is_dead(r)) {
+      r.status = RunStatus::interrupted;
       include_committed_samples(r);
     }
     return r;

@@ -11,10 +11,165 @@
 #include <string>
 #include <vector>
 
+#include "util/enum_text.h"
 #include "util/money.h"
 #include "util/result.h"
 
 namespace gm {
+
+// The ledger's closed sets of words, each an enum with its text table (util/enum_text.h: text_of, value_of,
+// parse_enum). The text is what the ledger stores and JSON shows; library code compares the enums.
+
+/// Where a run stands: running until it ends, then how it ended.
+enum class RunStatus {
+  running,
+  succeeded,    ///< exit status 0
+  failed,       ///< a non-zero exit status (or the job could not be started)
+  stopped,      ///< gpumeter stopped it (RunRecord::stopped_by says why)
+  preempted,    ///< the provider took the machine
+  interrupted,  ///< killed by a signal, or its gpumeter died
+  finished,     ///< an attached process ended (its exit status unknown); every self-ended run before issue 19
+  detached,     ///< gpumeter stopped watching an attached process, which went on
+};
+inline constexpr EnumText<RunStatus> kRunStatusTexts[] = {
+    {RunStatus::running, "running"},     {RunStatus::succeeded, "succeeded"},
+    {RunStatus::failed, "failed"},       {RunStatus::stopped, "stopped"},
+    {RunStatus::preempted, "preempted"}, {RunStatus::interrupted, "interrupted"},
+    {RunStatus::finished, "finished"},   {RunStatus::detached, "detached"}};
+constexpr const auto& enum_table(RunStatus) {
+  return kRunStatusTexts;
+}
+
+/// Why gpumeter stopped a run (RunRecord::stopped_by holds its text, or a scheduler's own reason).
+enum class StopReason { budget, forecast, idle, target, preemption };
+inline constexpr EnumText<StopReason> kStopReasonTexts[] = {{StopReason::budget, "budget"},
+                                                            {StopReason::forecast, "forecast"},
+                                                            {StopReason::idle, "idle"},
+                                                            {StopReason::target, "target"},
+                                                            {StopReason::preemption, "preemption"}};
+constexpr const auto& enum_table(StopReason) {
+  return kStopReasonTexts;
+}
+
+/// How a run's energy was measured (over its GPUs; a GPU's own method is gpu's EnergyMethod).
+enum class RunEnergyMethod {
+  not_recorded,       ///< "": not reported (a run still starting; record-job without --energy-j)
+  counter,            ///< NVML's energy counter on every GPU
+  power_integration,  ///< power readings integrated over time on every GPU
+  mixed,              ///< some GPUs one way, some the other
+  none,               ///< no GPU had an energy reading
+  agent,              ///< the agent's figure, recorded by record-job
+};
+inline constexpr EnumText<RunEnergyMethod> kRunEnergyMethodTexts[] = {
+    {RunEnergyMethod::not_recorded, ""},
+    {RunEnergyMethod::counter, "counter"},
+    {RunEnergyMethod::power_integration, "power_integration"},
+    {RunEnergyMethod::mixed, "mixed"},
+    {RunEnergyMethod::none, "none"},
+    {RunEnergyMethod::agent, "agent"}};
+constexpr const auto& enum_table(RunEnergyMethod) {
+  return kRunEnergyMethodTexts;
+}
+
+/// What a recorded action (a guard decision, a signal, a note kept with the run) is.
+enum class ActionKind {
+  warn,           ///< a budget threshold was crossed
+  stop_budget,    ///< the budget (the run's or a team's) is reached: the job is stopped
+  stop_forecast,  ///< the forecast exceeds the budget: the job is stopped
+  stop_idle,      ///< every GPU idle for --max-idle: the job is stopped
+  stop_target,    ///< the metric target is forecast unreachable: the job is stopped
+  target,         ///< a target forecast verdict
+  target_set,     ///< the run's metric target settings
+  sigterm,        ///< signals sent to the job
+  sigint,
+  sighup,
+  sigquit,
+  sigkill,
+  sigusr1,
+  sigusr2,
+  signal,                ///< a signal given by number (--stop-signal 12)
+  preemption_warning,    ///< the provider announced a preemption
+  preempted,             ///< the machine was taken
+  checkpoint,            ///< the job wrote a checkpoint
+  no_recent_checkpoint,  ///< no checkpoint for longer than the expected interval on spot capacity
+  idle_gpus_held,        ///< idle GPUs whose memory the job holds
+  budget,                ///< the budget was changed (an attached session's control datagram)
+  gpu_match,             ///< a note on how the job's GPUs were matched
+};
+inline constexpr EnumText<ActionKind> kActionKindTexts[] = {
+    {ActionKind::warn, "warn"},
+    {ActionKind::stop_budget, "stop_budget"},
+    {ActionKind::stop_forecast, "stop_forecast"},
+    {ActionKind::stop_idle, "stop_idle"},
+    {ActionKind::stop_target, "stop_target"},
+    {ActionKind::target, "target"},
+    {ActionKind::target_set, "target_set"},
+    {ActionKind::sigterm, "sigterm"},
+    {ActionKind::sigint, "sigint"},
+    {ActionKind::sighup, "sighup"},
+    {ActionKind::sigquit, "sigquit"},
+    {ActionKind::sigkill, "sigkill"},
+    {ActionKind::sigusr1, "sigusr1"},
+    {ActionKind::sigusr2, "sigusr2"},
+    {ActionKind::signal, "signal"},
+    {ActionKind::preemption_warning, "preemption_warning"},
+    {ActionKind::preempted, "preempted"},
+    {ActionKind::checkpoint, "checkpoint"},
+    {ActionKind::no_recent_checkpoint, "no_recent_checkpoint"},
+    {ActionKind::idle_gpus_held, "idle_gpus_held"},
+    {ActionKind::budget, "budget"},
+    {ActionKind::gpu_match, "gpu_match"}};
+constexpr const auto& enum_table(ActionKind) {
+  return kActionKindTexts;
+}
+
+/// How a notebook cell ended.
+enum class CellStatus {
+  ok,
+  error,
+  interrupted,
+  refused,     ///< the extension refused to run it (over the budget)
+  unfinished,  ///< still running when the session ended
+};
+/// The statuses a cell's end datagram may give (all but unfinished, which only gpumeter records).
+inline constexpr EnumText<CellStatus> kCellEndTexts[] = {{CellStatus::ok, "ok"},
+                                                         {CellStatus::error, "error"},
+                                                         {CellStatus::interrupted, "interrupted"},
+                                                         {CellStatus::refused, "refused"}};
+inline constexpr EnumText<CellStatus> kCellStatusTexts[] = {{CellStatus::ok, "ok"},
+                                                            {CellStatus::error, "error"},
+                                                            {CellStatus::interrupted, "interrupted"},
+                                                            {CellStatus::refused, "refused"},
+                                                            {CellStatus::unfinished, "unfinished"}};
+constexpr const auto& enum_table(CellStatus) {
+  return kCellStatusTexts;
+}
+
+/// The calendar period (UTC) a budget covers.
+enum class BudgetPeriod {
+  day,
+  week,  ///< from Monday
+  month,
+};
+inline constexpr EnumText<BudgetPeriod> kBudgetPeriodTexts[] = {
+    {BudgetPeriod::day, "day"}, {BudgetPeriod::week, "week"}, {BudgetPeriod::month, "month"}};
+constexpr const auto& enum_table(BudgetPeriod) {
+  return kBudgetPeriodTexts;
+}
+
+// JSON shows these enums' text (text_of), never their number: a JSON value made of one does not compile.
+template <class J>
+void to_json(J&, RunStatus) = delete;
+template <class J>
+void to_json(J&, StopReason) = delete;
+template <class J>
+void to_json(J&, RunEnergyMethod) = delete;
+template <class J>
+void to_json(J&, ActionKind) = delete;
+template <class J>
+void to_json(J&, CellStatus) = delete;
+template <class J>
+void to_json(J&, BudgetPeriod) = delete;
 
 /// One metered run (`gpumeter run`).
 struct RunRecord {
@@ -25,9 +180,10 @@ struct RunRecord {
   std::map<std::string, std::string> labels;  ///< --label k=v
   std::int64_t start_unix_ms = 0;
   std::optional<std::int64_t> end_unix_ms;  ///< nullopt while running or when interrupted
-  std::string status = "running";  ///< running | succeeded | failed | stopped | preempted | interrupted
+  RunStatus status = RunStatus::running;
   std::optional<int> exit_code;
-  std::optional<std::string> stopped_by;  ///< "budget" | "forecast" | "idle"
+  /// text_of(StopReason) when gpumeter stopped it; a scheduler's reason from record-job ("slurm:TIMEOUT")
+  std::optional<std::string> stopped_by;
   MicroUsd price_micros_per_gpu_hour = 0;
   std::string price_source;
   std::string provider;
@@ -46,7 +202,7 @@ struct RunRecord {
   MicroUsd idle_cost_micros = 0;
   MicroUsd unused_gpu_cost_micros = 0;
   double energy_j = 0;
-  std::string energy_method;
+  RunEnergyMethod energy_method = RunEnergyMethod::not_recorded;
   std::optional<double> co2_kg;
   std::string carbon_source;
   std::optional<double> forecast_cost_usd;
@@ -111,7 +267,7 @@ struct ProgressRecord {
 struct ActionRecord {
   std::int64_t run_id = 0;
   std::int64_t t_ms = 0;
-  std::string kind;  ///< "warn", "stop_budget", "stop_forecast", "stop_idle", "sigterm", "sigkill", ...
+  ActionKind kind = ActionKind::warn;
   MicroUsd cost_micros = 0;
   std::string message;
 };
@@ -151,8 +307,8 @@ struct CellRecord {
   std::int64_t end_ms = 0;
   MicroUsd cost_micros = 0;               ///< spend between the cell's start and end
   std::optional<double> utilization_pct;  ///< mean utilization of the allocated GPUs during the cell
-  std::string status;                     ///< ok | error | interrupted | refused
-  std::string source;                     ///< the cell's first line
+  CellStatus status = CellStatus::ok;
+  std::string source;  ///< the cell's first line
 };
 
 /// Per-minute rollups summed per run and time bucket (what the multi-run report reads).
@@ -174,7 +330,7 @@ struct RunSummary {
   std::string host;
   std::map<std::string, std::string> labels;
   std::int64_t start_unix_ms = 0;
-  std::string status = "running";  ///< as RunRecord::status (a run whose meter died reads as interrupted)
+  RunStatus status = RunStatus::running;  ///< as RunRecord::status (a run whose meter died: interrupted)
   std::optional<int> exit_code;
   std::optional<std::string> stopped_by;
   std::string gpu_model;
@@ -203,7 +359,7 @@ struct RunFilter {
 struct BudgetRecord {
   std::string selector;  ///< "team=nlp", "project=x", "user=alice" (user and host match those columns)
   MicroUsd limit_micros = 0;
-  std::string period = "month";  ///< day | week (from Monday) | month
+  BudgetPeriod period = BudgetPeriod::month;
   std::int64_t updated_unix_ms = 0;
 };
 
@@ -236,8 +392,8 @@ struct ImportOutcome {
 /// `_ . - /`).
 Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector,
                                                            const std::string& what);
-/// Start (unix ms, UTC) of the budget period `period` (day | week | month) containing `now_unix_ms`.
-Result<std::int64_t> period_start_unix_ms(const std::string& period, std::int64_t now_unix_ms);
+/// Start (unix ms, UTC) of the budget period `period` containing `now_unix_ms`.
+std::int64_t period_start_unix_ms(BudgetPeriod period, std::int64_t now_unix_ms);
 /// True when a run's labels (or its user / host for those keys) match the selector key=value.
 bool run_matches(const RunRecord& run, const std::string& key, const std::string& value);
 /// True for a PostgreSQL location (postgresql:// or postgres://, or libpq key=value with `dbname=`).

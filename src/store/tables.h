@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "store/detail.h"
+#include "util/enum_text.h"
+#include "util/result.h"
 
 namespace gm::store::detail {
 
@@ -393,20 +395,23 @@ void bind_value(S& s, int i, const T& v) {
     s.bind(i, static_cast<double>(v));
   } else if constexpr (std::is_same_v<T, std::string>) {
     s.bind(i, v);
+  } else if constexpr (std::is_enum_v<T>) {
+    s.bind(i, std::string(text_of(v)));
   } else {
     s.bind(i, json_of(v));
   }
 }
 
-/// Reads column `c` into a field. `S` has is_null, i64, f64, text and view (valid until the next row).
+/// Reads column `c` into a field. `S` has is_null, i64, f64, text and view (valid until the next row). A text
+/// no value of an enum field has leaves the field as it was and sets `bad` (the row's first such column).
 template <class S, class T>
-void read_value(const S& s, int c, T& out) {
+void read_value(const S& s, int c, T& out, const char* column, std::optional<Error>& bad) {
   if constexpr (is_optional<T>::value) {
     if (s.is_null(c)) {
       out.reset();
     } else {
       typename T::value_type v{};
-      read_value(s, c, v);
+      read_value(s, c, v, column, bad);
       out = std::move(v);
     }
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -417,6 +422,12 @@ void read_value(const S& s, int c, T& out) {
     out = s.f64(c);
   } else if constexpr (std::is_same_v<T, std::string>) {
     out = s.text(c);
+  } else if constexpr (std::is_enum_v<T>) {
+    auto v = parse_enum<T>(s.view(c), std::string("column ") + column + " holds", ErrorKind::unavailable);
+    if (v)
+      out = *v;
+    else if (!bad)
+      bad = v.error();
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     out = parse_string_list(s.view(c));
   } else if constexpr (std::is_same_v<T, std::map<std::string, std::string>>) {
@@ -435,13 +446,20 @@ void bind_row(S& s, const typename Tbl::Record& x, int first = 1) {
   Tbl::fields(x, [&](const char*, const auto& v, bool = false) { bind_value(s, i++, v); });
 }
 
-/// Reads a row selected with select_sql<Tbl> (the runs' id first).
+/// Reads a row selected with select_sql<Tbl> (the runs' id first). An error naming the table, the row and
+/// the column when an enum column holds a text no value has (a newer gpumeter's word, an edited ledger).
 template <class Tbl, class S>
-typename Tbl::Record read_row(const S& s) {
+Result<typename Tbl::Record> read_row(const S& s) {
   typename Tbl::Record x{};
   int c = 0;
   if constexpr (Tbl::info.key == RowKey::id) x.id = s.i64(c++);
-  Tbl::fields(x, [&](const char*, auto& v, bool = false) { read_value(s, c++, v); });
+  std::optional<Error> bad;
+  Tbl::fields(x, [&](const char* name, auto& v, bool = false) { read_value(s, c++, v, name, bad); });
+  if (bad) {
+    std::string where = std::string("ledger table ") + Tbl::info.name;
+    if constexpr (Tbl::info.key == RowKey::id) where += " row " + std::to_string(x.id);
+    return make_error(bad->kind, where + ": " + bad->message + " (written by a newer gpumeter?)");
+  }
   return x;
 }
 

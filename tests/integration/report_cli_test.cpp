@@ -1,6 +1,7 @@
 // `gpumeter report` (many runs) and `gpumeter compare` through the real binary over a SQLite ledger
 // written with the store API: exact totals per group, the gate's exit codes, and bad input.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include <nlohmann/json.hpp>
 
@@ -40,7 +41,7 @@ std::int64_t add_run(Ledger& l, const std::string& user, const std::string& team
   auto id = l.begin_run(r);
   EXPECT_TRUE(id.ok()) << id.error().message;
   r.id = *id;
-  r.status = "finished";
+  r.status = RunStatus::finished;
   r.exit_code = 0;
   r.end_unix_ms = start_ms + billed_s * 1000;
   r.wall_ms = billed_s * 1000;
@@ -231,6 +232,26 @@ TEST_F(ReportCliIntegrationTest, RunPageInputComesFromTheLedger) {
   auto unknown = test::run_gpumeter(f.args({"report", "4242", "--html", out}));
   EXPECT_EQ(unknown.exit_code, 4);
   EXPECT_NE(unknown.err.find("no run 4242"), std::string::npos) << unknown.err;
+}
+
+TEST_F(ReportCliIntegrationTest, UnknownRunStatusInTheLedgerIsAClearError) {
+  // A status this gpumeter has no word for (a newer gpumeter's, an edited row): exit 5 naming the run, the
+  // word and the valid ones; never a crash or a guessed status.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(f.ledger_path.c_str(), &db), SQLITE_OK);
+  const std::string sql = "UPDATE runs SET status='paused' WHERE id=" + std::to_string(c);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  for (const auto& args : {std::vector<std::string>{"runs"}, std::vector<std::string>{"runs", "--json"},
+                           std::vector<std::string>{"report", "--since", "2024-10-01"}}) {
+    auto r = test::run_gpumeter(f.args(args));
+    EXPECT_EQ(r.exit_code, 5) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("runs row " + std::to_string(c) +
+                         ": column status holds 'paused' is not one of running, "
+                         "succeeded"),
+              std::string::npos)
+        << r.err;
+  }
 }
 
 }  // namespace

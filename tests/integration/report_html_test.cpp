@@ -200,7 +200,7 @@ RunHtmlInput sample_run() {
   r.command = "python train.py";
   r.user = "ana";
   r.host = "node1";
-  r.status = "finished";
+  r.status = RunStatus::finished;
   r.price_micros_per_gpu_hour = 3'600'000'000;
   r.price_source = "--price";
   r.gpus_allocated = {"GPU-a", "GPU-b"};
@@ -214,7 +214,7 @@ RunHtmlInput sample_run() {
   r.idle_cost_micros = 12'000'000;
   r.unused_gpu_cost_micros = 60'000'000;
   r.energy_j = 30'000;
-  r.energy_method = "counter";
+  r.energy_method = RunEnergyMethod::counter;
   r.forecast_cost_usd = 400;
   for (int t = 1; t <= 60; ++t)
     for (unsigned g = 0; g < 2; ++g) {
@@ -241,7 +241,7 @@ RunHtmlInput sample_run() {
   }
   ActionRecord a;
   a.t_ms = 30'000;
-  a.kind = "warn";
+  a.kind = ActionKind::warn;
   a.cost_micros = 60'000'000;
   a.message = "spent 40% of the budget <&>";
   in.actions.push_back(a);
@@ -352,7 +352,8 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
     b.util_sum_pct = 3600.0 * (30 + h % 50);
     rep.timeline.push_back(b);
   }
-  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0, "succeeded", std::nullopt, "succeeded"});
+  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0,
+                                RunStatus::succeeded, std::nullopt, "succeeded"});
   auto html = render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;

@@ -52,7 +52,7 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   s.on_detach();
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.run.status, "stopped");
+  EXPECT_EQ(out.run.status, RunStatus::stopped);
   EXPECT_FALSE(out.run.exit_code) << "no exit status for a process gpumeter did not start";
   EXPECT_EQ(out.run.budget_micros, 40 * kMicrosPerUsd);
 }
@@ -76,19 +76,19 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   EXPECT_EQ(sink.cells[0].cost_micros, 2'500'000) << "2.5 s at $1/s";
   EXPECT_EQ(sink.cells[0].start_ms, 1500);
   EXPECT_EQ(sink.cells[0].end_ms, 4000);
-  EXPECT_EQ(sink.cells[0].status, "interrupted");
+  EXPECT_EQ(sink.cells[0].status, CellStatus::interrupted);
   EXPECT_EQ(sink.cells[0].source, "model.fit(x)");
   ASSERT_TRUE(sink.cells[0].utilization_pct);
   EXPECT_DOUBLE_EQ(*sink.cells[0].utilization_pct, 80.0);
-  EXPECT_EQ(sink.cells[1].status, "refused");
+  EXPECT_EQ(sink.cells[1].status, CellStatus::refused);
   EXPECT_EQ(sink.cells[1].cost_micros, 0);
   run_until(s, clock, 6.0);
   s.on_exit(0);
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitOk);
-  EXPECT_EQ(out.run.status, "finished");
+  EXPECT_EQ(out.run.status, RunStatus::finished);
   ASSERT_EQ(out.cells.size(), 3u) << "a cell still open at the end is recorded unfinished";
-  EXPECT_EQ(out.cells[2].status, "unfinished");
+  EXPECT_EQ(out.cells[2].status, CellStatus::unfinished);
   EXPECT_EQ(out.run.cost_micros, 6'000'000);
 }
 
@@ -109,7 +109,7 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
-  EXPECT_EQ(out.run.status, "detached");
+  EXPECT_EQ(out.run.status, RunStatus::detached);
   EXPECT_EQ(out.exit_code, kExitOk);
   EXPECT_EQ(out.run.start_unix_ms, unix_before - 10'000);
   EXPECT_EQ(out.run.cost_micros, 12'000'000);
@@ -136,7 +136,7 @@ TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndN
   EXPECT_GE(*sink.last->idle_held_s, 5.0);
   EXPECT_DOUBLE_EQ(*sink.last->idle_held_usd_per_h, 3600.0);
   int recorded = 0;
-  for (const auto& a : sink.actions) recorded += a.kind == "idle_gpus_held";
+  for (const auto& a : sink.actions) recorded += a.kind == ActionKind::idle_gpus_held;
   EXPECT_EQ(recorded, 1);
   EXPECT_TRUE(runner.sent.empty()) << "attach takes no action on idle";
   s.on_exit(0);
@@ -151,7 +151,7 @@ TEST(AttachSessionTest, ControlDatagramsParse) {
   EXPECT_FALSE(parse_session_control("not json"));
   auto c = parse_session_control(R"({"cell": {"id": 3, "event": "end"}})");
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->cell->status, "ok") << "an end without a status is ok";
+  EXPECT_EQ((*c)->cell->status, CellStatus::ok) << "an end without a status is ok";
   c = parse_session_control(R"({"control": {"budget_usd": 2.5, "warn_at": "50%,90%"}})");
   ASSERT_TRUE(c && *c);
   EXPECT_EQ(*(*c)->budget_micros, 2'500'000);

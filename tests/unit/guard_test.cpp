@@ -130,14 +130,14 @@ TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
   in.spent_micros = 8'000'000;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].kind, "warn");
-  EXPECT_EQ(d[1].kind, "warn");
+  EXPECT_EQ(d[0].kind, ActionKind::warn);
+  EXPECT_EQ(d[1].kind, ActionKind::warn);
   EXPECT_TRUE(g.evaluate(in).empty());
   in.spent_micros = 10'000'000;
   d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].kind, "stop_budget");
-  EXPECT_EQ(d[0].stopped_by, "budget");
+  EXPECT_EQ(d[0].kind, ActionKind::stop_budget);
+  EXPECT_EQ(d[0].stopped_by, StopReason::budget);
   EXPECT_TRUE(g.evaluate(in).empty()) << "a stop is latched";
 }
 
@@ -165,7 +165,7 @@ TEST(GuardPolicyTest, ForecastStopHonoursMinimums) {
   in.forecast->low_usd = 90;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].stopped_by, "forecast");
+  EXPECT_EQ(d[0].stopped_by, StopReason::forecast);
 }
 
 TEST(GuardPolicyTest, IdleStop) {
@@ -178,7 +178,7 @@ TEST(GuardPolicyTest, IdleStop) {
   in.idle_for_ms = 3000;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].stopped_by, "idle");
+  EXPECT_EQ(d[0].stopped_by, StopReason::idle);
 }
 
 TEST(GuardPolicyTest, ParsesWarnAt) {

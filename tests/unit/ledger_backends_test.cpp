@@ -91,7 +91,7 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   ASSERT_TRUE(id.ok()) << id.error().message;
   auto r = l.run(*id);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->status, "running");  // this process is alive
+  EXPECT_EQ(r->status, RunStatus::running);  // this process is alive
   EXPECT_EQ(r->command, sample_run().command);
   EXPECT_EQ(r->labels, sample_run().labels);
   EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
@@ -114,16 +114,18 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   s.cost_micros = 1'000'001;
   s.job_present = true;
   ProgressRecord p{*id, 1500, 10, 1000, std::nullopt, 5000, {{"loss", 2.5}}, 1'500'000};
-  ActionRecord a{*id, 2000, "warn", 2'000'000, "80% of budget, 'quoted'"};
+  ActionRecord a{*id, 2000, ActionKind::warn, 2'000'000, "80% of budget, 'quoted'"};
   ASSERT_TRUE(l.append({s}, {p}, {a}).ok());
   InferenceRecord inf{*id, 3000, "llama", "vllm", 10.0, 20.0, std::nullopt, 3.0, 2'500'000};
   ASSERT_TRUE(l.append_inference({inf}).ok());
-  ASSERT_TRUE(l.append_cells({CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, "ok", "model.fit(x)"}}).ok());
+  ASSERT_TRUE(
+      l.append_cells({CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, CellStatus::ok, "model.fit(x)"}})
+          .ok());
   RollupRecord ru{*id, 28'333'333, 1, 60, 5820.5, 6.4e10, 39000.0, 60'000'060};
   ASSERT_TRUE(l.append_rollups({ru}).ok());
 
   RunRecord done = *r;
-  done.status = "succeeded";
+  done.status = RunStatus::succeeded;
   done.end_unix_ms = r->start_unix_ms + 5000;
   done.exit_code = 0;
   done.cost_micros = 5'000'000;
@@ -134,7 +136,7 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
 
   auto back = l.run(*id);
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->status, "succeeded");
+  EXPECT_EQ(back->status, RunStatus::succeeded);
   EXPECT_EQ(back->cost_micros, 5'000'000);
   EXPECT_EQ(*back->exit_code, 0);
   EXPECT_EQ(back->gpus_used, (std::vector<std::string>{"GPU-b"}));
@@ -225,12 +227,12 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   Ledger& l = *this->ledger;
   RunBundle b;
   b.run = sample_run();
-  b.run.status = "succeeded";
+  b.run.status = RunStatus::succeeded;
   b.run.cost_micros = 123'456;
   b.samples.push_back(
       SampleRecord{77, 1000, 0, "GPU-a", 50.0, std::nullopt, 300.0, 60.0, 300.0, 123'456, true, {}});
-  b.actions.push_back(ActionRecord{77, 1000, "warn", 1, "m"});
-  b.cells.push_back(CellRecord{77, 1, 0, 500, 9, 50.0, "ok", "x = 1"});
+  b.actions.push_back(ActionRecord{77, 1000, ActionKind::warn, 1, "m"});
+  b.cells.push_back(CellRecord{77, 1, 0, 500, 9, 50.0, CellStatus::ok, "x = 1"});
   b.rollups.push_back(RollupRecord{77, 28'333'333, 0, 1, 50, 0, 300, 123'456});
   auto first = l.import_run(b, "spool:abc#1", 0);
   ASSERT_TRUE(first.ok()) << first.error().message;
@@ -255,13 +257,13 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
           .ok());
   RunBundle rest;
   rest.run = sample_run();
-  rest.run.status = "succeeded";
+  rest.run.status = RunStatus::succeeded;
   rest.run.cost_micros = 30;
   rest.samples.push_back(SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true, {}});
   auto into = l.import_run(rest, "spool:def#1", *begun);
   ASSERT_TRUE(into.ok()) << into.error().message;
   EXPECT_EQ(into->run_id, *begun);
-  EXPECT_EQ(l.run(*begun)->status, "succeeded");
+  EXPECT_EQ(l.run(*begun)->status, RunStatus::succeeded);
   EXPECT_EQ(l.run(*begun)->cost_micros, 30);
   EXPECT_EQ(l.samples(*begun)->size(), 2u);
   EXPECT_EQ(l.runs()->size(), 2u);
@@ -270,15 +272,15 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
 TYPED_TEST(LedgerBackendTest, BudgetsSetReplaceListRemove) {
   Ledger& l = *this->ledger;
   EXPECT_TRUE(l.budgets()->empty());
-  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 10'000'000, "day", 0}).ok());
-  ASSERT_TRUE(l.set_budget(BudgetRecord{"project=x", 5'000'000, "month", 0}).ok());
-  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 20'000'000, "week", 0}).ok());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 10'000'000, BudgetPeriod::day, 0}).ok());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"project=x", 5'000'000, BudgetPeriod::month, 0}).ok());
+  ASSERT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 20'000'000, BudgetPeriod::week, 0}).ok());
   auto all = l.budgets();
   ASSERT_EQ(all->size(), 2u);
   EXPECT_EQ(all->at(0).selector, "project=x");
   EXPECT_EQ(all->at(1).selector, "team=nlp");
   EXPECT_EQ(all->at(1).limit_micros, 20'000'000);
-  EXPECT_EQ(all->at(1).period, "week");
+  EXPECT_EQ(all->at(1).period, BudgetPeriod::week);
   EXPECT_GT(all->at(1).updated_unix_ms, 0);
   ASSERT_TRUE(l.remove_budget("project=x").ok());
   EXPECT_EQ(l.remove_budget("project=x").error().kind, ErrorKind::not_found);
@@ -295,7 +297,7 @@ TYPED_TEST(LedgerBackendTest, SelectorSpendCountsMatchingRunsSinceThePeriodStart
     r.user = user;
     r.host = host;
     r.start_unix_ms = start;
-    if (!live) r.status = "succeeded";
+    if (!live) r.status = RunStatus::succeeded;
     auto id = l.begin_run(r);
     EXPECT_TRUE(id.ok());
     r.id = *id;
@@ -329,13 +331,13 @@ TYPED_TEST(LedgerBackendTest, SummariesAreTheRunsSummarizedInTheirOrder) {
     auto id = l.begin_run(r);
     EXPECT_TRUE(id.ok()) << id.error().message;
     r.id = *id;
-    if (r.status != "running") {
+    if (r.status != RunStatus::running) {
       EXPECT_TRUE(l.update_run(r).ok());
     }
     return *id;
   };
   RunRecord plain = sample_run();
-  plain.status = "succeeded";
+  plain.status = RunStatus::succeeded;
   plain.exit_code = 0;
   plain.cost_micros = 7'000'000;
   plain.idle_cost_micros = 1'000'000;
@@ -348,7 +350,7 @@ TYPED_TEST(LedgerBackendTest, SummariesAreTheRunsSummarizedInTheirOrder) {
   odd.start_unix_ms += 60'000;
   odd.gpus_allocated = {"GPU-\"quoted\"", "GPU-é", "GPU-back\\slash", "GPU-tab\t"};
   odd.labels = {{"team", "n\"l\\p"}, {"ünï", "cødé"}, {"empty", ""}};
-  odd.status = "stopped";
+  odd.status = RunStatus::stopped;
   odd.stopped_by = "budget";
   odd.exit_code = 143;
   odd.co2_kg = std::nullopt;
@@ -390,8 +392,8 @@ TYPED_TEST(LedgerBackendTest, SummariesAreTheRunsSummarizedInTheirOrder) {
   }
   auto all = l.run_summaries(RunFilter{});
   ASSERT_EQ(all->size(), 5u);
-  EXPECT_EQ(all->at(0).status, "running");
-  EXPECT_EQ(all->at(1).status, "interrupted");
+  EXPECT_EQ(all->at(0).status, RunStatus::running);
+  EXPECT_EQ(all->at(1).status, RunStatus::interrupted);
   EXPECT_EQ(all->at(1).cost_micros, 2'500'000);
   EXPECT_EQ(all->at(1).wall_ms, 30'000);
   EXPECT_EQ(all->at(2).gpus_allocated, 0u);
@@ -450,7 +452,7 @@ TYPED_TEST(LedgerBackendTest, MigratesAnOlderSchemaOnOpen) {
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(*(*again)->schema_version(), Ledger::kSchemaVersion);
   EXPECT_EQ((*again)->run(*id)->command, sample_run().command);
-  EXPECT_TRUE((*again)->set_budget(BudgetRecord{"team=nlp", 1, "day", 0}).ok());
+  EXPECT_TRUE((*again)->set_budget(BudgetRecord{"team=nlp", 1, BudgetPeriod::day, 0}).ok());
   // A newer ledger than this gpumeter is refused, not damaged.
   (*again).reset();
   this->backend.sql("UPDATE meta SET value='99' WHERE key='schema_version';");
@@ -470,18 +472,18 @@ TYPED_TEST(LedgerBackendTest, CopyFromSqliteLosesNothingAndIsIdempotent) {
     auto id = (*src)->begin_run(r);
     ASSERT_TRUE(id.ok());
     r.id = *id;
-    r.status = "succeeded";
+    r.status = RunStatus::succeeded;
     r.cost_micros = 1'000'003 * (i + 1);
     ASSERT_TRUE((*src)->update_run(r).ok());
     ASSERT_TRUE((*src)
                     ->append({SampleRecord{
                                  *id, 1000, 0, "GPU-a", 50.5, 1ull << 40, 300.0, 60.0, 300.0, 17, true, {}}},
                              {ProgressRecord{*id, 900, 5, 10, 1, 2, {{"acc", 0.25}}, 3}},
-                             {ActionRecord{*id, 950, "warn", 4, "w"}})
+                             {ActionRecord{*id, 950, ActionKind::warn, 4, "w"}})
                     .ok());
     ASSERT_TRUE((*src)->append_rollups({RollupRecord{*id, 28'333'333 + i, 0, 60, 3030, 1e9, 18000, 17}}).ok());
   }
-  ASSERT_TRUE((*src)->set_budget(BudgetRecord{"team=nlp", 9'000'000, "month", 1}).ok());
+  ASSERT_TRUE((*src)->set_budget(BudgetRecord{"team=nlp", 9'000'000, BudgetPeriod::month, 1}).ok());
   auto copied = copy_ledger(**src, *this->ledger);
   ASSERT_TRUE(copied.ok()) << copied.error().message;
   EXPECT_EQ(*copied, 3u);
@@ -528,10 +530,10 @@ TEST(LedgerLocationTest, RedactsPasswordsAndTellsBackEnds) {
 TEST(LedgerLocationTest, BudgetPeriodsAndSelectors) {
   // 2026-11-25 (a Wednesday) 13:45:10 UTC.
   const std::int64_t now = 1'795'614'310'000;
-  EXPECT_EQ(*period_start_unix_ms("day", now), 1'795'564'800'000);    // 2026-11-25 00:00
-  EXPECT_EQ(*period_start_unix_ms("week", now), 1'795'392'000'000);   // Monday 2026-11-23
-  EXPECT_EQ(*period_start_unix_ms("month", now), 1'793'491'200'000);  // 2026-11-01
-  EXPECT_EQ(period_start_unix_ms("year", now).error().kind, ErrorKind::usage);
+  EXPECT_EQ(period_start_unix_ms(BudgetPeriod::day, now), 1'795'564'800'000);    // 2026-11-25 00:00
+  EXPECT_EQ(period_start_unix_ms(BudgetPeriod::week, now), 1'795'392'000'000);   // Monday 2026-11-23
+  EXPECT_EQ(period_start_unix_ms(BudgetPeriod::month, now), 1'793'491'200'000);  // 2026-11-01
+  EXPECT_EQ(parse_enum<BudgetPeriod>("year", "--per").error().kind, ErrorKind::usage);
   auto kv = parse_selector("team=nlp", "SELECTOR");
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->first, "team");

@@ -19,7 +19,7 @@ TEST(LedgerPreemptionTest, PreemptionAndCheckpointFieldsRoundTrip) {
   auto id = (*ledger)->begin_run(r);
   ASSERT_TRUE(id);
   r.id = *id;
-  r.status = "preempted";
+  r.status = RunStatus::preempted;
   r.preemption_provider = "azure";
   r.preemption_notice_unix_ms = 1'700'000'000'000;
   r.preemption_deadline_unix_ms = 1'700'000'030'000;
@@ -28,7 +28,7 @@ TEST(LedgerPreemptionTest, PreemptionAndCheckpointFieldsRoundTrip) {
   ASSERT_TRUE((*ledger)->update_run(r));
   auto back = (*ledger)->run(*id);
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->status, "preempted");
+  EXPECT_EQ(back->status, RunStatus::preempted);
   EXPECT_EQ(*back->preemption_provider, "azure");
   EXPECT_EQ(*back->preemption_deadline_unix_ms, 1'700'000'030'000);
   EXPECT_EQ(*back->last_checkpoint_ms, 12'345);

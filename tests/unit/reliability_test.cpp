@@ -170,13 +170,13 @@ TEST(ReliabilityTest, InterruptedRunCountsEveryCommittedSecond) {
   ASSERT_TRUE(again);
   auto r = (*again)->run(*id);
   ASSERT_TRUE(r);
-  if (r->status == "interrupted") {
+  if (r->status == RunStatus::interrupted) {
     EXPECT_EQ(r->wall_ms, 3000);
     EXPECT_EQ(r->billed_s, 3);
     EXPECT_EQ(r->cost_micros, 3'000'000);
     EXPECT_DOUBLE_EQ(r->energy_j, 30);
   } else {
-    ADD_FAILURE() << "status " << r->status;
+    ADD_FAILURE() << "status " << text_of(r->status);
   }
 }
 

@@ -161,7 +161,7 @@ RunRecord run_rec(std::int64_t id, std::string user, std::string gpu, std::size_
   r.co2_kg = co2;
   r.labels = std::move(labels);
   r.command = std::move(command);
-  r.status = "finished";
+  r.status = RunStatus::finished;
   r.exit_code = 0;
   return r;
 }
@@ -404,7 +404,7 @@ RunRecord rightsizing_run(const std::string& model, std::int64_t usd_per_hour, G
                           double peak_gib) {
   RunRecord run;
   run.id = 1;
-  run.status = "finished";
+  run.status = RunStatus::finished;
   run.gpu_model = model;
   run.price_micros_per_gpu_hour = usd_per_hour * 1'000'000;
   run.gpus_allocated = {"GPU-a"};

@@ -88,7 +88,7 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   RunRecord run;
   run.id = 3;
   run.command = "python train.py";
-  run.status = "stopped";
+  run.status = RunStatus::stopped;
   run.exit_code = 0;
   run.stopped_by = "budget";
   run.wall_ms = 10'000;
@@ -100,7 +100,7 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   run.gpus_allocated = {"GPU-0", "GPU-1"};
   run.gpus_used = {"GPU-0"};
   run.energy_j = 3.6e6;
-  run.energy_method = "counter";
+  run.energy_method = RunEnergyMethod::counter;
   GpuUsage g0;
   g0.uuid = "GPU-0";
   g0.used = true;
@@ -117,7 +117,7 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   p.total_steps = 1000;
   p.samples = 3200;
   p.tokens = 2'000'000;
-  ActionRecord a{3, 5000, "stop_budget", 10'000'000, "budget reached"};
+  ActionRecord a{3, 5000, ActionKind::stop_budget, 10'000'000, "budget reached"};
   auto r = build_run_report(run, {g0, g1}, {p}, {a}, nullptr);
   EXPECT_DOUBLE_EQ(r.idle_cost_usd, 2.5);
   EXPECT_DOUBLE_EQ(r.unused_gpu_cost_usd, 10.0);

@@ -36,7 +36,7 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   EXPECT_EQ(r.cost_micros, r.billed_s * 1'000'000);
   auto stored = (*ledger)->last_run();
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->status, "failed");
+  EXPECT_EQ(stored->status, RunStatus::failed);
   EXPECT_EQ(*stored->exit_code, 3);
   EXPECT_EQ(stored->cost_micros, r.cost_micros);
   EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-0"}));
@@ -64,11 +64,11 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   EXPECT_LT(out->run.wall_ms, 4000);
   auto actions = (*ledger)->actions((*ledger)->last_run()->id);
   ASSERT_TRUE(actions.ok());
-  std::vector<std::string> kinds;
+  std::vector<ActionKind> kinds;
   for (const auto& a : *actions) kinds.push_back(a.kind);
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "stop_budget"), kinds.end());
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "sigterm"), kinds.end());
-  EXPECT_EQ((*ledger)->last_run()->status, "stopped");
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), ActionKind::stop_budget), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), ActionKind::sigterm), kinds.end());
+  EXPECT_EQ((*ledger)->last_run()->status, RunStatus::stopped);
 }
 
 TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {

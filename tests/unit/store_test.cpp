@@ -107,7 +107,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   ASSERT_TRUE(id.ok()) << id.error().message;
   auto r = (*ledger)->run(*id);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, "running");  // this process is alive
+  EXPECT_EQ(r->status, RunStatus::running);  // this process is alive
   EXPECT_EQ(r->command, "python train.py --lr 1e-4");
   EXPECT_EQ(r->labels.at("team"), "nlp");
   EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
@@ -134,11 +134,11 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   p.tokens = 5000;
   p.metrics = {{"loss", 2.5}};
   p.cost_micros = 1'500'000;
-  ActionRecord a{*id, 2000, "warn", 2'000'000, "80% of budget"};
+  ActionRecord a{*id, 2000, ActionKind::warn, 2'000'000, "80% of budget"};
   ASSERT_TRUE((*ledger)->append({s}, {p}, {a}).ok());
 
   RunRecord done = *r;
-  done.status = "finished";
+  done.status = RunStatus::finished;
   done.end_unix_ms = r->start_unix_ms + 5000;
   done.exit_code = 0;
   done.cost_micros = 5'000'000;
@@ -148,7 +148,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
 
   auto back = (*ledger)->run(*id);
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->status, "finished");
+  EXPECT_EQ(back->status, RunStatus::finished);
   EXPECT_EQ(back->cost_micros, 5'000'000);
   EXPECT_EQ(*back->exit_code, 0);
   EXPECT_EQ(back->gpus_used, (std::vector<std::string>{"GPU-b"}));
@@ -168,7 +168,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   auto as = (*ledger)->actions(*id);
   ASSERT_TRUE(as.ok());
   ASSERT_EQ(as->size(), 1u);
-  EXPECT_EQ(as->at(0).kind, "warn");
+  EXPECT_EQ(as->at(0).kind, ActionKind::warn);
   EXPECT_EQ(as->at(0).message, "80% of budget");
 }
 
@@ -233,7 +233,7 @@ TEST(StoreTest, RunOfDeadMeterReadsInterrupted) {
   ASSERT_TRUE(ledger.ok());
   auto r = (*ledger)->last_run();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, "interrupted");
+  EXPECT_EQ(r->status, RunStatus::interrupted);
   EXPECT_EQ(r->meter_pid, pid);
 }
 
@@ -247,7 +247,7 @@ TEST(StoreTest, OtherHostUsesHeartbeat) {
   r.heartbeat_unix_ms = 1000;  // long ago
   auto id = (*ledger)->begin_run(r);
   ASSERT_TRUE(id.ok());
-  EXPECT_EQ((*ledger)->run(*id)->status, "interrupted");
+  EXPECT_EQ((*ledger)->run(*id)->status, RunStatus::interrupted);
 }
 
 TEST(StoreTest, CorruptFileIsUnavailableWithClearMessage) {

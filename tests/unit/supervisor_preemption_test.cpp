@@ -66,7 +66,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitPreempted);
   const RunRecord& run = out.run;
-  EXPECT_EQ(run.status, "preempted");
+  EXPECT_EQ(run.status, RunStatus::preempted);
   EXPECT_EQ(*run.stopped_by, "preemption");
   EXPECT_EQ(*run.preemption_provider, "aws");
   ASSERT_TRUE(run.preemption_notice_unix_ms && run.preemption_deadline_unix_ms);
@@ -123,10 +123,10 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
   EXPECT_TRUE(runner.sent.empty());
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_EQ(out.run.status, "succeeded");
+  EXPECT_EQ(out.run.status, RunStatus::succeeded);
   EXPECT_FALSE(out.run.lost_work_micros) << "a run that succeeded lost nothing";
   int warnings = 0;
-  for (const auto& a : out.actions) warnings += a.kind == "preemption_warning";
+  for (const auto& a : out.actions) warnings += a.kind == ActionKind::preemption_warning;
   EXPECT_EQ(warnings, 1);
 }
 
@@ -144,9 +144,9 @@ TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFindi
   s.on_exit(W_EXITCODE(1, 0));
   auto out = s.finish();
   int warned = 0;
-  for (const auto& a : out.actions) warned += a.kind == "no_recent_checkpoint";
+  for (const auto& a : out.actions) warned += a.kind == ActionKind::no_recent_checkpoint;
   EXPECT_EQ(warned, 1);
-  EXPECT_EQ(out.run.status, "failed");
+  EXPECT_EQ(out.run.status, RunStatus::failed);
   ASSERT_TRUE(out.run.lost_work_micros);
   EXPECT_FALSE(out.run.last_checkpoint_ms);
   bool found = false;
@@ -186,7 +186,7 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   int checkpoints = 0;
-  for (const auto& a : out.actions) checkpoints += a.kind == "checkpoint";
+  for (const auto& a : out.actions) checkpoints += a.kind == ActionKind::checkpoint;
   EXPECT_EQ(checkpoints, 1) << "the old file sets the baseline, the new one is a checkpoint";
   EXPECT_TRUE(out.run.last_checkpoint_ms);
   std::filesystem::remove_all(dir);

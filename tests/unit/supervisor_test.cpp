@@ -56,12 +56,12 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.run.status, "stopped");
+  EXPECT_EQ(out.run.status, RunStatus::stopped);
   EXPECT_EQ(*out.run.stopped_by, "budget");
   // The stop's message quotes exactly what the ledger records for it.
   ASSERT_GE(out.actions.size(), 2u);
   for (const auto& a : out.actions)
-    if (a.kind == "stop_budget") {
+    if (a.kind == ActionKind::stop_budget) {
       EXPECT_NE(a.message.find(format_usd(micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
     }
   EXPECT_EQ(out.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
@@ -139,11 +139,12 @@ TEST(SupervisorTest, IdleGpusStopTheJob) {
 TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
   struct Case {
     int wait_status;
-    const char* status;
+    RunStatus status;
   };
   for (const Case& c :
-       {Case{W_EXITCODE(0, 0), "succeeded"}, Case{W_EXITCODE(1, 0), "failed"},
-        Case{W_EXITCODE(0, SIGINT), "interrupted"}, Case{W_EXITCODE(130, 0), "interrupted"}}) {
+       {Case{W_EXITCODE(0, 0), RunStatus::succeeded}, Case{W_EXITCODE(1, 0), RunStatus::failed},
+        Case{W_EXITCODE(0, SIGINT), RunStatus::interrupted},
+        Case{W_EXITCODE(130, 0), RunStatus::interrupted}}) {
     FakeClock clock;
     RecordingRunner runner;
     RecordingSink sink;

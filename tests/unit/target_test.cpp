@@ -229,7 +229,7 @@ std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<Gu
     for (auto& d : guard.tick(inputs_at(s, pace), static_cast<std::int64_t>(t * 1000), pace.intervals(),
                               usd_to_micros(t * kBurnUsdPerS))) {
       if (all) all->push_back(d);
-      if (d.stopped_by == "target") return s;
+      if (d.stopped_by == StopReason::target) return s;
     }
   }
   return std::nullopt;
@@ -243,7 +243,7 @@ TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
   ASSERT_TRUE(stopped);
   EXPECT_LT(*stopped, 0.6 * kTotal);
   EXPECT_GE(*stopped, 0.15 * kTotal);  // never before the minimum fraction of the steps
-  EXPECT_EQ(decisions.back().kind, "stop_target");
+  EXPECT_EQ(decisions.back().kind, ActionKind::stop_target);
   EXPECT_NE(decisions.back().message.find("loss<=1.9 is forecast unreachable within the planned steps: 0 of"),
             std::string::npos)
       << decisions.back().message;
