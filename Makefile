@@ -33,7 +33,8 @@ san: setup
 
 phase-san:
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
+	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON -DGPUMETER_UNITY_CORE=ON \
+	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter fake_nvml \
 	  $$(for f in fuzz/*.cpp; do basename $$f .cpp; done)
 
