@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "meter/run_meter.h"
+#include "util/http_client.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -174,7 +175,7 @@ struct TeamBudget {
 
 struct GuardConfig {
   std::optional<MicroUsd> budget_micros;
-  std::vector<TeamBudget> team_budgets;  ///< warned at warn_at_pct and stopped at like budget_micros
+  std::vector<TeamBudget> team_budgets;   ///< warned at warn_at_pct and stopped at like budget_micros
   std::vector<double> warn_at_pct{80.0};  ///< of the budget (actual spend)
   bool forecast_stop = false;
   std::optional<std::int64_t> max_idle_ms;  ///< every allocated GPU under kIdleUtilPct for this long
@@ -242,7 +243,9 @@ std::string webhook_body(const GuardEvent& event);
 /// Runs `command` with /bin/sh -c and the event's environment, waiting at most `timeout_ms`.
 Result<void> run_notify_command(const std::string& command, const GuardEvent& event,
                                 std::int64_t timeout_ms = 10'000);
-/// POSTs the event to an http:// or https:// URL (timeout `timeout_ms`); error on a non-2xx status.
-Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000);
+/// POSTs the event to an http:// or https:// URL through `http` (timeout `timeout_ms`); error on a non-2xx
+/// status.
+Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000,
+                          util::HttpClient& http = util::system_http());
 
 }  // namespace gm
