@@ -4,20 +4,23 @@
 # meters. Prints each command's wall time and status as it ends; the exit status is the first failure's.
 # Usage: scripts/together.sh NAME COMMAND [NAME COMMAND]...
 set -uo pipefail
-names=() pids=() starts=()
+pids=()
 while [ $# -ge 2 ]; do
-  names+=("$1")
-  starts+=("$(date +%s)")
-  bash -c "$2" &
+  (
+    start=$(date +%s)
+    bash -c "$2"
+    rc=$?
+    s=$(($(date +%s) - start))
+    printf '== %s: %dm %02ds%s\n' "$1" $((s / 60)) $((s % 60)) "$([ $rc -ne 0 ] && echo " (FAILED, exit $rc)")"
+    exit $rc
+  ) &
   pids+=($!)
   shift 2
 done
 rc=0
-for i in "${!pids[@]}"; do
-  wait "${pids[$i]}"
+for pid in "${pids[@]}"; do
+  wait "$pid"
   r=$?
-  s=$(($(date +%s) - starts[i]))
-  printf '== %s: %dm %02ds%s\n' "${names[$i]}" $((s / 60)) $((s % 60)) "$([ $r -ne 0 ] && echo " (FAILED, exit $r)")"
   [ $rc -eq 0 ] && rc=$r
 done
 exit $rc
