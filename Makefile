@@ -33,7 +33,8 @@ san: setup
 
 phase-san:
 	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
+	  -DGPUMETER_TESTS=ON -DGPUMETER_SANITIZE=ON -DGPUMETER_FUZZ=ON -DGPUMETER_UNITY_CORE=ON \
+	  "-DCMAKE_CXX_FLAGS=$(SAN_FLAGS)" >/dev/null
 	@cmake --build $(SAN_BUILD) -j $(JOBS) --target gpumeter_tests gpumeter fake_nvml \
 	  $$(for f in fuzz/*.cpp; do basename $$f .cpp; done)
 
@@ -41,14 +42,17 @@ asan: san
 
 # Everything, phase by phase, each one timed (scripts/phases.sh prints the wall time of each and a summary):
 # set-up; the build; the checks of the source (lint: module layers, JSON access); unit, integration and
-# gpu-labelled tests (gpu tests skip without a GPU); the sanitized build; the unit tests and the agent fault
-# tests (ASAN_INTEGRATION) again under ASan+UBSan; the deterministic fuzz check. Stops at the first failure.
+# gpu-labelled tests (gpu tests skip without a GPU) and, at the same time at the lowest priority, clang-tidy
+# (the tests mostly wait on the jobs they meter: tidy takes the idle CPU); the sanitized build; the unit
+# tests and the agent fault tests (ASAN_INTEGRATION) again under ASan+UBSan; the deterministic fuzz check.
+# Stops at the first failing phase.
 test:
 	@scripts/phases.sh \
 	  "set-up"          "$(MAKE) --no-print-directory setup" \
 	  "build"           "$(MAKE) --no-print-directory phase-build" \
 	  "lint"            "$(MAKE) --no-print-directory phase-lint" \
-	  "tests"           "$(MAKE) --no-print-directory phase-tests" \
+	  "tests + tidy"    "scripts/together.sh tests '$(MAKE) --no-print-directory phase-tests' \
+	                       tidy 'nice -n 19 $(MAKE) --no-print-directory phase-tidy'" \
 	  "sanitizer build" "$(MAKE) --no-print-directory phase-san" \
 	  "sanitizer tests" "$(MAKE) --no-print-directory phase-test-asan" \
 	  "fuzz"            "$(MAKE) --no-print-directory phase-fuzz-check"
@@ -138,6 +142,7 @@ tidy: build
 
 phase-tidy:
 	@run-clang-tidy -p $(BUILD) -j $(JOBS) -quiet '$(CURDIR)/src/.*\.cpp$$' > $(BUILD)/tidy.log 2>&1; rc=$$?; \
+	  sed -i 's/\x1b\[[0-9;]*m//g' $(BUILD)/tidy.log; \
 	  grep -E '(error|warning): ' $(BUILD)/tidy.log | sort -u; \
 	  [ $$rc -eq 0 ] || echo "clang-tidy: failed (exit $$rc), the whole output in $(BUILD)/tidy.log"; exit $$rc
 

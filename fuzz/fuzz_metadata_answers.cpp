@@ -4,11 +4,13 @@
 // fields hold what the format allows; never a crash.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "cloud/cloud.h"
 #include "fuzz_util.h"
+#include "support/fake_http.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
@@ -28,10 +30,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)gm::parse_preemption_mode(text);
   (void)gm::metadata_base_url(std::string(text), std::nullopt);
   for (auto p : {gm::CloudProvider::aws, gm::CloudProvider::gcp, gm::CloudProvider::azure}) {
-    gm::FakeMetadataClient client([&](const gm::MetadataRequest&) -> gm::Result<gm::MetadataResponse> {
-      return gm::MetadataResponse{200, std::string(text)};
-    });
-    gm::NoticePoller poller(p, client);
+    auto client = gm::make_http_metadata_client(
+        "http://169.254.169.254", gm::kMetadataTimeoutMs,
+        std::make_shared<gm::test::FakeHttpClient>(
+            [&](const gm::util::HttpRequest&) { return gm::test::http_ok(std::string(text)); }));
+    gm::NoticePoller poller(p, *client);
     (void)poller.poll(1'700'000'000'000);
   }
   return 0;

@@ -87,7 +87,7 @@ Owner Collector::holder_owner(const PodContainerRef& ref) const {
 }
 
 std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
-  const std::string key = owner.key();
+  std::string key = owner.key();
   if (owners_.count(key)) {
     owner_seen_ns_[key] = now_ns;
     return key;
@@ -221,40 +221,31 @@ void Collector::collect_once() {
         d.seconds += dt_s;
         if (d.energy_known) d.energy_j += joules;
         for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
-        for (const auto& sh : a.shares) {
-          d.idle_cost += sh.idle_cost;
-          const Owner& owner = owner_of[sh.pid];
-          owner_cost[owner.key()] += sh.cost;
+        // One owner's share of this interval: its cost, idle part, energy and GPU-time.
+        auto charge = [&](const Owner& owner, MicroUsd cost, MicroUsd idle_cost, double energy_j,
+                          double weight) {
+          d.idle_cost += idle_cost;
+          owner_cost[owner.key()] += cost;
           present.emplace(owner.key(), owner);
-          const std::string key = owner_slot(owner, t0);
-          OwnerCounters& oc = d.owners[key];
-          oc.cost += sh.cost;
-          oc.idle_cost += sh.idle_cost;
-          oc.last_cost += sh.cost;
+          OwnerCounters& oc = d.owners[owner_slot(owner, t0)];
+          oc.cost += cost;
+          oc.idle_cost += idle_cost;
+          oc.last_cost += cost;
           oc.last_interval_s = dt_s;
-          oc.energy_j += sh.energy_j;
-          oc.gpu_seconds += sh.weight * dt_s;
-        }
+          oc.energy_j += energy_j;
+          oc.gpu_seconds += weight * dt_s;
+        };
+        for (const auto& sh : a.shares)
+          charge(owner_of[sh.pid], sh.cost, sh.idle_cost, sh.energy_j, sh.weight);
         // No process, but the kubelet assigned the GPU (or MIG instances) to pods: nobody else can use it,
         // so its holders pay for the interval, all of it idle. Σ owners + unallocated stays c exactly.
         MicroUsd unallocated = a.unallocated;
         if (held && a.shares.empty() && i < holders_.size() && !holders_[i].empty()) {
           for (const HeldShare& h : split_held_device(c, d.info, holders_[i])) {
-            const Owner holder = holder_owner(h.holder);
-            owner_cost[holder.key()] += h.cost;
-            present.emplace(holder.key(), holder);
-            const std::string key = owner_slot(holder, t0);
-            OwnerCounters& oc = d.owners[key];
-            oc.cost += h.cost;
-            oc.last_cost += h.cost;
-            oc.last_interval_s = dt_s;
-            oc.energy_j += joules * h.weight;
-            oc.gpu_seconds += h.weight * dt_s;
             // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
             // reading here means NVML cannot list its processes.
             const MicroUsd idle = idle_part_micros(h.cost, s.utilization_pct.value_or(0));
-            d.idle_cost += idle;
-            oc.idle_cost += idle;
+            charge(holder_owner(h.holder), h.cost, idle, joules * h.weight, h.weight);
             unallocated = budget_left_micros(unallocated, h.cost);
           }
         }

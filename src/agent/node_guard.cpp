@@ -2,7 +2,6 @@
 #include "agent/node_guard.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -13,7 +12,7 @@
 
 #include "serving/serving.h"
 #include "util/clock.h"
-#include "util/http_error.h"
+#include "util/http_client.h"
 #include "util/units.h"
 
 namespace gm::agent {
@@ -318,14 +317,13 @@ void NodeGuardLoop::start(Collector& collector, StopSignal& stop) {
   });
 }
 
-std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms) {
-  httplib::Client client("http://" + host_port);
-  if (!client.is_valid()) return std::nullopt;
-  const auto sec = static_cast<time_t>(timeout_ms / 1000);
-  const auto usec = static_cast<time_t>((timeout_ms % 1000) * 1000);
-  client.set_connection_timeout(sec, usec);
-  client.set_read_timeout(sec, usec);
-  auto res = client.Get("/metrics");
+std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms,
+                                         util::HttpClient& http) {
+  util::HttpRequest request;
+  request.scheme_host_port = "http://" + host_port;
+  request.path = "/metrics";
+  request.connect_timeout = request.read_timeout = std::chrono::milliseconds(timeout_ms);
+  const auto res = http.send(request);
   if (!res || res->status != 200) return std::nullopt;
   auto exposition = serving::parse_exposition(res->body);
   if (!exposition) return std::nullopt;

@@ -22,6 +22,7 @@
 #include "guard/guard.h"
 #include "sys/owner.h"
 #include "sys/spawn.h"
+#include "util/http_client.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -149,6 +150,7 @@ class NodeGuardLoop {
 /// What the agent listening at `host_port` (HOST:PORT) says about its autostop, read from its /metrics with
 /// serving's exposition parser: "autostop in 4m 10s (every GPU idle for 25m 50s)", "autostop ran", or
 /// nullopt when no agent answers within `timeout_ms` or it has no autostop. For `top` and `doctor`.
-std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms);
+std::optional<std::string> autostop_text(const std::string& host_port, std::int64_t timeout_ms,
+                                         util::HttpClient& http = util::system_http());
 
 }  // namespace gm::agent

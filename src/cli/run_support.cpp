@@ -129,10 +129,9 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
   // Find where gpumeter's options end: "--", or the first word that is neither an option nor an option's
   // value. CLI11 then parses only that part, so the job's own flags never reach it (issue 19).
   auto takes_value = [&](const std::string& arg) -> std::optional<bool> {
-    std::string name = arg;
-    if (const auto eq = name.find('='); eq != std::string::npos) return false;  // --grace=5s
+    if (arg.find('=') != std::string::npos) return false;  // --grace=5s
     for (const CLI::Option* o : app.get_options())
-      if (o->check_name(name)) return o->get_expected_min() > 0;
+      if (o->check_name(arg)) return o->get_expected_min() > 0;
     return std::nullopt;
   };
   int split = argc;

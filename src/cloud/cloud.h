@@ -1,7 +1,7 @@
 #pragma once
 // Cloud instance metadata services: preemption and maintenance notices of AWS (IMDSv2 spot instance-action,
 // rebalance recommendation), GCP (instance/preempted, instance/maintenance-event) and Azure (Scheduled
-// Events), read through a small HTTP seam (a real client with strict timeouts and a fake for tests), and a
+// Events), read through the HTTP client seam (util/http_client.h) with strict timeouts, and a
 // watcher that polls on a background thread so the job being metered never waits on a metadata service.
 #include <cstdint>
 #include <functional>
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/http_client.h"
 #include "util/result.h"
 
 namespace gm {
@@ -91,29 +92,25 @@ struct MetadataResponse {
   std::string body;
 };
 
-/// Sends requests to one metadata service.
+/// Sends requests to one metadata service through the HTTP client seam: connection, read and write each
+/// bounded by the timeout, bodies over 64 KiB refused, no redirects, no proxy.
 class MetadataClient {
  public:
-  virtual ~MetadataClient() = default;
-  /// One bounded exchange: never blocks longer than the client's timeout.
-  virtual Result<MetadataResponse> send(const MetadataRequest& request) = 0;
-};
-
-/// The real client (cpp-httplib) for `base_url`: connection, read and write each bounded by `timeout_ms`,
-/// bodies over 64 KiB refused, no redirects, no proxy.
-std::unique_ptr<MetadataClient> make_http_metadata_client(const std::string& base_url,
-                                                          std::int64_t timeout_ms);
-
-/// A client answering from a function (tests).
-class FakeMetadataClient final : public MetadataClient {
- public:
-  using Handler = std::function<Result<MetadataResponse>(const MetadataRequest&)>;
-  explicit FakeMetadataClient(Handler handler) : handler_(std::move(handler)) {}
-  Result<MetadataResponse> send(const MetadataRequest& request) override { return handler_(request); }
+  /// `http` is shared: a watcher's detached thread may still use it after the watcher is gone.
+  MetadataClient(std::string base_url, std::int64_t timeout_ms, std::shared_ptr<util::HttpClient> http);
+  /// One bounded exchange: never blocks longer than the timeout.
+  Result<MetadataResponse> send(const MetadataRequest& request);
 
  private:
-  Handler handler_;
+  std::string base_;
+  std::int64_t timeout_ms_;
+  std::shared_ptr<util::HttpClient> http_;
 };
+
+/// The client for `base_url` over `http` (the process-wide real client when null).
+std::unique_ptr<MetadataClient> make_http_metadata_client(const std::string& base_url,
+                                                          std::int64_t timeout_ms,
+                                                          std::shared_ptr<util::HttpClient> http = nullptr);
 
 // ---- polling ----------------------------------------------------------------------------------
 

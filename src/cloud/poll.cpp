@@ -1,8 +1,7 @@
-// The metadata HTTP client (cpp-httplib, strict timeouts), the per-provider pollers and the background
-// watcher.
+// The metadata client (over the HTTP client seam, strict timeouts), the per-provider pollers and the
+// background watcher.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +12,6 @@
 #include <thread>
 
 #include "cloud/cloud.h"
-#include "util/http_error.h"
 
 namespace gm {
 namespace {
@@ -26,63 +24,60 @@ constexpr std::int64_t kGcpNoticeMs = 30'000;
 /// Notices remembered (an Azure event id changes per event; a bound keeps a misbehaving service harmless).
 constexpr std::size_t kMaxSeen = 256;
 
-class HttpMetadataClient final : public MetadataClient {
- public:
-  HttpMetadataClient(const std::string& base_url, std::int64_t timeout_ms)
-      : base_(base_url), timeout_ms_(std::max<std::int64_t>(1, timeout_ms)) {}
-
-  Result<MetadataResponse> send(const MetadataRequest& request) override {
-    httplib::Client client(base_);
-    if (!client.is_valid()) return make_error(ErrorKind::usage, "metadata URL '" + base_ + "' is not valid");
-    const auto sec = static_cast<time_t>(timeout_ms_ / 1000);
-    const auto usec = static_cast<time_t>((timeout_ms_ % 1000) * 1000);
-    client.set_connection_timeout(sec, usec);
-    client.set_read_timeout(sec, usec);
-    client.set_write_timeout(sec, usec);
-    client.set_follow_location(false);
-    client.set_keep_alive(false);
-    httplib::Headers headers;
-    for (const auto& [k, v] : request.headers) headers.emplace(k, v);
-    std::string body;
-    bool too_big = false;
-    httplib::Result res{nullptr, httplib::Error::Unknown};
-    if (request.method == "PUT") {
-      res = client.Put(request.path, headers, std::string(), "text/plain");
-      if (res) body = res->body;
-    } else {
-      res = client.Get(request.path, headers, [&](const char* data, std::size_t n) {
-        if (body.size() + n > kMaxBodyBytes) {
-          too_big = true;
-          return false;
-        }
-        body.append(data, n);
-        return true;
-      });
-    }
-    if (too_big)
-      return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
-    if (!res)
-      return make_error(ErrorKind::unavailable,
-                        fmt::format("{}{}: {}", base_, request.path, http_error_text(res.error())));
-    if (body.size() > kMaxBodyBytes)
-      return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
-    return MetadataResponse{res->status, std::move(body)};
-  }
-
- private:
-  std::string base_;
-  std::int64_t timeout_ms_;
-};
-
 Error unexpected_status(const std::string& path, int status) {
   return make_error(fmt::format("{}: unexpected HTTP status {}", path, status));
 }
 
 }  // namespace
 
+MetadataClient::MetadataClient(std::string base_url, std::int64_t timeout_ms,
+                               std::shared_ptr<util::HttpClient> http)
+    : base_(std::move(base_url)),
+      timeout_ms_(std::max<std::int64_t>(1, timeout_ms)),
+      http_(std::move(http)) {}
+
+Result<MetadataResponse> MetadataClient::send(const MetadataRequest& request) {
+  util::HttpRequest r;
+  r.scheme_host_port = base_;
+  r.path = request.path;
+  r.headers = request.headers;
+  const auto timeout = std::chrono::milliseconds(timeout_ms_);
+  r.connect_timeout = r.read_timeout = r.write_timeout = timeout;
+  r.follow_redirects = false;
+  std::string body;
+  bool too_big = false;
+  if (request.method == "PUT") {
+    r.method = util::HttpMethod::put;
+    r.content_type = "text/plain";
+  } else {
+    r.sink = [&](std::string_view piece) {
+      if (body.size() + piece.size() > kMaxBodyBytes) {
+        too_big = true;
+        return false;
+      }
+      body.append(piece);
+      return true;
+    };
+  }
+  const auto res = http_->send(r);
+  if (!res && res.failure() == util::HttpFailure::invalid_url)
+    return make_error(ErrorKind::usage, "metadata URL '" + base_ + "' is not valid");
+  if (too_big) return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
+  if (!res)
+    return make_error(ErrorKind::unavailable,
+                      fmt::format("{}{}: {}", base_, request.path, util::http_failure_text(res.failure())));
+  if (r.method == util::HttpMethod::put) body = res->body;
+  if (body.size() > kMaxBodyBytes)
+    return make_error(fmt::format("{}: answer larger than {} bytes", request.path, kMaxBodyBytes));
+  return MetadataResponse{res->status, std::move(body)};
+}
+
 std::unique_ptr<MetadataClient> make_http_metadata_client(const std::string& base_url,
-                                                          std::int64_t timeout_ms) {
-  return std::make_unique<HttpMetadataClient>(base_url, timeout_ms);
+                                                          std::int64_t timeout_ms,
+                                                          std::shared_ptr<util::HttpClient> http) {
+  // Without a client: the process-wide real one, which lives as long as the process (not owned).
+  if (!http) http = std::shared_ptr<util::HttpClient>(std::shared_ptr<void>(), &util::system_http());
+  return std::make_unique<MetadataClient>(base_url, timeout_ms, std::move(http));
 }
 
 std::vector<CloudNotice> NoticePoller::only_new(std::vector<CloudNotice> notices) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "meter/run_meter.h"
+#include "util/http_client.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -242,7 +243,9 @@ std::string webhook_body(const GuardEvent& event);
 /// Runs `command` with /bin/sh -c and the event's environment, waiting at most `timeout_ms`.
 Result<void> run_notify_command(const std::string& command, const GuardEvent& event,
                                 std::int64_t timeout_ms = 10'000);
-/// POSTs the event to an http:// or https:// URL (timeout `timeout_ms`); error on a non-2xx status.
-Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000);
+/// POSTs the event to an http:// or https:// URL through `http` (timeout `timeout_ms`); error on a non-2xx
+/// status.
+Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000,
+                          util::HttpClient& http = util::system_http());
 
 }  // namespace gm

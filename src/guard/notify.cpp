@@ -1,7 +1,6 @@
 // Action notification: --notify CMD (environment variables) and --webhook URL (JSON POST).
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <thread>
 
 #include "guard/guard.h"
-#include "util/http_error.h"
 #include "util/json.h"
 
 extern char** environ;
@@ -100,7 +98,8 @@ Result<void> run_notify_command(const std::string& command, const GuardEvent& ev
                                 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)));
 }
 
-Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms) {
+Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms,
+                          util::HttpClient& http) {
   const auto scheme_end = url.find("://");
   if (scheme_end == std::string::npos ||
       (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
@@ -108,16 +107,20 @@ Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::
   const auto path_start = url.find('/', scheme_end + 3);
   const std::string base = path_start == std::string::npos ? url : url.substr(0, path_start);
   const std::string path = path_start == std::string::npos ? "/" : url.substr(path_start);
-  httplib::Client client(base);
-  if (!client.is_valid()) return make_error(ErrorKind::usage, "--webhook: invalid URL '" + url + "'");
-  const auto sec = static_cast<time_t>(timeout_ms / 1000);
-  const auto usec = static_cast<time_t>((timeout_ms % 1000) * 1000);
-  client.set_connection_timeout(sec, usec);
-  client.set_read_timeout(sec, usec);
-  client.set_write_timeout(sec, usec);
-  auto res = client.Post(path, webhook_body(event), "application/json");
+  util::HttpRequest request;
+  request.method = util::HttpMethod::post;
+  request.scheme_host_port = base;
+  request.path = path;
+  request.body = webhook_body(event);
+  request.content_type = "application/json";
+  request.connect_timeout = request.read_timeout = request.write_timeout =
+      std::chrono::milliseconds(timeout_ms);
+  const auto res = http.send(request);
+  if (!res && res.failure() == util::HttpFailure::invalid_url)
+    return make_error(ErrorKind::usage, "--webhook: invalid URL '" + url + "'");
   if (!res)
-    return make_error(ErrorKind::unavailable, "--webhook " + url + ": " + http_error_text(res.error()));
+    return make_error(ErrorKind::unavailable,
+                      "--webhook " + url + ": " + util::http_failure_text(res.failure()));
   if (res->status < 200 || res->status >= 300)
     return make_error(ErrorKind::unavailable, fmt::format("--webhook {}: HTTP status {}", url, res->status));
   return ok_result();

@@ -11,7 +11,7 @@
 namespace gm {
 
 std::string describe_target_forecast(const MetricTarget& target, const TargetForecast& f) {
-  const std::string name = format_metric_target(target);
+  std::string name = format_metric_target(target);
   switch (f.verdict) {
     case TargetVerdict::too_early:
       return name + ": too early to tell (" + f.why + ")";

@@ -90,7 +90,7 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
 }  // namespace
 
 std::optional<std::string> default_config_path() {
-  const auto p = user_config_file();
+  auto p = user_config_file();
   std::error_code ec;
   if (p && std::filesystem::exists(*p, ec)) return p;
   return std::nullopt;

@@ -1,7 +1,7 @@
-// The HTTP getters: cpp-httplib (with OpenSSL) for the network, a table for unit tests; and the atomic write.
+// The price-list getter over the HTTP client seam, and the atomic write.
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <httplib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,86 +10,62 @@
 #include <filesystem>
 
 #include "prices/prices.h"
-#include "util/http_error.h"
 
 namespace gm::prices {
 
 namespace {
 
-class HttplibGetter final : public HttpGetter {
- public:
-  explicit HttplibGetter(HttpTimeouts t) : timeouts_(t) {}
-
-  Result<void> get(const std::string& url, const HttpHeaders& headers, const BodySink& sink) override {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string::npos ||
-        (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
-      return make_error(ErrorKind::usage, fmt::format("'{}' is not an http:// or https:// URL", url));
-    const auto path_start = url.find('/', scheme_end + 3);
-    const std::string base = path_start == std::string::npos ? url : url.substr(0, path_start);
-    const std::string path = path_start == std::string::npos ? "/" : url.substr(path_start);
-    httplib::Client client(base);
-    if (!client.is_valid()) return make_error(ErrorKind::usage, fmt::format("invalid URL '{}'", url));
-    client.set_connection_timeout(std::chrono::milliseconds(timeouts_.connect_ms));
-    client.set_read_timeout(std::chrono::milliseconds(timeouts_.read_ms));
-    client.set_follow_location(true);
-    client.enable_server_certificate_verification(true);
-    httplib::Headers h;
-    for (const auto& [k, v] : headers) h.emplace(k, v);
-    int status = 0;
-    bool stopped = false;
-    auto res = client.Get(
-        path, h,
-        [&](const httplib::Response& r) {
-          status = r.status;
-          return r.status == 200;
-        },
-        [&](const char* data, std::size_t n) {
-          if (!sink(std::string_view(data, n))) {
-            stopped = true;
-            return false;
-          }
-          return true;
-        });
-    if (status != 0 && status != 200)
-      return make_error(ErrorKind::unavailable, fmt::format("{}: HTTP status {}", redact(url), status));
-    if (!res && !stopped)
-      return make_error(ErrorKind::unavailable,
-                        fmt::format("{}: {}", redact(url), http_error_text(res.error())));
-    if (stopped)
-      return make_error(ErrorKind::unavailable, fmt::format("{}: the answer was too large", redact(url)));
-    return ok_result();
-  }
-
- private:
-  static std::string redact(const std::string& url) {
-    const auto k = url.find("key=");
-    if (k == std::string::npos) return url;
-    const auto end = url.find('&', k);
-    return url.substr(0, k + 4) + "…" + (end == std::string::npos ? "" : url.substr(end));
-  }
-  HttpTimeouts timeouts_;
-};
+std::string redact(const std::string& url) {
+  const auto k = url.find("key=");
+  if (k == std::string::npos) return url;
+  const auto end = url.find('&', k);
+  return url.substr(0, k + 4) + "…" + (end == std::string::npos ? "" : url.substr(end));
+}
 
 }  // namespace
 
-std::unique_ptr<HttpGetter> make_http_getter(HttpTimeouts timeouts) {
-  return std::make_unique<HttplibGetter>(timeouts);
+Result<void> HttpGetter::get(const std::string& url, const HttpHeaders& headers, const BodySink& sink) {
+  const auto scheme_end = url.find("://");
+  if (scheme_end == std::string::npos ||
+      (url.compare(0, scheme_end, "http") != 0 && url.compare(0, scheme_end, "https") != 0))
+    return make_error(ErrorKind::usage, fmt::format("'{}' is not an http:// or https:// URL", url));
+  const auto path_start = url.find('/', scheme_end + 3);
+  util::HttpRequest request;
+  request.scheme_host_port = path_start == std::string::npos ? url : url.substr(0, path_start);
+  request.path = path_start == std::string::npos ? "/" : url.substr(path_start);
+  request.connect_timeout = std::chrono::milliseconds(timeouts_.connect_ms);
+  request.read_timeout = std::chrono::milliseconds(timeouts_.read_ms);
+  request.follow_redirects = true;
+  request.verify_server_certificate = true;
+  request.headers = headers;
+  int status = 0;
+  bool stopped = false;
+  request.on_status = [&](int s) {
+    status = s;
+    return s == 200;
+  };
+  request.sink = [&](std::string_view piece) {
+    if (!sink(piece)) {
+      stopped = true;
+      return false;
+    }
+    return true;
+  };
+  const auto res = http_.send(request);
+  if (!res && res.failure() == util::HttpFailure::invalid_url)
+    return make_error(ErrorKind::usage, fmt::format("invalid URL '{}'", url));
+  if (status != 0 && status != 200)
+    return make_error(ErrorKind::unavailable, fmt::format("{}: HTTP status {}", redact(url), status));
+  if (!res && !stopped)
+    return make_error(ErrorKind::unavailable,
+                      fmt::format("{}: {}", redact(url), util::http_failure_text(res.failure())));
+  if (stopped)
+    return make_error(ErrorKind::unavailable, fmt::format("{}: the answer was too large", redact(url)));
+  return ok_result();
 }
 
-Result<void> FakeHttpGetter::get(const std::string& url, const HttpHeaders&, const BodySink& sink) {
-  requested_.push_back(url);
-  const auto it = answers_.find(url);
-  if (it == answers_.end())
-    return make_error(ErrorKind::unavailable, fmt::format("{}: could not connect", url));
-  if (it->second.status != 200)
-    return make_error(ErrorKind::unavailable, fmt::format("{}: HTTP status {}", url, it->second.status));
-  // Two pieces, so readers see a body split at an arbitrary point.
-  const std::string& body = it->second.body;
-  const std::size_t half = body.size() / 2;
-  if (!sink(std::string_view(body).substr(0, half)) || !sink(std::string_view(body).substr(half)))
-    return make_error(ErrorKind::unavailable, fmt::format("{}: the answer was too large", url));
-  return ok_result();
+std::unique_ptr<HttpGetter> make_http_getter(HttpTimeouts timeouts, util::HttpClient& http) {
+  return std::make_unique<HttpGetter>(http, timeouts);
 }
 
 Result<void> write_file_atomically(const std::string& path, std::string_view text) {

@@ -15,51 +15,39 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "util/http_client.h"
 #include "util/result.h"
 
 namespace gm::prices {
 
 /// Receives a response body piece by piece; returns false to stop the transfer.
-using BodySink = std::function<bool(std::string_view)>;
+using BodySink = util::HttpBodySink;
 /// Request headers (name, value).
-using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+using HttpHeaders = util::HttpFields;
 
-/// GETs over HTTP(S): the seam between the fetchers and the network.
-class HttpGetter {
- public:
-  virtual ~HttpGetter() = default;
-  /// GETs the absolute `url`, streaming the body to `sink`. Error (unavailable) when the server cannot be
-  /// reached, times out, cuts the body short or answers with a status other than 200.
-  virtual Result<void> get(const std::string& url, const HttpHeaders& headers, const BodySink& sink) = 0;
-};
-
-/// Timeouts of the real getter.
+/// Timeouts of the getter.
 struct HttpTimeouts {
   int connect_ms = 10'000;
   int read_ms = 60'000;  ///< between two reads of the body, not for the whole body
 };
 
-/// The real getter: cpp-httplib with OpenSSL (server certificates verified), redirects followed.
-std::unique_ptr<HttpGetter> make_http_getter(HttpTimeouts timeouts = {});
-
-/// A getter answering from a table (unit tests): an unknown URL is unreachable.
-class FakeHttpGetter final : public HttpGetter {
+/// GETs price lists over HTTP(S) through the client seam: server certificates verified, redirects followed.
+class HttpGetter {
  public:
-  /// A canned answer.
-  struct Answer {
-    int status = 200;
-    std::string body;
-  };
-  /// Answers `url` with `answer` from now on.
-  void set(const std::string& url, Answer answer) { answers_[url] = std::move(answer); }
-  Result<void> get(const std::string& url, const HttpHeaders& headers, const BodySink& sink) override;
-  /// Every URL asked for, in order.
-  const std::vector<std::string>& requested() const { return requested_; }
+  explicit HttpGetter(util::HttpClient& http, HttpTimeouts timeouts = {})
+      : http_(http), timeouts_(timeouts) {}
+  /// GETs the absolute `url`, streaming the body to `sink`. Error (unavailable) when the server cannot be
+  /// reached, times out, cuts the body short or answers with a status other than 200.
+  Result<void> get(const std::string& url, const HttpHeaders& headers, const BodySink& sink);
 
  private:
-  std::map<std::string, Answer> answers_;
-  std::vector<std::string> requested_;
+  util::HttpClient& http_;
+  HttpTimeouts timeouts_;
 };
+
+/// The getter over the process-wide real client (`http`, a fake in tests).
+std::unique_ptr<HttpGetter> make_http_getter(HttpTimeouts timeouts = {},
+                                             util::HttpClient& http = util::system_http());
 
 /// The providers with a fetcher.
 enum class Provider { azure, aws, gcp, lambda };

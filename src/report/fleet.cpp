@@ -1,14 +1,11 @@
 // Fleet report: PromQL increase() over the agents' counters through the Prometheus HTTP API.
 #include "report/fleet.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <map>
 
-#include "util/http_error.h"
 #include "util/json_in.h"
 
 namespace gm {
@@ -76,17 +73,22 @@ double sum(const std::vector<Sample>& v) {
 
 }  // namespace
 
-Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t range_ms, const std::string& by) {
+Result<FleetReport> query_fleet_report(const std::string& url, std::int64_t range_ms, const std::string& by,
+                                       util::HttpClient& http) {
   if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0)
     return make_error(ErrorKind::usage,
                       "--prometheus '" + url + "': expected http://HOST:PORT or https://HOST:PORT");
-  httplib::Client client(url);
-  client.set_connection_timeout(5);
-  client.set_read_timeout(60);
   const PrometheusQuery query = [&](const std::string& promql) -> Result<PrometheusAnswer> {
-    const auto res = client.Get("/api/v1/query", httplib::Params{{"query", promql}}, httplib::Headers{});
+    util::HttpRequest request;
+    request.scheme_host_port = url;
+    request.path = "/api/v1/query";
+    request.params = {{"query", promql}};
+    request.connect_timeout = std::chrono::seconds(5);
+    request.read_timeout = std::chrono::seconds(60);
+    const auto res = http.send(request);
     if (!res)
-      return make_error(ErrorKind::unavailable, "--prometheus " + url + ": " + http_error_text(res.error()));
+      return make_error(ErrorKind::unavailable,
+                        "--prometheus " + url + ": " + util::http_failure_text(res.failure()));
     return PrometheusAnswer{res->status, res->body};
   };
   return fleet_report_from(query, url, range_ms, by);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "util/http_client.h"
 #include "util/result.h"
 
 namespace gm {
@@ -30,10 +31,10 @@ struct FleetReport {
   std::vector<FleetRow> rows;  ///< most expensive first
 };
 
-/// Queries Prometheus at `prometheus_url` (http://host:port) for the last `range_ms`, grouped `by`.
-/// Errors: usage for a bad `by`/URL, unavailable when Prometheus cannot be reached or answers an error.
+/// Queries Prometheus at `prometheus_url` (http://host:port) through `http` for the last `range_ms`, grouped
+/// `by`. Errors: usage for a bad `by`/URL, unavailable when Prometheus cannot be reached or answers an error.
 Result<FleetReport> query_fleet_report(const std::string& prometheus_url, std::int64_t range_ms,
-                                       const std::string& by);
+                                       const std::string& by, util::HttpClient& http = util::system_http());
 
 /// One answer of the Prometheus HTTP API to an instant query: its HTTP status and body.
 struct PrometheusAnswer {

@@ -17,7 +17,7 @@ namespace {
 /// Display width of UTF-8 text (code points; the status line uses no wide characters).
 std::size_t columns(std::string_view s) {
   std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
+  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xc0) != 0x80;
   return n;
 }
 

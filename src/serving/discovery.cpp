@@ -2,7 +2,6 @@
 // /proc/net/tcp{,6} and the processes' socket fds), probed once each for a /metrics that parses as one of
 // the known engines.
 #include <dirent.h>
-#include <httplib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,16 +41,17 @@ std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
   return {ports.begin(), ports.end()};
 }
 
-std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec,
-                                                   std::int64_t timeout_ms) {
-  httplib::Client client(spec.scheme_host_port);
-  const auto t = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::milliseconds(timeout_ms));
-  client.set_connection_timeout(t);
-  client.set_read_timeout(t);
-  client.set_write_timeout(t);
+std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec, std::int64_t timeout_ms,
+                                                   util::HttpClient& http) {
   // SGLang (python/sglang/srt/entrypoints/http_server.py) answers /get_server_info with its server
   // arguments, `enable_metrics` among them; without the flag it mounts no /metrics at all.
-  const auto res = client.Get("/get_server_info", httplib::Headers{{"Accept", "application/json"}});
+  util::HttpRequest request;
+  request.scheme_host_port = spec.scheme_host_port;
+  request.path = "/get_server_info";
+  request.headers = {{"Accept", "application/json"}};
+  request.connect_timeout = request.read_timeout = request.write_timeout =
+      std::chrono::milliseconds(timeout_ms);
+  const auto res = http.send(request);
   if (!res || res->status != 200 || res->body.size() > (4u << 20)) return std::nullopt;
   const auto j = json_parse(res->body, "/get_server_info");
   if (!j || json_bool(*j, "enable_metrics") != false) return std::nullopt;
@@ -62,21 +62,21 @@ std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& 
 }
 
 ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::uint16_t>& ports,
-                               std::int64_t timeout_ms) {
+                               std::int64_t timeout_ms, util::HttpClient& http) {
   ProbeResult out;
   for (std::uint16_t port : ports) {
     const std::string url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
                             ":" + std::to_string(port) + "/metrics";
     auto spec = parse_inference_endpoint(url, "discovery");
     if (!spec) continue;
-    const ScrapeOutcome scrape = scrape_endpoint(*spec, timeout_ms);
+    const ScrapeOutcome scrape = scrape_endpoint(*spec, timeout_ms, http);
     if (scrape.reading) {
       out.found = std::move(*spec);
       return out;
     }
     // A server that answered HTTP may say why it has no metrics.
     if (scrape.error == "http")
-      if (auto why = metrics_disabled_reason(*spec, timeout_ms)) out.notes.push_back(std::move(*why));
+      if (auto why = metrics_disabled_reason(*spec, timeout_ms, http)) out.notes.push_back(std::move(*why));
   }
   return out;
 }
@@ -164,22 +164,23 @@ namespace {
 Result<std::string> fetch_pods(const DiscoveryOptions& o) {
   auto spec = parse_inference_endpoint(o.kubelet_pods_url, "--kubelet-pods-url");
   if (!spec) return spec.error();
-  httplib::Client client(spec->scheme_host_port);
-  const auto t = std::chrono::milliseconds(o.timeout_ms);
-  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-  httplib::Headers headers{{"Accept", "application/json"}};
+  util::HttpRequest request;
+  request.scheme_host_port = spec->scheme_host_port;
+  request.path = spec->path;
+  request.connect_timeout = request.read_timeout = std::chrono::milliseconds(o.timeout_ms);
+  request.headers = {{"Accept", "application/json"}};
   if (!o.kubelet_token_file.empty()) {
     auto token = read_small_file(o.kubelet_token_file);
     if (!token)
       return make_error(ErrorKind::unavailable,
                         "--kubelet-token-file " + o.kubelet_token_file + ": cannot read");
     while (!token->empty() && (token->back() == '\n' || token->back() == ' ')) token->pop_back();
-    headers.emplace("Authorization", "Bearer " + *token);
+    request.headers.emplace_back("Authorization", "Bearer " + *token);
   }
-  auto res = client.Get(spec->path, headers);
+  const auto res = (o.http ? *o.http : util::system_http()).send(request);
   if (!res)
-    return make_error(ErrorKind::unavailable, o.kubelet_pods_url + ": " + httplib::to_string(res.error()));
+    return make_error(ErrorKind::unavailable,
+                      o.kubelet_pods_url + ": " + util::http_failure_name(res.failure()));
   if (res->status != 200)
     return make_error(ErrorKind::unavailable,
                       o.kubelet_pods_url + ": HTTP status " + std::to_string(res->status));
@@ -216,6 +217,7 @@ std::vector<InferenceEndpointSpec> EndpointDiscovery::take_found() {
 }
 
 void EndpointDiscovery::loop() {
+  util::HttpClient& http = options_.http ? *options_.http : util::system_http();
   std::set<std::uint16_t> probed_ports;  // each listening port is probed once
   std::set<std::string> probed_urls;     // each announced pod URL is probed once
   std::int64_t next_kubelet_ms = 0;
@@ -253,7 +255,7 @@ void EndpointDiscovery::loop() {
     };
     for (std::uint16_t port : fresh) {
       if (stopping()) return;  // shutting down: the remaining probes are not needed
-      ProbeResult probe = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms);
+      ProbeResult probe = probe_engine_ports("127.0.0.1", {port}, options_.timeout_ms, http);
       if (probe.found) found.push_back(std::move(*probe.found));
       if (options_.note)
         for (const auto& n : probe.notes) options_.note(n);
@@ -283,11 +285,11 @@ void EndpointDiscovery::loop() {
         if (!probed_urls.insert(t.url).second) continue;
         auto spec = parse_inference_endpoint(t.url + ",owner=" + t.owner, "prometheus.io annotation");
         if (!spec) continue;
-        const ScrapeOutcome scrape = scrape_endpoint(*spec, options_.timeout_ms);
+        const ScrapeOutcome scrape = scrape_endpoint(*spec, options_.timeout_ms, http);
         if (scrape.reading)
           found.push_back(*spec);
         else if (scrape.error == "http" && options_.note)
-          if (auto why = metrics_disabled_reason(*spec, options_.timeout_ms)) options_.note(*why);
+          if (auto why = metrics_disabled_reason(*spec, options_.timeout_ms, http)) options_.note(*why);
       }
     }
     lock.lock();

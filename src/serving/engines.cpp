@@ -1,6 +1,5 @@
 // Serving engines' own metrics: endpoint specs, reading vLLM / SGLang / TGI / Triton counters from a parsed
 // exposition, counter resets, bounded scrapes on background threads, and the cost split across models.
-#include <httplib.h>
 #include <toml++/toml.h>
 
 #include <algorithm>
@@ -230,34 +229,35 @@ std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weigh
 
 // ---- scraping ----------------------------------------------------------------------------------------
 
-ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms) {
+ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms,
+                              util::HttpClient& http) {
   constexpr std::size_t kMaxBody = 16u << 20;
   ScrapeOutcome out;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
-  httplib::Client client(spec.scheme_host_port);
-  const auto t = std::chrono::milliseconds(timeout_ms);
-  client.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-  client.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
-  client.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  util::HttpRequest request;
+  request.scheme_host_port = spec.scheme_host_port;
+  request.path = spec.path;
+  request.headers = {{"Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1"}};
+  request.connect_timeout = request.read_timeout = request.write_timeout =
+      std::chrono::milliseconds(timeout_ms);
   std::string body;
   bool too_large = false, too_slow = false;
-  const auto res =
-      client.Get(spec.path, httplib::Headers{{"Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1"}},
-                 [&](const char* data, std::size_t len) {
-                   if (body.size() + len > kMaxBody) return !(too_large = true);
-                   if (std::chrono::steady_clock::now() > deadline) return !(too_slow = true);
-                   body.append(data, len);
-                   return true;
-                 });
+  request.sink = [&](std::string_view piece) {
+    if (body.size() + piece.size() > kMaxBody) return !(too_large = true);
+    if (std::chrono::steady_clock::now() > deadline) return !(too_slow = true);
+    body.append(piece);
+    return true;
+  };
+  const auto res = http.send(request);
   if (!res) {
-    const httplib::Error err = res.error();
+    const util::HttpFailure err = res.failure();
     if (too_large)
       out.error = "too_large", out.detail = "body over 16 MiB";
-    else if (too_slow || err == httplib::Error::Read || err == httplib::Error::ConnectionTimeout)
+    else if (too_slow || err == util::HttpFailure::read || err == util::HttpFailure::connection_timeout)
       out.error = "timeout", out.detail = "no complete answer within " + std::to_string(timeout_ms) + " ms";
     else
-      out.error = "connect", out.detail = httplib::to_string(err);
+      out.error = "connect", out.detail = util::http_failure_name(err);
     return out;
   }
   if (res->status != 200) {
@@ -288,8 +288,9 @@ struct InferenceScrapers::Worker {
   ScrapeOutcome result;
 };
 
-InferenceScrapers::InferenceScrapers(std::vector<InferenceEndpointSpec> specs, std::int64_t timeout_ms)
-    : specs_(std::move(specs)), timeout_ms_(timeout_ms) {
+InferenceScrapers::InferenceScrapers(std::vector<InferenceEndpointSpec> specs, std::int64_t timeout_ms,
+                                     util::HttpClient& http)
+    : specs_(std::move(specs)), timeout_ms_(timeout_ms), http_(http) {
   for (std::size_t i = 0; i < specs_.size(); ++i) {
     workers_.push_back(std::make_unique<Worker>());
     start_worker(workers_.back().get(), specs_[i]);
@@ -314,7 +315,7 @@ void InferenceScrapers::start_worker(Worker* w, InferenceEndpointSpec spec) {
         const std::uint64_t round = round_;
         w->busy = true;
         lock.unlock();
-        ScrapeOutcome r = scrape_endpoint(spec, timeout_ms_);
+        ScrapeOutcome r = scrape_endpoint(spec, timeout_ms_, http_);
         lock.lock();
         w->busy = false;
         w->result = std::move(r);

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/http_client.h"
 #include "util/money.h"
 #include "util/result.h"
 
@@ -168,8 +169,9 @@ struct ScrapeOutcome {
 };
 
 /// Scrapes one endpoint once: bounded by `timeout_ms` overall (a server that trickles bytes is cut off) and
-/// by a 16 MiB body limit.
-ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms);
+/// by a 16 MiB body limit. Sent through `http`.
+ScrapeOutcome scrape_endpoint(const InferenceEndpointSpec& spec, std::int64_t timeout_ms,
+                              util::HttpClient& http = util::system_http());
 
 /// One scrape of the engine metrics of the server a supervised run wraps (`gpumeter run
 /// --inference-endpoint`).
@@ -200,7 +202,9 @@ Result<std::unique_ptr<InferenceSource>> make_engine_inference_source(const std:
 /// started before the GPUs are sampled and collected after, waiting at most until a deadline.
 class InferenceScrapers {
  public:
-  InferenceScrapers(std::vector<InferenceEndpointSpec> specs, std::int64_t timeout_ms);
+  /// `http` must outlive the scrapers (their threads are joined by the destructor).
+  InferenceScrapers(std::vector<InferenceEndpointSpec> specs, std::int64_t timeout_ms,
+                    util::HttpClient& http = util::system_http());
   ~InferenceScrapers();
   InferenceScrapers(const InferenceScrapers&) = delete;
   InferenceScrapers& operator=(const InferenceScrapers&) = delete;
@@ -218,6 +222,7 @@ class InferenceScrapers {
   void start_worker(Worker* w, InferenceEndpointSpec spec);
   std::vector<InferenceEndpointSpec> specs_;
   std::int64_t timeout_ms_;
+  util::HttpClient& http_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -244,8 +249,8 @@ std::vector<std::uint16_t> listening_ports(const std::string& proc_root, const s
 /// Why the server behind `spec` serves no engine metrics, when it tells: an SGLang server started without
 /// `--enable-metrics` has no /metrics, and its /get_server_info says `"enable_metrics": false`. The text
 /// names the endpoint and the flag; nullopt when the server says nothing of the kind (one bounded request).
-std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec,
-                                                   std::int64_t timeout_ms);
+std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& spec, std::int64_t timeout_ms,
+                                                   util::HttpClient& http = util::system_http());
 
 /// What probing ports found.
 struct ProbeResult {
@@ -257,7 +262,7 @@ struct ProbeResult {
 /// parses as one of the known engines' expositions; a port that does not is asked why
 /// (metrics_disabled_reason) and noted.
 ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::uint16_t>& ports,
-                               std::int64_t timeout_ms);
+                               std::int64_t timeout_ms, util::HttpClient& http = util::system_http());
 
 /// A pod that announces a metrics endpoint with its annotations.
 struct PodScrapeTarget {
@@ -288,6 +293,8 @@ struct DiscoveryOptions {
   /// Called (on the discovery thread) with what a probe learnt besides endpoints: a server that serves no
   /// metrics, and why. May be empty.
   std::function<void(const std::string&)> note;
+  /// Where probes and the kubelet's /pods are asked (must outlive the discovery); nullptr: the real client.
+  util::HttpClient* http = nullptr;
 };
 
 /// Finds engine endpoints on a background thread (the collector never waits for a probe): the TCP ports the

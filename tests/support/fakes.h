@@ -1,8 +1,8 @@
 #pragma once
 // The tests' fakes, in one place: hand-made GPUs and prices, a process runner that never runs anything, a
 // session sink that records what a run shows, a supervisor driven on a fake clock, a fake /proc tree and an
-// in-memory ledger. The library's own fakes (FakeClock, StaticGpuBackend, FakeHttpGetter, FakeMetadataClient)
-// sit next to their interfaces under src/.
+// in-memory ledger; the one fake HTTP client is in fake_http.h (header-only, for the fuzz targets too). The
+// library's own fakes (FakeClock, StaticGpuBackend) sit next to their interfaces under src/.
 #include <sys/types.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "guard/supervisor.h"
 #include "meter/meter.h"
 #include "store/store.h"
+#include "support/fake_http.h"
 #include "sys/spawn.h"
 #include "util/clock.h"
 #include "util/money.h"

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <thread>
 
+#include "support/fake_http.h"
+
 namespace gm {
 namespace {
 
@@ -124,33 +126,40 @@ TEST(CloudDetectTest, DmiSaysWhichCloudWithoutTheNetwork) {
   std::filesystem::remove_all(root);
 }
 
+/// A metadata client for tests: the real MetadataClient over the fake HTTP client.
+std::unique_ptr<MetadataClient> metadata_over(std::shared_ptr<test::FakeHttpClient> http) {
+  return make_http_metadata_client("http://169.254.169.254", kMetadataTimeoutMs, std::move(http));
+}
+
 /// An AWS IMDSv2 stand-in over the fake client: a token is required, 404 until `notice` is set.
 struct FakeImds {
   std::string notice, rebalance;
   int token_puts = 0;
   std::vector<std::string> paths;
-  Result<MetadataResponse> operator()(const MetadataRequest& r) {
-    paths.push_back(r.method + " " + r.path);
-    if (r.method == "PUT" && r.path == "/latest/api/token") {
+  util::HttpResult operator()(const util::HttpRequest& r) {
+    const bool put = r.method == util::HttpMethod::put;
+    paths.push_back((put ? "PUT " : "GET ") + r.path);
+    if (put && r.path == "/latest/api/token") {
       ++token_puts;
-      return MetadataResponse{200, "TOKEN-1"};
+      return test::http_ok("TOKEN-1");
     }
     bool authed = false;
     for (const auto& [k, v] : r.headers)
       authed = authed || (k == "X-aws-ec2-metadata-token" && v == "TOKEN-1");
-    if (!authed) return MetadataResponse{401, ""};
+    if (!authed) return test::http_answer(401);
     if (r.path == "/latest/meta-data/spot/instance-action")
-      return notice.empty() ? MetadataResponse{404, "Not Found"} : MetadataResponse{200, notice};
+      return notice.empty() ? test::http_answer(404, "Not Found") : test::http_ok(notice);
     if (r.path == "/latest/meta-data/events/recommendations/rebalance")
-      return rebalance.empty() ? MetadataResponse{404, ""} : MetadataResponse{200, rebalance};
-    return MetadataResponse{404, ""};
+      return rebalance.empty() ? test::http_answer(404) : test::http_ok(rebalance);
+    return test::http_answer(404);
   }
 };
 
 TEST(NoticePollerTest, AwsTokenOnceThenNoticesOnceEach) {
   FakeImds imds;
-  FakeMetadataClient client([&](const MetadataRequest& r) { return imds(r); });
-  NoticePoller poller(CloudProvider::aws, client);
+  auto client = metadata_over(
+      std::make_shared<test::FakeHttpClient>([&](const util::HttpRequest& r) { return imds(r); }));
+  NoticePoller poller(CloudProvider::aws, *client);
   auto r = poller.poll(1'000);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->empty());
@@ -168,16 +177,17 @@ TEST(NoticePollerTest, AwsTokenOnceThenNoticesOnceEach) {
 
 TEST(NoticePollerTest, GcpFlavorHeaderAndThirtySecondDeadline) {
   bool preempted = false;
-  FakeMetadataClient client([&](const MetadataRequest& r) -> Result<MetadataResponse> {
-    bool flavor = false;
-    for (const auto& [k, v] : r.headers) flavor = flavor || (k == "Metadata-Flavor" && v == "Google");
-    if (!flavor) return MetadataResponse{403, ""};
-    if (r.path == "/computeMetadata/v1/instance/preempted")
-      return MetadataResponse{200, preempted ? "TRUE" : "FALSE"};
-    if (r.path == "/computeMetadata/v1/instance/maintenance-event") return MetadataResponse{200, "NONE"};
-    return MetadataResponse{404, ""};
-  });
-  NoticePoller poller(CloudProvider::gcp, client);
+  auto client = metadata_over(
+      std::make_shared<test::FakeHttpClient>([&](const util::HttpRequest& r) -> util::HttpResult {
+        bool flavor = false;
+        for (const auto& [k, v] : r.headers) flavor = flavor || (k == "Metadata-Flavor" && v == "Google");
+        if (!flavor) return test::http_answer(403);
+        if (r.path == "/computeMetadata/v1/instance/preempted")
+          return test::http_ok(preempted ? "TRUE" : "FALSE");
+        if (r.path == "/computeMetadata/v1/instance/maintenance-event") return test::http_ok("NONE");
+        return test::http_answer(404);
+      }));
+  NoticePoller poller(CloudProvider::gcp, *client);
   EXPECT_TRUE(poller.poll(1'000)->empty());
   preempted = true;
   auto r = poller.poll(5'000);
@@ -187,35 +197,32 @@ TEST(NoticePollerTest, GcpFlavorHeaderAndThirtySecondDeadline) {
 }
 
 TEST(NoticePollerTest, GarbageAndTransportErrorsAreErrorsNotNotices) {
-  FakeMetadataClient garbage([](const MetadataRequest&) -> Result<MetadataResponse> {
-    return MetadataResponse{200, "\x01\x02 not json"};
-  });
+  auto garbage = metadata_over(std::make_shared<test::FakeHttpClient>(
+      [](const util::HttpRequest&) { return test::http_ok("\x01\x02 not json"); }));
   for (auto p : {CloudProvider::aws, CloudProvider::gcp, CloudProvider::azure}) {
-    NoticePoller poller(p, garbage);
+    NoticePoller poller(p, *garbage);
     auto r = poller.poll(0);
     EXPECT_FALSE(r) << provider_name(p);
   }
-  FakeMetadataClient down([](const MetadataRequest&) -> Result<MetadataResponse> {
-    return make_error(ErrorKind::unavailable, "connection refused");
-  });
-  NoticePoller poller(CloudProvider::azure, down);
+  auto down = metadata_over(std::make_shared<test::FakeHttpClient>(
+      [](const util::HttpRequest&) -> util::HttpResult { return util::HttpFailure::connection; }));
+  NoticePoller poller(CloudProvider::azure, *down);
   EXPECT_FALSE(poller.poll(0));
 }
 
 TEST(NoticeWatcherTest, DeliversThroughTheWakeDescriptorAndNeverBlocksTheCaller) {
   // Shared with the watcher's detached thread, which may outlive this test by one exchange.
   auto hang = std::make_shared<std::atomic<bool>>(true);
-  auto client =
-      std::make_unique<FakeMetadataClient>([hang](const MetadataRequest& r) -> Result<MetadataResponse> {
+  auto client = metadata_over(
+      std::make_shared<test::FakeHttpClient>([hang](const util::HttpRequest& r) -> util::HttpResult {
         // The first exchange hangs (a metadata service that accepts and never answers, until the test lets
         // go).
         while (hang->load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         if (r.path == "/metadata/scheduledevents?api-version=2020-07-01")
-          return MetadataResponse{200,
-                                  R"({"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Preempt",
-        "Resources":[],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:30:17 GMT"}]})"};
-        return MetadataResponse{404, ""};
-      });
+          return test::http_ok(R"({"DocumentIncarnation":1,"Events":[{"EventId":"E","EventType":"Preempt",
+        "Resources":[],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:30:17 GMT"}]})");
+        return test::http_answer(404);
+      }));
   NoticeWatcher watcher(CloudProvider::azure, std::move(client), 20, [] { return std::int64_t{0}; });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(watcher.take().empty());

@@ -1,5 +1,5 @@
 // The price readers and `prices update` logic over recorded-format answers (tests/data/prices, built from the
-// providers' documented formats), served by the fake HTTP getter; your own rates ([pricing]).
+// providers' documented formats), served by the fake HTTP client; your own rates ([pricing]).
 #include "prices/prices.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include "catalog/catalog.h"
 #include "meter/meter.h"
 #include "prices/detail/readers.h"
+#include "support/fake_http.h"
 #include "support/support.h"
 
 namespace gm {
@@ -41,11 +42,9 @@ const std::string kAzureEastus =
     "%27Consumption%27%20and%20armRegionName%20eq%20%27eastus%27";
 const std::string kAwsUsEast1 = "http://fake/offers/v1.0/aws/AmazonEC2/current/us-east-1/index.csv";
 
-prices::FakeHttpGetter azure_getter() {
-  prices::FakeHttpGetter http;
-  http.set(kAzureEastus, {200, fixture("azure-eastus-0.json")});
-  http.set(kAzureEastus + "&$skip=100", {200, fixture("azure-eastus-100.json")});
-  return http;
+void azure_answers(test::FakeHttpClient& fake) {
+  fake.answer(kAzureEastus, 200, fixture("azure-eastus-0.json"));
+  fake.answer(kAzureEastus + "&$skip=100", 200, fixture("azure-eastus-100.json"));
 }
 
 prices::UpdateOptions options_for(prices::Provider p, const std::string& region) {
@@ -183,10 +182,12 @@ TEST(PricesReaderTest, LambdaCentsPerHour) {
 }
 
 TEST(PricesUpdateTest, AzureSanityRulesPerOffer) {
-  auto http = azure_getter();
+  test::FakeHttpClient fake;
+  azure_answers(fake);
+  prices::HttpGetter http(fake);
   auto r = prices::fetch_update(options_for(prices::Provider::azure, "eastus"), http, builtin(), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(http.requested().size(), 2u);  // followed NextPageLink once
+  EXPECT_EQ(fake.urls().size(), 2u);  // followed NextPageLink once
   // Fetched and used, with the documented GPU count.
   const Offer* nc24 = row(*r, "eastus", "Standard_NC24ads_A100_v4");
   ASSERT_NE(nc24, nullptr);
@@ -223,7 +224,9 @@ TEST(PricesUpdateTest, AzureSanityRulesPerOffer) {
 }
 
 TEST(PricesUpdateTest, ChangeOverHalfIsHeldBackUnlessAccepted) {
-  auto http = azure_getter();
+  test::FakeHttpClient fake;
+  azure_answers(fake);
+  prices::HttpGetter http(fake);
   // The previous fetch had NC24ads at $1.90: $3.52 is +85 %.
   std::vector<Offer> previous;
   Offer o = *builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
@@ -249,22 +252,24 @@ TEST(PricesUpdateTest, ChangeOverHalfIsHeldBackUnlessAccepted) {
 }
 
 TEST(PricesUpdateTest, FailedFetchIsAnErrorNotAPartialCatalog) {
-  prices::FakeHttpGetter http;
-  http.set(kAzureEastus, {200, fixture("azure-eastus-0.json")});
+  test::FakeHttpClient fake;
+  prices::HttpGetter http(fake);
+  fake.answer(kAzureEastus, 200, fixture("azure-eastus-0.json"));
   // page 2 unreachable
   auto r = prices::fetch_update(options_for(prices::Provider::azure, "eastus"), http, builtin(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::unavailable);
   EXPECT_EQ(r.error().message.rfind("azure: ", 0), 0u) << r.error().message;
-  http.set(kAzureEastus + "&$skip=100", {500, "oops"});
+  fake.answer(kAzureEastus + "&$skip=100", 500, "oops");
   r = prices::fetch_update(options_for(prices::Provider::azure, "eastus"), http, builtin(), {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("500"), std::string::npos);
 }
 
 TEST(PricesUpdateTest, AwsSpotIsKeptFromTheCatalogAndMarked) {
-  prices::FakeHttpGetter http;
-  http.set(kAwsUsEast1, {200, fixture("aws-us-east-1.csv")});
+  test::FakeHttpClient fake;
+  prices::HttpGetter http(fake);
+  fake.answer(kAwsUsEast1, 200, fixture("aws-us-east-1.csv"));
   auto r = prices::fetch_update(options_for(prices::Provider::aws, "us-east-1"), http, builtin(), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
   const Offer* p5 = row(*r, "us-east-1", "p5.48xlarge");
@@ -283,10 +288,11 @@ TEST(PricesUpdateTest, AwsSpotIsKeptFromTheCatalogAndMarked) {
 }
 
 TEST(PricesUpdateTest, GcpMachinePriceIsGpusPlusCoresPlusRam) {
-  prices::FakeHttpGetter http;
+  test::FakeHttpClient fake;
+  prices::HttpGetter http(fake);
   const std::string base = "http://fake/v1/services/6F81-5844-456A/skus?currencyCode=USD&pageSize=5000";
-  http.set(base + "&key=k1", {200, fixture("gcp-first.json")});
-  http.set(base + "&pageToken=page-2&key=k1", {200, fixture("gcp-page-2.json")});
+  fake.answer(base + "&key=k1", 200, fixture("gcp-first.json"));
+  fake.answer(base + "&pageToken=page-2&key=k1", 200, fixture("gcp-page-2.json"));
   auto opts = options_for(prices::Provider::gcp, "us-central1");
   auto missing_key = prices::fetch_update(opts, http, builtin(), {});
   ASSERT_FALSE(missing_key.ok());
