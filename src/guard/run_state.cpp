@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "util/units.h"
 
@@ -12,26 +13,16 @@ namespace gm::guard {
 
 namespace {
 
-/// The action a stop signal is recorded as.
+/// The action each named stop signal is recorded as (a signal given by number: ActionKind::signal).
+constexpr std::pair<int, ActionKind> kSignalActions[] = {
+    {SIGTERM, ActionKind::sigterm}, {SIGINT, ActionKind::sigint},   {SIGHUP, ActionKind::sighup},
+    {SIGQUIT, ActionKind::sigquit}, {SIGKILL, ActionKind::sigkill}, {SIGUSR1, ActionKind::sigusr1},
+    {SIGUSR2, ActionKind::sigusr2}};
+
 ActionKind signal_action(int sig) {
-  switch (sig) {
-    case SIGTERM:
-      return ActionKind::sigterm;
-    case SIGINT:
-      return ActionKind::sigint;
-    case SIGHUP:
-      return ActionKind::sighup;
-    case SIGQUIT:
-      return ActionKind::sigquit;
-    case SIGKILL:
-      return ActionKind::sigkill;
-    case SIGUSR1:
-      return ActionKind::sigusr1;
-    case SIGUSR2:
-      return ActionKind::sigusr2;
-    default:
-      return ActionKind::signal;
-  }
+  for (const auto& [s, kind] : kSignalActions)
+    if (s == sig) return kind;
+  return ActionKind::signal;
 }
 
 }  // namespace

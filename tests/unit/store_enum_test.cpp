@@ -84,8 +84,12 @@ std::string text_sql(const std::string& path, const std::string& sql) {
   return out;
 }
 
-/// A ledger with one stopped run, one action, one cell and one budget.
-std::int64_t fill(Ledger& l) {
+/// Writes a ledger at `path` with one stopped run, one action, one cell and one budget; the run's id.
+std::int64_t fill_ledger(const std::string& path) {
+  auto opened = Ledger::open(path);
+  EXPECT_TRUE(opened.ok()) << opened.error().message;
+  if (!opened) return 0;
+  Ledger& l = **opened;
   RunRecord r;
   r.command = "train";
   r.start_unix_ms = 1'700'000'000'000;
@@ -105,11 +109,10 @@ std::int64_t fill(Ledger& l) {
 TEST(StoreEnumTest, LedgerStoresTheSameTexts) {
   test::TempDir dir;
   const std::string path = dir.path() + "/ledger.db";
-  std::int64_t id = 0;
+  const std::int64_t id = fill_ledger(path);
   {
-    auto l = Ledger::open(path);
+    auto l = Ledger::open(path);  // read back through a fresh connection
     ASSERT_TRUE(l.ok()) << l.error().message;
-    id = fill(**l);
     auto back = (*l)->run(id);
     ASSERT_TRUE(back.ok()) << back.error().message;
     EXPECT_EQ(back->status, RunStatus::stopped);
@@ -139,12 +142,7 @@ TEST(StoreEnumTest, LedgerStoresTheSameTexts) {
 TEST(StoreEnumTest, UnknownLedgerTextIsAClearError) {
   test::TempDir dir;
   const std::string path = dir.path() + "/ledger.db";
-  std::int64_t id = 0;
-  {
-    auto l = Ledger::open(path);
-    ASSERT_TRUE(l.ok()) << l.error().message;
-    id = fill(**l);
-  }
+  const std::int64_t id = fill_ledger(path);
   exec_sql(path,
            "UPDATE runs SET status='paused'; UPDATE actions SET kind='teleport'; "
            "UPDATE cells SET status='exploded'; UPDATE budgets SET period='fortnight'");
