@@ -35,15 +35,15 @@ std::size_t run_count() {
 }
 
 /// N runs of 8 GPUs spread over 30 days, imported in bulk (one transaction per run).
-void fill(gm::Ledger& ledger) {
+void fill(gm::store::Ledger& ledger) {
   std::mt19937_64 rng(42);
   const char* users[] = {"ana", "bob", "cid", "dee", "eve", "fay"};
   const char* teams[] = {"nlp", "cv", "rl"};
   const std::size_t n = run_count();
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < n; ++i) {
-    gm::RunBundle b;
-    gm::RunRecord& r = b.run;
+    gm::store::RunBundle b;
+    gm::store::RunRecord& r = b.run;
     r.command = "python train.py --config c" + std::to_string(rng() % 20);
     r.user = users[rng() % 6];
     r.host = "node" + std::to_string(rng() % 16);
@@ -55,7 +55,7 @@ void fill(gm::Ledger& ledger) {
     r.gpu_model = "H100 SXM 80GB";
     r.price_micros_per_gpu_hour = 3'000'000;
     r.price_source = "bench";
-    r.status = gm::RunStatus::succeeded;
+    r.status = gm::store::RunStatus::succeeded;
     r.exit_code = 0;
     r.wall_ms = kMinutesPerRun * 60'000;
     r.end_unix_ms = r.start_unix_ms + r.wall_ms;
@@ -67,7 +67,7 @@ void fill(gm::Ledger& ledger) {
       for (unsigned g = 0; g < kGpus; ++g) {
         const double util = 30 + static_cast<double>(rng() % 70);
         b.rollups.push_back(
-            gm::RollupRecord{0, r.start_unix_ms / 60'000 + m, g, 60, util * 60, 4e10, 60 * 500.0, 50'000});
+            gm::store::RollupRecord{0, r.start_unix_ms / 60'000 + m, g, 60, util * 60, 4e10, 60 * 500.0, 50'000});
         r.cost_micros += 50'000;
       }
     auto done = ledger.import_run(b, "bench#" + std::to_string(i), 0);
@@ -193,7 +193,7 @@ Ledgers& ledgers() {
       const std::string partial = out.sqlite_path + ".partial";
       std::filesystem::remove(partial);
       {
-        auto s = gm::Ledger::open(partial);
+        auto s = gm::store::Ledger::open(partial);
         if (!s) die(s.error().message);
         fill(**s);
       }
@@ -209,7 +209,7 @@ Ledgers& ledgers() {
     const std::string db = out.server->create_database();
     out.pg_uri = out.server->uri(db);
     {
-      auto p = gm::Ledger::open(out.pg_uri);  // the schema
+      auto p = gm::store::Ledger::open(out.pg_uri);  // the schema
       if (!p) die(p.error().message);
     }
     copy_into_postgres(out.sqlite_path, out.pg_uri);
@@ -220,27 +220,27 @@ Ledgers& ledgers() {
   return l;
 }
 
-gm::MultiOptions options(const char* by) {
-  gm::MultiOptions o;
+gm::report::MultiOptions options(const char* by) {
+  gm::report::MultiOptions o;
   o.since_unix_ms = kStartMs;
   o.until_unix_ms = kStartMs + kDays * 86'400'000LL;
-  if (*by) o.by = *gm::parse_group_by(by);
+  if (*by) o.by = *gm::report::parse_group_by(by);
   return o;
 }
 
 void BM_Report(benchmark::State& state, bool pg, const char* by) {
-  auto ledger = gm::Ledger::open(pg ? ledgers().pg_uri : ledgers().sqlite_path);
+  auto ledger = gm::store::Ledger::open(pg ? ledgers().pg_uri : ledgers().sqlite_path);
   if (!ledger) {
     state.SkipWithError(ledger.error().message.c_str());
     return;
   }
   for (auto _ : state) {
-    auto rep = gm::build_multi_report(**ledger, options(by));
+    auto rep = gm::report::build_multi_report(**ledger, options(by));
     if (!rep) {
       state.SkipWithError(rep.error().message.c_str());
       return;
     }
-    auto text = gm::render_multi_json(*rep);
+    auto text = gm::report::render_multi_json(*rep);
     benchmark::DoNotOptimize(text);
     state.counters["runs"] = static_cast<double>(rep->total.runs);
   }
@@ -299,12 +299,12 @@ BENCHMARK_CAPTURE(BM_BareSql, postgres, true)->Unit(benchmark::kMillisecond);
 /// One interval of a running run on the ledger: what the supervisor writes each second (8 GPUs), and the team
 /// budget's read of the other runs' spend.
 void BM_Heartbeat(benchmark::State& state, bool pg, bool team_read) {
-  auto ledger = gm::Ledger::open(pg ? ledgers().pg_uri : ledgers().sqlite_path);
+  auto ledger = gm::store::Ledger::open(pg ? ledgers().pg_uri : ledgers().sqlite_path);
   if (!ledger) {
     state.SkipWithError(ledger.error().message.c_str());
     return;
   }
-  gm::RunRecord r;
+  gm::store::RunRecord r;
   r.command = "python train.py";
   r.user = "ana";
   r.host = "node0";
@@ -317,12 +317,12 @@ void BM_Heartbeat(benchmark::State& state, bool pg, bool team_read) {
   std::int64_t t_ms = 0;
   for (auto _ : state) {
     t_ms += 1000;
-    std::vector<gm::SampleRecord> samples;
-    std::vector<gm::RollupRecord> rollups;
+    std::vector<gm::store::SampleRecord> samples;
+    std::vector<gm::store::RollupRecord> rollups;
     for (unsigned g = 0; g < kGpus; ++g) {
-      samples.push_back(gm::SampleRecord{
+      samples.push_back(gm::store::SampleRecord{
           r.id, t_ms, g, "GPU-" + std::to_string(g), 90.0, 40ull << 30, 600.0, 70.0, 600.0, 833, true, {}});
-      rollups.push_back(gm::RollupRecord{r.id, (r.start_unix_ms + t_ms) / 60'000, g, t_ms / 1000 % 60, 5400,
+      rollups.push_back(gm::store::RollupRecord{r.id, (r.start_unix_ms + t_ms) / 60'000, g, t_ms / 1000 % 60, 5400,
                                          4e10, 36000, 50'000});
     }
     r.cost_micros += 833 * kGpus;

@@ -24,7 +24,7 @@ void build_ledger(const std::string& path) {
   std::filesystem::remove(path);
   std::filesystem::remove(path + "-wal");
   std::filesystem::remove(path + "-shm");
-  auto ledger = gm::Ledger::open(path);
+  auto ledger = gm::store::Ledger::open(path);
   if (!ledger) {
     std::fprintf(stderr, "bench_report: %s\n", ledger.error().message.c_str());
     std::exit(1);
@@ -40,7 +40,7 @@ void build_ledger(const std::string& path) {
     while (t < end_ms) {
       const std::int64_t wall_s = std::min<std::int64_t>(1800 + static_cast<std::int64_t>(rng() % 10'800), (end_ms - t) / 1000);
       if (wall_s < 60) break;
-      gm::RunRecord r;
+      gm::store::RunRecord r;
       r.command = "python train.py --config c" + std::to_string(rng() % 20);
       r.user = users[rng() % 6];
       r.host = "node" + std::to_string(g / 4);
@@ -55,7 +55,7 @@ void build_ledger(const std::string& path) {
       if (!id) std::exit(1);
       r.id = *id;
       // 1 s samples, generated and rolled up per minute (the ledger's rollups; the report reads only these).
-      std::vector<gm::RollupRecord> rollups;
+      std::vector<gm::store::RollupRecord> rollups;
       double busy = 0.3 + 0.7 * static_cast<double>(rng() % 1000) / 1000.0;
       gm::MicroUsd cost = 0, idle = 0;
       double energy = 0;
@@ -65,7 +65,7 @@ void build_ledger(const std::string& path) {
         const double power_w = 80 + 6 * util;
         const gm::MicroUsd c = price / 3600;  // 833 µ$ per GPU-second
         if (rollups.empty() || rollups.back().minute_unix != unix_s / 60) {
-          gm::RollupRecord ru;
+          gm::store::RollupRecord ru;
           ru.run_id = r.id;
           ru.minute_unix = unix_s / 60;
           ru.gpu_index = g;
@@ -83,7 +83,7 @@ void build_ledger(const std::string& path) {
       }
       rollup_rows += rollups.size();
       if (!(*ledger)->append_rollups(rollups)) std::exit(1);
-      r.status = gm::RunStatus::finished;
+      r.status = gm::store::RunStatus::finished;
       r.exit_code = 0;
       r.end_unix_ms = t + wall_s * 1000;
       r.wall_ms = wall_s * 1000;
@@ -91,7 +91,7 @@ void build_ledger(const std::string& path) {
       r.cost_micros = cost;
       r.idle_cost_micros = idle;
       r.energy_j = energy;
-      r.energy_method = gm::RunEnergyMethod::counter;
+      r.energy_method = gm::store::RunEnergyMethod::counter;
       r.co2_kg = energy / 3.6e6 * 0.4;
       if (!(*ledger)->update_run(r)) std::exit(1);
       ++runs;
@@ -129,24 +129,24 @@ void BM_BareSqlAggregate(benchmark::State& state) {
 BENCHMARK(BM_BareSqlAggregate)->Unit(benchmark::kMillisecond);
 
 void BM_Report30Days(benchmark::State& state, const char* by) {
-  auto ledger = gm::Ledger::open(ledger_file());
+  auto ledger = gm::store::Ledger::open(ledger_file());
   if (!ledger) {
     state.SkipWithError(ledger.error().message.c_str());
     return;
   }
-  gm::MultiOptions o;
+  gm::report::MultiOptions o;
   o.since_unix_ms = kStartMs;
   o.until_unix_ms = kStartMs + kDays * 86'400'000LL;
-  if (*by) o.by = *gm::parse_group_by(by);
+  if (*by) o.by = *gm::report::parse_group_by(by);
   std::int64_t runs = 0;
   for (auto _ : state) {
-    auto rep = gm::build_multi_report(**ledger, o);
+    auto rep = gm::report::build_multi_report(**ledger, o);
     if (!rep) {
       state.SkipWithError(rep.error().message.c_str());
       return;
     }
     runs = rep->total.runs;
-    auto text = gm::render_multi_json(*rep);
+    auto text = gm::report::render_multi_json(*rep);
     benchmark::DoNotOptimize(text);
   }
   state.counters["runs"] = static_cast<double>(runs);
@@ -157,13 +157,13 @@ BENCHMARK_CAPTURE(BM_Report30Days, by_day, "day")->Unit(benchmark::kMillisecond)
 BENCHMARK_CAPTURE(BM_Report30Days, by_label, "label:team")->Unit(benchmark::kMillisecond);
 
 void BM_DailyReport(benchmark::State& state) {
-  auto ledger = gm::Ledger::open(ledger_file());
-  gm::MultiOptions o;
+  auto ledger = gm::store::Ledger::open(ledger_file());
+  gm::report::MultiOptions o;
   o.since_unix_ms = kStartMs + 15 * 86'400'000LL;
   o.until_unix_ms = *o.since_unix_ms + 86'400'000LL;
-  o.by.kind = gm::GroupBy::Kind::user;
+  o.by.kind = gm::report::GroupBy::Kind::user;
   for (auto _ : state) {
-    auto rep = gm::build_multi_report(**ledger, o);
+    auto rep = gm::report::build_multi_report(**ledger, o);
     benchmark::DoNotOptimize(rep);
   }
 }

@@ -13,19 +13,19 @@ void BM_TargetForecast(benchmark::State& state) {
   const auto n = static_cast<int>(state.range(0));
   std::mt19937 rng(1);
   std::normal_distribution<double> noise(0, 0.02);
-  std::vector<gm::CurvePoint> points;
+  std::vector<gm::meter::CurvePoint> points;
   for (int s = 1; s <= n; ++s) points.push_back({double(s), 2.0 + 3.0 / std::sqrt(s + 20.0) + noise(rng)});
-  gm::Forecaster pace;
+  gm::meter::Forecaster pace;
   for (int s = 1; s <= n; ++s) pace.add(s * 0.1, s, 2 * n);
-  gm::TargetInputs in;
+  gm::meter::TargetInputs in;
   in.now_s = n * 0.1;
   in.step = n;
   in.total_steps = 2 * n;
   in.spent_usd = in.now_s * 0.01;
   in.burn_usd_per_s = 0.01;
   in.pace = pace.forecast(in.now_s, in.spent_usd, in.burn_usd_per_s);
-  const gm::MetricTarget target{"loss", true, 2.0 + 3.0 / std::sqrt(1.5 * n + 20.0)};
-  for (auto _ : state) benchmark::DoNotOptimize(gm::forecast_target(target, points, in));
+  const gm::meter::MetricTarget target{"loss", true, 2.0 + 3.0 / std::sqrt(1.5 * n + 20.0)};
+  for (auto _ : state) benchmark::DoNotOptimize(gm::meter::forecast_target(target, points, in));
 }
 BENCHMARK(BM_TargetForecast)->Arg(50)->Arg(240)->Arg(5000)->Unit(benchmark::kMillisecond);
 

@@ -12,14 +12,14 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
-  static const gm::Catalog builtin = [] {
-    auto c = gm::Catalog::builtin();
+  static const gm::catalog::Catalog builtin = [] {
+    auto c = gm::catalog::Catalog::builtin();
     if (!c) std::abort();
     return *c;
   }();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   gm::fuzz::MemFile file(text);
-  gm::Catalog catalog = builtin;
+  gm::catalog::Catalog catalog = builtin;
   auto merged = catalog.merge_offers_file(file.path());
   if (!merged) {
     check(merged.error().message.find(file.path()) != std::string::npos);
@@ -31,13 +31,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (bool spot : {false, true}) {
       const auto p = o.usd_per_gpu_hour(spot);
       if (!p || ++asked > 16) continue;
-      check(*p >= 0 && *p <= gm::kMaxUsdPerGpuHour);
-      gm::PricingOptions options;
+      check(*p >= 0 && *p <= gm::catalog::kMaxUsdPerGpuHour);
+      gm::meter::PricingOptions options;
       options.offer = o.provider + ":" + o.instance + "@" + o.region + (spot ? ":spot" : ":ondemand");
-      auto q = gm::resolve_price(options, catalog, std::nullopt, nullptr);
+      auto q = gm::meter::resolve_price(options, catalog, std::nullopt, nullptr);
       if (!q) continue;  // a name with ':' or '@' in it cannot be asked for on the command line
       check(q->micros_per_gpu_hour >= 0);
-      const auto cost = gm::billed_cost(*q, gm::billed_seconds(3'600'000, q->billing), 8);
+      const auto cost = gm::meter::billed_cost(*q, gm::meter::billed_seconds(3'600'000, q->billing), 8);
       check(cost >= 0);
     }
     (void)catalog.find_gpu(o.gpu);

@@ -26,16 +26,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (auto v = gm::parse_duration_ms(text)) check(*v >= 0);
   if (auto v = gm::parse_number(text)) check(std::isfinite(*v) && *v >= 0);
   if (auto v = gm::parse_percent(text)) check(*v >= 0 && *v <= 100);
-  if (auto v = gm::parse_warn_at(text))
+  if (auto v = gm::guard::parse_warn_at(text))
     for (double p : *v) check(p > 0 && p <= 100);
-  if (auto v = gm::parse_signal(std::string(text))) check(*v > 0 && *v < 65);
+  if (auto v = gm::sys::parse_signal(std::string(text))) check(*v > 0 && *v < 65);
   if (auto v = gm::agent::parse_listen(text)) check(v->port >= 0 && v->port <= 65535);
-  if (auto v = gm::parse_time_point(text, now_ms, "--since")) (void)gm::format_date_utc(*v);
-  if (auto v = gm::parse_date_utc(text, "--until")) (void)gm::format_date_utc(*v);
-  if (auto v = gm::parse_group_by(text)) (void)gm::group_by_name(*v);
-  if (auto v = gm::parse_min_gain(text)) check(std::isfinite(v->amount) && !v->metric.empty());
-  if (auto v = gm::parse_cost_increase_pct(text)) check(std::isfinite(*v));
-  if (auto v = gm::parse_metric_target(text)) check(std::isfinite(v->threshold) && !v->metric.empty());
+  if (auto v = gm::report::parse_time_point(text, now_ms, "--since")) (void)gm::report::format_date_utc(*v);
+  if (auto v = gm::report::parse_date_utc(text, "--until")) (void)gm::report::format_date_utc(*v);
+  if (auto v = gm::report::parse_group_by(text)) (void)gm::report::group_by_name(*v);
+  if (auto v = gm::report::parse_min_gain(text)) check(std::isfinite(v->amount) && !v->metric.empty());
+  if (auto v = gm::report::parse_cost_increase_pct(text)) check(std::isfinite(*v));
+  if (auto v = gm::meter::parse_metric_target(text)) check(std::isfinite(v->threshold) && !v->metric.empty());
   if (auto v = gm::agent::parse_node_budget(text)) check(v->limit_micros > 0 && v->kind.empty());
   if (auto v = gm::agent::parse_owner_budget(text))
     check(v->limit_micros > 0 && !v->kind.empty() && !v->name.empty());

@@ -15,26 +15,26 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  if (auto n = gm::parse_aws_instance_action(text)) {
+  if (auto n = gm::cloud::parse_aws_instance_action(text)) {
     check(n->stop && n->deadline_unix_ms.has_value());
     check(n->kind == "terminate" || n->kind == "stop" || n->kind == "hibernate");
   }
-  if (auto n = gm::parse_aws_rebalance(text)) check(!n->stop);
-  (void)gm::parse_gcp_preempted(text);
-  if (auto m = gm::parse_gcp_maintenance(text); m && *m) check(!(*m)->stop);
+  if (auto n = gm::cloud::parse_aws_rebalance(text)) check(!n->stop);
+  (void)gm::cloud::parse_gcp_preempted(text);
+  if (auto m = gm::cloud::parse_gcp_maintenance(text); m && *m) check(!(*m)->stop);
   for (const auto& vm : {std::optional<std::string>(), std::optional<std::string>("vm1")})
-    if (auto events = gm::parse_azure_scheduled_events(text, vm))
+    if (auto events = gm::cloud::parse_azure_scheduled_events(text, vm))
       for (const auto& e : *events) check(e.stop == (e.kind == "Preempt" || e.kind == "Terminate"));
-  if (auto t = gm::parse_iso8601_ms(text)) (void)gm::format_iso8601(*t);
-  (void)gm::parse_rfc1123_ms(text);
-  (void)gm::parse_preemption_mode(text);
-  (void)gm::metadata_base_url(std::string(text), std::nullopt);
-  for (auto p : {gm::CloudProvider::aws, gm::CloudProvider::gcp, gm::CloudProvider::azure}) {
-    auto client = gm::make_http_metadata_client(
-        "http://169.254.169.254", gm::kMetadataTimeoutMs,
+  if (auto t = gm::cloud::parse_iso8601_ms(text)) (void)gm::cloud::format_iso8601(*t);
+  (void)gm::cloud::parse_rfc1123_ms(text);
+  (void)gm::cloud::parse_preemption_mode(text);
+  (void)gm::cloud::metadata_base_url(std::string(text), std::nullopt);
+  for (auto p : {gm::cloud::CloudProvider::aws, gm::cloud::CloudProvider::gcp, gm::cloud::CloudProvider::azure}) {
+    auto client = gm::cloud::make_http_metadata_client(
+        "http://169.254.169.254", gm::cloud::kMetadataTimeoutMs,
         std::make_shared<gm::test::FakeHttpClient>(
             [&](const gm::util::HttpRequest&) { return gm::test::http_ok(std::string(text)); }));
-    gm::NoticePoller poller(p, *client);
+    gm::cloud::NoticePoller poller(p, *client);
     (void)poller.poll(1'700'000'000'000);
   }
   return 0;

@@ -13,7 +13,7 @@
 
 namespace {
 
-void check_update(const gm::ProgressUpdate& u) {
+void check_update(const gm::guard::ProgressUpdate& u) {
   using gm::fuzz::check;
   for (const auto& v : {u.step, u.total_steps, u.samples, u.tokens}) check(!v || *v >= 0);
   if (u.step && u.total_steps) check(*u.step <= *u.total_steps);
@@ -21,7 +21,7 @@ void check_update(const gm::ProgressUpdate& u) {
   for (const auto& [k, v] : u.metrics) check(std::isfinite(v));
 }
 
-bool same(const gm::ProgressUpdate& a, const gm::ProgressUpdate& b) {
+bool same(const gm::guard::ProgressUpdate& a, const gm::guard::ProgressUpdate& b) {
   return a.step == b.step && a.total_steps == b.total_steps && a.samples == b.samples &&
          a.tokens == b.tokens && a.metrics == b.metrics;
 }
@@ -35,13 +35,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t chunk = data[0];
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
 
-  gm::OutputProgressParser whole;
-  const std::vector<gm::ProgressUpdate> all = whole.feed(text);
+  gm::guard::OutputProgressParser whole;
+  const std::vector<gm::guard::ProgressUpdate> all = whole.feed(text);
   for (const auto& u : all) check_update(u);
 
   if (chunk != 0) {
-    gm::OutputProgressParser pieces;
-    std::vector<gm::ProgressUpdate> split;
+    gm::guard::OutputProgressParser pieces;
+    std::vector<gm::guard::ProgressUpdate> split;
     for (std::size_t pos = 0; pos < text.size(); pos += chunk) {
       auto got = pieces.feed(text.substr(pos, chunk));
       split.insert(split.end(), got.begin(), got.end());
@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t start = 0;
   for (std::size_t i = 0; i <= text.size(); ++i) {
     if (i == text.size() || text[i] == '\n' || text[i] == '\r') {
-      if (auto u = gm::parse_output_line(text.substr(start, i - start))) check_update(*u);
+      if (auto u = gm::guard::parse_output_line(text.substr(start, i - start))) check_update(*u);
       start = i + 1;
     }
   }

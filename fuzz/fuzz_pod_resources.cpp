@@ -12,18 +12,18 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
   const std::string_view wire(reinterpret_cast<const char*>(data), size);
-  auto assignments = gm::parse_pod_resources_response(wire);
+  auto assignments = gm::kubelet::parse_pod_resources_response(wire);
   if (!assignments) return 0;
-  for (const auto& a : *assignments) (void)gm::device_uuid_of(a.device_id);
+  for (const auto& a : *assignments) (void)gm::kubelet::device_uuid_of(a.device_id);
 
-  std::vector<gm::DeviceInfo> devices(2);
+  std::vector<gm::gpu::DeviceInfo> devices(2);
   devices[0].index = 0;
   devices[0].uuid = "GPU-11111111-2222-3333-4444-555555555555";
   devices[1].index = 1;
   devices[1].uuid = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
   devices[1].mig_enabled = true;
   for (unsigned i = 0; i < 3; ++i) {
-    gm::MigInstance m;
+    gm::gpu::MigInstance m;
     m.index = i;
     m.uuid = "MIG-aaaaaaaa-bbbb-cccc-dddd-00000000000" + std::to_string(i);
     m.gpu_instance_id = i;

@@ -13,7 +13,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto r = gm::parse_progress_message(text);
+  auto r = gm::guard::parse_progress_message(text);
   if (!r) {
     check(!r.error().message.empty());
     return 0;
@@ -21,7 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& v : {r->step, r->total_steps, r->samples, r->tokens}) check(!v || *v >= 0);
   for (const auto& [k, v] : r->metrics) check(std::isfinite(v));
   // The forecaster takes what the parser lets through.
-  gm::Forecaster f;
+  gm::meter::Forecaster f;
   double t = 0;
   const std::int64_t base = std::min<std::int64_t>(r->step.value_or(0), INT64_MAX - 16);
   for (int i = 0; i < 8; ++i) {

@@ -89,8 +89,8 @@ std::string make_line(Choices& c) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   Choices c(data, size);
   const bool verbose = std::getenv("TRACKER_FUZZ_VERBOSE") != nullptr;
-  gm::OutputProgressParser parser;
-  gm::Forecaster forecaster;
+  gm::guard::OutputProgressParser parser;
+  gm::meter::Forecaster forecaster;
   double now_s = 0;
   std::optional<std::int64_t> last_step;
   for (int lines = 0; !c.empty() && lines < 2000; ++lines) {
@@ -106,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                      u.nesting_changed ? " CHANGED" : "", u.ambiguity ? u.ambiguity->c_str() : "");
       for (const auto& [k, v] : u.metrics) TRACKER_CHECK(std::isfinite(v));
       TRACKER_CHECK(!u.samples && !u.tokens);
-      if (u.nesting_changed) forecaster = gm::Forecaster();
+      if (u.nesting_changed) forecaster = gm::meter::Forecaster();
       if (!u.step) {
         TRACKER_CHECK(!u.total_steps);
         continue;

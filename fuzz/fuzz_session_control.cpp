@@ -12,17 +12,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  auto r = gm::parse_session_control(text);
+  auto r = gm::guard::parse_session_control(text);
   if (!r) return 0;  // a progress datagram (or not JSON): the progress parser's business
   if (!*r) {
     check(!r->error().message.empty());
     return 0;
   }
-  const gm::SessionControl& c = **r;
+  const gm::guard::SessionControl& c = **r;
   if (c.cell) {
     check(c.cell->cell_id >= 0);
     check(c.cell->source.size() <= 200);
-    check(c.cell->start || c.cell->status != gm::CellStatus::unfinished);  // an end datagram never says that
+    check(c.cell->start || c.cell->status != gm::store::CellStatus::unfinished);  // an end datagram never says that
   }
   if (c.budget_micros) check(*c.budget_micros > 0);
   if (c.warn_at_pct)

@@ -13,20 +13,20 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using gm::fuzz::check;
-  static const gm::Catalog catalog = [] {
-    auto c = gm::Catalog::builtin();
+  static const gm::catalog::Catalog catalog = [] {
+    auto c = gm::catalog::Catalog::builtin();
     if (!c) std::abort();
     return *c;
   }();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
 
   gm::fuzz::MemFile file(text);
-  gm::PricingOptions options;
+  gm::meter::PricingOptions options;
   options.config_path = file.path();
-  auto q = gm::resolve_price(options, catalog, std::string("NVIDIA H100 80GB HBM3"), nullptr);
+  auto q = gm::meter::resolve_price(options, catalog, std::string("NVIDIA H100 80GB HBM3"), nullptr);
   if (q) {
     check(q->micros_per_gpu_hour > 0);
-    check(gm::billed_cost(*q, gm::billed_seconds(86'400'000, q->billing), 8) >= 0);
+    check(gm::meter::billed_cost(*q, gm::meter::billed_seconds(86'400'000, q->billing), 8) >= 0);
   } else {
     check(!q.error().message.empty());
   }

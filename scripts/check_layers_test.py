@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tests of scripts/check_layers.py: the real tree passes; a copy of it with a planted sideways or upward
-include, an unplaced module, a stale table edge, a colliding header name or printing in library code fails
-with exit 1 and names the file.
+include, an unplaced module, a stale table edge, a colliding header name, printing in library code or a header
+declaring its API outside its module's namespace fails with exit 1 and names the file.
 
 Usage: check_layers_test.py [SRC_DIR]   (default: the src/ next to this script's folder)
 """
@@ -97,6 +97,30 @@ class PlantedTree(unittest.TestCase):
         code, out = run(self.src)
         self.assertEqual(code, 1, out)
         self.assertIn(f'src/meter/price.cpp:{line}: prints outside src/cli', out)
+
+    def test_a_header_in_bare_gm_fails(self):
+        self.plant('trace/planted.h', '#pragma once\nnamespace gm {\nint planted_rate();\n}  // namespace gm\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/trace/planted.h:2: declares in namespace gm, not gm::trace', out)
+
+    def test_a_header_in_another_modules_namespace_fails(self):
+        self.plant('plan/planted.h', '#pragma once\nnamespace gm::meter {\nstruct Planted {};\n}\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/plan/planted.h:2: declares in namespace gm::meter, not gm::plan', out)
+
+    def test_a_declaration_outside_any_namespace_fails(self):
+        self.plant('serving/planted.h', '#pragma once\n// a comment with namespace gm::serving {\nint planted();\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/serving/planted.h:3: declares outside namespace gm::serving', out)
+
+    def test_forward_declarations_and_nested_namespaces_pass(self):
+        self.plant('agent/planted.h', '#pragma once\nstruct sqlite3;\nnamespace gm::catalog {\nclass Catalog;\n}\n'
+                   'namespace gm::agent::detail {\ninline int planted() { return 1; }\n}\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 0, out)
 
 
 if __name__ == '__main__':

@@ -8,9 +8,9 @@
 
 namespace gm::agent {
 
-Owner other_owner() {
-  Owner o;
-  o.kind = OwnerKind::other;
+sys::Owner other_owner() {
+  sys::Owner o;
+  o.kind = sys::OwnerKind::other;
   o.name = "other";
   return o;
 }
@@ -22,9 +22,9 @@ const std::string& other_key() {
 }
 }  // namespace
 
-Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
-                     std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
-                     PodResourcesCache* pod_resources)
+Collector::Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, Clock& clock,
+                     std::vector<std::optional<meter::PriceQuote>> prices, AgentOptions options,
+                     kubelet::PodResourcesCache* pod_resources)
     : backend_(backend),
       resolver_(owners),
       clock_(clock),
@@ -41,10 +41,10 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
       for (const auto& m : d.info.mig_instances) {
         MigCounters mc;
         mc.instance = m;
-        const auto price = mig_micros_per_hour(d.price->micros_per_gpu_hour, m, d.info.memory_total_bytes);
+        const auto price = meter::mig_micros_per_hour(d.price->micros_per_gpu_hour, m, d.info.memory_total_bytes);
         if (!price) continue;  // no slice size known: the instance is not priced (the board still is)
         mc.micros_per_hour = *price;
-        mc.integrator = CostIntegrator(mc.micros_per_hour);
+        mc.integrator = meter::CostIntegrator(mc.micros_per_hour);
         d.mig.push_back(mc);
       }
     }
@@ -74,11 +74,11 @@ Collector::Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
   }
 }
 
-Owner Collector::holder_owner(const PodContainerRef& ref) const {
+sys::Owner Collector::holder_owner(const PodContainerRef& ref) const {
   // The owner its processes had, so that held-idle and busy intervals land on the same series.
   if (auto it = pod_owner_seen_.find(ref); it != pod_owner_seen_.end()) return it->second.first;
-  Owner o;
-  o.kind = OwnerKind::pod;
+  sys::Owner o;
+  o.kind = sys::OwnerKind::pod;
   o.pod_namespace = ref.pod_namespace;
   o.pod = ref.pod;
   o.container = ref.container;
@@ -86,7 +86,7 @@ Owner Collector::holder_owner(const PodContainerRef& ref) const {
   return o;
 }
 
-std::string Collector::owner_slot(const Owner& owner, std::int64_t now_ns) {
+std::string Collector::owner_slot(const sys::Owner& owner, std::int64_t now_ns) {
   std::string key = owner.key();
   if (owners_.count(key)) {
     owner_seen_ns_[key] = now_ns;
@@ -131,15 +131,15 @@ void Collector::fold_finished_slurm_jobs(std::int64_t now_ns) {
   const std::int64_t cutoff = now_ns - options_.slurm_job_expiry_ms * 1'000'000;
   std::vector<std::string> finished;
   for (const auto& [key, owner] : owners_)
-    if (owner.kind == OwnerKind::slurm_job && owner_seen_ns_[key] <= cutoff) finished.push_back(key);
+    if (owner.kind == sys::OwnerKind::slurm_job && owner_seen_ns_[key] <= cutoff) finished.push_back(key);
   for (const std::string& key : finished) {
-    const Owner job = owners_[key];
+    const sys::Owner job = owners_[key];
     owners_.erase(key);
     owner_seen_ns_.erase(key);
     // One series per user and account instead of one per job; the moved totals keep every device's
     // Σ owners + unallocated equal to its cost.
-    Owner total;
-    total.kind = OwnerKind::slurm_finished;
+    sys::Owner total;
+    total.kind = sys::OwnerKind::slurm_finished;
     total.user = job.user;
     total.slurm_account = job.slurm_account;
     total.name = job.slurm_account.empty() ? job.user : job.slurm_account + "/" + job.user;
@@ -153,7 +153,7 @@ void Collector::collect_once() {
   const auto wall0 = std::chrono::steady_clock::now();
   if (scrapers_) scrapers_->start_round();  // engines are scraped while the GPUs are sampled
   // Sample outside the lock: a hung driver call must not block scrapes.
-  std::vector<DeviceSample> samples;
+  std::vector<gpu::DeviceSample> samples;
   std::vector<std::int64_t> times;
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     samples.push_back(backend_.sample(static_cast<unsigned>(i)));
@@ -161,7 +161,7 @@ void Collector::collect_once() {
     samples.back().t_ns = times.back();
   }
   // Owners of every process, also resolved outside the lock.
-  std::map<std::uint32_t, Owner> owner_of;
+  std::map<std::uint32_t, sys::Owner> owner_of;
   for (const auto& s : samples)
     for (const auto& p : s.processes)
       if (!owner_of.count(p.pid)) owner_of[p.pid] = resolver_.resolve(p.pid);
@@ -183,7 +183,7 @@ void Collector::collect_once() {
       for (const auto& p : samples[i].processes) pids_by_device[i].push_back(p.pid);
     name_pods_from_holders(owner_of, pids_by_device, holders_);
     for (const auto& [pid, o] : owner_of)
-      if (o.kind == OwnerKind::pod && !o.pod_namespace.empty())
+      if (o.kind == sys::OwnerKind::pod && !o.pod_namespace.empty())
         pod_owner_seen_[PodContainerRef{o.pod_namespace, o.pod, o.container}] = {o, t0};
     std::erase_if(pod_owner_seen_,
                   [&](const auto& e) { return t0 - e.second.second > options_.owner_expiry_ms * 1'000'000; });
@@ -197,7 +197,7 @@ void Collector::collect_once() {
   }
   std::map<std::string, MicroUsd>
       owner_cost;  // this interval's cost of every owner present (by Owner::key())
-  std::map<std::string, Owner> present;
+  std::map<std::string, sys::Owner> present;
 
   std::lock_guard lock(mu_);
   fold_finished_slurm_jobs(t0);
@@ -209,20 +209,20 @@ void Collector::collect_once() {
     self_.kubelet_pods_errors = discovery_->kubelet_errors();
   for (std::size_t i = 0; i < devices_.size(); ++i) {
     DeviceView& d = devices_[i];
-    DeviceSample& s = samples[i];
+    gpu::DeviceSample& s = samples[i];
     const double joules = energy_[i].add(s);
     if (d.last) {
       const std::int64_t dt_ns = times[i] - d.last->t_ns;
       if (dt_ns > 0) {
         const MicroUsd c = d.price ? integrators_[i].add_ns(dt_ns) : 0;
         const double dt_s = static_cast<double>(dt_ns) / 1e9;
-        const Attribution a = attribute(c, joules, s);
+        const meter::Attribution a = meter::attribute(c, joules, s);
         d.cost += c;
         d.seconds += dt_s;
         if (d.energy_known) d.energy_j += joules;
         for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
         // One owner's share of this interval: its cost, idle part, energy and GPU-time.
-        auto charge = [&](const Owner& owner, MicroUsd cost, MicroUsd idle_cost, double energy_j,
+        auto charge = [&](const sys::Owner& owner, MicroUsd cost, MicroUsd idle_cost, double energy_j,
                           double weight) {
           d.idle_cost += idle_cost;
           owner_cost[owner.key()] += cost;
@@ -244,9 +244,9 @@ void Collector::collect_once() {
           for (const HeldShare& h : split_held_device(c, d.info, holders_[i])) {
             // Idle part as for processes, cost × (1 − utilization): all of it on a GPU nobody runs on; a busy
             // reading here means NVML cannot list its processes.
-            const MicroUsd idle = idle_part_micros(h.cost, s.utilization_pct.value_or(0));
+            const MicroUsd idle = meter::idle_part_micros(h.cost, s.utilization_pct.value_or(0));
             charge(holder_owner(h.holder), h.cost, idle, joules * h.weight, h.weight);
-            unallocated = budget_left_micros(unallocated, h.cost);
+            unallocated = meter::budget_left_micros(unallocated, h.cost);
           }
         }
         d.unallocated_cost += unallocated;
@@ -325,12 +325,12 @@ NodeView Collector::node_view() const {
   std::map<std::string, MicroUsd> cost_of;
   for (const auto& d : devices_) {
     NodeView::Gpu g;
-    if (d.last && d.last->state == DeviceState::ok) {
+    if (d.last && d.last->state == gpu::DeviceState::ok) {
       if (d.last->utilization_pct) g.utilization_pct = *d.last->utilization_pct;
       g.processes = d.last->processes.size();
       for (const auto& p : d.last->processes) {
         const auto it = last_owner_of_.find(p.pid);
-        v.gpu_processes.emplace_back(p.pid, it != last_owner_of_.end() ? it->second : Owner{});
+        v.gpu_processes.emplace_back(p.pid, it != last_owner_of_.end() ? it->second : sys::Owner{});
       }
     }
     v.gpus.push_back(g);

@@ -59,7 +59,7 @@ struct AgentOptions {
 
 /// Live counters of one model served by one owner.
 struct InferenceModelCounters {
-  Owner owner;
+  sys::Owner owner;
   std::string model;
   serving::InferenceEngine engine = serving::InferenceEngine::vllm;
   double prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0, requests = 0;
@@ -98,18 +98,18 @@ struct OwnerCounters {
 
 /// Counters of one MIG instance (priced by its slice fraction of the board).
 struct MigCounters {
-  MigInstance instance;
+  gpu::MigInstance instance;
   MicroUsd micros_per_hour = 0;
   MicroUsd cost = 0;
-  CostIntegrator integrator;
+  meter::CostIntegrator integrator;
 };
 
 /// The state of one device as the collector last saw it.
 struct DeviceView {
-  DeviceInfo info;
-  Capabilities caps;
-  std::optional<PriceQuote> price;   ///< nullopt: no price known, cost series omitted
-  std::optional<DeviceSample> last;  ///< nullopt before the first sample
+  gpu::DeviceInfo info;
+  gpu::Capabilities caps;
+  std::optional<meter::PriceQuote> price;   ///< nullopt: no price known, cost series omitted
+  std::optional<gpu::DeviceSample> last;  ///< nullopt before the first sample
   MicroUsd cost = 0;                 ///< Σ device cost
   MicroUsd idle_cost = 0;            ///< Σ idle part of process costs
   MicroUsd unallocated_cost = 0;     ///< Σ cost with no process present
@@ -142,7 +142,7 @@ struct NodeStatus {
   bool autostop_done = false;                  ///< the command ran (or would have, dry run)
   struct Budget {
     std::string scope;                        ///< "node", "user:alice", ...
-    BudgetPeriod period = BudgetPeriod::day;  ///< day or month (never week)
+    store::BudgetPeriod period = store::BudgetPeriod::day;  ///< day or month (never week)
     MicroUsd limit_micros = 0, spent_micros = 0;
   };
   std::vector<Budget> budgets;
@@ -154,7 +154,7 @@ struct NodeStatus {
 /// A consistent copy of everything the collector knows.
 struct Snapshot {
   std::vector<DeviceView> devices;
-  std::map<std::string, Owner> owners;  ///< key → owner labels (includes "other" when used)
+  std::map<std::string, sys::Owner> owners;  ///< key → owner labels (includes "other" when used)
   SelfStats self;
   std::vector<InferenceModelCounters> inference;  ///< per (owner, model)
   std::vector<EndpointView> endpoints;            ///< per --inference-endpoint
@@ -173,7 +173,7 @@ struct ScrapeStats {
 /// One owner's totals over every device of a snapshot: computed once, shown by /api/v1/owners and `top`.
 struct OwnerTotal {
   std::string key;
-  Owner owner;
+  sys::Owner owner;
   MicroUsd cost = 0;             ///< Σ over priced devices
   MicroUsd idle_cost = 0;        ///< Σ over priced devices of the idle part of its cost
   MicroUsd micros_per_hour = 0;  ///< Σ over priced devices of the last interval's rate
@@ -191,7 +191,7 @@ std::vector<OwnerTotal> owner_totals(const Snapshot& snapshot);
 std::vector<findings::Finding> owner_findings(const OwnerTotal& owner);
 
 /// The "other" owner that collects owners beyond --max-owners.
-Owner other_owner();
+sys::Owner other_owner();
 
 /// A stop request that wakes a waiting thread at once (no polling while idle).
 class StopSignal {
@@ -228,14 +228,14 @@ struct DeviceHolders {
 };
 
 /// Holders of each device (same order as `devices`), matching assignment UUIDs to GPU and MIG UUIDs.
-std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices,
-                                          const std::vector<PodDeviceAssignment>& assignments);
+std::vector<DeviceHolders> device_holders(const std::vector<gpu::DeviceInfo>& devices,
+                                          const std::vector<kubelet::PodDeviceAssignment>& assignments);
 
 /// Names pod owners from the holders of the devices their processes run on: a (pod UID, container) whose
 /// processes run only on devices held by exactly one container gets that namespace, pod and container;
 /// held by several containers of one pod, the namespace and pod. A match two pod UIDs would share is
 /// ambiguous and dropped. `pids_by_device[i]` are the PIDs on device i; `owner_of` is updated in place.
-void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
+void name_pods_from_holders(std::map<std::uint32_t, sys::Owner>& owner_of,
                             const std::vector<std::vector<std::uint32_t>>& pids_by_device,
                             const std::vector<DeviceHolders>& holders);
 
@@ -250,7 +250,7 @@ struct HeldShare {
 /// equally among board holders; else each held MIG instance its slice fraction (memory fraction when slice
 /// counts are unknown), split equally among that instance's holders. Σ cost ≤ device_cost; the rest is
 /// unallocated.
-std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const gpu::DeviceInfo& info,
                                          const DeviceHolders& holders);
 
 /// What the node guard reads each interval (agent/node_guard.h), without a snapshot's copy of every counter
@@ -262,8 +262,8 @@ struct NodeView {
   };
   std::vector<Gpu> gpus;                                       ///< in device order
   MicroUsd node_cost = 0;                                      ///< Σ cost of the priced devices
-  std::vector<std::pair<Owner, MicroUsd>> owner_costs;         ///< Σ over priced devices, per owner
-  std::vector<std::pair<std::uint32_t, Owner>> gpu_processes;  ///< PIDs on GPUs at the last collection
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< Σ over priced devices, per owner
+  std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs at the last collection
 };
 
 /// Samples GPUs and keeps the counters. Thread-safe: collect_once() on one thread, readers on others.
@@ -271,9 +271,9 @@ class Collector {
  public:
   /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources`
   /// (nullptr: not read) must outlive it.
-  Collector(GpuBackend& backend, OwnerResolver& owners, Clock& clock,
-            std::vector<std::optional<PriceQuote>> prices, AgentOptions options,
-            PodResourcesCache* pod_resources = nullptr);
+  Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, Clock& clock,
+            std::vector<std::optional<meter::PriceQuote>> prices, AgentOptions options,
+            kubelet::PodResourcesCache* pod_resources = nullptr);
   ~Collector();
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
@@ -296,36 +296,36 @@ class Collector {
   void set_node_status(NodeStatus status);
 
  private:
-  std::string owner_slot(const Owner& owner, std::int64_t now_ns);
+  std::string owner_slot(const sys::Owner& owner, std::int64_t now_ns);
   void fold_finished_slurm_jobs(std::int64_t now_ns);
   void move_counters(const std::string& from_key, const std::string& to_key);
-  Owner holder_owner(const PodContainerRef& ref) const;
+  sys::Owner holder_owner(const PodContainerRef& ref) const;
 
-  GpuBackend& backend_;
-  OwnerResolver& resolver_;
+  gpu::GpuBackend& backend_;
+  sys::OwnerResolver& resolver_;
   Clock& clock_;
   AgentOptions options_;
   mutable std::mutex mu_;
   std::vector<DeviceView> devices_;
-  std::vector<CostIntegrator> integrators_;
-  std::vector<EnergyMeter> energy_;
-  std::map<std::string, Owner> owners_;                // exposed owner identities
+  std::vector<meter::CostIntegrator> integrators_;
+  std::vector<meter::EnergyMeter> energy_;
+  std::map<std::string, sys::Owner> owners_;                // exposed owner identities
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
   std::optional<NodeStatus> node_;                // the node guard's, when one runs
-  std::map<std::uint32_t, Owner> last_owner_of_;  // owners of the last collection's processes
+  std::map<std::uint32_t, sys::Owner> last_owner_of_;  // owners of the last collection's processes
   std::int64_t last_state_write_ns_ = 0;
-  PodResourcesCache* pod_resources_ = nullptr;
+  kubelet::PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;
   std::vector<DeviceHolders> holders_;  // per device, from pod_resources_
-  std::map<PodContainerRef, std::pair<Owner, std::int64_t>>
+  std::map<PodContainerRef, std::pair<sys::Owner, std::int64_t>>
       pod_owner_seen_;  // owner last seen with processes
 
   // Serving engines (inference.cpp, inference_join.cpp).
   struct EndpointState;
   void init_endpoints();
-  void link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
-                      const std::map<std::string, Owner>& present, std::int64_t now_ns);
+  void link_endpoints(const std::map<std::uint32_t, sys::Owner>& owner_of,
+                      const std::map<std::string, sys::Owner>& present, std::int64_t now_ns);
   void book_inference(std::vector<serving::ScrapeOutcome> outcomes,
                       const std::map<std::string, MicroUsd>& owner_cost, std::int64_t now_ns);
   void fill_inference(Snapshot& snap) const;
@@ -333,7 +333,7 @@ class Collector {
   void load_inference_state(const nlohmann::json& j);  // state.cpp
   std::unique_ptr<serving::InferenceScrapers> scrapers_;
   std::unique_ptr<serving::EndpointDiscovery> discovery_;  // --inference-discover
-  void add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of);
+  void add_discovered_endpoints(const std::map<std::uint32_t, sys::Owner>& owner_of);
   std::int64_t scrape_timeout_ms_ = 0;
   std::vector<std::unique_ptr<EndpointState>> endpoints_;
   std::map<std::string, MicroUsd> pending_cost_;        // linked owner key → cost not yet charged to models
@@ -347,7 +347,7 @@ class Collector {
 struct Collector::EndpointState {
   serving::InferenceEndpointSpec spec;
   EndpointView view;
-  std::optional<Owner> owner;                 // linked owner (labels of its series)
+  std::optional<sys::Owner> owner;                 // linked owner (labels of its series)
   std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
   std::int64_t listener_checked_ns = -1;
   serving::ServedFold fold;  // the counters read while linked (baselined once a reading was taken)

@@ -29,19 +29,19 @@ std::string escape_label_value(std::string_view value) {
 
 namespace {
 
-const char* price_source(PriceOrigin o) {
+const char* price_source(meter::PriceOrigin o) {
   switch (o) {
-    case PriceOrigin::flag_price:
+    case meter::PriceOrigin::flag_price:
       return "price_flag";
-    case PriceOrigin::flag_offer:
+    case meter::PriceOrigin::flag_offer:
       return "offer";
-    case PriceOrigin::config_file:
+    case meter::PriceOrigin::config_file:
       return "config_file";
-    case PriceOrigin::detected_instance:
+    case meter::PriceOrigin::detected_instance:
       return "detected_instance";
-    case PriceOrigin::catalog_reference:
+    case meter::PriceOrigin::catalog_reference:
       return "catalog_reference";
-    case PriceOrigin::none:
+    case meter::PriceOrigin::none:
       break;
   }
   return "none";
@@ -72,7 +72,7 @@ std::string device_labels(const DeviceView& d) {
                      escape_label_value(d.info.name));
 }
 
-std::string owner_labels(const Owner& o) {
+std::string owner_labels(const sys::Owner& o) {
   std::string s = fmt::format("kind=\"{}\",owner=\"{}\"", to_string(o.kind), escape_label_value(o.name));
   const std::pair<const char*, const std::string*> extra[] = {
       {"namespace", &o.pod_namespace}, {"pod", &o.pod},
@@ -147,10 +147,10 @@ void render_inference(Family& f, const Snapshot& s) {
       const double c = micros_to_usd(w.cost);
       if (m.has_generated && w.generated > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"generated\"}} {}\n",
-                          inference_labels(m), number(usd_per_million(c, w.generated))));
+                          inference_labels(m), number(meter::usd_per_million(c, w.generated))));
       if (m.has_generated && m.has_prompt && w.generated + w.prompt > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"total\"}} {}\n",
-                          inference_labels(m), number(usd_per_million(c, w.generated + w.prompt))));
+                          inference_labels(m), number(meter::usd_per_million(c, w.generated + w.prompt))));
     }
     f.head("gpumeter_inference_usd_per_1k_requests", "gauge",
            "Live cost of one thousand requests over the agent's window: cost / requests x 1e3, in USD.");
@@ -158,7 +158,7 @@ void render_inference(Family& f, const Snapshot& s) {
       const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
       if (m.has_requests && w.requests > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1k_requests{{{}}} {}\n", inference_labels(m),
-                          number(*usd_per_units(w.cost, w.requests, 1e3))));
+                          number(*meter::usd_per_units(w.cost, w.requests, 1e3))));
     }
     f.head(
         "gpumeter_inference_usd_per_1m_tokens_at_peak", "gauge",
@@ -168,7 +168,7 @@ void render_inference(Family& f, const Snapshot& s) {
       const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
       if (m.has_generated && w.peak_generated_per_s > 0 && w.seconds > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens_at_peak{{{}}} {}\n", inference_labels(m),
-                          number(*usd_per_units(w.cost, w.seconds * w.peak_generated_per_s, 1e6))));
+                          number(*meter::usd_per_units(w.cost, w.seconds * w.peak_generated_per_s, 1e6))));
     }
   }
   f.head("gpumeter_inference_load_ratio", "gauge",
@@ -219,13 +219,13 @@ void per_device(Family& f, const Snapshot& s, const char* name, Fn value) {
 std::string render_metrics(const Snapshot& s) {
   Family f;
   using Opt = std::optional<std::string>;
-  auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == DeviceState::ok; };
+  auto sample_ok = [](const DeviceView& d) { return d.last && d.last->state == gpu::DeviceState::ok; };
 
   f.head("gpumeter_gpu_up", "gauge",
          "1 when the last sample of the GPU succeeded, 0 when it is lost or unresponsive.");
   per_device(f, s, "gpumeter_gpu_up", [&](const DeviceView& d) -> Opt {
     if (!d.last) return std::nullopt;
-    return d.last->state == DeviceState::ok ? "1" : "0";
+    return d.last->state == gpu::DeviceState::ok ? "1" : "0";
   });
   f.head("gpumeter_gpu_price_usd_per_hour", "gauge",
          "Price of one GPU-hour of this device, labelled with where it came from.");
@@ -261,29 +261,29 @@ std::string render_metrics(const Snapshot& s) {
   const struct {
     const char* name;
     const char* help;
-    std::optional<double> GpmMetrics::*field;
+    std::optional<double> gpu::GpmMetrics::*field;
   } gpm_families[] = {
       {"gpumeter_gpu_sm_active_ratio",
        "Fraction of SMs with a warp resident over the last sample period (NVML GPM, 0-1).",
-       &GpmMetrics::sm_active_pct},
+       &gpu::GpmMetrics::sm_active_pct},
       {"gpumeter_gpu_sm_occupancy_ratio",
        "Resident warps over the SMs' maximum over the last sample period (NVML GPM, 0-1).",
-       &GpmMetrics::sm_occupancy_pct},
+       &gpu::GpmMetrics::sm_occupancy_pct},
       {"gpumeter_gpu_tensor_active_ratio",
        "Fraction of the last sample period any tensor-core pipe was busy (NVML GPM, 0-1).",
-       &GpmMetrics::tensor_active_pct},
+       &gpu::GpmMetrics::tensor_active_pct},
       {"gpumeter_gpu_fp32_active_ratio",
        "Fraction of the last sample period the FP32 pipe was busy (NVML GPM, 0-1).",
-       &GpmMetrics::fp32_active_pct},
+       &gpu::GpmMetrics::fp32_active_pct},
       {"gpumeter_gpu_fp16_active_ratio",
        "Fraction of the last sample period the FP16 pipe was busy (NVML GPM, 0-1).",
-       &GpmMetrics::fp16_active_pct},
+       &gpu::GpmMetrics::fp16_active_pct},
       {"gpumeter_gpu_fp64_active_ratio",
        "Fraction of the last sample period the FP64 pipe was busy (NVML GPM, 0-1).",
-       &GpmMetrics::fp64_active_pct},
+       &gpu::GpmMetrics::fp64_active_pct},
       {"gpumeter_gpu_dram_bw_util_ratio",
        "DRAM bandwidth used over the last sample period, of the peak (NVML GPM, 0-1).",
-       &GpmMetrics::dram_bw_util_pct},
+       &gpu::GpmMetrics::dram_bw_util_pct},
   };
   for (const auto& fam : gpm_families) {
     f.head(fam.name, "gauge", fam.help);
@@ -463,33 +463,33 @@ std::string render_run_metrics(const std::vector<RunView>& runs) {
          "The target forecast's verdict as a state set: 1 for the verdict now, 0 for the others.");
   for (const auto& r : runs)
     if (r.target)
-      for (TargetVerdict v :
-           {TargetVerdict::too_early, TargetVerdict::on_track, TargetVerdict::reached,
-            TargetVerdict::unreachable_within_steps, TargetVerdict::unreachable_within_budget})
-        f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r), verdict_name(v),
+      for (meter::TargetVerdict v :
+           {meter::TargetVerdict::too_early, meter::TargetVerdict::on_track, meter::TargetVerdict::reached,
+            meter::TargetVerdict::unreachable_within_steps, meter::TargetVerdict::unreachable_within_budget})
+        f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r), meter::verdict_name(v),
                           r.target->forecast.verdict == v ? 1 : 0));
   f.head("gpumeter_run_target_reached", "gauge", "1 once the run has reached its target, else 0.");
   for (const auto& r : runs)
     if (r.target)
       f.add(fmt::format("gpumeter_run_target_reached{{{}}} {}\n", id(r),
-                        r.target->forecast.verdict == TargetVerdict::reached ? 1 : 0));
-  using Field = std::optional<double> TargetForecast::*;
+                        r.target->forecast.verdict == meter::TargetVerdict::reached ? 1 : 0));
+  using Field = std::optional<double> meter::TargetForecast::*;
   const struct {
     const char* name;
     Field field;
     const char* help;
   } values[] = {
-      {"gpumeter_run_target_metric_value", &TargetForecast::current_value,
+      {"gpumeter_run_target_metric_value", &meter::TargetForecast::current_value,
        "The target metric's recent level (median of the last points)."},
-      {"gpumeter_run_target_forecast_step", &TargetForecast::reached_at_step,
+      {"gpumeter_run_target_forecast_step", &meter::TargetForecast::reached_at_step,
        "The step at which the target is forecast to be reached (or was reached)."},
-      {"gpumeter_run_target_forecast_seconds", &TargetForecast::reached_at_s,
+      {"gpumeter_run_target_forecast_seconds", &meter::TargetForecast::reached_at_s,
        "Seconds from the run's start at which the target is forecast to be reached (or was reached)."},
-      {"gpumeter_run_target_cost_to_reach_usd", &TargetForecast::cost_to_reach_usd,
+      {"gpumeter_run_target_cost_to_reach_usd", &meter::TargetForecast::cost_to_reach_usd,
        "The run's total cost in dollars when the target is reached (central forecast, or what it cost)."},
-      {"gpumeter_run_target_cost_to_reach_low_usd", &TargetForecast::low_usd,
+      {"gpumeter_run_target_cost_to_reach_low_usd", &meter::TargetForecast::low_usd,
        "Low end of the interval of the cost to reach the target, over the plausible fits."},
-      {"gpumeter_run_target_cost_to_reach_high_usd", &TargetForecast::high_usd,
+      {"gpumeter_run_target_cost_to_reach_high_usd", &meter::TargetForecast::high_usd,
        "High end of the interval of the cost to reach the target; absent when a plausible fit never reaches "
        "it."},
   };
@@ -507,7 +507,7 @@ std::string render_owners_json(const Snapshot& s) {
   json devices = json::array();
   for (const auto& d : s.devices) {
     json dj = {{"gpu", d.info.index}, {"uuid", d.info.uuid}, {"model", d.info.name}};
-    dj["up"] = d.last ? json(d.last->state == DeviceState::ok) : json(nullptr);
+    dj["up"] = d.last ? json(d.last->state == gpu::DeviceState::ok) : json(nullptr);
     dj["state"] = d.last ? json(to_string(d.last->state)) : json(nullptr);
     dj["price_usd_per_hour"] = d.price ? json(d.price->usd_per_gpu_hour()) : json(nullptr);
     dj["price_source"] = d.price ? json(d.price->source) : json(nullptr);
@@ -515,7 +515,7 @@ std::string render_owners_json(const Snapshot& s) {
     dj["unallocated_cost_usd"] = d.price ? json(micros_to_usd(d.unallocated_cost)) : json(nullptr);
     dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
-    const bool ok = d.last && d.last->state == DeviceState::ok;
+    const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     dj["utilization_ratio"] =
         ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
     dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
@@ -531,7 +531,7 @@ std::string render_owners_json(const Snapshot& s) {
   }
   json list = json::array();
   for (const OwnerTotal& t : owner_totals(s)) {
-    const Owner& o = t.owner;
+    const sys::Owner& o = t.owner;
     json oj = {{"kind", to_string(o.kind)},
                {"owner", o.name},
                {"cost_usd", micros_to_usd(t.cost)},

@@ -24,7 +24,7 @@ void Collector::init_endpoints() {
   for (const auto& d : devices_) inference_priced_ = inference_priced_ && d.price.has_value();
 }
 
-void Collector::add_discovered_endpoints(const std::map<std::uint32_t, Owner>& owner_of) {
+void Collector::add_discovered_endpoints(const std::map<std::uint32_t, sys::Owner>& owner_of) {
   std::set<std::uint32_t> pids;
   for (const auto& [pid, o] : owner_of) pids.insert(pid);
   discovery_->offer(std::move(pids));
@@ -40,10 +40,10 @@ void Collector::add_discovered_endpoints(const std::map<std::uint32_t, Owner>& o
   }
 }
 
-void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
-                               const std::map<std::string, Owner>& present, std::int64_t now_ns) {
+void Collector::link_endpoints(const std::map<std::uint32_t, sys::Owner>& owner_of,
+                               const std::map<std::string, sys::Owner>& present, std::int64_t now_ns) {
   for (auto& e : endpoints_) {
-    std::optional<Owner> found;
+    std::optional<sys::Owner> found;
     if (!e->spec.owner.empty()) {
       // By the owner label: an owner of a GPU process in this sample, or a pod holding a GPU.
       for (const auto& [pid, o] : owner_of)
@@ -64,7 +64,7 @@ void Collector::link_endpoints(const std::map<std::uint32_t, Owner>& owner_of,
         if (auto it = owner_of.find(*e->listener_pid); it != owner_of.end())
           found = it->second;
         else {
-          const ProcReader proc(options_.proc_root);
+          const sys::ProcReader proc(options_.proc_root);
           for (std::uint32_t pid : proc.descendants(*e->listener_pid))
             if (auto d = owner_of.find(pid); d != owner_of.end()) {
               found = d->second;
@@ -159,7 +159,7 @@ void Collector::book_inference(std::vector<serving::ScrapeOutcome> outcomes,
     const std::vector<MicroUsd> shares = serving::split_cost(pending_cost_[key], weights);
     const std::int64_t since = last_booked_ns_.count(key) ? last_booked_ns_[key] : now_ns;
     const double seconds = static_cast<double>(now_ns - since) / 1e9;
-    const Owner* owner = nullptr;
+    const sys::Owner* owner = nullptr;
     for (const auto& e : endpoints_)
       if (e->owner && e->owner->key() == key) owner = &*e->owner;
     for (std::size_t m = 0; m < names.size(); ++m) {

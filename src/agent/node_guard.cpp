@@ -19,7 +19,7 @@ namespace gm::agent {
 namespace {
 
 /// "200/day" → (200 USD, day); the message names `flag`.
-Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, std::string_view flag,
+Result<std::pair<MicroUsd, store::BudgetPeriod>> parse_amount(std::string_view text, std::string_view flag,
                                                        std::string_view whole) {
   const auto slash = text.rfind('/');
   auto bad = [&] {
@@ -28,11 +28,11 @@ Result<std::pair<MicroUsd, BudgetPeriod>> parse_amount(std::string_view text, st
   };
   if (slash == std::string_view::npos) return bad();
   const std::string_view unit = trim(text.substr(slash + 1));
-  BudgetPeriod period;
+  store::BudgetPeriod period;
   if (unit == "day" || unit == "d")
-    period = BudgetPeriod::day;
+    period = store::BudgetPeriod::day;
   else if (unit == "month" || unit == "mo")
-    period = BudgetPeriod::month;
+    period = store::BudgetPeriod::month;
   else
     return bad();
   // Exact decimal, as --budget: "0.10" is 100000 micro-dollars, not a binary double's neighbour; at most
@@ -94,7 +94,7 @@ Result<NodeBudget> parse_owner_budget(std::string_view whole) {
   return b;
 }
 
-bool budget_matches(const NodeBudget& b, const Owner& o) {
+bool budget_matches(const NodeBudget& b, const sys::Owner& o) {
   if (b.kind.empty()) return true;
   if (b.kind == "user") return o.user == b.name;
   if (b.kind == "slurm-account") return o.slurm_account == b.name;
@@ -105,14 +105,14 @@ bool budget_matches(const NodeBudget& b, const Owner& o) {
   return false;
 }
 
-NodeGuard::NodeGuard(NodeGuardConfig config, ProcessRunner& runner, NodeCommandRunner command_runner)
+NodeGuard::NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner)
     : cfg_(std::move(config)), runner_(runner), command_runner_(std::move(command_runner)) {
   budgets_.resize(cfg_.budgets.size());
 }
 
 NodeEvent NodeGuard::event(const std::string& kind, const std::string& message) {
   ++status_.events[kind];
-  GuardEvent e;
+  guard::GuardEvent e;
   e.kind = kind;
   e.message = message;
   e.host = cfg_.host;
@@ -120,15 +120,15 @@ NodeEvent NodeGuard::event(const std::string& kind, const std::string& message) 
   // Notifications never hold the collection: each runs on its own detached thread, bounded by its timeout.
   if (cfg_.notify_command && command_runner_)
     std::thread([run = command_runner_, cmd = *cfg_.notify_command, e] { (void)run(cmd, e); }).detach();
-  if (cfg_.webhook_url) std::thread([url = *cfg_.webhook_url, e] { (void)post_webhook(url, e); }).detach();
+  if (cfg_.webhook_url) std::thread([url = *cfg_.webhook_url, e] { (void)guard::post_webhook(url, e); }).detach();
   return NodeEvent{kind, message};
 }
 
-NodeEvent NodeGuard::on_notice(const CloudNotice& n) {
-  ++status_.notices[{std::string(provider_name(n.provider)), n.kind}];
+NodeEvent NodeGuard::on_notice(const cloud::CloudNotice& n) {
+  ++status_.notices[{std::string(cloud::provider_name(n.provider)), n.kind}];
   return event(
       n.stop ? "preempted" : "preemption_warning",
-      n.detail + (n.deadline_unix_ms ? " (deadline " + format_iso8601(*n.deadline_unix_ms) + ")" : ""));
+      n.detail + (n.deadline_unix_ms ? " (deadline " + cloud::format_iso8601(*n.deadline_unix_ms) + ")" : ""));
 }
 
 std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
@@ -170,7 +170,7 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
             event("autostop_dry_run", why + ": would run '" + cfg_.autostop_command + "' (dry run)"));
       } else {
         out.push_back(event("autostop", why + ": running '" + cfg_.autostop_command + "'"));
-        GuardEvent e;
+        guard::GuardEvent e;
         e.kind = "autostop";
         e.message = out.back().message;
         e.host = cfg_.host;
@@ -194,22 +194,22 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
       for (const auto& [owner, cost] : in.owner_costs)
         if (budget_matches(b, owner)) cumulative += cost;
     }
-    const std::int64_t key = period_start_unix_ms(b.period, in.unix_ms);
+    const std::int64_t key = store::period_start_unix_ms(b.period, in.unix_ms);
     if (key != st.period_key) {
       // A new period (or the agent's first look): spend counts from here.
       st.period_key = key;
       st.baseline = cumulative;
-      GuardConfig g;
+      guard::GuardConfig g;
       g.budget_micros = b.limit_micros;
       g.warn_at_pct = {80.0};
-      st.policy = BudgetGuard(g);
+      st.policy = guard::BudgetGuard(g);
       st.kill_at_ns.clear();
       st.over = false;
       st.over_reported = false;
     }
     const MicroUsd spent = std::max<MicroUsd>(0, cumulative - st.baseline);
     status_.budgets.push_back({b.scope(), b.period, b.limit_micros, spent});
-    GuardInput gi;
+    guard::GuardInput gi;
     gi.spent_micros = spent;
     for (const auto& d : st.policy.evaluate(gi)) {
       const std::string what =
@@ -270,11 +270,11 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
   return out;
 }
 
-NodeGuardLoop::NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<NoticeWatcher> watcher,
+NodeGuardLoop::NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher,
                              std::int64_t interval_ms, EventSink on_event)
     : guard_(std::move(config), runner_,
-             [](const std::string& cmd, const GuardEvent& e) {
-               return run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
+             [](const std::string& cmd, const guard::GuardEvent& e) {
+               return guard::run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
              }),
       watcher_(std::move(watcher)),
       interval_ms_(interval_ms),

@@ -34,7 +34,7 @@ struct NodeBudget {
       kind;  ///< "" for the whole node; user | slurm-account | slurm-job | namespace | pod | container
   std::string name;  ///< the owner's value for that kind
   MicroUsd limit_micros = 0;
-  BudgetPeriod period = BudgetPeriod::day;
+  store::BudgetPeriod period = store::BudgetPeriod::day;
   bool stop = false;  ///< over the budget: SIGTERM the owner's GPU processes (SIGKILL after the grace)
   /// "node" or "user:alice" (the `scope` label).
   std::string scope() const { return kind.empty() ? "node" : kind + ":" + name; }
@@ -46,7 +46,7 @@ Result<NodeBudget> parse_node_budget(std::string_view text);
 Result<NodeBudget> parse_owner_budget(std::string_view text);
 /// True when `owner` is what the budget names (user, slurm-account, slurm-job, namespace, pod "ns/pod",
 /// container).
-bool budget_matches(const NodeBudget& budget, const Owner& owner);
+bool budget_matches(const NodeBudget& budget, const sys::Owner& owner);
 
 /// The node guard's settings.
 struct NodeGuardConfig {
@@ -72,8 +72,8 @@ struct NodeInput {
   std::int64_t unix_ms = 0;  ///< wall time (budget periods)
   std::vector<NodeGpu> gpus;
   MicroUsd node_cost_micros = 0;                               ///< cumulative cost of every priced GPU
-  std::vector<std::pair<Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
-  std::vector<std::pair<std::uint32_t, Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
+  std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
 };
 
 /// One thing the guard did or saw (printed by the CLI, notified, counted in the metrics).
@@ -84,16 +84,16 @@ struct NodeEvent {
 };
 
 /// Runs a shell command for an event (the autostop command, --notify); the real one is run_notify_command.
-using NodeCommandRunner = std::function<Result<void>(const std::string& command, const GuardEvent& event)>;
+using NodeCommandRunner = std::function<Result<void>(const std::string& command, const guard::GuardEvent& event)>;
 
 /// The guard. Call step() once per collection; on_notice() when the metadata watcher reports.
 class NodeGuard {
  public:
-  NodeGuard(NodeGuardConfig config, ProcessRunner& runner, NodeCommandRunner command_runner);
+  NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner);
   /// Evaluates autostop and budgets on this collection; returns what happened.
   std::vector<NodeEvent> step(const NodeInput& in);
   /// A preemption notice of the node's cloud: counted, notified, returned as an event.
-  NodeEvent on_notice(const CloudNotice& notice);
+  NodeEvent on_notice(const cloud::CloudNotice& notice);
   /// What the agent exports (autostop, budgets, notices and event counts).
   NodeStatus status() const { return status_; }
   /// The idle threshold: a GPU under this utilization with no compute process is idle.
@@ -103,7 +103,7 @@ class NodeGuard {
   struct BudgetState {
     std::int64_t period_key = -1;  ///< start (unix ms) of the period being counted
     MicroUsd baseline = 0;         ///< cumulative cost when the period (or the agent) started
-    BudgetGuard policy{GuardConfig{}};
+    guard::BudgetGuard policy{guard::GuardConfig{}};
     std::map<std::uint32_t, std::int64_t> kill_at_ns;  ///< PIDs signalled, SIGKILL due
     bool over = false;  ///< over the budget with the stop action, for the rest of the period
     bool over_reported = false;
@@ -112,7 +112,7 @@ class NodeGuard {
   NodeEvent event(const std::string& kind, const std::string& message);
 
   NodeGuardConfig cfg_;
-  ProcessRunner& runner_;
+  sys::ProcessRunner& runner_;
   NodeCommandRunner command_runner_;
   std::vector<BudgetState> budgets_;
   std::optional<std::int64_t> idle_since_ns_;
@@ -128,7 +128,7 @@ class NodeGuardLoop {
  public:
   using EventSink = std::function<void(const NodeEvent& event)>;
   /// `watcher` may be null (no notices watched).
-  NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<NoticeWatcher> watcher, std::int64_t interval_ms,
+  NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher, std::int64_t interval_ms,
                 EventSink on_event);
   ~NodeGuardLoop();
   NodeGuardLoop(const NodeGuardLoop&) = delete;
@@ -139,9 +139,9 @@ class NodeGuardLoop {
   void step(Collector& collector);
 
  private:
-  PosixProcessRunner runner_;
+  sys::PosixProcessRunner runner_;
   NodeGuard guard_;
-  std::unique_ptr<NoticeWatcher> watcher_;
+  std::unique_ptr<cloud::NoticeWatcher> watcher_;
   std::int64_t interval_ms_;
   EventSink on_event_;
   std::thread thread_;

@@ -13,8 +13,8 @@ bool DeviceHolders::empty() const {
   return board.empty() && std::all_of(mig.begin(), mig.end(), [](const auto& m) { return m.empty(); });
 }
 
-std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices,
-                                          const std::vector<PodDeviceAssignment>& assignments) {
+std::vector<DeviceHolders> device_holders(const std::vector<gpu::DeviceInfo>& devices,
+                                          const std::vector<kubelet::PodDeviceAssignment>& assignments) {
   std::vector<DeviceHolders> out(devices.size());
   // UUID → (device, MIG entry or npos for the board).
   std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> where;
@@ -25,7 +25,7 @@ std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices
       if (!devices[i].mig_instances[j].uuid.empty()) where[devices[i].mig_instances[j].uuid] = {i, j};
   }
   for (const auto& a : assignments) {
-    auto it = where.find(device_uuid_of(a.device_id));
+    auto it = where.find(kubelet::device_uuid_of(a.device_id));
     if (it == where.end()) continue;
     const auto [i, j] = it->second;
     auto& list = j == std::string::npos ? out[i].board : out[i].mig[j];
@@ -42,7 +42,7 @@ std::vector<DeviceHolders> device_holders(const std::vector<DeviceInfo>& devices
   return out;
 }
 
-void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
+void name_pods_from_holders(std::map<std::uint32_t, sys::Owner>& owner_of,
                             const std::vector<std::vector<std::uint32_t>>& pids_by_device,
                             const std::vector<DeviceHolders>& holders) {
   using Key = std::pair<std::string, std::string>;  // (pod UID, container id)
@@ -53,7 +53,7 @@ void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
     for (const auto& m : holders[i].mig) here.insert(m.begin(), m.end());
     for (std::uint32_t pid : pids_by_device[i]) {
       auto it = owner_of.find(pid);
-      if (it == owner_of.end() || it->second.kind != OwnerKind::pod || it->second.pod_uid.empty()) continue;
+      if (it == owner_of.end() || it->second.kind != sys::OwnerKind::pod || it->second.pod_uid.empty()) continue;
       const Key k{it->second.pod_uid, it->second.container_id};
       auto [c, fresh] = candidates.try_emplace(k, here);
       if (fresh) continue;
@@ -85,7 +85,7 @@ void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
   for (const auto& [uid, names] : pods_of_uid)
     if (names.size() == 1 && claims[*names.begin()] == 1) accepted[uid] = *names.begin();
   for (auto& [pid, o] : owner_of) {
-    if (o.kind != OwnerKind::pod) continue;
+    if (o.kind != sys::OwnerKind::pod) continue;
     auto a = accepted.find(o.pod_uid);
     if (a == accepted.end()) continue;
     o.pod_namespace = a->second.first;
@@ -96,12 +96,12 @@ void name_pods_from_holders(std::map<std::uint32_t, Owner>& owner_of,
   }
 }
 
-std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo& info,
+std::vector<HeldShare> split_held_device(MicroUsd device_cost, const gpu::DeviceInfo& info,
                                          const DeviceHolders& holders) {
   std::vector<HeldShare> out;
   MicroUsd given = 0;
   auto equal = [&out, &given](MicroUsd amount, double weight, const std::vector<PodContainerRef>& hs) {
-    const std::vector<MicroUsd> parts = split_equally(amount, hs.size());
+    const std::vector<MicroUsd> parts = meter::split_equally(amount, hs.size());
     given += amount;
     for (std::size_t k = 0; k < hs.size(); ++k)
       out.push_back(HeldShare{hs[k], parts[k], weight / static_cast<double>(hs.size())});
@@ -112,13 +112,13 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const DeviceInfo&
   }
   for (std::size_t j = 0; j < holders.mig.size() && j < info.mig_instances.size(); ++j) {
     if (holders.mig[j].empty()) continue;
-    const MigInstance& m = info.mig_instances[j];
-    const auto share = mig_share(m, info.memory_total_bytes);
+    const gpu::MigInstance& m = info.mig_instances[j];
+    const auto share = meter::mig_share(m, info.memory_total_bytes);
     if (!share) continue;  // no size known: this instance's part stays unallocated
     const std::uint64_t den = share->den, num = std::min(share->num, den);
     // Capped so that slice sizes that add up to more than the board never charge more than the board.
     const auto amount =
-        std::min<MicroUsd>(share_of_micros(device_cost, num, den), budget_left_micros(device_cost, given));
+        std::min<MicroUsd>(meter::share_of_micros(device_cost, num, den), meter::budget_left_micros(device_cost, given));
     equal(amount, static_cast<double>(num) / static_cast<double>(den), holders.mig[j]);
   }
   return out;

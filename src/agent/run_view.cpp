@@ -23,18 +23,18 @@ namespace {
 
 using nlohmann::json;
 
-constexpr TargetVerdict kVerdicts[] = {TargetVerdict::too_early, TargetVerdict::on_track,
-                                       TargetVerdict::reached, TargetVerdict::unreachable_within_steps,
-                                       TargetVerdict::unreachable_within_budget};
+constexpr meter::TargetVerdict kVerdicts[] = {meter::TargetVerdict::too_early, meter::TargetVerdict::on_track,
+                                       meter::TargetVerdict::reached, meter::TargetVerdict::unreachable_within_steps,
+                                       meter::TargetVerdict::unreachable_within_budget};
 
 // The forecast's figures a view carries, each null when the forecast does not know it.
-using Figure = std::optional<double> TargetForecast::*;
-const std::pair<const char*, Figure> kFigures[] = {{"current_value", &TargetForecast::current_value},
-                                                   {"reached_at_step", &TargetForecast::reached_at_step},
-                                                   {"reached_at_s", &TargetForecast::reached_at_s},
-                                                   {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
-                                                   {"low_usd", &TargetForecast::low_usd},
-                                                   {"high_usd", &TargetForecast::high_usd}};
+using Figure = std::optional<double> meter::TargetForecast::*;
+const std::pair<const char*, Figure> kFigures[] = {{"current_value", &meter::TargetForecast::current_value},
+                                                   {"reached_at_step", &meter::TargetForecast::reached_at_step},
+                                                   {"reached_at_s", &meter::TargetForecast::reached_at_s},
+                                                   {"cost_to_reach_usd", &meter::TargetForecast::cost_to_reach_usd},
+                                                   {"low_usd", &meter::TargetForecast::low_usd},
+                                                   {"high_usd", &meter::TargetForecast::high_usd}};
 
 std::optional<double> opt_number(const json& j, const char* key) {
   return json_number(j, key);
@@ -69,7 +69,7 @@ std::string run_view_json(const RunView& view) {
     json tj = {{"metric", t.target.metric},
                {"op", t.target.at_most ? "<=" : ">="},
                {"value", t.target.threshold},
-               {"verdict", verdict_name(t.forecast.verdict)},
+               {"verdict", meter::verdict_name(t.forecast.verdict)},
                {"step", t.forecast.step}};
     for (const auto& [key, field] : kFigures) tj[key] = json_or_null(t.forecast.*field);
     j["target"] = std::move(tj);
@@ -106,7 +106,7 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
   t.target.at_most = *op == "<=";
   t.target.threshold = *value;
   const auto known = std::find_if(std::begin(kVerdicts), std::end(kVerdicts),
-                                  [&](TargetVerdict x) { return verdict_name(x) == *verdict; });
+                                  [&](meter::TargetVerdict x) { return meter::verdict_name(x) == *verdict; });
   if (known == std::end(kVerdicts)) return bad("unknown target verdict \"" + *verdict + "\"");
   auto& f = t.forecast;
   f.verdict = *known;

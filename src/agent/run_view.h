@@ -17,8 +17,8 @@ namespace gm::agent {
 
 /// A run's --target and its forecast now.
 struct RunTargetView {
-  MetricTarget target;
-  TargetForecast forecast;
+  meter::MetricTarget target;
+  meter::TargetForecast forecast;
 };
 
 /// What a run publishes of itself.

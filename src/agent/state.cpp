@@ -13,7 +13,7 @@ namespace gm::agent {
 namespace {
 using nlohmann::json;
 
-json owner_to_json(const Owner& o) {
+json owner_to_json(const sys::Owner& o) {
   return {{"kind", to_string(o.kind)},      {"name", o.name},
           {"namespace", o.pod_namespace},   {"pod", o.pod},
           {"pod_uid", o.pod_uid},           {"container", o.container},
@@ -21,11 +21,11 @@ json owner_to_json(const Owner& o) {
           {"account", o.slurm_account},     {"user", o.user}};
 }
 
-Owner owner_from_json(const json& j) {
-  Owner o;
+sys::Owner owner_from_json(const json& j) {
+  sys::Owner o;
   const std::string kind = j.at("kind").get<std::string>();
-  for (OwnerKind k : {OwnerKind::pod, OwnerKind::container, OwnerKind::slurm_job, OwnerKind::slurm_finished,
-                      OwnerKind::user, OwnerKind::process, OwnerKind::unresolved, OwnerKind::other})
+  for (sys::OwnerKind k : {sys::OwnerKind::pod, sys::OwnerKind::container, sys::OwnerKind::slurm_job, sys::OwnerKind::slurm_finished,
+                      sys::OwnerKind::user, sys::OwnerKind::process, sys::OwnerKind::unresolved, sys::OwnerKind::other})
     if (kind == to_string(k)) o.kind = k;
   o.name = j.at("name").get<std::string>();
   o.pod_namespace = j.value("namespace", "");
@@ -48,7 +48,7 @@ Result<void> Collector::save_state() const {
       json owners = json::array();
       for (const auto& [key, oc] : d.owners) {
         auto it = owners_.find(key);
-        const Owner o = it != owners_.end() ? it->second : other_owner();
+        const sys::Owner o = it != owners_.end() ? it->second : other_owner();
         owners.push_back({{"owner", owner_to_json(o)},
                           {"cost_micros", oc.cost},
                           {"idle_cost_micros", oc.idle_cost},
@@ -124,9 +124,9 @@ Result<void> Collector::load_state() {
         if (dj.contains("mig_cost_micros") && dj["mig_cost_micros"].contains(m.instance.uuid))
           m.cost = dj["mig_cost_micros"][m.instance.uuid].get<MicroUsd>();
       for (const json& oj : dj.at("owners")) {
-        const Owner o = owner_from_json(oj.at("owner"));
+        const sys::Owner o = owner_from_json(oj.at("owner"));
         std::string key = o.key();
-        if (o.kind != OwnerKind::other) {
+        if (o.kind != sys::OwnerKind::other) {
           if (!owners_.count(key) && owners_.size() >= options_.max_owners)
             key = other_owner().key();
           else {

@@ -17,7 +17,7 @@
 #include "util/file.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::catalog {
 
 namespace {
 
@@ -603,4 +603,4 @@ Result<Catalog> load_catalog(const std::optional<std::string>& catalog_override)
   return catalog;
 }
 
-}  // namespace gm
+}  // namespace gm::catalog

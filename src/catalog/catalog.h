@@ -10,7 +10,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::catalog {
 
 /// The highest price per GPU-hour gpumeter accepts from any input (flags, config, catalog files): far above
 /// any real offer, and low enough that a year of micro-dollar sums cannot overflow.
@@ -196,4 +196,4 @@ struct OfferQuery {
 /// providers).
 Result<std::vector<const Offer*>> select_offers(const Catalog& catalog, const OfferQuery& query);
 
-}  // namespace gm
+}  // namespace gm::catalog

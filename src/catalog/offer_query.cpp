@@ -12,7 +12,7 @@
 #include "catalog/catalog.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::catalog {
 
 namespace {
 
@@ -102,4 +102,4 @@ Result<std::vector<const Offer*>> select_offers(const Catalog& catalog, const Of
   return rows;
 }
 
-}  // namespace gm
+}  // namespace gm::catalog

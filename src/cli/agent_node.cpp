@@ -82,29 +82,29 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) cfg.host = host;
 
-  GM_TRY(auto mode, parse_preemption_mode(f.preemption));
+  GM_TRY(auto mode, cloud::parse_preemption_mode(f.preemption));
   const char* env = std::getenv("GPUMETER_METADATA_URL");
-  GM_TRY(auto base, metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt));
+  GM_TRY(auto base, cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt));
   auto poll_ms = parse_duration_ms(f.preemption_poll);
   if (!poll_ms || *poll_ms < 10 || *poll_ms > 60'000)
     return make_error(ErrorKind::usage,
                       "--preemption-poll '" + f.preemption_poll + "': expected 10ms to 60s");
-  CloudProvider provider = CloudProvider::aws;
+  cloud::CloudProvider provider = cloud::CloudProvider::aws;
   bool watch = false;
   if (!mode.off) {
     if (mode.provider) {
       provider = *mode.provider;
       watch = true;
-    } else if (auto detected = detect_cloud_provider()) {
+    } else if (auto detected = cloud::detect_cloud_provider()) {
       provider = *detected;
       watch = true;
     }
   }
 
   if (!cfg.autostop_idle_ms && cfg.budgets.empty() && !watch) return std::unique_ptr<agent::NodeGuardLoop>();
-  std::unique_ptr<NoticeWatcher> watcher;
+  std::unique_ptr<cloud::NoticeWatcher> watcher;
   if (watch)
-    watcher = std::make_unique<NoticeWatcher>(provider, make_http_metadata_client(base, kMetadataTimeoutMs),
+    watcher = std::make_unique<cloud::NoticeWatcher>(provider, cloud::make_http_metadata_client(base, cloud::kMetadataTimeoutMs),
                                               *poll_ms, [] { return system_clock().unix_ms(); });
   return std::make_unique<agent::NodeGuardLoop>(
       cfg, std::move(watcher), interval_ms, [](const agent::NodeEvent& e) {

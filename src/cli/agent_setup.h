@@ -17,21 +17,21 @@
 namespace gm::cli {
 
 /// Price per device (nullopt for a GPU with no known price); error when explicit pricing flags fail.
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
-                                                            const GpuBackend& backend);
+Result<std::vector<std::optional<meter::PriceQuote>>> agent_prices(const meter::PricingOptions& pricing,
+                                                            const gpu::GpuBackend& backend);
 
 /// The devices and their prices, as `agent` and `top` meter them.
 struct PricedDevices {
-  std::unique_ptr<GpuBackend> backend;            ///< the opened backend (real NVML, the fake, or simulated)
-  std::vector<std::optional<PriceQuote>> prices;  ///< one per device, as agent_prices gives them
+  std::unique_ptr<gpu::GpuBackend> backend;            ///< the opened backend (real NVML, the fake, or simulated)
+  std::vector<std::optional<meter::PriceQuote>> prices;  ///< one per device, as agent_prices gives them
 };
 /// Opens the GPU backend and prices its devices; the error of whichever step failed.
-Result<PricedDevices> open_priced_devices(const PricingOptions& pricing);
+Result<PricedDevices> open_priced_devices(const meter::PricingOptions& pricing);
 
 /// Where owners are read from.
 struct OwnerFlags {
-  OwnerOptions owners;  ///< --proc-root, --pod-log-root, --container-log-root
-  std::string pod_resources_socket = kDefaultPodResourcesSocket;  ///< --pod-resources-socket ("" disables)
+  sys::OwnerOptions owners;  ///< --proc-root, --pod-log-root, --container-log-root
+  std::string pod_resources_socket = kubelet::kDefaultPodResourcesSocket;  ///< --pod-resources-socket ("" disables)
 };
 
 /// Adds the owner-source flags of `agent` and `top` to `app`.
@@ -46,11 +46,11 @@ class PodResourcesSetup {
   /// `socket_path` "" disables reading; the clock must outlive this object.
   PodResourcesSetup(const std::string& socket_path, Clock& clock);
   /// The cache to hand to the collector (nullptr when disabled).
-  PodResourcesCache* cache() { return cache_.get(); }
+  kubelet::PodResourcesCache* cache() { return cache_.get(); }
 
  private:
-  std::unique_ptr<KubeletPodResources> source_;
-  std::unique_ptr<PodResourcesCache> cache_;
+  std::unique_ptr<kubelet::KubeletPodResources> source_;
+  std::unique_ptr<kubelet::PodResourcesCache> cache_;
 };
 
 }  // namespace gm::cli

@@ -16,11 +16,11 @@
 
 namespace gm::cli {
 
-Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions& pricing,
-                                                            const GpuBackend& backend) {
-  auto context = PricingContext::open(pricing, std::make_unique<DmiInstanceDetector>());
+Result<std::vector<std::optional<meter::PriceQuote>>> agent_prices(const meter::PricingOptions& pricing,
+                                                            const gpu::GpuBackend& backend) {
+  auto context = meter::PricingContext::open(pricing, std::make_unique<meter::DmiInstanceDetector>());
   if (!context) return context.error();
-  std::vector<std::optional<PriceQuote>> prices;
+  std::vector<std::optional<meter::PriceQuote>> prices;
   for (const auto& d : backend.devices()) {
     auto price = context->price_for(d.name);
     if (!price) return price.error();
@@ -32,8 +32,8 @@ Result<std::vector<std::optional<PriceQuote>>> agent_prices(const PricingOptions
   return prices;
 }
 
-Result<PricedDevices> open_priced_devices(const PricingOptions& pricing) {
-  auto backend = open_gpu_backend();
+Result<PricedDevices> open_priced_devices(const meter::PricingOptions& pricing) {
+  auto backend = gpu::open_gpu_backend();
   if (!backend) return backend.error();
   auto prices = agent_prices(pricing, **backend);
   if (!prices) return prices.error();
@@ -47,7 +47,7 @@ void add_owner_flags(CLI::App& app, OwnerFlags& flags) {
                  "kubelet container log directory (container names)");
   app.add_option("--pod-resources-socket", flags.pod_resources_socket,
                  "kubelet pod-resources socket: pod names and GPUs held by pods (default " +
-                     std::string(kDefaultPodResourcesSocket) + "; \"\" disables)");
+                     std::string(kubelet::kDefaultPodResourcesSocket) + "; \"\" disables)");
 }
 
 Result<std::int64_t> parse_interval_flag(const std::string& text) {
@@ -59,13 +59,13 @@ Result<std::int64_t> parse_interval_flag(const std::string& text) {
 
 PodResourcesSetup::PodResourcesSetup(const std::string& socket_path, Clock& clock) {
   if (socket_path.empty()) return;
-  source_ = std::make_unique<KubeletPodResources>(socket_path);
-  cache_ = std::make_unique<PodResourcesCache>(*source_, clock);
+  source_ = std::make_unique<kubelet::KubeletPodResources>(socket_path);
+  cache_ = std::make_unique<kubelet::PodResourcesCache>(*source_, clock);
 }
 
 int cmd_agent(int argc, char** argv) {
   CLI::App app("per-owner GPU cost on this node as Prometheus metrics", "agent");
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   add_pricing_flags(app, pricing);
   std::string interval = "1s", listen = "127.0.0.1:9835", web_config, state, slurm_job_expiry = "5m";
   std::size_t max_owners = 50;
@@ -133,7 +133,7 @@ int cmd_agent(int argc, char** argv) {
     endpoint_specs.push_back(*spec);
   }
   // The config file's endpoints come after the flags' (same file as the pricing section).
-  const std::optional<std::string> config = pricing.config_path ? pricing.config_path : default_config_path();
+  const std::optional<std::string> config = pricing.config_path ? pricing.config_path : meter::default_config_path();
   if (config) {
     if (auto more = serving::load_inference_endpoints(*config); !more)
       return fail("agent", more.error());
@@ -183,7 +183,7 @@ int cmd_agent(int argc, char** argv) {
   opts.discovery_note = [](const std::string& note) {
     std::fprintf(stderr, "gpumeter agent: note: %s\n", note.c_str());
   };
-  OwnerResolver resolver(owner_flags.owners);
+  sys::OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(*backend, resolver, system_clock(), prices, opts, pod_resources.cache());
   if (auto r = collector.load_state(); !r) return fail("agent", r.error());

@@ -25,7 +25,7 @@ namespace gm::cli {
 namespace {
 
 /// The --json-lines side of an attached session: one object per line on stdout, flushed at once.
-class JsonLinesSink final : public SessionSink {
+class JsonLinesSink final : public guard::SessionSink {
  public:
   JsonLinesSink(pid_t pid, std::map<unsigned, std::uint64_t> memory_total)
       : pid_(pid), memory_total_(std::move(memory_total)) {}
@@ -35,7 +35,7 @@ class JsonLinesSink final : public SessionSink {
     std::fwrite(line.data(), 1, line.size(), stdout);
     std::fflush(stdout);
   }
-  void job_output(JobStream, std::string_view) override {}
+  void job_output(guard::JobStream, std::string_view) override {}
   void message(const std::string& text, bool warning) override {
     if (warning) emit({{"type", "warning"}, {"message", text}});
   }
@@ -43,9 +43,9 @@ class JsonLinesSink final : public SessionSink {
                        std::int64_t start_unix_ms) override {
     emit(report::live_started_json(pid_, run_id, socket_path, start_unix_ms));
   }
-  void action(const ActionRecord& a) override { emit(report::live_action_json(a)); }
-  void cell(const CellRecord& c) override { emit(report::live_cell_json(c)); }
-  void status(const StatusSnapshot& s, bool) override { emit(report::live_status_json(s, memory_total_)); }
+  void action(const store::ActionRecord& a) override { emit(report::live_action_json(a)); }
+  void cell(const store::CellRecord& c) override { emit(report::live_cell_json(c)); }
+  void status(const guard::StatusSnapshot& s, bool) override { emit(report::live_status_json(s, memory_total_)); }
 
  private:
   pid_t pid_;
@@ -90,15 +90,15 @@ int cmd_attach(int argc, char** argv) {
   if (f.forecast_stop) return usage("--forecast-stop is a run flag");
   const pid_t pid = static_cast<pid_t>(*f.pid);
   if (*f.pid <= 0 || *f.pid > 4'194'304) return usage(fmt::format("PID {}: expected a process id", *f.pid));
-  auto runner = WatchedProcessRunner::watch(pid);
+  auto runner = sys::WatchedProcessRunner::watch(pid);
   if (!runner) return fail("attach", runner.error());
 
   SessionSetup setup;
   if (auto rc = prepare_session(f, "attach", setup)) return *rc;
-  SessionConfig& cfg = setup.cfg;
+  guard::SessionConfig& cfg = setup.cfg;
   cfg.attached = true;
   cfg.control_datagrams = true;
-  ProcReader proc;
+  sys::ProcReader proc;
   if (f.from == "start") {
     auto age = proc.age_ms(static_cast<std::uint32_t>(pid));
     if (!age) return fail("attach", make_error(ErrorKind::not_found, fmt::format("no process {}", pid)));
@@ -121,9 +121,9 @@ int cmd_attach(int argc, char** argv) {
   JsonLinesSink json_sink(pid, memory_total);
   const bool live = !f.json_lines && !f.quiet && stdout_is_tty();
   TerminalSink terminal_sink(false, live, f.quiet, false);
-  PublishedSession published(f.json_lines ? static_cast<SessionSink&>(json_sink) : terminal_sink);
+  PublishedSession published(f.json_lines ? static_cast<guard::SessionSink&>(json_sink) : terminal_sink);
 
-  auto outcome = attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
+  auto outcome = guard::attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
                                 system_clock(), **runner, published.sink());
   terminal_sink.stop();
   setup.finish_ledger("attach");
@@ -131,7 +131,7 @@ int cmd_attach(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter attach: error: %s\n", outcome.error().message.c_str());
     return exit_code_for(outcome.error().kind);
   }
-  const RunReport report = session_report(*outcome, &setup.prices->catalog());
+  const report::RunReport report = report::session_report(*outcome, &setup.prices->catalog());
   if (f.json_lines) {
     json_sink.emit(
         {{"type", "end"},
@@ -144,11 +144,11 @@ int cmd_attach(int argc, char** argv) {
          {"idle_cost_usd", report.idle_cost_usd},
          {"findings", findings::to_json(report.findings)}});
   } else if (!f.quiet) {
-    std::fputs(render_run_report_text(report, false).c_str(), stderr);
+    std::fputs(report::render_run_report_text(report, false).c_str(), stderr);
   }
   if (f.json_report) {
     std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
-    out << render_run_report_json(report);
+    out << report::render_run_report_json(report);
     if (!out)
       std::fprintf(stderr, "gpumeter attach: warning: cannot write --json-report %s\n",
                    f.json_report->c_str());

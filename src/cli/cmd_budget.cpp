@@ -23,11 +23,11 @@ int budget_set(int argc, char** argv) {
   app.add_option("SELECTOR", selector, "team=nlp, project=x, user=alice, host=node1")->required();
   app.add_option("USD", usd, "the budget per period, in USD")->required();
   app.add_option("--per", per,
-                 enum_texts(kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
+                 enum_texts(store::kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
   app.add_option("--ledger", location, "ledger: a SQLite path or postgresql://user@host:port/db");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  if (auto sel = parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
-  const auto period = parse_enum<BudgetPeriod>(per, "--per");
+  if (auto sel = store::parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
+  const auto period = parse_enum<store::BudgetPeriod>(per, "--per");
   if (!period) return fail("budget set", period.error());
   auto amount = parse_usd_micros(usd);
   if (!amount || *amount <= 0)
@@ -37,7 +37,7 @@ int budget_set(int argc, char** argv) {
                                                          usd)));
   auto ledger = open_ledger_for_writing(location);
   if (!ledger) return fail("budget set", ledger.error());
-  BudgetRecord b;
+  store::BudgetRecord b;
   b.selector = selector;
   b.limit_micros = *amount;
   b.period = *period;
@@ -57,7 +57,7 @@ int budget_list(int argc, char** argv) {
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   auto ledger = open_ledger_for_writing(location);
   if (!ledger) return fail("budget list", ledger.error());
-  auto statuses = team_budget_statuses(**ledger, system_clock().unix_ms());
+  auto statuses = guard::team_budget_statuses(**ledger, system_clock().unix_ms());
   if (!statuses) return fail("budget list", statuses.error());
   std::fputs((json ? report::render_budgets_json(*statuses) : report::render_budgets_text(*statuses)).c_str(),
              stdout);

@@ -30,19 +30,19 @@ int cmd_compare(int argc, char** argv) {
   app.add_flag("--json", json, "JSON verdict for CI");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  GateOptions gate;
+  report::GateOptions gate;
   if (max_cost) {
-    auto pct = parse_cost_increase_pct(*max_cost);
+    auto pct = report::parse_cost_increase_pct(*max_cost);
     if (!pct) return fail("compare", pct.error());
     gate.max_cost_increase_pct = *pct;
   }
   if (max_token_cost) {
-    auto pct = parse_cost_increase_pct(*max_token_cost);
+    auto pct = report::parse_cost_increase_pct(*max_token_cost);
     if (!pct) return fail("compare", pct.error());
     gate.max_token_cost_increase_pct = *pct;
   }
   for (const auto& g : min_gains) {
-    auto parsed = parse_min_gain(g);
+    auto parsed = report::parse_min_gain(g);
     if (!parsed) return fail("compare", parsed.error());
     gate.min_gains.push_back(*parsed);
   }
@@ -53,13 +53,13 @@ int cmd_compare(int argc, char** argv) {
                              "run '" + *ref + "': expected a run id (see `gpumeter runs`) or 'last'"));
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("compare", ledger.error());
-  auto a = load_compare_side(**ledger, ref_a);
+  auto a = report::load_compare_side(**ledger, ref_a);
   if (!a) return fail("compare", a.error());
-  auto b = load_compare_side(**ledger, ref_b);
+  auto b = report::load_compare_side(**ledger, ref_b);
   if (!b) return fail("compare", b.error());
-  auto result = compare_runs(*a, *b, gate);
+  auto result = report::compare_runs(*a, *b, gate);
   if (!result) return fail("compare", result.error());
-  const std::string out = json ? render_compare_json(*result) : render_compare_text(*result);
+  const std::string out = json ? report::render_compare_json(*result) : report::render_compare_text(*result);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return result->pass ? kExitOk : kExitFailure;
 }

@@ -64,7 +64,7 @@ int cmd_demo(int argc, char** argv) {
 
   bool real_gpu = false;
   if (!simulate) {
-    if (auto b = open_gpu_backend(); b && !(*b)->devices().empty()) real_gpu = true;
+    if (auto b = gpu::open_gpu_backend(); b && !(*b)->devices().empty()) real_gpu = true;
   }
   char tmpl[] = "/tmp/gpumeter-demo-XXXXXX";
   if (!mkdtemp(tmpl)) return fail("demo", make_error("cannot create a temporary directory"));
@@ -102,9 +102,9 @@ int cmd_demo(int argc, char** argv) {
                        : "no GPU here, so this is a SIMULATED H100 (fake NVML library + bundled scenario)");
 
   // The budget is set to about 20 s of this GPU at its price, so the long workload trips the forecast stop.
-  auto prices = PricingContext::open({}, std::make_unique<DmiInstanceDetector>());
+  auto prices = meter::PricingContext::open({}, std::make_unique<meter::DmiInstanceDetector>());
   if (!prices) return fail("demo", prices.error());
-  auto backend = open_gpu_backend();
+  auto backend = gpu::open_gpu_backend();
   if (!backend) return fail("demo", backend.error());
   std::optional<std::string> gpu_name;
   if (!(*backend)->devices().empty()) gpu_name = (*backend)->devices().front().name;
@@ -119,7 +119,7 @@ int cmd_demo(int argc, char** argv) {
   }
   // Twenty seconds of the GPUs at their price.
   const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : usd_to_micros(4.0);
-  f.budget = usd_decimal(scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
+  f.budget = usd_decimal(meter::scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
   f.forecast_stop = true;
   f.grace = "5s";
   f.warn_at = "50%";
@@ -143,7 +143,7 @@ int cmd_demo(int argc, char** argv) {
     // The bundled trace was recorded on an H100: price it as `gpumeter trace` would (no instance detection).
     std::optional<MicroUsd> trace_price;
     std::string trace_source;
-    auto trace_prices = PricingContext::open({}, nullptr);
+    auto trace_prices = meter::PricingContext::open({}, nullptr);
     if (!trace_prices) return fail("demo", trace_prices.error());
     auto h100 = trace_prices->price_for(std::string("NVIDIA H100 80GB HBM3"));
     if (h100 && h100->quote) {

@@ -17,7 +17,7 @@ namespace gm::cli {
 
 int cmd_doctor(int argc, char** argv) {
   CLI::App app{"What works here: NVML, driver, energy counter, MIG, permissions, catalog age", "doctor"};
-  std::string pod_resources_socket = kDefaultPodResourcesSocket;
+  std::string pod_resources_socket = kubelet::kDefaultPodResourcesSocket;
   app.add_option("--pod-resources-socket", pod_resources_socket,
                  "kubelet pod-resources socket to check (\"\" skips)");
   const char* env_conf = std::getenv("SLURM_CONF");
@@ -57,10 +57,10 @@ int cmd_doctor(int argc, char** argv) {
   int exit_code = kExitOk;
   std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
   std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
-              static_cast<long long>(kGpuCallTimeoutMs));
+              static_cast<long long>(gpu::kGpuCallTimeoutMs));
   const char* dev_env = std::getenv("GPUMETER_DEV_ROOT");
-  const std::string dev_root = gpu_device_root(dev_env ? std::optional<std::string>(dev_env) : std::nullopt);
-  auto backend = open_gpu_backend();
+  const std::string dev_root = sys::gpu_device_root(dev_env ? std::optional<std::string>(dev_env) : std::nullopt);
+  auto backend = gpu::open_gpu_backend();
   if (!backend) {
     std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());
     exit_code = exit_code_for(backend.error().kind);

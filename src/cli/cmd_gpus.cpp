@@ -11,14 +11,14 @@ namespace gm::cli {
 int cmd_gpus(int argc, char** argv) {
   CLI::App app{"Devices now: model, utilization, memory, power, processes, $/h", "gpus"};
   bool as_json = false;
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   app.add_flag("--json", as_json, "machine-readable output");
   add_pricing_flags(app, pricing);
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto backend = open_gpu_backend();
+  auto backend = gpu::open_gpu_backend();
   if (!backend) return fail("gpus", backend.error());
-  auto prices = PricingContext::open(pricing, std::make_unique<DmiInstanceDetector>());
+  auto prices = meter::PricingContext::open(pricing, std::make_unique<meter::DmiInstanceDetector>());
   if (!prices) return fail("gpus", prices.error());
   auto view = report::build_gpu_view(**backend, *prices);
   if (!view) return fail("gpus", view.error());

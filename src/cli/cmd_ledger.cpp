@@ -36,9 +36,9 @@ int ledger_copy(int argc, char** argv) {
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   auto source = open_ledger_for_reading(from);
   if (!source) return fail("ledger copy", source.error());
-  auto dest = Ledger::open(to);
+  auto dest = store::Ledger::open(to);
   if (!dest) return fail("ledger copy", dest.error());
-  auto copied = copy_ledger(**source, **dest);
+  auto copied = store::copy_ledger(**source, **dest);
   if (!copied) return fail("ledger copy", copied.error());
   std::printf("copied %zu run(s) from %s to %s\n", *copied, (*source)->describe().c_str(),
               (*dest)->describe().c_str());

@@ -62,7 +62,7 @@ int run_tco(int argc, char** argv) {
   app.add_flag("--json", as_json, "machine-readable output");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto catalog = load_catalog(catalog_file);
+  auto catalog = catalog::load_catalog(catalog_file);
   if (!catalog) return fail("plan tco", catalog.error());
   auto resolved = plan::resolve_tco_input(*catalog, gpu_name, in, gpu_power_w, cloud_price, pue);
   if (!resolved) return fail("plan tco", resolved.error());
@@ -152,10 +152,10 @@ int cmd_plan(int argc, char** argv) {
 
   auto req = plan::request_from_settings(f);
   if (!req) return fail(kCmd, req.error());
-  auto catalog = load_catalog(f.catalog_file);
+  auto catalog = catalog::load_catalog(f.catalog_file);
   if (!catalog) return fail(kCmd, catalog.error());
   if (f.gpu) {
-    const GpuSpec* g = catalog->find_gpu(*f.gpu);
+    const catalog::GpuSpec* g = catalog->find_gpu(*f.gpu);
     if (!g) {
       const std::string close = catalog->suggest_gpu(*f.gpu);
       return fail(kCmd, make_error(ErrorKind::not_found,

@@ -31,12 +31,12 @@ int cmd_prices(int argc, char** argv) {
       "[--accept-changes]");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
 
-  auto catalog = load_catalog(catalog_file);
+  auto catalog = catalog::load_catalog(catalog_file);
   if (!catalog) return fail("prices", catalog.error());
-  auto rates = load_contract_rates(config_file);
+  auto rates = meter::load_contract_rates(config_file);
   if (!rates) return fail("prices", rates.error());
 
-  auto rows = select_offers(*catalog, OfferQuery{gpu_query, provider, region, spot, all_regions});
+  auto rows = catalog::select_offers(*catalog, catalog::OfferQuery{gpu_query, provider, region, spot, all_regions});
   if (!rows) return fail("prices", rows.error());
   const std::string out =
       json ? report::render_prices_json(*rows, spot, *rates)

@@ -63,13 +63,13 @@ int cmd_prices_update(int argc, char** argv) {
   if (const char* k = std::getenv("LAMBDA_API_KEY")) options.lambda_api_key = k;
   options.now_unix_ms = system_clock().unix_ms();
 
-  auto current = load_catalog(std::nullopt);
+  auto current = catalog::load_catalog(std::nullopt);
   if (!current) return fail("prices update", current.error());
-  const std::string path = user_catalog_path();
-  std::vector<Offer> previous;
+  const std::string path = catalog::user_catalog_path();
+  std::vector<catalog::Offer> previous;
   if (std::FILE* f = std::fopen(path.c_str(), "r")) {
     std::fclose(f);
-    auto rows = read_offers_file(path);
+    auto rows = catalog::read_offers_file(path);
     if (!rows) return fail("prices update", rows.error());
     previous = std::move(*rows);
   }
@@ -81,7 +81,7 @@ int cmd_prices_update(int argc, char** argv) {
     return fail("prices update", e);
   }
   if (!dry_run) {
-    if (auto w = prices::write_file_atomically(path, offers_to_csv(result->fetched_catalog)); !w)
+    if (auto w = prices::write_file_atomically(path, catalog::offers_to_csv(result->fetched_catalog)); !w)
       return fail("prices update", w.error());
   }
   std::fputs(report::render_price_update(*result, path, !dry_run, json).c_str(), stdout);

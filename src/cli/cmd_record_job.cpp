@@ -76,7 +76,7 @@ int cmd_record_job(int argc, char** argv) {
   if (idle > cost)
     return fail("record-job", make_error(ErrorKind::usage, "--idle-cost-usd is more than --cost-usd"));
 
-  RunRecord r;
+  store::RunRecord r;
   r.command = name;
   r.user = user;
   char host[256] = {};
@@ -89,9 +89,9 @@ int cmd_record_job(int argc, char** argv) {
   }
   r.start_unix_ms = start_unix * 1000;
   r.end_unix_ms = end_unix * 1000;
-  r.status = exit_code.value_or(0) == 0 ? RunStatus::succeeded : RunStatus::failed;
+  r.status = exit_code.value_or(0) == 0 ? store::RunStatus::succeeded : store::RunStatus::failed;
   if (status) {
-    auto given = parse_enum<RunStatus>(*status, "--status");  // one of IsMember's, so a status
+    auto given = parse_enum<store::RunStatus>(*status, "--status");  // one of IsMember's, so a status
     if (!given) return fail("record-job", given.error());
     r.status = *given;
   }
@@ -101,11 +101,11 @@ int cmd_record_job(int argc, char** argv) {
   r.gpus_used = split_list(gpus_used);
   r.wall_ms = (end_unix - start_unix) * 1000;
   r.billed_s = end_unix - start_unix;
-  r.cost_micros = combined_spend_micros(cost, unused);
+  r.cost_micros = meter::combined_spend_micros(cost, unused);
   r.idle_cost_micros = idle;
   r.unused_gpu_cost_micros = unused;
   r.energy_j = energy_j.value_or(0);
-  r.energy_method = energy_j ? RunEnergyMethod::agent : RunEnergyMethod::not_recorded;
+  r.energy_method = energy_j ? store::RunEnergyMethod::agent : store::RunEnergyMethod::not_recorded;
   r.price_source = "gpumeter agent";
   r.heartbeat_unix_ms = r.end_unix_ms.value_or(0);
 
@@ -114,11 +114,11 @@ int cmd_record_job(int argc, char** argv) {
     r.labels.erase(it);
   }
 
-  auto location = ledger_location(ledger_path);
+  auto location = store::ledger_location(ledger_path);
   if (!location) return fail("record-job", location.error());
-  if (is_postgres_location(*location)) {
+  if (store::is_postgres_location(*location)) {
     // A shared ledger that cannot be reached: the run is spooled here and replayed later, never lost.
-    SpoolingLedger ledger(*location, default_spool_dir());
+    store::SpoolingLedger ledger(*location, store::default_spool_dir());
     auto id = ledger.begin_run(r);
     if (!id) return fail("record-job", id.error());
     r.id = *id;

@@ -33,7 +33,7 @@ int fleet_report(int argc, char** argv) {
   if (!range_ms)
     return fail("report",
                 make_error(ErrorKind::usage, "--since '" + since + "': " + range_ms.error().message));
-  auto rep = query_fleet_report(url, *range_ms, by);
+  auto rep = report::query_fleet_report(url, *range_ms, by);
   if (!rep) return fail("report", rep.error());
 
   const std::string out = json_out ? report::render_fleet_json(*rep, by, since, *range_ms)

@@ -40,21 +40,21 @@ int run_html_report(int argc, char** argv) {
                "MFU with 2 x params FLOPs per token (default: training, 6 x params)");
   app.add_option("--ledger", ledger_path, "ledger file (default $GPUMETER_LEDGER or the XDG data directory)");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  KpiOptions options;
+  report::KpiOptions options;
   options.params = params;
   options.training = !inference;
   if (target) {
-    auto t = parse_metric_target(*target);
+    auto t = meter::parse_metric_target(*target);
     if (!t) return fail("report", t.error());
     options.target = *t;
   }
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
-  auto run = resolve_run(**ledger, ref);
+  auto run = report::resolve_run(**ledger, ref);
   if (!run) return fail("report", run.error());
-  auto input = load_run_page(**ledger, *run, options);
+  auto input = report::load_run_page(**ledger, *run, options);
   if (!input) return fail("report", input.error());
-  auto page = render_run_html(*input);
+  auto page = report::render_run_html(*input);
   if (!page) return fail("report", page.error());
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f || !f.write(page->data(), static_cast<std::streamsize>(page->size())) || !f.flush())

@@ -44,10 +44,10 @@ int write_output(const char* cmd, const std::optional<std::string>& path, const 
   return kExitOk;
 }
 
-int scaling_report(const Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
-  auto inputs = load_scaling_inputs(ledger, refs);
+int scaling_report(const store::Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
+  auto inputs = report::load_scaling_inputs(ledger, refs);
   if (!inputs) return fail("report", inputs.error());
-  auto study = scaling_study(*inputs);
+  auto study = report::scaling_study(*inputs);
   if (!study) return fail("report", study.error());
   std::fputs((as_json ? report::render_scaling_json(*study) : report::render_scaling_text(*study)).c_str(),
              stdout);
@@ -90,38 +90,38 @@ int multi_run_report(int argc, char** argv) {
   if (!scaling.empty() && (daily || since || until || by || csv || html))
     return fail("report", make_error(ErrorKind::usage, "--scaling takes run ids only (with --json at most)"));
   auto parsed =
-      multi_options_from(MultiFlags{since, until, by, date, target, daily, top}, system_clock().unix_ms());
+      report::multi_options_from(report::MultiFlags{since, until, by, date, target, daily, top}, system_clock().unix_ms());
   if (!parsed) return fail("report", parsed.error());
-  const MultiOptions& options = *parsed;
+  const report::MultiOptions& options = *parsed;
 
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger) return fail("report", ledger.error());
   if (!scaling.empty()) return scaling_report(**ledger, scaling, as_json);
 
-  auto report = build_multi_report(**ledger, options);
+  auto report = report::build_multi_report(**ledger, options);
   if (!report) return fail("report", report.error());
   if (report->total.runs == 0) {
     std::string period =
-        (options.since_unix_ms ? format_time_utc(*options.since_unix_ms) : std::string("the beginning")) +
-        " .. " + (options.until_unix_ms ? format_time_utc(*options.until_unix_ms) : std::string("now")) +
+        (options.since_unix_ms ? report::format_time_utc(*options.since_unix_ms) : std::string("the beginning")) +
+        " .. " + (options.until_unix_ms ? report::format_time_utc(*options.until_unix_ms) : std::string("now")) +
         " UTC";
     return fail("report", make_error(ErrorKind::not_found, "no runs started in " + period));
   }
   if (focus) {
-    auto rows = render_focus_csv(**ledger, options);
+    auto rows = report::render_focus_csv(**ledger, options);
     if (!rows) return fail("report", rows.error());
     if (int rc = write_output("report", focus, *rows); rc != kExitOk) return rc;
   }
-  if (as_json) return write_output("report", std::nullopt, render_multi_json(*report));
-  if (csv) return write_output("report", std::nullopt, render_multi_csv(*report));
+  if (as_json) return write_output("report", std::nullopt, report::render_multi_json(*report));
+  if (csv) return write_output("report", std::nullopt, report::render_multi_csv(*report));
   if (html) {
-    auto page = render_multi_html(*report);
+    auto page = report::render_multi_html(*report);
     if (!page) return fail("report", page.error());
     return write_output("report", html, *page);
   }
-  std::string text = render_multi_text(*report);
+  std::string text = report::render_multi_text(*report);
   if (daily)
-    text = "daily efficiency report for " + format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
+    text = "daily efficiency report for " + report::format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
   return write_output("report", std::nullopt, text);
 }
 

@@ -36,16 +36,16 @@ int single_run_report(int argc, char** argv) {
     if (!last) return fail("report", last.error());
     id = last->id;
   }
-  auto catalog = Catalog::builtin();
-  const Catalog* cat = catalog ? &*catalog : nullptr;
-  auto report = load_run_report(**ledger, *id, cat);
+  auto catalog = catalog::Catalog::builtin();
+  const catalog::Catalog* cat = catalog ? &*catalog : nullptr;
+  auto report = report::load_run_report(**ledger, *id, cat);
   if (!report) return fail("report", report.error());
   if (json)
-    std::fputs(render_run_report_json(*report).c_str(), stdout);
+    std::fputs(report::render_run_report_json(*report).c_str(), stdout);
   else if (csv)
-    std::fputs(render_run_report_csv(*report).c_str(), stdout);
+    std::fputs(report::render_run_report_csv(*report).c_str(), stdout);
   else
-    std::fputs(render_run_report_text(*report).c_str(), stdout);
+    std::fputs(report::render_run_report_text(*report).c_str(), stdout);
   return kExitOk;
 }
 

@@ -24,7 +24,7 @@ int cmd_runs(int argc, char** argv) {
     return kExitOk;
   }
   if (!ledger) return fail("runs", ledger.error());
-  RunFilter filter;
+  store::RunFilter filter;
   filter.limit = limit;
   auto runs = (*ledger)->runs(filter);
   if (!runs) return fail("runs", runs.error());

@@ -83,7 +83,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, repo
 
 int cmd_top(int argc, char** argv) {
   CLI::App app("live view of devices and owners with $/h and $ so far", "top");
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   add_pricing_flags(app, pricing);
   std::string interval = "1s", sort = "rate";
   OwnerFlags owner_flags;
@@ -109,7 +109,7 @@ int cmd_top(int argc, char** argv) {
   auto& backend = devices->backend;
   agent::AgentOptions opts;
   opts.interval_ms = *interval_ms;
-  OwnerResolver resolver(owner_flags.owners);
+  sys::OwnerResolver resolver(owner_flags.owners);
   PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
   agent::Collector collector(*backend, resolver, system_clock(), devices->prices, opts,
                              pod_resources.cache());

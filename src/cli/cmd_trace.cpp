@@ -28,7 +28,7 @@ int cmd_trace(int argc, char** argv) {
   std::vector<std::string> paths;
   report::TraceRenderOptions ro;
   std::optional<std::int64_t> project_steps;
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   bool json = false, csv = false, partial = false, no_progress = false;
   std::optional<std::string> html;
   app.add_option(
@@ -81,7 +81,7 @@ int cmd_trace(int argc, char** argv) {
   for (const auto& p : set->problems) std::fprintf(stderr, "gpumeter trace: warning: %s\n", p.c_str());
 
   // Price: the pricing flags / config, else the catalog reference price of the GPU named in deviceProperties.
-  auto prices = PricingContext::open(pricing, nullptr);
+  auto prices = meter::PricingContext::open(pricing, nullptr);
   if (!prices) return fail("trace", prices.error());
   auto price = prices->price_for(findings::first_gpu_name(set->files));
   if (!price) return fail("trace", price.error());
@@ -95,7 +95,7 @@ int cmd_trace(int argc, char** argv) {
       findings::price_trace(std::move(set->files), trace_price, &prices->catalog(), project_steps);
 
   if (html) {
-    auto page = render_trace_html(priced);
+    auto page = report::render_trace_html(priced);
     if (!page) return fail("trace", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

@@ -21,7 +21,7 @@ int cmd_trace_diff(int argc, char** argv) {
       "annotation, new and vanished kernels, and a gate. Exit 0 pass, 1 fail, 2 usage error.",
       "trace diff"};
   report::TraceDiffView view;
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   std::string max_increase = "5%", min_share = "1%";
   bool json = false;
   std::optional<std::string> html;
@@ -67,7 +67,7 @@ int cmd_trace_diff(int argc, char** argv) {
   auto d = trace::diff_traces(base->files, now->files, options);
   if (!d) return fail("trace diff", make_error(ErrorKind::usage, d.error().message));
 
-  auto prices = PricingContext::open(pricing, nullptr);
+  auto prices = meter::PricingContext::open(pricing, nullptr);
   if (!prices) return fail("trace diff", prices.error());
   auto device_price = prices->price_for(findings::first_gpu_name(base->files));
   if (!device_price) return fail("trace diff", device_price.error());
@@ -75,7 +75,7 @@ int cmd_trace_diff(int argc, char** argv) {
   if (device_price->quote) price = {device_price->quote->micros_per_gpu_hour, device_price->quote->source};
   const findings::PricedDiff priced = findings::price_diff(std::move(*d), price);
   if (html) {
-    auto page = render_trace_diff_html(priced, view);
+    auto page = report::render_trace_diff_html(priced, view);
     if (!page) return fail("trace diff", page.error());
     std::ofstream out(*html, std::ios::binary | std::ios::trunc);
     if (!out || !out.write(page->data(), static_cast<std::streamsize>(page->size())) || !out.flush())

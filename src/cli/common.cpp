@@ -92,7 +92,7 @@ int print_mode_help(const char* title, int (*run)(int, char**), std::vector<cons
   return run(static_cast<int>(argv.size()) - 1, argv.data());
 }
 
-void add_pricing_flags(CLI::App& app, PricingOptions& options) {
+void add_pricing_flags(CLI::App& app, meter::PricingOptions& options) {
   app.add_option("--price", options.price_usd_per_gpu_hour,
                  "price in USD per GPU-hour (overrides everything)")
       ->check(positive_number());
@@ -102,16 +102,16 @@ void add_pricing_flags(CLI::App& app, PricingOptions& options) {
   app.add_option("--catalog", options.catalog_override, "offers CSV merged over the built-in catalog");
 }
 
-Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path) {
+Result<std::unique_ptr<store::Ledger>> open_ledger_for_reading(const std::optional<std::string>& path) {
   std::vector<std::string> notes;
-  auto ledger = open_ledger(path, /*create=*/false, notes);
+  auto ledger = store::open_ledger(path, /*create=*/false, notes);
   print_ledger_notes("ledger", notes);
   return ledger;
 }
 
-Result<std::unique_ptr<Ledger>> open_ledger_for_writing(const std::optional<std::string>& path) {
+Result<std::unique_ptr<store::Ledger>> open_ledger_for_writing(const std::optional<std::string>& path) {
   std::vector<std::string> notes;
-  auto ledger = open_ledger(path, /*create=*/true, notes);
+  auto ledger = store::open_ledger(path, /*create=*/true, notes);
   print_ledger_notes("ledger", notes);
   return ledger;
 }

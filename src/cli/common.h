@@ -27,7 +27,7 @@ CLI::Validator positive_number();
 CLI::Validator non_negative_number();
 
 /// Adds --price, --offer, --config and --catalog to `app`, storing into `options`.
-void add_pricing_flags(CLI::App& app, PricingOptions& options);
+void add_pricing_flags(CLI::App& app, meter::PricingOptions& options);
 
 /// Prints "gpumeter CMD: error: MESSAGE" on stderr and returns the exit code for the error's kind.
 int fail(const char* command, const Error& error);
@@ -44,9 +44,9 @@ int dispatch_subcommands(const char* command, int argc, char** argv, const std::
 /// Opens the ledger for a read command (runs, report, compare): a missing SQLite file is an error naming it
 /// (kind not_found), never created. `path` empty = the default ledger. A shared (PostgreSQL) ledger gets the
 /// runs spooled here while it was unreachable (a note on stderr names how many).
-Result<std::unique_ptr<Ledger>> open_ledger_for_reading(const std::optional<std::string>& path);
+Result<std::unique_ptr<store::Ledger>> open_ledger_for_reading(const std::optional<std::string>& path);
 /// Opens (creating) the ledger for a command that writes it, replaying spooled runs into a shared ledger.
-Result<std::unique_ptr<Ledger>> open_ledger_for_writing(const std::optional<std::string>& path);
+Result<std::unique_ptr<store::Ledger>> open_ledger_for_writing(const std::optional<std::string>& path);
 /// Prints gpumeter's notes about the ledger (spooled, replayed) on stderr as "gpumeter CMD: note: …".
 void print_ledger_notes(const char* command, const std::vector<std::string>& notes);
 

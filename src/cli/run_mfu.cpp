@@ -23,8 +23,8 @@ void add_mfu_flags(CLI::App& app, RunFlags& f) {
                  "whose dense peak MFU divides by: bf16 (default), fp16, fp8, tf32 or fp32");
 }
 
-std::optional<int> apply_mfu_flags(const RunFlags& f, const GpuSpec* gpu, const char* command,
-                                   SessionConfig& cfg) {
+std::optional<int> apply_mfu_flags(const RunFlags& f, const catalog::GpuSpec* gpu, const char* command,
+                                   guard::SessionConfig& cfg) {
   auto usage = [command](const std::string& msg) {
     std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
                  msg.c_str(), command);

@@ -32,11 +32,11 @@ std::optional<std::string> run_publish_dir() {
   return std::nullopt;
 }
 
-PublishedSession::PublishedSession(SessionSink& inner) : inner_(inner) {
+PublishedSession::PublishedSession(guard::SessionSink& inner) : inner_(inner) {
   if (auto dir = run_publish_dir()) publishing_.emplace(inner, *dir);
 }
 
-PublishingSink::PublishingSink(SessionSink& inner, std::string dir) : inner_(inner), dir_(std::move(dir)) {}
+PublishingSink::PublishingSink(guard::SessionSink& inner, std::string dir) : inner_(inner), dir_(std::move(dir)) {}
 
 PublishingSink::~PublishingSink() {
   if (published_) agent::withdraw_run_view(dir_, ::getpid());
@@ -49,7 +49,7 @@ void PublishingSink::session_started(std::int64_t run_id, const std::string& soc
   inner_.session_started(run_id, socket_path, start_unix_ms);
 }
 
-void PublishingSink::status(const StatusSnapshot& snapshot, bool periodic) {
+void PublishingSink::status(const guard::StatusSnapshot& snapshot, bool periodic) {
   inner_.status(snapshot, periodic);
   const std::int64_t now = now_unix_ms();
   const std::optional<int> verdict =

@@ -16,25 +16,25 @@ std::optional<std::string> run_publish_dir();
 /// Forwards every call to `inner`; at each status (at most once a second, and when the target's verdict
 /// changes) writes the run's view to `dir`, and withdraws it when destroyed. A failure to write warns once
 /// through `inner` and never touches the job.
-class PublishingSink final : public SessionSink {
+class PublishingSink final : public guard::SessionSink {
  public:
-  PublishingSink(SessionSink& inner, std::string dir);
+  PublishingSink(guard::SessionSink& inner, std::string dir);
   ~PublishingSink() override;
   PublishingSink(const PublishingSink&) = delete;
   PublishingSink& operator=(const PublishingSink&) = delete;
 
   void job_started() override { inner_.job_started(); }
-  void job_output(JobStream stream, std::string_view bytes) override { inner_.job_output(stream, bytes); }
+  void job_output(guard::JobStream stream, std::string_view bytes) override { inner_.job_output(stream, bytes); }
   void message(const std::string& text, bool warning) override { inner_.message(text, warning); }
-  void status(const StatusSnapshot& snapshot, bool periodic) override;
+  void status(const guard::StatusSnapshot& snapshot, bool periodic) override;
   std::optional<std::pair<unsigned short, unsigned short>> resized() override { return inner_.resized(); }
   void session_started(std::int64_t run_id, const std::string& socket_path,
                        std::int64_t start_unix_ms) override;
-  void action(const ActionRecord& action) override { inner_.action(action); }
-  void cell(const CellRecord& cell) override { inner_.cell(cell); }
+  void action(const store::ActionRecord& action) override { inner_.action(action); }
+  void cell(const store::CellRecord& cell) override { inner_.cell(cell); }
 
  private:
-  SessionSink& inner_;
+  guard::SessionSink& inner_;
   std::string dir_;
   std::int64_t run_id_ = 0;
   std::int64_t start_unix_ms_ = 0;
@@ -48,11 +48,11 @@ class PublishingSink final : public SessionSink {
 /// (run_publish_dir()); the view is withdrawn when this is destroyed.
 class PublishedSession {
  public:
-  explicit PublishedSession(SessionSink& inner);
-  SessionSink& sink() { return publishing_ ? static_cast<SessionSink&>(*publishing_) : inner_; }
+  explicit PublishedSession(guard::SessionSink& inner);
+  guard::SessionSink& sink() { return publishing_ ? static_cast<guard::SessionSink&>(*publishing_) : inner_; }
 
  private:
-  SessionSink& inner_;
+  guard::SessionSink& inner_;
   std::optional<PublishingSink> publishing_;
 };
 

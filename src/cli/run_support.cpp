@@ -49,10 +49,10 @@ std::optional<std::string> env_value(const char* name) {
 
 /// How `run` and `attach` tell the job's GPUs: this process's PID namespace, the device folder
 /// ($GPUMETER_DEV_ROOT, else /dev) and the container runtime's allocation.
-GpuMatchConfig gpu_match_config() {
-  GpuMatchConfig c;
-  c.dev_root = gpu_device_root(env_value("GPUMETER_DEV_ROOT"));
-  c.pid_namespace = detect_pid_namespace();
+guard::GpuMatchConfig gpu_match_config() {
+  guard::GpuMatchConfig c;
+  c.dev_root = sys::gpu_device_root(env_value("GPUMETER_DEV_ROOT"));
+  c.pid_namespace = sys::detect_pid_namespace();
   c.nvidia_visible_devices = env_value("NVIDIA_VISIBLE_DEVICES");
   c.cuda_visible_devices = env_value("CUDA_VISIBLE_DEVICES");
   c.self_pid = static_cast<std::uint32_t>(::getpid());
@@ -171,20 +171,20 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
 /// instance detector finds, off elsewhere, no network call made to decide). `spot_provider`: the provider of
 /// a spot price quote, if any. Returns an exit code on a usage error (message printed).
 std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::string>& spot_provider,
-                                    SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
+                                    guard::SessionConfig& cfg, std::unique_ptr<cloud::NoticeWatcher>& watcher,
                                     const char* command) {
   auto bad = [&](const std::string& msg) {
     std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
                  msg.c_str(), command);
     return kExitUsage;
   };
-  auto mode = parse_preemption_mode(f.preemption);
+  auto mode = cloud::parse_preemption_mode(f.preemption);
   if (!mode) return bad(mode.error().message);
   const char* env = std::getenv("GPUMETER_METADATA_URL");
-  auto base = metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt);
+  auto base = cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt);
   if (!base) return bad(base.error().message);
   auto poll_ms = parse_duration_ms(f.preemption_poll);
-  if (!poll_ms || *poll_ms < 10 || *poll_ms > kDefaultPreemptionPollMs)
+  if (!poll_ms || *poll_ms < 10 || *poll_ms > cloud::kDefaultPreemptionPollMs)
     return bad("--preemption-poll '" + f.preemption_poll + "': expected a duration from 10ms to 5s");
   if (f.checkpoint_glob) {
     if (f.checkpoint_glob->empty()) return bad("--checkpoint-glob: empty pattern");
@@ -197,19 +197,19 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
       if (!ec) cfg.checkpoint_dir = cwd.string();
     }
   }
-  std::optional<CloudProvider> provider = mode->provider;
-  if (!mode->off && !provider) provider = detect_cloud_provider();
+  std::optional<cloud::CloudProvider> provider = mode->provider;
+  if (!mode->off && !provider) provider = cloud::detect_cloud_provider();
   if (mode->off) provider.reset();
   if (provider) {
-    watcher = std::make_unique<NoticeWatcher>(
-        *provider, make_http_metadata_client(*base, std::min(kMetadataTimeoutMs, *poll_ms * 2)), *poll_ms,
+    watcher = std::make_unique<cloud::NoticeWatcher>(
+        *provider, cloud::make_http_metadata_client(*base, std::min(cloud::kMetadataTimeoutMs, *poll_ms * 2)), *poll_ms,
         [] { return system_clock().unix_ms(); });
     cfg.notices = watcher.get();
   }
   // A job on spot capacity (a spot price, or notices watched) should checkpoint at least every Young/Daly
   // interval of its provider's interruption rate (plan's spot model, a 60 s checkpoint assumed).
   std::optional<std::string> spot = spot_provider;
-  if (!spot && provider) spot = std::string(provider_name(*provider));
+  if (!spot && provider) spot = std::string(cloud::provider_name(*provider));
   if (spot) {
     const double per_hour = plan::default_interruption_rate(*spot).value;
     if (per_hour > 0) {
@@ -222,7 +222,7 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
 
 std::optional<int> prepare_session(const RunFlags& f, const char* command, SessionSetup& out) {
   const bool attach = std::string(command) == "attach";
-  SessionConfig& cfg = out.cfg;
+  guard::SessionConfig& cfg = out.cfg;
   if (f.budget) {
     auto micros = parse_usd_micros(*f.budget);
     if (!micros || *micros <= 0)
@@ -230,16 +230,16 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
                    fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget));
     cfg.guard.budget_micros = *micros;
   }
-  auto warn = parse_warn_at(f.warn_at);
+  auto warn = guard::parse_warn_at(f.warn_at);
   if (!warn) return usage(command, warn.error().message);
   cfg.guard.warn_at_pct = *warn;
   cfg.guard.forecast_stop = f.forecast_stop;
   if (f.forecast_stop && !f.budget) return usage(command, "--forecast-stop needs --budget");
   if (f.target_stop && !f.target) return usage(command, "--target-stop needs --target");
   if (f.target) {
-    auto t = parse_metric_target(*f.target);
+    auto t = meter::parse_metric_target(*f.target);
     if (!t) return usage(command, t.error().message);
-    cfg.target = TargetSettings{*t, f.target_stop};
+    cfg.target = guard::TargetSettings{*t, f.target_stop};
   }
   if (f.max_idle) {
     auto ms = parse_duration_ms(*f.max_idle);
@@ -249,7 +249,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   }
   if (attach) {
     // attach: --max-idle is the threshold of the idle_gpus_held finding, never a stop (docs/cli.md).
-    cfg.idle_held_ms = cfg.guard.max_idle_ms.value_or(kDefaultIdleHeldMs);
+    cfg.idle_held_ms = cfg.guard.max_idle_ms.value_or(guard::kDefaultIdleHeldMs);
     cfg.guard.max_idle_ms.reset();
   }
   if (f.grace == "never") {
@@ -262,7 +262,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   }
   cfg.notify_command = f.notify;
   cfg.webhook_url = f.webhook;
-  auto sig = parse_signal(f.stop_signal);
+  auto sig = sys::parse_signal(f.stop_signal);
   if (!sig) return usage(command, "--stop-signal: " + sig.error().message);
   cfg.stop_signal = *sig;
   if (f.total_steps && *f.total_steps <= 0) return usage(command, "--total-steps must be a positive integer");
@@ -281,23 +281,23 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   }
 
   if (f.stop_to == "main")
-    cfg.stop_to = StopTarget::main;
+    cfg.stop_to = guard::StopTarget::main;
   else if (f.stop_to == "group")
-    cfg.stop_to = StopTarget::group;
+    cfg.stop_to = guard::StopTarget::group;
   else
     return usage(command, "--stop-to '" + f.stop_to + "': expected main or group");
 
-  auto prices = PricingContext::open(f.pricing, std::make_unique<DmiInstanceDetector>());
+  auto prices = meter::PricingContext::open(f.pricing, std::make_unique<meter::DmiInstanceDetector>());
   if (!prices) return fail(command, prices.error());
   // Without a GPU library (a laptop, a CI runner) the job still runs: wall time × price, or time only.
-  auto backend = open_gpu_backend();
+  auto backend = gpu::open_gpu_backend();
   if (!backend && backend.error().kind != ErrorKind::no_gpu_library) return fail(command, backend.error());
   cfg.telemetry = backend.ok();
   std::optional<std::string> gpu_name;
   if (backend) {
     const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
     auto allocated =
-        allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
+        meter::allocated_gpus(cvd ? std::optional<std::string>(cvd) : std::nullopt, (*backend)->devices());
     if (!allocated) return usage(command, allocated.error().message);
     cfg.allocated = *allocated;
     cfg.gpu_match = gpu_match_config();
@@ -312,14 +312,14 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     return fail(command, make_error(ErrorKind::not_found, price->unpriced_reason));
   }
 
-  cfg.run.user = user_name(static_cast<std::uint32_t>(getuid()));
+  cfg.run.user = sys::user_name(static_cast<std::uint32_t>(getuid()));
   cfg.run.host = host_name();
   if (gpu_name) {
-    const GpuSpec* spec = prices->gpu_for(*gpu_name, (*backend)->vendor());
+    const catalog::GpuSpec* spec = prices->gpu_for(*gpu_name, (*backend)->vendor());
     cfg.run.gpu_model = spec ? spec->id : *gpu_name;
   }
   {
-    const GpuSpec* spec = gpu_name ? prices->gpu_for(*gpu_name, (*backend)->vendor()) : nullptr;
+    const catalog::GpuSpec* spec = gpu_name ? prices->gpu_for(*gpu_name, (*backend)->vendor()) : nullptr;
     if (auto rc = apply_mfu_flags(f, spec, command, cfg)) return rc;
   }
   cfg.run.total_steps = f.total_steps;
@@ -340,15 +340,15 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     cfg.run.host = it->second;  // --label host=NAME names the machine in the ledger
     cfg.run.labels.erase(it);
   }
-  auto location = ledger_location(f.ledger);
+  auto location = store::ledger_location(f.ledger);
   if (!location) return fail(command, location.error());
-  if (is_postgres_location(*location)) {
+  if (store::is_postgres_location(*location)) {
     // A shared ledger never fails the job: unreachable, the run is spooled here and replayed later.
-    auto spooling = std::make_unique<SpoolingLedger>(*location, default_spool_dir());
+    auto spooling = std::make_unique<store::SpoolingLedger>(*location, store::default_spool_dir());
     out.shared = spooling.get();
     print_ledger_notes(command, spooling->take_notes());
     out.ledger = std::move(spooling);
-  } else if (auto l = Ledger::open(*location)) {
+  } else if (auto l = store::Ledger::open(*location)) {
     out.ledger = std::move(*l);
   } else {
     std::fprintf(stderr,
@@ -359,7 +359,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   }
   if (out.ledger) {
     // Team budgets: a spent one refuses the run; the others guard it while it runs.
-    auto teams = team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
+    auto teams = guard::team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
     if (!teams) {
       if (teams.error().kind != ErrorKind::unavailable) return fail(command, teams.error());
       std::fprintf(
@@ -376,7 +376,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
               "UTC; the job was not started (raise it with gpumeter budget set)\n",
               command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
               text_of(t.budget.period), format_usd(micros_to_usd(t.spent_micros)).c_str(),
-              static_cast<long long>(t.runs), format_time_utc(t.budget.period_start_unix_ms).c_str());
+              static_cast<long long>(t.runs), report::format_time_utc(t.budget.period_start_unix_ms).c_str());
           return kExitTeamBudgetSpent;
         }
         cfg.guard.team_budgets.push_back(t.budget);
@@ -398,7 +398,7 @@ int execute_run(const RunFlags& f, bool simulated) {
   if (f.command.empty()) return usage("no command given: gpumeter run [flags] -- COMMAND [ARGS...]");
   SessionSetup setup;
   if (auto rc = prepare_session(f, "run", setup)) return *rc;
-  SessionConfig& cfg = setup.cfg;
+  guard::SessionConfig& cfg = setup.cfg;
   cfg.argv = f.command;
   std::string command;
   for (const auto& a : f.command) command += (command.empty() ? "" : " ") + a;
@@ -411,9 +411,9 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto& backend = setup.backend;
   auto& ledger = setup.ledger;
 
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   PublishedSession published(sink);
-  auto outcome = run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner,
+  auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner,
                              published.sink());
   sink.stop();
   setup.finish_ledger("run");
@@ -425,14 +425,14 @@ int execute_run(const RunFlags& f, bool simulated) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome->start_error->c_str());
     return outcome->exit_code;
   }
-  const RunReport report = session_report(*outcome, &prices->catalog());
+  const report::RunReport report = report::session_report(*outcome, &prices->catalog());
   if (!f.quiet) {
-    const std::string text = render_run_report_text(report, simulated);
+    const std::string text = report::render_run_report_text(report, simulated);
     std::fputs(text.c_str(), stderr);
   }
   if (f.json_report) {
     std::ofstream out(*f.json_report, std::ios::binary | std::ios::trunc);
-    out << render_run_report_json(report);
+    out << report::render_run_report_json(report);
     if (!out)
       std::fprintf(stderr, "gpumeter run: warning: cannot write --json-report %s\n", f.json_report->c_str());
   }

@@ -15,7 +15,7 @@ namespace gm::cli {
 
 /// The flags of `gpumeter run`.
 struct RunFlags {
-  PricingOptions pricing;
+  meter::PricingOptions pricing;
   std::optional<std::string> budget;  ///< --budget as written; parsed to micro-dollars
   std::string warn_at = "80%";
   bool forecast_stop = false;
@@ -59,13 +59,13 @@ void add_run_flags(CLI::App& app, RunFlags& flags);
 
 /// A metered session made ready from the flags: its configuration and what it has opened.
 struct SessionSetup {
-  SessionConfig cfg;
-  std::optional<PricingContext> prices;
-  std::unique_ptr<GpuBackend> backend;  ///< null without a GPU library (wall time × price)
-  std::unique_ptr<Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
-  SpoolingLedger* shared = nullptr;     ///< a shared (PostgreSQL) ledger: spooled while unreachable
+  guard::SessionConfig cfg;
+  std::optional<meter::PricingContext> prices;
+  std::unique_ptr<gpu::GpuBackend> backend;  ///< null without a GPU library (wall time × price)
+  std::unique_ptr<store::Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
+  store::SpoolingLedger* shared = nullptr;     ///< a shared (PostgreSQL) ledger: spooled while unreachable
   std::unique_ptr<serving::InferenceSource> inference;
-  std::unique_ptr<NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
+  std::unique_ptr<cloud::NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
   /// At the run's end: a spooled run is replayed when the shared ledger is back; notes on stderr.
   void finish_ledger(const char* command);
 };
@@ -73,8 +73,8 @@ struct SessionSetup {
 void add_mfu_flags(CLI::App& app, RunFlags& flags);
 /// Fills the run's MFU basis (cfg.run.flops_per_token, mfu_basis, mfu_precision) and the allocated GPU's
 /// dense peak (cfg.mfu_peak_tflops) from the flags; a usage error for a bad flag, printed, as an exit code.
-std::optional<int> apply_mfu_flags(const RunFlags& flags, const GpuSpec* gpu, const char* command,
-                                   SessionConfig& cfg);
+std::optional<int> apply_mfu_flags(const RunFlags& flags, const catalog::GpuSpec* gpu, const char* command,
+                                   guard::SessionConfig& cfg);
 
 /// Validates the shared flags of `command` ("run" or "attach") and opens pricing, the GPU library and the
 /// ledger into `out`; on a problem prints "gpumeter COMMAND: error: ..." and returns the exit code. The
@@ -90,7 +90,7 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& flags, int argc, char
 /// the cloud the instance detector finds, off elsewhere, no network call made to decide). `spot_provider`:
 /// the provider of a spot price quote, if any. Returns an exit code on a usage error (message printed).
 std::optional<int> setup_preemption(const RunFlags& flags, const std::optional<std::string>& spot_provider,
-                                    SessionConfig& cfg, std::unique_ptr<NoticeWatcher>& watcher,
+                                    guard::SessionConfig& cfg, std::unique_ptr<cloud::NoticeWatcher>& watcher,
                                     const char* command);
 /// Validates the flags, runs the job and prints the report; returns the exit code. `simulated` marks every
 /// line gpumeter prints with SIMULATED (the demo on a machine without a GPU).

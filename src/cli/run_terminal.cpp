@@ -16,7 +16,7 @@ struct TerminalSink::TermiosState {
 
 TerminalSink::TerminalSink(bool pty, bool live_status, bool quiet, bool simulated)
     : pty_(pty), live_status_(live_status && pty && !quiet), quiet_(quiet), simulated_(simulated) {
-  if (pty_) window_ = terminal_window(STDOUT_FILENO);
+  if (pty_) window_ = sys::terminal_window(STDOUT_FILENO);
 }
 
 TerminalSink::~TerminalSink() {
@@ -42,14 +42,14 @@ void TerminalSink::job_started() {
   }
   if (live_status_ && window_ && window_->first >= 3) {
     // A scroll region above the last row keeps the job's output off the status line.
-    write_all(STDOUT_FILENO, fmt::format("\n\0337\033[1;{}r\0338\033[1A", window_->first - 1));
+    sys::write_all(STDOUT_FILENO, fmt::format("\n\0337\033[1;{}r\0338\033[1A", window_->first - 1));
     status_active_ = true;
   }
 }
 
 void TerminalSink::stop() {
   if (status_active_ && window_) {
-    write_all(STDOUT_FILENO,
+    sys::write_all(STDOUT_FILENO,
               fmt::format("\0337\033[1;{}r\033[{};1H\033[2K\0338", window_->first, window_->first));
     status_active_ = false;
   }
@@ -57,14 +57,14 @@ void TerminalSink::stop() {
   raw_ = false;
 }
 
-void TerminalSink::job_output(JobStream stream, std::string_view bytes) {
+void TerminalSink::job_output(guard::JobStream stream, std::string_view bytes) {
   if (bytes.empty()) return;
-  const int fd = stream == JobStream::err ? STDERR_FILENO : STDOUT_FILENO;
-  write_all(fd, bytes);
+  const int fd = stream == guard::JobStream::err ? STDERR_FILENO : STDOUT_FILENO;
+  sys::write_all(fd, bytes);
   const bool at_start = bytes.back() == '\n';
   // On a pty both streams share the terminal; in pipes mode each has its own line state.
-  if (pty_ || stream == JobStream::out) at_line_start_out_ = at_start;
-  if (pty_ || stream == JobStream::err) at_line_start_err_ = at_start;
+  if (pty_ || stream == guard::JobStream::out) at_line_start_out_ = at_start;
+  if (pty_ || stream == guard::JobStream::err) at_line_start_err_ = at_start;
 }
 
 void TerminalSink::write_line(int fd, const std::string& text) {
@@ -72,7 +72,7 @@ void TerminalSink::write_line(int fd, const std::string& text) {
   // A line of gpumeter's starts on a line of its own, never glued to a progress bar redrawn with '\r'.
   std::string out = at_line_start_err_ ? "" : eol;
   out += text + eol;
-  write_all(fd, out);
+  sys::write_all(fd, out);
   at_line_start_err_ = true;
   if (pty_) at_line_start_out_ = true;
 }
@@ -83,10 +83,10 @@ void TerminalSink::message(const std::string& text, bool warning) {
   write_line(STDERR_FILENO, std::string(simulated_ ? "SIMULATED " : "") + "gpumeter: " + text);
 }
 
-void TerminalSink::status(const StatusSnapshot& snapshot, bool periodic) {
+void TerminalSink::status(const guard::StatusSnapshot& snapshot, bool periodic) {
   if (status_active_ && window_) {
     const std::string text = report::render_status_line(snapshot, window_->second);
-    write_all(STDOUT_FILENO,
+    sys::write_all(STDOUT_FILENO,
               fmt::format("\0337\033[{};1H\033[2K\033[7m{}\033[0m\0338", window_->first, text));
   }
   if (periodic)
@@ -95,10 +95,10 @@ void TerminalSink::status(const StatusSnapshot& snapshot, bool periodic) {
 
 std::optional<std::pair<unsigned short, unsigned short>> TerminalSink::resized() {
   if (!pty_) return std::nullopt;
-  window_ = terminal_window(STDOUT_FILENO);
+  window_ = sys::terminal_window(STDOUT_FILENO);
   if (!window_) return std::nullopt;
   if (status_active_ && window_->first >= 3)
-    write_all(STDOUT_FILENO, fmt::format("\0337\033[1;{}r\0338", window_->first - 1));
+    sys::write_all(STDOUT_FILENO, fmt::format("\0337\033[1;{}r\0338", window_->first - 1));
   return job_window();
 }
 

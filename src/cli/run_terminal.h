@@ -12,7 +12,7 @@
 namespace gm::cli {
 
 /// The terminal (or pipes) side of a run.
-class TerminalSink final : public SessionSink {
+class TerminalSink final : public guard::SessionSink {
  public:
   /// `pty`: the job has a pty on gpumeter's terminal; `live_status`: reserve the bottom line;
   /// `quiet`: no status line and no action lines (warnings and asked-for --status-every lines still show).
@@ -25,9 +25,9 @@ class TerminalSink final : public SessionSink {
 
   /// Enters raw mode (pty) and reserves the status line.
   void job_started() override;
-  void job_output(JobStream stream, std::string_view bytes) override;
+  void job_output(guard::JobStream stream, std::string_view bytes) override;
   void message(const std::string& text, bool warning) override;
-  void status(const StatusSnapshot& snapshot, bool periodic) override;
+  void status(const guard::StatusSnapshot& snapshot, bool periodic) override;
   std::optional<std::pair<unsigned short, unsigned short>> resized() override;
 
  private:

@@ -15,7 +15,7 @@
 #include "util/http_client.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::cloud {
 
 /// A cloud whose metadata service announces preemption.
 enum class CloudProvider { aws, gcp, azure };
@@ -175,4 +175,4 @@ inline constexpr std::int64_t kDefaultPreemptionPollMs = 5'000;
 /// Bound of one metadata request (link-local services answer in milliseconds).
 inline constexpr std::int64_t kMetadataTimeoutMs = 1'000;
 
-}  // namespace gm
+}  // namespace gm::cloud

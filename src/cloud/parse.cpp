@@ -12,7 +12,7 @@
 #include "util/json_in.h"
 #include "util/time.h"
 
-namespace gm {
+namespace gm::cloud {
 namespace {
 
 std::string_view trim_ws(std::string_view s) {
@@ -264,4 +264,4 @@ Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view b
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::cloud

@@ -13,7 +13,7 @@
 
 #include "cloud/cloud.h"
 
-namespace gm {
+namespace gm::cloud {
 namespace {
 
 constexpr std::size_t kMaxBodyBytes = 64 * 1024;
@@ -263,4 +263,4 @@ WatcherHealth NoticeWatcher::health() const {
   return state_->health;
 }
 
-}  // namespace gm
+}  // namespace gm::cloud

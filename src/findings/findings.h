@@ -11,7 +11,7 @@
 #include "trace/trace.h"
 #include "util/money.h"
 
-namespace gm {
+namespace gm::catalog {
 class Catalog;
 }
 
@@ -54,7 +54,7 @@ std::string to_text(const std::vector<Finding>& findings);
 /// unfused attention, one kernel family dominating. `catalog` (optional) gives the GPU's TFLOPS.
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& device,
                                       std::optional<MicroUsd> price_micros_per_gpu_hour,
-                                      const Catalog* catalog = nullptr);
+                                      const catalog::Catalog* catalog = nullptr);
 
 /// Findings of a trace's host side (CPU operators; the only findings of a CPU-only trace): unfused
 /// attention, priced like the CPU-only report (the host's time at the price; nullopt: time only).

@@ -13,12 +13,12 @@ struct Pricer {
 
   UsdOrNone operator()(std::int64_t ns) const {
     if (!micros_per_gpu_hour) return std::nullopt;
-    return picos_to_usd(gpu_ns_cost_pico_usd(*micros_per_gpu_hour, ns));
+    return picos_to_usd(meter::gpu_ns_cost_pico_usd(*micros_per_gpu_hour, ns));
   }
   /// A mean or a per-step figure (rounded to the nanosecond).
   UsdOrNone of_mean(double ns) const {
     if (!micros_per_gpu_hour) return std::nullopt;
-    return gpu_ns_cost_usd(*micros_per_gpu_hour, ns);
+    return meter::gpu_ns_cost_usd(*micros_per_gpu_hour, ns);
   }
 };
 
@@ -62,8 +62,8 @@ DeviceCosts device_costs(const trace::DeviceAnalysis& d, const Pricer& usd, cons
   c.before_window_usd = usd(d.before_window.attributed_ns);
   if (d.step_ns.count > 0 && usd.micros_per_gpu_hour) {
     c.per_step_usd = usd.of_mean(d.step_ns.mean);
-    c.idle_per_1k_steps_usd = usd_per_1k(*c.idle_usd, static_cast<double>(d.step_ns.count));
-    if (project_steps) c.projected_usd = usd_for_units(*c.per_step_usd, static_cast<double>(*project_steps));
+    c.idle_per_1k_steps_usd = meter::usd_per_1k(*c.idle_usd, static_cast<double>(d.step_ns.count));
+    if (project_steps) c.projected_usd = meter::usd_for_units(*c.per_step_usd, static_cast<double>(*project_steps));
   }
   c.kernels = breakdown_costs(d.kernels, usd, false);
   c.operators = breakdown_costs(d.operators, usd, false);

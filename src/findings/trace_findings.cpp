@@ -27,9 +27,9 @@ Severity severity_of(double window_share) {
 /// share of a GPU's time.
 void price(Finding& f, std::int64_t window_ns, std::optional<MicroUsd> price_micros, std::int64_t steps) {
   if (!price_micros) return;
-  f.cost_nano_usd = gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns);
-  if (steps > 0) f.nano_usd_per_1k_steps = gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns * 1000 / steps);
-  if (auto month = nano_usd_per_month_of_share(*price_micros, f.at_stake_ns, window_ns))
+  f.cost_nano_usd = meter::gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns);
+  if (steps > 0) f.nano_usd_per_1k_steps = meter::gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns * 1000 / steps);
+  if (auto month = meter::nano_usd_per_month_of_share(*price_micros, f.at_stake_ns, window_ns))
     f.nano_usd_per_month = month;
 }
 
@@ -112,7 +112,7 @@ struct TensorCores {
   std::string basis;         ///< where the speed-up comes from, in words
 };
 
-bool architecture_in(const GpuSpec* spec, std::initializer_list<std::string_view> names) {
+bool architecture_in(const catalog::GpuSpec* spec, std::initializer_list<std::string_view> names) {
   if (spec == nullptr) return false;
   return std::any_of(names.begin(), names.end(), [&](std::string_view n) { return spec->architecture == n; });
 }
@@ -120,7 +120,7 @@ bool architecture_in(const GpuSpec* spec, std::initializer_list<std::string_view
 /// Tensor cores of the device (Volta and later, from deviceProperties computeMajor or the catalog); nullopt
 /// when the device has none or is not known to have them.
 std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Catalog* catalog) {
-  const GpuSpec* spec =
+  const catalog::GpuSpec* spec =
       catalog != nullptr && d.gpu_name ? catalog->gpu_for_device_name(*d.gpu_name) : nullptr;
   // The trace's own computeMajor wins over the catalog's architecture.
   const bool has_tensor_cores =

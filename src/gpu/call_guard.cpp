@@ -2,7 +2,7 @@
 
 #include <thread>
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 CallGuard::CallGuard(std::int64_t timeout_ms) : timeout_ms_(timeout_ms), hung_(std::make_shared<HungSet>()) {}
 
@@ -68,4 +68,4 @@ bool CallGuard::hung(int key) const {
   return hung_->keys.count(key) != 0;
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -11,7 +11,7 @@
 #include <optional>
 #include <set>
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 class CallGuard {
  public:
@@ -52,4 +52,4 @@ class CallGuard {
   std::shared_ptr<HungSet> hung_;
 };
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -2,7 +2,7 @@
 
 #include "util/enum_text.h"
 
-namespace gm {
+namespace gm::gpu {
 
 constexpr EnumText<DeviceState> kDeviceStates[] = {
     {DeviceState::ok, "ok"}, {DeviceState::lost, "lost"}, {DeviceState::unresponsive, "unresponsive"}};
@@ -29,4 +29,4 @@ Result<std::unique_ptr<GpuBackend>> open_gpu_backend(const GpuBackendOptions& op
   return open_nvml(options);
 }
 
-}  // namespace gm
+}  // namespace gm::gpu

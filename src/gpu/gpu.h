@@ -11,7 +11,7 @@
 #include "util/clock.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::gpu {
 
 /// Health of a device as seen by the last sample.
 enum class DeviceState { ok, lost, unresponsive };
@@ -172,4 +172,4 @@ class StaticGpuBackend final : public GpuBackend {
   std::vector<DeviceSample> samples;             ///< returned by sample(index)
 };
 
-}  // namespace gm
+}  // namespace gm::gpu

@@ -2,7 +2,7 @@
 
 #include "util/enum_text.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 const char* return_name(Return code) {
   switch (code) {
@@ -127,4 +127,4 @@ const char* architecture_name(unsigned arch) {
   }
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 using Return = int;                 ///< nvmlReturn_t
 using Device = struct DeviceOpaque*;  ///< nvmlDevice_t (opaque handle)
@@ -203,4 +203,4 @@ const char* process_api_name(ProcessApi api);
 /// Architecture name for nvmlDeviceArchitecture_t ("Volta", "Hopper", ...), "" when unknown.
 const char* architecture_name(unsigned arch);
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

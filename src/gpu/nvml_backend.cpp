@@ -5,7 +5,7 @@
 
 #include "util/enum_text.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 namespace {
 
@@ -329,11 +329,11 @@ void NvmlBackend::probe(unsigned index) {
   dev.probed = true;
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml
 
-namespace gm {
+namespace gm::gpu {
 
-using namespace gm::nvml;
+using namespace gm::gpu::nvml;
 
 Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options) {
   GM_TRY(Library lib, Library::open(library_candidates(options.library_path)));
@@ -353,4 +353,4 @@ Result<std::unique_ptr<GpuBackend>> open_nvml(const GpuBackendOptions& options) 
   return std::unique_ptr<GpuBackend>(std::move(backend));
 }
 
-}  // namespace gm
+}  // namespace gm::gpu

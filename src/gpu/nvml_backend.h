@@ -18,7 +18,7 @@
 #include "gpu/nvml_gpm.h"
 #include "gpu/nvml_loader.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 using InitFn = Return (*)();
 using ErrorStringFn = const char* (*)(Return);
@@ -286,4 +286,4 @@ class NvmlBackend final : public GpuBackend {
   std::vector<Dev> devs_;
 };
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <iterator>
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 namespace {
 
 /// The metrics gpumeter requests, in request order, with where each value goes.
@@ -75,4 +75,4 @@ GpmMetrics decode_gpm(const GpmMetricsGet& answer) {
   return out;
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -10,7 +10,7 @@
 #include "gpu/nvml_abi.h"
 #include "gpu/nvml_loader.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 using GpmQueryFn = Return (*)(Device, GpmSupport*);
 using GpmAllocFn = Return (*)(GpmSample*);
@@ -52,4 +52,4 @@ void fill_gpm_request(GpmMetricsGet& req, GpmSample first, GpmSample second);
 /// finite number is nullopt (never 0); values are clamped to 0-100.
 GpmMetrics decode_gpm(const GpmMetricsGet& answer);
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 std::vector<std::string> library_candidates(const std::string& explicit_path) {
   if (!explicit_path.empty()) return {explicit_path};
@@ -61,4 +61,4 @@ std::string Library::fake_last_error() const {
   return text != nullptr ? text : "";
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -6,7 +6,7 @@
 
 #include "util/result.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 /// Library names tried in order: `explicit_path` if non-empty, else $GPUMETER_NVML_LIBRARY if set, else
 /// libnvidia-ml.so.1 then libnvidia-ml.so.
@@ -36,4 +36,4 @@ class Library {
   std::unordered_set<std::string> missing_;
 };
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

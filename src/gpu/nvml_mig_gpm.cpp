@@ -2,7 +2,7 @@
 // MIG GPU instances.
 #include "gpu/nvml_backend.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 Call NvmlBackend::take_gpm_sample(unsigned index, GpmSample buf, Device h, std::optional<unsigned> gi) {
   int unused = 0;
@@ -165,4 +165,4 @@ void NvmlBackend::open_mig(Ctx& ctx, DeviceInfo& inf, Dev& dev, Capabilities& ca
   }
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

@@ -4,7 +4,7 @@
 
 #include "gpu/nvml_backend.h"
 
-namespace gm::nvml {
+namespace gm::gpu::nvml {
 
 namespace {
 
@@ -129,4 +129,4 @@ bool NvmlBackend::read_process_utilization(Ctx& ctx, Device h, std::vector<Proce
   return true;
 }
 
-}  // namespace gm::nvml
+}  // namespace gm::gpu::nvml

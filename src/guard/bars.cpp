@@ -9,7 +9,7 @@
 #include "guard/guard.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 bool is_digit(char c) {
@@ -431,4 +431,4 @@ std::vector<ProgressUpdate> OutputProgressParser::feed(std::string_view bytes, d
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -17,7 +17,7 @@ void Checkpoints::seen(std::int64_t now_ns, const std::string& path, const std::
   gap_warned_ = false;
   st_.run.last_checkpoint_ms = st_.elapsed_ms(now_ns);
   // Recorded (the report's history and gaps), neither printed nor notified: jobs checkpoint often.
-  st_.record_quiet(ActionRecord{st_.run.id, st_.elapsed_ms(now_ns), ActionKind::checkpoint, checkpoint_spent_,
+  st_.record_quiet(store::ActionRecord{st_.run.id, st_.elapsed_ms(now_ns), store::ActionKind::checkpoint, checkpoint_spent_,
                                 path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
 }
 
@@ -64,9 +64,9 @@ void Checkpoints::check_gap(std::int64_t now_ns) {
   if (gap_ms <= *st_.cfg.checkpoint_interval_ms) return;
   gap_warned_ = true;
   const MicroUsd at_risk =
-      cost_between_micros(st_.spent(now_ns, false), last_checkpoint_ns_ ? checkpoint_spent_ : 0);
+      meter::cost_between_micros(st_.spent(now_ns, false), last_checkpoint_ns_ ? checkpoint_spent_ : 0);
   st_.record_action(
-      ActionKind::no_recent_checkpoint,
+      store::ActionKind::no_recent_checkpoint,
       fmt::format("no checkpoint for {} (the expected interval on this spot capacity is {}): "
                   "{} of work would be lost if the machine were taken now",
                   format_duration_s(static_cast<double>(gap_ms) / 1000.0),
@@ -75,18 +75,18 @@ void Checkpoints::check_gap(std::int64_t now_ns) {
       now_ns, st_.spent(now_ns, false));
 }
 
-void Checkpoints::on_notice(const CloudNotice& n, std::int64_t now_ns) {
-  const std::string provider(provider_name(n.provider));
+void Checkpoints::on_notice(const cloud::CloudNotice& n, std::int64_t now_ns) {
+  const std::string provider(cloud::provider_name(n.provider));
   const std::int64_t now_unix = st_.clock.unix_ms();
   std::string when;
   if (n.deadline_unix_ms)
     when = fmt::format(
-        " (deadline {}, in {})", format_iso8601(*n.deadline_unix_ms),
+        " (deadline {}, in {})", cloud::format_iso8601(*n.deadline_unix_ms),
         format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
                           1000.0));
   if (!n.stop) {
     if (!warned_notices_.insert(n.id).second) return;
-    st_.record_action(ActionKind::preemption_warning, n.detail + when, now_ns, st_.spent(now_ns, false));
+    st_.record_action(store::ActionKind::preemption_warning, n.detail + when, now_ns, st_.spent(now_ns, false));
     return;
   }
   if (preempted_) return;
@@ -95,14 +95,14 @@ void Checkpoints::on_notice(const CloudNotice& n, std::int64_t now_ns) {
   st_.run.preemption_notice_unix_ms = now_unix;
   st_.run.preemption_deadline_unix_ms = n.deadline_unix_ms;
   const MicroUsd spent_now = st_.spent(now_ns, false);
-  st_.record_action(ActionKind::preempted, n.detail + when, now_ns, spent_now);
+  st_.record_action(store::ActionKind::preempted, n.detail + when, now_ns, spent_now);
   if (!st_.stopping) {
     GuardDecision d;
-    d.kind = ActionKind::preempted;
-    d.stopped_by = StopReason::preemption;
+    d.kind = store::ActionKind::preempted;
+    d.stopped_by = store::StopReason::preemption;
     st_.stop_job(d, now_ns, spent_now);
   } else {
-    st_.run.stopped_by = text_of(StopReason::preemption);
+    st_.run.stopped_by = text_of(store::StopReason::preemption);
   }
   // SIGKILL after the grace or just before the provider's deadline, whichever comes first (never before
   // one second after the stop signal: a deadline already past is a clock problem, not a reason to give
@@ -117,16 +117,16 @@ void Checkpoints::on_notice(const CloudNotice& n, std::int64_t now_ns) {
 
 void Checkpoints::on_finish() {
   // Work lost: the spend since the last checkpoint of a run that did not succeed (all of it without one).
-  if (st_.run.status != RunStatus::succeeded && st_.cfg.price)
+  if (st_.run.status != store::RunStatus::succeeded && st_.cfg.price)
     st_.run.lost_work_micros = std::max<MicroUsd>(
-        0, cost_between_micros(st_.spent(st_.end_ns, false), last_checkpoint_ns_ ? checkpoint_spent_ : 0));
+        0, meter::cost_between_micros(st_.spent(st_.end_ns, false), last_checkpoint_ns_ ? checkpoint_spent_ : 0));
   if (st_.cfg.notices) {
-    const WatcherHealth h = st_.cfg.notices->health();
+    const cloud::WatcherHealth h = st_.cfg.notices->health();
     if (h.polls_failed > 0)
       st_.warn(
           fmt::format("the {} metadata service did not give a usable answer to {} of {} polls (last: {}): "
                       "preemption notices may have been missed; `gpumeter doctor` checks it",
-                      provider_name(st_.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
+                      cloud::provider_name(st_.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
                       h.last_error.empty() ? "answered later" : h.last_error));
   }
 }

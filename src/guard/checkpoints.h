@@ -21,7 +21,7 @@ class Checkpoints final : public Collaborator {
   void scan_glob(std::int64_t now_ns);
   /// A notice of the metadata service: a stop notice sends the stop signal at once (SIGKILL after the
   /// grace or kPreemptionKillMarginMs before the deadline, whichever first); a warning is recorded.
-  void on_notice(const CloudNotice& notice, std::int64_t now_ns);
+  void on_notice(const cloud::CloudNotice& notice, std::int64_t now_ns);
   /// The run ends "preempted".
   bool preempted() const { return preempted_; }
   void on_interval(const Tick& tick) override;

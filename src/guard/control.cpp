@@ -7,7 +7,7 @@
 #include "guard/guard.h"
 #include "util/json_in.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 constexpr std::size_t kMaxCellSource = 200;
@@ -25,10 +25,10 @@ Result<CellEvent> parse_cell(const nlohmann::json& c) {
   if (const nlohmann::json* st = json_member(c, "status"); st && !st->is_null()) {
     if (!st->is_string()) return make_error(ErrorKind::usage, "\"cell.status\" is not a string");
     const std::string text = json_string(st).value_or("");
-    const auto status = enum_from_text(kCellEndTexts, text);
+    const auto status = enum_from_text(store::kCellEndTexts, text);
     if (!status)
       return make_error(ErrorKind::usage,
-                        "\"cell.status\" '" + text + "' is not one of " + enum_texts(kCellEndTexts));
+                        "\"cell.status\" '" + text + "' is not one of " + enum_texts(store::kCellEndTexts));
     e.status = *status;
   }
   if (const nlohmann::json* src = json_member(c, "source"); src && !src->is_null()) {
@@ -93,4 +93,4 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
   return Result<SessionControl>(std::move(out));
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -11,13 +11,13 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::guard {
 
 /// A notebook cell as the IPython extension reports it on the progress socket.
 struct CellEvent {
   std::int64_t cell_id = 0;            ///< the kernel's execution count (or the extension's own counter)
   bool start = false;                  ///< true: the cell starts; false: it ended
-  CellStatus status = CellStatus::ok;  ///< at the end: how the cell ended (ok when the datagram omits it)
+  store::CellStatus status = store::CellStatus::ok;  ///< at the end: how the cell ended (ok when the datagram omits it)
   std::string source;                  ///< the cell's first line, at most 200 bytes
 };
 
@@ -33,4 +33,4 @@ struct SessionControl {
 /// usage error for a malformed one of these kinds.
 std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram);
 
-}  // namespace gm
+}  // namespace gm::guard

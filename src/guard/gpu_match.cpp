@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 std::string trimmed(const std::string& s) {
@@ -29,7 +29,7 @@ std::string pid_list(const std::set<std::uint32_t>& pids) {
 
 }  // namespace
 
-bool visible_devices_name(const std::string& value, const DeviceInfo& info) {
+bool visible_devices_name(const std::string& value, const gpu::DeviceInfo& info) {
   std::size_t pos = 0;
   while (pos <= value.size()) {
     std::size_t comma = value.find(',', pos);
@@ -47,10 +47,10 @@ bool visible_devices_name(const std::string& value, const DeviceInfo& info) {
   return false;
 }
 
-JobGpuMatcher::JobGpuMatcher(GpuMatchConfig config, const std::vector<DeviceInfo>& devices)
+JobGpuMatcher::JobGpuMatcher(GpuMatchConfig config, const std::vector<gpu::DeviceInfo>& devices)
     : config_(std::move(config)), devices_(devices), proc_(config_.proc_root) {}
 
-const DeviceInfo* JobGpuMatcher::device(unsigned index) const {
+const gpu::DeviceInfo* JobGpuMatcher::device(unsigned index) const {
   for (const auto& d : devices_)
     if (d.index == index) return &d;
   return nullptr;
@@ -76,14 +76,14 @@ GpuMatchMethod JobGpuMatcher::method(unsigned index) const {
   return it == gpus_.end() ? GpuMatchMethod::none : it->second.method;
 }
 
-bool JobGpuMatcher::allocated_here(const DeviceInfo& info) const {
+bool JobGpuMatcher::allocated_here(const gpu::DeviceInfo& info) const {
   const bool named =
       (config_.nvidia_visible_devices && visible_devices_name(*config_.nvidia_visible_devices, info)) ||
       (config_.cuda_visible_devices && visible_devices_name(*config_.cuda_visible_devices, info));
-  return named && info.minor_number && gpu_device_file_present(config_.dev_root, *info.minor_number);
+  return named && info.minor_number && sys::gpu_device_file_present(config_.dev_root, *info.minor_number);
 }
 
-bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
+bool JobGpuMatcher::job_on_gpu(unsigned index, const gpu::DeviceSample& sample) {
   PerGpu& g = gpus_[index];
   g = PerGpu{};
   for (const auto& p : sample.processes)
@@ -99,7 +99,7 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   for (const auto& p : sample.processes)
     if (!proc_.exists(p.pid)) unresolved.insert(p.pid);
   if (unresolved.empty()) return false;
-  const DeviceInfo* info = device(index);
+  const gpu::DeviceInfo* info = device(index);
   if (info == nullptr || !info->minor_number) {
     note(fmt::format("minor:{}", index),
          fmt::format(
@@ -109,8 +109,8 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
              index));
     return false;
   }
-  if (!held_) held_ = held_gpu_device_files(proc_, job_pids_, config_.dev_root);
-  const std::string path = gpu_device_path(config_.dev_root, *info->minor_number);
+  if (!held_) held_ = sys::held_gpu_device_files(proc_, job_pids_, config_.dev_root);
+  const std::string path = sys::gpu_device_path(config_.dev_root, *info->minor_number);
   if (!held_->minors.count(*info->minor_number)) {
     if (!held_->unreadable.empty())
       note("unreadable",
@@ -125,7 +125,7 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   g.method = GpuMatchMethod::device_file;
   g.matched_pids = unresolved;
 
-  std::set<std::uint32_t> holders = gpu_device_holders(proc_, config_.dev_root, *info->minor_number);
+  std::set<std::uint32_t> holders = sys::gpu_device_holders(proc_, config_.dev_root, *info->minor_number);
   if (config_.self_pid) holders.erase(*config_.self_pid);
   std::set<std::uint32_t> others_here;
   for (auto p : holders)
@@ -169,7 +169,7 @@ bool JobGpuMatcher::job_on_gpu(unsigned index, const DeviceSample& sample) {
   return true;
 }
 
-bool JobGpuMatcher::job_holds_memory(const DeviceSample& sample) const {
+bool JobGpuMatcher::job_holds_memory(const gpu::DeviceSample& sample) const {
   auto it = gpus_.find(sample.index);
   const bool by_file = it != gpus_.end() && it->second.method == GpuMatchMethod::device_file;
   for (const auto& p : sample.processes)
@@ -179,4 +179,4 @@ bool JobGpuMatcher::job_holds_memory(const DeviceSample& sample) const {
   return false;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -13,7 +13,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::guard {
 
 // ---- progress intake -------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ struct TeamBudget {
   std::string selector;  ///< "team=nlp"
   std::string key;       ///< "team"
   std::string value;     ///< "nlp"
-  BudgetPeriod period = BudgetPeriod::month;
+  store::BudgetPeriod period = store::BudgetPeriod::month;
   MicroUsd limit_micros = 0;
   std::int64_t period_start_unix_ms = 0;
 };
@@ -186,8 +186,8 @@ struct GuardConfig {
 
 /// What the guard decided at one evaluation.
 struct GuardDecision {
-  ActionKind kind = ActionKind::warn;    ///< warn, target, or stop_budget | stop_forecast | stop_idle | ...
-  std::optional<StopReason> stopped_by;  ///< set for a decision that stops the job
+  store::ActionKind kind = store::ActionKind::warn;    ///< warn, target, or stop_budget | stop_forecast | stop_idle | ...
+  std::optional<store::StopReason> stopped_by;  ///< set for a decision that stops the job
   std::string message;                   ///< one human sentence
 };
 
@@ -195,7 +195,7 @@ struct GuardDecision {
 struct GuardInput {
   std::int64_t elapsed_ms = 0;
   MicroUsd spent_micros = 0;
-  std::optional<Forecast> forecast;
+  std::optional<meter::Forecast> forecast;
   std::size_t forecast_intervals = 0;
   std::optional<std::int64_t> idle_for_ms;  ///< how long every allocated GPU has been idle; nullopt = busy
   /// Per team budget (GuardConfig order): what the other runs of its selector spent, as of their last
@@ -248,4 +248,4 @@ Result<void> run_notify_command(const std::string& command, const GuardEvent& ev
 Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::int64_t timeout_ms = 5'000,
                           util::HttpClient& http = util::system_http());
 
-}  // namespace gm
+}  // namespace gm::guard

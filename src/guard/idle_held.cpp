@@ -22,18 +22,18 @@ void IdleHeldWatch::on_interval(const Tick& tick) {
   if (recorded_) return;
   recorded_ = true;
   st_.record_action(
-      ActionKind::idle_gpus_held,
+      store::ActionKind::idle_gpus_held,
       fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
                   "on them: {}/h for nothing (free the memory or shut the kernel down)",
-                  kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
-                  format_usd(usd_per_hour_of_burn(st_.burn_usd_per_s()))),
+                  meter::kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
+                  format_usd(meter::usd_per_hour_of_burn(st_.burn_usd_per_s()))),
       tick.now_ns, tick.spent_micros);
 }
 
 void IdleHeldWatch::fill(StatusSnapshot& s) const {
   if (!idle_held_ms_) return;
   s.idle_held_s = static_cast<double>(*idle_held_ms_) / 1000.0;
-  if (st_.cfg.price) s.idle_held_usd_per_h = usd_per_hour_of_burn(st_.burn_usd_per_s());
+  if (st_.cfg.price) s.idle_held_usd_per_h = meter::usd_per_hour_of_burn(st_.burn_usd_per_s());
 }
 
 }  // namespace gm::guard

@@ -7,18 +7,18 @@
 #include "guard/guard.h"
 #include "store/store.h"
 
-namespace gm {
+namespace gm::guard {
 
 /// mfu_basis of a run whose FLOPs per token came from the job's client.
 inline constexpr const char* kClientFlopsBasis = "client: progress(flops_per_token=...)";
 
 /// The client's FLOPs per token (`progress(..., flops_per_token=F)`) becomes the run's MFU basis unless the
 /// command line gave one (--model / --flops-per-token win: the user said so).
-void adopt_client_flops(RunRecord& run, const ProgressUpdate& update);
+void adopt_client_flops(store::RunRecord& run, const ProgressUpdate& update);
 /// MFU of a run so far: its tokens × FLOPs per token ÷ (peak × allocated GPUs × the time after its GPUs
 /// first worked); nullopt before they worked or without tokens, FLOPs per token or a peak.
-std::optional<double> live_mfu(const RunRecord& run, const std::optional<ProgressRecord>& latest,
-                               const std::vector<GpuUsage>& gpus, std::optional<double> peak_tflops,
+std::optional<double> live_mfu(const store::RunRecord& run, const std::optional<store::ProgressRecord>& latest,
+                               const std::vector<meter::GpuUsage>& gpus, std::optional<double> peak_tflops,
                                std::size_t allocated, double elapsed_s);
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -23,7 +23,7 @@ void NotebookCells::on_control(const SessionControl& c, std::int64_t now_ns) {
     if (st_.stopping && !st_.cfg.kill_after_grace) st_.stopping = false;
     st_.killed = !st_.cfg.kill_after_grace;
     st_.run.budget_micros = g.budget_micros;
-    st_.record_action(ActionKind::budget,
+    st_.record_action(store::ActionKind::budget,
                       g.budget_micros ? fmt::format("budget set to {}", format_micros(*g.budget_micros))
                                       : std::string("warning percentages changed"),
                       now_ns, st_.spent(now_ns, true));
@@ -39,20 +39,20 @@ void NotebookCells::cell_event(const CellEvent& c, std::int64_t now_ns) {
   }
   auto it = open_.find(c.cell_id);
   if (it == open_.end()) {
-    if (c.status != CellStatus::refused) return;  // an end without a start: nothing was metered
+    if (c.status != store::CellStatus::refused) return;  // an end without a start: nothing was metered
     it = open_.emplace(c.cell_id, OpenCell{now_ns, st_.spent(now_ns, true), 0, 0, c.source}).first;
   }
   end_cell(it->first, it->second, c.status, now_ns);
   open_.erase(it);
 }
 
-void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, CellStatus status, std::int64_t now_ns) {
-  CellRecord r;
+void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, store::CellStatus status, std::int64_t now_ns) {
+  store::CellRecord r;
   r.run_id = st_.run.id;
   r.cell_id = id;
   r.start_ms = st_.elapsed_ms(o.start_ns);
   r.end_ms = st_.elapsed_ms(now_ns);
-  r.cost_micros = std::max<MicroUsd>(0, cost_between_micros(st_.spent(now_ns, true), o.spent_start));
+  r.cost_micros = std::max<MicroUsd>(0, meter::cost_between_micros(st_.spent(now_ns, true), o.spent_start));
   if (o.util_n > 0)
     r.utilization_pct = o.util_sum / static_cast<double>(o.util_n);
   else if (st_.cfg.telemetry)
@@ -73,11 +73,11 @@ void NotebookCells::on_interval(const Tick&) {
 }
 
 void NotebookCells::on_finish() {
-  for (const auto& [id, o] : open_) end_cell(id, o, CellStatus::unfinished, st_.end_ns);
+  for (const auto& [id, o] : open_) end_cell(id, o, store::CellStatus::unfinished, st_.end_ns);
   open_.clear();
 }
 
-Result<void> NotebookCells::flush(Ledger& ledger) {
+Result<void> NotebookCells::flush(store::Ledger& ledger) {
   GM_TRY_VOID(ledger.append_cells(pending_));
   pending_.clear();
   return ok_result();

@@ -20,9 +20,9 @@ class NotebookCells final : public Collaborator {
   void on_interval(const Tick& tick) override;
   /// Cells still open end "unfinished".
   void on_finish() override;
-  Result<void> flush(Ledger& ledger) override;
+  Result<void> flush(store::Ledger& ledger) override;
   void drop_pending() override { pending_.clear(); }
-  const std::vector<CellRecord>& cells() const { return all_; }
+  const std::vector<store::CellRecord>& cells() const { return all_; }
 
  private:
   struct OpenCell {
@@ -33,11 +33,11 @@ class NotebookCells final : public Collaborator {
     std::string source;
   };
   void cell_event(const CellEvent& c, std::int64_t now_ns);
-  void end_cell(std::int64_t id, const OpenCell& o, CellStatus status, std::int64_t now_ns);
+  void end_cell(std::int64_t id, const OpenCell& o, store::CellStatus status, std::int64_t now_ns);
 
   RunState& st_;
   std::map<std::int64_t, OpenCell> open_;
-  std::vector<CellRecord> pending_, all_;
+  std::vector<store::CellRecord> pending_, all_;
 };
 
 }  // namespace gm::guard

@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace gm {
+namespace gm::guard {
 
 std::map<std::string, std::string> notify_environment(const GuardEvent& e) {
   std::map<std::string, std::string> env{
@@ -126,4 +126,4 @@ Result<void> post_webhook(const std::string& url, const GuardEvent& event, std::
   return ok_result();
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -8,7 +8,7 @@
 #include "meter/meter.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::guard {
 
 std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   std::vector<GuardDecision> out;
@@ -20,10 +20,10 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
     for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
       const double pct = config_.warn_at_pct[i];
       if (warned_[i] || pct >= 100.0) continue;
-      if (in.spent_micros >= scale_micros(budget, pct / 100.0)) {
+      if (in.spent_micros >= meter::scale_micros(budget, pct / 100.0)) {
         warned_[i] = true;
         out.push_back(
-            {ActionKind::warn, std::nullopt,
+            {store::ActionKind::warn, std::nullopt,
              fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, format_micros(budget), pct)});
       }
     }
@@ -34,14 +34,14 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   for (std::size_t t = 0; t < config_.team_budgets.size(); ++t) {
     if (t >= in.team_others_micros.size() || !in.team_others_micros[t]) continue;
     const TeamBudget& b = config_.team_budgets[t];
-    const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[t]);
+    const MicroUsd total = meter::combined_spend_micros(in.spent_micros, *in.team_others_micros[t]);
     team_warned_[t].resize(config_.warn_at_pct.size(), false);
     for (std::size_t i = 0; i < config_.warn_at_pct.size(); ++i) {
       const double pct = config_.warn_at_pct[i];
       if (team_warned_[t][i] || pct >= 100.0) continue;
-      if (total >= scale_micros(b.limit_micros, pct / 100.0)) {
+      if (total >= meter::scale_micros(b.limit_micros, pct / 100.0)) {
         team_warned_[t][i] = true;
-        out.push_back({ActionKind::warn, std::nullopt,
+        out.push_back({store::ActionKind::warn, std::nullopt,
                        fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
                                    b.selector, format_micros(total), text_of(b.period),
                                    format_micros(b.limit_micros), pct, spent)});
@@ -52,10 +52,10 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   if (stopped_) return out;
   if (team_reached && !(config_.budget_micros && in.spent_micros >= *config_.budget_micros)) {
     const TeamBudget& b = config_.team_budgets[*team_reached];
-    const MicroUsd total = combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
+    const MicroUsd total = meter::combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
     stopped_ = true;
     out.push_back(
-        {ActionKind::stop_budget, StopReason::budget,
+        {store::ActionKind::stop_budget, store::StopReason::budget,
          fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
                      "the {} budget is reached",
                      b.selector, format_micros(total), text_of(b.period), spent,
@@ -65,16 +65,16 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
     out.push_back(
-        {ActionKind::stop_budget, StopReason::budget,
+        {store::ActionKind::stop_budget, store::StopReason::budget,
          fmt::format("spent {} — the {} budget is reached", spent, format_micros(*config_.budget_micros))});
     return out;
   }
   if (config_.forecast_stop && config_.budget_micros && in.forecast &&
       in.elapsed_ms >= config_.forecast_min_elapsed_ms &&
       in.forecast_intervals >= config_.forecast_min_intervals &&
-      forecast_over_budget_micros(in.forecast->low_usd, *config_.budget_micros) > 0) {
+      meter::forecast_over_budget_micros(in.forecast->low_usd, *config_.budget_micros) > 0) {
     stopped_ = true;
-    out.push_back({ActionKind::stop_forecast, StopReason::forecast,
+    out.push_back({store::ActionKind::stop_forecast, store::StopReason::forecast,
                    fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
                                format_usd(in.forecast->total_usd), format_usd(in.forecast->low_usd),
                                format_micros(*config_.budget_micros), in.forecast->step,
@@ -83,8 +83,8 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   }
   if (config_.max_idle_ms && in.idle_for_ms && *in.idle_for_ms >= *config_.max_idle_ms) {
     stopped_ = true;
-    out.push_back({ActionKind::stop_idle, StopReason::idle,
-                   fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", kIdleUtilPct,
+    out.push_back({store::ActionKind::stop_idle, store::StopReason::idle,
+                   fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", meter::kIdleUtilPct,
                                format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
   }
   return out;
@@ -108,4 +108,4 @@ Result<std::vector<double>> parse_warn_at(std::string_view text) {
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

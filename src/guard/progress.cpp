@@ -4,7 +4,7 @@
 #include "guard/guard.h"
 #include "util/json_in.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 Result<std::optional<std::int64_t>> count_field(const nlohmann::json& j, const char* name) {
@@ -67,4 +67,4 @@ Result<ProgressUpdate> parse_progress_message(std::string_view datagram) {
   return u;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -26,7 +26,7 @@ void ProgressIntake::on_finish() {
 
 void ProgressIntake::on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
   if (u.empty() || !st_.meter) return;
-  RunRecord& run = st_.run;
+  store::RunRecord& run = st_.run;
   adopt_client_flops(run, u);
   if (u.flops_per_token && !u.step && !u.total_steps && !u.samples && !u.tokens && u.metrics.empty() &&
       !u.checkpoint)
@@ -45,12 +45,12 @@ void ProgressIntake::on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
   if (u.nesting_changed) {
     // The unit of a step changed: no forecast mixes two units; it is withheld until it is re-estimated,
     // and the status line says so at least once.
-    st_.forecaster = Forecaster();
+    st_.forecaster = meter::Forecaster();
     st_.forecast.reset();
     st_.nesting_revised = true;
   }
   if (u.step) st_.forecaster.add(t_s, *u.step, total);
-  ProgressRecord p;
+  store::ProgressRecord p;
   if (st_.latest_progress) p = *st_.latest_progress;  // fields not in this update keep their last value
   p.run_id = run.id;
   p.t_ms = st_.elapsed_ms(now_ns);

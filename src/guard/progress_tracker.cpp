@@ -6,7 +6,7 @@
 
 #include "guard/guard.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 constexpr std::int64_t kMax = std::int64_t{1} << 50;  ///< beyond this a count is not combined
@@ -356,4 +356,4 @@ std::optional<ProgressUpdate> ProgressTracker::global(std::map<std::string, doub
   return u;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

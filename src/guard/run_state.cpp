@@ -14,20 +14,20 @@ namespace gm::guard {
 namespace {
 
 /// The action each named stop signal is recorded as (a signal given by number: ActionKind::signal).
-constexpr std::pair<int, ActionKind> kSignalActions[] = {
-    {SIGTERM, ActionKind::sigterm}, {SIGINT, ActionKind::sigint},   {SIGHUP, ActionKind::sighup},
-    {SIGQUIT, ActionKind::sigquit}, {SIGKILL, ActionKind::sigkill}, {SIGUSR1, ActionKind::sigusr1},
-    {SIGUSR2, ActionKind::sigusr2}};
+constexpr std::pair<int, store::ActionKind> kSignalActions[] = {
+    {SIGTERM, store::ActionKind::sigterm}, {SIGINT, store::ActionKind::sigint},   {SIGHUP, store::ActionKind::sighup},
+    {SIGQUIT, store::ActionKind::sigquit}, {SIGKILL, store::ActionKind::sigkill}, {SIGUSR1, store::ActionKind::sigusr1},
+    {SIGUSR2, store::ActionKind::sigusr2}};
 
-ActionKind signal_action(int sig) {
+store::ActionKind signal_action(int sig) {
   for (const auto& [s, kind] : kSignalActions)
     if (s == sig) return kind;
-  return ActionKind::signal;
+  return store::ActionKind::signal;
 }
 
 }  // namespace
 
-RunState::RunState(const SessionConfig& c, GpuBackend* b, Ledger* l, Clock& clk, ProcessRunner& r,
+RunState::RunState(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, Clock& clk, sys::ProcessRunner& r,
                    SessionSink& s)
     : cfg(c),
       backend(b ? b : &no_gpu),
@@ -40,12 +40,12 @@ RunState::RunState(const SessionConfig& c, GpuBackend* b, Ledger* l, Clock& clk,
       notifications(c.notify_command, c.webhook_url) {}
 
 MicroUsd RunState::spent(std::int64_t now_ns, bool extrapolate) const {
-  if (!cfg.telemetry) return CostIntegrator(price_micros()).add_ns(now_ns - start_ns);
+  if (!cfg.telemetry) return meter::CostIntegrator(price_micros()).add_ns(now_ns - start_ns);
   return extrapolate ? meter->spent_at(now_ns) : meter->spent_micros();
 }
 
 double RunState::burn_usd_per_s() const {
-  if (!cfg.telemetry) return gm::burn_usd_per_s(price_micros(), 1);
+  if (!cfg.telemetry) return gm::meter::burn_usd_per_s(price_micros(), 1);
   return meter->burn_usd_per_s();
 }
 
@@ -72,9 +72,9 @@ void RunState::ledger_failed(const Error& e) {
   outcome.recorded = false;
 }
 
-void RunState::record_action(ActionKind kind, const std::string& message, std::int64_t now_ns,
+void RunState::record_action(store::ActionKind kind, const std::string& message, std::int64_t now_ns,
                              MicroUsd spent_micros) {
-  pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
+  pending_actions.push_back(store::ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
   all_actions.push_back(pending_actions.back());
   sink.message(fmt::format("[{}] {}", text_of(kind), message), false);
   sink.action(all_actions.back());
@@ -90,14 +90,14 @@ void RunState::record_action(ActionKind kind, const std::string& message, std::i
   notifications.send(e);
 }
 
-void RunState::record_note(ActionKind kind, const std::string& message, std::int64_t now_ns) {
-  pending_actions.push_back(ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
+void RunState::record_note(store::ActionKind kind, const std::string& message, std::int64_t now_ns) {
+  pending_actions.push_back(store::ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
   all_actions.push_back(pending_actions.back());
   sink.message(fmt::format("note: {}", message), false);
   sink.action(all_actions.back());
 }
 
-void RunState::record_quiet(ActionRecord action) {
+void RunState::record_quiet(store::ActionRecord action) {
   pending_actions.push_back(std::move(action));
   all_actions.push_back(pending_actions.back());
 }
@@ -112,13 +112,13 @@ void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd sp
     killed = true;  // the signal is the whole action: nothing follows
     record_action(
         signal_action(cfg.stop_signal),
-        fmt::format("sent {} to the job's {} (no SIGKILL follows)", signal_name(cfg.stop_signal), target),
+        fmt::format("sent {} to the job's {} (no SIGKILL follows)", sys::signal_name(cfg.stop_signal), target),
         now_ns, spent_micros);
     return;
   }
   record_action(
       signal_action(cfg.stop_signal),
-      fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}", signal_name(cfg.stop_signal),
+      fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}", sys::signal_name(cfg.stop_signal),
                   target, format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
                   cfg.attached ? "process tree" : "process group"),
       now_ns, spent_micros);
@@ -127,7 +127,7 @@ void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd sp
 
 void RunState::update_totals(std::int64_t now_ns) {
   run.wall_ms = elapsed_ms(now_ns);
-  run.billed_s = billed_seconds(run.wall_ms, cfg.price ? cfg.price->billing : BillingRule{});
+  run.billed_s = meter::billed_seconds(run.wall_ms, cfg.price ? cfg.price->billing : catalog::BillingRule{});
   run.cost_micros = spent(now_ns, false);
   MicroUsd idle = 0;
   for (const auto& g : meter->usage())

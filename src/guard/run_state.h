@@ -18,37 +18,37 @@ namespace gm::guard {
 /// The run's shared state and the actions any collaborator may take on it.
 class RunState {
  public:
-  RunState(const SessionConfig& config, GpuBackend* backend, Ledger* ledger, Clock& clock,
-           ProcessRunner& runner, SessionSink& sink);
+  RunState(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, Clock& clock,
+           sys::ProcessRunner& runner, SessionSink& sink);
   RunState(const RunState&) = delete;
   RunState& operator=(const RunState&) = delete;
 
   const SessionConfig cfg;
-  StaticGpuBackend no_gpu;  ///< no devices: a run without GPU telemetry meters wall time × price
-  GpuBackend* backend;
-  Ledger* ledger;  ///< null once a write failed (the rest of the run is not recorded)
+  gpu::StaticGpuBackend no_gpu;  ///< no devices: a run without GPU telemetry meters wall time × price
+  gpu::GpuBackend* backend;
+  store::Ledger* ledger;  ///< null once a write failed (the rest of the run is not recorded)
   Clock& clock;
-  ProcessRunner& runner;
+  sys::ProcessRunner& runner;
   SessionSink& sink;
   BudgetGuard policy;
-  Forecaster forecaster;
-  std::optional<Forecast> forecast;
-  std::optional<ProgressRecord> latest_progress;
+  meter::Forecaster forecaster;
+  std::optional<meter::Forecast> forecast;
+  std::optional<store::ProgressRecord> latest_progress;
   std::optional<std::string> progress_note;  ///< why the progress is ambiguous, for the status line
   bool nesting_revised = false;  ///< the nesting changed and the status line has not shown a new forecast
   std::optional<TargetGuard> target_guard;
-  std::optional<RunMeter> meter;
+  std::optional<meter::RunMeter> meter;
   std::optional<JobGpuMatcher> gpu_match;  ///< which allocated GPUs the job uses (guard/gpu_match.h)
   Notifications notifications;
   SessionOutcome outcome;
-  RunRecord run;
+  store::RunRecord run;
   pid_t pid = -1;
   std::int64_t start_ns = 0;
   std::int64_t end_ns = 0;
-  std::vector<SampleRecord> pending_samples;
-  std::vector<ProgressRecord> pending_progress;
-  std::vector<ActionRecord> pending_actions;
-  std::vector<ActionRecord> all_actions;
+  std::vector<store::SampleRecord> pending_samples;
+  std::vector<store::ProgressRecord> pending_progress;
+  std::vector<store::ActionRecord> pending_actions;
+  std::vector<store::ActionRecord> all_actions;
   bool stopping = false;
   bool killed = false;
   std::int64_t kill_deadline_ns = 0;
@@ -70,12 +70,12 @@ class RunState {
   /// A ledger write failed: the rest of the run is not recorded.
   void ledger_failed(const Error& error);
   /// Records, shows and notifies an action; `spent_micros` is the figure its message quotes.
-  void record_action(ActionKind kind, const std::string& message, std::int64_t now_ns, MicroUsd spent_micros);
+  void record_action(store::ActionKind kind, const std::string& message, std::int64_t now_ns, MicroUsd spent_micros);
   /// A fact about how the run was metered, kept with its actions (the report shows it as a note): shown
   /// once, never notified.
-  void record_note(ActionKind kind, const std::string& message, std::int64_t now_ns);
+  void record_note(store::ActionKind kind, const std::string& message, std::int64_t now_ns);
   /// An action recorded for the report only: neither shown nor notified.
-  void record_quiet(ActionRecord action);
+  void record_quiet(store::ActionRecord action);
   /// Sends the stop signal (SIGKILL after the grace unless the signal is the whole action).
   void stop_job(const GuardDecision& decision, std::int64_t now_ns, MicroUsd spent_micros);
   /// The run record's running figures at `now_ns`.
@@ -99,7 +99,7 @@ class Collaborator {
   /// The job has ended: final records and warnings, before the run's final figures and last flush.
   virtual void on_finish() {}
   /// Writes the rows it keeps for the ledger (after samples, progress and actions).
-  virtual Result<void> flush(Ledger& ledger) {
+  virtual Result<void> flush(store::Ledger& ledger) {
     (void)ledger;
     return ok_result();
   }

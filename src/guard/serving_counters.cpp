@@ -47,7 +47,7 @@ void ServingCounters::on_interval(const Tick& tick) {
   if (!changed_) return;
   changed_ = false;
   for (const auto& [name, m] : served_) {
-    InferenceRecord r;
+    store::InferenceRecord r;
     r.run_id = st_.run.id;
     r.t_ms = st_.elapsed_ms(tick.now_ns);
     r.model = name;
@@ -73,7 +73,7 @@ void ServingCounters::on_finish() {
                          restarts_));
 }
 
-Result<void> ServingCounters::flush(Ledger& ledger) {
+Result<void> ServingCounters::flush(store::Ledger& ledger) {
   GM_TRY_VOID(ledger.append_inference(pending_));
   pending_.clear();
   return ok_result();
@@ -85,9 +85,9 @@ void ServingCounters::fill(StatusSnapshot& s) const {
   const WindowPoint& b = window_.back();
   const double generated = b.generated - a.generated, requests = b.requests - a.requests;
   if (st_.cfg.price && generated > 0)
-    s.usd_per_1m_generated_tokens = usd_per_units(cost_between_micros(b.spent, a.spent), generated, 1e6);
+    s.usd_per_1m_generated_tokens = meter::usd_per_units(meter::cost_between_micros(b.spent, a.spent), generated, 1e6);
   if (st_.cfg.price && requests > 0)
-    s.usd_per_1k_requests = usd_per_units(cost_between_micros(b.spent, a.spent), requests, 1e3);
+    s.usd_per_1k_requests = meter::usd_per_units(meter::cost_between_micros(b.spent, a.spent), requests, 1e3);
   if (b.t_ns > a.t_ns) s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);
 }
 

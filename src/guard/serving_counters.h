@@ -21,10 +21,10 @@ class ServingCounters final : public Collaborator {
   void on_interval(const Tick& tick) override;
   /// Warns when no scrape succeeded, and of engine restarts.
   void on_finish() override;
-  Result<void> flush(Ledger& ledger) override;
+  Result<void> flush(store::Ledger& ledger) override;
   void drop_pending() override { pending_.clear(); }
   void fill(StatusSnapshot& snapshot) const override;
-  const std::vector<InferenceRecord>& records() const { return all_; }
+  const std::vector<store::InferenceRecord>& records() const { return all_; }
 
  private:
   /// Cumulative counters of one model since the run's start (serving::ServedCounter order).
@@ -45,7 +45,7 @@ class ServingCounters final : public Collaborator {
   std::int64_t ok_ = 0, failed_ = 0, restarts_ = 0;
   bool changed_ = false;
   std::deque<WindowPoint> window_;
-  std::vector<InferenceRecord> pending_, all_;
+  std::vector<store::InferenceRecord> pending_, all_;
 };
 
 }  // namespace gm::guard

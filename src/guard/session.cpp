@@ -19,7 +19,7 @@
 #include "guard/snapshot.h"
 #include "guard/supervisor.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 int g_signal_pipe[2] = {-1, -1};
@@ -98,7 +98,7 @@ struct ProgressSocket {
 /// The job as the poll loop watches it: its main process and, for a job gpumeter started, its descriptors.
 struct WatchedJob {
   pid_t pid = -1;
-  SpawnedChild* child = nullptr;  ///< null: attached (no output, no stdin, no pty)
+  sys::SpawnedChild* child = nullptr;  ///< null: attached (no output, no stdin, no pty)
   int end_fd = -1;                ///< readable when an attached process ended (-1: none)
   std::string status_path;        ///< GPUMETER_STATUS_FILE ("" : none)
   std::int64_t run_id = 0;
@@ -119,8 +119,8 @@ void read_datagrams(int fd, Supervisor& sup) {
 /// in pty mode, the notice watcher, an attached process's end) into Supervisor events, until the job ended
 /// and its output is drained.
 void poll_loop(const SessionConfig& cfg, Supervisor& sup, const ProgressSocket& sock, WatchedJob& job,
-               Clock& clock, ProcessRunner& runner, SessionSink& sink) {
-  SpawnedChild* child = job.child;
+               Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
+  sys::SpawnedChild* child = job.child;
   std::int64_t drain_deadline_ns = 0;
   bool stdin_open = child && cfg.use_pty;
   std::vector<int> outputs;
@@ -165,7 +165,7 @@ void poll_loop(const SessionConfig& cfg, Supervisor& sup, const ProgressSocket& 
           if (s == SIGCHLD) continue;
           if (s == SIGWINCH) {
             if (child && cfg.use_pty && child->pty_fd >= 0)
-              if (auto w = sink.resized(); w) set_pty_window(child->pty_fd, w->first, w->second);
+              if (auto w = sink.resized(); w) sys::set_pty_window(child->pty_fd, w->first, w->second);
             continue;
           }
           // INT / TERM / HUP / QUIT: forwarded to a job gpumeter started; an attached one is let go.
@@ -184,9 +184,9 @@ void poll_loop(const SessionConfig& cfg, Supervisor& sup, const ProgressSocket& 
         if (n <= 0) {
           stdin_open = false;
           // End of gpumeter's input: the job reading its terminal sees end-of-file (^D at a line start).
-          if (!isatty(STDIN_FILENO) && child->pty_fd >= 0) write_all(child->pty_fd, "\x04");
+          if (!isatty(STDIN_FILENO) && child->pty_fd >= 0) sys::write_all(child->pty_fd, "\x04");
         } else {
-          write_all(child->pty_fd, std::string_view(buf, static_cast<std::size_t>(n)));
+          sys::write_all(child->pty_fd, std::string_view(buf, static_cast<std::size_t>(n)));
         }
       } else {
         char chunk[65536];
@@ -225,8 +225,8 @@ struct Session {
   std::optional<Supervisor> sup;
   SignalPipe signals;
   std::int64_t run_id = 0;
-  Result<void> open(const SessionConfig& cfg, GpuBackend* backend, Ledger* ledger, const Catalog* catalog,
-                    Clock& clock, ProcessRunner& runner, SessionSink& sink) {
+  Result<void> open(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
+                    Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
     GM_TRY_VOID(sock.open());
     sup.emplace(cfg, backend, ledger, catalog, clock, runner, sink);
     run_id = sup->begin();
@@ -236,8 +236,8 @@ struct Session {
 
 }  // namespace
 
-Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend, Ledger* ledger,
-                                   const Catalog* catalog, Clock& clock, ProcessRunner& runner,
+Result<SessionOutcome> run_session(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger,
+                                   const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner,
                                    SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
@@ -246,7 +246,7 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
   const std::int64_t run_id = session.run_id;
   sink.session_started(run_id, sock.path, clock.unix_ms());
 
-  SpawnOptions so;
+  sys::SpawnOptions so;
   so.argv = cfg.argv;
   so.env["GPUMETER_SOCKET"] = sock.path;
   so.env["GPUMETER_RUN_ID"] = std::to_string(run_id);
@@ -262,19 +262,19 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, GpuBackend* backend
     sup.start_failed(spawned.error());
     return sup.finish();
   }
-  SpawnedChild child = *spawned;
+  sys::SpawnedChild child = *spawned;
   sup.started(child.pid);
   sink.job_started();
   job.pid = child.pid;
   job.child = &child;
   poll_loop(cfg, sup, sock, job, clock, runner, sink);
-  if (child.owns_terminal) restore_terminal_foreground();
+  if (child.owns_terminal) sys::restore_terminal_foreground();
   return sup.finish();
 }
 
-Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBackend* backend,
-                                      Ledger* ledger, const Catalog* catalog, Clock& clock,
-                                      WatchedProcessRunner& runner, SessionSink& sink) {
+Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, gpu::GpuBackend* backend,
+                                      store::Ledger* ledger, const catalog::Catalog* catalog, Clock& clock,
+                                      sys::WatchedProcessRunner& runner, SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
   Supervisor& sup = *session.sup;
@@ -291,4 +291,4 @@ Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, GpuBa
   return sup.finish();
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -26,7 +26,7 @@
 #include "sys/spawn.h"
 #include "util/clock.h"
 
-namespace gm {
+namespace gm::guard {
 
 /// Who gets the stop signal (DESIGN §3 budget actions).
 enum class StopTarget {
@@ -46,10 +46,10 @@ struct SessionConfig {
   std::optional<std::string> notify_command;
   std::optional<std::string> webhook_url;
   /// The price; nullopt when none is known (no GPU and no --price): the run records time only.
-  std::optional<PriceQuote> price;
+  std::optional<meter::PriceQuote> price;
   std::vector<unsigned> allocated;  ///< device indices
   bool telemetry = true;            ///< false: no GPU library, wall time × price only
-  RunRecord run;                    ///< command, user, host, labels, gpu_model, budget, total_steps
+  store::RunRecord run;                    ///< command, user, host, labels, gpu_model, budget, total_steps
   bool simulated = false;           ///< label every status line SIMULATED
   std::int64_t sample_interval_ms = 1000;
   /// Window of the job's pty (rows, cols), already less the status line; pty mode only.
@@ -71,7 +71,7 @@ struct SessionConfig {
   /// Accept control datagrams on the progress socket (cells, budget changes; see parse_session_control).
   bool control_datagrams = false;
   /// The cloud metadata service's preemption notices (--preemption); null when not watched.
-  NoticeWatcher* notices = nullptr;
+  cloud::NoticeWatcher* notices = nullptr;
   /// --checkpoint-glob: a file matching it under `checkpoint_dir` with a newer mtime is a checkpoint.
   std::optional<std::string> checkpoint_glob;
   std::string checkpoint_dir = ".";
@@ -103,9 +103,9 @@ struct StatusSnapshot {
   std::optional<std::int64_t> total_steps;
   /// Why the progress is ambiguous ("total unknown", "progress nesting revised: forecast restarts").
   std::optional<std::string> progress_note;
-  std::optional<Forecast> forecast;
+  std::optional<meter::Forecast> forecast;
   std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
-  std::vector<DeviceSample> gpus;              ///< latest sample per allocated GPU
+  std::vector<gpu::DeviceSample> gpus;              ///< latest sample per allocated GPU
   bool stopping = false;
   std::int64_t run_id = 0;                ///< 0 when not recorded
   std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
@@ -148,9 +148,9 @@ class SessionSink {
     (void)run_id, (void)socket_path, (void)start_unix_ms;
   }
   /// An action was recorded (also shown through message()).
-  virtual void action(const ActionRecord& action) { (void)action; }
+  virtual void action(const store::ActionRecord& action) { (void)action; }
   /// A notebook cell ended with its cost.
-  virtual void cell(const CellRecord& cell) { (void)cell; }
+  virtual void cell(const store::CellRecord& cell) { (void)cell; }
 };
 
 /// The outcome of a supervised run.
@@ -159,12 +159,12 @@ struct SessionOutcome {
   std::optional<std::string> start_error;  ///< why the job could not be started
   /// What the run's report is built from (report's session_report): the final record, per-GPU usage,
   /// the latest progress point, every action, the serving counters and the notebook cells.
-  RunRecord run;
-  std::vector<GpuUsage> gpus;
-  std::vector<ProgressRecord> progress;
-  std::vector<ActionRecord> actions;
-  std::vector<InferenceRecord> inference;
-  std::vector<CellRecord> cells;
+  store::RunRecord run;
+  std::vector<meter::GpuUsage> gpus;
+  std::vector<store::ProgressRecord> progress;
+  std::vector<store::ActionRecord> actions;
+  std::vector<store::InferenceRecord> inference;
+  std::vector<store::CellRecord> cells;
   std::optional<TargetOutcome> target;  ///< --target: its forecast, history and a stop's evidence
   bool recorded = false;                ///< the ledger holds the run
   std::vector<std::string> warnings;    ///< ledger problems and the like (also given to the sink)
@@ -174,15 +174,15 @@ struct SessionOutcome {
 /// the progress socket, signals and stdin (pty mode), and returns the outcome. `backend` may be null (no
 /// GPU library: wall time × price). `ledger` may be null (the run is not recorded). Errors only when
 /// gpumeter itself cannot set up (the progress socket); a job that cannot start is an outcome (126/127).
-Result<SessionOutcome> run_session(const SessionConfig& config, GpuBackend* backend, Ledger* ledger,
-                                   const Catalog* catalog, Clock& clock, ProcessRunner& runner,
+Result<SessionOutcome> run_session(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
+                                   const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner,
                                    SessionSink& sink);
 
 /// `gpumeter attach`: meters the running process `runner` watches (config.attached) until it ends or a
 /// SIGINT / SIGTERM / SIGHUP reaches gpumeter (then it detaches); the progress socket takes progress and
 /// control datagrams. The run counts from config.started_ago_ms before now.
-Result<SessionOutcome> attach_session(const SessionConfig& config, pid_t pid, GpuBackend* backend,
-                                      Ledger* ledger, const Catalog* catalog, Clock& clock,
-                                      WatchedProcessRunner& runner, SessionSink& sink);
+Result<SessionOutcome> attach_session(const SessionConfig& config, pid_t pid, gpu::GpuBackend* backend,
+                                      store::Ledger* ledger, const catalog::Catalog* catalog, Clock& clock,
+                                      sys::WatchedProcessRunner& runner, SessionSink& sink);
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -19,7 +19,7 @@ StatusSnapshot run_snapshot(const RunState& st, std::int64_t now_ns) {
   const auto budget = st.policy.config().budget_micros;
   if (st.cfg.price) {
     s.spent_micros = st.spent(now_ns, true);
-    s.burn_usd_per_h = usd_per_hour_of_burn(st.burn_usd_per_s());
+    s.burn_usd_per_h = meter::usd_per_hour_of_burn(st.burn_usd_per_s());
     if (budget) s.budget_left_micros = budget_left_micros(*budget, *s.spent_micros);
   }
   s.run_id = st.run.id;
@@ -54,7 +54,7 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["spent_micros"] = json_or_null(s.spent_micros);
   j["spent_usd"] = s.spent_micros ? nlohmann::json(micros_to_usd(*s.spent_micros)) : nlohmann::json(nullptr);
   j["burn_usd_per_s"] =
-      s.burn_usd_per_h ? nlohmann::json(usd_per_s_of_hourly(*s.burn_usd_per_h)) : nlohmann::json(nullptr);
+      s.burn_usd_per_h ? nlohmann::json(meter::usd_per_s_of_hourly(*s.burn_usd_per_h)) : nlohmann::json(nullptr);
   j["budget_left_usd"] =
       s.budget_left_micros ? nlohmann::json(micros_to_usd(*s.budget_left_micros)) : nlohmann::json(nullptr);
   j["step"] = json_or_null(s.step);
@@ -63,14 +63,14 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["stopping"] = s.stopping;
   if (s.target) {
     // --target: what the job (the Optuna callback) can act on.
-    const TargetForecast& f = s.target->forecast;
+    const meter::TargetForecast& f = s.target->forecast;
     auto num = [](const std::optional<double>& v) {
       return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
     };
     j["target"] = {{"metric", s.target->target.metric},
                    {"op", s.target->target.at_most ? "<=" : ">="},
                    {"value", s.target->target.threshold},
-                   {"verdict", std::string(verdict_name(f.verdict))},
+                   {"verdict", std::string(meter::verdict_name(f.verdict))},
                    {"current_value", num(f.current_value)},
                    {"reached_at_step", num(f.reached_at_step)},
                    {"cost_to_reach_usd", num(f.cost_to_reach_usd)},
@@ -81,7 +81,7 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return;
-  write_all(fd, text);
+  sys::write_all(fd, text);
   ::close(fd);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }

@@ -20,29 +20,29 @@
 #include "guard/team_budget.h"
 #include "util/exit_codes.h"
 
-namespace gm {
+namespace gm::guard {
 namespace {
 
 /// Status of a finished run (issue 19): succeeded, failed, interrupted (by a signal, or the shell
 /// conventions 129/130/143 for HUP/INT/TERM), stopped (by gpumeter).
-RunStatus final_status(bool preempted, bool stopped, int wait_status) {
-  if (preempted) return RunStatus::preempted;
-  if (stopped) return RunStatus::stopped;
-  if (WIFSIGNALED(wait_status)) return RunStatus::interrupted;
-  const int code = exit_code_of_wait_status(wait_status);
-  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return RunStatus::interrupted;
-  return code == 0 ? RunStatus::succeeded : RunStatus::failed;
+store::RunStatus final_status(bool preempted, bool stopped, int wait_status) {
+  if (preempted) return store::RunStatus::preempted;
+  if (stopped) return store::RunStatus::stopped;
+  if (WIFSIGNALED(wait_status)) return store::RunStatus::interrupted;
+  const int code = sys::exit_code_of_wait_status(wait_status);
+  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return store::RunStatus::interrupted;
+  return code == 0 ? store::RunStatus::succeeded : store::RunStatus::failed;
 }
 
 }  // namespace
 
 struct Supervisor::Impl {
-  Impl(const SessionConfig& c, GpuBackend* b, Ledger* l, const Catalog* cat, Clock& clk, ProcessRunner& r,
+  Impl(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, const catalog::Catalog* cat, Clock& clk, sys::ProcessRunner& r,
        SessionSink& s)
       : st(c, b, l, clk, r, s), catalog(cat) {}
 
   guard::RunState st;
-  const Catalog* catalog;
+  const catalog::Catalog* catalog;
   guard::Checkpoints checkpoints{st};
   guard::NotebookCells cells{st};
   guard::TeamBudgets team_budgets{st};
@@ -53,7 +53,7 @@ struct Supervisor::Impl {
   /// budgets have no hooks: the budget policy asks them at each tick.
   const std::array<guard::Collaborator*, 5> collaborators{&cells, &idle_held, &serving, &progress,
                                                           &checkpoints};
-  RollupBook rollups;
+  meter::RollupBook rollups;
   std::int64_t next_tick_ns = 0;
   std::int64_t next_status_every_ns = 0;
   bool detached = false;
@@ -92,8 +92,8 @@ struct Supervisor::Impl {
     const auto pids = st.pid > 0 ? st.runner.job_pids(st.pid) : std::set<std::uint32_t>{};
     st.gpu_match->begin(pids);
     auto samples = st.meter->tick_with(
-        now_ns, [this](unsigned index, const DeviceSample& s) { return st.gpu_match->job_on_gpu(index, s); });
-    for (const auto& text : st.gpu_match->take_notes()) st.record_note(ActionKind::gpu_match, text, now_ns);
+        now_ns, [this](unsigned index, const gpu::DeviceSample& s) { return st.gpu_match->job_on_gpu(index, s); });
+    for (const auto& text : st.gpu_match->take_notes()) st.record_note(store::ActionKind::gpu_match, text, now_ns);
     const std::int64_t minute = st.clock.unix_ms() / 60'000;
     for (auto& s : samples) {
       s.run_id = st.run.id;
@@ -107,7 +107,7 @@ struct Supervisor::Impl {
     // interval carries one sampling interval for it.
     if (st.forecast)
       st.forecast->high_usd +=
-          usd_over_ms(st.burn_usd_per_s(), static_cast<double>(st.cfg.sample_interval_ms));
+          meter::usd_over_ms(st.burn_usd_per_s(), static_cast<double>(st.cfg.sample_interval_ms));
     GuardInput in;
     in.elapsed_ms = st.elapsed_ms(now_ns);
     in.spent_micros = spent_now;
@@ -135,8 +135,8 @@ struct Supervisor::Impl {
   }
 };
 
-Supervisor::Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger* ledger,
-                       const Catalog* catalog, Clock& clock, ProcessRunner& runner, SessionSink& sink)
+Supervisor::Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
+                       const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner, SessionSink& sink)
     : impl_(std::make_unique<Impl>(config, backend, ledger, catalog, clock, runner, sink)) {}
 
 Supervisor::~Supervisor() = default;
@@ -145,7 +145,7 @@ std::int64_t Supervisor::begin() {
   guard::RunState& st = impl_->st;
   const SessionConfig& cfg = st.cfg;
   st.run = cfg.run;
-  st.run.status = RunStatus::running;
+  st.run.status = store::RunStatus::running;
   if (cfg.price) {
     st.run.price_micros_per_gpu_hour = cfg.price->micros_per_gpu_hour;
     st.run.price_source = cfg.price->source;
@@ -159,7 +159,7 @@ std::int64_t Supervisor::begin() {
   st.run.budget_micros = cfg.guard.budget_micros;
   const std::int64_t ago_ms = std::max<std::int64_t>(0, cfg.started_ago_ms);
   st.run.start_unix_ms = st.clock.unix_ms() - ago_ms;
-  st.run.energy_method = RunEnergyMethod::none;
+  st.run.energy_method = store::RunEnergyMethod::none;
   for (unsigned idx : cfg.allocated)
     for (const auto& d : st.backend->devices())
       if (d.index == idx) st.run.gpus_allocated.push_back(d.uuid);
@@ -190,7 +190,7 @@ std::int64_t Supervisor::begin() {
 void Supervisor::start_failed(const Error& error) {
   guard::RunState& st = impl_->st;
   exited_ = true;
-  st.run.status = RunStatus::failed;
+  st.run.status = store::RunStatus::failed;
   st.run.exit_code = error.kind == ErrorKind::not_found ? 127 : 126;
   st.run.end_unix_ms = st.clock.unix_ms();
   if (st.ledger) (void)st.ledger->update_run(st.run);
@@ -250,7 +250,7 @@ void Supervisor::on_time() {
   if (st.stopping && !st.killed && now >= st.kill_deadline_ns) {
     st.killed = true;
     st.runner.send_signal(st.pid, SIGKILL, true);
-    st.record_action(ActionKind::sigkill,
+    st.record_action(store::ActionKind::sigkill,
                      "the job did not exit within the grace period: sent SIGKILL to its process group", now,
                      st.spent(now, false));
   }
@@ -267,7 +267,7 @@ void Supervisor::on_inference(const serving::InferenceScrape& scrape) {
   if (!exited_) impl_->serving.on_scrape(scrape);
 }
 
-void Supervisor::on_notice(const CloudNotice& notice) {
+void Supervisor::on_notice(const cloud::CloudNotice& notice) {
   Impl& m = *impl_;
   if (exited_ || !m.st.meter || m.st.pid <= 0) return;
   m.checkpoints.on_notice(notice, m.st.clock.monotonic_ns());
@@ -298,7 +298,7 @@ SessionOutcome Supervisor::finish() {
   Impl& m = *impl_;
   guard::RunState& st = m.st;
   if (st.outcome.start_error) return st.outcome;
-  const int job_exit = exit_code_of_wait_status(m.wait_status);
+  const int job_exit = sys::exit_code_of_wait_status(m.wait_status);
   const bool preempted = m.checkpoints.preempted();
   st.run.exit_code = job_exit;
   st.run.end_unix_ms = st.clock.unix_ms();
@@ -306,25 +306,25 @@ SessionOutcome Supervisor::finish() {
   if (st.cfg.attached) {
     // Not gpumeter's child: its exit status is unknown.
     st.run.exit_code.reset();
-    st.run.status = preempted           ? RunStatus::preempted
-                    : st.run.stopped_by ? RunStatus::stopped
-                    : m.detached        ? RunStatus::detached
-                                        : RunStatus::finished;
+    st.run.status = preempted           ? store::RunStatus::preempted
+                    : st.run.stopped_by ? store::RunStatus::stopped
+                    : m.detached        ? store::RunStatus::detached
+                                        : store::RunStatus::finished;
   }
   for (auto* c : m.collaborators) c->on_finish();
   st.update_totals(st.end_ns);
   // Final figures: the bill is the billing rule on the wall time, for every allocated GPU.
   if (st.cfg.price) {
     const auto n_alloc = static_cast<unsigned>(st.cfg.telemetry ? st.cfg.allocated.size() : 1);
-    st.run.cost_micros = billed_cost(*st.cfg.price, st.run.billed_s, n_alloc);
+    st.run.cost_micros = meter::billed_cost(*st.cfg.price, st.run.billed_s, n_alloc);
     const auto n_unused =
         st.cfg.telemetry
             ? static_cast<unsigned>(n_alloc - std::min<std::size_t>(n_alloc, st.run.gpus_used.size()))
             : 0u;
-    st.run.unused_gpu_cost_micros = billed_cost(*st.cfg.price, st.run.billed_s, n_unused);
+    st.run.unused_gpu_cost_micros = meter::billed_cost(*st.cfg.price, st.run.billed_s, n_unused);
   }
-  if (m.catalog && st.run.energy_method != RunEnergyMethod::none) {
-    if (auto c = estimate_carbon(st.run.energy_j / 3.6e6, *m.catalog, st.run.provider, st.run.region)) {
+  if (m.catalog && st.run.energy_method != store::RunEnergyMethod::none) {
+    if (auto c = meter::estimate_carbon(st.run.energy_j / 3.6e6, *m.catalog, st.run.provider, st.run.region)) {
       st.run.co2_kg = c->co2_kg;
       st.run.carbon_source = c->intensity_source + (c->pue_source.empty() ? "" : ", PUE " + c->pue_source);
     }
@@ -345,4 +345,4 @@ SessionOutcome Supervisor::finish() {
   return st.outcome;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -9,13 +9,13 @@
 
 #include "guard/session.h"
 
-namespace gm {
+namespace gm::guard {
 
 /// The supervisor state machine (no descriptors): the driver, or a test, feeds it events in time order.
 class Supervisor {
  public:
-  Supervisor(const SessionConfig& config, GpuBackend* backend, Ledger* ledger, const Catalog* catalog,
-             Clock& clock, ProcessRunner& runner, SessionSink& sink);
+  Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
+             Clock& clock, sys::ProcessRunner& runner, SessionSink& sink);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
@@ -39,7 +39,7 @@ class Supervisor {
   /// The metadata service gave a notice: a stop notice sends the stop signal at once (SIGKILL after the
   /// grace or kPreemptionKillMarginMs before the deadline, whichever first) and the run ends "preempted";
   /// a warning is recorded and notified.
-  void on_notice(const CloudNotice& notice);
+  void on_notice(const cloud::CloudNotice& notice);
   /// The job's main process exited with this wait status.
   void on_exit(int wait_status);
   /// attach: gpumeter stops watching a job that still runs (SIGINT / SIGTERM to gpumeter).
@@ -59,4 +59,4 @@ class Supervisor {
   bool exited_ = false;
 };
 
-}  // namespace gm
+}  // namespace gm::guard

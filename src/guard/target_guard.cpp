@@ -8,21 +8,21 @@
 
 #include "util/units.h"
 
-namespace gm {
+namespace gm::guard {
 
-std::string describe_target_forecast(const MetricTarget& target, const TargetForecast& f) {
-  std::string name = format_metric_target(target);
+std::string describe_target_forecast(const meter::MetricTarget& target, const meter::TargetForecast& f) {
+  std::string name = meter::format_metric_target(target);
   switch (f.verdict) {
-    case TargetVerdict::too_early:
+    case meter::TargetVerdict::too_early:
       return name + ": too early to tell (" + f.why + ")";
-    case TargetVerdict::reached:
+    case meter::TargetVerdict::reached:
       return name + ": reached" +
              (f.cost_to_reach_usd ? " with " + format_usd(*f.cost_to_reach_usd) + " spent" : "") + " (" +
              f.why + ")";
-    case TargetVerdict::on_track:
-    case TargetVerdict::unreachable_within_budget: {
+    case meter::TargetVerdict::on_track:
+    case meter::TargetVerdict::unreachable_within_budget: {
       std::string s =
-          name + (f.verdict == TargetVerdict::on_track ? ": on track" : ": not before the budget");
+          name + (f.verdict == meter::TargetVerdict::on_track ? ": on track" : ": not before the budget");
       if (f.reached_at_step) s += fmt::format(", at ~step {:.0f}", *f.reached_at_step);
       if (f.cost_to_reach_usd) {
         s += ", " + format_usd(*f.cost_to_reach_usd) + " in all";
@@ -31,16 +31,16 @@ std::string describe_target_forecast(const MetricTarget& target, const TargetFor
       }
       return s + " (" + f.why + ")";
     }
-    case TargetVerdict::unreachable_within_steps:
+    case meter::TargetVerdict::unreachable_within_steps:
       return name + ": not reachable within the planned steps (" + f.why + ")";
   }
   return name;
 }
 
-TargetInputs target_inputs(double now_s, const std::optional<ProgressRecord>& latest,
-                           const std::optional<Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
+meter::TargetInputs target_inputs(double now_s, const std::optional<store::ProgressRecord>& latest,
+                           const std::optional<meter::Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
                            std::optional<MicroUsd> budget_micros, bool priced) {
-  TargetInputs in;
+  meter::TargetInputs in;
   in.now_s = now_s;
   if (latest) {
     in.step = latest->step.value_or(0);
@@ -54,21 +54,21 @@ TargetInputs target_inputs(double now_s, const std::optional<ProgressRecord>& la
   return in;
 }
 
-ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings) {
-  return ActionRecord{run_id, 0, ActionKind::target_set, 0,
-                      format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
+store::ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings) {
+  return store::ActionRecord{run_id, 0, store::ActionKind::target_set, 0,
+                      meter::format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
 }
 
-std::optional<TargetSettings> target_of_actions(const std::vector<ActionRecord>& actions) {
+std::optional<TargetSettings> target_of_actions(const std::vector<store::ActionRecord>& actions) {
   for (const auto& a : actions) {
-    if (a.kind != ActionKind::target_set) continue;
+    if (a.kind != store::ActionKind::target_set) continue;
     std::string text = a.message;
     TargetSettings s;
     if (const auto at = text.find(" --target-stop"); at != std::string::npos) {
       s.stop = true;
       text.erase(at);
     }
-    auto t = parse_metric_target(text);
+    auto t = meter::parse_metric_target(text);
     if (!t) return std::nullopt;
     s.target = *t;
     return s;
@@ -97,17 +97,17 @@ bool TargetGuard::keeps(const ProgressUpdate& update, std::int64_t t_ms) {
   return last_kept_ || after_kept;
 }
 
-std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_t elapsed_ms,
+std::vector<GuardDecision> TargetGuard::tick(const meter::TargetInputs& in, std::int64_t elapsed_ms,
                                              std::size_t forecast_intervals, MicroUsd spent_micros) {
-  const TargetForecast& f = tracker_.update(in);
+  const meter::TargetForecast& f = tracker_.update(in);
   std::vector<GuardDecision> out;
   const std::string spent_text = "spent " + format_micros(spent_micros) + "; ";
   // Each verdict is announced the first time it is reached (a verdict that flaps is not a line a second).
-  if (f.verdict != TargetVerdict::too_early &&
+  if (f.verdict != meter::TargetVerdict::too_early &&
       std::find(announced_.begin(), announced_.end(), f.verdict) == announced_.end()) {
     announced_.push_back(f.verdict);
     out.push_back(
-        {ActionKind::target, std::nullopt, spent_text + describe_target_forecast(settings_.target, f)});
+        {store::ActionKind::target, std::nullopt, spent_text + describe_target_forecast(settings_.target, f)});
   }
   if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ ||
       forecast_intervals < min_intervals_)
@@ -115,13 +115,13 @@ std::vector<GuardDecision> TargetGuard::tick(const TargetInputs& in, std::int64_
   // A stop needs every plausible fit to agree: none reaches even the eased target within the planned
   // steps, or even the optimistic end of the cost is over the budget.
   const bool beyond_steps =
-      f.verdict == TargetVerdict::unreachable_within_steps && in.total_steps && !f.low_step;
+      f.verdict == meter::TargetVerdict::unreachable_within_steps && in.total_steps && !f.low_step;
   const bool beyond_budget = in.budget_usd && f.low_usd && *f.low_usd > *in.budget_usd &&
-                             f.verdict == TargetVerdict::unreachable_within_budget;
+                             f.verdict == meter::TargetVerdict::unreachable_within_budget;
   if (!beyond_steps && !beyond_budget) return out;
   stop_evidence_ = describe_target_forecast(settings_.target, f);
-  out.push_back({ActionKind::stop_target, StopReason::target,
-                 spent_text + format_metric_target(settings_.target) +
+  out.push_back({store::ActionKind::stop_target, store::StopReason::target,
+                 spent_text + meter::format_metric_target(settings_.target) +
                      (beyond_steps ? " is forecast unreachable within the planned steps: "
                                    : " is forecast unreachable within the budget: ") +
                      f.why});
@@ -144,4 +144,4 @@ TargetOutcome TargetGuard::outcome() const {
   return o;
 }
 
-}  // namespace gm
+}  // namespace gm::guard

@@ -12,27 +12,27 @@
 #include "meter/target.h"
 #include "store/store.h"
 
-namespace gm {
+namespace gm::guard {
 
 /// --target and --target-stop.
 struct TargetSettings {
-  MetricTarget target;
+  meter::MetricTarget target;
   bool stop = false;
 };
 
 /// What the status line shows of the target.
 struct TargetStatus {
-  MetricTarget target;
-  TargetForecast forecast;
+  meter::MetricTarget target;
+  meter::TargetForecast forecast;
 };
 
 /// A run's target as the report shows it: the latest forecast, its history and the stop's evidence.
 struct TargetOutcome {
-  MetricTarget target;
+  meter::MetricTarget target;
   bool stop_enabled = false;
-  TargetForecast forecast;
-  std::vector<TargetHistoryEntry> history;
-  std::vector<CurvePoint> points;            ///< the metric's points (step, value)
+  meter::TargetForecast forecast;
+  std::vector<meter::TargetHistoryEntry> history;
+  std::vector<meter::CurvePoint> points;            ///< the metric's points (step, value)
   std::optional<std::string> stop_evidence;  ///< why --target-stop stopped the run
 };
 
@@ -53,7 +53,7 @@ class TargetGuard {
   bool keeps(const ProgressUpdate& update, std::int64_t t_ms);
   /// The forecast at a tick; returns the actions to record (a first verdict, a stop with stopped_by
   /// "target"). `spent_micros` is the figure their messages quote; `forecast_intervals` the pace's.
-  std::vector<GuardDecision> tick(const TargetInputs& in, std::int64_t elapsed_ms,
+  std::vector<GuardDecision> tick(const meter::TargetInputs& in, std::int64_t elapsed_ms,
                                   std::size_t forecast_intervals, MicroUsd spent_micros);
   /// For the status line (nullopt before the first tick).
   std::optional<TargetStatus> status() const;
@@ -62,11 +62,11 @@ class TargetGuard {
 
  private:
   TargetSettings settings_;
-  TargetTracker tracker_;
+  meter::TargetTracker tracker_;
   std::int64_t min_elapsed_ms_;
   std::size_t min_intervals_;
   std::int64_t last_step_ = 0;
-  std::vector<TargetVerdict> announced_;
+  std::vector<meter::TargetVerdict> announced_;
   std::optional<std::string> stop_evidence_;
   std::int64_t kept_second_ = -1;
   int kept_in_second_ = 0;
@@ -78,17 +78,17 @@ inline constexpr int kTargetPointsPerSecond = 10;
 
 /// The forecast's inputs at a tick of the supervisor: the latest progress point, the run's forecast (the
 /// pace of the main job's estimator, Forecaster::forecast), spend, burn rate and budget.
-TargetInputs target_inputs(double now_s, const std::optional<ProgressRecord>& latest,
-                           const std::optional<Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
+meter::TargetInputs target_inputs(double now_s, const std::optional<store::ProgressRecord>& latest,
+                           const std::optional<meter::Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
                            std::optional<MicroUsd> budget_micros, bool priced);
 
 /// The ledger's note of a run's target (action kind "target_set", message "loss<=2.2" or
 /// "loss<=2.2 --target-stop"): `report RUN` replays the target from it and the stored progress.
-ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings);
+store::ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings);
 /// The target a run's actions name (the first "target_set"); nullopt when none or unreadable.
-std::optional<TargetSettings> target_of_actions(const std::vector<ActionRecord>& actions);
+std::optional<TargetSettings> target_of_actions(const std::vector<store::ActionRecord>& actions);
 
 /// The stop evidence and first verdicts recorded as actions, in words: "loss<=2.2: on track, …".
-std::string describe_target_forecast(const MetricTarget& target, const TargetForecast& forecast);
+std::string describe_target_forecast(const meter::MetricTarget& target, const meter::TargetForecast& forecast);
 
-}  // namespace gm
+}  // namespace gm::guard

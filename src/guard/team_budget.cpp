@@ -3,19 +3,19 @@
 
 #include "guard/run_state.h"
 
-namespace gm {
+namespace gm::guard {
 
 namespace {
-Result<TeamBudgetStatus> status_of(const Ledger& ledger, const BudgetRecord& b, std::int64_t now_unix_ms) {
+Result<TeamBudgetStatus> status_of(const store::Ledger& ledger, const store::BudgetRecord& b, std::int64_t now_unix_ms) {
   TeamBudgetStatus s;
-  GM_TRY(auto kv, parse_selector(b.selector, "budget"));
+  GM_TRY(auto kv, store::parse_selector(b.selector, "budget"));
   s.budget.selector = b.selector;
   s.budget.key = kv.first;
   s.budget.value = kv.second;
   s.budget.period = b.period;
   s.budget.limit_micros = b.limit_micros;
   s.budget.period_start_unix_ms = period_start_unix_ms(b.period, now_unix_ms);
-  GM_TRY(SelectorSpend spend, ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
+  GM_TRY(store::SelectorSpend spend, ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
   s.spent_micros = spend.spent_micros;
   s.runs = spend.runs;
   s.live_runs = spend.live_runs;
@@ -23,8 +23,8 @@ Result<TeamBudgetStatus> status_of(const Ledger& ledger, const BudgetRecord& b, 
 }
 }  // namespace
 
-Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger, std::int64_t now_unix_ms) {
-  GM_TRY(std::vector<BudgetRecord> budgets, ledger.budgets());
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger, std::int64_t now_unix_ms) {
+  GM_TRY(std::vector<store::BudgetRecord> budgets, ledger.budgets());
   std::vector<TeamBudgetStatus> out;
   for (const auto& b : budgets) {
     GM_TRY(TeamBudgetStatus s, status_of(ledger, b, now_unix_ms));
@@ -33,20 +33,20 @@ Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger,
   return out;
 }
 
-Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger, const RunRecord& run,
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger, const store::RunRecord& run,
                                                             std::int64_t now_unix_ms) {
-  GM_TRY(std::vector<BudgetRecord> budgets, ledger.budgets());
+  GM_TRY(std::vector<store::BudgetRecord> budgets, ledger.budgets());
   std::vector<TeamBudgetStatus> out;
   for (const auto& b : budgets) {
-    auto kv = parse_selector(b.selector, "budget");
-    if (!kv || !run_matches(run, kv->first, kv->second)) continue;
+    auto kv = store::parse_selector(b.selector, "budget");
+    if (!kv || !store::run_matches(run, kv->first, kv->second)) continue;
     GM_TRY(TeamBudgetStatus s, status_of(ledger, b, now_unix_ms));
     out.push_back(std::move(s));
   }
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::guard
 
 namespace gm::guard {
 
@@ -56,9 +56,9 @@ std::vector<std::optional<MicroUsd>> TeamBudgets::others() {
   unchecked_.resize(budgets.size(), false);
   for (std::size_t i = 0; i < budgets.size(); ++i) {
     const TeamBudget& b = budgets[i];
-    Result<SelectorSpend> spend =
+    Result<store::SelectorSpend> spend =
         st_.ledger ? st_.ledger->selector_spend(b.key, b.value, b.period_start_unix_ms, st_.run.id)
-                   : Result<SelectorSpend>(make_error(ErrorKind::unavailable, "no ledger"));
+                   : Result<store::SelectorSpend>(make_error(ErrorKind::unavailable, "no ledger"));
     if (spend) {
       out[i] = spend->spent_micros;
       if (unchecked_[i]) st_.sink.message("team budget " + b.selector + " can be checked again", false);

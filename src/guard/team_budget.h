@@ -12,7 +12,7 @@ namespace gm::guard {
 class RunState;
 }
 
-namespace gm {
+namespace gm::guard {
 
 /// A team budget and what the runs of its selector spent this period.
 struct TeamBudgetStatus {
@@ -22,12 +22,12 @@ struct TeamBudgetStatus {
   std::int64_t live_runs = 0;
 };
 /// Every budget of `ledger` with its spend this period (periods at `now_unix_ms`, UTC).
-Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const Ledger& ledger, std::int64_t now_unix_ms);
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger, std::int64_t now_unix_ms);
 /// The budgets of `ledger` whose selector matches `run` (its labels, user or host), with their spend now.
-Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const Ledger& ledger, const RunRecord& run,
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger, const store::RunRecord& run,
                                                             std::int64_t now_unix_ms);
 
-}  // namespace gm
+}  // namespace gm::guard
 
 namespace gm::guard {
 

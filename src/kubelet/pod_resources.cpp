@@ -10,7 +10,7 @@
 
 #include "podresources.grpc.pb.h"
 
-namespace gm {
+namespace gm::kubelet {
 
 std::string device_uuid_of(std::string_view device_id) {
   const auto sep = device_id.find("::");
@@ -106,4 +106,4 @@ void PodResourcesCache::refresh() {
   }
 }
 
-}  // namespace gm
+}  // namespace gm::kubelet

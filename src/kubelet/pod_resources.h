@@ -12,7 +12,7 @@
 #include "util/clock.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::kubelet {
 
 /// The kubelet's default pod-resources socket.
 inline constexpr const char* kDefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
@@ -103,4 +103,4 @@ class PodResourcesCache {
   std::string last_error_;
 };
 
-}  // namespace gm
+}  // namespace gm::kubelet

@@ -4,16 +4,16 @@
 
 #include "meter/run_meter.h"
 
-namespace gm {
+namespace gm::meter {
 namespace {
 
-constexpr std::optional<double> GpmPct::*kFields[] = {
-    &GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active, &GpmPct::fp32_active,
-    &GpmPct::fp16_active, &GpmPct::fp64_active,  &GpmPct::dram_bw_util};
+constexpr std::optional<double> store::GpmPct::*kFields[] = {
+    &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active, &store::GpmPct::fp32_active,
+    &store::GpmPct::fp16_active, &store::GpmPct::fp64_active,  &store::GpmPct::dram_bw_util};
 
 }  // namespace
 
-void ActivityMean::add(const GpmPct& gpm, bool working) {
+void ActivityMean::add(const store::GpmPct& gpm, bool working) {
   if (!working) return;
   bool any = false;
   for (std::size_t i = 0; i < std::size(kFields); ++i) {
@@ -26,16 +26,16 @@ void ActivityMean::add(const GpmPct& gpm, bool working) {
   if (any) ++intervals_;
 }
 
-GpmPct ActivityMean::mean() const {
-  GpmPct out;
+store::GpmPct ActivityMean::mean() const {
+  store::GpmPct out;
   for (std::size_t i = 0; i < std::size(kFields); ++i) {
     if (n_[i] > 0) out.*kFields[i] = sum_[i] / static_cast<double>(n_[i]);
   }
   return out;
 }
 
-GpmPct gpm_record(const GpmMetrics& m) {
-  return GpmPct{m.sm_active_pct,   m.sm_occupancy_pct, m.tensor_active_pct, m.fp32_active_pct,
+store::GpmPct gpm_record(const gpu::GpmMetrics& m) {
+  return store::GpmPct{m.sm_active_pct,   m.sm_occupancy_pct, m.tensor_active_pct, m.fp32_active_pct,
                 m.fp16_active_pct, m.fp64_active_pct,  m.dram_bw_util_pct};
 }
 
@@ -53,4 +53,4 @@ std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus) 
   return first;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

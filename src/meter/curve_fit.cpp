@@ -9,7 +9,7 @@
 #include "meter/median_detail.h"
 #include "meter/target.h"
 
-namespace gm {
+namespace gm::meter {
 namespace {
 
 constexpr std::size_t kMaxBins = 120;
@@ -250,4 +250,4 @@ std::optional<double> step_reaching(const CurveFit& fit, const MetricTarget& tar
   return hi;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -6,7 +6,7 @@
 #include "meter/meter.h"
 #include "meter/run_meter.h"
 
-namespace gm {
+namespace gm::meter {
 
 double burn_usd_per_s(MicroUsd micros_per_gpu_hour, std::size_t gpus) {
   return micros_to_usd(micros_per_gpu_hour) * static_cast<double>(gpus) / 3600.0;
@@ -32,7 +32,7 @@ MicroUsd micros_times(MicroUsd amount, std::int64_t count) {
   return amount * count;
 }
 
-std::optional<MigShare> mig_share(const MigInstance& m, std::optional<std::uint64_t> board_memory_bytes) {
+std::optional<MigShare> mig_share(const gpu::MigInstance& m, std::optional<std::uint64_t> board_memory_bytes) {
   if (m.slice_count && m.board_slices && *m.board_slices > 0)
     return MigShare{*m.slice_count, *m.board_slices};
   if (m.memory_total_bytes && board_memory_bytes && *board_memory_bytes > 0)
@@ -44,7 +44,7 @@ MicroUsd share_of_micros(MicroUsd amount, std::uint64_t num, std::uint64_t den) 
   return static_cast<MicroUsd>(static_cast<Int128>(amount) * num / den);
 }
 
-std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const MigInstance& m,
+std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const gpu::MigInstance& m,
                                             std::optional<std::uint64_t> board_memory_bytes) {
   const auto share = mig_share(m, board_memory_bytes);
   if (!share) return std::nullopt;
@@ -191,4 +191,4 @@ std::pair<double, double> forecast_band_usd(double total_usd, const std::pair<do
   return {total_usd - spread.first, total_usd + spread.second};
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -7,7 +7,7 @@
 
 #include "meter/run_meter.h"
 
-namespace gm {
+namespace gm::meter {
 namespace {
 
 /// The p-quantile (0..1) of `v` (reordered), by rank.
@@ -195,4 +195,4 @@ std::optional<Forecast> Forecaster::forecast(double now_s, double spent_usd, dou
   return f;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

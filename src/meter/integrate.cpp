@@ -6,7 +6,7 @@
 
 #include "meter/meter.h"
 
-namespace gm {
+namespace gm::meter {
 
 namespace {
 constexpr std::int64_t kNsPerHour = 3'600'000'000'000;
@@ -42,7 +42,7 @@ std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64
   return out;
 }
 
-Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample& sample) {
+Attribution attribute(MicroUsd device_cost, double energy_j, const gpu::DeviceSample& sample) {
   Attribution a;
   a.device_cost = device_cost;
   const auto& procs = sample.processes;
@@ -78,7 +78,7 @@ Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample&
   return a;
 }
 
-double EnergyMeter::add(const DeviceSample& sample) {
+double EnergyMeter::add(const gpu::DeviceSample& sample) {
   double joules = 0;
   if (prev_ && sample.t_ns > prev_->t_ns) {
     const double dt_s = static_cast<double>(sample.t_ns - prev_->t_ns) / 1e9;
@@ -103,13 +103,13 @@ double EnergyMeter::add(const DeviceSample& sample) {
   return joules;
 }
 
-EnergyMethod EnergyMeter::method() const {
-  if (power_intervals_ > 0) return EnergyMethod::power_integration;
-  if (counter_intervals_ > 0) return EnergyMethod::counter;
-  return EnergyMethod::none;
+gpu::EnergyMethod EnergyMeter::method() const {
+  if (power_intervals_ > 0) return gpu::EnergyMethod::power_integration;
+  if (counter_intervals_ > 0) return gpu::EnergyMethod::counter;
+  return gpu::EnergyMethod::none;
 }
 
-std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog,
+std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const catalog::Catalog& catalog,
                                               const std::string& provider, const std::string& region,
                                               std::optional<double> g_per_kwh_override,
                                               std::optional<double> pue_override) {
@@ -117,7 +117,7 @@ std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& 
   if (g_per_kwh_override) {
     e.g_per_kwh = *g_per_kwh_override;
     e.intensity_source = "--carbon-intensity";
-  } else if (const CarbonIntensity* c = catalog.carbon_for(provider, region)) {
+  } else if (const catalog::CarbonIntensity* c = catalog.carbon_for(provider, region)) {
     e.g_per_kwh = c->g_co2e_per_kwh;
     e.intensity_source = c->dataset + " " + c->provider + "/" + c->region + " (" + c->source + ")";
   } else {
@@ -192,4 +192,4 @@ std::optional<std::int64_t> nano_usd_per_1k(MicroUsd cost, std::int64_t count) {
   return cost * 1000 * 1000 / count;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace gm {
+namespace gm::meter {
 
 /// The median of `v` (the mean of the two middle values for an even count); 0 for none.
 inline double median_of(std::vector<double> v) {
@@ -16,4 +16,4 @@ inline double median_of(std::vector<double> v) {
   return m;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

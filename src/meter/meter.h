@@ -13,7 +13,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::meter {
 
 // ---- price resolution ------------------------------------------------------------------------
 
@@ -38,7 +38,7 @@ struct PriceQuote {
   std::string provider;  ///< for the billing rule and carbon ("" when unknown)
   std::string region;
   bool spot = false;
-  BillingRule billing;  ///< rule applied to runs at this price
+  catalog::BillingRule billing;  ///< rule applied to runs at this price
   /// $/GPU-hour as a double for display.
   double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
 };
@@ -93,11 +93,11 @@ struct YourPrice {
 /// Your price for `offer` (on-demand, or spot): a committed rate for its instance replaces the on-demand
 /// list price; otherwise the provider's discount (or the "*" one) applies to the list price. nullopt when no
 /// rate applies or the offer has no such price.
-std::optional<YourPrice> your_price(const Offer& offer, bool spot, const ContractRates& rates);
+std::optional<YourPrice> your_price(const catalog::Offer& offer, bool spot, const ContractRates& rates);
 
 /// Resolves the price per GPU-hour in the order: --price > --offer > config file > detected instance >
 /// catalog reference price of `nvml_gpu_name`. Error (usage / not_found) for a bad --offer or config.
-Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,
+Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::Catalog& catalog,
                                  const std::optional<std::string>& nvml_gpu_name,
                                  const InstanceDetector* detector);
 
@@ -118,15 +118,15 @@ class PricingContext {
   /// GPU the catalog cannot price is data (DevicePrice::unpriced_reason).
   Result<DevicePrice> price_for(const std::optional<std::string>& device_name);
   /// The catalog GPU of a device name (per-vendor table, then loose spelling); nullptr if unknown.
-  const GpuSpec* gpu_for(std::string_view device_name, std::string_view vendor = {}) const;
+  const catalog::GpuSpec* gpu_for(std::string_view device_name, std::string_view vendor = {}) const;
   /// True when the user named a price (--price, --offer or --config).
   bool explicit_price() const;
   /// The catalog, with the --catalog override merged.
-  const Catalog& catalog() const { return catalog_; }
+  const catalog::Catalog& catalog() const { return catalog_; }
 
  private:
-  PricingContext(Catalog catalog, PricingOptions options, std::unique_ptr<InstanceDetector> detector);
-  Catalog catalog_;
+  PricingContext(catalog::Catalog catalog, PricingOptions options, std::unique_ptr<InstanceDetector> detector);
+  catalog::Catalog catalog_;
   PricingOptions options_;
   std::unique_ptr<InstanceDetector> detector_;
   std::map<std::string, DevicePrice> cache_;  ///< by device name ("" for none)
@@ -186,13 +186,13 @@ struct MigShare {
   std::uint64_t num = 0;
   std::uint64_t den = 1;
 };
-std::optional<MigShare> mig_share(const MigInstance& instance,
+std::optional<MigShare> mig_share(const gpu::MigInstance& instance,
                                   std::optional<std::uint64_t> board_memory_bytes);
 /// `amount` × num / den, floor-rounded, exact (128-bit product).
 MicroUsd share_of_micros(MicroUsd amount, std::uint64_t num, std::uint64_t den);
 /// A MIG instance's price per hour from its board's (mig_share; slices: the board price × slices / board
 /// slices, floor); nullopt when the instance's size is unknown.
-std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const MigInstance& instance,
+std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const gpu::MigInstance& instance,
                                             std::optional<std::uint64_t> board_memory_bytes);
 /// `total` split equally over `parts` (split_micros with equal weights: the remainder to the first parts).
 std::vector<MicroUsd> split_equally(MicroUsd total, std::size_t parts);
@@ -266,7 +266,7 @@ std::optional<NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu
                                                    std::int64_t window_ns);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
-std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule);
+std::int64_t billed_seconds(std::int64_t wall_ms, const catalog::BillingRule& rule);
 /// Cost of `gpus` GPUs for `billed_s` seconds at `price`: exact integer arithmetic.
 MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gpus);
 
@@ -350,7 +350,7 @@ std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64
 /// Splits `device_cost` (and `energy_j`) over the processes of `sample` per DESIGN §3: SM-utilization
 /// share when any process has non-zero SM samples, else memory share; idle part by device utilization.
 /// Integer split by largest remainder so the invariant holds exactly.
-Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample& sample);
+Attribution attribute(MicroUsd device_cost, double energy_j, const gpu::DeviceSample& sample);
 
 // ---- energy and carbon -----------------------------------------------------------------------
 
@@ -359,16 +359,16 @@ Attribution attribute(MicroUsd device_cost, double energy_j, const DeviceSample&
 class EnergyMeter {
  public:
   /// Feeds one sample; returns the joules of the interval since the previous sample.
-  double add(const DeviceSample& sample);
+  double add(const gpu::DeviceSample& sample);
   /// Total joules.
   double total_j() const { return total_j_; }
   /// The method used so far (counter if every interval used the counter).
-  EnergyMethod method() const;
+  gpu::EnergyMethod method() const;
   /// Counter resets seen.
   unsigned resets() const { return resets_; }
 
  private:
-  std::optional<DeviceSample> prev_;
+  std::optional<gpu::DeviceSample> prev_;
   double total_j_ = 0;
   unsigned counter_intervals_ = 0, power_intervals_ = 0, resets_ = 0;
 };
@@ -383,9 +383,9 @@ struct CarbonEstimate {
 };
 
 /// kg CO2e = kWh × PUE × grid intensity for the quote's provider+region (or the overrides).
-std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const Catalog& catalog,
+std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const catalog::Catalog& catalog,
                                               const std::string& provider, const std::string& region,
                                               std::optional<double> g_per_kwh_override = std::nullopt,
                                               std::optional<double> pue_override = std::nullopt);
 
-}  // namespace gm
+}  // namespace gm::meter

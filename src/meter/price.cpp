@@ -10,7 +10,7 @@
 #include "util/file.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::meter {
 
 namespace {
 
@@ -20,7 +20,7 @@ std::string trimmed_file(const std::string& path) {
   return std::string(trim(*s));
 }
 
-PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const Catalog& catalog,
+PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin origin, const catalog::Catalog& catalog,
                             const std::string& how, const ContractRates& rates) {
   PriceQuote q;
   q.micros_per_gpu_hour = usd_to_micros(*o.usd_per_gpu_hour(spot));
@@ -42,7 +42,7 @@ PriceQuote quote_from_offer(const Offer& o, bool spot, PriceOrigin origin, const
 }
 
 // "provider:instance[@region][:spot|:ondemand]"
-Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& catalog, PriceOrigin origin,
+Result<PriceQuote> quote_for_offer_text(const std::string& text, const catalog::Catalog& catalog, PriceOrigin origin,
                                         const std::string& how, const ContractRates& rates) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -70,7 +70,7 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const Catalog& 
     region = std::string_view(parts[1]).substr(at + 1);
     instance = parts[1].substr(0, at);
   }
-  const Offer* o = catalog.find_offer(parts[0], instance, region);
+  const catalog::Offer* o = catalog.find_offer(parts[0], instance, region);
   if (!o) {
     std::vector<std::string> names;
     for (const auto& x : catalog.offers())
@@ -108,14 +108,14 @@ std::optional<std::string> DmiInstanceDetector::instance_type() const {
   return std::nullopt;
 }
 
-Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& catalog,
+Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::Catalog& catalog,
                                  const std::optional<std::string>& nvml_gpu_name,
                                  const InstanceDetector* detector) {
   if (options.price_usd_per_gpu_hour) {
-    if (!(*options.price_usd_per_gpu_hour > 0) || *options.price_usd_per_gpu_hour > kMaxUsdPerGpuHour)
+    if (!(*options.price_usd_per_gpu_hour > 0) || *options.price_usd_per_gpu_hour > catalog::kMaxUsdPerGpuHour)
       return make_error(ErrorKind::usage,
                         fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
-                                    kMaxUsdPerGpuHour));
+                                    catalog::kMaxUsdPerGpuHour));
     PriceQuote q;
     // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one
     // parser.
@@ -142,10 +142,10 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
     const auto* pricing = tbl["pricing"].as_table();
     if (pricing) {
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {
-        if (!(*p > 0) || *p > kMaxUsdPerGpuHour)
+        if (!(*p > 0) || *p > catalog::kMaxUsdPerGpuHour)
           return make_error(ErrorKind::usage,
                             fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})",
-                                        *config, kMaxUsdPerGpuHour));
+                                        *config, catalog::kMaxUsdPerGpuHour));
         PriceQuote q;
         GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*p));
         q.origin = PriceOrigin::config_file;
@@ -163,7 +163,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
 
   if (detector) {
     if (auto type = detector->instance_type()) {
-      if (const Offer* o = catalog.find_offer_by_instance(*type); o && o->usd_per_gpu_hour())
+      if (const catalog::Offer* o = catalog.find_offer_by_instance(*type); o && o->usd_per_gpu_hour())
         return quote_from_offer(*o, false, PriceOrigin::detected_instance, catalog, "detected instance",
                                 rates);
     }
@@ -180,7 +180,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
   }
 
   if (nvml_gpu_name) {
-    const GpuSpec* g = catalog.gpu_for_device_name(*nvml_gpu_name);
+    const catalog::GpuSpec* g = catalog.gpu_for_device_name(*nvml_gpu_name);
     if (!g) g = catalog.find_gpu(*nvml_gpu_name);
     if (g) {
       if (auto ref = catalog.reference_price(g->id)) {
@@ -204,7 +204,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const Catalog& c
                     "no price: give --price USD_PER_GPU_HOUR or --offer provider:instance");
 }
 
-std::int64_t billed_seconds(std::int64_t wall_ms, const BillingRule& rule) {
+std::int64_t billed_seconds(std::int64_t wall_ms, const catalog::BillingRule& rule) {
   const std::int64_t g = std::max<std::int64_t>(1, rule.granularity_s);
   const std::int64_t unit_ms = g * 1000;
   const std::int64_t units = wall_ms <= 0 ? 0 : (wall_ms + unit_ms - 1) / unit_ms;
@@ -216,4 +216,4 @@ MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gp
   return static_cast<MicroUsd>(p / 3600);
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -1,14 +1,14 @@
 #include "meter/meter.h"
 
-namespace gm {
+namespace gm::meter {
 
-PricingContext::PricingContext(Catalog catalog, PricingOptions options,
+PricingContext::PricingContext(catalog::Catalog catalog, PricingOptions options,
                                std::unique_ptr<InstanceDetector> detector)
     : catalog_(std::move(catalog)), options_(std::move(options)), detector_(std::move(detector)) {}
 
 Result<PricingContext> PricingContext::open(PricingOptions options,
                                             std::unique_ptr<InstanceDetector> detector) {
-  auto catalog = load_catalog(options.catalog_override);
+  auto catalog = catalog::load_catalog(options.catalog_override);
   if (!catalog) return catalog.error();
   return PricingContext(std::move(*catalog), std::move(options), std::move(detector));
 }
@@ -36,9 +36,9 @@ Result<DevicePrice> PricingContext::price_for(const std::optional<std::string>& 
   return price;
 }
 
-const GpuSpec* PricingContext::gpu_for(std::string_view device_name, std::string_view vendor) const {
-  if (const GpuSpec* g = catalog_.gpu_for_device_name(device_name, vendor)) return g;
+const catalog::GpuSpec* PricingContext::gpu_for(std::string_view device_name, std::string_view vendor) const {
+  if (const catalog::GpuSpec* g = catalog_.gpu_for_device_name(device_name, vendor)) return g;
   return catalog_.find_gpu(device_name);
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -9,7 +9,7 @@
 #include "util/config.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::meter {
 
 namespace {
 
@@ -34,7 +34,7 @@ Result<std::int64_t> discount_of(const toml::node& node, const std::string& wher
 
 Result<double> rate_of(const toml::node& node, const std::string& where) {
   const auto v = node.value<double>();
-  if (!v || !(*v > 0) || !std::isfinite(*v) || *v > kMaxUsdPerGpuHour * 64)
+  if (!v || !(*v > 0) || !std::isfinite(*v) || *v > catalog::kMaxUsdPerGpuHour * 64)
     return make_error(ErrorKind::usage, fmt::format("{}: must be a positive number of USD per hour", where));
   return *v;
 }
@@ -64,10 +64,10 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
       GM_TRY(rates.discount_ppm["*"], discount_of(value, where));
     } else if (key == "onprem_usd_per_gpu_hour") {
       const auto v = value.value<double>();
-      if (!v || !(*v > 0) || *v > kMaxUsdPerGpuHour)
+      if (!v || !(*v > 0) || *v > catalog::kMaxUsdPerGpuHour)
         return make_error(ErrorKind::usage,
                           fmt::format("{}: must be a positive number of USD per GPU-hour (at most {})", where,
-                                      kMaxUsdPerGpuHour));
+                                      catalog::kMaxUsdPerGpuHour));
       rates.onprem_usd_per_gpu_hour = *v;
     } else if (const auto* provider = value.as_table()) {
       const std::string p = to_lower(key);
@@ -98,7 +98,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
   return rates;
 }
 
-std::optional<YourPrice> your_price(const Offer& offer, bool spot, const ContractRates& rates) {
+std::optional<YourPrice> your_price(const catalog::Offer& offer, bool spot, const ContractRates& rates) {
   if (offer.gpu_count <= 0) return std::nullopt;
   const auto count_milli = std::llround(offer.gpu_count * 1000);
   if (count_milli <= 0) return std::nullopt;
@@ -126,4 +126,4 @@ std::optional<YourPrice> your_price(const Offer& offer, bool spot, const Contrac
   return y;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -3,11 +3,11 @@
 
 #include "meter/run_meter.h"
 
-namespace gm {
+namespace gm::meter {
 
-void RollupBook::add(const SampleRecord& s, std::int64_t minute) {
+void RollupBook::add(const store::SampleRecord& s, std::int64_t minute) {
   const auto key = std::make_pair(minute, s.gpu_index);
-  RollupRecord& r = rows_[key];
+  store::RollupRecord& r = rows_[key];
   r.run_id = s.run_id;
   r.minute_unix = minute;
   r.gpu_index = s.gpu_index;
@@ -20,8 +20,8 @@ void RollupBook::add(const SampleRecord& s, std::int64_t minute) {
   dirty_.insert(key);
 }
 
-std::vector<RollupRecord> RollupBook::take_changed(std::int64_t current_minute) {
-  std::vector<RollupRecord> out;
+std::vector<store::RollupRecord> RollupBook::take_changed(std::int64_t current_minute) {
+  std::vector<store::RollupRecord> out;
   for (const auto& k : dirty_) out.push_back(rows_[k]);
   dirty_.clear();
   for (auto it = rows_.begin(); it != rows_.end();)
@@ -29,4 +29,4 @@ std::vector<RollupRecord> RollupBook::take_changed(std::int64_t current_minute) 
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -5,10 +5,10 @@
 
 #include "util/units.h"
 
-namespace gm {
+namespace gm::meter {
 
 Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cvd,
-                                             const std::vector<DeviceInfo>& devices) {
+                                             const std::vector<gpu::DeviceInfo>& devices) {
   std::vector<unsigned> out;
   if (!cvd) {
     for (const auto& d : devices) out.push_back(d.index);
@@ -43,7 +43,7 @@ Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& c
   return out;
 }
 
-RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price,
+RunMeter::RunMeter(gpu::GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price,
                    std::int64_t start_ns)
     : backend_(backend),
       allocated_(std::move(allocated)),
@@ -73,21 +73,21 @@ RunMeter::RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUs
   idle_since_ns_ = start_ns;
 }
 
-std::vector<SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
-  return tick_with(now_ns, [&job_pids](unsigned, const DeviceSample& s) {
+std::vector<store::SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
+  return tick_with(now_ns, [&job_pids](unsigned, const gpu::DeviceSample& s) {
     return std::any_of(s.processes.begin(), s.processes.end(),
-                       [&](const ProcessSample& p) { return job_pids.count(p.pid) > 0; });
+                       [&](const gpu::ProcessSample& p) { return job_pids.count(p.pid) > 0; });
   });
 }
 
-std::vector<SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu) {
-  std::vector<SampleRecord> out;
+std::vector<store::SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu) {
+  std::vector<store::SampleRecord> out;
   const std::int64_t dt_ns = std::max<std::int64_t>(0, now_ns - last_ns_);
   bool all_idle = !allocated_.empty();
   for (std::size_t i = 0; i < allocated_.size(); ++i) {
-    DeviceSample s = backend_.sample(allocated_[i]);
+    gpu::DeviceSample s = backend_.sample(allocated_[i]);
     GpuUsage& u = usage_[i];
-    SampleRecord r;
+    store::SampleRecord r;
     r.t_ms = (now_ns - start_ns_) / 1'000'000;
     r.gpu_index = allocated_[i];
     r.gpu_uuid = u.uuid;
@@ -151,7 +151,7 @@ MicroUsd RunMeter::spent_at(std::int64_t now_ns) const {
 }
 
 double RunMeter::burn_usd_per_s() const {
-  return gm::burn_usd_per_s(price_, allocated_.size());
+  return gm::meter::burn_usd_per_s(price_, allocated_.size());
 }
 
 std::optional<std::int64_t> RunMeter::idle_for_ms(std::int64_t now_ns) const {
@@ -178,24 +178,24 @@ double RunMeter::energy_j() const {
   return t;
 }
 
-RunEnergyMethod RunMeter::energy_method() const {
-  std::set<EnergyMethod> methods;
+store::RunEnergyMethod RunMeter::energy_method() const {
+  std::set<gpu::EnergyMethod> methods;
   for (const auto& e : energy_) methods.insert(e.method());
-  if (methods.size() > 1) methods.erase(EnergyMethod::none);
-  if (methods.empty()) return RunEnergyMethod::none;
-  if (methods.size() > 1) return RunEnergyMethod::mixed;
+  if (methods.size() > 1) methods.erase(gpu::EnergyMethod::none);
+  if (methods.empty()) return store::RunEnergyMethod::none;
+  if (methods.size() > 1) return store::RunEnergyMethod::mixed;
   switch (*methods.begin()) {
-    case EnergyMethod::counter:
-      return RunEnergyMethod::counter;
-    case EnergyMethod::power_integration:
-      return RunEnergyMethod::power_integration;
-    case EnergyMethod::none:
+    case gpu::EnergyMethod::counter:
+      return store::RunEnergyMethod::counter;
+    case gpu::EnergyMethod::power_integration:
+      return store::RunEnergyMethod::power_integration;
+    case gpu::EnergyMethod::none:
       break;
   }
-  return RunEnergyMethod::none;
+  return store::RunEnergyMethod::none;
 }
 
-std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples) {
+std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<store::SampleRecord>& samples) {
   std::map<unsigned, GpuUsage> by;
   std::map<unsigned, std::int64_t> last_t;
   std::map<unsigned, double> usum, msum;
@@ -268,4 +268,4 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& sa
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

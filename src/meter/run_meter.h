@@ -16,7 +16,7 @@
 #include "meter/meter.h"
 #include "store/store.h"
 
-namespace gm {
+namespace gm::meter {
 
 /// Utilization under which a GPU counts as idle for --max-idle (percent).
 inline constexpr double kIdleUtilPct = 5.0;
@@ -26,9 +26,9 @@ inline constexpr double kIdleUtilPct = 5.0;
 class ActivityMean {
  public:
   /// Adds one interval's activity when `working`.
-  void add(const GpmPct& gpm, bool working);
+  void add(const store::GpmPct& gpm, bool working);
   /// The means; nullopt for a metric no working interval carried.
-  GpmPct mean() const;
+  store::GpmPct mean() const;
   /// Working intervals that carried at least one metric.
   std::int64_t intervals() const { return intervals_; }
 
@@ -39,7 +39,7 @@ class ActivityMean {
 };
 
 /// The ledger's copy of a device's GPM metrics.
-GpmPct gpm_record(const GpmMetrics& metrics);
+store::GpmPct gpm_record(const gpu::GpmMetrics& metrics);
 
 /// Per-GPU usage of a run, for the report.
 struct GpuUsage {
@@ -79,25 +79,25 @@ std::optional<double> model_flops_utilization(double tokens, double flops_per_to
 std::optional<std::int64_t> earliest_busy_ms(const std::vector<GpuUsage>& gpus);
 
 /// Usage per GPU from ledger samples (the same figures RunMeter computes live).
-std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<SampleRecord>& samples);
+std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<store::SampleRecord>& samples);
 
 /// Parses CUDA_VISIBLE_DEVICES against the devices: indices or UUIDs (prefixes allowed); unset = all.
 /// An entry that matches no device is an error naming it; an empty value means no GPU.
 Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& cuda_visible_devices,
-                                             const std::vector<DeviceInfo>& devices);
+                                             const std::vector<gpu::DeviceInfo>& devices);
 
 /// Meters a run's allocated GPUs.
 class RunMeter {
  public:
-  RunMeter(GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price_micros_per_gpu_hour,
+  RunMeter(gpu::GpuBackend& backend, std::vector<unsigned> allocated, MicroUsd price_micros_per_gpu_hour,
            std::int64_t start_ns);
   /// Whether the job used GPU `index` in `sample` (decided by guard's JobGpuMatcher for supervised runs).
-  using JobOnGpu = std::function<bool(unsigned index, const DeviceSample& sample)>;
+  using JobOnGpu = std::function<bool(unsigned index, const gpu::DeviceSample& sample)>;
   /// Samples every allocated GPU at `now_ns`; `job_pids` is the job's process tree (a GPU is the job's when
   /// one of them is in its process list). Returns one record per GPU (run_id 0, t_ms relative to the start).
-  std::vector<SampleRecord> tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids);
+  std::vector<store::SampleRecord> tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids);
   /// The same, with the job's presence on each GPU decided by `job_on_gpu`.
-  std::vector<SampleRecord> tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu);
+  std::vector<store::SampleRecord> tick_with(std::int64_t now_ns, const JobOnGpu& job_on_gpu);
   /// Metered spend up to the last tick (exact per-interval integration over allocated GPUs).
   MicroUsd spent_micros() const;
   /// Spend at `now_ns` extrapolated from the last tick at the constant price (what the bill says).
@@ -112,12 +112,12 @@ class RunMeter {
   double energy_j() const;
   /// The method of every allocated GPU; mixed where they differ (GPUs without energy aside), none without
   /// any.
-  RunEnergyMethod energy_method() const;
+  store::RunEnergyMethod energy_method() const;
   /// Latest sample per allocated GPU (for the live status).
-  const std::vector<DeviceSample>& latest() const { return latest_; }
+  const std::vector<gpu::DeviceSample>& latest() const { return latest_; }
 
  private:
-  GpuBackend& backend_;
+  gpu::GpuBackend& backend_;
   std::vector<unsigned> allocated_;
   MicroUsd price_;
   std::int64_t start_ns_;
@@ -125,7 +125,7 @@ class RunMeter {
   std::vector<CostIntegrator> cost_;
   std::vector<EnergyMeter> energy_;
   std::vector<GpuUsage> usage_;
-  std::vector<DeviceSample> latest_;
+  std::vector<gpu::DeviceSample> latest_;
   std::vector<double> util_sum_, mem_sum_;
   std::vector<std::int64_t> util_n_, mem_n_;
   std::optional<std::int64_t> idle_since_ns_;
@@ -136,14 +136,14 @@ class RunMeter {
 class RollupBook {
  public:
   /// Adds `sample` (its run_id set) to the row of its GPU in `minute_unix` (unix time / 60).
-  void add(const SampleRecord& sample, std::int64_t minute_unix);
+  void add(const store::SampleRecord& sample, std::int64_t minute_unix);
   /// Rows changed since the last call.
   bool changed() const { return !dirty_.empty(); }
   /// The rows changed since the last call; then forgets the rows of minutes before `current_minute`.
-  std::vector<RollupRecord> take_changed(std::int64_t current_minute);
+  std::vector<store::RollupRecord> take_changed(std::int64_t current_minute);
 
  private:
-  std::map<std::pair<std::int64_t, unsigned>, RollupRecord> rows_;
+  std::map<std::pair<std::int64_t, unsigned>, store::RollupRecord> rows_;
   std::set<std::pair<std::int64_t, unsigned>> dirty_;
 };
 
@@ -233,4 +233,4 @@ class Forecaster {
   bool seen_first_interval_ = false;
 };
 
-}  // namespace gm
+}  // namespace gm::meter

@@ -12,7 +12,7 @@
 #include "meter/median_detail.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::meter {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -268,9 +268,9 @@ const TargetForecast& TargetTracker::update(const TargetInputs& in) {
   return *latest_;
 }
 
-TargetTracker replay_target(const MetricTarget& target, const std::vector<ProgressRecord>& progress,
+TargetTracker replay_target(const MetricTarget& target, const std::vector<store::ProgressRecord>& progress,
                             double burn_usd_per_s, std::optional<double> budget_usd, bool priced) {
-  std::vector<const ProgressRecord*> sorted;
+  std::vector<const store::ProgressRecord*> sorted;
   for (const auto& p : progress) sorted.push_back(&p);
   std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
   TargetTracker tracker(target);
@@ -317,4 +317,4 @@ TargetTracker replay_target(const MetricTarget& target, const std::vector<Progre
   return tracker;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

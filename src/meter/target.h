@@ -13,7 +13,7 @@
 #include "store/store.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::meter {
 
 /// A target on a progress metric: "acc=0.9" / "acc>=0.9" (reach at least), "loss<=1.8" (reach at most).
 struct MetricTarget {
@@ -161,7 +161,7 @@ inline constexpr double kTargetHistoryEvery = 0.02;
 
 /// Replays a stored run's progress points through a TargetTracker and a Forecaster as the live run did (one
 /// update per point): `burn_usd_per_s` is the run's price × allocated GPUs; `priced` false: no cost figures.
-TargetTracker replay_target(const MetricTarget& target, const std::vector<ProgressRecord>& progress,
+TargetTracker replay_target(const MetricTarget& target, const std::vector<store::ProgressRecord>& progress,
                             double burn_usd_per_s, std::optional<double> budget_usd, bool priced);
 
-}  // namespace gm
+}  // namespace gm::meter

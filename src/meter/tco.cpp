@@ -5,7 +5,7 @@
 
 #include "meter/meter.h"
 
-namespace gm {
+namespace gm::meter {
 
 Result<TcoResult> compute_tco(const TcoInput& in) {
   auto positive = [](double v, const char* flag) -> Result<void> {
@@ -61,4 +61,4 @@ Result<TcoResult> compute_tco(const TcoInput& in) {
   return r;
 }
 
-}  // namespace gm
+}  // namespace gm::meter

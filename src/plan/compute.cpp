@@ -82,7 +82,7 @@ StatedDefault default_mfu(const JobSpec& job) {
           "Megatron/FSDP reports of 40-55 %"};
 }
 
-std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision) {
+std::optional<double> peak_tflops(const catalog::GpuSpec& gpu, Precision precision) {
   switch (precision) {
     case Precision::mixed:
     case Precision::bf16:
@@ -101,7 +101,7 @@ double compute_time_s(double flops, int gpus, double peak, double mfu) {
 }
 
 TimeEstimate estimate_time(const JobSpec& job, const ComputeEstimate& c, const MemoryBreakdown& mem,
-                           const Parallelism& par, const GpuSpec& gpu, double mfu, double bw_eff) {
+                           const Parallelism& par, const catalog::GpuSpec& gpu, double mfu, double bw_eff) {
   TimeEstimate t;
   const double peak = peak_tflops(gpu, job.precision).value_or(0);
   const int n = par.gpus();

@@ -23,7 +23,7 @@ Result<FlopsPerToken> run_flops_per_token(std::string_view name_or_path, std::op
   return out;
 }
 
-std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision) {
+std::optional<double> dense_peak_tflops(const catalog::GpuSpec& gpu, std::string_view precision) {
   if (precision == "bf16") return gpu.bf16_dense_tflops;
   if (precision == "fp16") return gpu.fp16_dense_tflops;
   if (precision == "fp8") return gpu.fp8_dense_tflops;

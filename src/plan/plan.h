@@ -280,7 +280,7 @@ struct StatedDefault {
 /// Default MFU for the job (by task and scale).
 StatedDefault default_mfu(const JobSpec& job);
 /// Dense peak TFLOPS of a GPU for a precision (mixed/bf16 → BF16 dense, fp16 → FP16 dense, fp32 → FP32).
-std::optional<double> peak_tflops(const GpuSpec& gpu, Precision precision);
+std::optional<double> peak_tflops(const catalog::GpuSpec& gpu, Precision precision);
 // ---------------------------------------------------------------------------------------------- MFU of a run
 /// Training FLOPs per token of a model, with where the figure came from (for the report's mfu_basis).
 struct FlopsPerToken {
@@ -304,7 +304,7 @@ Result<RunMfuBasis> resolve_run_mfu(const std::optional<std::string>& model,
                                     std::optional<double> flops_per_token, std::optional<int> seq,
                                     const std::string& precision);
 /// Dense peak TFLOPS of a GPU at "bf16", "fp16", "fp8", "tf32" or "fp32"; nullopt when the catalog lacks it.
-std::optional<double> dense_peak_tflops(const GpuSpec& gpu, std::string_view precision);
+std::optional<double> dense_peak_tflops(const catalog::GpuSpec& gpu, std::string_view precision);
 /// Seconds to run `flops` on `gpus` GPUs of `peak_tflops` at `mfu`.
 double compute_time_s(double flops, int gpus, double peak_tflops, double mfu);
 
@@ -316,7 +316,7 @@ struct TimeEstimate {
   std::string bound;     ///< "compute" or "memory bandwidth"
 };
 TimeEstimate estimate_time(const JobSpec& job, const ComputeEstimate& compute, const MemoryBreakdown& memory,
-                           const Parallelism& par, const GpuSpec& gpu, double mfu,
+                           const Parallelism& par, const catalog::GpuSpec& gpu, double mfu,
                            double bandwidth_efficiency);
 
 // ---------------------------------------------------------------------------------------------- spot
@@ -353,15 +353,15 @@ SpotOutcome expected_spot(const SpotInputs& in);
 
 /// One catalog offer with what planning needs about its provider and region.
 struct OfferContext {
-  Offer offer;
-  GpuSpec gpu;
-  BillingRule billing;
+  catalog::Offer offer;
+  catalog::GpuSpec gpu;
+  catalog::BillingRule billing;
   std::optional<double> carbon_g_per_kwh;
   std::string carbon_dataset;
   std::optional<double> pue;
 };
 /// Every offer of the catalog with its GPU spec, billing rule, carbon intensity and PUE.
-std::vector<OfferContext> offers_from_catalog(const Catalog& catalog);
+std::vector<OfferContext> offers_from_catalog(const catalog::Catalog& catalog);
 
 enum class Objective { cost, time, score };
 
@@ -513,14 +513,14 @@ void score_options(std::vector<PlanOption>& options, const Weights& weights);
 // ---------------------------------------------------------------------------------------------- TCO
 
 /// Own hardware vs cloud over a number of years: the money is meter's (meter/meter.h, `compute_tco`).
-using TcoInput = gm::TcoInput;
-using TcoResult = gm::TcoResult;
-using gm::compute_tco;
+using TcoInput = gm::meter::TcoInput;
+using TcoResult = gm::meter::TcoResult;
+using gm::meter::compute_tco;
 /// `in` for the catalog GPU `gpu_name`: its id, the power per GPU (`gpu_power_w`, else the catalog's TDP),
 /// the PUE when given, and the cloud price (`cloud_usd_per_gpu_hour`, else the catalog's median on-demand
 /// $/GPU-h, with its source). Usage errors name an unknown GPU (with the closest name) or the flag a missing
 /// figure needs.
-Result<TcoInput> resolve_tco_input(const Catalog& catalog, const std::string& gpu_name, TcoInput in,
+Result<TcoInput> resolve_tco_input(const catalog::Catalog& catalog, const std::string& gpu_name, TcoInput in,
                                    std::optional<double> gpu_power_w,
                                    std::optional<double> cloud_usd_per_gpu_hour, std::optional<double> pue);
 

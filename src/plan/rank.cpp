@@ -17,7 +17,7 @@ bool is_training(const JobSpec& job) {
   return job.task != Task::inference;
 }
 
-double usable_bytes(const GpuSpec& gpu) {
+double usable_bytes(const catalog::GpuSpec& gpu) {
   return gpu.memory_bytes > 0 ? static_cast<double>(gpu.memory_bytes) : gpu.memory_gb * 1e9;
 }
 
@@ -92,7 +92,7 @@ Fit fewest_gpus(const PlanRequest& req, const JobSpec& job, double capacity) {
   return best;
 }
 
-double billed_hours(double wall_s, const BillingRule& rule) {
+double billed_hours(double wall_s, const catalog::BillingRule& rule) {
   const double g = static_cast<double>(std::max<std::int64_t>(rule.granularity_s, 1));
   const double billed = std::max(std::ceil(wall_s / g) * g, static_cast<double>(rule.minimum_s));
   return billed / 3600.0;
@@ -184,8 +184,8 @@ void time_option(const PlanRequest& req, const JobSpec& job, const ComputeEstima
   opt.time_h = wall_s / 3600.0;
   if (std::isfinite(wall_s)) {
     opt.billed_h = billed_hours(wall_s, ctx.billing);
-    opt.cost_usd = usd_for_hours(opt.usd_per_hour, *opt.billed_h);
-    opt.usd_per_million_tokens = usd_per_million(*opt.cost_usd, *job.tokens);
+    opt.cost_usd = meter::usd_for_hours(opt.usd_per_hour, *opt.billed_h);
+    opt.usd_per_million_tokens = meter::usd_per_million(*opt.cost_usd, *job.tokens);
   } else {
     opt.billed_h = opt.cost_usd = INFINITY;
   }
@@ -221,7 +221,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
   const double mfu = req.mfu.value_or(mfu_default.value);
 
   // GPU models present in the offers, in catalog order.
-  std::vector<const GpuSpec*> gpus;
+  std::vector<const catalog::GpuSpec*> gpus;
   std::set<std::string> seen;
   for (const auto& o : offers) {
     if (req.gpu && o.gpu.id != *req.gpu) continue;
@@ -232,7 +232,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
                       fmt::format("--gpu {}: no offer in the catalog has this GPU", *req.gpu));
 
   std::map<std::string, Fit> fit_by_gpu;
-  for (const GpuSpec* g : gpus) {
+  for (const catalog::GpuSpec* g : gpus) {
     const Fit f = fewest_gpus(req, job, usable_bytes(*g));
     fit_by_gpu[g->id] = f;
     GpuVerdict v;
@@ -311,7 +311,7 @@ Result<PlanResult> make_plan(const PlanRequest& req, const std::vector<OfferCont
     opt.spot = req.spot;
     const double usd_per_instance_hour =
         *(req.spot ? ctx->offer.spot_usd_per_hour : ctx->offer.ondemand_usd_per_hour);
-    opt.usd_per_hour = usd_per_hour_of_instances(usd_per_instance_hour, opt.instances);
+    opt.usd_per_hour = meter::usd_per_hour_of_instances(usd_per_instance_hour, opt.instances);
     if (out.compute) time_option(req, job, *out.compute, *ctx, mfu, paid, opt);
     out.options.push_back(std::move(opt));
   }

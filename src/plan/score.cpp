@@ -59,7 +59,7 @@ void score_options(std::vector<PlanOption>& options, const Weights& w) {
   for (auto& o : options) {
     ScoreBreakdown s;
     if (usable(o)) {
-      s.cost = *o.cost_usd > 0 ? usd_ratio(min_cost, *o.cost_usd) : 1.0;
+      s.cost = *o.cost_usd > 0 ? meter::usd_ratio(min_cost, *o.cost_usd) : 1.0;
       s.perf = min_time / *o.time_h;
       const double headroom = o.gpu_memory_bytes > 0 ? o.headroom_bytes / o.gpu_memory_bytes : 0;
       s.memory = max_headroom > 0 ? std::clamp(headroom / max_headroom, 0.0, 1.0) : 0.0;

@@ -5,10 +5,10 @@
 
 namespace gm::plan {
 
-Result<TcoInput> resolve_tco_input(const Catalog& catalog, const std::string& gpu_name, TcoInput in,
+Result<TcoInput> resolve_tco_input(const catalog::Catalog& catalog, const std::string& gpu_name, TcoInput in,
                                    std::optional<double> gpu_power_w,
                                    std::optional<double> cloud_usd_per_gpu_hour, std::optional<double> pue) {
-  const GpuSpec* gpu = catalog.find_gpu(gpu_name);
+  const catalog::GpuSpec* gpu = catalog.find_gpu(gpu_name);
   if (!gpu) {
     const std::string close = catalog.suggest_gpu(gpu_name);
     return make_error(ErrorKind::usage, fmt::format("--gpu: unknown GPU '{}'{}", gpu_name,

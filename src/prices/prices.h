@@ -107,7 +107,7 @@ struct UpdateResult {
   std::vector<OfferOutcome> offers;
   std::vector<std::string>
       unknown_instances;  ///< "azure eastus Standard_NC8ads_A10_v4": GPU types not in the family table
-  std::vector<Offer> fetched_catalog;  ///< the previous fetched rows with this fetch merged in
+  std::vector<catalog::Offer> fetched_catalog;  ///< the previous fetched rows with this fetch merged in
   std::string fetched_at;              ///< ISO 8601 UTC
 };
 
@@ -115,8 +115,8 @@ struct UpdateResult {
 /// `current` (the catalog in use: built-in plus previous fetch) and merges them into `previous_fetched` (the
 /// rows of the fetched catalog file). Writes nothing. Error when a fetch fails (unreachable, HTTP error,
 /// truncated or malformed page) or a key is missing for a provider asked for by name.
-Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const Catalog& current,
-                                  const std::vector<Offer>& previous_fetched);
+Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const catalog::Catalog& current,
+                                  const std::vector<catalog::Offer>& previous_fetched);
 
 /// Writes `text` to `path` so that readers see the old file or the new one, never a mix: a temporary file in
 /// the same directory (created with its parents), flushed to disk, then renamed over `path`.

@@ -75,7 +75,7 @@ std::optional<NanoUsd> nanos_of(const std::optional<double>& usd_per_hour) {
 
 // A fetched price for one instance in one region, before the sanity rules.
 struct Candidate {
-  const InstanceGpus* family = nullptr;
+  const catalog::InstanceGpus* family = nullptr;
   std::string region;
   std::optional<NanoUsd> ondemand, spot;
   std::string ondemand_text, spot_text;
@@ -92,7 +92,7 @@ struct ProviderFetch {
 };
 
 void note_price(ProviderFetch& f, const detail::RawPrice& p, Provider provider, const std::string& source) {
-  const InstanceGpus* fam = find_instance_gpus(to_string(provider), p.instance);
+  const catalog::InstanceGpus* fam = catalog::find_instance_gpus(to_string(provider), p.instance);
   if (!fam) return;
   Candidate& c = f.candidates[{p.region, p.instance}];
   c.family = fam;
@@ -135,7 +135,7 @@ Result<void> fetch_azure(HttpGetter& http, const std::string& base, const std::v
           ++report.rows_filtered;
           continue;
         }
-        if (!find_instance_gpus("azure", p.instance)) {
+        if (!catalog::find_instance_gpus("azure", p.instance)) {
           // N-series sizes are the GPU ones; others (D, E, F...) are not GPU offers at all.
           if (starts_with(p.instance, "Standard_N")) out.unknown.insert(region + " " + p.instance);
           continue;
@@ -179,10 +179,10 @@ Result<void> fetch_aws(HttpGetter& http, const std::string& base, const std::vec
     std::set<std::string> kept;
     for (const auto& p : reader.prices()) {
       kept.insert(p.instance);
-      if (find_instance_gpus("aws", p.instance)) note_price(out, p, Provider::aws, source);
+      if (catalog::find_instance_gpus("aws", p.instance)) note_price(out, p, Provider::aws, source);
     }
     for (const auto& instance : reader.gpu_instances())
-      if (!find_instance_gpus("aws", instance) && kept.count(instance))
+      if (!catalog::find_instance_gpus("aws", instance) && kept.count(instance))
         out.unknown.insert(region + " " + instance);
   }
   return ok_result();
@@ -235,10 +235,10 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
     return nullptr;
   };
   std::set<std::string> known_gpu_skus;
-  for (const auto& fam : instance_gpus_table())
+  for (const auto& fam : catalog::instance_gpus_table())
     if (fam.provider == "gcp" && !fam.gpu_sku.empty()) known_gpu_skus.insert(fam.gpu_sku);
   for (const auto& region : regions) {
-    for (const auto& fam : instance_gpus_table()) {
+    for (const auto& fam : catalog::instance_gpus_table()) {
       if (fam.provider != "gcp" || fam.gpu_sku.empty() || fam.host_family.empty()) continue;
       for (const bool spot : {false, true}) {
         const std::string usage = spot ? "Preemptible" : "OnDemand";
@@ -264,7 +264,7 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
         if (gpu->nanos && core->nanos && ram->nanos) {
           // Any non-positive part makes the sum meaningless: refuse it as a whole.
           if (*gpu->nanos > 0 && *core->nanos > 0 && *ram->nanos > 0)
-            total = priced_sum_nanos(
+            total = meter::priced_sum_nanos(
                 {{*gpu->nanos, fam.gpu_count}, {*core->nanos, *fam.vcpus}, {*ram->nanos, *fam.memory_gib}});
           else
             total = 0;
@@ -299,7 +299,7 @@ Result<void> fetch_lambda(HttpGetter& http, const std::string& base, const std::
   report.rows_read += types.size();
   const std::string source = fmt::format("lambda-api:{} (one price for every region)", url);
   for (const auto& t : types) {
-    if (!find_instance_gpus("lambda", t.name)) {
+    if (!catalog::find_instance_gpus("lambda", t.name)) {
       out.unknown.insert("* " + t.name);
       continue;
     }
@@ -318,18 +318,18 @@ std::string price_text(NanoUsd n) {
 // More than 50 % away from the previous price, in integers: |new - old| * 2 > old.
 bool big_change(std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
   if (!before || !after || *before <= 0) return false;
-  return moved_over_half(*before, *after);
+  return meter::moved_over_half(*before, *after);
 }
 
 std::string change_text(const char* what, std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
   if (!before || !after || *before == *after) return {};
-  const std::int64_t per_mille = change_per_mille(*before, *after);
+  const std::int64_t per_mille = meter::change_per_mille(*before, *after);
   return fmt::format("{} {} -> {} ({:+}.{}%)", what, price_text(*before), price_text(*after),
                      static_cast<long long>(per_mille / 10),
                      static_cast<long long>((per_mille < 0 ? -per_mille : per_mille) % 10));
 }
 
-std::vector<std::string> catalog_regions(const Catalog& catalog, Provider p) {
+std::vector<std::string> catalog_regions(const catalog::Catalog& catalog, Provider p) {
   std::set<std::string> out;
   for (const auto& o : catalog.offers())
     if (o.provider == to_string(p)) out.insert(o.region);
@@ -366,8 +366,8 @@ const char* to_string(Verdict v) {
   return enum_text(kVerdicts, v, "?");
 }
 
-Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const Catalog& current,
-                                  const std::vector<Offer>& previous_fetched) {
+Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const catalog::Catalog& current,
+                                  const std::vector<catalog::Offer>& previous_fetched) {
   UpdateResult result;
   result.fetched_at = iso8601_utc(options.now_unix_ms);
   const std::string today = result.fetched_at.substr(0, 10);
@@ -375,7 +375,7 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
   std::vector<Provider> providers = options.providers;
   if (!named) providers = {Provider::azure, Provider::aws, Provider::gcp, Provider::lambda};
 
-  std::vector<Offer> merged = previous_fetched;
+  std::vector<catalog::Offer> merged = previous_fetched;
   for (const Provider provider : providers) {
     ProviderOutcome report;
     report.provider = provider;
@@ -423,7 +423,7 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       out.provider = name;
       out.region = region;
       out.instance = instance;
-      const Offer* before = current.find_offer(name, instance, region);
+      const catalog::Offer* before = current.find_offer(name, instance, region);
       if (before && before->region != region) before = nullptr;
       const auto old_od = before ? nanos_of(before->ondemand_usd_per_hour) : std::nullopt;
       const auto old_spot = before ? nanos_of(before->spot_usd_per_hour) : std::nullopt;
@@ -487,12 +487,12 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
         notes.push_back(
             fmt::format("spot {} above on-demand {}", price_text(*c.spot), price_text(*c.ondemand)));
 
-      Offer o;
+      catalog::Offer o;
       o.provider = name;
       o.region = region;
       o.instance = instance;
       o.gpu = c.family->gpu;
-      if (const GpuSpec* g = current.find_gpu(o.gpu)) o.gpu = g->id;
+      if (const catalog::GpuSpec* g = current.find_gpu(o.gpu)) o.gpu = g->id;
       o.gpu_count = c.family->gpu_count;
       o.vcpus = c.family->vcpus;
       o.memory_gib = c.family->memory_gib;
@@ -522,7 +522,7 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       out.detail = joined;
       result.offers.push_back(std::move(out));
 
-      auto same = std::find_if(merged.begin(), merged.end(), [&](const Offer& m) {
+      auto same = std::find_if(merged.begin(), merged.end(), [&](const catalog::Offer& m) {
         return m.provider == o.provider && m.region == o.region && m.instance == o.instance;
       });
       if (same != merged.end())
@@ -533,7 +533,7 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
     result.providers.push_back(std::move(report));
   }
   // Keep rows of a fetched catalog in a stable order: provider, region, instance.
-  std::stable_sort(merged.begin(), merged.end(), [](const Offer& a, const Offer& b) {
+  std::stable_sort(merged.begin(), merged.end(), [](const catalog::Offer& a, const catalog::Offer& b) {
     return std::tie(a.provider, a.region, a.instance) < std::tie(b.provider, b.region, b.instance);
   });
   result.fetched_catalog = std::move(merged);

@@ -34,18 +34,18 @@ const char* yes_no(bool b) {
 
 }  // namespace
 
-std::string doctor_device(GpuBackend& backend, const DeviceInfo& info, const std::string& dev_root) {
+std::string doctor_device(gpu::GpuBackend& backend, const gpu::DeviceInfo& info, const std::string& dev_root) {
   std::string text;
-  const Capabilities& caps = backend.capabilities(info.index);
-  DeviceSample s = backend.sample(info.index);
+  const gpu::Capabilities& caps = backend.capabilities(info.index);
+  gpu::DeviceSample s = backend.sample(info.index);
   appendf(text, "\nGPU %u: %s\n", info.index, info.name.empty() ? "(name unavailable)" : info.name.c_str());
   appendf(text, "  uuid            %s\n", info.uuid.empty() ? "-" : info.uuid.c_str());
   appendf(text, "  pci bus id      %s\n", info.pci_bus_id.empty() ? "-" : info.pci_bus_id.c_str());
   appendf(text, "  architecture    %s\n", info.architecture.value_or("unknown").c_str());
   if (info.minor_number) {
-    const std::string path = gpu_device_path(dev_root, *info.minor_number);
+    const std::string path = sys::gpu_device_path(dev_root, *info.minor_number);
     appendf(text, "  device file     %s (minor %u)%s\n", path.c_str(), *info.minor_number,
-            gpu_device_file_present(dev_root, *info.minor_number) ? "" : " absent here");
+            sys::gpu_device_file_present(dev_root, *info.minor_number) ? "" : " absent here");
   } else {
     appendf(
         text,
@@ -64,9 +64,9 @@ std::string doctor_device(GpuBackend& backend, const DeviceInfo& info, const std
   appendf(text, "  process SM util %s\n", yes_no(caps.process_utilization));
   appendf(text, "  GPM activity    %s\n",
           caps.gpm ? "yes (SM, tensor-core, FP pipe and DRAM activity)" : "no");
-  EnergyMethod method = energy_method(caps);
-  const char* method_text = method == EnergyMethod::counter ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
-                            : method == EnergyMethod::power_integration
+  gpu::EnergyMethod method = gpu::energy_method(caps);
+  const char* method_text = method == gpu::EnergyMethod::counter ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
+                            : method == gpu::EnergyMethod::power_integration
                                 ? "power_integration (trapezoid over power samples; no energy counter)"
                                 : "none (neither energy counter nor power readings)";
   appendf(text, "  energy method   %s\n", method_text);
@@ -98,12 +98,12 @@ std::string doctor_device(GpuBackend& backend, const DeviceInfo& info, const std
 
 /// Whose PIDs NVML reports here (the driver's are the host's), the container markers, and whether the GPU
 /// processes NVML lists resolve in this PID namespace now.
-std::string doctor_pid_namespace(GpuBackend* backend, const std::string& proc_root) {
+std::string doctor_pid_namespace(gpu::GpuBackend* backend, const std::string& proc_root) {
   std::string text;
-  const PidNamespaceFacts facts = detect_pid_namespace();
+  const sys::PidNamespaceFacts facts = sys::detect_pid_namespace();
   appendf(text, "\nPID namespace    %s\n", facts.describe().c_str());
   if (backend == nullptr) return text;
-  const ProcReader proc(proc_root);
+  const sys::ProcReader proc(proc_root);
   std::size_t listed = 0, unresolved = 0;
   for (const auto& info : backend->devices())
     for (const auto& p : backend->sample(info.index).processes) {
@@ -124,7 +124,7 @@ std::string doctor_pid_namespace(GpuBackend* backend, const std::string& proc_ro
 
 std::string doctor_catalog() {
   std::string text;
-  auto catalog = load_catalog(std::nullopt);
+  auto catalog = catalog::load_catalog(std::nullopt);
   if (!catalog) {
     appendf(text, "\ncatalog          NOT AVAILABLE: %s\n", catalog.error().message.c_str());
     return text;
@@ -134,10 +134,10 @@ std::string doctor_catalog() {
   appendf(text, "\ncatalog          %zu GPUs, %zu offers; newest price %s%s\n", catalog->gpus().size(),
           catalog->offers().size(), newest.empty() ? "unknown" : newest.c_str(),
           age ? fmt::format(" ({} days old)", *age).c_str() : "");
-  const auto fetched = existing_user_catalog_path();
+  const auto fetched = catalog::existing_user_catalog_path();
   appendf(text, "  fetched prices %s\n",
           fetched ? fetched->c_str()
-                  : fmt::format("none yet ({} after 'gpumeter prices update')", user_catalog_path()).c_str());
+                  : fmt::format("none yet ({} after 'gpumeter prices update')", catalog::user_catalog_path()).c_str());
   std::set<std::string> providers;
   for (const auto& o : catalog->offers()) providers.insert(o.provider);
   bool stale = false;
@@ -167,7 +167,7 @@ std::string doctor_catalog() {
 std::string doctor_pod_resources(const std::string& socket_path) {
   std::string text;
   if (socket_path.empty()) return text;
-  KubeletPodResources source(socket_path);
+  kubelet::KubeletPodResources source(socket_path);
   auto r = source.list();
   if (r) {
     appendf(text, "kubelet pod-resources  %s: reachable, %zu device assignment(s)\n", socket_path.c_str(),
@@ -184,7 +184,7 @@ std::string doctor_pod_resources(const std::string& socket_path) {
 /// Which method attributes GPU processes to Slurm jobs on this node.
 std::string doctor_slurm(const std::string& conf_path) {
   std::string text;
-  const SlurmAttribution a = slurm_attribution(conf_path, ::geteuid() == 0);
+  const sys::SlurmAttribution a = sys::slurm_attribution(conf_path, ::geteuid() == 0);
   appendf(text, "Slurm jobs       %s: %s\n", to_string(a.method), a.detail.c_str());
   return text;
 }
@@ -213,7 +213,7 @@ std::string doctor_inference_endpoints(const std::vector<serving::InferenceEndpo
 
 /// What the agent's --inference-discover would find now: the TCP ports this node's GPU processes listen on
 /// (from `proc_root`), each probed once for a known engine's /metrics.
-std::string doctor_inference_discovery(GpuBackend* backend, const std::string& proc_root) {
+std::string doctor_inference_discovery(gpu::GpuBackend* backend, const std::string& proc_root) {
   std::string text;
   if (backend == nullptr) {
     appendf(text, "inference discovery  not possible: no GPU library, so no GPU process list\n");
@@ -262,9 +262,9 @@ std::string doctor_inference_discovery(GpuBackend* backend, const std::string& p
 /// one bounded poll of its metadata service.
 std::string doctor_preemption(const std::string& mode_text, const std::optional<std::string>& url_flag) {
   std::string text;
-  auto mode = parse_preemption_mode(mode_text);
+  auto mode = cloud::parse_preemption_mode(mode_text);
   const char* env = std::getenv("GPUMETER_METADATA_URL");
-  auto base = metadata_base_url(url_flag, env ? std::optional<std::string>(env) : std::nullopt);
+  auto base = cloud::metadata_base_url(url_flag, env ? std::optional<std::string>(env) : std::nullopt);
   if (!mode || !base) {
     appendf(text, "preemption notices  NOT USABLE: %s\n",
             (!mode ? mode.error() : base.error()).message.c_str());
@@ -274,7 +274,7 @@ std::string doctor_preemption(const std::string& mode_text, const std::optional<
     appendf(text, "preemption notices  off (--preemption off)\n");
     return text;
   }
-  std::optional<CloudProvider> provider = mode->provider ? mode->provider : detect_cloud_provider();
+  std::optional<cloud::CloudProvider> provider = mode->provider ? mode->provider : cloud::detect_cloud_provider();
   if (!provider) {
     appendf(text,
             "preemption notices  this machine is not an AWS, GCP or Azure VM (DMI): `run --preemption auto` "
@@ -282,13 +282,13 @@ std::string doctor_preemption(const std::string& mode_text, const std::optional<
             "off; name the provider with --preemption to watch anyway\n");
     return text;
   }
-  auto client = make_http_metadata_client(*base, kMetadataTimeoutMs);
-  NoticePoller poller(*provider, *client);
+  auto client = cloud::make_http_metadata_client(*base, cloud::kMetadataTimeoutMs);
+  cloud::NoticePoller poller(*provider, *client);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = poller.poll(system_clock().unix_ms());
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-  const std::string name(provider_name(*provider));
+  const std::string name(cloud::provider_name(*provider));
   if (!r) {
     appendf(text,
             "preemption notices  %s metadata service at %s: NOT USABLE (%s, after %lld ms): `run` goes on "

@@ -8,7 +8,7 @@
 
 #include "util/json_in.h"
 
-namespace gm {
+namespace gm::report {
 
 namespace {
 
@@ -175,4 +175,4 @@ Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::s
   return rep;
 }
 
-}  // namespace gm
+}  // namespace gm::report

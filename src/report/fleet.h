@@ -10,7 +10,7 @@
 #include "util/http_client.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 /// One group of a fleet report.
 struct FleetRow {
@@ -48,4 +48,4 @@ using PrometheusQuery = std::function<Result<PrometheusAnswer>(const std::string
 Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::string& prometheus_url,
                                       std::int64_t range_ms, const std::string& by);
 
-}  // namespace gm
+}  // namespace gm::report

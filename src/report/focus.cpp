@@ -10,7 +10,7 @@
 #include "util/csv.h"
 #include "util/time.h"
 
-namespace gm {
+namespace gm::report {
 
 namespace {
 
@@ -42,17 +42,17 @@ const std::vector<std::string>& focus_columns() {
   return cols;
 }
 
-Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& options) {
-  RunFilter filter;
+Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOptions& options) {
+  store::RunFilter filter;
   filter.since_unix_ms = options.since_unix_ms;
   filter.until_unix_ms = options.until_unix_ms;
-  GM_TRY(std::vector<RunRecord> runs, ledger.runs(filter));
+  GM_TRY(std::vector<store::RunRecord> runs, ledger.runs(filter));
   std::string out;
   for (std::size_t i = 0; i < focus_columns().size(); ++i) out += (i ? "," : "") + focus_columns()[i];
   out += "\r\n";
   // Oldest first, as billing data usually is.
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-    const RunRecord& r = *it;
+    const store::RunRecord& r = *it;
     if (options.since_unix_ms && r.start_unix_ms < *options.since_unix_ms) continue;
     if (options.until_unix_ms && r.start_unix_ms >= *options.until_unix_ms) continue;
     const std::int64_t end_ms = r.end_unix_ms.value_or(r.start_unix_ms + r.wall_ms);
@@ -61,7 +61,7 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
     // split in whole micro-dollars, the remainder to the first GPUs: the rows add up to the run exactly.
     std::vector<std::string> resources = r.gpus_allocated;
     if (resources.empty()) resources.push_back("");
-    const std::vector<MicroUsd> costs = split_equally(r.cost_micros, resources.size());
+    const std::vector<MicroUsd> costs = meter::split_equally(r.cost_micros, resources.size());
     std::string provider = r.provider.empty() ? "self-hosted" : r.provider;
     const bool spot = r.price_source.find("spot") != std::string::npos;
     const std::string tags = nlohmann::json(r.labels).dump();
@@ -111,4 +111,4 @@ Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& o
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -9,11 +9,11 @@
 #include "store/store.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 /// The FOCUS columns, in file order.
 const std::vector<std::string>& focus_columns();
 /// FOCUS CSV (header + rows) of the runs `options` selects (the same runs as build_multi_report).
-Result<std::string> render_focus_csv(const Ledger& ledger, const MultiOptions& options);
+Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOptions& options);
 
-}  // namespace gm
+}  // namespace gm::report

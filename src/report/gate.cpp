@@ -11,7 +11,7 @@
 #include "util/table.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
 namespace {
 /// Parses a signed number with an optional trailing '%'.
@@ -114,7 +114,7 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
   if (gate.max_cost_increase_pct) {
     const double limit = *gate.max_cost_increase_pct;
     cost.limit = fmt::format("<= {:+g}%", limit);
-    cost.pass = cost_within_increase(a.run.cost_micros, b.run.cost_micros, limit);
+    cost.pass = meter::cost_within_increase(a.run.cost_micros, b.run.cost_micros, limit);
     if (!*cost.pass)
       res.failures.push_back(
           fmt::format("cost rose {:+.1f}% (limit {:+g}%)", cost.delta_pct.value_or(INFINITY), limit));
@@ -234,4 +234,4 @@ std::string render_compare_json(const CompareResult& r) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-}  // namespace gm
+}  // namespace gm::report

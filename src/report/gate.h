@@ -12,7 +12,7 @@
 #include "store/store.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 /// A required change of a metric from A to B: "acc=2%" (relative, at least +2 % of A's value),
 /// "acc=+0.02" (absolute), "loss=-5%" (must fall by at least 5 %).
@@ -29,9 +29,9 @@ Result<double> parse_cost_increase_pct(std::string_view text);
 
 /// What one side of the comparison brings.
 struct CompareSide {
-  RunRecord run;
-  std::vector<ProgressRecord> progress;
-  std::vector<InferenceRecord> inference;  ///< serving counters (runs that wrapped an inference server)
+  store::RunRecord run;
+  std::vector<store::ProgressRecord> progress;
+  std::vector<store::InferenceRecord> inference;  ///< serving counters (runs that wrapped an inference server)
 };
 
 /// Gate limits.
@@ -72,4 +72,4 @@ std::string render_compare_text(const CompareResult& result);
 /// "limit", "pass"}]}.
 std::string render_compare_json(const CompareResult& result);
 
-}  // namespace gm
+}  // namespace gm::report

@@ -14,21 +14,21 @@
 
 namespace gm::report {
 
-Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices) {
+Result<GpuView> build_gpu_view(gpu::GpuBackend& backend, meter::PricingContext& prices) {
   GpuView view;
-  ProcReader procs;
+  sys::ProcReader procs;
   // GPM activity is measured between two samples: the backend took the first when it opened the device, so
   // one GPM window passes before the sample shown.
   bool any_gpm = false;
-  for (const DeviceInfo& info : backend.devices()) any_gpm = any_gpm || backend.capabilities(info.index).gpm;
+  for (const gpu::DeviceInfo& info : backend.devices()) any_gpm = any_gpm || backend.capabilities(info.index).gpm;
   if (any_gpm) std::this_thread::sleep_for(std::chrono::milliseconds(kGpmWindowMs));
-  for (const DeviceInfo& info : backend.devices()) {
+  for (const gpu::DeviceInfo& info : backend.devices()) {
     DeviceView v;
     v.info = info;
     v.caps = backend.capabilities(info.index);
     v.sample = backend.sample(info.index);
     v.energy_method = energy_method(v.caps);
-    for (const ProcessSample& p : v.sample.processes) {
+    for (const gpu::ProcessSample& p : v.sample.processes) {
       ProcessView pv;
       pv.sample = p;
       if (auto pi = procs.read(p.pid)) pv.name = pi->comm;
@@ -37,7 +37,7 @@ Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices) {
     std::optional<std::string> device_name;
     if (!info.name.empty()) device_name = info.name;
     if (device_name) {
-      if (const GpuSpec* spec = prices.catalog().gpu_for_device_name(*device_name, backend.vendor()))
+      if (const catalog::GpuSpec* spec = prices.catalog().gpu_for_device_name(*device_name, backend.vendor()))
         v.catalog_gpu = spec->id;
     }
     // A bad --offer or --config is the user's error; a GPU without a catalog price is just unpriced.
@@ -45,7 +45,7 @@ Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices) {
     if (!price) return price.error();
     if (!price->quote) {
       if (view.pricing_error.empty()) view.pricing_error = price->unpriced_reason;
-    } else if (price->quote->origin != PriceOrigin::none) {
+    } else if (price->quote->origin != meter::PriceOrigin::none) {
       v.price_usd_per_hour = price->quote->usd_per_gpu_hour();
       v.price_source = price->quote->source;
     }
@@ -59,7 +59,7 @@ namespace {
 using nlohmann::json;
 
 /// The GPM keys (percent; null where GPM is not supported).
-void add_gpm_json(json& d, const GpmMetrics& g) {
+void add_gpm_json(json& d, const gpu::GpmMetrics& g) {
   auto pct = [](const std::optional<double>& v) {
     return v ? json(std::round(*v * 10.0) / 10.0) : json(nullptr);
   };
@@ -73,8 +73,8 @@ void add_gpm_json(json& d, const GpmMetrics& g) {
 }
 
 json device_json(const DeviceView& v) {
-  const DeviceInfo& info = v.info;
-  const DeviceSample& s = v.sample;
+  const gpu::DeviceInfo& info = v.info;
+  const gpu::DeviceSample& s = v.sample;
   json d;
   d["index"] = info.index;
   d["name"] = info.name.empty() ? json(nullptr) : json(info.name);
@@ -131,7 +131,7 @@ std::string render_table(const GpuView& view) {
            {A::right, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::left,
             A::right, A::right});
   for (const auto& v : view.devices) {
-    const DeviceSample& s = v.sample;
+    const gpu::DeviceSample& s = v.sample;
     std::string mem = "-";
     if (s.memory_used_bytes || v.info.memory_total_bytes) {
       mem = fmt::format("{}/{} MiB", s.memory_used_bytes ? std::to_string(*s.memory_used_bytes >> 20) : "-",
@@ -190,7 +190,7 @@ std::string render_gpus_json(const GpuView& view, const std::optional<std::strin
 
 std::string render_gpus_text(const GpuView& view, const std::optional<std::string>& driver_version) {
   return fmt::format("driver {}   NVML call bound {} ms\n", driver_version.value_or("unknown"),
-                     static_cast<long long>(kGpuCallTimeoutMs)) +
+                     static_cast<long long>(gpu::kGpuCallTimeoutMs)) +
          render_table(view);
 }
 

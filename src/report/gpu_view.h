@@ -12,16 +12,16 @@ namespace gm::report {
 
 /// A process on a device with its name from /proc (nullopt when it cannot be read).
 struct ProcessView {
-  ProcessSample sample;
+  gpu::ProcessSample sample;
   std::optional<std::string> name;
 };
 
 /// One device as shown.
 struct DeviceView {
-  DeviceInfo info;
-  Capabilities caps;
-  DeviceSample sample;
-  EnergyMethod energy_method = EnergyMethod::none;
+  gpu::DeviceInfo info;
+  gpu::Capabilities caps;
+  gpu::DeviceSample sample;
+  gpu::EnergyMethod energy_method = gpu::EnergyMethod::none;
   std::vector<ProcessView> processes;
   std::optional<std::string> catalog_gpu;    ///< catalog GPU id for the NVML name
   std::optional<double> price_usd_per_hour;  ///< per-GPU price
@@ -38,7 +38,7 @@ inline constexpr int kGpmWindowMs = 250;
 
 /// Samples every device of `backend` once and resolves catalog GPU and price. Errors only for bad
 /// pricing flags (usage / not_found).
-Result<GpuView> build_gpu_view(GpuBackend& backend, PricingContext& prices);
+Result<GpuView> build_gpu_view(gpu::GpuBackend& backend, meter::PricingContext& prices);
 
 /// `gpus --json`: the driver version and every device with its readings, processes and price.
 std::string render_gpus_json(const GpuView& view, const std::optional<std::string>& driver_version);

@@ -15,7 +15,7 @@
 #include "util/json.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
 namespace {
 
@@ -49,22 +49,22 @@ nlohmann::json money_bars(const std::string& id, const std::string& title,
 
 /// How far the forecast total spreads below and above its median (USD): the forecaster replayed over the
 /// run's progress up to `last`, at the run's price for its allocated GPUs; nullopt when it cannot forecast.
-std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in, const ProgressRecord* last,
+std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in, const store::ProgressRecord* last,
                                                          std::optional<std::int64_t> total) {
   if (last == nullptr || !total) return std::nullopt;
-  std::vector<const ProgressRecord*> by_time;
+  std::vector<const store::ProgressRecord*> by_time;
   for (const auto& p : in.progress)
     if (p.step && p.t_ms <= last->t_ms) by_time.push_back(&p);
   std::stable_sort(by_time.begin(), by_time.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
-  Forecaster replay;
+  meter::Forecaster replay;
   for (const auto* p : by_time)
     replay.add(static_cast<double>(p->t_ms) / 1000, *p->step, p->total_steps.value_or(*total));
-  const double burn = burn_usd_per_s(in.run.price_micros_per_gpu_hour,
+  const double burn = meter::burn_usd_per_s(in.run.price_micros_per_gpu_hour,
                                      std::max<std::size_t>(1, in.run.gpus_allocated.size()));
   const auto f =
       replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros), burn);
   if (!f) return std::nullopt;
-  return forecast_spread_usd(*f);
+  return meter::forecast_spread_usd(*f);
 }
 
 /// Upper bound on step marks per chart, so that they stay apart.
@@ -79,7 +79,7 @@ std::optional<Startup> startup_of(const RunHtmlInput& in) {
     if (p.total_steps) total = p.total_steps;
   }
   if (!total) total = in.run.total_steps;
-  return run_startup(in.run, gpu_usage_from_samples(in.samples), steps, total, first_step_ms(in.progress));
+  return run_startup(in.run, meter::gpu_usage_from_samples(in.samples), steps, total, first_step_ms(in.progress));
 }
 
 std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
@@ -113,7 +113,7 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
     for (std::int64_t mag = 1; every == 0; mag *= 10)
       for (std::int64_t m : {1, 2, 5})
         if (every == 0 && mag * m * most >= last_step) every = mag * m;
-    std::vector<const ProgressRecord*> by_time;
+    std::vector<const store::ProgressRecord*> by_time;
     for (const auto& p : in.progress)
       if (p.step) by_time.push_back(&p);
     std::stable_sort(by_time.begin(), by_time.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
@@ -135,7 +135,7 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
 }  // namespace
 
 Result<std::string> render_run_html(const RunHtmlInput& in) {
-  const RunRecord& r = in.run;
+  const store::RunRecord& r = in.run;
   json spec;
   spec["title"] = fmt::format("gpumeter run {}: {}", r.id, r.command);
   spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {}", r.user, r.host,
@@ -157,7 +157,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
   if (r.budget_micros) summary.push_back({"budget", format_micros(*r.budget_micros)});
   if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
-  if (r.status == RunStatus::preempted) summary.push_back({"preemption", describe_status(r)});
+  if (r.status == store::RunStatus::preempted) summary.push_back({"preemption", describe_status(r)});
   if (r.last_checkpoint_ms)
     summary.push_back(
         {"last checkpoint",
@@ -186,17 +186,17 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                      format_micros(s->cost_micros), 100 * s->share_of_run,
                      s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
-  for (const GpuUsage& g : gpu_usage_from_samples(in.samples))
-    if (const std::string a = report_detail::gpm_text(g.activity.mean()); !a.empty())
+  for (const meter::GpuUsage& g : meter::gpu_usage_from_samples(in.samples))
+    if (const std::string a = detail::gpm_text(g.activity.mean()); !a.empty())
       summary.push_back({fmt::format("GPU {} activity while working (GPM)", g.index), a});
   if (!in.rightsizing_hint.empty()) summary.push_back({"rightsizing", in.rightsizing_hint});
   {
     // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.
-    const MicroUsd waste = waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros);
+    const MicroUsd waste = meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros);
     const double rate =
-        usd_per_hour_of_gpus(r.price_micros_per_gpu_hour, static_cast<double>(r.gpus_allocated.size()));
-    const bool failed = r.status == RunStatus::failed || r.status == RunStatus::interrupted ||
-                        r.status == RunStatus::preempted;
+        meter::usd_per_hour_of_gpus(r.price_micros_per_gpu_hour, static_cast<double>(r.gpus_allocated.size()));
+    const bool failed = r.status == store::RunStatus::failed || r.status == store::RunStatus::interrupted ||
+                        r.status == store::RunStatus::preempted;
     spec["cards"] = json::array(
         {{{"label", "cost"}, {"value", format_micros(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
@@ -214,8 +214,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   // --target: the forecast to reach it, replayed from the stored progress as the live run made it.
   const auto target = replay_run_target(in.run, in.progress, in.actions);
   if (target)
-    summary.push_back({"target " + format_metric_target(target->target),
-                       describe_target_forecast(target->target, target->forecast)});
+    summary.push_back({"target " + meter::format_metric_target(target->target),
+                       guard::describe_target_forecast(target->target, target->forecast)});
   spec["summary"] = summary;
   json cards = json::array();
   html::add_finding_cards(cards, in.findings, "");
@@ -311,7 +311,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     std::optional<double> end_s;
     bool reached_total = false;
     std::optional<std::int64_t> total = r.total_steps;
-    const ProgressRecord* last = nullptr;
+    const store::ProgressRecord* last = nullptr;
     if (r.forecast_cost_usd) {
       for (const auto& p : in.progress)
         if (p.step && *p.step > 0 && (!last || p.t_ms >= last->t_ms)) last = &p;
@@ -334,7 +334,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
         band_low.assign(cx.size(), std::nullopt);
         band_high.assign(cx.size(), std::nullopt);
         band_low[cx.size() - 2] = band_high[cx.size() - 2] = cum[cx.size() - 2];
-        const auto [low, high] = forecast_band_usd(*r.forecast_cost_usd, *spread);
+        const auto [low, high] = meter::forecast_band_usd(*r.forecast_cost_usd, *spread);
         band_low.back() = low;
         band_high.back() = high;
       }
@@ -391,7 +391,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
 
   // Progress, metric curves and per-step cost.
-  std::vector<const ProgressRecord*> prog;
+  std::vector<const store::ProgressRecord*> prog;
   for (const auto& p : in.progress) prog.push_back(&p);
   std::stable_sort(prog.begin(), prog.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
   std::vector<double> px;
@@ -409,7 +409,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     std::optional<std::int64_t> total = in.run.total_steps;
     for (auto* p : prog)
       if (p->total_steps) total = p->total_steps;
-    if (auto c = report::detail::target_chart(target->target, target->points, total))
+    if (auto c = detail::target_chart(target->target, target->points, total))
       charts.push_back(std::move(*c));
   }
   std::size_t shown = 0;
@@ -430,12 +430,12 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   {
     std::vector<double> sx;
     std::vector<std::optional<double>> per_step;
-    const ProgressRecord* prev = nullptr;
+    const store::ProgressRecord* prev = nullptr;
     for (auto* p : prog) {
       if (!p->step) continue;
       if (prev && *p->step > *prev->step) {
         sx.push_back(static_cast<double>(*p->step));
-        per_step.push_back(usd_per_units(cost_between_micros(p->cost_micros, prev->cost_micros),
+        per_step.push_back(meter::usd_per_units(meter::cost_between_micros(p->cost_micros, prev->cost_micros),
                                          static_cast<double>(*p->step - *prev->step), 1.0));
       }
       prev = p;
@@ -446,7 +446,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   // Waste breakdown.
   {
-    MicroUsd useful = busy_micros(r.cost_micros, waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros));
+    MicroUsd useful = meter::busy_micros(r.cost_micros, meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros));
     charts.push_back(money_bars("waste", "Where the money went",
                                 {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
                                 {useful, r.idle_cost_micros, r.unused_gpu_cost_micros}, "cost_usd"));
@@ -487,7 +487,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
        {{"label", "GPU-hours"}, {"value", gpu_hours_text(t.gpu_hours)}},
        {{"label", "waste"},
         {"value", format_micros(t.waste_micros())},
-        {"tone", t.cost_micros > 0 && share_over(t.waste_micros(), t.cost_micros, 5) ? "bad" : ""}},
+        {"tone", t.cost_micros > 0 && meter::share_over(t.waste_micros(), t.cost_micros, 5) ? "bad" : ""}},
        {{"label", "energy"}, {"value", fmt::format("{:.3f} kWh", t.energy_kwh)}},
        {{"label", "CO2"}, {"value", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"}}});
   {
@@ -553,7 +553,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
     charts.push_back(money_bars("cost-by-group", "Cost by " + by, cats, cost, "cost_usd"));
     charts.push_back(money_bars("waste-by-group", "Waste by " + by, cats, waste, "waste_usd"));
   }
-  MicroUsd useful = busy_micros(t.cost_micros, t.waste_micros());
+  MicroUsd useful = meter::busy_micros(t.cost_micros, t.waste_micros());
   charts.push_back(money_bars("waste", "Where the money went",
                               {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
                               {useful, t.idle_cost_micros, t.unused_gpu_cost_micros}, "cost_usd"));
@@ -571,4 +571,4 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   return html::page(spec);
 }
 
-}  // namespace gm
+}  // namespace gm::report

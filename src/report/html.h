@@ -16,14 +16,14 @@
 #include "trace/trace.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 /// Everything a run page shows.
 struct RunHtmlInput {
-  RunRecord run;
-  std::vector<SampleRecord> samples;
-  std::vector<ProgressRecord> progress;
-  std::vector<ActionRecord> actions;
+  store::RunRecord run;
+  std::vector<store::SampleRecord> samples;
+  std::vector<store::ProgressRecord> progress;
+  std::vector<store::ActionRecord> actions;
   std::optional<RunKpis> kpis;
   std::string rightsizing_hint;             ///< one sentence, "" when none
   std::vector<findings::Finding> findings;  ///< the run report's findings, shown first as cards
@@ -46,7 +46,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& trace);
 struct TraceHtmlOptions {
   std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
   std::string price_source;                           ///< where the price came from ("--price", ...)
-  const Catalog* catalog = nullptr;                   ///< GPU specs for the findings (fp32_math); may be null
+  const catalog::Catalog* catalog = nullptr;                   ///< GPU specs for the findings (fp32_math); may be null
 };
 
 /// The trace page of the analyses: price_trace at `options`, then the page of the priced trace.
@@ -58,4 +58,4 @@ Result<std::string> render_trace_html(const std::vector<trace::FileAnalysis>& fi
 Result<std::string> render_trace_diff_html(const findings::PricedDiff& diff,
                                            const report::TraceDiffView& view);
 
-}  // namespace gm
+}  // namespace gm::report

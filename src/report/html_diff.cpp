@@ -6,17 +6,17 @@
 #include "report/html_page.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 namespace {
 
 using findings::DiffRowCosts;
 using nlohmann::json;
-using report::detail::change_text;
+using detail::change_text;
 
 json rows_table(const std::string& title, const std::vector<trace::DiffRow>& rows,
                 const std::vector<DiffRowCosts>& costs, const char* per, bool priced, std::size_t limit) {
   json out = json::array();
-  const std::vector<std::string> display = report::detail::diff_row_names(rows, 64);
+  const std::vector<std::string> display = detail::diff_row_names(rows, 64);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const trace::DiffRow& r = rows[i];
     // Every failing row is shown, whatever the limit: the page must name what failed the gate.
@@ -122,4 +122,4 @@ Result<std::string> render_trace_diff_html(const findings::PricedDiff& p, const 
   return html::page(spec);
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -8,7 +8,7 @@
 #include "util/json_in.h"
 #include "util/units.h"
 
-namespace gm::html {
+namespace gm::report::html {
 
 namespace {
 
@@ -189,4 +189,4 @@ void add_finding_cards(nlohmann::json& cards, const std::vector<findings::Findin
   }
 }
 
-}  // namespace gm::html
+}  // namespace gm::report::html

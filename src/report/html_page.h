@@ -8,7 +8,7 @@
 #include "findings/findings.h"
 #include "util/result.h"
 
-namespace gm::html {
+namespace gm::report::html {
 
 /// Wraps a page spec ({"title", "subtitle", "summary": [[k, v]...], "notes": [...], "charts": [...],
 /// "tables": [...]}) into a self-contained page with uPlot inlined and a CSP that forbids network access.
@@ -55,4 +55,4 @@ nlohmann::json timeline_chart(const std::string& id, const std::string& title, s
 void add_finding_cards(nlohmann::json& cards, const std::vector<findings::Finding>& findings,
                        const std::string& where);
 
-}  // namespace gm::html
+}  // namespace gm::report::html

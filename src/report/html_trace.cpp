@@ -11,7 +11,7 @@
 #include "report/html_page.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 namespace {
 
 using findings::DeviceCosts;
@@ -334,4 +334,4 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
   return html::page(spec);
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -7,11 +7,11 @@
 #include "meter/meter.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
-std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress,
-                                        const MetricTarget& target) {
-  std::vector<const ProgressRecord*> sorted;
+std::optional<TargetHit> cost_to_target(const std::vector<store::ProgressRecord>& progress,
+                                        const meter::MetricTarget& target) {
+  std::vector<const store::ProgressRecord*> sorted;
   sorted.reserve(progress.size());
   for (const auto& p : progress) sorted.push_back(&p);
   std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->t_ms < b->t_ms; });
@@ -25,8 +25,8 @@ std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progr
 }
 
 namespace {
-std::optional<std::int64_t> max_of(const std::vector<ProgressRecord>& progress,
-                                   std::optional<std::int64_t> ProgressRecord::*field) {
+std::optional<std::int64_t> max_of(const std::vector<store::ProgressRecord>& progress,
+                                   std::optional<std::int64_t> store::ProgressRecord::*field) {
   std::optional<std::int64_t> best;
   for (const auto& p : progress)
     if (p.*field && (!best || *(p.*field) > *best)) best = *(p.*field);
@@ -34,17 +34,17 @@ std::optional<std::int64_t> max_of(const std::vector<ProgressRecord>& progress,
 }
 }  // namespace
 
-std::optional<std::int64_t> progress_max_samples(const std::vector<ProgressRecord>& progress) {
-  return max_of(progress, &ProgressRecord::samples);
+std::optional<std::int64_t> progress_max_samples(const std::vector<store::ProgressRecord>& progress) {
+  return max_of(progress, &store::ProgressRecord::samples);
 }
-std::optional<std::int64_t> progress_max_tokens(const std::vector<ProgressRecord>& progress) {
-  return max_of(progress, &ProgressRecord::tokens);
+std::optional<std::int64_t> progress_max_tokens(const std::vector<store::ProgressRecord>& progress) {
+  return max_of(progress, &store::ProgressRecord::tokens);
 }
-std::optional<std::int64_t> progress_max_step(const std::vector<ProgressRecord>& progress) {
-  return max_of(progress, &ProgressRecord::step);
+std::optional<std::int64_t> progress_max_step(const std::vector<store::ProgressRecord>& progress) {
+  return max_of(progress, &store::ProgressRecord::step);
 }
 
-std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& progress,
+std::optional<double> progress_last_metric(const std::vector<store::ProgressRecord>& progress,
                                            const std::string& metric) {
   std::optional<double> value;
   std::int64_t best_t = 0;
@@ -59,10 +59,10 @@ std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& pr
   return value;
 }
 
-std::optional<double> progress_rate_per_s(const std::vector<ProgressRecord>& progress,
-                                          std::optional<std::int64_t> ProgressRecord::*field) {
-  const ProgressRecord* first = nullptr;
-  const ProgressRecord* last = nullptr;
+std::optional<double> progress_rate_per_s(const std::vector<store::ProgressRecord>& progress,
+                                          std::optional<std::int64_t> store::ProgressRecord::*field) {
+  const store::ProgressRecord* first = nullptr;
+  const store::ProgressRecord* last = nullptr;
   for (const auto& p : progress) {
     if (!(p.*field)) continue;
     if (!first || p.t_ms < first->t_ms) first = &p;
@@ -81,7 +81,7 @@ double model_flops_per_token(double params, bool training) {
   return (training ? 6.0 : 2.0) * params;
 }
 
-std::optional<double> dense_peak_flops(const GpuSpec& gpu) {
+std::optional<double> dense_peak_flops(const catalog::GpuSpec& gpu) {
   for (const auto& v : {gpu.bf16_dense_tflops, gpu.fp16_dense_tflops, gpu.tf32_dense_tflops, gpu.fp32_tflops})
     if (v && *v > 0) return *v * 1e12;
   return std::nullopt;
@@ -93,17 +93,17 @@ std::optional<double> mfu(double tokens_per_s, double flops_per_token, double pe
   return tokens_per_s * flops_per_token / (peak_flops_per_gpu * static_cast<double>(gpus));
 }
 
-RunKpis compute_kpis(const RunRecord& run, const std::vector<ProgressRecord>& progress, const GpuSpec* gpu,
+RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress, const catalog::GpuSpec* gpu,
                      const KpiOptions& options) {
   RunKpis k;
   k.steps = progress_max_step(progress);
   k.samples = progress_max_samples(progress);
   k.tokens = progress_max_tokens(progress);
-  k.usd_per_step = usd_per_units(run.cost_micros, k.steps, 1.0);
-  k.usd_per_1k_samples = usd_per_units(run.cost_micros, k.samples, 1e3);
-  k.usd_per_1m_tokens = usd_per_units(run.cost_micros, k.tokens, 1e6);
-  k.tokens_per_s = progress_rate_per_s(progress, &ProgressRecord::tokens);
-  k.samples_per_s = progress_rate_per_s(progress, &ProgressRecord::samples);
+  k.usd_per_step = meter::usd_per_units(run.cost_micros, k.steps, 1.0);
+  k.usd_per_1k_samples = meter::usd_per_units(run.cost_micros, k.samples, 1e3);
+  k.usd_per_1m_tokens = meter::usd_per_units(run.cost_micros, k.tokens, 1e6);
+  k.tokens_per_s = progress_rate_per_s(progress, &store::ProgressRecord::tokens);
+  k.samples_per_s = progress_rate_per_s(progress, &store::ProgressRecord::samples);
 
   std::optional<double> params = options.params;
   if (!params) {
@@ -141,11 +141,11 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
   ScalingStudy study;
   struct Unit {
     const char* name;
-    std::optional<std::int64_t> ProgressRecord::*field;
+    std::optional<std::int64_t> store::ProgressRecord::*field;
   };
-  const Unit units[] = {{"tokens", &ProgressRecord::tokens},
-                        {"samples", &ProgressRecord::samples},
-                        {"steps", &ProgressRecord::step}};
+  const Unit units[] = {{"tokens", &store::ProgressRecord::tokens},
+                        {"samples", &store::ProgressRecord::samples},
+                        {"steps", &store::ProgressRecord::step}};
   const Unit* chosen = nullptr;
   for (const auto& u : units) {
     bool all = true;
@@ -166,7 +166,7 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
                         "run " + std::to_string(r.run.id) + " has no allocated GPUs recorded");
     if (chosen) {
       row.throughput_per_s = *progress_rate_per_s(r.progress, chosen->field);
-      row.usd_per_unit = usd_per_units(r.run.cost_micros, max_of(r.progress, chosen->field), 1.0);
+      row.usd_per_unit = meter::usd_per_units(r.run.cost_micros, max_of(r.progress, chosen->field), 1.0);
     } else {
       if (r.run.wall_ms <= 0)
         return make_error(ErrorKind::usage, "run " + std::to_string(r.run.id) + " has no wall time");
@@ -181,9 +181,9 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
     row.speedup = base.throughput_per_s > 0 ? row.throughput_per_s / base.throughput_per_s : 0;
     row.efficiency = row.speedup / (static_cast<double>(row.gpus) / static_cast<double>(base.gpus));
     if (row.usd_per_unit && base.usd_per_unit && *base.usd_per_unit > 0)
-      row.cost_ratio = usd_ratio(*row.usd_per_unit, *base.usd_per_unit);
+      row.cost_ratio = meter::usd_ratio(*row.usd_per_unit, *base.usd_per_unit);
   }
   return study;
 }
 
-}  // namespace gm
+}  // namespace gm::report

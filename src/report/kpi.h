@@ -13,7 +13,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 // MetricTarget and parse_metric_target live in meter/target.h (the live target forecast uses them too).
 
@@ -26,26 +26,26 @@ struct TargetHit {
 };
 
 /// The first progress point (in time order) whose metric meets the target; nullopt if none does.
-std::optional<TargetHit> cost_to_target(const std::vector<ProgressRecord>& progress, const MetricTarget& target);
+std::optional<TargetHit> cost_to_target(const std::vector<store::ProgressRecord>& progress, const meter::MetricTarget& target);
 
 /// Largest value of a cumulative counter over the progress points (samples or tokens); nullopt if never sent.
-std::optional<std::int64_t> progress_max_samples(const std::vector<ProgressRecord>& progress);
-std::optional<std::int64_t> progress_max_tokens(const std::vector<ProgressRecord>& progress);
-std::optional<std::int64_t> progress_max_step(const std::vector<ProgressRecord>& progress);
+std::optional<std::int64_t> progress_max_samples(const std::vector<store::ProgressRecord>& progress);
+std::optional<std::int64_t> progress_max_tokens(const std::vector<store::ProgressRecord>& progress);
+std::optional<std::int64_t> progress_max_step(const std::vector<store::ProgressRecord>& progress);
 /// The metric's value at the last progress point that carries it.
-std::optional<double> progress_last_metric(const std::vector<ProgressRecord>& progress, const std::string& metric);
+std::optional<double> progress_last_metric(const std::vector<store::ProgressRecord>& progress, const std::string& metric);
 
 /// Rate of a cumulative counter: (last − first) ÷ (t_last − t_first) over the points carrying it, per
 /// second; with a single point, value ÷ t. nullopt without a positive time span.
-std::optional<double> progress_rate_per_s(const std::vector<ProgressRecord>& progress,
-                                          std::optional<std::int64_t> ProgressRecord::*field);
+std::optional<double> progress_rate_per_s(const std::vector<store::ProgressRecord>& progress,
+                                          std::optional<std::int64_t> store::ProgressRecord::*field);
 
 /// Model FLOPs per token: 6 × params for training (forward + backward), 2 × params for inference.
 double model_flops_per_token(double params, bool training);
 
 /// The GPU's dense peak FLOP/s for MFU: bf16 dense, else fp16 dense, else tf32 dense, else fp32; nullopt
 /// when the catalog has none of them.
-std::optional<double> dense_peak_flops(const GpuSpec& gpu);
+std::optional<double> dense_peak_flops(const catalog::GpuSpec& gpu);
 
 /// MFU = tokens/s × FLOPs per token ÷ (dense peak FLOP/s per GPU × GPUs), as a fraction.
 std::optional<double> mfu(double tokens_per_s, double flops_per_token, double peak_flops_per_gpu, std::size_t gpus);
@@ -65,18 +65,18 @@ struct RunKpis {
   std::optional<double> peak_flops_per_gpu;
   std::string mfu_note;                        ///< why MFU is missing, or how it was computed
   std::optional<TargetHit> target_hit;
-  std::optional<MetricTarget> target;
+  std::optional<meter::MetricTarget> target;
 };
 
 /// Options for computing KPIs.
 struct KpiOptions {
   std::optional<double> params;                ///< model parameters (--params); else the run's "params" label
   bool training = true;
-  std::optional<MetricTarget> target;
+  std::optional<meter::MetricTarget> target;
 };
 
 /// Computes a run's KPIs from its record and progress; `gpu` is the catalog spec of its GPU (may be null).
-RunKpis compute_kpis(const RunRecord& run, const std::vector<ProgressRecord>& progress, const GpuSpec* gpu,
+RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress, const catalog::GpuSpec* gpu,
                      const KpiOptions& options);
 
 /// Serving KPIs of a run that wrapped an inference server (`gpumeter run --inference-endpoint`;
@@ -106,13 +106,13 @@ struct ServingKpis {
 
 /// Fills the plan_* fields of a served run's KPIs from the plan model (docs/inference.md "Load vs
 /// saturation").
-void add_plan_prediction(ServingKpis& kpis, const RunRecord& run, const Catalog& catalog);
+void add_plan_prediction(ServingKpis& kpis, const store::RunRecord& run, const catalog::Catalog& catalog);
 
 /// Shortest window over which the peak (saturation) throughput of a served run is measured.
 inline constexpr std::int64_t kSaturationWindowMs = 5'000;
 
 /// Serving KPIs from a run and its InferenceRecords; nullopt when the run has none.
-std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<InferenceRecord>& records);
+std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::vector<store::InferenceRecord>& records);
 
 /// One run's row in a scaling study.
 struct ScalingRow {
@@ -133,12 +133,12 @@ struct ScalingStudy {
 
 /// Input of one run for a scaling study.
 struct ScalingInput {
-  RunRecord run;
-  std::vector<ProgressRecord> progress;
+  store::RunRecord run;
+  std::vector<store::ProgressRecord> progress;
 };
 
 /// Builds a scaling study; the unit is the first of tokens, samples, steps that every run reports, else
 /// each run counts as one unit of work done in its wall time. Usage error with fewer than two runs.
 Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs);
 
-}  // namespace gm
+}  // namespace gm::report

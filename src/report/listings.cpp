@@ -14,7 +14,7 @@
 
 namespace gm::report {
 
-std::string render_runs_json(const std::vector<RunRecord>& runs) {
+std::string render_runs_json(const std::vector<store::RunRecord>& runs) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : runs) {
     arr.push_back({{"run_id", r.id},
@@ -40,7 +40,7 @@ std::string render_runs_json(const std::vector<RunRecord>& runs) {
   return arr.dump(2) + "\n";
 }
 
-std::string render_runs_text(const std::vector<RunRecord>& runs, const std::string& ledger) {
+std::string render_runs_text(const std::vector<store::RunRecord>& runs, const std::string& ledger) {
   if (runs.empty()) return "no runs recorded yet (ledger " + ledger + ")\n";
   std::string out =
       fmt::sprintf("%6s  %-19s  %-14s  %-22s  %10s  %12s  %4s  %-18s  %s\n", "RUN", "STARTED (UTC)", "HOST",
@@ -60,7 +60,7 @@ std::string render_runs_text(const std::vector<RunRecord>& runs, const std::stri
   return out;
 }
 
-std::string render_budgets_json(const std::vector<TeamBudgetStatus>& statuses) {
+std::string render_budgets_json(const std::vector<guard::TeamBudgetStatus>& statuses) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : statuses)
     arr.push_back(
@@ -68,14 +68,14 @@ std::string render_budgets_json(const std::vector<TeamBudgetStatus>& statuses) {
          {"per", text_of(s.budget.period)},
          {"limit_usd", micros_to_usd(s.budget.limit_micros)},
          {"spent_usd", micros_to_usd(s.spent_micros)},
-         {"remaining_usd", micros_to_usd(budget_left_micros(s.budget.limit_micros, s.spent_micros))},
+         {"remaining_usd", micros_to_usd(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros))},
          {"period_start_unix_ms", s.budget.period_start_unix_ms},
          {"runs", s.runs},
          {"live_runs", s.live_runs}});
   return arr.dump(2) + "\n";
 }
 
-std::string render_budgets_text(const std::vector<TeamBudgetStatus>& statuses) {
+std::string render_budgets_text(const std::vector<guard::TeamBudgetStatus>& statuses) {
   if (statuses.empty()) return "no budgets (gpumeter budget set SELECTOR USD --per day|week|month)\n";
   std::string out = fmt::sprintf("%-24s  %-5s  %12s  %12s  %12s  %5s  %4s\n", "SELECTOR", "PER", "BUDGET",
                                  "SPENT", "REMAINING", "RUNS", "LIVE");
@@ -83,7 +83,7 @@ std::string render_budgets_text(const std::vector<TeamBudgetStatus>& statuses) {
     out += fmt::sprintf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
                         text_of(s.budget.period), format_usd(micros_to_usd(s.budget.limit_micros)).c_str(),
                         format_usd(micros_to_usd(s.spent_micros)).c_str(),
-                        format_micros(budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
+                        format_micros(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
                         static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));
   return out;
 }
@@ -119,7 +119,7 @@ std::string render_fleet_text(const FleetReport& rep, const std::string& by, con
   const double base = by == "gpu" ? rep.device_cost_usd : rep.owner_cost_usd;
   for (const auto& r : rep.rows)
     t.row({r.key.empty() ? "(none)" : r.key, format_usd(r.cost_usd),
-           base > 0 ? fmt::format("{:.1f} %", usd_share_pct(r.cost_usd, base)) : "n/a",
+           base > 0 ? fmt::format("{:.1f} %", meter::usd_share_pct(r.cost_usd, base)) : "n/a",
            r.energy_j ? fmt::format("{:.4f} kWh", *r.energy_j / 3.6e6) : "n/a",
            r.gpu_seconds ? fmt::format("{:.4f}", *r.gpu_seconds / 3600.0) : "n/a"});
   out += t.render();

@@ -13,13 +13,13 @@
 namespace gm::report {
 
 /// `runs --json`: one object per run (money in USD, null where unknown).
-std::string render_runs_json(const std::vector<RunRecord>& runs);
+std::string render_runs_json(const std::vector<store::RunRecord>& runs);
 /// `runs`: the table, or "no runs recorded yet (ledger LEDGER)".
-std::string render_runs_text(const std::vector<RunRecord>& runs, const std::string& ledger);
+std::string render_runs_text(const std::vector<store::RunRecord>& runs, const std::string& ledger);
 /// `budget list --json`: each budget with its spend, remainder and runs this period.
-std::string render_budgets_json(const std::vector<TeamBudgetStatus>& statuses);
+std::string render_budgets_json(const std::vector<guard::TeamBudgetStatus>& statuses);
 /// `budget list`: the table, or how to set one.
-std::string render_budgets_text(const std::vector<TeamBudgetStatus>& statuses);
+std::string render_budgets_text(const std::vector<guard::TeamBudgetStatus>& statuses);
 /// `report --prometheus ... --json`: the groups and the totals over `range_ms`.
 std::string render_fleet_json(const FleetReport& rep, const std::string& by, const std::string& since,
                               std::int64_t range_ms);

@@ -35,8 +35,8 @@ std::string cut_to_columns(const std::string& s, std::size_t width) {
 
 }  // namespace
 
-std::string render_target_field(const TargetStatus& t) {
-  const TargetForecast& f = t.forecast;
+std::string render_target_field(const guard::TargetStatus& t) {
+  const meter::TargetForecast& f = t.forecast;
   std::string s = fmt::format("{} {} → {:g}", t.target.metric,
                               f.current_value ? fmt::format("{:.4g}", *f.current_value) : std::string("?"),
                               t.target.threshold);
@@ -47,23 +47,23 @@ std::string render_target_field(const TargetStatus& t) {
                        f.high_usd ? format_usd(*f.high_usd) : std::string("not reached"));
   };
   switch (f.verdict) {
-    case TargetVerdict::too_early:
+    case meter::TargetVerdict::too_early:
       return s + ": too early to tell";
-    case TargetVerdict::reached:
+    case meter::TargetVerdict::reached:
       return s + fmt::format(": reached at step {:.0f}", f.reached_at_step.value_or(0)) +
              (f.cost_to_reach_usd ? ", " + format_usd(*f.cost_to_reach_usd) : std::string());
-    case TargetVerdict::on_track:
+    case meter::TargetVerdict::on_track:
       return s + fmt::format(" at ~step {:.0f}", f.reached_at_step.value_or(0)) + interval();
-    case TargetVerdict::unreachable_within_steps:
+    case meter::TargetVerdict::unreachable_within_steps:
       return s + ": not within the planned steps";
-    case TargetVerdict::unreachable_within_budget:
+    case meter::TargetVerdict::unreachable_within_budget:
       return s + fmt::format(": not before the budget (~step {:.0f}", f.reached_at_step.value_or(0)) +
              interval() + ")";
   }
   return s;
 }
 
-std::string render_status_line(const StatusSnapshot& s, std::size_t width) {
+std::string render_status_line(const guard::StatusSnapshot& s, std::size_t width) {
   struct Field {
     int drop_order;  // higher goes first
     std::string text;
@@ -144,7 +144,7 @@ nlohmann::json live_started_json(pid_t pid, std::int64_t run_id, const std::stri
           {"start_unix_ms", start_unix_ms}};
 }
 
-nlohmann::json live_action_json(const ActionRecord& a) {
+nlohmann::json live_action_json(const store::ActionRecord& a) {
   return {{"type", "action"},
           {"kind", text_of(a.kind)},
           {"message", a.message},
@@ -152,7 +152,7 @@ nlohmann::json live_action_json(const ActionRecord& a) {
           {"spent_usd", micros_to_usd(a.cost_micros)}};
 }
 
-nlohmann::json live_cell_json(const CellRecord& c) {
+nlohmann::json live_cell_json(const store::CellRecord& c) {
   nlohmann::json j{{"type", "cell"},
                    {"id", c.cell_id},
                    {"start_s", static_cast<double>(c.start_ms) / 1000.0},
@@ -164,7 +164,7 @@ nlohmann::json live_cell_json(const CellRecord& c) {
   return j;
 }
 
-nlohmann::json live_status_json(const StatusSnapshot& s,
+nlohmann::json live_status_json(const guard::StatusSnapshot& s,
                                 const std::map<unsigned, std::uint64_t>& memory_total) {
   nlohmann::json j{
       {"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
@@ -190,7 +190,7 @@ nlohmann::json live_status_json(const StatusSnapshot& s,
   }
   if (s.target)
     j["target"] = {{"text", render_target_field(*s.target)},
-                   {"verdict", std::string(verdict_name(s.target->forecast.verdict))},
+                   {"verdict", std::string(meter::verdict_name(s.target->forecast.verdict))},
                    {"cost_to_reach_usd", opt(s.target->forecast.cost_to_reach_usd)}};
   nlohmann::json gpus = nlohmann::json::array();
   double util_sum = 0, mem_sum = 0, mem_total = 0;

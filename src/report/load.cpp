@@ -7,9 +7,9 @@
 #include "catalog/catalog.h"
 #include "report/run_report.h"
 
-namespace gm {
+namespace gm::report {
 
-Result<RunRecord> resolve_run(const Ledger& ledger, std::string_view ref) {
+Result<store::RunRecord> resolve_run(const store::Ledger& ledger, std::string_view ref) {
   if (ref == "last") return ledger.last_run();
   std::int64_t id = 0;
   auto [end, ec] = std::from_chars(ref.data(), ref.data() + ref.size(), id);
@@ -23,8 +23,8 @@ Result<RunRecord> resolve_run(const Ledger& ledger, std::string_view ref) {
   return run;
 }
 
-Result<RunHtmlInput> load_run_html_input(const Ledger& ledger, const RunRecord& run,
-                                         const KpiOptions& options, const GpuSpec* gpu) {
+Result<RunHtmlInput> load_run_html_input(const store::Ledger& ledger, const store::RunRecord& run,
+                                         const KpiOptions& options, const catalog::GpuSpec* gpu) {
   RunHtmlInput in;
   in.run = run;
   GM_TRY(in.samples, ledger.samples(run.id));
@@ -34,10 +34,10 @@ Result<RunHtmlInput> load_run_html_input(const Ledger& ledger, const RunRecord& 
   return in;
 }
 
-Result<RunHtmlInput> load_run_page(const Ledger& ledger, const RunRecord& run, const KpiOptions& options) {
+Result<RunHtmlInput> load_run_page(const store::Ledger& ledger, const store::RunRecord& run, const KpiOptions& options) {
   // The catalog gives the GPU's dense peak for MFU; without it the page says why MFU is missing.
-  auto catalog = Catalog::builtin();
-  const GpuSpec* gpu = nullptr;
+  auto catalog = catalog::Catalog::builtin();
+  const catalog::GpuSpec* gpu = nullptr;
   if (catalog) {
     gpu = catalog->find_gpu(run.gpu_model);
     if (!gpu) gpu = catalog->gpu_for_device_name(run.gpu_model);
@@ -63,7 +63,7 @@ Result<RunHtmlInput> load_run_page(const Ledger& ledger, const RunRecord& run, c
   return input;
 }
 
-Result<CompareSide> load_compare_side(const Ledger& ledger, std::string_view ref) {
+Result<CompareSide> load_compare_side(const store::Ledger& ledger, std::string_view ref) {
   CompareSide side;
   GM_TRY(side.run, resolve_run(ledger, ref));
   GM_TRY(side.progress, ledger.progress(side.run.id));
@@ -71,15 +71,15 @@ Result<CompareSide> load_compare_side(const Ledger& ledger, std::string_view ref
   return side;
 }
 
-Result<std::vector<ScalingInput>> load_scaling_inputs(const Ledger& ledger,
+Result<std::vector<ScalingInput>> load_scaling_inputs(const store::Ledger& ledger,
                                                       const std::vector<std::string>& refs) {
   std::vector<ScalingInput> inputs;
   for (const auto& ref : refs) {
-    GM_TRY(RunRecord run, resolve_run(ledger, ref));
+    GM_TRY(store::RunRecord run, resolve_run(ledger, ref));
     GM_TRY(auto progress, ledger.progress(run.id));
     inputs.push_back(ScalingInput{std::move(run), std::move(progress)});
   }
   return inputs;
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -14,7 +14,7 @@
 #include "util/table.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
 Result<GroupBy> parse_group_by(std::string_view text) {
   GroupBy by;
@@ -150,7 +150,7 @@ Result<std::pair<std::int64_t, std::int64_t>> daily_period(const std::optional<s
 
 namespace {
 
-std::string group_key(const RunSummary& r, const GroupBy& by) {
+std::string group_key(const store::RunSummary& r, const GroupBy& by) {
   switch (by.kind) {
     case GroupBy::Kind::none:
       return "";
@@ -187,10 +187,10 @@ std::string group_key(const RunSummary& r, const GroupBy& by) {
   return "";
 }
 
-void add_run(GroupTotals& g, const RunSummary& r) {
+void add_run(GroupTotals& g, const store::RunSummary& r) {
   ++g.runs;
   if (r.stopped_by) ++g.stopped_runs;
-  if (r.status == RunStatus::interrupted || (!r.stopped_by && r.exit_code && *r.exit_code != 0))
+  if (r.status == store::RunStatus::interrupted || (!r.stopped_by && r.exit_code && *r.exit_code != 0))
     ++g.failed_runs;
   g.wall_s += static_cast<double>(r.wall_ms) / 1000.0;
   g.gpu_hours += static_cast<double>(r.billed_s) * static_cast<double>(r.gpus_allocated) / 3600.0;
@@ -207,7 +207,7 @@ void add_run(GroupTotals& g, const RunSummary& r) {
 
 }  // namespace
 
-Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions& options) {
+Result<MultiReport> build_multi_report(const store::Ledger& ledger, const MultiOptions& options) {
   if (options.since_unix_ms && options.until_unix_ms && *options.since_unix_ms >= *options.until_unix_ms)
     return make_error(ErrorKind::usage, "--since " + format_time_utc(*options.since_unix_ms) +
                                             " is not before --until " +
@@ -216,11 +216,11 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
   rep.since_unix_ms = options.since_unix_ms;
   rep.until_unix_ms = options.until_unix_ms;
   rep.by = options.by;
-  RunFilter filter;
+  store::RunFilter filter;
   filter.since_unix_ms = options.since_unix_ms;
   filter.until_unix_ms = options.until_unix_ms;
-  GM_TRY(std::vector<RunSummary> runs, ledger.run_summaries(filter));
-  std::erase_if(runs, [&](const RunSummary& r) {
+  GM_TRY(std::vector<store::RunSummary> runs, ledger.run_summaries(filter));
+  std::erase_if(runs, [&](const store::RunSummary& r) {
     return (options.since_unix_ms && r.start_unix_ms < *options.since_unix_ms) ||
            (options.until_unix_ms && r.start_unix_ms >= *options.until_unix_ms);
   });
@@ -238,7 +238,7 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
   }
   if (!runs.empty()) {
     // Utilization from the per-minute rollups of the runs in the period (no per-second samples are read).
-    RunFilter rf;
+    store::RunFilter rf;
     rf.since_unix_ms = options.since_unix_ms;
     rf.until_unix_ms = last_end_ms;
     std::int64_t first_ms = runs.front().start_unix_ms, last_ms = first_ms;
@@ -250,7 +250,7 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
                                  (options.since_unix_ms ? *options.since_unix_ms : first_ms);
     rep.bucket_ms = span_ms <= 3 * 86'400'000LL ? 3'600'000 : 86'400'000;
     // Summed per run and bucket by the database: one row per run and hour (or day), not per minute.
-    GM_TRY(std::vector<RollupBucket> buckets, ledger.rollup_buckets(rf, rep.bucket_ms));
+    GM_TRY(std::vector<store::RollupBucket> buckets, ledger.rollup_buckets(rf, rep.bucket_ms));
     std::map<std::int64_t, TimelineBucket> timeline;
     for (const auto& ru : buckets) {
       auto it = group_of_run.find(ru.run_id);
@@ -275,7 +275,7 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
         return a.cost_micros > b.cost_micros;
       });
   }
-  std::vector<const RunSummary*> by_cost;
+  std::vector<const store::RunSummary*> by_cost;
   by_cost.reserve(runs.size());
   for (const auto& r : runs) by_cost.push_back(&r);
   // Cost, then id: a total order, so the first `top` are the same as after a full sort.
@@ -286,14 +286,14 @@ Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions&
                                                               : a->id < b->id;
                     });
   for (std::size_t i = 0; i < top; ++i) {
-    const RunSummary& r = *by_cost[i];
-    GM_TRY(const RunRecord full, ledger.run(r.id));  // its status in words needs the whole record
+    const store::RunSummary& r = *by_cost[i];
+    GM_TRY(const store::RunRecord full, ledger.run(r.id));  // its status in words needs the whole record
     rep.top_runs.push_back(TopRun{r.id, r.command, r.user, r.gpu_model, r.gpus_allocated, r.start_unix_ms,
                                   static_cast<double>(r.wall_ms) / 1000.0, r.cost_micros,
-                                  waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros), r.status,
+                                  meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros), r.status,
                                   std::nullopt, describe_status(full)});
     if (options.target) {
-      GM_TRY(std::vector<ProgressRecord> progress, ledger.progress(r.id));
+      GM_TRY(std::vector<store::ProgressRecord> progress, ledger.progress(r.id));
       rep.top_runs.back().target_hit = cost_to_target(progress, *options.target);
     }
   }
@@ -485,7 +485,7 @@ Result<MultiOptions> multi_options_from(const MultiFlags& flags, std::int64_t no
     GM_TRY(options.until_unix_ms, parse_time_point(*flags.until, now_unix_ms, "--until"));
   }
   if (flags.target) {
-    GM_TRY(options.target, parse_metric_target(*flags.target));
+    GM_TRY(options.target, meter::parse_metric_target(*flags.target));
   }
   if (flags.by) {
     GM_TRY(options.by, parse_group_by(*flags.by));
@@ -493,4 +493,4 @@ Result<MultiOptions> multi_options_from(const MultiFlags& flags, std::int64_t no
   return options;
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -15,7 +15,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::report {
 
 /// How runs are grouped.
 struct GroupBy {
@@ -57,7 +57,7 @@ struct GroupTotals {
   std::int64_t util_samples = 0;  ///< GPU-seconds in the rollups
   double util_sum_pct = 0;
   /// Waste = idle cost + unused allocated GPUs.
-  MicroUsd waste_micros() const { return gm::waste_micros(idle_cost_micros, unused_gpu_cost_micros); }
+  MicroUsd waste_micros() const { return gm::meter::waste_micros(idle_cost_micros, unused_gpu_cost_micros); }
   /// Mean GPU utilization over the rolled-up GPU-seconds; nullopt without rollups.
   std::optional<double> mean_util_pct() const;
 };
@@ -73,7 +73,7 @@ struct TopRun {
   double wall_s = 0;
   MicroUsd cost_micros = 0;
   MicroUsd waste_micros = 0;
-  RunStatus status = RunStatus::running;
+  store::RunStatus status = store::RunStatus::running;
   std::optional<TargetHit> target_hit;  ///< when MultiOptions::target is set and the run reached it
   std::string status_text;              ///< describe_status(): "failed (exit 1)", "stopped by budget"
 };
@@ -93,7 +93,7 @@ struct MultiOptions {
   std::optional<std::int64_t> until_unix_ms;  ///< runs starting before
   GroupBy by;
   std::size_t top = 5;
-  std::optional<MetricTarget> target;  ///< adds "$ to reach the target" to the top runs
+  std::optional<meter::MetricTarget> target;  ///< adds "$ to reach the target" to the top runs
 };
 
 /// The multi-run report. Runs belong to the period and to a day by their start time (UTC).
@@ -104,14 +104,14 @@ struct MultiReport {
   std::vector<GroupTotals> groups;  ///< by cost, highest first (by day: in date order)
   GroupTotals total;
   std::vector<TopRun> top_runs;  ///< by cost, highest first
-  std::optional<MetricTarget> target;
+  std::optional<meter::MetricTarget> target;
   std::int64_t bucket_ms = 3'600'000;    ///< timeline bucket: an hour for periods up to 3 days, else a day
   std::vector<TimelineBucket> timeline;  ///< in time order, buckets with rollups only
 };
 
 /// Builds the report from the ledger. Usage error when since >= until; an empty period is not an error
 /// here (the report has zero runs): the CLI decides.
-Result<MultiReport> build_multi_report(const Ledger& ledger, const MultiOptions& options);
+Result<MultiReport> build_multi_report(const store::Ledger& ledger, const MultiOptions& options);
 
 /// Findings of the period (docs/findings.md "Many runs"): fleet_waste when idle GPU time and allocated GPUs
 /// never used cost 5 % or more of the period, with the run that wasted most; per month when the period has
@@ -139,4 +139,4 @@ struct MultiFlags {
 /// name the flag whose text does not parse.
 Result<MultiOptions> multi_options_from(const MultiFlags& flags, std::int64_t now_unix_ms);
 
-}  // namespace gm
+}  // namespace gm::report

@@ -401,7 +401,7 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
              : std::string("Break-even utilization: none (the cloud is cheaper even at 100 % use)\n");
   out += fmt::format("At {:.0f} %: {} is cheaper by {}.\n", in.utilization * 100,
                      r.own_total_usd < r.cloud_total_usd ? "owning" : "the cloud",
-                     format_usd(usd_gap(r.own_total_usd, r.cloud_total_usd)));
+                     format_usd(meter::usd_gap(r.own_total_usd, r.cloud_total_usd)));
   out += fmt::format(
       "To meter runs on these GPUs at this cost: [pricing] onprem_usd_per_gpu_hour = {:.4f} in the config "
       "file (docs/catalog.md).\n",
@@ -417,7 +417,7 @@ Result<std::string> render_plan_demo() {
   req.job.task = plan::Task::lora;
   req.job.tokens = 2e9;
   req.job = plan::resolve_job_defaults(req.job, false, false, false);
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   if (!catalog) return catalog.error();
   auto result = plan::make_plan(req, plan::offers_from_catalog(*catalog));
   if (!result) return result.error();

@@ -13,9 +13,9 @@
 
 namespace gm::report {
 
-std::string render_prices_json(const std::vector<const Offer*>& rows, bool spot, const ContractRates& rates) {
+std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, bool spot, const meter::ContractRates& rates) {
   nlohmann::json out = {{"offers", nlohmann::json::array()}};
-  for (const Offer* o : rows) {
+  for (const catalog::Offer* o : rows) {
     out["offers"].push_back(
         {{"provider", o->provider},
          {"region", o->region},
@@ -33,7 +33,7 @@ std::string render_prices_json(const std::vector<const Offer*>& rows, bool spot,
          {"date", o->date},
          {"fetched_at", o->fetched_at.empty() ? nlohmann::json(nullptr) : nlohmann::json(o->fetched_at)},
          {"flags", o->flags}});
-    if (auto mine = your_price(*o, spot, rates)) {
+    if (auto mine = meter::your_price(*o, spot, rates)) {
       out["offers"].back()["your_usd_per_gpu_hour"] = mine->usd_per_gpu_hour();
       out["offers"].back()["your_price_basis"] = mine->basis;
     }
@@ -41,7 +41,7 @@ std::string render_prices_json(const std::vector<const Offer*>& rows, bool spot,
   return out.dump(2) + "\n";
 }
 
-std::string render_prices_text(const std::vector<const Offer*>& rows, bool spot, const ContractRates& rates,
+std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, bool spot, const meter::ContractRates& rates,
                                bool every_region) {
   if (rows.empty()) return "No offers match.\n";
   TextTable t;
@@ -63,7 +63,7 @@ std::string render_prices_text(const std::vector<const Offer*>& rows, bool spot,
   t.header(titles, align);
   auto money = [](const std::optional<double>& v) { return v ? format_usd(*v) : std::string("-"); };
   std::set<std::string> sources;
-  for (const Offer* o : rows) {
+  for (const catalog::Offer* o : rows) {
     std::vector<std::string> cells = {o->gpu,
                                       fmt::format("{:g}", o->gpu_count),
                                       o->provider,
@@ -73,7 +73,7 @@ std::string render_prices_text(const std::vector<const Offer*>& rows, bool spot,
                                       money(o->spot_usd_per_hour),
                                       money(o->usd_per_gpu_hour(spot))};
     if (mine) {
-      const auto y = your_price(*o, spot, rates);
+      const auto y = meter::your_price(*o, spot, rates);
       cells.push_back(y ? format_usd(y->usd_per_gpu_hour()) : "-");
     }
     cells.push_back(o->fetched_at.empty() ? o->date : o->date + " (fetched)");
@@ -87,7 +87,7 @@ std::string render_prices_text(const std::vector<const Offer*>& rows, bool spot,
                      every_region ? "" : " (each instance at its cheapest region; --all-regions for all)");
   for (const auto& s : sources) out += "  " + s + "\n";
   bool flagged = false;
-  for (const Offer* o : rows) flagged = flagged || !o->flags.empty();
+  for (const catalog::Offer* o : rows) flagged = flagged || !o->flags.empty();
   if (flagged) out += "Rows marked ! failed a sanity check: see docs/catalog.md for each flag.\n";
   if (mine)
     out += "YOUR $/GPU-H: your [pricing] rates from " + rates.origin +

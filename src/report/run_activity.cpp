@@ -7,15 +7,15 @@
 
 #include "plan/plan.h"
 
-namespace gm::report_detail {
+namespace gm::report::detail {
 
-void add_run_mfu(RunReport& r, const Catalog* catalog) {
-  const RunRecord& run = r.run;
+void add_run_mfu(RunReport& r, const catalog::Catalog* catalog) {
+  const store::RunRecord& run = r.run;
   if (!run.flops_per_token) return;
   r.flops_per_token = run.flops_per_token;
   const std::string precision = run.mfu_precision.value_or("bf16");
   r.mfu_basis = run.mfu_basis.value_or("") + "; peak: " + precision + " dense";
-  const GpuSpec* gpu =
+  const catalog::GpuSpec* gpu =
       catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
   const std::optional<double> peak = gpu != nullptr ? plan::dense_peak_tflops(*gpu, precision) : std::nullopt;
   if (!r.tokens) {
@@ -28,13 +28,13 @@ void add_run_mfu(RunReport& r, const Catalog* catalog) {
     return;
   }
   // The run's own start-up figure (report startup_s), else when its GPUs first worked.
-  std::optional<std::int64_t> startup_ms = r.startup ? std::optional(r.startup->ms) : earliest_busy_ms(r.gpus);
+  std::optional<std::int64_t> startup_ms = r.startup ? std::optional(r.startup->ms) : meter::earliest_busy_ms(r.gpus);
   if (!startup_ms) {
     r.notes.push_back("MFU not measured: the GPUs never worked");
     return;
   }
   const double seconds = r.wall_s - static_cast<double>(*startup_ms) / 1000.0;
-  r.mfu = model_flops_utilization(static_cast<double>(*r.tokens), *run.flops_per_token, *peak,
+  r.mfu = meter::model_flops_utilization(static_cast<double>(*r.tokens), *run.flops_per_token, *peak,
                                   run.gpus_allocated.size(), seconds);
   if (r.mfu && *r.mfu > 1.0) {
     // More FLOPs than the GPUs can do: the tokens or the FLOPs per token reported are too high.
@@ -49,7 +49,7 @@ void add_run_mfu(RunReport& r, const Catalog* catalog) {
                                              run.gpus_allocated.size(), seconds);
 }
 
-void add_gpm_json(nlohmann::json& g, const GpmPct& gpm) {
+void add_gpm_json(nlohmann::json& g, const store::GpmPct& gpm) {
   auto pct = [](const std::optional<double>& v) {
     return v ? nlohmann::json(std::round(*v * 10.0) / 10.0) : nlohmann::json(nullptr);
   };
@@ -62,7 +62,7 @@ void add_gpm_json(nlohmann::json& g, const GpmPct& gpm) {
   g["dram_bw_util_pct"] = pct(gpm.dram_bw_util);
 }
 
-std::string gpm_text(const GpmPct& gpm) {
+std::string gpm_text(const store::GpmPct& gpm) {
   std::string out;
   auto add = [&out](const char* name, const std::optional<double>& v) {
     if (v) out += fmt::format("{}{} {:.0f}%", out.empty() ? "" : " · ", name, *v);
@@ -77,4 +77,4 @@ std::string gpm_text(const GpmPct& gpm) {
   return out;
 }
 
-}  // namespace gm::report_detail
+}  // namespace gm::report::detail

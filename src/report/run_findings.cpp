@@ -10,16 +10,16 @@
 #include "report/run_report.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
 using findings::Finding;
 using findings::Severity;
 
-namespace report_detail {
+namespace detail {
 
 Severity severity_of(MicroUsd part, MicroUsd whole) {
   if (whole <= 0) return Severity::info;
-  const double share = cost_share(part, whole);
+  const double share = meter::cost_share(part, whole);
   if (share >= 0.30) return Severity::high;
   if (share >= 0.15) return Severity::medium;
   if (share >= 0.05) return Severity::low;
@@ -27,22 +27,22 @@ Severity severity_of(MicroUsd part, MicroUsd whole) {
 }
 
 void price_finding(Finding& f, MicroUsd part, const RunReport& r) {
-  f.cost_nano_usd = micros_to_nanos(part);
-  if (r.steps) f.nano_usd_per_1k_steps = nano_usd_per_1k(part, *r.steps);
+  f.cost_nano_usd = meter::micros_to_nanos(part);
+  if (r.steps) f.nano_usd_per_1k_steps = meter::nano_usd_per_1k(part, *r.steps);
   // The rate is that of the billed time (billing rounds wall time up), so a month costs what it would be
   // billed.
   const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
   f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
 }
 
-}  // namespace report_detail
+}  // namespace detail
 
-using report_detail::price_finding;
-using report_detail::severity_of;
+using detail::price_finding;
+using detail::severity_of;
 
 std::vector<Finding> run_findings(const RunReport& r) {
   std::vector<Finding> out;
-  const RunRecord& run = r.run;
+  const store::RunRecord& run = r.run;
   const std::int64_t wall_ns = run.wall_ms * 1'000'000;
   if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0) return out;
 
@@ -92,7 +92,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
   // The longest idle stretch of a used GPU: long enough to matter (10 minutes, or a fifth of the run) and
   // more than a couple of samples, so that start-up and one slow interval do not count.
   {
-    const GpuUsage* worst = nullptr;
+    const meter::GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
       if (g.used && (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms)) worst = &g;
     // A stretch from the run's start is its start-up: startup_overhead below says it with its cost.
@@ -109,7 +109,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
       f.summary = fmt::format(
           "GPU {} sat under {:.0f}% utilization for {} in one stretch, from {} to {} "
           "after the start",
-          worst->index, kIdleUtilPct, format_duration_s(len_s), format_duration_s(from_s),
+          worst->index, meter::kIdleUtilPct, format_duration_s(len_s), format_duration_s(from_s),
           format_duration_s(from_s + len_s));
       f.action =
           "see what the job did then (evaluation, data preparation, a checkpoint upload on the CPU, or a "
@@ -162,7 +162,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
 
   if (r.rightsizing && r.rightsizing->price_ratio > 0 && r.rightsizing->price_ratio < 1) {
     const auto& h = *r.rightsizing;
-    const MicroUsd saved = scale_micros(run.cost_micros, 1.0 - h.price_ratio);
+    const MicroUsd saved = meter::scale_micros(run.cost_micros, 1.0 - h.price_ratio);
     Finding f;
     f.kind = "rightsizing";
     f.severity = severity_of(saved, run.cost_micros);
@@ -180,20 +180,20 @@ std::vector<Finding> run_findings(const RunReport& r) {
   }
 
   // `gpumeter attach` recorded idle GPUs with the job's memory held on them (a notebook kernel left open).
-  const bool idle_held = std::any_of(r.actions.begin(), r.actions.end(), [](const ActionRecord& a) {
-    return a.kind == ActionKind::idle_gpus_held;
+  const bool idle_held = std::any_of(r.actions.begin(), r.actions.end(), [](const store::ActionRecord& a) {
+    return a.kind == store::ActionKind::idle_gpus_held;
   });
   if (idle_held) {
-    const GpuUsage* worst = nullptr;
+    const meter::GpuUsage* worst = nullptr;
     for (const auto& g : r.gpus)
       if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
     const MicroUsd usd_per_h_micros =
-        micros_times(run.price_micros_per_gpu_hour,
+        meter::micros_times(run.price_micros_per_gpu_hour,
                      static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
     Finding f;
     f.kind = "idle_gpus_held";
     const MicroUsd part =
-        worst ? micros_times(worst->idle_stretch_cost_micros, static_cast<std::int64_t>(r.gpus.size())) : 0;
+        worst ? meter::micros_times(worst->idle_stretch_cost_micros, static_cast<std::int64_t>(r.gpus.size())) : 0;
     f.severity = std::max(Severity::medium, severity_of(part, run.cost_micros));
     f.at_stake_ns = worst ? worst->idle_stretch_ms * 1'000'000 : 0;
     f.summary = fmt::format(
@@ -211,7 +211,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
   }
 
   const MicroUsd over = run.budget_micros && run.forecast_cost_usd
-                            ? forecast_over_budget_micros(*run.forecast_cost_usd, *run.budget_micros)
+                            ? meter::forecast_over_budget_micros(*run.forecast_cost_usd, *run.budget_micros)
                             : 0;
   if (over > 0) {
     Finding f;
@@ -222,25 +222,25 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.action = "stop early (--forecast-stop), checkpoint and resume on a cheaper offer, or raise the budget";
     f.evidence.push_back({"forecast_cost_usd", *run.forecast_cost_usd});
     f.evidence.push_back({"budget_usd", micros_to_usd(*run.budget_micros)});
-    f.cost_nano_usd = micros_to_nanos(over);
+    f.cost_nano_usd = meter::micros_to_nanos(over);
     out.push_back(std::move(f));
   }
   // A spot job that went longer than its Young/Daly interval without a checkpoint (the supervisor's warning):
   // what a preemption at that moment would have thrown away.
   for (const auto& a : r.actions) {
-    if (a.kind != ActionKind::no_recent_checkpoint) continue;
+    if (a.kind != store::ActionKind::no_recent_checkpoint) continue;
     MicroUsd since = 0;
     std::int64_t since_ms = 0;
     for (const auto& c : r.actions)
-      if (c.kind == ActionKind::checkpoint && c.t_ms <= a.t_ms) {
+      if (c.kind == store::ActionKind::checkpoint && c.t_ms <= a.t_ms) {
         since = c.cost_micros;
         since_ms = c.t_ms;
       }
-    const MicroUsd at_risk = std::max<MicroUsd>(0, cost_between_micros(a.cost_micros, since));
+    const MicroUsd at_risk = std::max<MicroUsd>(0, meter::cost_between_micros(a.cost_micros, since));
     Finding f;
     f.kind = "no_recent_checkpoint";
     f.severity = severity_of(at_risk, run.cost_micros);
-    if (f.severity == Severity::info && run.status == RunStatus::preempted) f.severity = Severity::low;
+    if (f.severity == Severity::info && run.status == store::RunStatus::preempted) f.severity = Severity::low;
     f.at_stake_ns = (a.t_ms - since_ms) * 1'000'000;
     f.summary = fmt::format("the job went {} without a checkpoint on spot capacity ({} at risk)",
                             format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),
@@ -270,14 +270,14 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   std::vector<Finding> out;
   const GroupTotals& t = rep.total;
   const MicroUsd waste = t.waste_micros();
-  if (t.cost_micros <= 0 || share_under(waste, t.cost_micros, 20)) return out;
+  if (t.cost_micros <= 0 || meter::share_under(waste, t.cost_micros, 20)) return out;
   Finding f;
   f.kind = "fleet_waste";
   f.severity = severity_of(waste, t.cost_micros);
-  f.at_stake_ns = static_cast<std::int64_t>(in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
+  f.at_stake_ns = static_cast<std::int64_t>(meter::in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
   f.summary = fmt::format(
       "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-      format_micros(waste), cost_share_pct(waste, t.cost_micros), format_micros(t.cost_micros), t.runs);
+      format_micros(waste), meter::cost_share_pct(waste, t.cost_micros), format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)
     if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;
@@ -286,7 +286,7 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
           ? fmt::format("start with run {} ({}, {} wasted): `gpumeter report {}` shows why and what to do",
                         worst->id, worst->command, format_micros(worst->waste_micros), worst->id)
           : std::string("`gpumeter report RUN` on the costliest runs shows why and what to do");
-  f.cost_nano_usd = micros_to_nanos(waste);
+  f.cost_nano_usd = meter::micros_to_nanos(waste);
   if (rep.since_unix_ms && rep.until_unix_ms)
     f.nano_usd_per_month = nano_usd_per_month(waste, *rep.until_unix_ms - *rep.since_unix_ms);
   f.evidence.push_back({"idle_cost_usd", micros_to_usd(t.idle_cost_micros)});
@@ -298,4 +298,4 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::report

@@ -8,7 +8,7 @@
 #include "report/detail/run_activity.h"
 #include "util/units.h"
 
-namespace gm::report_detail {
+namespace gm::report::detail {
 namespace {
 
 using findings::Finding;
@@ -17,7 +17,7 @@ using findings::Severity;
 /// The run's GPM activity while working, over the GPUs that measured it (weighted by their intervals), and
 /// the cost of those GPUs' busy time.
 struct RunActivity {
-  GpmPct mean;
+  store::GpmPct mean;
   MicroUsd busy_micros = 0;
   std::int64_t intervals = 0;
 };
@@ -25,12 +25,12 @@ struct RunActivity {
 RunActivity run_activity(const RunReport& r) {
   RunActivity a;
   double sum[7] = {}, weight[7] = {};
-  std::optional<double> GpmPct::*fields[] = {
-      &GpmPct::sm_active,   &GpmPct::sm_occupancy, &GpmPct::tensor_active, &GpmPct::fp32_active,
-      &GpmPct::fp16_active, &GpmPct::fp64_active,  &GpmPct::dram_bw_util};
-  for (const GpuUsage& g : r.gpus) {
+  std::optional<double> store::GpmPct::*fields[] = {
+      &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active, &store::GpmPct::fp32_active,
+      &store::GpmPct::fp16_active, &store::GpmPct::fp64_active,  &store::GpmPct::dram_bw_util};
+  for (const meter::GpuUsage& g : r.gpus) {
     if (g.activity.intervals() == 0) continue;
-    const GpmPct m = g.activity.mean();
+    const store::GpmPct m = g.activity.mean();
     const auto w = static_cast<double>(g.activity.intervals());
     for (std::size_t i = 0; i < 7; ++i)
       if (m.*fields[i]) {
@@ -66,7 +66,7 @@ void add_activity_evidence(Finding& f, const RunActivity& a) {
   f.evidence.push_back({"working_intervals", a.intervals});
 }
 
-bool has_tensor_cores(const GpuSpec* spec) {
+bool has_tensor_cores(const catalog::GpuSpec* spec) {
   if (spec == nullptr) return false;
   for (const char* arch : {"Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell"})
     if (spec->architecture == arch) return true;
@@ -74,7 +74,7 @@ bool has_tensor_cores(const GpuSpec* spec) {
 }
 
 /// The precision the run itself declares: an MFU basis measured at a 16-bit peak.
-bool declared_16_bit(const RunRecord& run) {
+bool declared_16_bit(const store::RunRecord& run) {
   return run.flops_per_token && run.mfu_precision &&
          (*run.mfu_precision == "bf16" || *run.mfu_precision == "fp16" || *run.mfu_precision == "fp8");
 }
@@ -86,13 +86,13 @@ constexpr const char* kMixedPrecisionAction =
 
 }  // namespace
 
-void add_gpm_findings(RunReport& r, const Catalog* catalog) {
-  const RunRecord& run = r.run;
+void add_gpm_findings(RunReport& r, const catalog::Catalog* catalog) {
+  const store::RunRecord& run = r.run;
   // Like the utilization findings: nothing about the math of a run that never reached its steady state.
   if (run.price_micros_per_gpu_hour <= 0 || run.wall_ms <= 0 || r.steady_state == false) return;
   const RunActivity a = run_activity(r);
   if (a.intervals == 0 || a.busy_micros <= 0) return;
-  const GpuSpec* spec =
+  const catalog::GpuSpec* spec =
       catalog != nullptr && !run.gpu_model.empty() ? catalog->find_gpu(run.gpu_model) : nullptr;
   const std::size_t before = r.findings.size();
   const double tensor = a.mean.tensor_active.value_or(-1), fp32 = a.mean.fp32_active.value_or(-1);
@@ -115,7 +115,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
           spec->id, *tc, *spec->fp32_tflops);
     }
     // The FP32 pipe's share of the busy time moves to tensor cores at the speed-up.
-    const MicroUsd part = part_of_micros(a.busy_micros, std::min(1.0, fp32 / 100.0), 1.0 - 1.0 / speedup);
+    const MicroUsd part = meter::part_of_micros(a.busy_micros, std::min(1.0, fp32 / 100.0), 1.0 - 1.0 / speedup);
     f.summary = fmt::format(
         "while the GPUs worked, the FP32 pipes were busy {:.0f}% of the time and the tensor cores {:.0f}% "
         "(NVML GPM) on {}, a GPU with tensor cores: the math runs in fp32 on the CUDA cores",
@@ -135,7 +135,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   if (!fp32_found && sixteen_bit && tensor >= 0 && tensor < kGpmLowTensorPct && sm >= kGpmSmBusyPct) {
     Finding f;
     f.kind = "low_tensor_activity";
-    const MicroUsd part = part_of_micros(a.busy_micros, 1.0 - tensor / 100.0);
+    const MicroUsd part = meter::part_of_micros(a.busy_micros, 1.0 - tensor / 100.0);
     f.summary = fmt::format(
         "a 16-bit job whose SMs were active {:.0f}% of the working time kept its tensor cores busy only "
         "{:.0f}% (NVML GPM): the time goes to element-wise operations, unfused attention or small matrix "
@@ -155,7 +155,7 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
   if (dram >= kGpmDramHighPct && sm >= 0 && sm < kGpmSmBusyPct) {
     Finding f;
     f.kind = "memory_bound";
-    const MicroUsd part = part_of_micros(a.busy_micros, 1.0 - sm / 100.0);
+    const MicroUsd part = meter::part_of_micros(a.busy_micros, 1.0 - sm / 100.0);
     f.summary = fmt::format(
         "DRAM bandwidth ran at {:.0f}% of its peak while the SMs were active only {:.0f}% (NVML GPM): the "
         "job waits on memory, not math",
@@ -176,4 +176,4 @@ void add_gpm_findings(RunReport& r, const Catalog* catalog) {
     });
 }
 
-}  // namespace gm::report_detail
+}  // namespace gm::report::detail

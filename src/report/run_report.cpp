@@ -13,11 +13,11 @@
 #include "util/json.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 namespace {
 
-std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector<GpuUsage>& gpus,
-                                         const Catalog& catalog) {
+std::optional<RightsizingHint> rightsize(const store::RunRecord& run, const std::vector<meter::GpuUsage>& gpus,
+                                         const catalog::Catalog& catalog) {
   std::optional<std::uint64_t> peak;
   for (const auto& g : gpus)
     if (g.used && g.mem_peak_bytes) peak = std::max(peak.value_or(0), *g.mem_peak_bytes);
@@ -26,7 +26,7 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
   // Like for like: the candidate's catalog reference price against the reference price of the run's own GPU
   // (the run may be priced far from the catalog, e.g. a chargeback rate, which says nothing about the
   // size of GPU it needs); the run's price only when the catalog has no price for its GPU.
-  const GpuSpec* current = catalog.find_gpu(run.gpu_model);
+  const catalog::GpuSpec* current = catalog.find_gpu(run.gpu_model);
   const auto current_ref = current ? catalog.reference_price(current->id) : std::nullopt;
   const bool by_reference = current_ref && current_ref->usd_per_gpu_hour > 0;
   const double basis =
@@ -41,7 +41,7 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
       RightsizingHint h;
       h.gpu = spec.id;
       h.usd_per_gpu_hour = ref->usd_per_gpu_hour;
-      h.price_ratio = usd_ratio(ref->usd_per_gpu_hour, basis);
+      h.price_ratio = meter::usd_ratio(ref->usd_per_gpu_hour, basis);
       h.price_basis = by_reference ? fmt::format("catalog reference prices: {} against {} for the {}",
                                                  format_usd(ref->usd_per_gpu_hour),
                                                  format_usd(current_ref->usd_per_gpu_hour), current->id)
@@ -71,9 +71,9 @@ std::optional<RightsizingHint> rightsize(const RunRecord& run, const std::vector
 
 }  // namespace
 
-RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
-                           const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
-                           const Catalog* catalog, const std::vector<InferenceRecord>& inference) {
+RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUsage> gpus,
+                           const std::vector<store::ProgressRecord>& progress, std::vector<store::ActionRecord> actions,
+                           const catalog::Catalog* catalog, const std::vector<store::InferenceRecord>& inference) {
   RunReport r;
   r.run = run;
   r.gpus = std::move(gpus);
@@ -81,8 +81,8 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   // How the job was matched to its GPUs is kept with the actions (ActionKind::gpu_match): a note of the
   // report.
   for (const auto& a : r.actions)
-    if (a.kind == ActionKind::gpu_match) r.notes.push_back(a.message);
-  std::erase_if(r.actions, [](const ActionRecord& a) { return a.kind == ActionKind::gpu_match; });
+    if (a.kind == store::ActionKind::gpu_match) r.notes.push_back(a.message);
+  std::erase_if(r.actions, [](const store::ActionRecord& a) { return a.kind == store::ActionKind::gpu_match; });
   r.wall_s = static_cast<double>(run.wall_ms) / 1000.0;
   MicroUsd idle = 0;
   double busy_s = 0;
@@ -93,7 +93,7 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   r.idle_cost_usd = micros_to_usd(idle);
   r.unused_gpu_cost_usd = micros_to_usd(run.unused_gpu_cost_micros);
   if (run.wall_ms > 0 && !run.gpus_allocated.empty() &&
-      std::any_of(r.gpus.begin(), r.gpus.end(), [](const GpuUsage& g) { return g.util_avg_pct.has_value(); }))
+      std::any_of(r.gpus.begin(), r.gpus.end(), [](const meter::GpuUsage& g) { return g.util_avg_pct.has_value(); }))
     r.effective_utilization = busy_s / (r.wall_s * static_cast<double>(run.gpus_allocated.size()));
   for (const auto& p : progress) {
     for (const auto& [k, v] : p.metrics) r.metrics[k] = v;
@@ -109,11 +109,11 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
     r.notes.push_back(run.price_source == "none" ? "no GPU telemetry and no price: time only"
                                                  : "no GPU telemetry: cost is wall time × the price");
   const double cost_usd = micros_to_usd(run.cost_micros);
-  if (r.steps && *r.steps > 0) r.usd_per_step = usd_ratio(cost_usd, static_cast<double>(*r.steps));
+  if (r.steps && *r.steps > 0) r.usd_per_step = meter::usd_ratio(cost_usd, static_cast<double>(*r.steps));
   if (r.samples && *r.samples > 0)
-    r.usd_per_1k_samples = usd_per_1k(cost_usd, static_cast<double>(*r.samples));
+    r.usd_per_1k_samples = meter::usd_per_1k(cost_usd, static_cast<double>(*r.samples));
   if (r.tokens && *r.tokens > 0)
-    r.usd_per_1m_tokens = usd_per_million(cost_usd, static_cast<double>(*r.tokens));
+    r.usd_per_1m_tokens = meter::usd_per_million(cost_usd, static_cast<double>(*r.tokens));
   const auto first_step = first_step_ms(progress);
   if (r.telemetry != "none") {
     r.startup = run_startup(run, r.gpus, r.steps, r.total_steps, first_step);
@@ -122,35 +122,35 @@ RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
   // Steady state: the job's GPUs did work or it made a step. A run that ended (or is still running) before
   // either is all start-up: its utilization and memory so far say nothing about the job's steady state.
   const bool reached = r.startup.has_value() || first_step.has_value();
-  const bool ended_early = run.status == RunStatus::stopped || run.status == RunStatus::failed ||
-                           run.status == RunStatus::interrupted || run.status == RunStatus::preempted ||
-                           run.status == RunStatus::running ||
-                           (run.status == RunStatus::finished && run.exit_code.value_or(0) != 0);
+  const bool ended_early = run.status == store::RunStatus::stopped || run.status == store::RunStatus::failed ||
+                           run.status == store::RunStatus::interrupted || run.status == store::RunStatus::preempted ||
+                           run.status == store::RunStatus::running ||
+                           (run.status == store::RunStatus::finished && run.exit_code.value_or(0) != 0);
   if (r.telemetry != "none" || first_step) r.steady_state = reached || !ended_early;
   if (r.steady_state == false) {
     r.notes.push_back(fmt::format(
         "the run {} before its first progress step and before its GPUs did work (utilization under {:.0f}%): "
         "its utilization and memory are start-up only; utilization findings, rightsizing and per-month "
         "figures are withheld",
-        run.status == RunStatus::running ? "is still" : "ended", kIdleUtilPct));
+        run.status == store::RunStatus::running ? "is still" : "ended", meter::kIdleUtilPct));
   } else if (catalog) {
     r.rightsizing = rightsize(run, r.gpus, *catalog);
   }
-  report_detail::add_run_mfu(r, catalog);
+  detail::add_run_mfu(r, catalog);
   r.serving = serving_kpis(run, inference);
   if (r.serving && catalog != nullptr) add_plan_prediction(*r.serving, run, *catalog);
-  if (run.status == RunStatus::interrupted)
+  if (run.status == store::RunStatus::interrupted)
     r.notes.push_back(
         "gpumeter stopped recording this run (killed or crashed): figures are as of its last committed "
         "second");
   if (!run.co2_kg) r.notes.push_back("CO2 not estimated: no provider/region known for the grid intensity");
   r.target = replay_run_target(run, progress, r.actions);
   r.findings = run_findings(r);
-  report_detail::add_gpm_findings(r, catalog);
+  detail::add_gpm_findings(r, catalog);
   return r;
 }
 
-RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog) {
+RunReport session_report(const guard::SessionOutcome& outcome, const catalog::Catalog* catalog) {
   RunReport r = build_run_report(outcome.run, outcome.gpus, outcome.progress, outcome.actions, catalog,
                                  outcome.inference);
   r.cells = outcome.cells;
@@ -158,21 +158,21 @@ RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog) 
   return r;
 }
 
-Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog) {
+Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id, const catalog::Catalog* catalog) {
   GM_TRY(auto run, ledger.run(run_id));
   GM_TRY(auto samples, ledger.samples(run_id));
   GM_TRY(auto progress, ledger.progress(run_id));
   GM_TRY(auto actions, ledger.actions(run_id));
   GM_TRY(auto inference, ledger.inference(run_id));
-  auto usage = gpu_usage_from_samples(samples);
+  auto usage = meter::gpu_usage_from_samples(samples);
   // Keep every allocated GPU in the list even before it had a sample.
   for (const auto& uuid : run.gpus_allocated)
-    if (std::none_of(usage.begin(), usage.end(), [&](const GpuUsage& g) { return g.uuid == uuid; })) {
-      GpuUsage g;
+    if (std::none_of(usage.begin(), usage.end(), [&](const meter::GpuUsage& g) { return g.uuid == uuid; })) {
+      meter::GpuUsage g;
       g.uuid = uuid;
       usage.push_back(g);
     }
-  if (run.status == RunStatus::interrupted && run.wall_ms == 0 && !samples.empty())
+  if (run.status == store::RunStatus::interrupted && run.wall_ms == 0 && !samples.empty())
     run.wall_ms = samples.back().t_ms;
   GM_TRY(auto cells, ledger.cells(run_id));
   auto report = build_run_report(run, std::move(usage), progress, std::move(actions), catalog, inference);
@@ -180,28 +180,28 @@ Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, con
   return report;
 }
 
-std::optional<std::int64_t> process_on_gpu_ms(const std::vector<GpuUsage>& gpus) {
+std::optional<std::int64_t> process_on_gpu_ms(const std::vector<meter::GpuUsage>& gpus) {
   std::optional<std::int64_t> first;
   for (const auto& g : gpus)
     if (g.first_process_ms) first = std::min(first.value_or(*g.first_process_ms), *g.first_process_ms);
   return first;
 }
 
-std::optional<std::int64_t> first_step_ms(const std::vector<ProgressRecord>& progress) {
+std::optional<std::int64_t> first_step_ms(const std::vector<store::ProgressRecord>& progress) {
   std::optional<std::int64_t> first;
   for (const auto& p : progress)
     if (p.step && *p.step > 0) first = std::min(first.value_or(p.t_ms), p.t_ms);
   return first;
 }
 
-std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+std::optional<Startup> run_startup(const store::RunRecord& run, const std::vector<meter::GpuUsage>& gpus,
                                    std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps,
                                    std::optional<std::int64_t> first_step_ms) {
   if (run.price_micros_per_gpu_hour <= 0 || run.cost_micros <= 0 || run.gpus_allocated.empty())
     return std::nullopt;
   // Utilization on a GPU the job used (another tenant's work on a shared GPU is not the job's); when no GPU
   // was seen used (the job's processes not visible, as in some containers), on any allocated GPU.
-  const bool any_used = std::any_of(gpus.begin(), gpus.end(), [](const GpuUsage& g) { return g.used; });
+  const bool any_used = std::any_of(gpus.begin(), gpus.end(), [](const meter::GpuUsage& g) { return g.used; });
   std::optional<std::int64_t> first = first_step_ms;
   for (const auto& g : gpus)
     if (g.first_busy_ms && (g.used || !any_used))
@@ -211,43 +211,43 @@ std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUs
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
   const auto n = static_cast<std::int64_t>(run.gpus_allocated.size());
   s.cost_micros =
-      std::min(run.cost_micros, cost_for_ms(micros_times(run.price_micros_per_gpu_hour, n), s.ms));
-  s.share_of_run = cost_share(s.cost_micros, run.cost_micros);
+      std::min(run.cost_micros, cost_for_ms(meter::micros_times(run.price_micros_per_gpu_hour, n), s.ms));
+  s.share_of_run = meter::cost_share(s.cost_micros, run.cost_micros);
   if (run.forecast_cost_usd && *run.forecast_cost_usd > 0) {
     s.total_micros = std::max(run.cost_micros, usd_to_micros(*run.forecast_cost_usd));
   } else if (steps && total_steps && *steps > 0 && *total_steps > *steps) {
     // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
-    s.total_micros = projected_total_micros(s.cost_micros, run.cost_micros, *steps, *total_steps);
+    s.total_micros = meter::projected_total_micros(s.cost_micros, run.cost_micros, *steps, *total_steps);
   }
-  if (s.total_micros && *s.total_micros > 0) s.share_of_total = cost_share(s.cost_micros, *s.total_micros);
+  if (s.total_micros && *s.total_micros > 0) s.share_of_total = meter::cost_share(s.cost_micros, *s.total_micros);
   return s;
 }
 
-std::string describe_status(const RunRecord& run) {
-  if (run.status == RunStatus::preempted) {
+std::string describe_status(const store::RunRecord& run) {
+  if (run.status == store::RunStatus::preempted) {
     std::string s = "preempted";
     if (run.preemption_provider) {
       s += " (" + *run.preemption_provider + " notice";
-      if (run.preemption_notice_unix_ms) s += " at " + format_iso8601(*run.preemption_notice_unix_ms);
+      if (run.preemption_notice_unix_ms) s += " at " + cloud::format_iso8601(*run.preemption_notice_unix_ms);
       if (run.preemption_deadline_unix_ms)
-        s += ", deadline " + format_iso8601(*run.preemption_deadline_unix_ms);
+        s += ", deadline " + cloud::format_iso8601(*run.preemption_deadline_unix_ms);
       s += ")";
     }
     return s;
   }
-  if (run.status == RunStatus::stopped || run.stopped_by)
+  if (run.status == store::RunStatus::stopped || run.stopped_by)
     return "stopped by " + run.stopped_by.value_or("gpumeter");
-  if (run.status == RunStatus::running) return "running";
+  if (run.status == store::RunStatus::running) return "running";
   // `gpumeter attach`: the process was not gpumeter's child, its exit status is unknown.
-  if (run.status == RunStatus::detached) return "detached (gpumeter stopped watching; the process went on)";
-  if (run.status == RunStatus::finished && !run.exit_code) return "ended";
-  if (run.status == RunStatus::interrupted) {
+  if (run.status == store::RunStatus::detached) return "detached (gpumeter stopped watching; the process went on)";
+  if (run.status == store::RunStatus::finished && !run.exit_code) return "ended";
+  if (run.status == store::RunStatus::interrupted) {
     if (run.exit_code && *run.exit_code > 128)
-      return "interrupted (" + signal_name(*run.exit_code - 128) + ")";
+      return "interrupted (" + sys::signal_name(*run.exit_code - 128) + ")";
     return run.exit_code ? "interrupted" : "interrupted (gpumeter stopped recording)";
   }
   // "finished" is how ledgers before issue 19 recorded every run that ended by itself.
-  if (run.status == RunStatus::failed && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
+  if (run.status == store::RunStatus::failed && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
       run.wall_ms == 0)
     return fmt::format("could not start (exit {})", *run.exit_code);
   if (!run.exit_code || *run.exit_code == 0) return "succeeded";
@@ -256,7 +256,7 @@ std::string describe_status(const RunRecord& run) {
 
 std::string render_run_report_json(const RunReport& r) {
   nlohmann::json j;
-  const RunRecord& run = r.run;
+  const store::RunRecord& run = r.run;
   j["run_id"] = run.id;
   j["command"] = run.command;
   j["status"] = text_of(run.status);
@@ -274,7 +274,7 @@ std::string render_run_report_json(const RunReport& r) {
   j["gpus_used"] = run.gpus_used;
   j["idle_cost_usd"] = r.idle_cost_usd;
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
-  j["energy_kwh"] = run.energy_method == RunEnergyMethod::none ? nlohmann::json(nullptr)
+  j["energy_kwh"] = run.energy_method == store::RunEnergyMethod::none ? nlohmann::json(nullptr)
                                                                : nlohmann::json(run.energy_j / 3.6e6);
   j["energy_method"] = text_of(run.energy_method);
   j["co2_kg"] = json_or_null(run.co2_kg);
@@ -318,7 +318,7 @@ std::string render_run_report_json(const RunReport& r) {
                     {"busy_s", g.busy_s},
                     {"cost_usd", micros_to_usd(g.cost_micros)},
                     {"energy_kwh", g.energy_j / 3.6e6}});
-    report_detail::add_gpm_json(gpus.back(), g.activity.mean());
+    detail::add_gpm_json(gpus.back(), g.activity.mean());
   }
   j["gpus"] = gpus;
   nlohmann::json actions = nlohmann::json::array();
@@ -379,7 +379,7 @@ std::string render_run_report_json(const RunReport& r) {
   }
   if (run.preemption_provider) {
     auto iso = [](const std::optional<std::int64_t>& ms) {
-      return ms ? nlohmann::json(format_iso8601(*ms)) : nlohmann::json(nullptr);
+      return ms ? nlohmann::json(cloud::format_iso8601(*ms)) : nlohmann::json(nullptr);
     };
     j["preemption"] = {{"provider", *run.preemption_provider},
                        {"notice_at", iso(run.preemption_notice_unix_ms)},
@@ -392,7 +392,7 @@ std::string render_run_report_json(const RunReport& r) {
                                : nlohmann::json(nullptr);
   j["lost_work_usd"] =
       run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
-  j["target"] = r.target ? report::detail::target_json(*r.target) : nlohmann::json(nullptr);
+  j["target"] = r.target ? detail::target_json(*r.target) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
   return j.dump(2) + "\n";
@@ -405,7 +405,7 @@ std::string render_run_report_csv(const RunReport& r) {
     return o + "\"";
   };
   auto o = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string(); };
-  const RunRecord& run = r.run;
+  const store::RunRecord& run = r.run;
   std::string out =
       "run_id,command,status,exit_code,stopped_by,wall_s,billed_s,cost_usd,price_usd_per_gpu_hour,price_"
       "source,"
@@ -425,7 +425,7 @@ std::string render_run_report_csv(const RunReport& r) {
 }
 
 std::string render_run_report_text(const RunReport& r, bool simulated) {
-  const RunRecord& run = r.run;
+  const store::RunRecord& run = r.run;
   std::string o;
   const std::string sim = simulated ? "SIMULATED " : "";
   o += fmt::format("── {}gpumeter run {} ── {} ──\n", sim, run.id, run.command);
@@ -452,7 +452,7 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                    run.gpus_used.size());
   o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));
   o += fmt::format("  unused GPUs     {}\n", format_usd(r.unused_gpu_cost_usd));
-  if (run.energy_method != RunEnergyMethod::none)
+  if (run.energy_method != store::RunEnergyMethod::none)
     o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, text_of(run.energy_method));
   else
     o += "  energy          not available (no energy counter or power readings)\n";
@@ -477,7 +477,7 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                      g.mem_avg_bytes ? format_bytes(*g.mem_avg_bytes) : "n/a",
                      g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a",
                      g.used ? "" : "  (never used)");
-    if (const std::string activity = report_detail::gpm_text(g.activity.mean()); !activity.empty())
+    if (const std::string activity = detail::gpm_text(g.activity.mean()); !activity.empty())
       o += "          activity while working: " + activity + "\n";
   }
   if (r.steps)
@@ -530,8 +530,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  last metrics    {}\n", m);
   }
   if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
-  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(), [](const ActionRecord& a) {
-    return a.kind == ActionKind::checkpoint;
+  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(), [](const store::ActionRecord& a) {
+    return a.kind == store::ActionKind::checkpoint;
   });
   if (run.last_checkpoint_ms)
     o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
@@ -540,9 +540,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format(
         "  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
         run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
-  if (r.target) o += report::detail::target_text(*r.target);
+  if (r.target) o += detail::target_text(*r.target);
   for (const auto& a : r.actions)
-    if (a.kind != ActionKind::checkpoint)
+    if (a.kind != store::ActionKind::checkpoint)
       o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0,
                        text_of(a.kind), format_usd(micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
@@ -556,9 +556,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   if (!r.cells.empty()) {
     // Notebook cells, the most expensive first (at most 5 here; all of them in --json).
-    std::vector<const CellRecord*> top;
+    std::vector<const store::CellRecord*> top;
     for (const auto& c : r.cells) top.push_back(&c);
-    std::stable_sort(top.begin(), top.end(), [](const CellRecord* a, const CellRecord* b) {
+    std::stable_sort(top.begin(), top.end(), [](const store::CellRecord* a, const store::CellRecord* b) {
       return a->cost_micros > b->cost_micros;
     });
     o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
@@ -572,4 +572,4 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   return o;
 }
 
-}  // namespace gm
+}  // namespace gm::report

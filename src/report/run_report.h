@@ -14,9 +14,11 @@
 #include "report/kpi.h"
 #include "store/store.h"
 
-namespace gm {
-
+namespace gm::guard {
 struct SessionOutcome;
+}
+
+namespace gm::report {
 
 /// A cheaper GPU whose memory holds the observed peak with headroom.
 struct RightsizingHint {
@@ -44,21 +46,21 @@ struct Startup {
 /// The start-up of a run from its GPUs' first work or its first progress step (`first_step_ms`); the whole
 /// job's cost is the forecast when the ledger has one, else the cost scaled to total_steps when the job
 /// reported progress. nullopt without a price, GPU telemetry, or any GPU work or step.
-std::optional<Startup> run_startup(const RunRecord& run, const std::vector<GpuUsage>& gpus,
+std::optional<Startup> run_startup(const store::RunRecord& run, const std::vector<meter::GpuUsage>& gpus,
                                    std::optional<std::int64_t> steps, std::optional<std::int64_t> total_steps,
                                    std::optional<std::int64_t> first_step_ms);
 
 /// When a process of the job first appeared on any of its GPUs (ms since the start; `process_on_gpu_s`).
-std::optional<std::int64_t> process_on_gpu_ms(const std::vector<GpuUsage>& gpus);
+std::optional<std::int64_t> process_on_gpu_ms(const std::vector<meter::GpuUsage>& gpus);
 
 /// When the job first reported a step past 0 (ms since the start); nullopt: it never did.
-std::optional<std::int64_t> first_step_ms(const std::vector<ProgressRecord>& progress);
+std::optional<std::int64_t> first_step_ms(const std::vector<store::ProgressRecord>& progress);
 
 /// One run's report.
 struct RunReport {
-  RunRecord run;
-  std::vector<GpuUsage> gpus;  ///< allocated GPUs
-  std::vector<ActionRecord> actions;
+  store::RunRecord run;
+  std::vector<meter::GpuUsage> gpus;  ///< allocated GPUs
+  std::vector<store::ActionRecord> actions;
   double wall_s = 0;
   double idle_cost_usd = 0;                     ///< on used GPUs
   double unused_gpu_cost_usd = 0;               ///< billed cost of allocated GPUs the job never used
@@ -80,32 +82,32 @@ struct RunReport {
   std::optional<ServingKpis> serving;  ///< runs that wrapped an inference server (--inference-endpoint)
   std::vector<findings::Finding> findings;  ///< advice with the dollars at stake (docs/findings.md)
   std::vector<std::string> notes;
-  std::vector<CellRecord> cells;  ///< notebook cells (`gpumeter attach` under the IPython extension)
-  std::optional<TargetOutcome> target;  ///< --target: the forecast to reach it (docs/run.md "Targets")
+  std::vector<store::CellRecord> cells;  ///< notebook cells (`gpumeter attach` under the IPython extension)
+  std::optional<guard::TargetOutcome> target;  ///< --target: the forecast to reach it (docs/run.md "Targets")
 };
 
 /// A run's status in words, the same in text, JSON and HTML: "succeeded", "failed (exit 1)",
 /// "interrupted (SIGINT)", "stopped by budget", "running", "could not start (exit 127)".
-std::string describe_status(const RunRecord& run);
+std::string describe_status(const store::RunRecord& run);
 
 /// Headroom over the observed peak memory required of a rightsizing candidate (fraction).
 inline constexpr double kRightsizingHeadroom = 0.20;
 
 /// Builds the report. `catalog` may be null (no rightsizing hint then); `inference`: the serving counters
 /// of a run that wrapped an inference server.
-RunReport build_run_report(const RunRecord& run, std::vector<GpuUsage> gpus,
-                           const std::vector<ProgressRecord>& progress, std::vector<ActionRecord> actions,
-                           const Catalog* catalog, const std::vector<InferenceRecord>& inference = {});
+RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUsage> gpus,
+                           const std::vector<store::ProgressRecord>& progress, std::vector<store::ActionRecord> actions,
+                           const catalog::Catalog* catalog, const std::vector<store::InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
-Result<RunReport> load_run_report(const Ledger& ledger, std::int64_t run_id, const Catalog* catalog);
+Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id, const catalog::Catalog* catalog);
 /// A stored run's target (--target): replayed from its progress points as the live run forecast it (the
 /// ledger's `target_set` action names it); nullopt when the run had none.
-std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
-                                               const std::vector<ProgressRecord>& progress,
-                                               const std::vector<ActionRecord>& actions);
+std::optional<guard::TargetOutcome> replay_run_target(const store::RunRecord& run,
+                                               const std::vector<store::ProgressRecord>& progress,
+                                               const std::vector<store::ActionRecord>& actions);
 /// Builds the end-of-run report of a supervised run (`run`, `attach`) from its outcome, as
 /// `report RUN` builds it from the ledger. `catalog` may be null (no rightsizing hint then).
-RunReport session_report(const SessionOutcome& outcome, const Catalog* catalog);
+RunReport session_report(const guard::SessionOutcome& outcome, const catalog::Catalog* catalog);
 
 /// Findings of a run: unused GPUs, low effective utilisation, a cheaper GPU that holds the peak memory, a
 /// forecast beyond the budget; most severe first. Empty without a price.
@@ -118,4 +120,4 @@ std::string render_run_report_json(const RunReport& report);
 /// CSV: a header row and one row per run (the scalar keys of the JSON).
 std::string render_run_report_csv(const RunReport& report);
 
-}  // namespace gm
+}  // namespace gm::report

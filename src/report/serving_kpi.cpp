@@ -9,13 +9,13 @@
 #include "plan/plan.h"
 #include "report/kpi.h"
 
-namespace gm {
+namespace gm::report {
 
-std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<InferenceRecord>& records) {
+std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::vector<store::InferenceRecord>& records) {
   if (records.empty()) return std::nullopt;
   ServingKpis k;
   // Records are cumulative per model; the last one of each model holds its totals.
-  std::map<std::string, const InferenceRecord*> last;
+  std::map<std::string, const store::InferenceRecord*> last;
   for (const auto& r : records) last[r.model] = &r;
   auto add = [](std::optional<double>& sum, const std::optional<double>& v) {
     if (v) sum = sum.value_or(0) + *v;
@@ -32,7 +32,7 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
   const bool priced = run.price_micros_per_gpu_hour > 0;
   auto per = [&](std::optional<double> count, double unit) -> std::optional<double> {
     if (!priced || !count || !(*count > 0)) return std::nullopt;
-    return usd_per(cost_usd, *count, unit);
+    return meter::usd_per(cost_usd, *count, unit);
   };
   k.usd_per_1m_prompt_tokens = per(k.prompt_tokens, 1e6);
   k.usd_per_1m_generated_tokens = per(k.generated_tokens, 1e6);
@@ -76,12 +76,12 @@ std::optional<ServingKpis> serving_kpis(const RunRecord& run, const std::vector<
     k.peak_generated_tokens_per_s = peak;
     if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);
     if (priced && wall_s > 0)
-      k.usd_per_1m_generated_tokens_at_peak = usd_per_million(usd_ratio(cost_usd, wall_s), *peak);
+      k.usd_per_1m_generated_tokens_at_peak = meter::usd_per_million(meter::usd_ratio(cost_usd, wall_s), *peak);
   }
   return k;
 }
 
-void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& catalog) {
+void add_plan_prediction(ServingKpis& k, const store::RunRecord& run, const catalog::Catalog& catalog) {
   if (k.models.size() != 1) {
     k.plan_note = fmt::format("{} models served: the plan predicts one model at a time", k.models.size());
     return;
@@ -92,7 +92,7 @@ void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& ca
         fmt::format("model '{}' is not in the plan's model table (gpumeter plan --help)", k.models[0]);
     return;
   }
-  const GpuSpec* gpu = catalog.find_gpu(run.gpu_model);
+  const catalog::GpuSpec* gpu = catalog.find_gpu(run.gpu_model);
   if (gpu == nullptr) {
     k.plan_note = fmt::format("GPU '{}' is not in the catalog", run.gpu_model);
     return;
@@ -110,7 +110,7 @@ void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& ca
   ctx.offer.instance = "its GPUs";
   ctx.offer.gpu = gpu->id;
   ctx.offer.gpu_count = gpus;
-  ctx.offer.ondemand_usd_per_hour = usd_per_hour_of_gpus(run.price_micros_per_gpu_hour, gpus);
+  ctx.offer.ondemand_usd_per_hour = meter::usd_per_hour_of_gpus(run.price_micros_per_gpu_hour, gpus);
   ctx.gpu = *gpu;
   ctx.billing.provider = "this run";  // per second, no minimum: the run's own cost is its GPU-seconds
   std::optional<double> best;
@@ -142,4 +142,4 @@ void add_plan_prediction(ServingKpis& k, const RunRecord& run, const Catalog& ca
   k.plan_model = model->name;
 }
 
-}  // namespace gm
+}  // namespace gm::report

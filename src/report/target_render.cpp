@@ -10,31 +10,31 @@
 #include "report/run_report.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::report {
 
-std::optional<TargetOutcome> replay_run_target(const RunRecord& run,
-                                               const std::vector<ProgressRecord>& progress,
-                                               const std::vector<ActionRecord>& actions) {
-  const auto settings = target_of_actions(actions);
+std::optional<guard::TargetOutcome> replay_run_target(const store::RunRecord& run,
+                                               const std::vector<store::ProgressRecord>& progress,
+                                               const std::vector<store::ActionRecord>& actions) {
+  const auto settings = guard::target_of_actions(actions);
   if (!settings) return std::nullopt;
   const bool priced = run.price_micros_per_gpu_hour > 0;
   const double burn =
-      burn_usd_per_s(run.price_micros_per_gpu_hour, std::max<std::size_t>(1, run.gpus_allocated.size()));
+      meter::burn_usd_per_s(run.price_micros_per_gpu_hour, std::max<std::size_t>(1, run.gpus_allocated.size()));
   std::optional<double> budget;
   if (run.budget_micros) budget = micros_to_usd(*run.budget_micros);
-  const TargetTracker tracker = replay_target(settings->target, progress, burn, budget, priced);
-  TargetOutcome o;
+  const meter::TargetTracker tracker = meter::replay_target(settings->target, progress, burn, budget, priced);
+  guard::TargetOutcome o;
   o.target = settings->target;
   o.stop_enabled = settings->stop;
   if (tracker.latest()) o.forecast = *tracker.latest();
   o.history = tracker.history();
   o.points = tracker.points();
   for (const auto& a : actions)
-    if (a.kind == ActionKind::stop_target) o.stop_evidence = a.message;
+    if (a.kind == store::ActionKind::stop_target) o.stop_evidence = a.message;
   return o;
 }
 
-namespace report::detail {
+namespace detail {
 namespace {
 nlohmann::json opt(const std::optional<double>& v) {
   return v && std::isfinite(*v) ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -44,13 +44,13 @@ nlohmann::json step_json(const std::optional<double>& v) {
 }
 }  // namespace
 
-nlohmann::json target_json(const TargetOutcome& t) {
-  const TargetForecast& f = t.forecast;
+nlohmann::json target_json(const guard::TargetOutcome& t) {
+  const meter::TargetForecast& f = t.forecast;
   nlohmann::json j;
   j["metric"] = t.target.metric;
   j["op"] = t.target.at_most ? "<=" : ">=";
   j["value"] = t.target.threshold;
-  j["verdict"] = std::string(verdict_name(f.verdict));
+  j["verdict"] = std::string(meter::verdict_name(f.verdict));
   j["current_value"] = opt(f.current_value);
   j["reached_at_step"] = step_json(f.reached_at_step);
   j["reached_at_s"] = opt(f.reached_at_s);
@@ -70,7 +70,7 @@ nlohmann::json target_json(const TargetOutcome& t) {
     history.push_back({{"t_s", h.t_s},
                        {"step", h.forecast.step},
                        {"value", opt(h.forecast.current_value)},
-                       {"verdict", std::string(verdict_name(h.forecast.verdict))},
+                       {"verdict", std::string(meter::verdict_name(h.forecast.verdict))},
                        {"reached_at_step", step_json(h.forecast.reached_at_step)},
                        {"cost_to_reach_usd", opt(h.forecast.cost_to_reach_usd)},
                        {"low_usd", opt(h.forecast.low_usd)},
@@ -79,20 +79,20 @@ nlohmann::json target_json(const TargetOutcome& t) {
   return j;
 }
 
-std::string target_text(const TargetOutcome& t) {
-  std::string o = fmt::format("  target          {}\n", describe_target_forecast(t.target, t.forecast));
+std::string target_text(const guard::TargetOutcome& t) {
+  std::string o = fmt::format("  target          {}\n", guard::describe_target_forecast(t.target, t.forecast));
   if (t.stop_evidence) o += fmt::format("  target stop     {}\n", *t.stop_evidence);
   return o;
 }
 
-std::optional<nlohmann::json> target_chart(const MetricTarget& target, const std::vector<CurvePoint>& points,
+std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target, const std::vector<meter::CurvePoint>& points,
                                            std::optional<std::int64_t> horizon_step) {
   if (points.empty()) return std::nullopt;
   double last = 0;
   for (const auto& p : points) last = std::max(last, p.step);
   const double horizon = std::max(last, horizon_step ? static_cast<double>(*horizon_step) : last);
-  const auto fits = plausible_fits(fit_learning_curve(points));
-  const CurveFit* best = nullptr;
+  const auto fits = meter::plausible_fits(meter::fit_learning_curve(points));
+  const meter::CurveFit* best = nullptr;
   for (const auto& f : fits)
     if (!best || f.recent_msr < best->recent_msr) best = &f;
   // The x axis: every observed step and a grid out to the horizon for the fits.
@@ -124,14 +124,14 @@ std::optional<nlohmann::json> target_chart(const MetricTarget& target, const std
   nlohmann::json series = nlohmann::json::array();
   series.push_back({{"label", target.metric}, {"values", observed}, {"points_only", true}});
   if (best) {
-    series.push_back({{"label", fmt::format("fit ({})", curve_family_name(best->family))}, {"values", fit}});
+    series.push_back({{"label", fmt::format("fit ({})", meter::curve_family_name(best->family))}, {"values", fit}});
     series.push_back({{"label", "fits_low"}, {"values", low}});
     series.push_back({{"label", "fits_high"}, {"values", high}});
   }
-  series.push_back({{"label", "target " + format_metric_target(target)}, {"values", line}, {"dash", true}});
+  series.push_back({{"label", "target " + meter::format_metric_target(target)}, {"values", line}, {"dash", true}});
   nlohmann::json chart = {
       {"id", "target"},
-      {"title", "Target " + format_metric_target(target) + ": the metric, its fits and the target"},
+      {"title", "Target " + meter::format_metric_target(target) + ": the metric, its fits and the target"},
       {"kind", "line"},
       {"x_label", "step"},
       {"y_label", target.metric},
@@ -141,5 +141,5 @@ std::optional<nlohmann::json> target_chart(const MetricTarget& target, const std
   return chart;
 }
 
-}  // namespace report::detail
-}  // namespace gm
+}  // namespace detail
+}  // namespace gm::report

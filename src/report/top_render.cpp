@@ -18,7 +18,7 @@ constexpr EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
                                             {TopSort::energy, "energy"}};
 
 struct OwnerRow {
-  Owner owner;
+  sys::Owner owner;
   MicroUsd micros_per_hour = 0, cost = 0;
   double energy_j = 0;
   std::string gpus;
@@ -34,13 +34,13 @@ void TopHistory::update(const agent::Snapshot& s, std::int64_t now_ns) {
   last_ns_ = now_ns;
   for (const auto& d : s.devices) {
     Series& h = devices_[d.info.index];
-    const bool ok = d.last && d.last->state == DeviceState::ok;
+    const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     push(h.util,
          ok && d.last->utilization_pct ? std::optional<double>(*d.last->utilization_pct) : std::nullopt);
-    const MicroUsd used = attributed_micros(d.cost, d.unallocated_cost);
+    const MicroUsd used = meter::attributed_micros(d.cost, d.unallocated_cost);
     std::optional<double> rate;
     if (d.price && dt_ns > 0 && h.have_used)
-      rate = micros_to_usd(micros_per_hour(cost_between_micros(used, h.last_used), dt_ns));
+      rate = micros_to_usd(micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
     if (d.price && (dt_ns > 0 || !h.have_used)) {
       h.last_used = used;
       h.have_used = true;
@@ -109,7 +109,7 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
   out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",
                             "STATE", "UTIL", "TENSOR", "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED"));
   for (const auto& d : s.devices) {
-    const bool ok = d.last && d.last->state == DeviceState::ok;
+    const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     const auto& l = d.last;
     // TENSOR: GPM's tensor-core activity ("-": the GPU has no GPM, Hopper and newer do).
     out.push_back(fmt::format(

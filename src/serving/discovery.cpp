@@ -235,7 +235,7 @@ void EndpointDiscovery::loop() {
     lock.unlock();
     // The process that serves HTTP may be the parent of the one on the GPU (vLLM's API server starts its
     // engine core): parents in the same cgroup, a few levels up, are asked too.
-    const ProcReader proc(options_.proc_root);
+    const sys::ProcReader proc(options_.proc_root);
     for (std::uint32_t pid : std::set<std::uint32_t>(pids)) {
       auto info = proc.read(pid);
       for (int up = 0; up < 4 && info && info->ppid > 1; ++up) {

@@ -224,7 +224,7 @@ std::vector<MicroUsd> split_cost(MicroUsd cost, const std::vector<double>& weigh
     const double x = weights[i];
     w[i] = std::isfinite(x) && x > 0 ? static_cast<std::uint64_t>(std::llround(std::min(x, 1e15))) : 0;
   }
-  return split_micros(cost, w);
+  return meter::split_micros(cost, w);
 }
 
 // ---- scraping ----------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, st
   for (const auto& [link, p] : by_link)
     if (p == port) targets.push_back(link);
   if (targets.empty()) return std::nullopt;
-  const ProcReader proc(proc_root);
+  const sys::ProcReader proc(proc_root);
   for (std::uint32_t pid : proc.pids()) {
     const std::string dir = proc_root + "/" + std::to_string(pid) + "/fd";
     DIR* d = ::opendir(dir.c_str());

@@ -12,8 +12,8 @@
 #include "util/file.h"
 #include "util/time.h"
 
-namespace gm {
-namespace store::detail {
+namespace gm::store {
+namespace detail {
 
 namespace {
 
@@ -134,7 +134,7 @@ void include_committed(RunRecord& r, std::int64_t last_t_ms, MicroUsd cost, doub
   r.energy_j = std::max(r.energy_j, energy_j);
 }
 
-}  // namespace store::detail
+}  // namespace detail
 
 Result<std::pair<std::string, std::string>> parse_selector(const std::string& selector,
                                                            const std::string& what) {
@@ -301,4 +301,4 @@ Result<std::size_t> copy_ledger(const Ledger& from, Ledger& to) {
   return copied;
 }
 
-}  // namespace gm
+}  // namespace gm::store

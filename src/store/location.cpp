@@ -8,7 +8,7 @@
 #include "store/store.h"
 #include "util/config.h"
 
-namespace gm {
+namespace gm::store {
 
 Result<std::string> ledger_location(const std::optional<std::string>& flag) {
   if (flag) {
@@ -56,4 +56,4 @@ Result<std::unique_ptr<Ledger>> open_ledger(const std::optional<std::string>& fl
   return ledger;
 }
 
-}  // namespace gm
+}  // namespace gm::store

@@ -19,7 +19,7 @@
 #include "store/detail.h"
 #include "util/json_in.h"
 
-namespace gm {
+namespace gm::store {
 
 using store::detail::now_unix_ms;
 
@@ -332,4 +332,4 @@ Result<SelectorSpend> SpoolingLedger::selector_spend(const std::string& key, con
   return r;
 }
 
-}  // namespace gm
+}  // namespace gm::store

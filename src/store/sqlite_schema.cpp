@@ -14,7 +14,7 @@
 
 #include "store/tables.h"
 
-namespace gm {
+namespace gm::store {
 namespace {
 
 // 1: the first schema. 2: runs.budget_usd REAL became runs.budget_micros INTEGER (money in micro-dollars).
@@ -242,4 +242,4 @@ Result<std::unique_ptr<Ledger>> Ledger::open(const std::string& location) {
   return make_sqlite_ledger(db, path, "", kSchemaVersion);
 }
 
-}  // namespace gm
+}  // namespace gm::store

@@ -21,7 +21,7 @@
 
 #include "store/tables.h"
 
-namespace gm {
+namespace gm::store {
 namespace {
 
 using namespace store::detail;
@@ -497,4 +497,4 @@ std::string Ledger::default_path() {
   return std::string(home && *home ? home : ".") + "/.local/share/gpumeter/ledger.db";
 }
 
-}  // namespace gm
+}  // namespace gm::store

@@ -15,7 +15,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::store {
 
 // The ledger's closed sets of words, each an enum with its text table (util/enum_text.h: text_of, value_of,
 // parse_enum). The text is what the ledger stores and JSON shows; library code compares the enums.
@@ -587,4 +587,4 @@ Result<std::string> ledger_location(const std::optional<std::string>& flag);
 Result<std::unique_ptr<Ledger>> open_ledger(const std::optional<std::string>& flag, bool create,
                                             std::vector<std::string>& notes);
 
-}  // namespace gm
+}  // namespace gm::store

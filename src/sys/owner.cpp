@@ -12,7 +12,7 @@
 
 #include "util/file.h"
 
-namespace gm {
+namespace gm::sys {
 
 const char* to_string(OwnerKind kind) {
   switch (kind) {
@@ -425,4 +425,4 @@ SlurmAttribution slurm_attribution(const std::string& conf_path, bool is_root) {
   return a;
 }
 
-}  // namespace gm
+}  // namespace gm::sys

@@ -13,7 +13,7 @@
 
 #include "sys/proc.h"
 
-namespace gm {
+namespace gm::sys {
 
 /// What kind of owner a process has.
 enum class OwnerKind { pod, container, slurm_job, slurm_finished, user, process, unresolved, other };
@@ -119,4 +119,4 @@ std::string job_command(const std::vector<std::string>& leader_args);
 /// Start time (clock ticks since boot, field 22 of /proc/PID/stat) from the stat text; nullopt if malformed.
 std::optional<std::uint64_t> stat_start_ticks(std::string_view stat_text);
 
-}  // namespace gm
+}  // namespace gm::sys

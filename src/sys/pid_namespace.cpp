@@ -9,7 +9,7 @@
 #include "sys/owner.h"
 #include "util/file.h"
 
-namespace gm {
+namespace gm::sys {
 
 std::optional<std::uint64_t> namespace_inode(const std::string& link_text) {
   const auto open = link_text.find('[');
@@ -139,4 +139,4 @@ std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::st
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::sys

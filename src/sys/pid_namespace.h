@@ -12,7 +12,7 @@
 
 #include "sys/proc.h"
 
-namespace gm {
+namespace gm::sys {
 
 /// The inode number the kernel gives the initial PID namespace (PROC_PID_INIT_INO, `pid:[4026531836]`).
 inline constexpr std::uint64_t kInitialPidNamespaceInode = 0xEFFFFFFCULL;
@@ -78,4 +78,4 @@ HeldDeviceFiles held_gpu_device_files(const ProcReader& proc, const std::set<std
 std::set<std::uint32_t> gpu_device_holders(const ProcReader& proc, const std::string& dev_root,
                                            unsigned minor);
 
-}  // namespace gm
+}  // namespace gm::sys

@@ -14,7 +14,7 @@
 
 #include "util/file.h"
 
-namespace gm {
+namespace gm::sys {
 
 std::vector<std::uint32_t> ProcReader::pids() const {
   std::vector<std::uint32_t> out;
@@ -152,9 +152,9 @@ std::string user_name(std::uint32_t uid) {
   return std::to_string(uid);
 }
 
-}  // namespace gm
+}  // namespace gm::sys
 
-namespace gm {
+namespace gm::sys {
 
 std::optional<std::string> ProcReader::start_ticks(std::uint32_t pid) const {
   auto stat = read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
@@ -183,4 +183,4 @@ std::optional<std::int64_t> ProcReader::age_ms(std::uint32_t pid) const {
   return static_cast<std::int64_t>(std::max(0.0, up_s - start_s) * 1000.0);
 }
 
-}  // namespace gm
+}  // namespace gm::sys

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace gm {
+namespace gm::sys {
 
 /// Facts about one process read from <root>/<pid>/.
 struct ProcInfo {
@@ -52,4 +52,4 @@ class ProcReader {
 /// User name for a uid (getpwuid_r), or the number as text.
 std::string user_name(std::uint32_t uid);
 
-}  // namespace gm
+}  // namespace gm::sys

@@ -15,7 +15,7 @@
 #include "sys/proc.h"
 #include "util/units.h"
 
-namespace gm {
+namespace gm::sys {
 namespace {
 
 [[noreturn]] void exec_child(const SpawnOptions& o, int err_fd) {
@@ -229,4 +229,4 @@ std::string signal_name(int sig) {
   }
 }
 
-}  // namespace gm
+}  // namespace gm::sys

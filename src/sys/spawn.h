@@ -15,7 +15,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::sys {
 
 /// How to start the job.
 struct SpawnOptions {
@@ -75,9 +75,9 @@ Result<int> parse_signal(const std::string& text);
 /// "SIGTERM" for 15.
 std::string signal_name(int sig);
 
-}  // namespace gm
+}  // namespace gm::sys
 
-namespace gm {
+namespace gm::sys {
 
 /// The ProcessRunner of `gpumeter attach`: the job is a process gpumeter did not start (not its child).
 /// Its end is seen through a pidfd (pidfd_open, Linux 5.3+; immune to PID reuse) or, without one, by
@@ -107,4 +107,4 @@ class WatchedProcessRunner final : public ProcessRunner {
   std::string start_ticks_;  ///< /proc/PID/stat field 22, to tell PID reuse apart without a pidfd
 };
 
-}  // namespace gm
+}  // namespace gm::sys

@@ -10,7 +10,7 @@
 #include "sys/spawn.h"
 #include "util/file.h"
 
-namespace gm {
+namespace gm::sys {
 
 Result<std::unique_ptr<WatchedProcessRunner>> WatchedProcessRunner::watch(pid_t pid) {
   if (pid <= 0) return make_error(ErrorKind::usage, "PID " + std::to_string(pid) + ": expected a process id");
@@ -82,4 +82,4 @@ std::set<std::uint32_t> WatchedProcessRunner::job_pids(pid_t pid) {
   return pids;
 }
 
-}  // namespace gm
+}  // namespace gm::sys

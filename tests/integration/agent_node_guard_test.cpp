@@ -152,7 +152,7 @@ TEST_F(AgentNodeGuardIntegrationTest, OwnerBudgetStopsARealProcessAndKillsOneTha
 }
 
 TEST_F(AgentNodeGuardIntegrationTest, AwsImdsV2DocumentedFormatNoticesAreCounted) {
-  MetadataStandIn imds(CloudProvider::aws);
+  MetadataStandIn imds(cloud::CloudProvider::aws);
   int port = 0;
   auto agent = start(one_gpu(kBusy),
                      {"--price", "3.6", "--interval", "100ms", "--preemption", "aws", "--metadata-url",

@@ -153,7 +153,7 @@ TEST_F(AgentPodResourcesIntegrationTest, SlowKubeletIsCutOffByTheDeadline) {
   const std::string socket = dir_.path() + "/kubelet.sock";
   KubeletServer kubelet(socket, assigned());
   ASSERT_TRUE(kubelet.started());
-  KubeletPodResources source(socket, 300);
+  kubelet::KubeletPodResources source(socket, 300);
   ASSERT_TRUE(source.list());  // answers in time
   kubelet.delay(1500);
   const auto t0 = std::chrono::steady_clock::now();

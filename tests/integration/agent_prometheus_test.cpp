@@ -130,7 +130,7 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   EXPECT_NEAR(split_range, dev_range, 4 * one_interval * 2);
 
   for (const std::string by : {"namespace", "job", "account", "user", "gpu"}) {
-    const auto rep = query_fleet_report(url, 3600'000, by);
+    const auto rep = report::query_fleet_report(url, 3600'000, by);
     ASSERT_TRUE(rep) << rep.error().message;
     EXPECT_NEAR(rep->device_cost_usd, dev_range, 1e-9) << by;
     EXPECT_NEAR(rep->owner_cost_usd + rep->unallocated_cost_usd, rep->device_cost_usd, 4 * one_interval * 2) << by;
@@ -206,10 +206,10 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     EXPECT_NE(down.err.find("--prometheus"), std::string::npos);
   }
   // Errors name the flag.
-  const auto bad = query_fleet_report("http://127.0.0.1:1", 3600'000, "namespace");
+  const auto bad = report::query_fleet_report("http://127.0.0.1:1", 3600'000, "namespace");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, ErrorKind::unavailable);
-  EXPECT_FALSE(query_fleet_report(url, 3600'000, "pod"));
+  EXPECT_FALSE(report::query_fleet_report(url, 3600'000, "pod"));
   EXPECT_EQ(prom.terminate(), 0);
 }
 

@@ -118,14 +118,14 @@ TEST(GpuCliIntegrationTest, HungCallDoesNotOutlastTheDocumentedBound) {
   auto r = f.run({"gpus", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // One device hangs once: at most one call bound, plus start-up margin; far below the 5 s hang.
-  EXPECT_LT(r.wall_s, static_cast<double>(kGpuCallTimeoutMs) / 1000.0 + 1.5);
+  EXPECT_LT(r.wall_s, static_cast<double>(gpu::kGpuCallTimeoutMs) / 1000.0 + 1.5);
   json j = json::parse(r.out);
   EXPECT_EQ(j["devices"][0]["state"], "unresponsive");
   EXPECT_EQ(j["devices"][1]["state"], "ok");
   EXPECT_EQ(j["devices"][1]["utilization_pct"], 12);
   auto doc = f.run({"doctor"});
   EXPECT_EQ(doc.exit_code, 0);
-  EXPECT_LT(doc.wall_s, static_cast<double>(kGpuCallTimeoutMs) / 1000.0 + 1.5);
+  EXPECT_LT(doc.wall_s, static_cast<double>(gpu::kGpuCallTimeoutMs) / 1000.0 + 1.5);
   EXPECT_NE(doc.out.find("unresponsive"), std::string::npos);
 }
 
@@ -180,7 +180,7 @@ TEST(GpuCliIntegrationTest, DoctorListsCapabilitiesAndMig) {
 }
 
 TEST(GpuCliIntegrationTest, CatalogGpuAndPriceForEachDevice) {
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   ASSERT_TRUE(catalog.ok()) << catalog.error().message;
   Fixture f(two_gpus());
   auto r = f.run({"gpus", "--json"});

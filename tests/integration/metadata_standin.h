@@ -27,8 +27,8 @@ inline double now_s() {
 /// notify() is called.
 class MetadataStandIn {
  public:
-  explicit MetadataStandIn(CloudProvider provider) : provider_(provider) {
-    if (provider == CloudProvider::aws) {
+  explicit MetadataStandIn(cloud::CloudProvider provider) : provider_(provider) {
+    if (provider == cloud::CloudProvider::aws) {
       server_.Put("/latest/api/token", [this](const httplib::Request& req, httplib::Response& res) {
         if (!req.has_header("X-aws-ec2-metadata-token-ttl-seconds")) {
           res.status = 400;
@@ -48,12 +48,12 @@ class MetadataStandIn {
         }
         served();
         res.set_content(
-            nlohmann::json{{"action", "terminate"}, {"time", format_iso8601(deadline_ms_)}}.dump(),
+            nlohmann::json{{"action", "terminate"}, {"time", cloud::format_iso8601(deadline_ms_)}}.dump(),
             "application/json");
       });
       server_.Get("/latest/meta-data/events/recommendations/rebalance",
                   [](const httplib::Request&, httplib::Response& res) { res.status = 404; });
-    } else if (provider == CloudProvider::gcp) {
+    } else if (provider == cloud::CloudProvider::gcp) {
       server_.Get("/computeMetadata/v1/instance/preempted",
                   [this](const httplib::Request& req, httplib::Response& res) {
                     if (req.get_header_value("Metadata-Flavor") != "Google") {
@@ -125,7 +125,7 @@ class MetadataStandIn {
     double expected = 0;
     first_served_.compare_exchange_strong(expected, now_s());
   }
-  CloudProvider provider_;
+  cloud::CloudProvider provider_;
   httplib::Server server_;
   int port_ = 0;
   std::thread thread_;

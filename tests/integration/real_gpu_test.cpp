@@ -16,9 +16,9 @@ std::map<std::string, std::string> real_env() {
 }
 
 bool real_nvml_available() {
-  GpuBackendOptions o;
+  gpu::GpuBackendOptions o;
   o.library_path = "libnvidia-ml.so.1";
-  return open_nvml(o).ok();
+  return gpu::open_nvml(o).ok();
 }
 
 TEST(RealNvmlGpuTest, GpusJsonMatchesNvidiaSmi) {

@@ -25,10 +25,10 @@ struct Fixture {
   }
 };
 
-std::int64_t add_run(Ledger& l, const std::string& user, const std::string& team, std::size_t gpus,
+std::int64_t add_run(store::Ledger& l, const std::string& user, const std::string& team, std::size_t gpus,
                      std::int64_t start_ms, std::int64_t billed_s, MicroUsd cost, MicroUsd idle, MicroUsd unused,
-                     std::vector<ProgressRecord> progress = {}) {
-  RunRecord r;
+                     std::vector<store::ProgressRecord> progress = {}) {
+  store::RunRecord r;
   r.command = "python train.py --seed 1";
   r.user = user;
   r.host = "node1";
@@ -41,7 +41,7 @@ std::int64_t add_run(Ledger& l, const std::string& user, const std::string& team
   auto id = l.begin_run(r);
   EXPECT_TRUE(id.ok()) << id.error().message;
   r.id = *id;
-  r.status = RunStatus::finished;
+  r.status = store::RunStatus::finished;
   r.exit_code = 0;
   r.end_unix_ms = start_ms + billed_s * 1000;
   r.wall_ms = billed_s * 1000;
@@ -57,8 +57,8 @@ std::int64_t add_run(Ledger& l, const std::string& user, const std::string& team
   return r.id;
 }
 
-ProgressRecord prog(std::int64_t t_ms, std::int64_t step, std::int64_t tokens, double acc, MicroUsd cost) {
-  ProgressRecord p;
+store::ProgressRecord prog(std::int64_t t_ms, std::int64_t step, std::int64_t tokens, double acc, MicroUsd cost) {
+  store::ProgressRecord p;
   p.t_ms = t_ms;
   p.step = step;
   p.tokens = tokens;
@@ -70,7 +70,7 @@ ProgressRecord prog(std::int64_t t_ms, std::int64_t step, std::int64_t tokens, d
 class ReportCliIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto l = Ledger::open(f.ledger_path);
+    auto l = store::Ledger::open(f.ledger_path);
     ASSERT_TRUE(l.ok()) << l.error().message;
     a = add_run(**l, "ana", "nlp", 1, kDay0 + 3'600'000, 10, 10'000'000, 2'000'000, 0,
                 {prog(5'000, 50, 500'000, 0.70, 5'000'000), prog(10'000, 100, 1'000'000, 0.80, 10'000'000)});
@@ -197,23 +197,23 @@ TEST_F(ReportCliIntegrationTest, BadInputGetsClearMessages) {
 }
 
 TEST_F(ReportCliIntegrationTest, RunPageInputComesFromTheLedger) {
-  auto l = Ledger::open(f.ledger_path);
+  auto l = store::Ledger::open(f.ledger_path);
   ASSERT_TRUE(l.ok());
-  EXPECT_EQ(resolve_run(**l, "last")->id, d);
-  EXPECT_EQ(resolve_run(**l, "x1").error().kind, ErrorKind::usage);
-  EXPECT_EQ(resolve_run(**l, "0").error().kind, ErrorKind::usage);
-  EXPECT_EQ(resolve_run(**l, "777").error().kind, ErrorKind::not_found);
-  auto run = resolve_run(**l, std::to_string(a));
+  EXPECT_EQ(report::resolve_run(**l, "last")->id, d);
+  EXPECT_EQ(report::resolve_run(**l, "x1").error().kind, ErrorKind::usage);
+  EXPECT_EQ(report::resolve_run(**l, "0").error().kind, ErrorKind::usage);
+  EXPECT_EQ(report::resolve_run(**l, "777").error().kind, ErrorKind::not_found);
+  auto run = report::resolve_run(**l, std::to_string(a));
   ASSERT_TRUE(run.ok());
-  KpiOptions o;
-  o.target = *parse_metric_target("acc=0.8");
-  auto in = load_run_html_input(**l, *run, o, nullptr);
+  report::KpiOptions o;
+  o.target = *meter::parse_metric_target("acc=0.8");
+  auto in = report::load_run_html_input(**l, *run, o, nullptr);
   ASSERT_TRUE(in.ok()) << in.error().message;
   ASSERT_EQ(in->progress.size(), 2u);
   ASSERT_TRUE(in->kpis && in->kpis->target_hit);
   EXPECT_EQ(in->kpis->target_hit->cost_micros, 10'000'000);
   EXPECT_DOUBLE_EQ(*in->kpis->usd_per_1m_tokens, 10.0);
-  auto page = render_run_html(*in);
+  auto page = report::render_run_html(*in);
   ASSERT_TRUE(page.ok());
   EXPECT_NE(page->find("\"id\":\"metric-acc\""), std::string::npos);
   EXPECT_NE(page->find("$ to reach acc>=0.8"), std::string::npos);

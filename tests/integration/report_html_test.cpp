@@ -193,14 +193,14 @@ class ReportHtmlIntegrationTest : public ::testing::Test {
   }
 };
 
-RunHtmlInput sample_run() {
-  RunHtmlInput in;
-  RunRecord& r = in.run;
+report::RunHtmlInput sample_run() {
+  report::RunHtmlInput in;
+  store::RunRecord& r = in.run;
   r.id = 7;
   r.command = "python train.py";
   r.user = "ana";
   r.host = "node1";
-  r.status = RunStatus::finished;
+  r.status = store::RunStatus::finished;
   r.price_micros_per_gpu_hour = 3'600'000'000;
   r.price_source = "--price";
   r.gpus_allocated = {"GPU-a", "GPU-b"};
@@ -214,11 +214,11 @@ RunHtmlInput sample_run() {
   r.idle_cost_micros = 12'000'000;
   r.unused_gpu_cost_micros = 60'000'000;
   r.energy_j = 30'000;
-  r.energy_method = RunEnergyMethod::counter;
+  r.energy_method = store::RunEnergyMethod::counter;
   r.forecast_cost_usd = 400;
   for (int t = 1; t <= 60; ++t)
     for (unsigned g = 0; g < 2; ++g) {
-      SampleRecord s;
+      store::SampleRecord s;
       s.run_id = 7;
       s.t_ms = t * 1000;
       s.gpu_index = g;
@@ -230,7 +230,7 @@ RunHtmlInput sample_run() {
       in.samples.push_back(s);
     }
   for (int i = 1; i <= 12; ++i) {
-    ProgressRecord p;
+    store::ProgressRecord p;
     p.run_id = 7;
     p.t_ms = i * 5000 + (i % 3 == 1 ? 900 : i % 3 == 2 ? 300 : 0);  // uneven steps: a forecast band
     p.step = i * 5;
@@ -239,20 +239,20 @@ RunHtmlInput sample_run() {
     p.cost_micros = i * 10'000'000 - (i % 3) * 1'000'000;
     in.progress.push_back(p);
   }
-  ActionRecord a;
+  store::ActionRecord a;
   a.t_ms = 30'000;
-  a.kind = ActionKind::warn;
+  a.kind = store::ActionKind::warn;
   a.cost_micros = 60'000'000;
   a.message = "spent 40% of the budget <&>";
   in.actions.push_back(a);
-  in.kpis = compute_kpis(in.run, in.progress, nullptr, {});
+  in.kpis = report::compute_kpis(in.run, in.progress, nullptr, {});
   in.rightsizing_hint = "peak 12 GiB fits an L4 24GB";
   return in;
 }
 
 TEST_F(ReportHtmlIntegrationTest, RunPageRendersEveryChart) {
   test::TempDir dir;
-  auto html = render_run_html(sample_run());
+  auto html = report::render_run_html(sample_run());
   ASSERT_TRUE(html.ok()) << html.error().message;
   std::string status;
   expect_clean_render(
@@ -328,11 +328,11 @@ TEST_F(ReportHtmlIntegrationTest, RunPageOfARealTorchTrainingRunFromItsLedger) {
 }
 
 TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
-  MultiReport rep;
-  rep.by.kind = GroupBy::Kind::day;
+  report::MultiReport rep;
+  rep.by.kind = report::GroupBy::Kind::day;
   for (int d = 0; d < 5; ++d) {
-    GroupTotals g;
-    g.key = format_date_utc((20'000LL + d) * 86'400'000);
+    report::GroupTotals g;
+    g.key = report::format_date_utc((20'000LL + d) * 86'400'000);
     g.runs = d + 1;
     g.cost_micros = (d + 1) * 10'000'000;
     g.idle_cost_micros = (d + 1) * 1'000'000;
@@ -345,16 +345,16 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
   }
   for (int h = 0; h < 48; ++h) {
     if (h >= 20 && h < 24) continue;  // a gap without runs
-    TimelineBucket b;
+    report::TimelineBucket b;
     b.start_unix_ms = 20'000LL * 86'400'000 + h * 3'600'000LL;
     b.cost_micros = (5 + h % 7) * 1'000'000;
     b.util_samples = 3600;
     b.util_sum_pct = 3600.0 * (30 + h % 50);
     rep.timeline.push_back(b);
   }
-  rep.top_runs.push_back(TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0,
-                                RunStatus::succeeded, std::nullopt, "succeeded"});
-  auto html = render_multi_html(rep);
+  rep.top_runs.push_back(report::TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0,
+                                store::RunStatus::succeeded, std::nullopt, "succeeded"});
+  auto html = report::render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;
   expect_clean_render(dir, *html, "multi.html",
@@ -400,7 +400,7 @@ TEST_F(ReportHtmlIntegrationTest, TracePageFromTypedAnalysesDrawsEveryChart) {
   trace::FileAnalysis skipped;
   skipped.file = "/data/run/notes.json";
   skipped.skipped = "a JSON document that is not a trace";
-  auto html = render_trace_html({f, skipped}, TraceHtmlOptions{3.6, "--price"});
+  auto html = report::render_trace_html({f, skipped}, report::TraceHtmlOptions{3.6, "--price"});
   ASSERT_TRUE(html.ok()) << html.error().message;
   EXPECT_NE(html->find("rank0.json · rank 0 · device 0"), std::string::npos);
   EXPECT_NE(html->find("notes.json: skipped: a JSON document that is not a trace"), std::string::npos);
@@ -412,7 +412,7 @@ TEST_F(ReportHtmlIntegrationTest, TracePageFromTypedAnalysesDrawsEveryChart) {
                        {"kernels-0", {"ms"}},
                        {"operators-0", {"ms"}}});
   // Without a price the page says so and shows time.
-  auto unpriced = render_trace_html({f}, TraceHtmlOptions{});
+  auto unpriced = report::render_trace_html({f}, report::TraceHtmlOptions{});
   ASSERT_TRUE(unpriced.ok());
   EXPECT_NE(unpriced->find("figures in time only"), std::string::npos);
 }
@@ -499,7 +499,7 @@ TEST_F(ReportHtmlIntegrationTest, TraceDiffPageFromTheBinaryShowsTheVerdictAndWh
 }
 
 TEST_F(ReportHtmlIntegrationTest, TheChecksCatchANetworkRequestAndABrokenChart) {
-  auto html = render_run_html(sample_run());
+  auto html = report::render_run_html(sample_run());
   ASSERT_TRUE(html.ok());
   std::string page = *html;
   // An image from the network and a chart series without data: the CSP must block the request (logged by
@@ -538,7 +538,7 @@ TEST_F(ReportHtmlIntegrationTest, TablesSortByAColumnWhenItsHeadingIsClicked) {
         {"rows", nlohmann::json::array(
                      {nlohmann::json::array({"a", "$0.50"}), nlohmann::json::array({"b", "$12.00"}),
                       nlohmann::json::array({"c", "$3.25"}), nlohmann::json::array({"d", "$1,200.00"})})}}});
-  auto page = html::page(spec);
+  auto page = report::html::page(spec);
   ASSERT_TRUE(page.ok());
   test::TempDir dir;
   auto r = render(dir, dir.write("sort.html", *page), "#selftest");

@@ -52,7 +52,7 @@ TEST_F(ReportMeterIntegrationTest, TotalsPerGroupFromMeteredRuns) {
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   }
   // Expected figures straight from the ledger's run records: $1 per GPU per billed second, exactly.
-  auto ledger = Ledger::open(home.path() + "/ledger.db");
+  auto ledger = store::Ledger::open(home.path() + "/ledger.db");
   ASSERT_TRUE(ledger.ok()) << ledger.error().message;
   auto runs = (*ledger)->runs();
   ASSERT_TRUE(runs.ok());

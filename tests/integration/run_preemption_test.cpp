@@ -79,7 +79,7 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
 
   /// Runs the training loop under `gpumeter run --preemption <provider>` against a stand-in that announces
   /// the preemption once the first checkpoint is on disk; checks the final checkpoint and the report.
-  void preempt(CloudProvider provider, bool client, std::int64_t notice_ms) {
+  void preempt(cloud::CloudProvider provider, bool client, std::int64_t notice_ms) {
     MetadataStandIn service(provider);
     const std::string job = dir_.write("train.py", kTrainLoop);
     std::atomic<bool> done{false};
@@ -101,7 +101,7 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
                                   "--grace",
                                   "30s",
                                   "--preemption",
-                                  std::string(provider_name(provider)),
+                                  std::string(cloud::provider_name(provider)),
                                   "--metadata-url",
                                   service.url(),
                                   "--preemption-poll",
@@ -125,7 +125,7 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     std::printf(
         "[ measure  ] %s: notice served -> SIGTERM %.0f ms; announced -> SIGTERM %.0f ms (poll 500 ms); "
         "announced -> final checkpoint %.0f ms\n",
-        std::string(provider_name(provider)).c_str(), notice_to_signal * 1000, announce_to_signal * 1000,
+        std::string(cloud::provider_name(provider)).c_str(), notice_to_signal * 1000, announce_to_signal * 1000,
         announce_to_checkpoint * 1000);
     EXPECT_GE(notice_to_signal, 0.0);
     EXPECT_LT(notice_to_signal, 2.0) << "the stop signal goes at once, not at the next tick";
@@ -135,7 +135,7 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     EXPECT_EQ(j["status"], "preempted");
     EXPECT_NE(j["status_text"].get<std::string>().find("preempted"), std::string::npos);
     EXPECT_EQ(j["stopped_by"], "preemption");
-    EXPECT_EQ(j["preemption"]["provider"], std::string(provider_name(provider)));
+    EXPECT_EQ(j["preemption"]["provider"], std::string(cloud::provider_name(provider)));
     EXPECT_TRUE(j["preemption"]["notice_at"].is_string());
     EXPECT_TRUE(j["preemption"]["deadline"].is_string());
     ASSERT_TRUE(j["last_checkpoint_s"].is_number()) << j.dump(2);
@@ -151,7 +151,7 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     ASSERT_EQ(runs.exit_code, 0) << runs.err;
     EXPECT_EQ(nlohmann::json::parse(runs.out)[0]["status"], "preempted");
     auto text = run_gpumeter({"report", "last"}, env());
-    EXPECT_NE(text.out.find("preempted (" + std::string(provider_name(provider)) + " notice"),
+    EXPECT_NE(text.out.find("preempted (" + std::string(cloud::provider_name(provider)) + " notice"),
               std::string::npos)
         << text.out;
   }
@@ -159,15 +159,15 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
 };
 
 TEST_F(RunPreemptionIntegrationTest, AwsImdsV2DocumentedFormatSpotInstanceActionCheckpointsTorchLoop) {
-  preempt(CloudProvider::aws, true, 120'000);
+  preempt(cloud::CloudProvider::aws, true, 120'000);
 }
 
 TEST_F(RunPreemptionIntegrationTest, GcpDocumentedFormatInstancePreemptedCheckpointsTorchLoop) {
-  preempt(CloudProvider::gcp, false, 30'000);
+  preempt(cloud::CloudProvider::gcp, false, 30'000);
 }
 
 TEST_F(RunPreemptionIntegrationTest, AzureScheduledEventsDocumentedFormatPreemptCheckpointsTorchLoop) {
-  preempt(CloudProvider::azure, true, 30'000);
+  preempt(cloud::CloudProvider::azure, true, 30'000);
 }
 
 TEST_F(RunPreemptionIntegrationTest, HangingOrGarbageMetadataServiceNeverDelaysOrHarmsTheJob) {

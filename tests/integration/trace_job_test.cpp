@@ -32,15 +32,15 @@ TEST(TraceJobIntegrationTest, FolderOfRanksGivesTheJobWithStragglerCostInJsonAnd
   const auto& job = doc["job"];
   EXPECT_EQ(job["window_ns"], 14'000'000);
   EXPECT_EQ(job["straggler_wait_ns"], 2'100'000);
-  EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(), gpu_ns_cost_usd(2'500'000, 4 * 14'000'000.0));
-  EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(), gpu_ns_cost_usd(2'500'000, 2'100'000.0));
+  EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(), meter::gpu_ns_cost_usd(2'500'000, 4 * 14'000'000.0));
+  EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(), meter::gpu_ns_cost_usd(2'500'000, 2'100'000.0));
   ASSERT_EQ(job["ranks"].size(), 4u);
   EXPECT_EQ(job["ranks"][3]["rank"], 3);
   EXPECT_EQ(job["ranks"][3]["arrivals_last"], 2);
   EXPECT_EQ(job["ranks"][3]["wait_caused_ns"], 1'950'000);
   EXPECT_EQ(job["ranks"][0]["wait_suffered_ns"], 700'000);
   EXPECT_DOUBLE_EQ(job["ranks"][3]["wait_caused_cost_usd"].get<double>(),
-                   gpu_ns_cost_usd(2'500'000, 1'950'000.0));
+                   meter::gpu_ns_cost_usd(2'500'000, 1'950'000.0));
   EXPECT_EQ(job["steps"][1]["last_rank"], 3);
 
   auto text = run_gpumeter({"trace", dir.path() + "/run", "--price", "2.5"});
@@ -115,7 +115,7 @@ TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReport
   EXPECT_EQ(job["window_ns"], end - start);
   EXPECT_EQ(job["gpu_ns"], 2 * (end - start));
   EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(),
-                   static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(2.0), 2 * (end - start))) / 1e12);
+                   static_cast<double>(meter::gpu_ns_cost_pico_usd(usd_to_micros(2.0), 2 * (end - start))) / 1e12);
   EXPECT_EQ(job["collectives_matched"], 0);
   EXPECT_TRUE(job["straggler_wait_ns"].is_null());
   EXPECT_TRUE(job["straggler_cost_usd"].is_null());
@@ -186,7 +186,7 @@ TEST(TraceJobIntegrationTest, SkewedRanksMadeFromTheRealNcclTraceGiveExactlyTheI
     EXPECT_EQ(job["collectives_matched"], 21);
     EXPECT_EQ(job["straggler_wait_ns"], wait_ns);
     EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(),
-                     static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(3.0), wait_ns)) / 1e12);
+                     static_cast<double>(meter::gpu_ns_cost_pico_usd(usd_to_micros(3.0), wait_ns)) / 1e12);
     ASSERT_EQ(job["ranks"].size(), 4u);
     for (int r = 0; r < 4; ++r) {
       SCOPED_TRACE(r);
@@ -203,7 +203,7 @@ TEST(TraceJobIntegrationTest, SkewedRanksMadeFromTheRealNcclTraceGiveExactlyTheI
       by_steps += s["wait_ns"].get<std::int64_t>();
       for (const auto& sr : s["ranks"])
         EXPECT_DOUBLE_EQ(sr["cost_usd"].get<double>(),
-                         static_cast<double>(gpu_ns_cost_pico_usd(usd_to_micros(3.0), sr["wait_ns"])) / 1e12);
+                         static_cast<double>(meter::gpu_ns_cost_pico_usd(usd_to_micros(3.0), sr["wait_ns"])) / 1e12);
       if (s["wait_ns"].get<std::int64_t>() > 0) {
         EXPECT_EQ(s["last_rank"], 2) << s.dump();
       }

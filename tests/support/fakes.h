@@ -29,8 +29,8 @@ namespace gm::test {
 // --- GPUs and prices ------------------------------------------------------------------------------
 
 /// GPU `index` of a test node: an 80 GiB H100 named "GPU-<index>".
-inline DeviceInfo h100_info(unsigned index) {
-  DeviceInfo info;
+inline gpu::DeviceInfo h100_info(unsigned index) {
+  gpu::DeviceInfo info;
   info.index = index;
   info.name = "NVIDIA H100 80GB HBM3";
   info.uuid = "GPU-" + std::to_string(index);
@@ -39,11 +39,11 @@ inline DeviceInfo h100_info(unsigned index) {
 }
 
 /// A one-GPU in-memory backend whose every sample reads `util_pct` and 1 GiB used.
-inline StaticGpuBackend one_static_gpu(std::uint32_t util_pct) {
-  StaticGpuBackend b;
+inline gpu::StaticGpuBackend one_static_gpu(std::uint32_t util_pct) {
+  gpu::StaticGpuBackend b;
   b.infos.push_back(h100_info(0));
   b.caps.emplace_back();
-  DeviceSample s;
+  gpu::DeviceSample s;
   s.utilization_pct = util_pct;
   s.memory_used_bytes = 1ull << 30;
   b.samples.push_back(s);
@@ -51,10 +51,10 @@ inline StaticGpuBackend one_static_gpu(std::uint32_t util_pct) {
 }
 
 /// A price as `--price usd_per_hour` gives it.
-inline PriceQuote flag_price(double usd_per_hour) {
-  PriceQuote q;
+inline meter::PriceQuote flag_price(double usd_per_hour) {
+  meter::PriceQuote q;
   q.micros_per_gpu_hour = usd_to_micros(usd_per_hour);
-  q.origin = PriceOrigin::flag_price;
+  q.origin = meter::PriceOrigin::flag_price;
   q.source = "--price";
   return q;
 }
@@ -62,11 +62,11 @@ inline PriceQuote flag_price(double usd_per_hour) {
 // --- supervised runs ----------------------------------------------------------------------------
 
 /// A run of `argv` on GPU 0 at $1 per GPU-second (so a cost in dollars reads as GPU-seconds).
-inline SessionConfig dollar_per_second_session(std::vector<std::string> argv) {
-  SessionConfig c;
+inline guard::SessionConfig dollar_per_second_session(std::vector<std::string> argv) {
+  guard::SessionConfig c;
   for (const auto& a : argv) c.run.command += (c.run.command.empty() ? "" : " ") + a;
   c.argv = std::move(argv);
-  PriceQuote price;
+  meter::PriceQuote price;
   price.micros_per_gpu_hour = 3'600'000'000;
   price.source = "test";
   c.price = price;
@@ -76,14 +76,14 @@ inline SessionConfig dollar_per_second_session(std::vector<std::string> argv) {
 
 /// A process runner that never starts anything: it records the signals sent and reports the job (`pid`
 /// alone) as running until the test says otherwise through the supervisor.
-class RecordingRunner final : public ProcessRunner {
+class RecordingRunner final : public sys::ProcessRunner {
  public:
   struct Signal {
     pid_t pid;
     int sig;
     bool group;
   };
-  Result<SpawnedChild> spawn(const SpawnOptions&) override { return make_error("not used"); }
+  Result<sys::SpawnedChild> spawn(const sys::SpawnOptions&) override { return make_error("not used"); }
   bool send_signal(pid_t pid, int sig, bool group) override {
     sent.push_back({pid, sig, group});
     return true;
@@ -94,28 +94,28 @@ class RecordingRunner final : public ProcessRunner {
 };
 
 /// Records what a run shows: the job's output, gpumeter's messages and warnings, the status, actions, cells.
-struct RecordingSink final : SessionSink {
+struct RecordingSink final : guard::SessionSink {
   std::string out, err;                ///< the job's output per stream
   std::vector<std::string> messages;   ///< action lines and other messages that are not warnings
   std::vector<std::string> warnings;   ///< gpumeter's own problems
-  std::optional<StatusSnapshot> last;  ///< the latest status
+  std::optional<guard::StatusSnapshot> last;  ///< the latest status
   std::vector<double> periodic_at_s;   ///< elapsed seconds of each --status-every line
-  std::vector<ActionRecord> actions;
-  std::vector<CellRecord> cells;
-  void job_output(JobStream s, std::string_view b) override { (s == JobStream::err ? err : out).append(b); }
+  std::vector<store::ActionRecord> actions;
+  std::vector<store::CellRecord> cells;
+  void job_output(guard::JobStream s, std::string_view b) override { (s == guard::JobStream::err ? err : out).append(b); }
   void message(const std::string& text, bool warning) override {
     (warning ? warnings : messages).push_back(text);
   }
-  void status(const StatusSnapshot& s, bool periodic) override {
+  void status(const guard::StatusSnapshot& s, bool periodic) override {
     last = s;
     if (periodic) periodic_at_s.push_back(s.elapsed_s);
   }
-  void action(const ActionRecord& a) override { actions.push_back(a); }
-  void cell(const CellRecord& c) override { cells.push_back(c); }
+  void action(const store::ActionRecord& a) override { actions.push_back(a); }
+  void cell(const store::CellRecord& c) override { cells.push_back(c); }
 };
 
 /// Advances the fake clock from wake-up to wake-up, calling on_time at each, until `until_s` or the end.
-inline void run_until(Supervisor& s, FakeClock& clock, double until_s) {
+inline void run_until(guard::Supervisor& s, FakeClock& clock, double until_s) {
   const auto until = static_cast<std::int64_t>(until_s * 1e9);
   while (!s.done()) {
     const std::int64_t wake = s.next_wake_ns();
@@ -175,68 +175,68 @@ inline void write_fake_process(const std::string& proc_root, std::uint32_t pid, 
 
 /// An in-memory Ledger for tests of reports and budgets (the SQLite and PostgreSQL ledgers are tested on
 /// their own).
-class MemoryLedger : public Ledger {
+class MemoryLedger : public store::Ledger {
  public:
-  void add_run(RunRecord r) { runs_.push_back(std::move(r)); }
-  void add_rollup(RollupRecord r) { rollups_.push_back(r); }
-  void add_progress(ProgressRecord p) { progress_.push_back(std::move(p)); }
+  void add_run(store::RunRecord r) { runs_.push_back(std::move(r)); }
+  void add_rollup(store::RollupRecord r) { rollups_.push_back(r); }
+  void add_progress(store::ProgressRecord p) { progress_.push_back(std::move(p)); }
 
   std::string describe() const override { return "memory"; }
   std::string backend() const override { return "memory"; }
-  Result<int> schema_version() const override { return Ledger::kSchemaVersion; }
-  Result<ImportOutcome> import_run(const RunBundle& b, const std::string&, std::int64_t) override {
+  Result<int> schema_version() const override { return store::Ledger::kSchemaVersion; }
+  Result<store::ImportOutcome> import_run(const store::RunBundle& b, const std::string&, std::int64_t) override {
     GM_TRY(std::int64_t id, begin_run(b.run));
-    return ImportOutcome{id, true};
+    return store::ImportOutcome{id, true};
   }
-  Result<void> set_budget(const BudgetRecord& b) override {
+  Result<void> set_budget(const store::BudgetRecord& b) override {
     budgets_.push_back(b);
     return ok_result();
   }
-  Result<std::vector<BudgetRecord>> budgets() const override { return budgets_; }
+  Result<std::vector<store::BudgetRecord>> budgets() const override { return budgets_; }
   Result<void> remove_budget(const std::string&) override { return make_error(ErrorKind::not_found, "none"); }
-  Result<SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since,
+  Result<store::SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since,
                                        std::int64_t exclude) const override {
-    SelectorSpend s;
+    store::SelectorSpend s;
     for (const auto& r : runs_)
-      if (r.id != exclude && r.start_unix_ms >= since && run_matches(r, key, value)) {
+      if (r.id != exclude && r.start_unix_ms >= since && store::run_matches(r, key, value)) {
         s.spent_micros += r.cost_micros;
         ++s.runs;
       }
     return s;
   }
 
-  Result<std::int64_t> begin_run(const RunRecord& run) override {
+  Result<std::int64_t> begin_run(const store::RunRecord& run) override {
     runs_.push_back(run);
     runs_.back().id = static_cast<std::int64_t>(runs_.size());
     return runs_.back().id;
   }
-  Result<void> update_run(const RunRecord& run) override {
+  Result<void> update_run(const store::RunRecord& run) override {
     for (auto& r : runs_)
       if (r.id == run.id) r = run;
     return ok_result();
   }
-  Result<void> append(const std::vector<SampleRecord>& s, const std::vector<ProgressRecord>& p,
-                      const std::vector<ActionRecord>& a) override {
+  Result<void> append(const std::vector<store::SampleRecord>& s, const std::vector<store::ProgressRecord>& p,
+                      const std::vector<store::ActionRecord>& a) override {
     samples_.insert(samples_.end(), s.begin(), s.end());
     progress_.insert(progress_.end(), p.begin(), p.end());
     actions_.insert(actions_.end(), a.begin(), a.end());
     return ok_result();
   }
-  Result<void> append_rollups(const std::vector<RollupRecord>& r) override {
+  Result<void> append_rollups(const std::vector<store::RollupRecord>& r) override {
     rollups_.insert(rollups_.end(), r.begin(), r.end());
     return ok_result();
   }
-  Result<RunRecord> run(std::int64_t id) const override {
+  Result<store::RunRecord> run(std::int64_t id) const override {
     for (const auto& r : runs_)
       if (r.id == id) return r;
     return make_error(ErrorKind::not_found, "no run " + std::to_string(id));
   }
-  Result<RunRecord> last_run() const override {
+  Result<store::RunRecord> last_run() const override {
     if (runs_.empty()) return make_error(ErrorKind::not_found, "the ledger has no runs");
     return *std::max_element(runs_.begin(), runs_.end(), [](auto& a, auto& b) { return a.id < b.id; });
   }
-  Result<std::vector<RunRecord>> runs(const RunFilter& f) const override {
-    std::vector<RunRecord> out;
+  Result<std::vector<store::RunRecord>> runs(const store::RunFilter& f) const override {
+    std::vector<store::RunRecord> out;
     for (const auto& r : runs_) {
       if (f.since_unix_ms && r.start_unix_ms < *f.since_unix_ms) continue;
       if (f.until_unix_ms && r.start_unix_ms >= *f.until_unix_ms) continue;
@@ -245,13 +245,13 @@ class MemoryLedger : public Ledger {
     std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id > b.id; });
     return out;
   }
-  Result<std::vector<SampleRecord>> samples(std::int64_t id) const override { return filter(samples_, id); }
-  Result<std::vector<ProgressRecord>> progress(std::int64_t id) const override {
+  Result<std::vector<store::SampleRecord>> samples(std::int64_t id) const override { return filter(samples_, id); }
+  Result<std::vector<store::ProgressRecord>> progress(std::int64_t id) const override {
     return filter(progress_, id);
   }
-  Result<std::vector<ActionRecord>> actions(std::int64_t id) const override { return filter(actions_, id); }
-  Result<std::vector<RollupRecord>> rollups(const RunFilter& f) const override {
-    std::vector<RollupRecord> out;
+  Result<std::vector<store::ActionRecord>> actions(std::int64_t id) const override { return filter(actions_, id); }
+  Result<std::vector<store::RollupRecord>> rollups(const store::RunFilter& f) const override {
+    std::vector<store::RollupRecord> out;
     for (const auto& r : rollups_) {
       if (f.since_unix_ms && r.minute_unix * 60'000 < *f.since_unix_ms / 60'000 * 60'000) continue;
       if (f.until_unix_ms && r.minute_unix * 60'000 >= *f.until_unix_ms) continue;
@@ -268,12 +268,12 @@ class MemoryLedger : public Ledger {
       if (x.run_id == id) out.push_back(x);
     return out;
   }
-  std::vector<RunRecord> runs_;
-  std::vector<SampleRecord> samples_;
-  std::vector<ProgressRecord> progress_;
-  std::vector<ActionRecord> actions_;
-  std::vector<RollupRecord> rollups_;
-  std::vector<BudgetRecord> budgets_;
+  std::vector<store::RunRecord> runs_;
+  std::vector<store::SampleRecord> samples_;
+  std::vector<store::ProgressRecord> progress_;
+  std::vector<store::ActionRecord> actions_;
+  std::vector<store::RollupRecord> rollups_;
+  std::vector<store::BudgetRecord> budgets_;
 };
 
 }  // namespace gm::test

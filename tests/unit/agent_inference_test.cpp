@@ -545,9 +545,9 @@ class StandInEngine {
 struct JoinFixture {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
-  StaticGpuBackend backend;
+  gpu::StaticGpuBackend backend;
   FakeClock clock;
-  std::unique_ptr<OwnerResolver> resolver;
+  std::unique_ptr<sys::OwnerResolver> resolver;
   const std::string a = std::string(12, 'a'), b = std::string(12, 'b');
   JoinFixture() {
     test::write_fake_process(proc, 100, "vllm",
@@ -555,16 +555,16 @@ struct JoinFixture {
     test::write_fake_process(proc, 200, "python3",
                              "0::/system.slice/docker-" + std::string(64, 'b') + ".scope\n");
     backend.infos.push_back(test::h100_info(0));
-    Capabilities c;
+    gpu::Capabilities c;
     c.utilization = c.memory = c.processes = c.process_utilization = true;
     backend.caps.push_back(c);
-    DeviceSample s;
+    gpu::DeviceSample s;
     s.utilization_pct = 90;
     s.memory_used_bytes = 40ull << 30;
     s.processes = {{100, 30ull << 30, 75}, {200, 10ull << 30, 25}};
     backend.samples.push_back(s);
     resolver =
-        std::make_unique<OwnerResolver>(OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+        std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   AgentOptions options(const std::vector<std::string>& endpoints) {
     AgentOptions o;
@@ -572,7 +572,7 @@ struct JoinFixture {
     o.proc_root = proc;
     return o;
   }
-  std::vector<std::optional<PriceQuote>> prices() const { return {test::flag_price(3.6)}; }
+  std::vector<std::optional<meter::PriceQuote>> prices() const { return {test::flag_price(3.6)}; }
 };
 
 const InferenceModelCounters* find_model(const Snapshot& s, const std::string& owner,

@@ -23,18 +23,18 @@ const std::string kUid = "0d3c8b2e-1f4a-4b6c-9d8e-7a6b5c4d3e2f";
 const std::string kUid2 = "11111111-2222-3333-4444-555555555555";
 
 /// A source whose answer the test sets; counts asks.
-class FakePodResources final : public PodResourcesSource {
+class FakePodResources final : public kubelet::PodResourcesSource {
  public:
-  Result<std::vector<PodDeviceAssignment>> list() override {
+  Result<std::vector<kubelet::PodDeviceAssignment>> list() override {
     ++asks;
     return answer;
   }
-  Result<std::vector<PodDeviceAssignment>> answer = std::vector<PodDeviceAssignment>{};
+  Result<std::vector<kubelet::PodDeviceAssignment>> answer = std::vector<kubelet::PodDeviceAssignment>{};
   int asks = 0;
 };
 
-PodDeviceAssignment gpu(std::string ns, std::string pod, std::string container, std::string id) {
-  return PodDeviceAssignment{std::move(ns), std::move(pod), std::move(container), "nvidia.com/gpu", std::move(id)};
+kubelet::PodDeviceAssignment gpu(std::string ns, std::string pod, std::string container, std::string id) {
+  return kubelet::PodDeviceAssignment{std::move(ns), std::move(pod), std::move(container), "nvidia.com/gpu", std::move(id)};
 }
 
 std::string pod_cgroup(const std::string& uid, char container) {
@@ -49,31 +49,31 @@ std::string pod_cgroup(const std::string& uid, char container) {
 struct Node {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
-  StaticGpuBackend backend;
+  gpu::StaticGpuBackend backend;
   FakeClock clock;
   FakePodResources source;
-  PodResourcesCache cache{source, clock};
-  std::unique_ptr<OwnerResolver> resolver;
+  kubelet::PodResourcesCache cache{source, clock};
+  std::unique_ptr<sys::OwnerResolver> resolver;
 
   Node() {
     test::write_fake_process(proc, 100, "python3", pod_cgroup(kUid, 'a'));
     for (unsigned i = 0; i < 2; ++i) {
       backend.infos.push_back(test::h100_info(i));
-      Capabilities c;
+      gpu::Capabilities c;
       c.utilization = c.memory = c.power = c.processes = c.process_utilization = true;
       backend.caps.push_back(c);
-      DeviceSample s;
+      gpu::DeviceSample s;
       s.index = i;
       s.utilization_pct = i == 0 ? 80 : 0;
       s.power_mw = i == 0 ? 600000 : 70000;
       if (i == 0) s.processes = {{100, 30ull << 30, 80}};
       backend.samples.push_back(s);
     }
-    resolver = std::make_unique<OwnerResolver>(OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+    resolver = std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   std::unique_ptr<Collector> collector(bool with_pod_resources = true) {
     return std::make_unique<Collector>(backend, *resolver, clock,
-                                       std::vector<std::optional<PriceQuote>>(backend.infos.size(), test::flag_price(3.6)),
+                                       std::vector<std::optional<meter::PriceQuote>>(backend.infos.size(), test::flag_price(3.6)),
                                        AgentOptions{}, with_pod_resources ? &cache : nullptr);
   }
   /// Baseline, then `n` intervals of 1 s.
@@ -86,7 +86,7 @@ struct Node {
   }
 };
 
-const Owner* find_owner(const Snapshot& s, OwnerKind kind) {
+const sys::Owner* find_owner(const Snapshot& s, sys::OwnerKind kind) {
   for (const auto& [k, o] : s.owners)
     if (o.kind == kind) return &o;
   return nullptr;
@@ -99,16 +99,16 @@ MicroUsd owners_cost(const DeviceView& d) {
 }
 
 TEST(AgentPodResources, DeviceUuidDropsReplicaSuffix) {
-  EXPECT_EQ(device_uuid_of("GPU-0d3c"), "GPU-0d3c");
-  EXPECT_EQ(device_uuid_of("GPU-0d3c::3"), "GPU-0d3c");
-  EXPECT_EQ(device_uuid_of("MIG-9f1e"), "MIG-9f1e");
+  EXPECT_EQ(kubelet::device_uuid_of("GPU-0d3c"), "GPU-0d3c");
+  EXPECT_EQ(kubelet::device_uuid_of("GPU-0d3c::3"), "GPU-0d3c");
+  EXPECT_EQ(kubelet::device_uuid_of("MIG-9f1e"), "MIG-9f1e");
 }
 
 TEST(AgentPodResources, CacheAsksEveryRefreshAndKeepsLastGoodAnswer) {
   FakeClock clock;
   FakePodResources src;
-  src.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0")};
-  PodResourcesCache cache(src, clock, PodResourcesCacheOptions{10000, 60000});
+  src.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0")};
+  kubelet::PodResourcesCache cache(src, clock, kubelet::PodResourcesCacheOptions{10000, 60000});
   EXPECT_FALSE(cache.up());
   cache.refresh();
   EXPECT_EQ(src.asks, 1);
@@ -144,12 +144,12 @@ TEST(AgentPodResources, CacheAsksEveryRefreshAndKeepsLastGoodAnswer) {
 
 TEST(AgentPodResources, KubeletSourceWithoutSocket) {
   test::TempDir dir;
-  KubeletPodResources missing(dir.path() + "/kubelet.sock");
+  kubelet::KubeletPodResources missing(dir.path() + "/kubelet.sock");
   auto r = missing.list();
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, ErrorKind::not_found);
   EXPECT_NE(r.error().message.find(dir.path() + "/kubelet.sock"), std::string::npos);
-  KubeletPodResources not_socket(dir.write("plain", "x"));
+  kubelet::KubeletPodResources not_socket(dir.write("plain", "x"));
   auto r2 = not_socket.list();
   ASSERT_FALSE(r2);
   EXPECT_EQ(r2.error().kind, ErrorKind::unavailable);
@@ -163,7 +163,7 @@ TEST(AgentPodResources, KubeletSourceWithoutSocket) {
   std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", stale.c_str());
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
   ::close(fd);
-  KubeletPodResources refused(stale);
+  kubelet::KubeletPodResources refused(stale);
   auto r3 = refused.list();
   ASSERT_FALSE(r3);
   EXPECT_EQ(r3.error().kind, ErrorKind::unavailable);
@@ -171,7 +171,7 @@ TEST(AgentPodResources, KubeletSourceWithoutSocket) {
 }
 
 TEST(AgentPodResources, HoldersByGpuMigAndReplicaUuids) {
-  std::vector<DeviceInfo> devices(2);
+  std::vector<gpu::DeviceInfo> devices(2);
   devices[0].uuid = "GPU-0";
   devices[1].uuid = "GPU-1";
   devices[1].mig_instances.resize(2);
@@ -192,9 +192,9 @@ TEST(AgentPodResources, HoldersByGpuMigAndReplicaUuids) {
   EXPECT_FALSE(h[1].empty());
 }
 
-Owner pod_owner(const std::string& uid, const std::string& container_id) {
-  Owner o;
-  o.kind = OwnerKind::pod;
+sys::Owner pod_owner(const std::string& uid, const std::string& container_id) {
+  sys::Owner o;
+  o.kind = sys::OwnerKind::pod;
   o.pod_uid = uid;
   o.pod = "pod-" + uid;
   o.name = o.pod;
@@ -208,11 +208,11 @@ TEST(AgentPodResources, NamesPodsOnlyWhenTheMatchIsUnique) {
   holders[0].board = {{"ml", "trainer-0", "main"}};
   holders[1].board = {{"ml", "trainer-0", "main"}, {"ml", "trainer-0", "sidecar"}};
   holders[2].board = {{"ml", "a", "c"}, {"web", "b", "c"}};  // time-sliced between two pods
-  std::map<std::uint32_t, Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
+  std::map<std::uint32_t, sys::Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
                                         {2, pod_owner(kUid, std::string(64, 'b'))},
                                         {3, pod_owner(kUid2, std::string(64, 'c'))}};
-  Owner user;
-  user.kind = OwnerKind::user;
+  sys::Owner user;
+  user.kind = sys::OwnerKind::user;
   user.name = "alice";
   owners[4] = user;
   // PID 1 on GPUs 0 and 1: one container (main). PID 2 on GPU 1: pod known, container not. PID 3 on GPU 2:
@@ -233,7 +233,7 @@ TEST(AgentPodResources, AMatchTwoPodUidsWouldShareIsDropped) {
   // A process of another pod (say a privileged monitor) on a GPU held by trainer-0: neither is named.
   std::vector<DeviceHolders> holders(1);
   holders[0].board = {{"ml", "trainer-0", "main"}};
-  std::map<std::uint32_t, Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
+  std::map<std::uint32_t, sys::Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
                                         {2, pod_owner(kUid2, std::string(64, 'b'))}};
   name_pods_from_holders(owners, {{1, 2}}, holders);
   EXPECT_EQ(owners[1].name, "pod-" + kUid);
@@ -241,9 +241,9 @@ TEST(AgentPodResources, AMatchTwoPodUidsWouldShareIsDropped) {
 }
 
 TEST(AgentPodResources, HeldMigInstancesPayTheirSlice) {
-  DeviceInfo info;
+  gpu::DeviceInfo info;
   info.memory_total_bytes = 80ull << 30;
-  MigInstance a, b, c;
+  gpu::MigInstance a, b, c;
   a.uuid = "MIG-a", a.slice_count = 3, a.board_slices = 7;
   b.uuid = "MIG-b", b.slice_count = 4, b.board_slices = 7;
   c.uuid = "MIG-c", c.memory_total_bytes = 20ull << 30;
@@ -272,11 +272,11 @@ TEST(AgentPodResources, CollectorNamesPodFromSocketOverLogs) {
   Node n;
   // The log layout says another name; the kubelet's answer wins.
   fs::create_directories(n.dir.path() + "/pods/old_stale-name_" + kUid + "/main");
-  n.source.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0")};
+  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0")};
   auto c = n.collector();
   n.run(*c, 3);
   const Snapshot s = c->snapshot();
-  const Owner* o = find_owner(s, OwnerKind::pod);
+  const sys::Owner* o = find_owner(s, sys::OwnerKind::pod);
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->name, "ml/trainer-0");
   EXPECT_EQ(o->pod_namespace, "ml");
@@ -291,7 +291,7 @@ TEST(AgentPodResources, CollectorNamesPodFromSocketOverLogs) {
 
 TEST(AgentPodResources, HeldIdleGpuIsChargedToItsPodExactly) {
   Node n;
-  n.source.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0"),
+  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0"),
                                                      gpu("ml", "trainer-0", "main", "GPU-1")};
   auto c = n.collector();
   n.run(*c, 4);
@@ -313,7 +313,7 @@ TEST(AgentPodResources, HeldIdleGpuIsChargedToItsPodExactly) {
 TEST(AgentPodResources, HeldGpuBusyWithoutListedProcessesIsNotAllIdle) {
   Node n;
   n.backend.samples[1].utilization_pct = 25;  // busy, but NVML lists no process
-  n.source.answer = std::vector<PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-1")};
+  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-1")};
   auto c = n.collector();
   n.run(*c, 2);
   const Snapshot snap = c->snapshot();
@@ -324,14 +324,14 @@ TEST(AgentPodResources, HeldGpuBusyWithoutListedProcessesIsNotAllIdle) {
 
 TEST(AgentPodResources, HeldGpuOfAPodWithoutProcessesGetsItsOwnSeries) {
   Node n;
-  n.source.answer = std::vector<PodDeviceAssignment>{gpu("batch", "waiting-7", "worker", "GPU-1::0")};
+  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("batch", "waiting-7", "worker", "GPU-1::0")};
   auto c = n.collector();
   n.run(*c, 2);
   const Snapshot s = c->snapshot();
   const DeviceView& idle = s.devices[1];
   ASSERT_EQ(idle.owners.size(), 1u);
-  const Owner& o = s.owners.at(idle.owners.begin()->first);
-  EXPECT_EQ(o.kind, OwnerKind::pod);
+  const sys::Owner& o = s.owners.at(idle.owners.begin()->first);
+  EXPECT_EQ(o.kind, sys::OwnerKind::pod);
   EXPECT_EQ(o.name, "batch/waiting-7");
   EXPECT_EQ(o.container, "worker");
   EXPECT_EQ(idle.owners.begin()->second.cost, idle.cost);
@@ -342,14 +342,14 @@ TEST(AgentPodResources, HeldGpuOfAPodWithoutProcessesGetsItsOwnSeries) {
 
 TEST(AgentPodResources, HeldMigBoardChargesSliceRestUnallocated) {
   Node n;
-  DeviceInfo& info = n.backend.infos[1];
+  gpu::DeviceInfo& info = n.backend.infos[1];
   info.mig_enabled = true;
-  MigInstance a, b;
+  gpu::MigInstance a, b;
   a.uuid = "MIG-a", a.slice_count = 3, a.board_slices = 7;
   b.uuid = "MIG-b", b.slice_count = 4, b.board_slices = 7;
   info.mig_instances = {a, b};
-  n.source.answer = std::vector<PodDeviceAssignment>{
-      PodDeviceAssignment{"ml", "small", "main", "nvidia.com/mig-3g.40gb", "MIG-a"}};
+  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{
+      kubelet::PodDeviceAssignment{"ml", "small", "main", "nvidia.com/mig-3g.40gb", "MIG-a"}};
   auto c = n.collector();
   n.run(*c, 7);
   const Snapshot s = c->snapshot();
@@ -368,7 +368,7 @@ TEST(AgentPodResources, SocketDownFallsBackToLogLayout) {
   auto c = n.collector();
   n.run(*c, 2);
   const Snapshot s = c->snapshot();
-  const Owner* o = find_owner(s, OwnerKind::pod);
+  const sys::Owner* o = find_owner(s, sys::OwnerKind::pod);
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->name, "ml/trainer-0");
   EXPECT_EQ(o->container, std::string(12, 'a'));  // no container log: the short id
@@ -388,7 +388,7 @@ TEST(AgentPodResources, DisabledOmitsTheSelfSeries) {
   const std::string text = exposition_text(*c);
   EXPECT_EQ(text.find("gpumeter_agent_pod_resources"), std::string::npos);
   const Snapshot snap = c->snapshot();
-  const Owner* o = find_owner(snap, OwnerKind::pod);
+  const sys::Owner* o = find_owner(snap, sys::OwnerKind::pod);
   ASSERT_NE(o, nullptr);
   EXPECT_EQ(o->name, "pod-" + kUid);
 }

@@ -22,8 +22,8 @@ RunView on_track_run() {
   v.updated_unix_ms = kNow - 500;
   v.user = "alice";
   RunTargetView t;
-  t.target = MetricTarget{"loss", true, 2.2};
-  t.forecast.verdict = TargetVerdict::on_track;
+  t.target = meter::MetricTarget{"loss", true, 2.2};
+  t.forecast.verdict = meter::TargetVerdict::on_track;
   t.forecast.step = 140;
   t.forecast.current_value = 2.57;
   t.forecast.reached_at_step = 390;
@@ -70,8 +70,8 @@ TEST(AgentRunView, OmitsWhatTheForecastDoesNotKnow) {
   RunView early = on_track_run();
   early.run_id = 0;  // not recorded in the ledger
   auto& f = early.target->forecast;
-  f = TargetForecast{};
-  f.verdict = TargetVerdict::too_early;
+  f = meter::TargetForecast{};
+  f.verdict = meter::TargetVerdict::too_early;
   f.current_value = 2.9;
   RunView unbounded = on_track_run();
   unbounded.meter_pid = 5000;
@@ -101,7 +101,7 @@ TEST(AgentRunView, OmitsWhatTheForecastDoesNotKnow) {
 
 TEST(AgentRunView, EscapesTheMetricNameInLabels) {
   RunView v = on_track_run();
-  v.target->target = MetricTarget{"eval/\"acc\"\n", false, 0.9};
+  v.target->target = meter::MetricTarget{"eval/\"acc\"\n", false, 0.9};
   const std::string text = render_run_metrics({v});
   EXPECT_NE(text.find("metric=\"eval/\\\"acc\\\"\\n\",op=\">=\",value=\"0.9\""), std::string::npos) << text;
 }
@@ -120,7 +120,7 @@ TEST(AgentRunView, PublishedViewsRoundTripAndEndedRunsDropOut) {
   ASSERT_TRUE(publish_run_view(dir.path(), dead));
   RunView early = on_track_run();
   early.meter_pid = 17;
-  early.target->forecast = TargetForecast{};
+  early.target->forecast = meter::TargetForecast{};
   ASSERT_TRUE(publish_run_view(dir.path(), early));
   dir.write("run-55.json", "{\"run_id\": 3, \"meter_pid\":");  // torn or foreign: skipped
   dir.write("run-56.json", run_view_json(live));               // names another meter's PID
@@ -140,7 +140,7 @@ TEST(AgentRunView, PublishedViewsRoundTripAndEndedRunsDropOut) {
   EXPECT_EQ(back.target->target.metric, "loss");
   EXPECT_TRUE(back.target->target.at_most);
   EXPECT_DOUBLE_EQ(back.target->target.threshold, 2.2);
-  EXPECT_EQ(back.target->forecast.verdict, TargetVerdict::on_track);
+  EXPECT_EQ(back.target->forecast.verdict, meter::TargetVerdict::on_track);
   EXPECT_EQ(back.target->forecast.step, 140);
   EXPECT_EQ(back.target->forecast.reached_at_step, 390);
   EXPECT_EQ(back.target->forecast.high_usd, 0.21);

@@ -19,8 +19,8 @@ namespace fs = std::filesystem;
 
 void write_file(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
 
-DeviceSample busy_sample(unsigned index) {
-  DeviceSample s;
+gpu::DeviceSample busy_sample(unsigned index) {
+  gpu::DeviceSample s;
   s.index = index;
   s.utilization_pct = 75;
   s.memory_used_bytes = 40ull << 30;
@@ -33,9 +33,9 @@ DeviceSample busy_sample(unsigned index) {
 struct Fixture {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
-  StaticGpuBackend backend;
+  gpu::StaticGpuBackend backend;
   FakeClock clock;
-  std::unique_ptr<OwnerResolver> resolver;
+  std::unique_ptr<sys::OwnerResolver> resolver;
 
   explicit Fixture(unsigned gpus = 1) {
     fs::create_directories(proc);
@@ -45,15 +45,15 @@ struct Fixture {
     test::write_fake_process(proc, 300, "ollama", "0::/system.slice/ollama.service\n");
     for (unsigned i = 0; i < gpus; ++i) {
       backend.infos.push_back(test::h100_info(i));
-      Capabilities c;
+      gpu::Capabilities c;
       c.utilization = c.memory = c.power = c.temperature = c.processes = c.process_utilization = true;
       backend.caps.push_back(c);
       backend.samples.push_back(busy_sample(i));
     }
-    resolver = std::make_unique<OwnerResolver>(OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+    resolver = std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
-  std::vector<std::optional<PriceQuote>> prices(double usd) const {
-    return std::vector<std::optional<PriceQuote>>(backend.infos.size(), test::flag_price(usd));
+  std::vector<std::optional<meter::PriceQuote>> prices(double usd) const {
+    return std::vector<std::optional<meter::PriceQuote>>(backend.infos.size(), test::flag_price(usd));
   }
 };
 
@@ -95,16 +95,16 @@ TEST(AgentCollector, SplitsEveryIntervalExactly) {
   for (const auto& [k, o] : s.owners) {
     const auto& oc = d.owners.at(k);
     const double allocated = static_cast<double>(d.cost - d.unallocated_cost);
-    if (o.kind == OwnerKind::container) {
+    if (o.kind == sys::OwnerKind::container) {
       saw_container = true;
       EXPECT_NEAR(static_cast<double>(oc.cost), 0.75 * allocated, 2);
     }
-    if (o.kind == OwnerKind::slurm_job) {
+    if (o.kind == sys::OwnerKind::slurm_job) {
       saw_job = true;
       EXPECT_EQ(o.slurm_job, "4242");
       EXPECT_NEAR(static_cast<double>(oc.cost), 0.25 * allocated, 2);
     }
-    if (o.kind == OwnerKind::process) {
+    if (o.kind == sys::OwnerKind::process) {
       saw_process = true;
       EXPECT_EQ(oc.cost, 0);
     }
@@ -120,11 +120,11 @@ TEST(AgentExposition, OmitsWhatTheHardwareCannotGive) {
   Fixture fx;
   fx.backend.caps[0].power = false;
   fx.backend.caps[0].utilization = false;
-  DeviceSample& s = fx.backend.samples[0];
+  gpu::DeviceSample& s = fx.backend.samples[0];
   s.power_mw.reset();
   s.temperature_c.reset();
   s.utilization_pct.reset();
-  std::vector<std::optional<PriceQuote>> none(1);
+  std::vector<std::optional<meter::PriceQuote>> none(1);
   Collector c(fx.backend, *fx.resolver, fx.clock, none, AgentOptions{});
   c.collect_once();
   fx.clock.advance_ns(1'000'000'000);
@@ -166,8 +166,8 @@ TEST(AgentCollector, LostDeviceIsDownAndStillCosts) {
   Fixture fx;
   Collector c(fx.backend, *fx.resolver, fx.clock, fx.prices(3.6), AgentOptions{});
   c.collect_once();
-  DeviceSample lost;
-  lost.state = DeviceState::lost;
+  gpu::DeviceSample lost;
+  lost.state = gpu::DeviceState::lost;
   lost.error = "GPU_IS_LOST";
   fx.backend.samples[0] = lost;
   fx.clock.advance_ns(1'000'000'000);
@@ -242,7 +242,7 @@ TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
   // Only processes 100 and 200 at first: they take both owner slots.
   auto& procs = fx.backend.samples[0].processes;
   const auto all = procs;
-  procs.erase(std::remove_if(procs.begin(), procs.end(), [](const ProcessSample& p) { return p.pid == 300; }),
+  procs.erase(std::remove_if(procs.begin(), procs.end(), [](const gpu::ProcessSample& p) { return p.pid == 300; }),
               procs.end());
   c.collect_once();
   fx.clock.advance_ns(1'000'000'000);
@@ -299,8 +299,8 @@ TEST(AgentCollector, FinishedSlurmJobsFoldIntoUserAndAccountTotals) {
   std::size_t live = 0, finished = 0;
   MicroUsd finished_cost = 0;
   for (const auto& [key, owner] : s.owners) {
-    if (owner.kind == OwnerKind::slurm_job) ++live;
-    if (owner.kind == OwnerKind::slurm_finished) {
+    if (owner.kind == sys::OwnerKind::slurm_job) ++live;
+    if (owner.kind == sys::OwnerKind::slurm_finished) {
       ++finished;
       finished_cost += s.devices[0].owners.at(key).cost;
       EXPECT_EQ(owner.name, owner.slurm_account + "/" + owner.user);
@@ -372,9 +372,9 @@ TEST(AgentCollector, OwnersJson) {
 
 TEST(AgentCollector, MigInstancesPricedBySlice) {
   Fixture fx;
-  DeviceInfo& info = fx.backend.infos[0];
+  gpu::DeviceInfo& info = fx.backend.infos[0];
   info.mig_enabled = true;
-  MigInstance a, b, c;
+  gpu::MigInstance a, b, c;
   a.uuid = "MIG-a", a.gpu_instance_id = 1, a.slice_count = 3, a.board_slices = 7;
   b.uuid = "MIG-b", b.gpu_instance_id = 2, b.slice_count = 4, b.board_slices = 7;
   c.uuid = "MIG-c", c.gpu_instance_id = 3, c.memory_total_bytes = 20ull << 30;  // no slice count: memory share

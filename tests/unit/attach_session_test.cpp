@@ -16,8 +16,8 @@ constexpr pid_t kPid = 5151;
 
 using test::run_until;
 
-SessionConfig attach_config() {
-  SessionConfig c;
+guard::SessionConfig attach_config() {
+  guard::SessionConfig c;
   c.price = test::flag_price(3600);  // $1 per GPU-second
   c.allocated = {0};
   c.attached = true;
@@ -35,7 +35,7 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   auto backend = test::one_static_gpu(90);
   auto cfg = attach_config();
   cfg.guard.budget_micros = 5 * kMicrosPerUsd;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 30.0);
@@ -52,7 +52,7 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   s.on_detach();
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.run.status, RunStatus::stopped);
+  EXPECT_EQ(out.run.status, store::RunStatus::stopped);
   EXPECT_FALSE(out.run.exit_code) << "no exit status for a process gpumeter did not start";
   EXPECT_EQ(out.run.budget_micros, 40 * kMicrosPerUsd);
 }
@@ -62,7 +62,7 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(80);
-  Supervisor s(attach_config(), &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(attach_config(), &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 1.5);
@@ -76,19 +76,19 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   EXPECT_EQ(sink.cells[0].cost_micros, 2'500'000) << "2.5 s at $1/s";
   EXPECT_EQ(sink.cells[0].start_ms, 1500);
   EXPECT_EQ(sink.cells[0].end_ms, 4000);
-  EXPECT_EQ(sink.cells[0].status, CellStatus::interrupted);
+  EXPECT_EQ(sink.cells[0].status, store::CellStatus::interrupted);
   EXPECT_EQ(sink.cells[0].source, "model.fit(x)");
   ASSERT_TRUE(sink.cells[0].utilization_pct);
   EXPECT_DOUBLE_EQ(*sink.cells[0].utilization_pct, 80.0);
-  EXPECT_EQ(sink.cells[1].status, CellStatus::refused);
+  EXPECT_EQ(sink.cells[1].status, store::CellStatus::refused);
   EXPECT_EQ(sink.cells[1].cost_micros, 0);
   run_until(s, clock, 6.0);
   s.on_exit(0);
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitOk);
-  EXPECT_EQ(out.run.status, RunStatus::finished);
+  EXPECT_EQ(out.run.status, store::RunStatus::finished);
   ASSERT_EQ(out.cells.size(), 3u) << "a cell still open at the end is recorded unfinished";
-  EXPECT_EQ(out.cells[2].status, CellStatus::unfinished);
+  EXPECT_EQ(out.cells[2].status, store::CellStatus::unfinished);
   EXPECT_EQ(out.run.cost_micros, 6'000'000);
 }
 
@@ -100,7 +100,7 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   auto cfg = attach_config();
   cfg.started_ago_ms = 10'000;
   const std::int64_t unix_before = clock.unix_ms();
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 2.0);
@@ -109,7 +109,7 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
-  EXPECT_EQ(out.run.status, RunStatus::detached);
+  EXPECT_EQ(out.run.status, store::RunStatus::detached);
   EXPECT_EQ(out.exit_code, kExitOk);
   EXPECT_EQ(out.run.start_unix_ms, unix_before - 10'000);
   EXPECT_EQ(out.run.cost_micros, 12'000'000);
@@ -120,13 +120,13 @@ TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndN
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(1);
-  ProcessSample p;
+  gpu::ProcessSample p;
   p.pid = kPid;
   p.memory_bytes = 8ull << 30;
   backend.samples[0].processes.push_back(p);
   auto cfg = attach_config();
   cfg.idle_held_ms = 5'000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 4.0);
@@ -136,23 +136,23 @@ TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndN
   EXPECT_GE(*sink.last->idle_held_s, 5.0);
   EXPECT_DOUBLE_EQ(*sink.last->idle_held_usd_per_h, 3600.0);
   int recorded = 0;
-  for (const auto& a : sink.actions) recorded += a.kind == ActionKind::idle_gpus_held;
+  for (const auto& a : sink.actions) recorded += a.kind == store::ActionKind::idle_gpus_held;
   EXPECT_EQ(recorded, 1);
   EXPECT_TRUE(runner.sent.empty()) << "attach takes no action on idle";
   s.on_exit(0);
   auto out = s.finish();
   bool finding = false;
-  for (const auto& f : session_report(out, nullptr).findings) finding = finding || f.kind == "idle_gpus_held";
+  for (const auto& f : report::session_report(out, nullptr).findings) finding = finding || f.kind == "idle_gpus_held";
   EXPECT_TRUE(finding);
 }
 
 TEST(AttachSessionTest, ControlDatagramsParse) {
-  EXPECT_FALSE(parse_session_control(R"({"step": 3, "total_steps": 10})")) << "progress is not control";
-  EXPECT_FALSE(parse_session_control("not json"));
-  auto c = parse_session_control(R"({"cell": {"id": 3, "event": "end"}})");
+  EXPECT_FALSE(guard::parse_session_control(R"({"step": 3, "total_steps": 10})")) << "progress is not control";
+  EXPECT_FALSE(guard::parse_session_control("not json"));
+  auto c = guard::parse_session_control(R"({"cell": {"id": 3, "event": "end"}})");
   ASSERT_TRUE(c && *c);
-  EXPECT_EQ((*c)->cell->status, CellStatus::ok) << "an end without a status is ok";
-  c = parse_session_control(R"({"control": {"budget_usd": 2.5, "warn_at": "50%,90%"}})");
+  EXPECT_EQ((*c)->cell->status, store::CellStatus::ok) << "an end without a status is ok";
+  c = guard::parse_session_control(R"({"control": {"budget_usd": 2.5, "warn_at": "50%,90%"}})");
   ASSERT_TRUE(c && *c);
   EXPECT_EQ(*(*c)->budget_micros, 2'500'000);
   EXPECT_EQ((*c)->warn_at_pct->size(), 2u);
@@ -160,11 +160,11 @@ TEST(AttachSessionTest, ControlDatagramsParse) {
        {R"({"cell": {"id": -1, "event": "start"}})", R"({"cell": {"id": 1, "event": "go"}})",
         R"({"cell": {"id": 1, "event": "end", "status": "fine"}})", R"({"control": {"budget_usd": 0}})",
         R"({"control": {"warn_at": "150%"}})", R"({"control": 3})"}) {
-    auto r = parse_session_control(bad);
+    auto r = guard::parse_session_control(bad);
     ASSERT_TRUE(r) << bad;
     EXPECT_FALSE(*r) << bad;
   }
-  c = parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" + std::string(500, 'x') +
+  c = guard::parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" + std::string(500, 'x') +
                             "\"}}");
   ASSERT_TRUE(c && *c);
   EXPECT_EQ((*c)->cell->source.size(), 200u);

@@ -7,16 +7,16 @@ namespace gm {
 using test::TempDir;
 namespace {
 
-const Catalog& cat() {
-  static const Catalog c = [] {
-    auto r = Catalog::builtin();
+const catalog::Catalog& cat() {
+  static const catalog::Catalog c = [] {
+    auto r = catalog::Catalog::builtin();
     EXPECT_TRUE(r.ok()) << r.error().message;
     return *r;
   }();
   return c;
 }
 
-bool has_flag(const Offer& o, const std::string& f) {
+bool has_flag(const catalog::Offer& o, const std::string& f) {
   return std::find(o.flags.begin(), o.flags.end(), f) != o.flags.end();
 }
 
@@ -43,7 +43,7 @@ TEST(CatalogTest, NvmlNamesMapToCatalogGpus) {
       {"NVIDIA L40S", "L40S 48GB"},                {"NVIDIA GeForce RTX 4090", "RTX 4090 24GB"},
   };
   for (auto [nvml, id] : cases) {
-    const GpuSpec* g = cat().gpu_for_device_name(nvml);
+    const catalog::GpuSpec* g = cat().gpu_for_device_name(nvml);
     ASSERT_NE(g, nullptr) << nvml;
     EXPECT_EQ(g->id, id) << nvml;
   }
@@ -90,27 +90,27 @@ TEST(CatalogTest, EveryGpuOfferHasACountAndEveryFamilyRowNamesItsSource) {
     if (has_flag(o, "host_vm_row")) continue;
     EXPECT_GT(o.gpu_count, 0) << o.provider << " " << o.instance;
   }
-  for (const auto& f : instance_gpus_table()) {
+  for (const auto& f : catalog::instance_gpus_table()) {
     EXPECT_GT(f.gpu_count, 0) << f.instance;
     EXPECT_EQ(f.source.rfind("https://", 0), 0u) << f.instance;
     EXPECT_FALSE(f.gpu.empty()) << f.instance;
   }
-  const InstanceGpus* nd = find_instance_gpus("azure", "Standard_ND96isr_H100_v5");
+  const catalog::InstanceGpus* nd = catalog::find_instance_gpus("azure", "Standard_ND96isr_H100_v5");
   ASSERT_NE(nd, nullptr);
   EXPECT_EQ(nd->gpu, "H100 SXM 80GB");
   EXPECT_EQ(nd->gpu_count, 8);
-  EXPECT_EQ(find_instance_gpus("azure", "Standard_D2s_v3"), nullptr);
+  EXPECT_EQ(catalog::find_instance_gpus("azure", "Standard_D2s_v3"), nullptr);
 }
 
 TEST(CatalogTest, OffersCsvRoundTripsThroughTheLoader) {
-  std::vector<Offer> rows;
+  std::vector<catalog::Offer> rows;
   for (const auto& o : cat().offers())
     if (o.provider == "azure") rows.push_back(o);
   rows[0].fetched_at = "2026-11-25T10:00:00Z";
   rows[0].source = "a source, with a comma and \"quotes\"";
   TempDir d;
-  const std::string path = d.write("offers.csv", offers_to_csv(rows));
-  auto back = read_offers_file(path);
+  const std::string path = d.write("offers.csv", catalog::offers_to_csv(rows));
+  auto back = catalog::read_offers_file(path);
   ASSERT_TRUE(back.ok()) << back.error().message;
   ASSERT_EQ(back->size(), rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -124,13 +124,13 @@ TEST(CatalogTest, OffersCsvRoundTripsThroughTheLoader) {
 }
 
 TEST(CatalogTest, GpuCountMismatchIsFlagged) {
-  std::vector<Offer> offers(1);
+  std::vector<catalog::Offer> offers(1);
   offers[0].provider = "azure";
   offers[0].instance = "Standard_ND96isr_H100_v5";
   offers[0].gpu = "H100 SXM 80GB";
   offers[0].gpu_count = 12;
   offers[0].ondemand_usd_per_hour = 98.32;
-  flag_offers(offers, cat().gpus());
+  catalog::flag_offers(offers, cat().gpus());
   EXPECT_TRUE(has_flag(offers[0], "gpu_count_mismatch"));
 }
 
@@ -156,7 +156,7 @@ TEST(CatalogTest, BillingRulesFromData) {
 }
 
 TEST(CatalogTest, CarbonAndPue) {
-  const CarbonIntensity* c = cat().carbon_for("aws", "us-east-1");
+  const catalog::CarbonIntensity* c = cat().carbon_for("aws", "us-east-1");
   ASSERT_NE(c, nullptr);
   EXPECT_FALSE(c->dataset.empty());
   EXPECT_GT(c->g_co2e_per_kwh, 0);
@@ -166,17 +166,17 @@ TEST(CatalogTest, CarbonAndPue) {
 
 TEST(CatalogTest, OverrideFileMergesAndReportsBadLines) {
   test::TempDir dir;
-  Catalog c = cat();
+  catalog::Catalog c = cat();
   const auto good = dir.write("good.csv",
                               "provider,region,instance,gpu,gpu_count,ondemand_usd_per_hour,spot_usd_per_hour,source,date\n"
                               "aws,us-east-1,p5.48xlarge,H100,8,40.00,12,my negotiated rate,2026-11-01\n"
                               "onprem,dc1,rack7,A100-80GB,4,8.0,,finance sheet,2026-10-01\n");
   ASSERT_TRUE(c.merge_offers_file(good).ok());
-  const Offer* p5 = c.find_offer("aws", "p5.48xlarge", "us-east-1");
+  const catalog::Offer* p5 = c.find_offer("aws", "p5.48xlarge", "us-east-1");
   ASSERT_NE(p5, nullptr);
   EXPECT_DOUBLE_EQ(*p5->ondemand_usd_per_hour, 40.0);
   EXPECT_TRUE(p5->user_override);
-  const Offer* rack = c.find_offer("onprem", "rack7");
+  const catalog::Offer* rack = c.find_offer("onprem", "rack7");
   ASSERT_NE(rack, nullptr);
   EXPECT_EQ(rack->gpu, "A100 SXM 80GB");
   const auto bad = dir.write("bad.csv",
@@ -189,7 +189,7 @@ TEST(CatalogTest, OverrideFileMergesAndReportsBadLines) {
 }
 
 TEST(CatalogDeviceNames, VendorTableIsConsulted) {
-  const GpuSpec* h100 = cat().gpu_for_device_name("NVIDIA H100 80GB HBM3", "nvidia");
+  const catalog::GpuSpec* h100 = cat().gpu_for_device_name("NVIDIA H100 80GB HBM3", "nvidia");
   ASSERT_NE(h100, nullptr);
   EXPECT_EQ(h100->id, "H100 SXM 80GB");
   // A name is only matched within its vendor's table; "" searches all of them.

@@ -18,42 +18,42 @@ namespace gm {
 namespace {
 
 TEST(CloudParseTest, AwsInstanceActionAsDocumented) {
-  auto n = parse_aws_instance_action(R"({"action": "terminate", "time": "2017-09-18T08:22:00Z"})");
+  auto n = cloud::parse_aws_instance_action(R"({"action": "terminate", "time": "2017-09-18T08:22:00Z"})");
   ASSERT_TRUE(n) << n.error().message;
   EXPECT_TRUE(n->stop);
   EXPECT_EQ(n->kind, "terminate");
-  EXPECT_EQ(n->provider, CloudProvider::aws);
+  EXPECT_EQ(n->provider, cloud::CloudProvider::aws);
   ASSERT_TRUE(n->deadline_unix_ms);
   EXPECT_EQ(*n->deadline_unix_ms, 1505722920000);
-  EXPECT_EQ(format_iso8601(*n->deadline_unix_ms), "2017-09-18T08:22:00Z");
-  EXPECT_TRUE(parse_aws_instance_action(R"({"action":"hibernate","time":"2017-09-18T08:22:00Z"})"));
-  EXPECT_FALSE(parse_aws_instance_action(R"({"action":"explode","time":"2017-09-18T08:22:00Z"})"));
-  EXPECT_FALSE(parse_aws_instance_action(R"({"action":"stop"})"));
-  EXPECT_FALSE(parse_aws_instance_action(R"({"action":"stop","time":"yesterday"})"));
-  EXPECT_FALSE(parse_aws_instance_action("<html>404</html>"));
-  EXPECT_FALSE(parse_aws_instance_action("[]"));
+  EXPECT_EQ(cloud::format_iso8601(*n->deadline_unix_ms), "2017-09-18T08:22:00Z");
+  EXPECT_TRUE(cloud::parse_aws_instance_action(R"({"action":"hibernate","time":"2017-09-18T08:22:00Z"})"));
+  EXPECT_FALSE(cloud::parse_aws_instance_action(R"({"action":"explode","time":"2017-09-18T08:22:00Z"})"));
+  EXPECT_FALSE(cloud::parse_aws_instance_action(R"({"action":"stop"})"));
+  EXPECT_FALSE(cloud::parse_aws_instance_action(R"({"action":"stop","time":"yesterday"})"));
+  EXPECT_FALSE(cloud::parse_aws_instance_action("<html>404</html>"));
+  EXPECT_FALSE(cloud::parse_aws_instance_action("[]"));
 }
 
 TEST(CloudParseTest, AwsRebalanceIsAWarning) {
-  auto n = parse_aws_rebalance(R"({"noticeTime": "2020-11-05T08:22:00Z"})");
+  auto n = cloud::parse_aws_rebalance(R"({"noticeTime": "2020-11-05T08:22:00Z"})");
   ASSERT_TRUE(n) << n.error().message;
   EXPECT_FALSE(n->stop);
   EXPECT_EQ(n->kind, "rebalance");
-  EXPECT_FALSE(parse_aws_rebalance(R"({"time": "2020-11-05T08:22:00Z"})"));
+  EXPECT_FALSE(cloud::parse_aws_rebalance(R"({"time": "2020-11-05T08:22:00Z"})"));
 }
 
 TEST(CloudParseTest, GcpPreemptedAndMaintenance) {
-  EXPECT_TRUE(*parse_gcp_preempted("TRUE"));
-  EXPECT_FALSE(*parse_gcp_preempted("FALSE\n"));
-  EXPECT_FALSE(parse_gcp_preempted("true"));
-  EXPECT_FALSE(parse_gcp_preempted(""));
-  auto none = parse_gcp_maintenance("NONE");
+  EXPECT_TRUE(*cloud::parse_gcp_preempted("TRUE"));
+  EXPECT_FALSE(*cloud::parse_gcp_preempted("FALSE\n"));
+  EXPECT_FALSE(cloud::parse_gcp_preempted("true"));
+  EXPECT_FALSE(cloud::parse_gcp_preempted(""));
+  auto none = cloud::parse_gcp_maintenance("NONE");
   ASSERT_TRUE(none);
   EXPECT_FALSE(*none);
-  auto m = parse_gcp_maintenance("TERMINATE_ON_HOST_MAINTENANCE");
+  auto m = cloud::parse_gcp_maintenance("TERMINATE_ON_HOST_MAINTENANCE");
   ASSERT_TRUE(m && *m);
   EXPECT_FALSE((*m)->stop);
-  EXPECT_FALSE(parse_gcp_maintenance("{\"x\":1}"));
+  EXPECT_FALSE(cloud::parse_gcp_maintenance("{\"x\":1}"));
 }
 
 TEST(CloudParseTest, AzureScheduledEventsPreemptStopsOthersWarnOthersVmsIgnored) {
@@ -65,44 +65,44 @@ TEST(CloudParseTest, AzureScheduledEventsPreemptStopsOthersWarnOthersVmsIgnored)
      "EventStatus": "Scheduled", "NotBefore": "Mon, 19 Sep 2016 18:30:17 GMT"},
     {"EventId": "C3", "EventType": "Terminate", "ResourceType": "VirtualMachine", "Resources": ["vm2"],
      "EventStatus": "Scheduled", "NotBefore": ""}]})";
-  auto all = parse_azure_scheduled_events(body, std::nullopt);
+  auto all = cloud::parse_azure_scheduled_events(body, std::nullopt);
   ASSERT_TRUE(all) << all.error().message;
   ASSERT_EQ(all->size(), 3u);
   EXPECT_FALSE((*all)[0].stop);
   EXPECT_TRUE((*all)[1].stop);
   ASSERT_TRUE((*all)[1].deadline_unix_ms);
-  EXPECT_EQ(format_iso8601(*(*all)[1].deadline_unix_ms), "2016-09-19T18:30:17Z");
+  EXPECT_EQ(cloud::format_iso8601(*(*all)[1].deadline_unix_ms), "2016-09-19T18:30:17Z");
   EXPECT_TRUE((*all)[2].stop);
   EXPECT_FALSE((*all)[2].deadline_unix_ms);
-  auto mine = parse_azure_scheduled_events(body, std::string("vm1"));
+  auto mine = cloud::parse_azure_scheduled_events(body, std::string("vm1"));
   ASSERT_TRUE(mine);
   EXPECT_EQ(mine->size(), 2u) << "vm2's Terminate is another VM's";
   EXPECT_TRUE(
-      parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)->empty());
-  EXPECT_FALSE(parse_azure_scheduled_events(R"({"Events": [{"EventType": "Preempt"}]})", std::nullopt));
-  EXPECT_FALSE(parse_azure_scheduled_events("garbage", std::nullopt));
+      cloud::parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)->empty());
+  EXPECT_FALSE(cloud::parse_azure_scheduled_events(R"({"Events": [{"EventType": "Preempt"}]})", std::nullopt));
+  EXPECT_FALSE(cloud::parse_azure_scheduled_events("garbage", std::nullopt));
 }
 
 TEST(CloudParseTest, TimesAndModesAndUrls) {
-  EXPECT_EQ(*parse_iso8601_ms("2017-09-18T08:22:00.5Z"), 1505722920500);
-  EXPECT_EQ(*parse_iso8601_ms("2017-09-18T10:22:00+02:00"), 1505722920000);
-  EXPECT_FALSE(parse_iso8601_ms("2017-09-18T08:22:00"));
-  EXPECT_FALSE(parse_iso8601_ms("2017-13-18T08:22:00Z"));
-  EXPECT_FALSE(parse_rfc1123_ms("Mon, 19 Foo 2016 18:29:47 GMT"));
-  EXPECT_TRUE(parse_preemption_mode("auto")->provider == std::nullopt);
-  EXPECT_TRUE(parse_preemption_mode("off")->off);
-  EXPECT_EQ(*parse_preemption_mode("gcp")->provider, CloudProvider::gcp);
-  auto bad = parse_preemption_mode("oracle");
+  EXPECT_EQ(*cloud::parse_iso8601_ms("2017-09-18T08:22:00.5Z"), 1505722920500);
+  EXPECT_EQ(*cloud::parse_iso8601_ms("2017-09-18T10:22:00+02:00"), 1505722920000);
+  EXPECT_FALSE(cloud::parse_iso8601_ms("2017-09-18T08:22:00"));
+  EXPECT_FALSE(cloud::parse_iso8601_ms("2017-13-18T08:22:00Z"));
+  EXPECT_FALSE(cloud::parse_rfc1123_ms("Mon, 19 Foo 2016 18:29:47 GMT"));
+  EXPECT_TRUE(cloud::parse_preemption_mode("auto")->provider == std::nullopt);
+  EXPECT_TRUE(cloud::parse_preemption_mode("off")->off);
+  EXPECT_EQ(*cloud::parse_preemption_mode("gcp")->provider, cloud::CloudProvider::gcp);
+  auto bad = cloud::parse_preemption_mode("oracle");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().kind, ErrorKind::usage);
   EXPECT_NE(bad.error().message.find("--preemption"), std::string::npos);
-  EXPECT_EQ(*metadata_base_url(std::nullopt, std::nullopt), "http://169.254.169.254");
-  EXPECT_EQ(*metadata_base_url(std::nullopt, std::string("http://127.0.0.1:9/")), "http://127.0.0.1:9");
-  EXPECT_EQ(*metadata_base_url(std::string("http://a:1"), std::string("http://b:2")), "http://a:1");
-  auto https = metadata_base_url(std::string("https://x"), std::nullopt);
+  EXPECT_EQ(*cloud::metadata_base_url(std::nullopt, std::nullopt), "http://169.254.169.254");
+  EXPECT_EQ(*cloud::metadata_base_url(std::nullopt, std::string("http://127.0.0.1:9/")), "http://127.0.0.1:9");
+  EXPECT_EQ(*cloud::metadata_base_url(std::string("http://a:1"), std::string("http://b:2")), "http://a:1");
+  auto https = cloud::metadata_base_url(std::string("https://x"), std::nullopt);
   ASSERT_FALSE(https);
   EXPECT_NE(https.error().message.find("--metadata-url"), std::string::npos);
-  auto env = metadata_base_url(std::nullopt, std::string("http://h/latest"));
+  auto env = cloud::metadata_base_url(std::nullopt, std::string("http://h/latest"));
   ASSERT_FALSE(env);
   EXPECT_NE(env.error().message.find("GPUMETER_METADATA_URL"), std::string::npos);
 }
@@ -112,23 +112,23 @@ TEST(CloudDetectTest, DmiSaysWhichCloudWithoutTheNetwork) {
   const auto dir = root / "class/dmi/id";
   std::filesystem::create_directories(dir);
   auto write = [&](const char* name, const char* text) { std::ofstream(dir / name) << text << "\n"; };
-  EXPECT_FALSE(detect_cloud_provider(root.string()));
+  EXPECT_FALSE(cloud::detect_cloud_provider(root.string()));
   write("sys_vendor", "Amazon EC2");
-  EXPECT_EQ(detect_cloud_provider(root.string()), CloudProvider::aws);
+  EXPECT_EQ(cloud::detect_cloud_provider(root.string()), cloud::CloudProvider::aws);
   write("sys_vendor", "Google");
   write("product_name", "Google Compute Engine");
-  EXPECT_EQ(detect_cloud_provider(root.string()), CloudProvider::gcp);
+  EXPECT_EQ(cloud::detect_cloud_provider(root.string()), cloud::CloudProvider::gcp);
   write("sys_vendor", "Microsoft Corporation");
   write("product_name", "Virtual Machine");
-  EXPECT_FALSE(detect_cloud_provider(root.string())) << "Hyper-V on premises is not Azure";
+  EXPECT_FALSE(cloud::detect_cloud_provider(root.string())) << "Hyper-V on premises is not Azure";
   write("chassis_asset_tag", "7783-7084-3265-9085-8269-3286-77");
-  EXPECT_EQ(detect_cloud_provider(root.string()), CloudProvider::azure);
+  EXPECT_EQ(cloud::detect_cloud_provider(root.string()), cloud::CloudProvider::azure);
   std::filesystem::remove_all(root);
 }
 
 /// A metadata client for tests: the real MetadataClient over the fake HTTP client.
-std::unique_ptr<MetadataClient> metadata_over(std::shared_ptr<test::FakeHttpClient> http) {
-  return make_http_metadata_client("http://169.254.169.254", kMetadataTimeoutMs, std::move(http));
+std::unique_ptr<cloud::MetadataClient> metadata_over(std::shared_ptr<test::FakeHttpClient> http) {
+  return cloud::make_http_metadata_client("http://169.254.169.254", cloud::kMetadataTimeoutMs, std::move(http));
 }
 
 /// An AWS IMDSv2 stand-in over the fake client: a token is required, 404 until `notice` is set.
@@ -159,7 +159,7 @@ TEST(NoticePollerTest, AwsTokenOnceThenNoticesOnceEach) {
   FakeImds imds;
   auto client = metadata_over(
       std::make_shared<test::FakeHttpClient>([&](const util::HttpRequest& r) { return imds(r); }));
-  NoticePoller poller(CloudProvider::aws, *client);
+  cloud::NoticePoller poller(cloud::CloudProvider::aws, *client);
   auto r = poller.poll(1'000);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->empty());
@@ -187,7 +187,7 @@ TEST(NoticePollerTest, GcpFlavorHeaderAndThirtySecondDeadline) {
         if (r.path == "/computeMetadata/v1/instance/maintenance-event") return test::http_ok("NONE");
         return test::http_answer(404);
       }));
-  NoticePoller poller(CloudProvider::gcp, *client);
+  cloud::NoticePoller poller(cloud::CloudProvider::gcp, *client);
   EXPECT_TRUE(poller.poll(1'000)->empty());
   preempted = true;
   auto r = poller.poll(5'000);
@@ -199,14 +199,14 @@ TEST(NoticePollerTest, GcpFlavorHeaderAndThirtySecondDeadline) {
 TEST(NoticePollerTest, GarbageAndTransportErrorsAreErrorsNotNotices) {
   auto garbage = metadata_over(std::make_shared<test::FakeHttpClient>(
       [](const util::HttpRequest&) { return test::http_ok("\x01\x02 not json"); }));
-  for (auto p : {CloudProvider::aws, CloudProvider::gcp, CloudProvider::azure}) {
-    NoticePoller poller(p, *garbage);
+  for (auto p : {cloud::CloudProvider::aws, cloud::CloudProvider::gcp, cloud::CloudProvider::azure}) {
+    cloud::NoticePoller poller(p, *garbage);
     auto r = poller.poll(0);
-    EXPECT_FALSE(r) << provider_name(p);
+    EXPECT_FALSE(r) << cloud::provider_name(p);
   }
   auto down = metadata_over(std::make_shared<test::FakeHttpClient>(
       [](const util::HttpRequest&) -> util::HttpResult { return util::HttpFailure::connection; }));
-  NoticePoller poller(CloudProvider::azure, *down);
+  cloud::NoticePoller poller(cloud::CloudProvider::azure, *down);
   EXPECT_FALSE(poller.poll(0));
 }
 
@@ -223,7 +223,7 @@ TEST(NoticeWatcherTest, DeliversThroughTheWakeDescriptorAndNeverBlocksTheCaller)
         "Resources":[],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:30:17 GMT"}]})");
         return test::http_answer(404);
       }));
-  NoticeWatcher watcher(CloudProvider::azure, std::move(client), 20, [] { return std::int64_t{0}; });
+  cloud::NoticeWatcher watcher(cloud::CloudProvider::azure, std::move(client), 20, [] { return std::int64_t{0}; });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(watcher.take().empty());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100)) << "take() never waits";

@@ -14,7 +14,7 @@
 namespace gm {
 namespace {
 
-using nvml::Device;
+using gpu::nvml::Device;
 
 class FakeNvmlLib {
  public:
@@ -82,17 +82,17 @@ TEST_F(FakeNvmlTest, TimelineIsPiecewiseConstant) {
   freeze(3.0);
   ASSERT_EQ(power_mw(d, mw), 0);
   EXPECT_EQ(mw, 650000U);
-  nvml::Utilization u{};
-  ASSERT_EQ(lib_.fn<int (*)(Device, nvml::Utilization*)>("nvmlDeviceGetUtilizationRates")(d, &u), 0);
+  gpu::nvml::Utilization u{};
+  ASSERT_EQ(lib_.fn<int (*)(Device, gpu::nvml::Utilization*)>("nvmlDeviceGetUtilizationRates")(d, &u), 0);
   EXPECT_EQ(u.gpu, 97U);
-  nvml::MemoryV2 m{};
-  m.version = nvml::kMemoryV2Version;
-  ASSERT_EQ(lib_.fn<int (*)(Device, nvml::MemoryV2*)>("nvmlDeviceGetMemoryInfo_v2")(d, &m), 0);
+  gpu::nvml::MemoryV2 m{};
+  m.version = gpu::nvml::kMemoryV2Version;
+  ASSERT_EQ(lib_.fn<int (*)(Device, gpu::nvml::MemoryV2*)>("nvmlDeviceGetMemoryInfo_v2")(d, &m), 0);
   EXPECT_EQ(m.used, 61000ULL << 20);
   EXPECT_EQ(m.total, 81559ULL << 20);
   m.version = 2;  // a bare version number is rejected, as NVML does
-  EXPECT_EQ(lib_.fn<int (*)(Device, nvml::MemoryV2*)>("nvmlDeviceGetMemoryInfo_v2")(d, &m),
-            nvml::kErrorArgumentVersionMismatch);
+  EXPECT_EQ(lib_.fn<int (*)(Device, gpu::nvml::MemoryV2*)>("nvmlDeviceGetMemoryInfo_v2")(d, &m),
+            gpu::nvml::kErrorArgumentVersionMismatch);
   freeze(30);
   ASSERT_EQ(power_mw(d, mw), 0);
   EXPECT_EQ(mw, 100500U);
@@ -115,29 +115,29 @@ TEST_F(FakeNvmlTest, FaultsApplyInsideTheirWindow) {
   unsigned mw = 0;
   EXPECT_EQ(power_mw(d, mw), 0);
   freeze(40);
-  EXPECT_EQ(power_mw(d, mw), nvml::kErrorGpuIsLost);
+  EXPECT_EQ(power_mw(d, mw), gpu::nvml::kErrorGpuIsLost);
   Device again = nullptr;
-  EXPECT_EQ(lib_.fn<int (*)(unsigned, Device*)>("nvmlDeviceGetHandleByIndex_v2")(0, &again), nvml::kErrorGpuIsLost);
+  EXPECT_EQ(lib_.fn<int (*)(unsigned, Device*)>("nvmlDeviceGetHandleByIndex_v2")(0, &again), gpu::nvml::kErrorGpuIsLost);
   freeze(45);
   EXPECT_EQ(power_mw(d, mw), 0);
   freeze(50);
-  EXPECT_EQ(power_mw(d, mw), nvml::kErrorNoPermission);
+  EXPECT_EQ(power_mw(d, mw), gpu::nvml::kErrorNoPermission);
   unsigned long long mj = 0;
   EXPECT_EQ(energy(d, mj), 0);  // a named function's fault leaves the others alone
   freeze(60);
-  nvml::Utilization u{};
+  gpu::nvml::Utilization u{};
   auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(lib_.fn<int (*)(Device, nvml::Utilization*)>("nvmlDeviceGetUtilizationRates")(d, &u), 0);
+  EXPECT_EQ(lib_.fn<int (*)(Device, gpu::nvml::Utilization*)>("nvmlDeviceGetUtilizationRates")(d, &u), 0);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
 }
 
 TEST_F(FakeNvmlTest, EnergyCounterFalseIsNotSupported) {
   ASSERT_EQ(start(R"({"devices": [{"energy_counter": false, "timeline": [{"t": 0, "power_w": 50}]}]})"), 0);
   unsigned long long mj = 0;
-  EXPECT_EQ(energy(handle(0), mj), nvml::kErrorNotSupported);
+  EXPECT_EQ(energy(handle(0), mj), gpu::nvml::kErrorNotSupported);
   char version[32];
   EXPECT_EQ(lib_.fn<int (*)(char*, unsigned)>("nvmlSystemGetDriverVersion")(version, sizeof version),
-            nvml::kErrorNotSupported);  // no driver_version in the scenario
+            gpu::nvml::kErrorNotSupported);  // no driver_version in the scenario
 }
 
 TEST_F(FakeNvmlTest, CommProcessesResolveToLivePidsAndPidProcessesAreKept) {
@@ -146,10 +146,10 @@ TEST_F(FakeNvmlTest, CommProcessesResolveToLivePidsAndPidProcessesAreKept) {
   ASSERT_EQ(start(R"({"devices": [{"timeline": [{"t": 0, "processes": [
       {"comm": ")" + comm + R"(", "mem_mib": 10, "sm_util": 33}, {"pid": 77777, "mem_mib": 5}]}]}]})"), 0);
   Device d = handle(0);
-  nvml::ProcessInfoV2 infos[64];
+  gpu::nvml::ProcessInfoV2 infos[64];
   unsigned count = 0;
   auto fn = lib_.fn<int (*)(Device, unsigned*, void*)>("nvmlDeviceGetComputeRunningProcesses_v3");
-  ASSERT_EQ(fn(d, &count, nullptr), nvml::kErrorInsufficientSize);
+  ASSERT_EQ(fn(d, &count, nullptr), gpu::nvml::kErrorInsufficientSize);
   ASSERT_GE(count, 2U);
   count = 64;
   ASSERT_EQ(fn(d, &count, infos), 0);
@@ -160,15 +160,15 @@ TEST_F(FakeNvmlTest, CommProcessesResolveToLivePidsAndPidProcessesAreKept) {
   }
   EXPECT_TRUE(self);
   EXPECT_TRUE(fixed);
-  nvml::ProcessUtilizationSample samples[64];
+  gpu::nvml::ProcessUtilizationSample samples[64];
   unsigned n = 64;
-  auto util = lib_.fn<int (*)(Device, nvml::ProcessUtilizationSample*, unsigned*, unsigned long long)>(
+  auto util = lib_.fn<int (*)(Device, gpu::nvml::ProcessUtilizationSample*, unsigned*, unsigned long long)>(
       "nvmlDeviceGetProcessUtilization");
   ASSERT_EQ(util(d, samples, &n, 0), 0);
   ASSERT_GE(n, 1U);
   EXPECT_EQ(samples[0].sm_util, 33U);
   n = 64;
-  EXPECT_EQ(util(d, samples, &n, ~0ULL), nvml::kErrorNotFound);  // nothing newer than the last seen
+  EXPECT_EQ(util(d, samples, &n, ~0ULL), gpu::nvml::kErrorNotFound);  // nothing newer than the last seen
 }
 
 TEST_F(FakeNvmlTest, MissingSymbolsAreListedForTheLoader) {
@@ -180,12 +180,12 @@ TEST_F(FakeNvmlTest, MissingSymbolsAreListedForTheLoader) {
 
 TEST_F(FakeNvmlTest, MalformedScenarioFailsInitWithTheFileNamed) {
   EXPECT_EQ(start(R"({"devices": [{"timeline": [{"t": 0}], "faults": [{"return": "NOT_A_CODE"}]}]})"),
-            nvml::kErrorUnknown);
+            gpu::nvml::kErrorUnknown);
   std::string err = lib_.fn<const char* (*)()>("fakeNvmlLastError")();
   EXPECT_NE(err.find(path_), std::string::npos) << err;
   EXPECT_NE(err.find("devices[0].faults[0]"), std::string::npos) << err;
   EXPECT_NE(err.find("NOT_A_CODE"), std::string::npos) << err;
-  EXPECT_EQ(start("{\"devices\": [}"), nvml::kErrorUnknown);
+  EXPECT_EQ(start("{\"devices\": [}"), gpu::nvml::kErrorUnknown);
   err = lib_.fn<const char* (*)()>("fakeNvmlLastError")();
   EXPECT_NE(err.find("invalid JSON at byte"), std::string::npos) << err;
 }
@@ -199,7 +199,7 @@ TEST_F(FakeNvmlTest, MigFlagDrivesMigMode) {
   EXPECT_EQ(cur, 1U);
   ASSERT_EQ(mode(handle(1), &cur, &pending), 0);
   EXPECT_EQ(cur, 0U);
-  EXPECT_EQ(mode(handle(2), &cur, &pending), nvml::kErrorNotSupported);
+  EXPECT_EQ(mode(handle(2), &cur, &pending), gpu::nvml::kErrorNotSupported);
 }
 
 }  // namespace

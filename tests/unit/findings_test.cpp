@@ -118,8 +118,8 @@ trace::FileAnalysis sample(const std::string& name) {
   return f.ok() ? *f : trace::FileAnalysis{};
 }
 
-const Catalog& catalog() {
-  static const Catalog c = *Catalog::builtin();
+const catalog::Catalog& catalog() {
+  static const catalog::Catalog c = *catalog::Catalog::builtin();
   return c;
 }
 
@@ -217,7 +217,7 @@ TEST(FindingsTest, Fp32MathOnTheResNet50V100SampleWithDollars) {
   EXPECT_EQ(f->at_stake_ns, static_cast<std::int64_t>(static_cast<double>(fp32_ns) * (1 - 15.7 / 125.0)));
   EXPECT_EQ(f->severity, Severity::high);
   ASSERT_TRUE(f->cost_nano_usd.has_value());
-  EXPECT_EQ(*f->cost_nano_usd, gpu_ns_cost_pico_usd(3'000'000, f->at_stake_ns) / 1000);
+  EXPECT_EQ(*f->cost_nano_usd, meter::gpu_ns_cost_pico_usd(3'000'000, f->at_stake_ns) / 1000);
   EXPECT_GT(*f->cost_nano_usd, 0);
   ASSERT_TRUE(f->nano_usd_per_1k_steps.has_value());
   // Volta: fp16 with a GradScaler (no bf16), channels_last for the convolutions.
@@ -317,7 +317,7 @@ TEST(FindingsTest, UnfusedAttentionOnTheRecordedExplicitAttentionTraceNotOnSdpa)
   ASSERT_NE(g, nullptr);
   EXPECT_EQ(g->at_stake_ns, d.attention.kernel_ns - d.attention.matmul_kernel_ns);
   ASSERT_TRUE(g->cost_nano_usd.has_value());
-  EXPECT_EQ(*g->cost_nano_usd, gpu_ns_cost_pico_usd(2'000'000, g->at_stake_ns) / 1000);
+  EXPECT_EQ(*g->cost_nano_usd, meter::gpu_ns_cost_pico_usd(2'000'000, g->at_stake_ns) / 1000);
   EXPECT_EQ(find(gpu, "fp32_math"), nullptr);  // its GEMMs are bf16 tensor-core kernels
 
   const auto sdpa_gpu = sample("gpt2_attention_sdpa_gpu.json.gz");
@@ -335,7 +335,7 @@ namespace gm {
 namespace {
 
 TEST(FleetFindingsTest, WasteOfThePeriodNamesTheRunThatWastedMostWithItsMonthlyRate) {
-  MultiReport rep;
+  report::MultiReport rep;
   rep.since_unix_ms = 0;
   rep.until_unix_ms = 10LL * 86'400'000;  // a 10-day period
   rep.total.runs = 3;
@@ -343,18 +343,18 @@ TEST(FleetFindingsTest, WasteOfThePeriodNamesTheRunThatWastedMostWithItsMonthlyR
   rep.total.cost_micros = 400'000'000;            // $400
   rep.total.idle_cost_micros = 60'000'000;        // $60
   rep.total.unused_gpu_cost_micros = 40'000'000;  // $40: waste $100 = 25 %
-  TopRun a;
+  report::TopRun a;
   a.id = 7;
   a.command = "python train.py";
   a.cost_micros = 300'000'000;
   a.waste_micros = 30'000'000;
-  TopRun b;
+  report::TopRun b;
   b.id = 9;
   b.command = "python eval.py";
   b.cost_micros = 100'000'000;
   b.waste_micros = 70'000'000;
   rep.top_runs = {a, b};
-  const auto fs = multi_findings(rep);
+  const auto fs = report::multi_findings(rep);
   ASSERT_EQ(fs.size(), 1u);
   EXPECT_EQ(fs[0].kind, "fleet_waste");
   EXPECT_EQ(fs[0].severity, findings::Severity::medium);  // 25 %: medium from 15 %, high from 30 %
@@ -368,7 +368,7 @@ TEST(FleetFindingsTest, WasteOfThePeriodNamesTheRunThatWastedMostWithItsMonthlyR
   // Under 5 % of the cost: nothing to say.
   rep.total.idle_cost_micros = 10'000'000;
   rep.total.unused_gpu_cost_micros = 0;
-  EXPECT_TRUE(multi_findings(rep).empty());
+  EXPECT_TRUE(report::multi_findings(rep).empty());
 }
 
 }  // namespace
@@ -380,10 +380,10 @@ namespace {
 TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   // Two GPUs at $3.60/GPU-h ($0.001 a second each): both idle until 5 s, then GPU 1 works from 6 s and GPU
   // 0 from 8 s; 20 one-second samples each.
-  std::vector<SampleRecord> samples;
+  std::vector<store::SampleRecord> samples;
   for (int t = 1; t <= 20; ++t)
     for (unsigned gpu : {0u, 1u}) {
-      SampleRecord s;
+      store::SampleRecord s;
       s.t_ms = t * 1000;
       s.gpu_index = gpu;
       s.gpu_uuid = "GPU-" + std::to_string(gpu);
@@ -392,25 +392,25 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
       s.cost_micros = 1000;
       samples.push_back(s);
     }
-  auto usage = gpu_usage_from_samples(samples);
+  auto usage = meter::gpu_usage_from_samples(samples);
   ASSERT_EQ(usage.size(), 2u);
   // The first sample showing work (t = 9 s, t = 7 s) closes the interval in which it began.
   EXPECT_EQ(usage[0].first_busy_ms, 8000);
   EXPECT_EQ(usage[1].first_busy_ms, 6000);
   EXPECT_FALSE(usage[0].first_process_ms.has_value());
   EXPECT_EQ(usage[1].first_process_ms, 6000);
-  RunRecord run;
+  store::RunRecord run;
   run.wall_ms = 20'000;
   run.billed_s = 20;
   run.cost_micros = 40'000;
   run.price_micros_per_gpu_hour = 3'600'000;
   run.gpus_allocated = {"GPU-0", "GPU-1"};
   run.gpus_used = {"GPU-1"};
-  std::vector<ProgressRecord> progress(1);
+  std::vector<store::ProgressRecord> progress(1);
   progress[0].t_ms = 20'000;  // the last point: the first step is not known earlier than the GPU's work
   progress[0].step = 100;
   progress[0].total_steps = 1000;
-  auto r = build_run_report(run, usage, progress, {}, nullptr);
+  auto r = report::build_run_report(run, usage, progress, {}, nullptr);
   ASSERT_TRUE(r.startup.has_value());
   EXPECT_EQ(r.startup->ms, 6000);
   EXPECT_EQ(r.startup->cost_micros, 12'000);  // 6 s × 2 GPUs × $0.001
@@ -426,21 +426,21 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
   EXPECT_EQ(f->severity, findings::Severity::high);  // 30 % of the run's cost
   EXPECT_EQ(f->cost_nano_usd, 12'000'000);
   EXPECT_EQ(f->at_stake_ns, 12'000'000'000);  // 6 s on 2 GPUs
-  EXPECT_NE(render_run_report_text(r).find("start-up        6.0s before the first GPU work"),
+  EXPECT_NE(report::render_run_report_text(r).find("start-up        6.0s before the first GPU work"),
             std::string::npos)
-      << render_run_report_text(r);
+      << report::render_run_report_text(r);
 
   // A start-up under 5 % of the run's cost is a figure, not a finding; no GPU work at all is neither.
   run.cost_micros = 400'000;
   run.wall_ms = 200'000;
-  auto small = build_run_report(run, usage, {}, {}, nullptr);
+  auto small = report::build_run_report(run, usage, {}, {}, nullptr);
   ASSERT_TRUE(small.startup.has_value());
   for (const auto& x : small.findings) EXPECT_NE(x.kind, "startup_overhead");
   for (auto& s : samples) {
     s.utilization_pct = 0.0;
     s.job_present = false;
   }
-  EXPECT_FALSE(build_run_report(run, gpu_usage_from_samples(samples), {}, {}, nullptr).startup.has_value());
+  EXPECT_FALSE(report::build_run_report(run, meter::gpu_usage_from_samples(samples), {}, {}, nullptr).startup.has_value());
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ struct Check {
 
 /// The forecast when the job's report of `fraction` of its steps arrives; nullopt when there is none.
 std::optional<Check> forecast_at(const Job& job, std::int64_t steps, double fraction) {
-  Forecaster f;
+  meter::Forecaster f;
   f.add(0, 0, steps);  // the bar drawn at 0 before the start-up
   double now = 0;
   for (const auto& r : job.reports) {
@@ -130,7 +130,7 @@ TEST(ForecastBurstsTest, APaceChangeIsFollowedWithinTheWindow) {
 
 TEST(ForecastBurstsTest, PaceIsExposedAndTheStartUpIsExcluded) {
   // 0.5 s per step after a 20 s first step (compilation): the pace is 0.5, not diluted by the first step.
-  Forecaster f;
+  meter::Forecaster f;
   EXPECT_FALSE(f.s_per_step().has_value());
   f.add(0, 0, 1000);
   for (int s = 1; s <= 200; ++s) f.add(20 + (s - 1) * 0.5, s, 1000);
@@ -144,7 +144,7 @@ TEST(ForecastBurstsTest, PaceIsExposedAndTheStartUpIsExcluded) {
 
 TEST(ForecastBurstsTest, ABurstAloneGivesNoForecast) {
   // The first two bursts: ten steps 1 ms apart, then a 1 s pause. One burst's steps tell the CPU's pace only.
-  Forecaster f;
+  meter::Forecaster f;
   f.add(0, 0, 200);
   double t = 1;
   std::int64_t step = 0;

@@ -22,9 +22,9 @@ class GpmFake {
     setenv("FAKE_NVML_SCENARIO", path_.c_str(), 1);
     handle_ = dlopen(test::fake_nvml_library().c_str(), RTLD_NOW | RTLD_LOCAL);
     freeze(-1);
-    GpuBackendOptions options;
+    gpu::GpuBackendOptions options;
     options.library_path = test::fake_nvml_library();
-    result_.emplace(open_nvml(options));
+    result_.emplace(gpu::open_nvml(options));
   }
   ~GpmFake() {
     result_.reset();
@@ -37,14 +37,14 @@ class GpmFake {
     ASSERT_NE(fn, nullptr);
     fn(t_s);
   }
-  Result<std::unique_ptr<GpuBackend>>& result() { return *result_; }
-  GpuBackend& backend() { return *result_->value(); }
+  Result<std::unique_ptr<gpu::GpuBackend>>& result() { return *result_; }
+  gpu::GpuBackend& backend() { return *result_->value(); }
 
  private:
   test::TempDir dir_;
   std::string path_;
   void* handle_ = nullptr;
-  std::optional<Result<std::unique_ptr<GpuBackend>>> result_;
+  std::optional<Result<std::unique_ptr<gpu::GpuBackend>>> result_;
 };
 
 std::string h200(const std::string& timeline, const std::string& extra = "",
@@ -66,7 +66,7 @@ TEST(GpmBackendTest, EveryMetricEqualsTheScenario) {
       "tensor_util": 86.3, "fp32_util": 3.25, "fp16_util": 1.5, "fp64_util": 0.75, "dram_bw_util": 21.5}}])"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
   EXPECT_TRUE(fake.backend().capabilities(0).gpm);
-  const GpmMetrics g = fake.backend().sample(0).gpm;
+  const gpu::GpmMetrics g = fake.backend().sample(0).gpm;
   ASSERT_TRUE(g.sm_active_pct && g.sm_occupancy_pct && g.tensor_active_pct && g.fp32_active_pct &&
               g.fp16_active_pct && g.fp64_active_pct && g.dram_bw_util_pct);
   // The fake answers through NVML's double fields: equal to the value up to rounding (clang's -O2 differs).
@@ -86,13 +86,13 @@ TEST(GpmBackendTest, EachIntervalIsMeasuredFromTheSamplePairAroundIt) {
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
   // The first sample was taken at open (t ≈ 0); the next one at t = 5: 2 s of bf16 and 3 s of fp32.
   fake.freeze(5);
-  const GpmMetrics mixed = fake.backend().sample(0).gpm;
+  const gpu::GpmMetrics mixed = fake.backend().sample(0).gpm;
   ASSERT_TRUE(mixed.tensor_active_pct && mixed.fp32_active_pct);
   EXPECT_NEAR(*mixed.tensor_active_pct, 86.3 * 2 / 5, 0.5);
   EXPECT_NEAR(*mixed.fp32_active_pct, 76.1 * 3 / 5, 0.5);
   // The next interval, [5, 6], is all fp32: the same utilization, no tensor-core activity at all.
   fake.freeze(6);
-  const DeviceSample s = fake.backend().sample(0);
+  const gpu::DeviceSample s = fake.backend().sample(0);
   EXPECT_EQ(s.utilization_pct, 100U);
   EXPECT_EQ(s.gpm.tensor_active_pct, 0.0);
   EXPECT_EQ(s.gpm.fp32_active_pct, 76.1);
@@ -103,12 +103,12 @@ TEST(GpmBackendTest, EachIntervalIsMeasuredFromTheSamplePairAroundIt) {
 TEST(GpmBackendTest, NoGpmInTheScenarioIsNullNeverZero) {
   GpmFake fake(h200(R"([{"t": 0, "util": 50}])"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
-  const Capabilities& caps = fake.backend().capabilities(0);
+  const gpu::Capabilities& caps = fake.backend().capabilities(0);
   EXPECT_FALSE(caps.gpm);
   bool noted = false;
   for (const auto& n : caps.notes) noted = noted || n.find("GPM") != std::string::npos;
   EXPECT_TRUE(noted);
-  const DeviceSample s = fake.backend().sample(0);
+  const gpu::DeviceSample s = fake.backend().sample(0);
   EXPECT_EQ(s.utilization_pct, 50U);
   EXPECT_FALSE(s.gpm.any());
   EXPECT_TRUE(s.error.empty()) << s.error;
@@ -128,7 +128,7 @@ TEST(GpmBackendTest, MissingSymbolsAndMissingMetricsAreNull) {
   // A metric the device does not answer is null; the others are there.
   GpmFake partial(h200(R"([{"t": 0, "util": 98, "gpm": {"sm_util": 40, "tensor_util": 10}}])"));
   ASSERT_TRUE(partial.result().ok()) << partial.result().error().message;
-  const GpmMetrics g = partial.backend().sample(0).gpm;
+  const gpu::GpmMetrics g = partial.backend().sample(0).gpm;
   EXPECT_EQ(g.sm_active_pct, 40.0);
   EXPECT_EQ(g.tensor_active_pct, 10.0);
   EXPECT_FALSE(g.fp32_active_pct || g.fp16_active_pct || g.fp64_active_pct || g.dram_bw_util_pct ||
@@ -142,7 +142,7 @@ TEST(GpmBackendTest, MigInstancesHaveTheirOwnActivity) {
       {"uuid": "MIG-b", "gpu_instance_id": 2, "memory_total_mib": 16000, "mem_used_mib": 100, "slices": 1}])"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
   EXPECT_TRUE(fake.backend().capabilities(0).gpm);
-  const DeviceSample s = fake.backend().sample(0);
+  const gpu::DeviceSample s = fake.backend().sample(0);
   EXPECT_FALSE(s.gpm.any());  // the board's timeline has no GPM: null, not 0
   ASSERT_EQ(s.mig_instances.size(), 2U);
   EXPECT_EQ(s.mig_instances[0].gpm.sm_active_pct, 70.0);
@@ -153,21 +153,21 @@ TEST(GpmBackendTest, MigInstancesHaveTheirOwnActivity) {
 }
 
 TEST(GpmDecodeTest, FailedOrNonFiniteMetricsAreNullAndValuesStayInRange) {
-  auto req = std::make_unique<nvml::GpmMetricsGet>();
-  nvml::fill_gpm_request(*req, nullptr, nullptr);
-  EXPECT_EQ(req->version, nvml::kGpmMetricsGetVersion);
+  auto req = std::make_unique<gpu::nvml::GpmMetricsGet>();
+  gpu::nvml::fill_gpm_request(*req, nullptr, nullptr);
+  EXPECT_EQ(req->version, gpu::nvml::kGpmMetricsGetVersion);
   ASSERT_EQ(req->num_metrics, 7U);
   EXPECT_EQ(req->metrics[0].metric_id, 2U);   // NVML_GPM_METRIC_SM_UTIL
   EXPECT_EQ(req->metrics[2].metric_id, 5U);   // NVML_GPM_METRIC_ANY_TENSOR_UTIL
   EXPECT_EQ(req->metrics[6].metric_id, 10U);  // NVML_GPM_METRIC_DRAM_BW_UTIL
   for (unsigned i = 0; i < 7; ++i) {
-    req->metrics[i].nvml_return = nvml::kSuccess;
+    req->metrics[i].nvml_return = gpu::nvml::kSuccess;
     req->metrics[i].value = 50;
   }
   req->metrics[0].value = 100.0000001;  // rounding above 100
-  req->metrics[1].nvml_return = nvml::kErrorNotSupported;
+  req->metrics[1].nvml_return = gpu::nvml::kErrorNotSupported;
   req->metrics[2].value = std::nan("");
-  const GpmMetrics g = nvml::decode_gpm(*req);
+  const gpu::GpmMetrics g = gpu::nvml::decode_gpm(*req);
   EXPECT_EQ(g.sm_active_pct, 100.0);
   EXPECT_FALSE(g.sm_occupancy_pct);
   EXPECT_FALSE(g.tensor_active_pct);

@@ -48,16 +48,16 @@ class FakeProc {
 };
 
 TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
-  EXPECT_EQ(namespace_inode("pid:[4026531836]"), kInitialPidNamespaceInode);
-  EXPECT_EQ(namespace_inode("pid:[4026532178]"), 4026532178ULL);
-  EXPECT_FALSE(namespace_inode("pid:4026532178"));
-  EXPECT_FALSE(namespace_inode("pid:[]"));
+  EXPECT_EQ(sys::namespace_inode("pid:[4026531836]"), sys::kInitialPidNamespaceInode);
+  EXPECT_EQ(sys::namespace_inode("pid:[4026532178]"), 4026532178ULL);
+  EXPECT_FALSE(sys::namespace_inode("pid:4026532178"));
+  EXPECT_FALSE(sys::namespace_inode("pid:[]"));
 
   FakeProc host;
   host.self("pid:[4026531836]", "Name:\tgpumeter\nNSpid:\t15256\n");
-  PidNamespaceProbe probe{host.root(), host.dir().path() + "/root",
+  sys::PidNamespaceProbe probe{host.root(), host.dir().path() + "/root",
                           [](const std::string&) { return std::nullopt; }};
-  auto facts = detect_pid_namespace(probe);
+  auto facts = sys::detect_pid_namespace(probe);
   EXPECT_EQ(facts.foreign_pids(), false);
   EXPECT_EQ(facts.nspid_levels, 1u);
   EXPECT_TRUE(facts.container_markers.empty());
@@ -74,7 +74,7 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
              if (name == "KUBERNETES_SERVICE_HOST") return "10.96.0.1";
              return std::nullopt;
            }};
-  facts = detect_pid_namespace(probe);
+  facts = sys::detect_pid_namespace(probe);
   EXPECT_EQ(facts.foreign_pids(), true);
   EXPECT_EQ(facts.nspid_levels, 2u);
   ASSERT_EQ(facts.container_markers.size(), 3u);
@@ -88,63 +88,63 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
       << facts.describe();
 
   // Without the namespace link, NSpid levels still tell; with neither, it cannot be told.
-  PidNamespaceFacts nspid_only;
+  sys::PidNamespaceFacts nspid_only;
   nspid_only.nspid_levels = 2;
   EXPECT_EQ(nspid_only.foreign_pids(), true);
-  EXPECT_FALSE(PidNamespaceFacts{}.foreign_pids().has_value());
-  EXPECT_NE(PidNamespaceFacts{}.describe().find("cannot be read"), std::string::npos);
+  EXPECT_FALSE(sys::PidNamespaceFacts{}.foreign_pids().has_value());
+  EXPECT_NE(sys::PidNamespaceFacts{}.describe().find("cannot be read"), std::string::npos);
 }
 
 TEST(PidNamespaceTest, GpuDeviceFilesAreTheNumberedOnesUnderTheDeviceFolder) {
-  EXPECT_EQ(gpu_minor_of_path("/dev", "/dev/nvidia3"), 3u);
-  EXPECT_EQ(gpu_minor_of_path("/dev", "/dev/nvidia12"), 12u);
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/dev/nvidiactl"));
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/dev/nvidia-uvm"));
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/dev/nvidia-caps/nvidia-cap1"));
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/dev/nvidia"));
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/tmp/dev/nvidia0"));
-  EXPECT_FALSE(gpu_minor_of_path("/dev", "/dev/nvidia0 (deleted)"));
-  EXPECT_EQ(gpu_device_path("/dev", 2), "/dev/nvidia2");
-  EXPECT_EQ(gpu_device_root(std::nullopt), "/dev");
-  EXPECT_EQ(gpu_device_root(std::string()), "/dev");
+  EXPECT_EQ(sys::gpu_minor_of_path("/dev", "/dev/nvidia3"), 3u);
+  EXPECT_EQ(sys::gpu_minor_of_path("/dev", "/dev/nvidia12"), 12u);
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/dev/nvidiactl"));
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/dev/nvidia-uvm"));
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/dev/nvidia-caps/nvidia-cap1"));
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/dev/nvidia"));
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/tmp/dev/nvidia0"));
+  EXPECT_FALSE(sys::gpu_minor_of_path("/dev", "/dev/nvidia0 (deleted)"));
+  EXPECT_EQ(sys::gpu_device_path("/dev", 2), "/dev/nvidia2");
+  EXPECT_EQ(sys::gpu_device_root(std::nullopt), "/dev");
+  EXPECT_EQ(sys::gpu_device_root(std::string()), "/dev");
   test::TempDir d;
   fs::create_directories(d.path() + "/dev");
-  EXPECT_EQ(gpu_device_root(d.path() + "/dev/"), fs::canonical(d.path() + "/dev").string());
-  EXPECT_EQ(gpu_device_root(d.path() + "/x/../dev"), fs::canonical(d.path() + "/dev").string());
+  EXPECT_EQ(sys::gpu_device_root(d.path() + "/dev/"), fs::canonical(d.path() + "/dev").string());
+  EXPECT_EQ(sys::gpu_device_root(d.path() + "/x/../dev"), fs::canonical(d.path() + "/dev").string());
 
   FakeProc p;
   p.device_files({"nvidia0", "nvidia1", "nvidiactl"});
   p.add(10, 1, {p.dev() + "/nvidiactl", p.dev() + "/nvidia1", "/tmp/log.txt"});
   p.add(11, 10, {p.dev() + "/nvidia0"});
   p.add(12, 1, {p.dev() + "/nvidia1"});
-  const ProcReader proc(p.root());
+  const sys::ProcReader proc(p.root());
   EXPECT_TRUE(proc.exists(10));
   EXPECT_FALSE(proc.exists(4000010));
-  auto held = held_gpu_device_files(proc, {10, 11}, p.dev());
+  auto held = sys::held_gpu_device_files(proc, {10, 11}, p.dev());
   EXPECT_EQ(held.minors, (std::set<unsigned>{0, 1}));
   EXPECT_TRUE(held.unreadable.empty());
-  EXPECT_EQ(held_gpu_device_files(proc, {10}, p.dev()).minors, std::set<unsigned>{1});
-  EXPECT_EQ(gpu_device_holders(proc, p.dev(), 1), (std::set<std::uint32_t>{10, 12}));
-  EXPECT_EQ(gpu_device_holders(proc, p.dev(), 0), std::set<std::uint32_t>{11});
-  EXPECT_TRUE(gpu_device_file_present(p.dev(), 1));
-  EXPECT_FALSE(gpu_device_file_present(p.dev(), 2));
+  EXPECT_EQ(sys::held_gpu_device_files(proc, {10}, p.dev()).minors, std::set<unsigned>{1});
+  EXPECT_EQ(sys::gpu_device_holders(proc, p.dev(), 1), (std::set<std::uint32_t>{10, 12}));
+  EXPECT_EQ(sys::gpu_device_holders(proc, p.dev(), 0), std::set<std::uint32_t>{11});
+  EXPECT_TRUE(sys::gpu_device_file_present(p.dev(), 1));
+  EXPECT_FALSE(sys::gpu_device_file_present(p.dev(), 2));
 }
 
 TEST(GpuMatchTest, VisibleDevicesNameAGpuByIndexOrUuidNeverByAll) {
-  DeviceInfo d;
+  gpu::DeviceInfo d;
   d.index = 1;
   d.uuid = "GPU-c0c0c0c0-1111-2222-3333-444444444444";
-  EXPECT_TRUE(visible_devices_name("1", d));
-  EXPECT_TRUE(visible_devices_name("0, 1", d));
-  EXPECT_TRUE(visible_devices_name("GPU-c0c0c0c0-1111-2222-3333-444444444444", d));
-  EXPECT_TRUE(visible_devices_name("GPU-c0c0", d));
-  EXPECT_TRUE(visible_devices_name("c0c0c0c0", d));
-  EXPECT_FALSE(visible_devices_name("all", d));
-  EXPECT_FALSE(visible_devices_name("none", d));
-  EXPECT_FALSE(visible_devices_name("void", d));
-  EXPECT_FALSE(visible_devices_name("", d));
-  EXPECT_FALSE(visible_devices_name("0", d));
-  EXPECT_FALSE(visible_devices_name("GPU-ffff", d));
+  EXPECT_TRUE(guard::visible_devices_name("1", d));
+  EXPECT_TRUE(guard::visible_devices_name("0, 1", d));
+  EXPECT_TRUE(guard::visible_devices_name("GPU-c0c0c0c0-1111-2222-3333-444444444444", d));
+  EXPECT_TRUE(guard::visible_devices_name("GPU-c0c0", d));
+  EXPECT_TRUE(guard::visible_devices_name("c0c0c0c0", d));
+  EXPECT_FALSE(guard::visible_devices_name("all", d));
+  EXPECT_FALSE(guard::visible_devices_name("none", d));
+  EXPECT_FALSE(guard::visible_devices_name("void", d));
+  EXPECT_FALSE(guard::visible_devices_name("", d));
+  EXPECT_FALSE(guard::visible_devices_name("0", d));
+  EXPECT_FALSE(guard::visible_devices_name("GPU-ffff", d));
 }
 
 /// A container: PID namespace 4026532178, the job (PIDs 1 and 7) holding GPU 0's device file.
@@ -155,7 +155,7 @@ class MatcherTest : public ::testing::Test {
     p_.add(1, 0, {p_.dev() + "/nvidiactl"});
     p_.add(7, 1, {p_.dev() + "/nvidia0", p_.dev() + "/nvidiactl"});
     for (unsigned i = 0; i < 2; ++i) {
-      DeviceInfo d;
+      gpu::DeviceInfo d;
       d.index = i;
       d.uuid = "GPU-" + std::to_string(i);
       d.minor_number = i;
@@ -165,27 +165,27 @@ class MatcherTest : public ::testing::Test {
     config_.dev_root = p_.dev();
     config_.pid_namespace.pid_ns_inode = 4026532178ULL;
   }
-  static DeviceSample busy(unsigned index, const std::vector<std::uint32_t>& pids) {
-    DeviceSample s;
+  static gpu::DeviceSample busy(unsigned index, const std::vector<std::uint32_t>& pids) {
+    gpu::DeviceSample s;
     s.index = index;
-    for (auto pid : pids) s.processes.push_back(ProcessSample{pid, 1ULL << 30, std::nullopt});
+    for (auto pid : pids) s.processes.push_back(gpu::ProcessSample{pid, 1ULL << 30, std::nullopt});
     return s;
   }
-  std::string notes(JobGpuMatcher& m) {
+  std::string notes(guard::JobGpuMatcher& m) {
     std::string all;
     for (const auto& n : m.take_notes()) all += n + "\n";
     return all;
   }
   FakeProc p_;
-  std::vector<DeviceInfo> devices_;
-  GpuMatchConfig config_;
+  std::vector<gpu::DeviceInfo> devices_;
+  guard::GpuMatchConfig config_;
 };
 
 TEST_F(MatcherTest, APidOfTheJobOnTheGpuIsAMatchAndNeedsNoNote) {
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {7})));
-  EXPECT_EQ(m.method(0), GpuMatchMethod::pid);
+  EXPECT_EQ(m.method(0), guard::GpuMatchMethod::pid);
   EXPECT_TRUE(m.job_holds_memory(busy(0, {7})));
   EXPECT_FALSE(m.job_on_gpu(1, busy(1, {})));
   EXPECT_EQ(notes(m), "");
@@ -193,14 +193,14 @@ TEST_F(MatcherTest, APidOfTheJobOnTheGpuIsAMatchAndNeedsNoNote) {
 
 TEST_F(MatcherTest, AnAllocatedGpuHeldByTheJobAndBusyWithForeignPidsIsTheJobs) {
   config_.cuda_visible_devices = "0";
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007})));
-  EXPECT_EQ(m.method(0), GpuMatchMethod::device_file);
+  EXPECT_EQ(m.method(0), guard::GpuMatchMethod::device_file);
   EXPECT_TRUE(m.job_holds_memory(busy(0, {4000007})));
   // GPU 1 is busy with a foreign process too, but the job does not hold its device file.
   EXPECT_FALSE(m.job_on_gpu(1, busy(1, {4000099})));
-  EXPECT_EQ(m.method(1), GpuMatchMethod::none);
+  EXPECT_EQ(m.method(1), guard::GpuMatchMethod::none);
   const std::string n = notes(m);
   EXPECT_NE(n.find("NVML reports processes whose PIDs do not resolve here"), std::string::npos) << n;
   EXPECT_NE(n.find("GPU 0 (GPU-0): the job was matched by its open device file " + p_.dev() + "/nvidia0"),
@@ -221,7 +221,7 @@ TEST_F(MatcherTest, AnAllocatedGpuHeldByTheJobAndBusyWithForeignPidsIsTheJobs) {
 
 TEST_F(MatcherTest, WithoutAnAllocationTheSplitIsUnknownNeverSilent) {
   config_.nvidia_visible_devices = "all";
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007})));
   const std::string n = notes(m);
@@ -233,7 +233,7 @@ TEST_F(MatcherTest, WithoutAnAllocationTheSplitIsUnknownNeverSilent) {
 
 TEST_F(MatcherTest, MoreForeignProcessesThanHoldersHereMeanOtherContainersUseTheGpu) {
   config_.cuda_visible_devices = "0";
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007, 4100001})));
   const std::string n = notes(m);
@@ -247,7 +247,7 @@ TEST_F(MatcherTest, AnotherProcessOfThisContainerHoldingTheGpuMakesTheSplitUnkno
   p_.add(30, 0, {p_.dev() + "/nvidia0"});  // a second kernel in the pod, not the job's
   p_.add(40, 0, {p_.dev() + "/nvidia0"});  // gpumeter itself (its NVML holds the device files)
   config_.self_pid = 40;
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_TRUE(m.job_on_gpu(0, busy(0, {4000007})));
   const std::string n = notes(m);
@@ -256,22 +256,22 @@ TEST_F(MatcherTest, AnotherProcessOfThisContainerHoldingTheGpuMakesTheSplitUnkno
 }
 
 TEST_F(MatcherTest, InTheHostNamespaceUnresolvedPidsAreGoneProcessesNotAMatch) {
-  config_.pid_namespace.pid_ns_inode = kInitialPidNamespaceInode;
+  config_.pid_namespace.pid_ns_inode = sys::kInitialPidNamespaceInode;
   config_.cuda_visible_devices = "0";
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_FALSE(m.job_on_gpu(0, busy(0, {4000007})));
   EXPECT_EQ(notes(m), "");
   // A namespace that cannot be read: PIDs that do not resolve are taken as foreign.
-  config_.pid_namespace = PidNamespaceFacts{};
-  JobGpuMatcher unknown(config_, devices_);
+  config_.pid_namespace = sys::PidNamespaceFacts{};
+  guard::JobGpuMatcher unknown(config_, devices_);
   unknown.begin({1, 7});
   EXPECT_TRUE(unknown.job_on_gpu(0, busy(0, {4000007})));
 }
 
 TEST_F(MatcherTest, NoMinorNumberIsSaidAndNotGuessed) {
   devices_[0].minor_number.reset();
-  JobGpuMatcher m(config_, devices_);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   EXPECT_FALSE(m.job_on_gpu(0, busy(0, {4000007})));
   EXPECT_NE(notes(m).find("gives no minor number (nvmlDeviceGetMinorNumber not supported)"),
@@ -280,22 +280,22 @@ TEST_F(MatcherTest, NoMinorNumberIsSaidAndNotGuessed) {
 
 TEST_F(MatcherTest, RunMeterCountsTheGpuAsUsedThroughTheMatcher) {
   config_.cuda_visible_devices = "0";
-  StaticGpuBackend backend;
+  gpu::StaticGpuBackend backend;
   backend.infos = devices_;
   backend.caps.resize(2);
   backend.samples = {busy(0, {4000007}), busy(1, {4000099})};
   for (auto& s : backend.samples) s.utilization_pct = 50;
-  RunMeter meter(backend, {0, 1}, 3'600'000'000, 0);
-  JobGpuMatcher m(config_, devices_);
+  meter::RunMeter meter(backend, {0, 1}, 3'600'000'000, 0);
+  guard::JobGpuMatcher m(config_, devices_);
   m.begin({1, 7});
   auto records = meter.tick_with(
-      1'000'000'000, [&](unsigned index, const DeviceSample& s) { return m.job_on_gpu(index, s); });
+      1'000'000'000, [&](unsigned index, const gpu::DeviceSample& s) { return m.job_on_gpu(index, s); });
   ASSERT_EQ(records.size(), 2u);
   EXPECT_TRUE(records[0].job_present);
   EXPECT_FALSE(records[1].job_present);
   EXPECT_EQ(meter.used_uuids(), std::vector<std::string>{"GPU-0"});
   // The PID-set form is the old behaviour: foreign PIDs never match.
-  RunMeter by_pid(backend, {0, 1}, 3'600'000'000, 0);
+  meter::RunMeter by_pid(backend, {0, 1}, 3'600'000'000, 0);
   by_pid.tick(1'000'000'000, std::set<std::uint32_t>{1, 7});
   EXPECT_TRUE(by_pid.used_uuids().empty());
 }
@@ -311,9 +311,9 @@ TEST(FakeNvmlForeignPidTest, ForeignProcessesGetPidPlusFourMillionAndMinorNumber
         {"minor": 5, "timeline": [{"t": 0, "util": 0}]},
         {"minor": null, "timeline": [{"t": 0, "util": 0}]}]})");
   setenv("FAKE_NVML_SCENARIO", path.c_str(), 1);
-  GpuBackendOptions options;
+  gpu::GpuBackendOptions options;
   options.library_path = test::fake_nvml_library();
-  auto backend = open_nvml(options);
+  auto backend = gpu::open_nvml(options);
   ASSERT_TRUE(backend.ok()) << backend.error().message;
   const auto& devices = (*backend)->devices();
   ASSERT_EQ(devices.size(), 3u);
@@ -331,7 +331,7 @@ TEST(FakeNvmlForeignPidTest, ForeignProcessesGetPidPlusFourMillionAndMinorNumber
   const std::string bad = dir.write(
       "bad.json", R"({"devices": [{"timeline": [{"t": 0, "processes": [{"pid": 1, "foreign_pid": 1}]}]}]})");
   setenv("FAKE_NVML_SCENARIO", bad.c_str(), 1);
-  auto failed = open_nvml(options);
+  auto failed = gpu::open_nvml(options);
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.error().message.find("\"foreign_pid\" must be true or false"), std::string::npos)
       << failed.error().message;

@@ -19,39 +19,39 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(NvmlAbiTest, VersionedStructsAreSizeOrVersionShifted) {
-  EXPECT_EQ(nvml::struct_version(40, 2), 0x02000028U);
-  EXPECT_EQ(nvml::kMemoryV2Version, static_cast<unsigned>(sizeof(nvml::MemoryV2)) | (2U << 24U));
-  EXPECT_EQ(nvml::kMemoryV2Version, 0x02000028U);  // not a bare 2 (the nvtop bug)
-  EXPECT_EQ(nvml::kProcessDetailListV1Version, 0x01000018U);
+  EXPECT_EQ(gpu::nvml::struct_version(40, 2), 0x02000028U);
+  EXPECT_EQ(gpu::nvml::kMemoryV2Version, static_cast<unsigned>(sizeof(gpu::nvml::MemoryV2)) | (2U << 24U));
+  EXPECT_EQ(gpu::nvml::kMemoryV2Version, 0x02000028U);  // not a bare 2 (the nvtop bug)
+  EXPECT_EQ(gpu::nvml::kProcessDetailListV1Version, 0x01000018U);
 }
 
 TEST(NvmlAbiTest, ProcessApiPrefersDetailListThenV3V2V1) {
-  EXPECT_EQ(nvml::choose_process_api({true, true, true, true}), nvml::ProcessApi::detail_list);
-  EXPECT_EQ(nvml::choose_process_api({false, true, true, true}), nvml::ProcessApi::v3);
-  EXPECT_EQ(nvml::choose_process_api({false, false, true, true}), nvml::ProcessApi::v2);
-  EXPECT_EQ(nvml::choose_process_api({false, false, false, true}), nvml::ProcessApi::v1);
-  EXPECT_EQ(nvml::choose_process_api({false, false, false, false}), nvml::ProcessApi::none);
+  EXPECT_EQ(gpu::nvml::choose_process_api({true, true, true, true}), gpu::nvml::ProcessApi::detail_list);
+  EXPECT_EQ(gpu::nvml::choose_process_api({false, true, true, true}), gpu::nvml::ProcessApi::v3);
+  EXPECT_EQ(gpu::nvml::choose_process_api({false, false, true, true}), gpu::nvml::ProcessApi::v2);
+  EXPECT_EQ(gpu::nvml::choose_process_api({false, false, false, true}), gpu::nvml::ProcessApi::v1);
+  EXPECT_EQ(gpu::nvml::choose_process_api({false, false, false, false}), gpu::nvml::ProcessApi::none);
 }
 
 TEST(NvmlAbiTest, StrideMatchesTheStructOfEachApi) {
-  EXPECT_EQ(nvml::process_stride(nvml::ProcessApi::detail_list), 32U);
-  EXPECT_EQ(nvml::process_stride(nvml::ProcessApi::v3), 24U);  // nvmlProcessInfo_t has the v2 layout
-  EXPECT_EQ(nvml::process_stride(nvml::ProcessApi::v2), 24U);
-  EXPECT_EQ(nvml::process_stride(nvml::ProcessApi::v1), 16U);
-  EXPECT_EQ(nvml::process_stride(nvml::ProcessApi::none), 0U);
-  EXPECT_STREQ(nvml::process_api_name(nvml::ProcessApi::v3), "nvmlDeviceGetComputeRunningProcesses_v3");
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::detail_list), 32U);
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v3), 24U);  // nvmlProcessInfo_t has the v2 layout
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v2), 24U);
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v1), 16U);
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::none), 0U);
+  EXPECT_STREQ(gpu::nvml::process_api_name(gpu::nvml::ProcessApi::v3), "nvmlDeviceGetComputeRunningProcesses_v3");
 }
 
 TEST(NvmlAbiTest, ReturnNamesAndArchitectures) {
-  EXPECT_STREQ(nvml::return_name(15), "ERROR_GPU_IS_LOST");
-  EXPECT_STREQ(nvml::return_name(16), "ERROR_RESET_REQUIRED");
-  EXPECT_STREQ(nvml::return_name(12345), "");
-  EXPECT_STREQ(nvml::architecture_name(9), "Hopper");
-  EXPECT_STREQ(nvml::architecture_name(77), "");
+  EXPECT_STREQ(gpu::nvml::return_name(15), "ERROR_GPU_IS_LOST");
+  EXPECT_STREQ(gpu::nvml::return_name(16), "ERROR_RESET_REQUIRED");
+  EXPECT_STREQ(gpu::nvml::return_name(12345), "");
+  EXPECT_STREQ(gpu::nvml::architecture_name(9), "Hopper");
+  EXPECT_STREQ(gpu::nvml::architecture_name(77), "");
 }
 
 TEST(NvmlCallGuardTest, ReturnsTheResultOfAPromptCall) {
-  nvml::CallGuard guard(500);
+  gpu::nvml::CallGuard guard(500);
   auto r = guard.run(0, [] { return 42; });
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, 42);
@@ -59,7 +59,7 @@ TEST(NvmlCallGuardTest, ReturnsTheResultOfAPromptCall) {
 }
 
 TEST(NvmlCallGuardTest, AbandonsAnOverrunningCallAndMarksItsKeyUntilItReturns) {
-  nvml::CallGuard guard(50);
+  gpu::nvml::CallGuard guard(50);
   auto start = std::chrono::steady_clock::now();
   auto r = guard.run(3, [] {
     std::this_thread::sleep_for(400ms);
@@ -78,15 +78,15 @@ TEST(NvmlCallGuardTest, AbandonsAnOverrunningCallAndMarksItsKeyUntilItReturns) {
 }
 
 TEST(NvmlLoaderTest, CandidatesHonourExplicitPathThenEnvThenSonames) {
-  EXPECT_EQ(nvml::library_candidates("/x/lib.so"), std::vector<std::string>{"/x/lib.so"});
+  EXPECT_EQ(gpu::nvml::library_candidates("/x/lib.so"), std::vector<std::string>{"/x/lib.so"});
   setenv("GPUMETER_NVML_LIBRARY", "/y/libnvidia-ml.so.1", 1);
-  EXPECT_EQ(nvml::library_candidates(""), std::vector<std::string>{"/y/libnvidia-ml.so.1"});
+  EXPECT_EQ(gpu::nvml::library_candidates(""), std::vector<std::string>{"/y/libnvidia-ml.so.1"});
   unsetenv("GPUMETER_NVML_LIBRARY");
-  EXPECT_EQ(nvml::library_candidates(""), (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
+  EXPECT_EQ(gpu::nvml::library_candidates(""), (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
 }
 
 TEST(NvmlLoaderTest, MissingLibraryGivesTheDlopenReason) {
-  auto lib = nvml::Library::open({"/nonexistent/libnvidia-ml.so.1"});
+  auto lib = gpu::nvml::Library::open({"/nonexistent/libnvidia-ml.so.1"});
   ASSERT_FALSE(lib.ok());
   EXPECT_EQ(lib.error().kind, ErrorKind::no_gpu_library);
   EXPECT_NE(lib.error().message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
@@ -99,19 +99,19 @@ class FakeNvmlBackend {
   explicit FakeNvmlBackend(const std::string& scenario, std::int64_t timeout_ms = 1000) {
     path_ = dir_.write("scenario.json", scenario);
     setenv("FAKE_NVML_SCENARIO", path_.c_str(), 1);
-    GpuBackendOptions options;
+    gpu::GpuBackendOptions options;
     options.library_path = test::fake_nvml_library();
     options.call_timeout_ms = timeout_ms;
-    result_.emplace(open_nvml(options));
+    result_.emplace(gpu::open_nvml(options));
   }
-  Result<std::unique_ptr<GpuBackend>>& result() { return *result_; }
-  GpuBackend& backend() { return *result_->value(); }
+  Result<std::unique_ptr<gpu::GpuBackend>>& result() { return *result_; }
+  gpu::GpuBackend& backend() { return *result_->value(); }
   const std::string& path() const { return path_; }
 
  private:
   test::TempDir dir_;
   std::string path_;
-  std::optional<Result<std::unique_ptr<GpuBackend>>> result_;
+  std::optional<Result<std::unique_ptr<gpu::GpuBackend>>> result_;
 };
 
 std::string one_device(const std::string& device_extra, const std::string& missing = "[]",
@@ -129,9 +129,9 @@ std::string pid_processes() {
             {"pid": 424242, "mem_mib": 7}])";
 }
 
-void expect_processes(const DeviceSample& s) {
+void expect_processes(const gpu::DeviceSample& s) {
   ASSERT_EQ(s.processes.size(), 3U);
-  std::map<std::uint32_t, ProcessSample> by_pid;
+  std::map<std::uint32_t, gpu::ProcessSample> by_pid;
   for (const auto& p : s.processes) by_pid[p.pid] = p;
   auto self = static_cast<std::uint32_t>(getpid());
   ASSERT_TRUE(by_pid.count(self));
@@ -146,10 +146,10 @@ void expect_processes(const DeviceSample& s) {
 TEST(NvmlBackendTest, ReadsDeviceInfoAndSampleFromTheFake) {
   FakeNvmlBackend fake(one_device("", "[]", pid_processes()));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
-  GpuBackend& b = fake.backend();
+  gpu::GpuBackend& b = fake.backend();
   EXPECT_EQ(b.driver_version(), "550.54.15");
   ASSERT_EQ(b.devices().size(), 1U);
-  const DeviceInfo& info = b.devices()[0];
+  const gpu::DeviceInfo& info = b.devices()[0];
   EXPECT_EQ(info.name, "NVIDIA A100-SXM4-40GB");
   EXPECT_EQ(info.uuid, "GPU-a");
   EXPECT_EQ(info.pci_bus_id, "00000000:07:00.0");
@@ -157,12 +157,12 @@ TEST(NvmlBackendTest, ReadsDeviceInfoAndSampleFromTheFake) {
   EXPECT_EQ(info.power_limit_mw, 400000U);
   EXPECT_EQ(info.architecture, "Ampere");
   EXPECT_FALSE(info.mig_enabled.has_value());
-  const Capabilities& caps = b.capabilities(0);
+  const gpu::Capabilities& caps = b.capabilities(0);
   EXPECT_TRUE(caps.utilization && caps.memory && caps.power && caps.energy_counter && caps.temperature &&
               caps.clocks && caps.processes && caps.process_utilization);
   EXPECT_EQ(caps.process_api, "nvmlDeviceGetRunningProcessDetailList");
-  DeviceSample s = b.sample(0);
-  EXPECT_EQ(s.state, DeviceState::ok);
+  gpu::DeviceSample s = b.sample(0);
+  EXPECT_EQ(s.state, gpu::DeviceState::ok);
   EXPECT_EQ(s.utilization_pct, 55U);
   EXPECT_EQ(s.memory_used_bytes, 2048ULL << 20);
   EXPECT_EQ(s.power_mw, 250000U);
@@ -201,7 +201,7 @@ TEST(NvmlBackendTest, EnergyCounterNotSupportedMeansPowerIntegration) {
   FakeNvmlBackend fake(one_device(R"(, "energy_counter": false)"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
   EXPECT_FALSE(fake.backend().capabilities(0).energy_counter);
-  EXPECT_EQ(energy_method(fake.backend().capabilities(0)), EnergyMethod::power_integration);
+  EXPECT_EQ(gpu::energy_method(fake.backend().capabilities(0)), gpu::EnergyMethod::power_integration);
   EXPECT_FALSE(fake.backend().sample(0).energy_mj.has_value());
 }
 
@@ -210,14 +210,14 @@ TEST(NvmlBackendTest, MigInstancesAreListedAndProcessUtilizationIsOff) {
       {"uuid": "MIG-1", "gpu_instance_id": 1, "memory_total_mib": 9856, "mem_used_mib": 100},
       {"uuid": "MIG-2", "gpu_instance_id": 2, "memory_total_mib": 9856, "mem_used_mib": 200}])"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
-  const DeviceInfo& info = fake.backend().devices()[0];
+  const gpu::DeviceInfo& info = fake.backend().devices()[0];
   EXPECT_EQ(info.mig_enabled, true);
   ASSERT_EQ(info.mig_instances.size(), 2U);
   EXPECT_EQ(info.mig_instances[1].uuid, "MIG-2");
   EXPECT_EQ(info.mig_instances[1].gpu_instance_id, 2U);
   EXPECT_EQ(info.mig_instances[1].memory_total_bytes, 9856ULL << 20);
   EXPECT_FALSE(fake.backend().capabilities(0).process_utilization);
-  DeviceSample s = fake.backend().sample(0);
+  gpu::DeviceSample s = fake.backend().sample(0);
   ASSERT_EQ(s.mig_instances.size(), 2U);
   EXPECT_EQ(s.mig_instances[0].memory_used_bytes, 100ULL << 20);
 }
@@ -225,8 +225,8 @@ TEST(NvmlBackendTest, MigInstancesAreListedAndProcessUtilizationIsOff) {
 TEST(NvmlBackendTest, LostDeviceIsReportedNotFatal) {
   FakeNvmlBackend fake(one_device(R"(, "faults": [{"function": "nvmlDeviceGetPowerUsage", "return": 16}])"));
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
-  DeviceSample s = fake.backend().sample(0);
-  EXPECT_EQ(s.state, DeviceState::lost);
+  gpu::DeviceSample s = fake.backend().sample(0);
+  EXPECT_EQ(s.state, gpu::DeviceState::lost);
   EXPECT_NE(s.error.find("RESET_REQUIRED"), std::string::npos);
 }
 
@@ -234,8 +234,8 @@ TEST(NvmlBackendTest, HungCallIsBoundedAndMarksTheDeviceUnresponsive) {
   auto start = std::chrono::steady_clock::now();
   FakeNvmlBackend fake(one_device(R"(, "faults": [{"function": "nvmlDeviceGetTemperature", "hang_ms": 1500}])"), 200);
   ASSERT_TRUE(fake.result().ok()) << fake.result().error().message;
-  DeviceSample s = fake.backend().sample(0);
-  EXPECT_EQ(s.state, DeviceState::unresponsive);
+  gpu::DeviceSample s = fake.backend().sample(0);
+  EXPECT_EQ(s.state, gpu::DeviceState::unresponsive);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1000ms);
 }
 
@@ -248,13 +248,13 @@ TEST(NvmlBackendTest, MalformedScenarioFailsInitNamingTheFile) {
 }
 
 TEST(NvmlBackendTest, StaticBackendServesTestsWithoutNvml) {
-  StaticGpuBackend b;
-  b.infos.push_back(DeviceInfo{});
-  b.caps.push_back(Capabilities{});
-  b.samples.push_back(DeviceSample{});
-  EXPECT_EQ(b.sample(0).state, DeviceState::ok);
-  EXPECT_STREQ(to_string(DeviceState::unresponsive), "unresponsive");
-  EXPECT_STREQ(to_string(EnergyMethod::power_integration), "power_integration");
+  gpu::StaticGpuBackend b;
+  b.infos.push_back(gpu::DeviceInfo{});
+  b.caps.push_back(gpu::Capabilities{});
+  b.samples.push_back(gpu::DeviceSample{});
+  EXPECT_EQ(b.sample(0).state, gpu::DeviceState::ok);
+  EXPECT_STREQ(to_string(gpu::DeviceState::unresponsive), "unresponsive");
+  EXPECT_STREQ(to_string(gpu::EnergyMethod::power_integration), "power_integration");
 }
 
 }  // namespace

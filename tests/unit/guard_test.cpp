@@ -11,7 +11,7 @@ namespace gm {
 namespace {
 
 TEST(GuardProgressTest, ParsesDatagrams) {
-  auto u = parse_progress_message(
+  auto u = guard::parse_progress_message(
       R"({"step": 120, "total_steps": 10000, "samples": 3840, "tokens": 491520, "metrics": {"loss": 2.31, "acc": 0.41}})");
   ASSERT_TRUE(u.ok()) << u.error().message;
   EXPECT_EQ(*u->step, 120);
@@ -19,49 +19,49 @@ TEST(GuardProgressTest, ParsesDatagrams) {
   EXPECT_EQ(*u->samples, 3840);
   EXPECT_EQ(*u->tokens, 491520);
   EXPECT_DOUBLE_EQ(u->metrics.at("loss"), 2.31);
-  auto empty = parse_progress_message("{}");
+  auto empty = guard::parse_progress_message("{}");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->empty());
-  EXPECT_TRUE(parse_progress_message(R"({"step": 5.0})").ok());
+  EXPECT_TRUE(guard::parse_progress_message(R"({"step": 5.0})").ok());
   for (const char* bad : {"", "[1]", "{", R"({"step": -1})", R"({"step": "3"})", R"({"step": 1.5})",
                           R"({"metrics": {"loss": "x"}})", R"({"metrics": 3})"}) {
-    EXPECT_FALSE(parse_progress_message(bad).ok()) << bad;
+    EXPECT_FALSE(guard::parse_progress_message(bad).ok()) << bad;
   }
 }
 
 TEST(GuardProgressTest, FlopsPerTokenIsAPositiveNumberOfFlops) {
-  auto u = parse_progress_message(R"({"flops_per_token": 4.8e10})");
+  auto u = guard::parse_progress_message(R"({"flops_per_token": 4.8e10})");
   ASSERT_TRUE(u.ok()) << u.error().message;
   EXPECT_DOUBLE_EQ(*u->flops_per_token, 4.8e10);
   EXPECT_FALSE(u->empty());  // a report of its own: the run's MFU basis
   for (const char* bad : {R"({"flops_per_token": 0})", R"({"flops_per_token": -3})",
                           R"({"flops_per_token": "1e9"})", R"({"flops_per_token": 1e30})"}) {
-    auto r = parse_progress_message(bad);
+    auto r = guard::parse_progress_message(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_NE(r.error().message.find("flops_per_token"), std::string::npos) << r.error().message;
   }
 }
 
 TEST(GuardProgressTest, RecognisesTqdmAndHfLogs) {
-  auto a = parse_output_line(" 45%|████▌     | 45/100 [00:01<00:02, 30.1it/s]");
+  auto a = guard::parse_output_line(" 45%|████▌     | 45/100 [00:01<00:02, 30.1it/s]");
   ASSERT_TRUE(a);
   EXPECT_EQ(*a->step, 45);
   EXPECT_EQ(*a->total_steps, 100);
-  auto b = parse_output_line("Epoch 0:  45%|████▌     | 45/100 [00:01<00:02, 30.10it/s, loss=2.3, v_num=0]");
+  auto b = guard::parse_output_line("Epoch 0:  45%|████▌     | 45/100 [00:01<00:02, 30.10it/s, loss=2.3, v_num=0]");
   ASSERT_TRUE(b);
   EXPECT_EQ(*b->step, 45);
   EXPECT_DOUBLE_EQ(b->metrics.at("loss"), 2.3);
   EXPECT_EQ(b->metrics.count("v_num"), 0u);
-  auto c = parse_output_line("{'loss': 2.31, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.12}");
+  auto c = guard::parse_output_line("{'loss': 2.31, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.12}");
   ASSERT_TRUE(c);
   EXPECT_FALSE(c->step);
   EXPECT_DOUBLE_EQ(c->metrics.at("learning_rate"), 5e-05);
-  EXPECT_FALSE(parse_output_line("copied 3/4 files"));
-  EXPECT_FALSE(parse_output_line("date 2024/10/01 [x]"));  // 10 is not followed by " ["... 2024/10 is
-  EXPECT_FALSE(parse_output_line("hello world"));
-  EXPECT_FALSE(parse_output_line("12/10 [bad]"));  // step beyond total
+  EXPECT_FALSE(guard::parse_output_line("copied 3/4 files"));
+  EXPECT_FALSE(guard::parse_output_line("date 2024/10/01 [x]"));  // 10 is not followed by " ["... 2024/10 is
+  EXPECT_FALSE(guard::parse_output_line("hello world"));
+  EXPECT_FALSE(guard::parse_output_line("12/10 [bad]"));  // step beyond total
 
-  OutputProgressParser p;
+  guard::OutputProgressParser p;
   auto ups = p.feed("  1%|          | 1/100 [00:00<00:10]\r  2%|          | 2/1");
   ASSERT_EQ(ups.size(), 1u);
   EXPECT_EQ(*ups[0].step, 1);
@@ -71,7 +71,7 @@ TEST(GuardProgressTest, RecognisesTqdmAndHfLogs) {
 }
 
 TEST(GuardForecastTest, NoProgressNoForecast) {
-  Forecaster f;
+  meter::Forecaster f;
   EXPECT_FALSE(f.forecast(10, 5, 1));
   f.add(1, 1, std::nullopt);
   f.add(2, 2, std::nullopt);
@@ -82,7 +82,7 @@ TEST(GuardForecastTest, NoProgressNoForecast) {
 }
 
 TEST(GuardForecastTest, SteadyJobForecastIsExactAndSkipsWarmUp) {
-  Forecaster f;
+  meter::Forecaster f;
   // 10 s of start-up before step 1, then 0.5 s per step, total 1000 steps
   f.add(0, 0, 1000);
   f.add(10, 1, 1000);
@@ -100,7 +100,7 @@ TEST(GuardForecastTest, SteadyJobForecastIsExactAndSkipsWarmUp) {
 }
 
 TEST(GuardForecastTest, IntervalFromSpread) {
-  Forecaster f;
+  meter::Forecaster f;
   f.add(0, 0, 1000);
   double t = 0;
   for (int s = 1; s <= 200; ++s) {
@@ -120,35 +120,35 @@ TEST(GuardForecastTest, IntervalFromSpread) {
 }
 
 TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
-  GuardConfig cfg;
+  guard::GuardConfig cfg;
   cfg.budget_micros = 10 * kMicrosPerUsd;
   cfg.warn_at_pct = {50, 80};
-  BudgetGuard g(cfg);
-  GuardInput in;
+  guard::BudgetGuard g(cfg);
+  guard::GuardInput in;
   in.spent_micros = 4'999'999;
   EXPECT_TRUE(g.evaluate(in).empty());
   in.spent_micros = 8'000'000;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].kind, ActionKind::warn);
-  EXPECT_EQ(d[1].kind, ActionKind::warn);
+  EXPECT_EQ(d[0].kind, store::ActionKind::warn);
+  EXPECT_EQ(d[1].kind, store::ActionKind::warn);
   EXPECT_TRUE(g.evaluate(in).empty());
   in.spent_micros = 10'000'000;
   d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].kind, ActionKind::stop_budget);
-  EXPECT_EQ(d[0].stopped_by, StopReason::budget);
+  EXPECT_EQ(d[0].kind, store::ActionKind::stop_budget);
+  EXPECT_EQ(d[0].stopped_by, store::StopReason::budget);
   EXPECT_TRUE(g.evaluate(in).empty()) << "a stop is latched";
 }
 
 TEST(GuardPolicyTest, ForecastStopHonoursMinimums) {
-  GuardConfig cfg;
+  guard::GuardConfig cfg;
   cfg.budget_micros = 10 * kMicrosPerUsd;
   cfg.forecast_stop = true;
-  BudgetGuard g(cfg);
-  GuardInput in;
+  guard::BudgetGuard g(cfg);
+  guard::GuardInput in;
   in.spent_micros = 1'000'000;
-  Forecast fc;
+  meter::Forecast fc;
   fc.total_usd = 100;
   fc.low_usd = 90;
   fc.high_usd = 110;
@@ -165,35 +165,35 @@ TEST(GuardPolicyTest, ForecastStopHonoursMinimums) {
   in.forecast->low_usd = 90;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].stopped_by, StopReason::forecast);
+  EXPECT_EQ(d[0].stopped_by, store::StopReason::forecast);
 }
 
 TEST(GuardPolicyTest, IdleStop) {
-  GuardConfig cfg;
+  guard::GuardConfig cfg;
   cfg.max_idle_ms = 3000;
-  BudgetGuard g(cfg);
-  GuardInput in;
+  guard::BudgetGuard g(cfg);
+  guard::GuardInput in;
   in.idle_for_ms = 2999;
   EXPECT_TRUE(g.evaluate(in).empty());
   in.idle_for_ms = 3000;
   auto d = g.evaluate(in);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].stopped_by, StopReason::idle);
+  EXPECT_EQ(d[0].stopped_by, store::StopReason::idle);
 }
 
 TEST(GuardPolicyTest, ParsesWarnAt) {
-  auto w = parse_warn_at("80%, 50%");
+  auto w = guard::parse_warn_at("80%, 50%");
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(*w, (std::vector<double>{50, 80}));
-  EXPECT_FALSE(parse_warn_at("150%").ok());
-  EXPECT_FALSE(parse_warn_at("0%").ok());
-  EXPECT_FALSE(parse_warn_at("50%,x").ok());
-  EXPECT_NE(parse_warn_at("150%").error().message.find("150%"), std::string::npos);
+  EXPECT_FALSE(guard::parse_warn_at("150%").ok());
+  EXPECT_FALSE(guard::parse_warn_at("0%").ok());
+  EXPECT_FALSE(guard::parse_warn_at("50%,x").ok());
+  EXPECT_NE(guard::parse_warn_at("150%").error().message.find("150%"), std::string::npos);
 }
 
 TEST(GuardNotifyTest, NotifyCommandGetsEnvironment) {
   test::TempDir dir;
-  GuardEvent e{7,
+  guard::GuardEvent e{7,
                "stop_budget",
                "budget reached",
                3 * kMicrosPerUsd,
@@ -202,10 +202,10 @@ TEST(GuardNotifyTest, NotifyCommandGetsEnvironment) {
                "python t.py",
                "box"};
   const std::string out = dir.path() + "/out";
-  ASSERT_TRUE(run_notify_command("echo \"$GPUMETER_EVENT $GPUMETER_RUN_ID $GPUMETER_COST_USD [$GPUMETER_FORECAST_USD]\" > " + out, e).ok());
+  ASSERT_TRUE(guard::run_notify_command("echo \"$GPUMETER_EVENT $GPUMETER_RUN_ID $GPUMETER_COST_USD [$GPUMETER_FORECAST_USD]\" > " + out, e).ok());
   EXPECT_EQ(test::read_file(out), "stop_budget 7 3.000000 []\n");
-  EXPECT_FALSE(run_notify_command("exit 3", e).ok());
-  EXPECT_FALSE(run_notify_command("sleep 5", e, 100).ok());
+  EXPECT_FALSE(guard::run_notify_command("exit 3", e).ok());
+  EXPECT_FALSE(guard::run_notify_command("sleep 5", e, 100).ok());
 }
 
 TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
@@ -219,8 +219,8 @@ TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
   ASSERT_GT(port, 0);
   std::thread t([&] { server.listen_after_bind(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
-  auto r = post_webhook("http://127.0.0.1:" + std::to_string(port) + "/hook", e);
+  guard::GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
+  auto r = guard::post_webhook("http://127.0.0.1:" + std::to_string(port) + "/hook", e);
   server.stop();
   t.join();
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -228,8 +228,8 @@ TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
   EXPECT_NE(j["text"].get<std::string>().find("spent $8"), std::string::npos);
   EXPECT_EQ(j["event"], "warn");
   EXPECT_DOUBLE_EQ(j["forecast_cost_usd"].get<double>(), 12.5);
-  EXPECT_FALSE(post_webhook("ftp://x", e).ok());
-  EXPECT_FALSE(post_webhook("http://127.0.0.1:1/hook", e, 500).ok());
+  EXPECT_FALSE(guard::post_webhook("ftp://x", e).ok());
+  EXPECT_FALSE(guard::post_webhook("http://127.0.0.1:1/hook", e, 500).ok());
 }
 
 }  // namespace

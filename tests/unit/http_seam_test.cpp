@@ -275,8 +275,8 @@ TEST(HttpSeamTest, CloudPollPutsForTheImdsTokenThenGetsWithIt) {
       return test::http_ok(R"({"action": "terminate", "time": "2020-11-05T08:24:00Z"})");
     return test::http_answer(404);
   });
-  auto client = make_http_metadata_client("http://169.254.169.254", 1'000, fake);
-  NoticePoller poller(CloudProvider::aws, *client);
+  auto client = cloud::make_http_metadata_client("http://169.254.169.254", 1'000, fake);
+  cloud::NoticePoller poller(cloud::CloudProvider::aws, *client);
   auto notices = poller.poll(1'000);
   ASSERT_TRUE(notices.ok()) << notices.error().message;
   ASSERT_EQ(notices->size(), 1u);
@@ -301,7 +301,7 @@ TEST(HttpSeamTest, CloudPollPutsForTheImdsTokenThenGetsWithIt) {
 
   auto slow = std::make_shared<FakeHttpClient>();
   slow->fail("http://169.254.169.254/latest/api/token", HttpFailure::connection_timeout);
-  auto timed_out = make_http_metadata_client("http://169.254.169.254", 1'000, slow);
+  auto timed_out = cloud::make_http_metadata_client("http://169.254.169.254", 1'000, slow);
   auto r = timed_out->send({"PUT", "/latest/api/token", {}});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, ErrorKind::unavailable);
@@ -403,30 +403,30 @@ TEST(HttpSeamTest, NotifyWebhookPostsJsonAndSaysWhyItFailed) {
   FakeHttpClient fake;
   const std::string url = "https://hooks.example/services/T1";
   fake.answer(url, 200, "ok");
-  GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
-  ASSERT_TRUE(post_webhook(url, e, 5'000, fake).ok());
+  guard::GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
+  ASSERT_TRUE(guard::post_webhook(url, e, 5'000, fake).ok());
   const HttpRequest sent = fake.requests().at(0);
   EXPECT_EQ(sent.method, HttpMethod::post);
   EXPECT_EQ(sent.scheme_host_port, "https://hooks.example");
   EXPECT_EQ(sent.path, "/services/T1");
-  EXPECT_EQ(sent.body, webhook_body(e));
+  EXPECT_EQ(sent.body, guard::webhook_body(e));
   EXPECT_EQ(sent.content_type, "application/json");
   EXPECT_EQ(sent.connect_timeout, milliseconds(5'000));
   EXPECT_EQ(sent.read_timeout, milliseconds(5'000));
   EXPECT_EQ(sent.write_timeout, milliseconds(5'000));
   fake.answer(url, 500, "no");
-  EXPECT_EQ(post_webhook(url, e, 5'000, fake).error().message,
+  EXPECT_EQ(guard::post_webhook(url, e, 5'000, fake).error().message,
             "--webhook https://hooks.example/services/T1: HTTP status 500");
   fake.fail(url, HttpFailure::ssl_server_verification);
-  auto failed = post_webhook(url, e, 5'000, fake);
+  auto failed = guard::post_webhook(url, e, 5'000, fake);
   EXPECT_EQ(failed.error().kind, ErrorKind::unavailable);
   EXPECT_EQ(
       failed.error().message,
       "--webhook https://hooks.example/services/T1: the server's TLS certificate could not be verified");
   fake.fail(url, HttpFailure::invalid_url);
-  EXPECT_EQ(post_webhook(url, e, 5'000, fake).error().message,
+  EXPECT_EQ(guard::post_webhook(url, e, 5'000, fake).error().message,
             "--webhook: invalid URL 'https://hooks.example/services/T1'");
-  EXPECT_EQ(post_webhook("ftp://x", e, 5'000, fake).error().kind, ErrorKind::usage);
+  EXPECT_EQ(guard::post_webhook("ftp://x", e, 5'000, fake).error().kind, ErrorKind::usage);
   EXPECT_EQ(fake.requests().size(), 4u) << "ftp:// is refused before any request";
 }
 
@@ -436,7 +436,7 @@ TEST(HttpSeamTest, FleetQueriesPrometheusWithEncodedParams) {
       return test::http_answer(400, R"({"status":"error","error":"bad"})");
     return test::http_ok(R"({"status":"success","data":{"resultType":"vector","result":[]}})");
   });
-  auto rep = query_fleet_report("http://prom:9090", 3'600'000, "namespace", fake);
+  auto rep = report::query_fleet_report("http://prom:9090", 3'600'000, "namespace", fake);
   ASSERT_TRUE(rep.ok()) << rep.error().message;
   const auto sent = fake.requests();
   ASSERT_GE(sent.size(), 4u);
@@ -448,7 +448,7 @@ TEST(HttpSeamTest, FleetQueriesPrometheusWithEncodedParams) {
   EXPECT_FALSE(sent[0].write_timeout);
 
   FakeHttpClient down;
-  auto failed = query_fleet_report("http://prom:9090", 3'600'000, "namespace", down);
+  auto failed = report::query_fleet_report("http://prom:9090", 3'600'000, "namespace", down);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.error().kind, ErrorKind::unavailable);
   EXPECT_EQ(failed.error().message,

@@ -12,14 +12,14 @@ namespace {
 TEST(LedgerPreemptionTest, PreemptionAndCheckpointFieldsRoundTrip) {
   test::TempDir dir;
   const std::string path = dir.path() + "/ledger.db";
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger) << ledger.error().message;
-  RunRecord r;
+  store::RunRecord r;
   r.command = "train";
   auto id = (*ledger)->begin_run(r);
   ASSERT_TRUE(id);
   r.id = *id;
-  r.status = RunStatus::preempted;
+  r.status = store::RunStatus::preempted;
   r.preemption_provider = "azure";
   r.preemption_notice_unix_ms = 1'700'000'000'000;
   r.preemption_deadline_unix_ms = 1'700'000'030'000;
@@ -28,7 +28,7 @@ TEST(LedgerPreemptionTest, PreemptionAndCheckpointFieldsRoundTrip) {
   ASSERT_TRUE((*ledger)->update_run(r));
   auto back = (*ledger)->run(*id);
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->status, RunStatus::preempted);
+  EXPECT_EQ(back->status, store::RunStatus::preempted);
   EXPECT_EQ(*back->preemption_provider, "azure");
   EXPECT_EQ(*back->preemption_deadline_unix_ms, 1'700'000'030'000);
   EXPECT_EQ(*back->last_checkpoint_ms, 12'345);
@@ -39,9 +39,9 @@ TEST(LedgerPreemptionTest, AnOlderLedgerGainsTheColumns) {
   test::TempDir dir;
   const std::string path = dir.path() + "/old.db";
   {
-    auto ledger = Ledger::open(path);
+    auto ledger = store::Ledger::open(path);
     ASSERT_TRUE(ledger);
-    RunRecord r;
+    store::RunRecord r;
     r.command = "old run";
     ASSERT_TRUE((*ledger)->begin_run(r));
   }
@@ -54,14 +54,14 @@ TEST(LedgerPreemptionTest, AnOlderLedgerGainsTheColumns) {
     ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   }
   sqlite3_close(db);
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger) << ledger.error().message;
   auto old = (*ledger)->last_run();
   ASSERT_TRUE(old) << old.error().message;
   EXPECT_EQ(old->command, "old run");
   EXPECT_FALSE(old->preemption_provider);
   EXPECT_FALSE(old->lost_work_micros);
-  RunRecord r;
+  store::RunRecord r;
   r.command = "new run";
   r.lost_work_micros = 5;
   auto id = (*ledger)->begin_run(r);

@@ -40,7 +40,7 @@ TEST(NodeBudgetParseTest, NodeAndOwnerBudgets) {
   ASSERT_TRUE(o) << o.error().message;
   EXPECT_EQ(o->kind, "namespace");
   EXPECT_EQ(o->name, "ml");
-  EXPECT_EQ(o->period, BudgetPeriod::month);
+  EXPECT_EQ(o->period, store::BudgetPeriod::month);
   EXPECT_TRUE(o->stop);
   EXPECT_EQ(o->scope(), "namespace:ml");
   for (const char* bad : {"200", "200/week", "-5/day", "abc/day"}) {
@@ -53,7 +53,7 @@ TEST(NodeBudgetParseTest, NodeAndOwnerBudgets) {
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error().message.find("--owner-budget"), std::string::npos) << r.error().message;
   }
-  Owner alice;
+  sys::Owner alice;
   alice.user = "alice";
   alice.slurm_account = "physics";
   EXPECT_TRUE(budget_matches(*parse_owner_budget("user:alice=1/day"), alice));
@@ -68,7 +68,7 @@ TEST(NodeGuardTest, AutostopWarnsThenRunsTheCommandOnceAfterTheIdleSpell) {
   NodeGuardConfig cfg;
   cfg.autostop_idle_ms = 100'000;
   cfg.autostop_command = "touch /tmp/x";
-  NodeGuard guard(cfg, runner, [&](const std::string& cmd, const GuardEvent& e) -> Result<void> {
+  NodeGuard guard(cfg, runner, [&](const std::string& cmd, const guard::GuardEvent& e) -> Result<void> {
     if (e.kind == "autostop") {
       command = cmd;
       ++ran;
@@ -97,7 +97,7 @@ TEST(NodeGuardTest, NeverWhileAnyGpuIsBusyAndBusyResetsTheCountdown) {
   NodeGuardConfig cfg;
   cfg.autostop_idle_ms = 10'000;
   cfg.autostop_command = "shutdown -h now";
-  NodeGuard guard(cfg, runner, [&](const std::string&, const GuardEvent&) -> Result<void> {
+  NodeGuard guard(cfg, runner, [&](const std::string&, const guard::GuardEvent&) -> Result<void> {
     ++ran;
     return ok_result();
   });
@@ -121,7 +121,7 @@ TEST(NodeGuardTest, DryRunRunsNothing) {
   NodeGuardConfig cfg;
   cfg.autostop_idle_ms = 5'000;
   cfg.autostop_dry_run = true;
-  NodeGuard guard(cfg, runner, [&](const std::string&, const GuardEvent&) -> Result<void> {
+  NodeGuard guard(cfg, runner, [&](const std::string&, const guard::GuardEvent&) -> Result<void> {
     ++ran;
     return ok_result();
   });
@@ -141,7 +141,7 @@ TEST(NodeGuardTest, OwnerBudgetStopsOnlyThatOwnersProcessesThenKillsAfterGraceAn
   cfg.budgets = {*parse_owner_budget("user:alice=10/day,stop"), *parse_node_budget("100/day")};
   cfg.grace_ms = 5'000;
   NodeGuard guard(cfg, runner, nullptr);
-  Owner alice, bob;
+  sys::Owner alice, bob;
   alice.user = "alice";
   bob.user = "bob";
   auto input = [&](std::int64_t t_s, MicroUsd alice_cost, MicroUsd bob_cost, std::int64_t day) {
@@ -182,8 +182,8 @@ TEST(NodeGuardTest, OwnerBudgetStopsOnlyThatOwnersProcessesThenKillsAfterGraceAn
 TEST(NodeGuardTest, NoticesAreCounted) {
   test::RecordingRunner runner;
   NodeGuard guard(NodeGuardConfig{}, runner, nullptr);
-  CloudNotice n;
-  n.provider = CloudProvider::gcp;
+  cloud::CloudNotice n;
+  n.provider = cloud::CloudProvider::gcp;
   n.stop = true;
   n.kind = "preempted";
   n.detail = "GCP preemption notice";

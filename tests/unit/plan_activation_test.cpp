@@ -110,7 +110,7 @@ Result<PlanResult> plan_without_tokens(Objective objective) {
   req.job.task = Task::finetune;
   req.job = resolve_job_defaults(req.job, false, false, false);
   req.objective = objective;
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   if (!catalog) return catalog.error();
   return make_plan(req, offers_from_catalog(*catalog));
 }

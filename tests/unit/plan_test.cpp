@@ -56,9 +56,9 @@ TEST(PlanCompute, SevenBillionOnOneTrillionTokens) {
   const double hours = compute_time_s(flops, 64, 989.5, 0.40) / 3600.0;
   EXPECT_NEAR(hours, 460.6, 0.1);
   // The same with the catalog's H100 SXM dense BF16 figure.
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   ASSERT_TRUE(catalog.ok()) << catalog.error().message;
-  const GpuSpec* h100 = catalog->find_gpu("H100 SXM 80GB");
+  const catalog::GpuSpec* h100 = catalog->find_gpu("H100 SXM 80GB");
   ASSERT_NE(h100, nullptr);
   auto peak = peak_tflops(*h100, Precision::mixed);
   ASSERT_TRUE(peak.has_value());
@@ -256,7 +256,7 @@ TEST(PlanCompute, InferenceDecodeIsBandwidthBound) {
   JobSpec job = job_for("llama-2-7b", Task::inference);
   job.tokens = 1e6;
   job.batch = 1;
-  GpuSpec h100;
+  catalog::GpuSpec h100;
   h100.id = "H100";
   h100.bf16_dense_tflops = 989.5;
   h100.mem_bw_gbps = 3350;
@@ -278,7 +278,7 @@ TEST(PlanDefaults, MfuByTaskAndScale) {
 }
 
 TEST(PlanTco, BreakEvenUtilization) {
-  TcoInput in;
+  meter::TcoInput in;
   in.gpus = 8;
   in.years = 3;
   in.capex_usd = 250000;
@@ -290,7 +290,7 @@ TEST(PlanTco, BreakEvenUtilization) {
   in.ops_usd_per_year = 10000;
   in.utilization = 0.5;
   in.cloud_usd_per_gpu_hour = 4.0;
-  auto r = compute_tco(in);
+  auto r = meter::compute_tco(in);
   ASSERT_TRUE(r.ok()) << r.error().message;
   const double hours = 3 * 8760.0;
   EXPECT_DOUBLE_EQ(r->hours, hours);
@@ -304,9 +304,9 @@ TEST(PlanTco, BreakEvenUtilization) {
   EXPECT_NEAR(own_u, 8 * hours * u * 4.0, 1e-3);
 
   in.cloud_usd_per_gpu_hour = 0.5;  // cloud cheaper even at full use
-  EXPECT_FALSE(compute_tco(in)->break_even_utilization.has_value());
+  EXPECT_FALSE(meter::compute_tco(in)->break_even_utilization.has_value());
   in.utilization = 0;
-  EXPECT_EQ(compute_tco(in).error().kind, ErrorKind::usage);
+  EXPECT_EQ(meter::compute_tco(in).error().kind, ErrorKind::usage);
 }
 
 TEST(PlanScore, WeightsMustSumToOne) {

@@ -19,7 +19,7 @@ namespace {
 constexpr MicroUsd kPrice = 2'500'000;  // $2.50/GPU-hour
 
 double usd(std::int64_t ns) {
-  return static_cast<double>(gpu_ns_cost_pico_usd(kPrice, ns)) / 1e12;
+  return static_cast<double>(meter::gpu_ns_cost_pico_usd(kPrice, ns)) / 1e12;
 }
 
 trace::FileAnalysis one_device_file() {
@@ -68,13 +68,13 @@ TEST(PricedTraceTest, EveryFigureIsPricedOnceWithMetersPicoDollars) {
   // A step's wall time is priced; "(outside steps)" has none.
   EXPECT_EQ(c.steps.step_usd[1], usd(4'000'001));
   EXPECT_FALSE(c.steps.step_usd[2].has_value());
-  EXPECT_EQ(c.per_step_usd, gpu_ns_cost_usd(kPrice, 4'000'000.5));
+  EXPECT_EQ(c.per_step_usd, meter::gpu_ns_cost_usd(kPrice, 4'000'000.5));
   EXPECT_DOUBLE_EQ(*c.idle_per_1k_steps_usd, usd(4'000'001) / 2 * 1000);
   EXPECT_DOUBLE_EQ(*c.projected_usd, *c.per_step_usd * 1000);
   // The findings come with the costs, priced at the same price (input_bound: 30 % of the window).
   ASSERT_FALSE(c.findings.empty());
   EXPECT_EQ(c.findings.front().kind, "input_bound");
-  EXPECT_EQ(c.findings.front().cost_nano_usd, gpu_ns_cost_pico_usd(kPrice, 3'000'000) / 1000);
+  EXPECT_EQ(c.findings.front().cost_nano_usd, meter::gpu_ns_cost_pico_usd(kPrice, 3'000'000) / 1000);
   EXPECT_EQ(p.totals.devices, 1u);
   EXPECT_EQ(p.totals.window_usd, usd(10'000'001));
   EXPECT_FALSE(p.totals.straggler_ns.has_value());
@@ -114,8 +114,8 @@ TEST(PricedTraceTest, DiffRowsArePricedPerStep) {
   d.summary.push_back(r);
   const PricedDiff p = price_diff(d, {kPrice, "--price"});
   ASSERT_EQ(p.summary.size(), 1u);
-  EXPECT_EQ(p.summary[0].base_usd, gpu_ns_cost_usd(kPrice, 1'000'000));
-  EXPECT_EQ(p.summary[0].delta_usd, gpu_ns_cost_usd(kPrice, 250'000.4));
+  EXPECT_EQ(p.summary[0].base_usd, meter::gpu_ns_cost_usd(kPrice, 1'000'000));
+  EXPECT_EQ(p.summary[0].delta_usd, meter::gpu_ns_cost_usd(kPrice, 250'000.4));
   EXPECT_FALSE(price_diff(d, {}).summary[0].new_usd.has_value());
 }
 

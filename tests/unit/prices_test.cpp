@@ -27,9 +27,9 @@ std::string fixture(const std::string& name) {
   return text;
 }
 
-const Catalog& builtin() {
-  static const Catalog c = [] {
-    auto r = Catalog::builtin();
+const catalog::Catalog& builtin() {
+  static const catalog::Catalog c = [] {
+    auto r = catalog::Catalog::builtin();
     EXPECT_TRUE(r.ok());
     return *r;
   }();
@@ -62,7 +62,7 @@ const prices::OfferOutcome* outcome(const prices::UpdateResult& r, const std::st
   return nullptr;
 }
 
-const Offer* row(const prices::UpdateResult& r, const std::string& region, const std::string& instance) {
+const catalog::Offer* row(const prices::UpdateResult& r, const std::string& region, const std::string& instance) {
   for (const auto& o : r.fetched_catalog)
     if (o.region == region && o.instance == instance) return &o;
   return nullptr;
@@ -189,7 +189,7 @@ TEST(PricesUpdateTest, AzureSanityRulesPerOffer) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(fake.urls().size(), 2u);  // followed NextPageLink once
   // Fetched and used, with the documented GPU count.
-  const Offer* nc24 = row(*r, "eastus", "Standard_NC24ads_A100_v4");
+  const catalog::Offer* nc24 = row(*r, "eastus", "Standard_NC24ads_A100_v4");
   ASSERT_NE(nc24, nullptr);
   EXPECT_EQ(nc24->ondemand_usd_per_hour, 3.52);
   EXPECT_EQ(nc24->spot_usd_per_hour, 0.5876);
@@ -197,7 +197,7 @@ TEST(PricesUpdateTest, AzureSanityRulesPerOffer) {
   EXPECT_EQ(nc24->fetched_at, "2025-11-25T10:00:00Z");
   EXPECT_NE(nc24->source.find("azure-retail-prices"), std::string::npos);
   EXPECT_EQ(outcome(*r, "Standard_NC24ads_A100_v4")->verdict, prices::Verdict::updated);
-  const Offer* nd = row(*r, "eastus", "Standard_ND96isr_H100_v5");
+  const catalog::Offer* nd = row(*r, "eastus", "Standard_ND96isr_H100_v5");
   ASSERT_NE(nd, nullptr);
   EXPECT_EQ(nd->gpu_count, 8);
   EXPECT_EQ(nd->gpu, "H100 SXM 80GB");
@@ -228,15 +228,15 @@ TEST(PricesUpdateTest, ChangeOverHalfIsHeldBackUnlessAccepted) {
   azure_answers(fake);
   prices::HttpGetter http(fake);
   // The previous fetch had NC24ads at $1.90: $3.52 is +85 %.
-  std::vector<Offer> previous;
-  Offer o = *builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
+  std::vector<catalog::Offer> previous;
+  catalog::Offer o = *builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
   o.ondemand_usd_per_hour = 1.90;
   o.fetched_at = "2025-10-01T00:00:00Z";
   o.date = "2025-10-01";
   previous.push_back(o);
-  Catalog current = builtin();
+  catalog::Catalog current = builtin();
   TempDir d;
-  ASSERT_TRUE(current.merge_offers_file(d.write("prev.csv", offers_to_csv(previous))).ok());
+  ASSERT_TRUE(current.merge_offers_file(d.write("prev.csv", catalog::offers_to_csv(previous))).ok());
   auto held = prices::fetch_update(options_for(prices::Provider::azure, "eastus"), http, current, previous);
   ASSERT_TRUE(held.ok()) << held.error().message;
   const auto* h = outcome(*held, "Standard_NC24ads_A100_v4");
@@ -272,7 +272,7 @@ TEST(PricesUpdateTest, AwsSpotIsKeptFromTheCatalogAndMarked) {
   fake.answer(kAwsUsEast1, 200, fixture("aws-us-east-1.csv"));
   auto r = prices::fetch_update(options_for(prices::Provider::aws, "us-east-1"), http, builtin(), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const Offer* p5 = row(*r, "us-east-1", "p5.48xlarge");
+  const catalog::Offer* p5 = row(*r, "us-east-1", "p5.48xlarge");
   ASSERT_NE(p5, nullptr);
   EXPECT_EQ(p5->ondemand_usd_per_hour, 31.464);
   EXPECT_DOUBLE_EQ(*p5->usd_per_gpu_hour(), 31.464 / 8);
@@ -300,13 +300,13 @@ TEST(PricesUpdateTest, GcpMachinePriceIsGpusPlusCoresPlusRam) {
   opts.gcp_api_key = "k1";
   auto r = prices::fetch_update(opts, http, builtin(), {});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const Offer* one = row(*r, "us-central1", "a3-highgpu-1g");
+  const catalog::Offer* one = row(*r, "us-central1", "a3-highgpu-1g");
   ASSERT_NE(one, nullptr);
   // 1 x $4.20076 + 26 x $0.031611 + 234 x $0.00282
   EXPECT_EQ(one->ondemand_usd_per_hour, 5.682526);
   // spot: 1 x $2.5 + 26 x $0.009483 + 234 x $0.000846
   EXPECT_EQ(one->spot_usd_per_hour, 2.944522);
-  const Offer* eight = row(*r, "us-central1", "a3-highgpu-8g");
+  const catalog::Offer* eight = row(*r, "us-central1", "a3-highgpu-8g");
   ASSERT_NE(eight, nullptr);
   EXPECT_EQ(eight->ondemand_usd_per_hour, 8 * 4.20076 + 208 * 0.031611 + 1872 * 0.00282);
   EXPECT_EQ(r->unknown_instances, (std::vector<std::string>{"gcp us-central1 Nvidia B300 GPU"}));
@@ -337,34 +337,34 @@ TEST(ContractRatesTest, DiscountCommittedRateAndOnPremRate) {
                                   "discount = \"30%\"\n"
                                   "[pricing.aws.committed]\n"
                                   "\"p5.48xlarge\" = 28.0\n");
-  auto rates = load_contract_rates(cfg);
+  auto rates = meter::load_contract_rates(cfg);
   ASSERT_TRUE(rates.ok()) << rates.error().message;
-  const Offer* p5 = builtin().find_offer("aws", "p5.48xlarge", "us-east-1");
-  auto committed = your_price(*p5, false, *rates);
+  const catalog::Offer* p5 = builtin().find_offer("aws", "p5.48xlarge", "us-east-1");
+  auto committed = meter::your_price(*p5, false, *rates);
   ASSERT_TRUE(committed.has_value());
   EXPECT_EQ(committed->micros_per_gpu_hour, 3'500'000);  // $28/h over 8 GPUs
   EXPECT_NE(committed->basis.find("committed"), std::string::npos);
   auto spot =
-      your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
+      meter::your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
   ASSERT_TRUE(spot.has_value());
   EXPECT_EQ(spot->micros_per_gpu_hour, usd_to_micros(*p5->usd_per_gpu_hour(true) * 0.7));
-  const Offer* nc = builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
-  auto azure = your_price(*nc, false, *rates);  // the "*" discount
+  const catalog::Offer* nc = builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
+  auto azure = meter::your_price(*nc, false, *rates);  // the "*" discount
   ASSERT_TRUE(azure.has_value());
   EXPECT_EQ(azure->micros_per_gpu_hour, 3'305'700);  // $3.673 x 0.9
 
   // run/agent price through resolve_price: the offer's quote is your price, the source says both.
-  PricingOptions o;
+  meter::PricingOptions o;
   o.offer = "aws:p5.48xlarge@us-east-1";
   o.config_path = cfg;
-  auto q = resolve_price(o, builtin(), std::nullopt, nullptr);
+  auto q = meter::resolve_price(o, builtin(), std::nullopt, nullptr);
   ASSERT_TRUE(q.ok()) << q.error().message;
   EXPECT_EQ(q->micros_per_gpu_hour, 3'500'000);
   EXPECT_NE(q->source.find("list $6.88/GPU-h"), std::string::npos) << q->source;
   // No offer, no detected instance: the on-premises rate.
-  PricingOptions onprem;
+  meter::PricingOptions onprem;
   onprem.config_path = cfg;
-  auto q2 = resolve_price(onprem, builtin(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
+  auto q2 = meter::resolve_price(onprem, builtin(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
   ASSERT_TRUE(q2.ok());
   EXPECT_EQ(q2->micros_per_gpu_hour, 1'850'000);
   EXPECT_NE(q2->source.find("on-premises"), std::string::npos);
@@ -377,7 +377,7 @@ TEST(ContractRatesTest, BadRatesNameFileAndKey) {
         "[pricing.aws]\ndiscount = \"100%\"\n", "[pricing.aws.committed]\n\"p5.48xlarge\" = -3\n",
         "[pricing.aws]\nbogus = 1\n", "[pricing]\nonprem_usd_per_gpu_hour = 0\n"}) {
     const std::string cfg = d.write("bad.toml", body);
-    auto r = load_contract_rates(cfg);
+    auto r = meter::load_contract_rates(cfg);
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_EQ(r.error().kind, ErrorKind::usage);
     EXPECT_NE(r.error().message.find("bad.toml: pricing."), std::string::npos) << r.error().message;

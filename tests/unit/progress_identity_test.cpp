@@ -15,8 +15,8 @@ namespace {
 /// Feeds output and checks the invariants of every update: step <= total, a missing total explained, no
 /// step back unless a nesting change is announced.
 struct Tracked {
-  OutputProgressParser parser;
-  std::vector<ProgressUpdate> updates;
+  guard::OutputProgressParser parser;
+  std::vector<guard::ProgressUpdate> updates;
   std::optional<std::int64_t> last;
   int changes = 0;
   void feed(const std::string& text, double now_s = 0, unsigned stream = 1) {
@@ -139,31 +139,31 @@ TEST(ProgressIdentityTest, AnUnknownInnerTotalIsLearnedFromItsFirstPass) {
 
 TEST(ProgressIdentityTest, RichAndKerasLines) {
   auto mofn =
-      parse_bar_line("\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
+      guard::parse_bar_line("\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
   ASSERT_TRUE(mofn);
   EXPECT_EQ(mofn->key, "train (epoch #)");
   EXPECT_EQ(mofn->n, 45);
   EXPECT_EQ(mofn->total, 60);
-  auto pct = parse_bar_line("train ━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━  45% 0:00:01");
+  auto pct = guard::parse_bar_line("train ━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━━━━━━━━━━━━  45% 0:00:01");
   ASSERT_TRUE(pct);
   EXPECT_EQ(pct->n, 45);
   EXPECT_EQ(pct->total, 100);
   EXPECT_EQ(pct->unit, "%");
-  EXPECT_FALSE(parse_bar_line("a ━━ b 3/4 c")) << "two glyphs are not a bar";
+  EXPECT_FALSE(guard::parse_bar_line("a ━━ b 3/4 c")) << "two glyphs are not a bar";
   auto keras =
-      parse_bar_line("60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
+      guard::parse_bar_line("60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
   ASSERT_TRUE(keras);
   EXPECT_EQ(keras->n, 60);
   EXPECT_DOUBLE_EQ(keras->metrics.at("loss"), 0.4123);
   EXPECT_DOUBLE_EQ(keras->metrics.at("accuracy"), 0.87);
-  auto unknown = parse_bar_line("train: 1234samples [00:12, 99.5samples/s]\x1b[A\x1b[A");
+  auto unknown = guard::parse_bar_line("train: 1234samples [00:12, 99.5samples/s]\x1b[A\x1b[A");
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->n, 1234);
   EXPECT_FALSE(unknown->total);
   EXPECT_EQ(unknown->unit, "samples");
   EXPECT_EQ(unknown->position, 2);
   EXPECT_DOUBLE_EQ(*unknown->elapsed_s, 12);
-  auto tqdm = parse_bar_line("ep1:  40%|####      | 24/60 [01:02:03<00:02, 1.5s/it]");
+  auto tqdm = guard::parse_bar_line("ep1:  40%|####      | 24/60 [01:02:03<00:02, 1.5s/it]");
   ASSERT_TRUE(tqdm);
   EXPECT_EQ(tqdm->key, "ep#");
   EXPECT_EQ(tqdm->unit, "it");
@@ -193,7 +193,7 @@ TEST(ProgressIdentityTest, AnEpochSummaryAfterItsBarDoesNotRewind) {
 }
 
 TEST(ProgressIdentityTest, StatusLineSaysWhenTheTotalIsUnknown) {
-  StatusSnapshot s;
+  guard::StatusSnapshot s;
   s.elapsed_s = 12;
   s.spent_micros = 12 * kMicrosPerUsd;
   s.step = 45;
@@ -204,10 +204,10 @@ TEST(ProgressIdentityTest, StatusLineSaysWhenTheTotalIsUnknown) {
 }
 
 TEST(ProgressIdentityTest, ForecastIsWithheldWithoutATimePerStepAndNeverBelowTheSpend) {
-  Forecaster f;
+  meter::Forecaster f;
   for (int s = 0; s <= 10; ++s) f.add(5.0, s, 100);  // every report at the same instant
   EXPECT_FALSE(f.forecast(5.0, 5.0, 1.0)) << "steps left but no time measured: no forecast";
-  Forecaster g;
+  meter::Forecaster g;
   for (int s = 0; s <= 99; ++s) g.add(s * 0.1, s, 100);
   auto fc = g.forecast(9.9, 9.9, 1.0);
   ASSERT_TRUE(fc);

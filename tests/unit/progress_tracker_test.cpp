@@ -11,8 +11,8 @@ namespace {
 
 /// Feeds lines and returns the last global step/total seen.
 struct Feed {
-  OutputProgressParser parser;
-  std::vector<ProgressUpdate> updates;
+  guard::OutputProgressParser parser;
+  std::vector<guard::ProgressUpdate> updates;
   /// Feeds `text` and ends its last line (tqdm ends a redraw with the next one's '\r').
   void operator()(const std::string& text) {
     for (auto& u : parser.feed(text + "\r")) updates.push_back(u);
@@ -104,20 +104,20 @@ TEST(ProgressTrackerTest, SingleBarIsUnchanged) {
   f(" 37%|###       | 37/100 [00:03<00:06, 10.0it/s]\n");
   EXPECT_EQ(f.step(), 37);
   EXPECT_EQ(f.total(), 100);
-  auto r = parse_bar_line("\x1b[32mtrain:  45%|####5     | 45/100 [00:01<00:02, 30.1it/s]\x1b[0m");
+  auto r = guard::parse_bar_line("\x1b[32mtrain:  45%|####5     | 45/100 [00:01<00:02, 30.1it/s]\x1b[0m");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->key, "train");
   EXPECT_EQ(*r->n, 45);
 }
 
 TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
-  StatusSnapshot s;
+  guard::StatusSnapshot s;
   s.elapsed_s = 754;
   s.spent_micros = 12'340'000;
   s.burn_usd_per_h = 98.7;
   s.step = 4500;
   s.total_steps = 10000;
-  Forecast f;
+  meter::Forecast f;
   f.total_usd = 27.4;
   f.low_usd = 26.1;
   f.high_usd = 29.0;
@@ -125,7 +125,7 @@ TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
   s.forecast = f;
   s.budget_left_micros = 27'660'000;
   for (unsigned i = 0; i < 2; ++i) {
-    DeviceSample d;
+    gpu::DeviceSample d;
     d.index = i;
     d.utilization_pct = 97;
     d.memory_used_bytes = 61ull << 30;
@@ -149,19 +149,19 @@ TEST(StatusLineTest, NarrowTerminalDropsWholeFieldsLeastImportantFirst) {
 
 // Issue 37: tensor-core activity next to utilization, and MFU live.
 TEST(StatusLineTest, ShowsTensorActivityNextToUtilAndMfu) {
-  StatusSnapshot s;
+  guard::StatusSnapshot s;
   s.elapsed_s = 60;
   s.spent_micros = 1'000'000;
   s.mfu = 0.31;
-  DeviceSample bf16;
+  gpu::DeviceSample bf16;
   bf16.index = 0;
   bf16.utilization_pct = 98;
   bf16.gpm.tensor_active_pct = 86.3;
-  DeviceSample fp32;
+  gpu::DeviceSample fp32;
   fp32.index = 1;
   fp32.utilization_pct = 100;
   fp32.gpm.tensor_active_pct = 0.0;
-  DeviceSample old;  // no GPM: nothing is made up
+  gpu::DeviceSample old;  // no GPM: nothing is made up
   old.index = 2;
   old.utilization_pct = 90;
   s.gpus = {bf16, fp32, old};

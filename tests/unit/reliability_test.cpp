@@ -20,11 +20,11 @@
 namespace gm {
 namespace {
 
-Result<FleetReport> fleet_with(const std::vector<std::string>& answers) {
+Result<report::FleetReport> fleet_with(const std::vector<std::string>& answers) {
   std::size_t i = 0;
-  return fleet_report_from(
-      [&](const std::string&) -> Result<PrometheusAnswer> {
-        return PrometheusAnswer{200, answers[std::min(i++, answers.size() - 1)]};
+  return report::fleet_report_from(
+      [&](const std::string&) -> Result<report::PrometheusAnswer> {
+        return report::PrometheusAnswer{200, answers[std::min(i++, answers.size() - 1)]};
       },
       "http://prom:9090", 3'600'000, "namespace");
 }
@@ -67,18 +67,18 @@ TEST(ReliabilityTest, PrometheusAnswersThatAreNotVectorsOfFiniteNumbersAreErrors
 }
 
 TEST(ReliabilityTest, PricesBeyondAnyRealOfferAreRejectedNotOverflowed) {
-  PricingOptions o;
-  auto catalog = Catalog::builtin();
+  meter::PricingOptions o;
+  auto catalog = catalog::Catalog::builtin();
   ASSERT_TRUE(catalog);
   for (double p : {1e15, 1e300, std::nan(""), 0.0, -1.0}) {
     o.price_usd_per_gpu_hour = p;
-    auto q = resolve_price(o, *catalog, std::nullopt, nullptr);
+    auto q = meter::resolve_price(o, *catalog, std::nullopt, nullptr);
     EXPECT_FALSE(q) << p;
   }
-  o.price_usd_per_gpu_hour = kMaxUsdPerGpuHour;
-  auto q = resolve_price(o, *catalog, std::nullopt, nullptr);
+  o.price_usd_per_gpu_hour = catalog::kMaxUsdPerGpuHour;
+  auto q = meter::resolve_price(o, *catalog, std::nullopt, nullptr);
   ASSERT_TRUE(q);
-  EXPECT_GT(billed_cost(*q, 365 * 86'400, 8), 0);
+  EXPECT_GT(meter::billed_cost(*q, 365 * 86'400, 8), 0);
 
   test::TempDir dir;
   auto c = *catalog;
@@ -107,23 +107,23 @@ TEST(ReliabilityTest, DurationsNeverOverflowOrReadHalfANumber) {
 }
 
 TEST(ReliabilityTest, PodResourcesAnswerThatIsNotAMessageIsAnError) {
-  EXPECT_TRUE(parse_pod_resources_response(""));
-  EXPECT_TRUE(parse_pod_resources_response("")->empty());
-  EXPECT_FALSE(parse_pod_resources_response("\xff\xff\xff\xff"));
+  EXPECT_TRUE(kubelet::parse_pod_resources_response(""));
+  EXPECT_TRUE(kubelet::parse_pod_resources_response("")->empty());
+  EXPECT_FALSE(kubelet::parse_pod_resources_response("\xff\xff\xff\xff"));
   // pod_resources { name: "p" namespace: "n" containers { name: "c" devices { resource_name: "r" device_ids:
   // "GPU-1" } } }
   const std::string wire(
       "\x0a\x17\x0a\x01p\x12\x01n\x1a\x0f\x0a\x01"
       "c\x12\x0a\x0a\x01r\x12\x05GPU-1",
       25);
-  auto a = parse_pod_resources_response(wire);
+  auto a = kubelet::parse_pod_resources_response(wire);
   ASSERT_TRUE(a) << a.error().message;
   ASSERT_EQ(a->size(), 1u);
-  EXPECT_EQ((*a)[0], (PodDeviceAssignment{"n", "p", "c", "r", "GPU-1"}));
+  EXPECT_EQ((*a)[0], (kubelet::PodDeviceAssignment{"n", "p", "c", "r", "GPU-1"}));
 }
 
-RunRecord dead_meter_run() {
-  RunRecord r;
+store::RunRecord dead_meter_run() {
+  store::RunRecord r;
   r.command = "python3 train.py";
   r.user = "u";
   r.host = "h";
@@ -140,15 +140,15 @@ RunRecord dead_meter_run() {
 
 TEST(ReliabilityTest, InterruptedRunCountsEveryCommittedSecond) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger);
-  RunRecord run = dead_meter_run();
+  store::RunRecord run = dead_meter_run();
   auto id = (*ledger)->begin_run(run);
   ASSERT_TRUE(id);
   run.id = *id;
-  std::vector<SampleRecord> samples;
+  std::vector<store::SampleRecord> samples;
   for (int s = 1; s <= 3; ++s) {
-    SampleRecord x;
+    store::SampleRecord x;
     x.run_id = *id;
     x.t_ms = s * 1000;
     x.gpu_uuid = "GPU-1";
@@ -166,11 +166,11 @@ TEST(ReliabilityTest, InterruptedRunCountsEveryCommittedSecond) {
   ASSERT_TRUE((*ledger)->append({samples[2]}, {}, {}));
   // Read back through a fresh connection, as `gpumeter runs` would.
   ledger->reset();
-  auto again = Ledger::open(dir.path() + "/l.db");
+  auto again = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(again);
   auto r = (*again)->run(*id);
   ASSERT_TRUE(r);
-  if (r->status == RunStatus::interrupted) {
+  if (r->status == store::RunStatus::interrupted) {
     EXPECT_EQ(r->wall_ms, 3000);
     EXPECT_EQ(r->billed_s, 3);
     EXPECT_EQ(r->cost_micros, 3'000'000);

@@ -10,28 +10,28 @@
 namespace gm {
 namespace {
 
-StaticGpuBackend two_gpus() {
-  StaticGpuBackend b;
+gpu::StaticGpuBackend two_gpus() {
+  gpu::StaticGpuBackend b;
   for (unsigned i = 0; i < 2; ++i) {
     b.infos.push_back(test::h100_info(i));
     b.caps.emplace_back();
-    DeviceSample s;
+    gpu::DeviceSample s;
     s.index = i;
     s.utilization_pct = i == 0 ? 75u : 0u;
     s.memory_used_bytes = (i == 0 ? 40ull : 1ull) << 30;
     b.samples.push_back(s);
   }
-  b.samples[0].processes.push_back(ProcessSample{4242, 39ull << 30, 75});
+  b.samples[0].processes.push_back(gpu::ProcessSample{4242, 39ull << 30, 75});
   return b;
 }
 
 TEST(RunMeterTest, AllocatedGpusFromCudaVisibleDevices) {
   auto b = two_gpus();
-  EXPECT_EQ(*allocated_gpus(std::nullopt, b.infos), (std::vector<unsigned>{0, 1}));
-  EXPECT_EQ(*allocated_gpus(std::string("1"), b.infos), (std::vector<unsigned>{1}));
-  EXPECT_EQ(*allocated_gpus(std::string("GPU-1,0"), b.infos), (std::vector<unsigned>{1, 0}));
-  EXPECT_TRUE(allocated_gpus(std::string(""), b.infos)->empty());
-  auto bad = allocated_gpus(std::string("7"), b.infos);
+  EXPECT_EQ(*meter::allocated_gpus(std::nullopt, b.infos), (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(*meter::allocated_gpus(std::string("1"), b.infos), (std::vector<unsigned>{1}));
+  EXPECT_EQ(*meter::allocated_gpus(std::string("GPU-1,0"), b.infos), (std::vector<unsigned>{1, 0}));
+  EXPECT_TRUE(meter::allocated_gpus(std::string(""), b.infos)->empty());
+  auto bad = meter::allocated_gpus(std::string("7"), b.infos);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("'7'"), std::string::npos);
 }
@@ -39,8 +39,8 @@ TEST(RunMeterTest, AllocatedGpusFromCudaVisibleDevices) {
 TEST(RunMeterTest, MetersCostUsageIdleAndUsedGpus) {
   auto b = two_gpus();
   const MicroUsd price = 3'600'000'000;  // $3600/GPU-h = $1/GPU-s
-  RunMeter m(b, {0, 1}, price, 0);
-  std::vector<SampleRecord> all;
+  meter::RunMeter m(b, {0, 1}, price, 0);
+  std::vector<store::SampleRecord> all;
   for (int s = 1; s <= 4; ++s) {
     auto recs = m.tick(static_cast<std::int64_t>(s) * 1'000'000'000, {4242});
     ASSERT_EQ(recs.size(), 2u);
@@ -60,7 +60,7 @@ TEST(RunMeterTest, MetersCostUsageIdleAndUsedGpus) {
   EXPECT_EQ(*u[0].mem_peak_bytes, 40ull << 30);
   EXPECT_FALSE(m.idle_for_ms(4'000'000'000).has_value()) << "GPU 0 is busy";
   // The same figures from the ledger's samples.
-  auto from = gpu_usage_from_samples(all);
+  auto from = meter::gpu_usage_from_samples(all);
   ASSERT_EQ(from.size(), 2u);
   EXPECT_EQ(from[0].idle_cost_micros, u[0].idle_cost_micros);
   EXPECT_DOUBLE_EQ(from[0].busy_s, u[0].busy_s);
@@ -71,7 +71,7 @@ TEST(RunMeterTest, MetersCostUsageIdleAndUsedGpus) {
 TEST(RunMeterTest, IdleTimeCountsWhileEveryGpuIsIdle) {
   auto b = two_gpus();
   b.samples[0].utilization_pct = 4u;  // under 5 %
-  RunMeter m(b, {0, 1}, 1'000'000, 0);
+  meter::RunMeter m(b, {0, 1}, 1'000'000, 0);
   EXPECT_FALSE(m.idle_for_ms(0));
   m.tick(1'000'000'000, {});
   m.tick(2'000'000'000, {});
@@ -85,10 +85,10 @@ TEST(RunMeterTest, IdleTimeCountsWhileEveryGpuIsIdle) {
 }
 
 TEST(RunReportTest, ReportFiguresAndJsonKeys) {
-  RunRecord run;
+  store::RunRecord run;
   run.id = 3;
   run.command = "python train.py";
-  run.status = RunStatus::stopped;
+  run.status = store::RunStatus::stopped;
   run.exit_code = 0;
   run.stopped_by = "budget";
   run.wall_ms = 10'000;
@@ -100,32 +100,32 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   run.gpus_allocated = {"GPU-0", "GPU-1"};
   run.gpus_used = {"GPU-0"};
   run.energy_j = 3.6e6;
-  run.energy_method = RunEnergyMethod::counter;
-  GpuUsage g0;
+  run.energy_method = store::RunEnergyMethod::counter;
+  meter::GpuUsage g0;
   g0.uuid = "GPU-0";
   g0.used = true;
   g0.busy_s = 5;
   g0.util_avg_pct = 50;
   g0.idle_cost_micros = 2'500'000;
-  GpuUsage g1;
+  meter::GpuUsage g1;
   g1.index = 1;
   g1.uuid = "GPU-1";
   g1.util_avg_pct = 0;
   g1.idle_cost_micros = 5'000'000;  // not counted: never used
-  ProgressRecord p;
+  store::ProgressRecord p;
   p.step = 100;
   p.total_steps = 1000;
   p.samples = 3200;
   p.tokens = 2'000'000;
-  ActionRecord a{3, 5000, ActionKind::stop_budget, 10'000'000, "budget reached"};
-  auto r = build_run_report(run, {g0, g1}, {p}, {a}, nullptr);
+  store::ActionRecord a{3, 5000, store::ActionKind::stop_budget, 10'000'000, "budget reached"};
+  auto r = report::build_run_report(run, {g0, g1}, {p}, {a}, nullptr);
   EXPECT_DOUBLE_EQ(r.idle_cost_usd, 2.5);
   EXPECT_DOUBLE_EQ(r.unused_gpu_cost_usd, 10.0);
   EXPECT_DOUBLE_EQ(*r.effective_utilization, 5.0 / 20.0);
   EXPECT_DOUBLE_EQ(*r.usd_per_step, 0.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
-  auto j = nlohmann::json::parse(render_run_report_json(r));
+  auto j = nlohmann::json::parse(report::render_run_report_json(r));
   for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
                           "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
                           "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
@@ -137,10 +137,10 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   EXPECT_TRUE(j["forecast_cost_usd"].is_null());
   EXPECT_DOUBLE_EQ(j["actions"][0]["t_s"].get<double>(), 5.0);
   EXPECT_EQ(j["actions"][0]["kind"], "stop_budget");
-  const std::string csv = render_run_report_csv(r);
+  const std::string csv = report::render_run_report_csv(r);
   EXPECT_NE(csv.find("run_id,command,"), std::string::npos);
   EXPECT_NE(csv.find("\"python train.py\""), std::string::npos);
-  const std::string text = render_run_report_text(r, true);
+  const std::string text = report::render_run_report_text(r, true);
   EXPECT_NE(text.find("SIMULATED"), std::string::npos);
   EXPECT_NE(text.find("stopped by budget"), std::string::npos);
 }
@@ -153,9 +153,9 @@ namespace {
 
 TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAndWhen) {
   // 10 one-second intervals on GPU 0: busy 0..3 s, at 0-4 % from 3 to 7 s, busy again; $0.001 a second.
-  std::vector<SampleRecord> samples;
+  std::vector<store::SampleRecord> samples;
   for (int t = 1; t <= 10; ++t) {
-    SampleRecord s;
+    store::SampleRecord s;
     s.t_ms = t * 1000;
     s.gpu_uuid = "GPU-0";
     s.utilization_pct = (t >= 4 && t <= 7) ? (t == 5 ? 4.0 : 0.0) : 90.0;
@@ -163,20 +163,20 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
     s.job_present = true;
     samples.push_back(s);
   }
-  auto usage = gpu_usage_from_samples(samples);
+  auto usage = meter::gpu_usage_from_samples(samples);
   ASSERT_EQ(usage.size(), 1u);
   EXPECT_EQ(usage[0].idle_stretch_start_ms, 3000);
   EXPECT_EQ(usage[0].idle_stretch_ms, 4000);
   EXPECT_EQ(usage[0].idle_stretch_intervals, 4);
   EXPECT_EQ(usage[0].idle_stretch_cost_micros, 4000);
-  RunRecord run;
+  store::RunRecord run;
   run.wall_ms = 10'000;
   run.billed_s = 10;
   run.cost_micros = 10'000;
   run.price_micros_per_gpu_hour = 3'600'000;
   run.gpus_allocated = {"GPU-0"};
   run.gpus_used = {"GPU-0"};
-  auto r = build_run_report(run, usage, {}, {}, nullptr);
+  auto r = report::build_run_report(run, usage, {}, {}, nullptr);
   const findings::Finding* f = nullptr;
   for (const auto& x : r.findings)
     if (x.kind == "idle_stretch") f = &x;
@@ -192,8 +192,8 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   // Two idle intervals are not a stretch.
   samples[3].utilization_pct = 50.0;
   samples[4].utilization_pct = 50.0;
-  auto short_usage = gpu_usage_from_samples(samples);
-  auto r2 = build_run_report(run, short_usage, {}, {}, nullptr);
+  auto short_usage = meter::gpu_usage_from_samples(samples);
+  auto r2 = report::build_run_report(run, short_usage, {}, {}, nullptr);
   for (const auto& x : r2.findings) EXPECT_NE(x.kind, "idle_stretch");
 }
 

@@ -29,16 +29,16 @@ TEST(ServingPlan, ServedModelNamesMatchThePlanTable) {
   EXPECT_FALSE(plan::find_served_model("meta-llama/Llama-4-Scout-17B-16E-Instruct").has_value());
 }
 
-RunRecord served_run(int gpus) {
-  RunRecord run;
+store::RunRecord served_run(int gpus) {
+  store::RunRecord run;
   run.gpu_model = "H100 SXM 80GB";
   for (int i = 0; i < gpus; ++i) run.gpus_allocated.push_back("GPU-" + std::to_string(i));
   run.price_micros_per_gpu_hour = 2'490'000;
   return run;
 }
 
-ServingKpis kpis(const std::string& model) {
-  ServingKpis k;
+report::ServingKpis kpis(const std::string& model) {
+  report::ServingKpis k;
   k.models = {model};
   k.requests = 1000;
   k.prompt_tokens = 512'000;
@@ -47,10 +47,10 @@ ServingKpis kpis(const std::string& model) {
 }
 
 TEST(ServingPlan, PredictionIsThePlansCheapestFittingBatchOnTheRunsGpusAtItsPrice) {
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   ASSERT_TRUE(catalog.ok());
   auto k = kpis("meta-llama/Meta-Llama-3-8B-Instruct");
-  add_plan_prediction(k, served_run(1), *catalog);
+  report::add_plan_prediction(k, served_run(1), *catalog);
   ASSERT_TRUE(k.plan_usd_per_1m_generated_tokens.has_value()) << k.plan_note;
   EXPECT_EQ(k.plan_model, "llama-3-8b");
   ASSERT_TRUE(k.plan_batch.has_value());
@@ -89,19 +89,19 @@ TEST(ServingPlan, PredictionIsThePlansCheapestFittingBatchOnTheRunsGpusAtItsPric
 }
 
 TEST(ServingPlan, NoPredictionSaysWhy) {
-  auto catalog = Catalog::builtin();
+  auto catalog = catalog::Catalog::builtin();
   ASSERT_TRUE(catalog.ok());
   auto unknown = kpis("standin-llama");
-  add_plan_prediction(unknown, served_run(1), *catalog);
+  report::add_plan_prediction(unknown, served_run(1), *catalog);
   EXPECT_FALSE(unknown.plan_usd_per_1m_generated_tokens.has_value());
   EXPECT_EQ(unknown.plan_note,
             "model 'standin-llama' is not in the plan's model table (gpumeter plan --help)");
   auto two = kpis("llama-3-8b");
   two.models.push_back("llama-3-70b");
-  add_plan_prediction(two, served_run(1), *catalog);
+  report::add_plan_prediction(two, served_run(1), *catalog);
   EXPECT_EQ(two.plan_note, "2 models served: the plan predicts one model at a time");
   auto big = kpis("meta-llama/Llama-3.1-405B");
-  add_plan_prediction(big, served_run(1), *catalog);
+  report::add_plan_prediction(big, served_run(1), *catalog);
   EXPECT_FALSE(big.plan_usd_per_1m_generated_tokens.has_value());
   EXPECT_NE(big.plan_note.find("does not fit"), std::string::npos) << big.plan_note;
 }

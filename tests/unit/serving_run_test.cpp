@@ -31,7 +31,7 @@ InferenceScrape scrape(double start_time, std::map<std::string, double> generate
   return s;
 }
 
-SessionConfig served_config(InferenceSource* source) {
+guard::SessionConfig served_config(InferenceSource* source) {
   auto c = test::dollar_per_second_session({"serve"});
   c.inference = source;
   return c;
@@ -50,9 +50,9 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   auto backend = test::one_static_gpu(90);
   auto cfg = served_config(&source);
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
-  Supervisor s(cfg, &backend, ledger->get(), nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, ledger->get(), nullptr, clock, runner, sink);
   s.begin();
   s.started(4242);
   auto second = [&] {
@@ -77,9 +77,9 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   ASSERT_TRUE(sink.last->usd_per_1m_generated_tokens);
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  const RunReport report = session_report(out, nullptr);
+  const report::RunReport report = report::session_report(out, nullptr);
   ASSERT_TRUE(report.serving);
-  const ServingKpis& k = *report.serving;
+  const report::ServingKpis& k = *report.serving;
   // llama: 300 before the restart + 150 after; lora: 40 + 30.
   EXPECT_DOUBLE_EQ(*k.generated_tokens, 520);
   EXPECT_DOUBLE_EQ(*k.prompt_tokens, 1040);
@@ -96,7 +96,7 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   auto stored = (*ledger)->inference(out.run.id);
   ASSERT_TRUE(stored.ok());
   ASSERT_FALSE(stored->empty());
-  EXPECT_EQ(serving_kpis(out.run, *stored)->generated_tokens, k.generated_tokens);
+  EXPECT_EQ(report::serving_kpis(out.run, *stored)->generated_tokens, k.generated_tokens);
 }
 
 TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
@@ -106,7 +106,7 @@ TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
   NoSource source;
   auto backend = test::one_static_gpu(90);
   auto cfg = served_config(&source);
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(4242);
   InferenceScrape down;
@@ -117,15 +117,15 @@ TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
   s.on_time();
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_FALSE(session_report(out, nullptr).serving);
+  EXPECT_FALSE(report::session_report(out, nullptr).serving);
   ASSERT_FALSE(sink.warnings.empty());
   EXPECT_NE(sink.warnings.back().find("127.0.0.1:9"), std::string::npos) << sink.warnings.back();
   ASSERT_TRUE(sink.last);
   EXPECT_FALSE(sink.last->usd_per_1m_generated_tokens);
 }
 
-InferenceRecord rec(std::int64_t t_ms, const std::string& model, double generated) {
-  InferenceRecord r;
+store::InferenceRecord rec(std::int64_t t_ms, const std::string& model, double generated) {
+  store::InferenceRecord r;
   r.t_ms = t_ms;
   r.model = model;
   r.engine = "vllm";
@@ -136,18 +136,18 @@ InferenceRecord rec(std::int64_t t_ms, const std::string& model, double generate
 }
 
 TEST(ServingRunTest, SaturationIsTheBestFiveSecondRateAndTheFloorFollowsFromIt) {
-  RunRecord run;
+  store::RunRecord run;
   run.price_micros_per_gpu_hour = 3'600'000'000;
   run.wall_ms = 20'000;
   run.cost_micros = 20'000'000;  // $20 over 20 s
-  std::vector<InferenceRecord> records;
+  std::vector<store::InferenceRecord> records;
   // 10 tokens/s for 10 s, then 50 tokens/s for 10 s (two models, each half).
   for (int t = 1; t <= 20; ++t) {
     const double g = t <= 10 ? 10.0 * t : 100.0 + 50.0 * (t - 10);
     records.push_back(rec(t * 1000, "a", g / 2));
     records.push_back(rec(t * 1000, "b", g / 2));
   }
-  auto k = serving_kpis(run, records);
+  auto k = report::serving_kpis(run, records);
   ASSERT_TRUE(k);
   EXPECT_DOUBLE_EQ(*k->generated_tokens, 600);
   EXPECT_DOUBLE_EQ(*k->generated_tokens_per_s, 30);
@@ -158,11 +158,11 @@ TEST(ServingRunTest, SaturationIsTheBestFiveSecondRateAndTheFloorFollowsFromIt) 
   EXPECT_DOUBLE_EQ(*k->usd_per_1m_tokens, 20.0 / 2400 * 1e6);
   // No price: counts and rates, no dollars (never a 0).
   run.price_micros_per_gpu_hour = 0;
-  k = serving_kpis(run, records);
+  k = report::serving_kpis(run, records);
   EXPECT_FALSE(k->usd_per_1m_generated_tokens);
   EXPECT_FALSE(k->usd_per_1m_generated_tokens_at_peak);
   EXPECT_TRUE(k->peak_generated_tokens_per_s);
-  EXPECT_FALSE(serving_kpis(run, {}));
+  EXPECT_FALSE(report::serving_kpis(run, {}));
 }
 
 TEST(ServingRunTest, LedgerWithoutTheInferenceTableGainsItAndOldRunsHaveNone) {
@@ -170,9 +170,9 @@ TEST(ServingRunTest, LedgerWithoutTheInferenceTableGainsItAndOldRunsHaveNone) {
   const std::string path = dir.path() + "/old.db";
   std::int64_t id = 0;
   {
-    auto ledger = Ledger::open(path);
+    auto ledger = store::Ledger::open(path);
     ASSERT_TRUE(ledger.ok());
-    RunRecord r;
+    store::RunRecord r;
     r.command = "train";
     id = *(*ledger)->begin_run(r);
   }
@@ -181,12 +181,12 @@ TEST(ServingRunTest, LedgerWithoutTheInferenceTableGainsItAndOldRunsHaveNone) {
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "DROP TABLE inference", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger.ok()) << ledger.error().message;
   auto none = (*ledger)->inference(id);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
-  InferenceRecord r = rec(1000, "llama", 42);
+  store::InferenceRecord r = rec(1000, "llama", 42);
   r.run_id = id;
   r.cached_tokens = std::nullopt;
   ASSERT_TRUE((*ledger)->append_inference({r}).ok());
@@ -200,7 +200,7 @@ TEST(ServingRunTest, LedgerWithoutTheInferenceTableGainsItAndOldRunsHaveNone) {
 
 TEST(ServingRunTest, TokenCostGateFailsARiseAndNeedsTheFigureOnBothRuns) {
   auto side = [](std::int64_t id, MicroUsd cost, double generated) {
-    CompareSide s;
+    report::CompareSide s;
     s.run.id = id;
     s.run.cost_micros = cost;
     s.run.wall_ms = 10'000;
@@ -208,16 +208,16 @@ TEST(ServingRunTest, TokenCostGateFailsARiseAndNeedsTheFigureOnBothRuns) {
     if (generated > 0) s.inference = {rec(10'000, "m", generated)};
     return s;
   };
-  GateOptions gate;
+  report::GateOptions gate;
   gate.max_token_cost_increase_pct = 10;
   // Same cost, 20 % fewer tokens: $/1M tokens +25 %.
-  auto fail = compare_runs(side(1, 1'000'000, 1000), side(2, 1'000'000, 800), gate);
+  auto fail = report::compare_runs(side(1, 1'000'000, 1000), side(2, 1'000'000, 800), gate);
   ASSERT_TRUE(fail.ok());
   EXPECT_FALSE(fail->pass);
   ASSERT_EQ(fail->failures.size(), 1u);
   EXPECT_NE(fail->failures[0].find("1M generated tokens"), std::string::npos);
-  EXPECT_TRUE(compare_runs(side(1, 1'000'000, 1000), side(2, 1'050'000, 1000), gate)->pass);
-  auto missing = compare_runs(side(1, 1'000'000, 1000), side(2, 1'000'000, 0), gate);
+  EXPECT_TRUE(report::compare_runs(side(1, 1'000'000, 1000), side(2, 1'050'000, 1000), gate)->pass);
+  auto missing = report::compare_runs(side(1, 1'000'000, 1000), side(2, 1'000'000, 0), gate);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind, ErrorKind::usage);
 }

@@ -86,17 +86,17 @@ TEST(ServingSglang, DiscoveryProbeSaysWhyAPortServesNoMetrics) {
 TEST(ServingSplit, PerModelSplitAndProcessSplitAreOneLargestRemainderSplit) {
   // The per-model split rounds token counts to integer weights and then splits like the process split.
   const std::vector<double> tokens{3, 1, 0.4, 2.5};
-  EXPECT_EQ(split_cost(1001, tokens), split_micros(1001, {3, 1, 0, 3}));
-  const auto s = split_micros(1001, {3, 1});
+  EXPECT_EQ(split_cost(1001, tokens), meter::split_micros(1001, {3, 1, 0, 3}));
+  const auto s = meter::split_micros(1001, {3, 1});
   EXPECT_EQ(s[0] + s[1], 1001);
   EXPECT_EQ(s[0], 751) << "the larger remainder gets the last micro-dollar";
-  EXPECT_EQ(split_micros(10, {0, 0, 0}), (std::vector<MicroUsd>{4, 3, 3})) << "equal, earlier first on ties";
-  EXPECT_TRUE(split_micros(5, {}).empty());
+  EXPECT_EQ(meter::split_micros(10, {0, 0, 0}), (std::vector<MicroUsd>{4, 3, 3})) << "equal, earlier first on ties";
+  EXPECT_TRUE(meter::split_micros(5, {}).empty());
   // attribute() splits a device interval with the same function: memory weights here.
-  DeviceSample sample;
+  gpu::DeviceSample sample;
   sample.processes = {{1, 300, std::nullopt}, {2, 100, std::nullopt}, {3, 100, std::nullopt}};
-  const Attribution a = attribute(1001, 0, sample);
-  const auto expect = split_micros(1001, {300, 100, 100});
+  const meter::Attribution a = meter::attribute(1001, 0, sample);
+  const auto expect = meter::split_micros(1001, {300, 100, 100});
   ASSERT_EQ(a.shares.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(a.shares[i].cost, expect[i]);
   EXPECT_EQ(std::accumulate(expect.begin(), expect.end(), MicroUsd{0}), 1001);

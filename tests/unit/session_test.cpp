@@ -11,7 +11,7 @@
 namespace gm {
 namespace {
 
-SessionConfig config(std::vector<std::string> argv) {
+guard::SessionConfig config(std::vector<std::string> argv) {
   auto c = test::dollar_per_second_session(std::move(argv));
   c.run.command = "test job";
   c.run.user = "u";
@@ -21,22 +21,22 @@ SessionConfig config(std::vector<std::string> argv) {
 
 TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
   auto backend = test::one_static_gpu(90);
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 1.2; exit 3"});
-  auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 3);
   EXPECT_TRUE(out->recorded);
-  const RunRecord& r = out->run;
+  const store::RunRecord& r = out->run;
   EXPECT_EQ(r.billed_s, (r.wall_ms + 999) / 1000);
   EXPECT_EQ(r.cost_micros, r.billed_s * 1'000'000);
   auto stored = (*ledger)->last_run();
   ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(stored->status, RunStatus::failed);
+  EXPECT_EQ(stored->status, store::RunStatus::failed);
   EXPECT_EQ(*stored->exit_code, 3);
   EXPECT_EQ(stored->cost_micros, r.cost_micros);
   EXPECT_EQ(stored->gpus_allocated, (std::vector<std::string>{"GPU-0"}));
@@ -48,32 +48,32 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
 
 TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
   auto backend = test::one_static_gpu(90);
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 20 & wait"});
-  cfg.stop_to = StopTarget::group;
+  cfg.stop_to = guard::StopTarget::group;
   cfg.guard.budget_micros = 1 * kMicrosPerUsd;
   cfg.grace_ms = 1000;
-  auto out = run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, kExitGuardStop);
   EXPECT_EQ(*out->run.stopped_by, "budget");
   EXPECT_LT(out->run.wall_ms, 4000);
   auto actions = (*ledger)->actions((*ledger)->last_run()->id);
   ASSERT_TRUE(actions.ok());
-  std::vector<ActionKind> kinds;
+  std::vector<store::ActionKind> kinds;
   for (const auto& a : *actions) kinds.push_back(a.kind);
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), ActionKind::stop_budget), kinds.end());
-  EXPECT_NE(std::find(kinds.begin(), kinds.end(), ActionKind::sigterm), kinds.end());
-  EXPECT_EQ((*ledger)->last_run()->status, RunStatus::stopped);
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), store::ActionKind::stop_budget), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), store::ActionKind::sigterm), kinds.end());
+  EXPECT_EQ((*ledger)->last_run()->status, store::RunStatus::stopped);
 }
 
 TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
   auto backend = test::one_static_gpu(90);
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto cfg = config({"python3", "-c",
                      "import os, socket\n"
@@ -83,11 +83,11 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
                      "s.sendto(b'not json', p)\n"
                      "s.sendto(b'{\"step\": -2}', p)\n"
                      "import time; time.sleep(0.3)\n"});
-  auto out = run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 0);
   EXPECT_FALSE(out->recorded);
-  const RunReport report = session_report(*out, nullptr);
+  const report::RunReport report = report::session_report(*out, nullptr);
   EXPECT_EQ(*report.steps, 3);
   EXPECT_EQ(*report.total_steps, 9);
   EXPECT_EQ(*report.tokens, 3000);
@@ -97,12 +97,12 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
 
 TEST(SessionTest, IdleGpusStopTheJob) {
   auto backend = test::one_static_gpu(0);
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto cfg = config({"sleep", "20"});
   cfg.guard.max_idle_ms = 2000;
   cfg.grace_ms = 1000;
-  auto out = run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, kExitGuardStop);
   EXPECT_EQ(*out->run.stopped_by, "idle");
@@ -111,10 +111,10 @@ TEST(SessionTest, IdleGpusStopTheJob) {
 
 TEST(SessionTest, UnrunnableProgramIsAnError) {
   auto backend = test::one_static_gpu(0);
-  PosixProcessRunner runner;
+  sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto out =
-      run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+      guard::run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 127);
   ASSERT_TRUE(out->start_error);
@@ -123,7 +123,7 @@ TEST(SessionTest, UnrunnableProgramIsAnError) {
   FILE* f = std::fopen(script.c_str(), "w");
   std::fputs("#!/bin/sh\necho hi\n", f);
   std::fclose(f);
-  out = run_session(config({script}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+  out = guard::run_session(config({script}), &backend, nullptr, nullptr, system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 126) << "found but not executable: 126 by convention";
 }

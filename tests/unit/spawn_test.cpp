@@ -20,8 +20,8 @@ std::string read_all(int fd) {
 }
 
 TEST(SpawnTest, PipesOwnProcessGroupAndEnvironment) {
-  PosixProcessRunner runner;
-  SpawnOptions o;
+  sys::PosixProcessRunner runner;
+  sys::SpawnOptions o;
   o.argv = {"sh", "-c", "echo \"$GM_X $(ps -o pgid= -p $$ | tr -d ' ') $$\"; echo err >&2; exit 5"};
   o.env["GM_X"] = "hello";
   auto c = runner.spawn(o);
@@ -30,16 +30,16 @@ TEST(SpawnTest, PipesOwnProcessGroupAndEnvironment) {
   const std::string err = read_all(c->stderr_fd);
   int status = 0;
   waitpid(c->pid, &status, 0);
-  if (c->owns_terminal) restore_terminal_foreground();
-  EXPECT_EQ(exit_code_of_wait_status(status), 5);
+  if (c->owns_terminal) sys::restore_terminal_foreground();
+  EXPECT_EQ(sys::exit_code_of_wait_status(status), 5);
   EXPECT_EQ(err, "err\n");
   const std::string pid = std::to_string(c->pid);
   EXPECT_EQ(out, "hello " + pid + " " + pid + "\n") << "the job leads its own process group";
 }
 
 TEST(SpawnTest, PtyGivesATerminalWithTheWindowSize) {
-  PosixProcessRunner runner;
-  SpawnOptions o;
+  sys::PosixProcessRunner runner;
+  sys::SpawnOptions o;
   o.argv = {"sh", "-c", "[ -t 1 ] && echo tty; stty size"};
   o.use_pty = true;
   o.window = std::make_pair<unsigned short, unsigned short>(33, 101);
@@ -52,14 +52,14 @@ TEST(SpawnTest, PtyGivesATerminalWithTheWindowSize) {
   close(c->pty_fd);
   int status = 0;
   waitpid(c->pid, &status, 0);
-  EXPECT_EQ(exit_code_of_wait_status(status), 0);
+  EXPECT_EQ(sys::exit_code_of_wait_status(status), 0);
   EXPECT_NE(out.find("tty"), std::string::npos) << out;
   EXPECT_NE(out.find("33 101"), std::string::npos) << out;
 }
 
 TEST(SpawnTest, MissingProgramAndSignals) {
-  PosixProcessRunner runner;
-  SpawnOptions o;
+  sys::PosixProcessRunner runner;
+  sys::SpawnOptions o;
   o.argv = {"/no/such/program"};
   auto c = runner.spawn(o);
   ASSERT_FALSE(c.ok());
@@ -71,19 +71,19 @@ TEST(SpawnTest, MissingProgramAndSignals) {
   kill(-c->pid, SIGTERM);
   int status = 0;
   waitpid(c->pid, &status, 0);
-  if (c->owns_terminal) restore_terminal_foreground();
-  EXPECT_EQ(exit_code_of_wait_status(status), 128 + SIGTERM);
+  if (c->owns_terminal) sys::restore_terminal_foreground();
+  EXPECT_EQ(sys::exit_code_of_wait_status(status), 128 + SIGTERM);
   close(c->stdout_fd);
   close(c->stderr_fd);
 }
 
 TEST(SpawnTest, ParsesSignals) {
-  EXPECT_EQ(*parse_signal("TERM"), SIGTERM);
-  EXPECT_EQ(*parse_signal("sigint"), SIGINT);
-  EXPECT_EQ(*parse_signal("10"), 10);
-  EXPECT_FALSE(parse_signal("NOPE").ok());
-  EXPECT_FALSE(parse_signal("0").ok());
-  EXPECT_EQ(signal_name(SIGKILL), "SIGKILL");
+  EXPECT_EQ(*sys::parse_signal("TERM"), SIGTERM);
+  EXPECT_EQ(*sys::parse_signal("sigint"), SIGINT);
+  EXPECT_EQ(*sys::parse_signal("10"), 10);
+  EXPECT_FALSE(sys::parse_signal("NOPE").ok());
+  EXPECT_FALSE(sys::parse_signal("0").ok());
+  EXPECT_EQ(sys::signal_name(SIGKILL), "SIGKILL");
 }
 
 }  // namespace

@@ -28,30 +28,30 @@ void expect_round_trip(const EnumText<E> (&table)[N], std::size_t expected_value
 }
 
 TEST(StoreEnumTest, EveryTableRoundTrips) {
-  expect_round_trip(kRunStatusTexts, 8);
-  expect_round_trip(kStopReasonTexts, 5);
-  expect_round_trip(kRunEnergyMethodTexts, 6);
-  expect_round_trip(kActionKindTexts, 22);
-  expect_round_trip(kCellStatusTexts, 5);
-  expect_round_trip(kBudgetPeriodTexts, 3);
+  expect_round_trip(store::kRunStatusTexts, 8);
+  expect_round_trip(store::kStopReasonTexts, 5);
+  expect_round_trip(store::kRunEnergyMethodTexts, 6);
+  expect_round_trip(store::kActionKindTexts, 22);
+  expect_round_trip(store::kCellStatusTexts, 5);
+  expect_round_trip(store::kBudgetPeriodTexts, 3);
   // The texts the ledger has always held (existing ledgers and tools read them).
-  EXPECT_STREQ(text_of(RunStatus::interrupted), "interrupted");
-  EXPECT_STREQ(text_of(RunEnergyMethod::power_integration), "power_integration");
-  EXPECT_STREQ(text_of(RunEnergyMethod::not_recorded), "");
-  EXPECT_STREQ(text_of(ActionKind::stop_budget), "stop_budget");
-  EXPECT_STREQ(text_of(ActionKind::sigterm), "sigterm");
-  EXPECT_STREQ(text_of(CellStatus::unfinished), "unfinished");
-  EXPECT_STREQ(text_of(BudgetPeriod::week), "week");
+  EXPECT_STREQ(text_of(store::RunStatus::interrupted), "interrupted");
+  EXPECT_STREQ(text_of(store::RunEnergyMethod::power_integration), "power_integration");
+  EXPECT_STREQ(text_of(store::RunEnergyMethod::not_recorded), "");
+  EXPECT_STREQ(text_of(store::ActionKind::stop_budget), "stop_budget");
+  EXPECT_STREQ(text_of(store::ActionKind::sigterm), "sigterm");
+  EXPECT_STREQ(text_of(store::CellStatus::unfinished), "unfinished");
+  EXPECT_STREQ(text_of(store::BudgetPeriod::week), "week");
 }
 
 TEST(StoreEnumTest, UnknownTextIsAnErrorListingTheValidOnes) {
-  EXPECT_FALSE(value_of<RunStatus>("paused").has_value());
-  EXPECT_FALSE(value_of<RunStatus>("Running").has_value()) << "texts match exactly";
-  const auto bad = parse_enum<BudgetPeriod>("year", "--per");
+  EXPECT_FALSE(value_of<store::RunStatus>("paused").has_value());
+  EXPECT_FALSE(value_of<store::RunStatus>("Running").has_value()) << "texts match exactly";
+  const auto bad = parse_enum<store::BudgetPeriod>("year", "--per");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().kind, ErrorKind::usage);
   EXPECT_EQ(bad.error().message, "--per 'year' is not one of day, week, month");
-  const auto status = parse_enum<RunStatus>("paused", "--status", ErrorKind::failure);
+  const auto status = parse_enum<store::RunStatus>("paused", "--status", ErrorKind::failure);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().kind, ErrorKind::failure);
   EXPECT_NE(
@@ -86,23 +86,23 @@ std::string text_sql(const std::string& path, const std::string& sql) {
 
 /// Writes a ledger at `path` with one stopped run, one action, one cell and one budget; the run's id.
 std::int64_t fill_ledger(const std::string& path) {
-  auto opened = Ledger::open(path);
+  auto opened = store::Ledger::open(path);
   EXPECT_TRUE(opened.ok()) << opened.error().message;
   if (!opened) return 0;
-  Ledger& l = **opened;
-  RunRecord r;
+  store::Ledger& l = **opened;
+  store::RunRecord r;
   r.command = "train";
   r.start_unix_ms = 1'700'000'000'000;
   auto id = l.begin_run(r);
   EXPECT_TRUE(id.ok());
   r.id = *id;
-  r.status = RunStatus::stopped;
-  r.stopped_by = text_of(StopReason::budget);
-  r.energy_method = RunEnergyMethod::power_integration;
+  r.status = store::RunStatus::stopped;
+  r.stopped_by = text_of(store::StopReason::budget);
+  r.energy_method = store::RunEnergyMethod::power_integration;
   EXPECT_TRUE(l.update_run(r).ok());
-  EXPECT_TRUE(l.append({}, {}, {ActionRecord{*id, 1000, ActionKind::sigterm, 5, "sent SIGTERM"}}).ok());
-  EXPECT_TRUE(l.append_cells({CellRecord{*id, 3, 0, 900, 7, std::nullopt, CellStatus::refused, "x"}}).ok());
-  EXPECT_TRUE(l.set_budget(BudgetRecord{"team=nlp", 1'000'000, BudgetPeriod::week, 0}).ok());
+  EXPECT_TRUE(l.append({}, {}, {store::ActionRecord{*id, 1000, store::ActionKind::sigterm, 5, "sent SIGTERM"}}).ok());
+  EXPECT_TRUE(l.append_cells({store::CellRecord{*id, 3, 0, 900, 7, std::nullopt, store::CellStatus::refused, "x"}}).ok());
+  EXPECT_TRUE(l.set_budget(store::BudgetRecord{"team=nlp", 1'000'000, store::BudgetPeriod::week, 0}).ok());
   return *id;
 }
 
@@ -111,24 +111,24 @@ TEST(StoreEnumTest, LedgerStoresTheSameTexts) {
   const std::string path = dir.path() + "/ledger.db";
   const std::int64_t id = fill_ledger(path);
   {
-    auto l = Ledger::open(path);  // read back through a fresh connection
+    auto l = store::Ledger::open(path);  // read back through a fresh connection
     ASSERT_TRUE(l.ok()) << l.error().message;
     auto back = (*l)->run(id);
     ASSERT_TRUE(back.ok()) << back.error().message;
-    EXPECT_EQ(back->status, RunStatus::stopped);
-    EXPECT_EQ(back->energy_method, RunEnergyMethod::power_integration);
+    EXPECT_EQ(back->status, store::RunStatus::stopped);
+    EXPECT_EQ(back->energy_method, store::RunEnergyMethod::power_integration);
     auto actions = (*l)->actions(id);
     ASSERT_TRUE(actions.ok());
     ASSERT_EQ(actions->size(), 1u);
-    EXPECT_EQ(actions->at(0).kind, ActionKind::sigterm);
+    EXPECT_EQ(actions->at(0).kind, store::ActionKind::sigterm);
     auto cells = (*l)->cells(id);
     ASSERT_TRUE(cells.ok());
     ASSERT_EQ(cells->size(), 1u);
-    EXPECT_EQ(cells->at(0).status, CellStatus::refused);
+    EXPECT_EQ(cells->at(0).status, store::CellStatus::refused);
     auto budgets = (*l)->budgets();
     ASSERT_TRUE(budgets.ok());
     ASSERT_EQ(budgets->size(), 1u);
-    EXPECT_EQ(budgets->at(0).period, BudgetPeriod::week);
+    EXPECT_EQ(budgets->at(0).period, store::BudgetPeriod::week);
   }
   const std::string run = " WHERE id=" + std::to_string(id);
   EXPECT_EQ(text_sql(path, "SELECT status FROM runs" + run), "stopped");
@@ -146,7 +146,7 @@ TEST(StoreEnumTest, UnknownLedgerTextIsAClearError) {
   exec_sql(path,
            "UPDATE runs SET status='paused'; UPDATE actions SET kind='teleport'; "
            "UPDATE cells SET status='exploded'; UPDATE budgets SET period='fortnight'");
-  auto l = Ledger::open(path);
+  auto l = store::Ledger::open(path);
   ASSERT_TRUE(l.ok()) << l.error().message;
   const auto expect_clear = [](const Error& e, const std::string& where, const std::string& word) {
     EXPECT_EQ(e.kind, ErrorKind::unavailable) << "as a corrupt ledger: exit code 5";
@@ -161,7 +161,7 @@ TEST(StoreEnumTest, UnknownLedgerTextIsAClearError) {
   auto runs = (*l)->runs();
   ASSERT_FALSE(runs.ok());
   expect_clear(runs.error(), "ledger table runs", "paused");
-  auto summaries = (*l)->run_summaries(RunFilter{});
+  auto summaries = (*l)->run_summaries(store::RunFilter{});
   ASSERT_FALSE(summaries.ok());
   expect_clear(summaries.error(), "ledger table runs", "paused");
   auto actions = (*l)->actions(id);

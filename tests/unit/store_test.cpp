@@ -15,8 +15,8 @@
 namespace gm {
 namespace {
 
-RunRecord sample_run() {
-  RunRecord r;
+store::RunRecord sample_run() {
+  store::RunRecord r;
   r.command = "python train.py --lr 1e-4";
   r.user = "alice";
   r.host = "box1";
@@ -97,7 +97,7 @@ TEST(StoreTest, StringListsAndMapsReadAsTheJsonParserReadsThem) {
 TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   test::TempDir dir;
   const std::string path = dir.path() + "/sub/ledger.db";
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger.ok()) << ledger.error().message;
   struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
@@ -107,7 +107,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   ASSERT_TRUE(id.ok()) << id.error().message;
   auto r = (*ledger)->run(*id);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::running);  // this process is alive
+  EXPECT_EQ(r->status, store::RunStatus::running);  // this process is alive
   EXPECT_EQ(r->command, "python train.py --lr 1e-4");
   EXPECT_EQ(r->labels.at("team"), "nlp");
   EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
@@ -115,7 +115,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   EXPECT_FALSE(r->end_unix_ms.has_value());
   EXPECT_EQ(*r->budget_micros, 40 * kMicrosPerUsd);
 
-  SampleRecord s;
+  store::SampleRecord s;
   s.run_id = *id;
   s.t_ms = 1000;
   s.gpu_index = 1;
@@ -126,7 +126,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   s.energy_j = 650;
   s.cost_micros = 1'000'000;
   s.job_present = true;
-  ProgressRecord p;
+  store::ProgressRecord p;
   p.run_id = *id;
   p.t_ms = 1500;
   p.step = 10;
@@ -134,11 +134,11 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   p.tokens = 5000;
   p.metrics = {{"loss", 2.5}};
   p.cost_micros = 1'500'000;
-  ActionRecord a{*id, 2000, ActionKind::warn, 2'000'000, "80% of budget"};
+  store::ActionRecord a{*id, 2000, store::ActionKind::warn, 2'000'000, "80% of budget"};
   ASSERT_TRUE((*ledger)->append({s}, {p}, {a}).ok());
 
-  RunRecord done = *r;
-  done.status = RunStatus::finished;
+  store::RunRecord done = *r;
+  done.status = store::RunStatus::finished;
   done.end_unix_ms = r->start_unix_ms + 5000;
   done.exit_code = 0;
   done.cost_micros = 5'000'000;
@@ -148,7 +148,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
 
   auto back = (*ledger)->run(*id);
   ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->status, RunStatus::finished);
+  EXPECT_EQ(back->status, store::RunStatus::finished);
   EXPECT_EQ(back->cost_micros, 5'000'000);
   EXPECT_EQ(*back->exit_code, 0);
   EXPECT_EQ(back->gpus_used, (std::vector<std::string>{"GPU-b"}));
@@ -168,17 +168,17 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   auto as = (*ledger)->actions(*id);
   ASSERT_TRUE(as.ok());
   ASSERT_EQ(as->size(), 1u);
-  EXPECT_EQ(as->at(0).kind, ActionKind::warn);
+  EXPECT_EQ(as->at(0).kind, store::ActionKind::warn);
   EXPECT_EQ(as->at(0).message, "80% of budget");
 }
 
 TEST(StoreTest, ListsNewestFirstAndFilters) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
   EXPECT_EQ((*ledger)->last_run().error().kind, ErrorKind::not_found);
   for (int i = 0; i < 3; ++i) {
-    RunRecord r = sample_run();
+    store::RunRecord r = sample_run();
     r.start_unix_ms += i * 60'000;
     r.command = "job" + std::to_string(i);
     ASSERT_TRUE((*ledger)->begin_run(r).ok());
@@ -188,7 +188,7 @@ TEST(StoreTest, ListsNewestFirstAndFilters) {
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ(all->front().command, "job2");
   EXPECT_EQ((*ledger)->last_run()->command, "job2");
-  RunFilter f;
+  store::RunFilter f;
   f.since_unix_ms = sample_run().start_unix_ms + 60'000;
   EXPECT_EQ((*ledger)->runs(f)->size(), 2u);
   f.limit = 1;
@@ -198,11 +198,11 @@ TEST(StoreTest, ListsNewestFirstAndFilters) {
 
 TEST(StoreTest, RollupsReplacePerMinute) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
   auto id = (*ledger)->begin_run(sample_run());
   ASSERT_TRUE(id.ok());
-  RollupRecord r{*id, 28'333'333, 0, 30, 1500, 1e9, 100, 30'000'000};
+  store::RollupRecord r{*id, 28'333'333, 0, 30, 1500, 1e9, 100, 30'000'000};
   ASSERT_TRUE((*ledger)->append_rollups({r}).ok());
   r.samples = 60;
   r.cost_micros = 60'000'000;
@@ -221,7 +221,7 @@ TEST(StoreTest, RunOfDeadMeterReadsInterrupted) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto l = Ledger::open(path);
+    auto l = store::Ledger::open(path);
     if (!l.ok()) _exit(1);
     auto id = (*l)->begin_run(sample_run());
     _exit(id.ok() ? 0 : 1);
@@ -229,31 +229,31 @@ TEST(StoreTest, RunOfDeadMeterReadsInterrupted) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_EQ(WEXITSTATUS(status), 0);
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger.ok());
   auto r = (*ledger)->last_run();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->status, RunStatus::interrupted);
+  EXPECT_EQ(r->status, store::RunStatus::interrupted);
   EXPECT_EQ(r->meter_pid, pid);
 }
 
 TEST(StoreTest, OtherHostUsesHeartbeat) {
   test::TempDir dir;
-  auto ledger = Ledger::open(dir.path() + "/l.db");
+  auto ledger = store::Ledger::open(dir.path() + "/l.db");
   ASSERT_TRUE(ledger.ok());
-  RunRecord r = sample_run();
+  store::RunRecord r = sample_run();
   r.meter_host = "another-host";
   r.meter_pid = 1;
   r.heartbeat_unix_ms = 1000;  // long ago
   auto id = (*ledger)->begin_run(r);
   ASSERT_TRUE(id.ok());
-  EXPECT_EQ((*ledger)->run(*id)->status, RunStatus::interrupted);
+  EXPECT_EQ((*ledger)->run(*id)->status, store::RunStatus::interrupted);
 }
 
 TEST(StoreTest, CorruptFileIsUnavailableWithClearMessage) {
   test::TempDir dir;
   const std::string path = dir.write("bad.db", std::string(8192, 'x'));
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_FALSE(ledger.ok());
   EXPECT_EQ(ledger.error().kind, ErrorKind::unavailable);
   EXPECT_NE(ledger.error().message.find(path), std::string::npos);
@@ -264,13 +264,13 @@ TEST(StoreTest, CorruptFileIsUnavailableWithClearMessage) {
 TEST(StoreTest, LockedFileIsUnavailable) {
   test::TempDir dir;
   const std::string path = dir.path() + "/l.db";
-  { ASSERT_TRUE(Ledger::open(path).ok()); }
+  { ASSERT_TRUE(store::Ledger::open(path).ok()); }
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; DELETE FROM meta WHERE 0;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_FALSE(ledger.ok());
   EXPECT_EQ(ledger.error().kind, ErrorKind::unavailable);
   EXPECT_NE(ledger.error().message.find("locked"), std::string::npos) << ledger.error().message;
@@ -283,9 +283,9 @@ TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
   const std::string path = dir.path() + "/old.db";
   std::int64_t id = 0;
   {
-    auto ledger = Ledger::open(path);
+    auto ledger = store::Ledger::open(path);
     ASSERT_TRUE(ledger.ok()) << ledger.error().message;
-    RunRecord r = sample_run();
+    store::RunRecord r = sample_run();
     r.budget_micros = std::nullopt;
     ASSERT_TRUE((*ledger)->begin_run(r).ok());
     id = *(*ledger)->begin_run(sample_run());
@@ -303,7 +303,7 @@ TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
       << sqlite3_errmsg(db);
   sqlite3_close(db);
 
-  auto ledger = Ledger::open(path);
+  auto ledger = store::Ledger::open(path);
   ASSERT_TRUE(ledger.ok()) << ledger.error().message;
   auto r = (*ledger)->run(id);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -323,7 +323,7 @@ TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
                                -1, &st, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(st, 0), Ledger::kSchemaVersion) << "migrated to the current schema";
+  EXPECT_EQ(sqlite3_column_int(st, 0), store::Ledger::kSchemaVersion) << "migrated to the current schema";
   EXPECT_EQ(sqlite3_column_int(st, 1), 0) << "the dollar column is gone";
   EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(st, 2)), "INTEGER");
   sqlite3_finalize(st);
@@ -334,10 +334,10 @@ TEST(StoreTest, DefaultPathFollowsEnvironment) {
   const char* old_l = std::getenv("GPUMETER_LEDGER");
   const std::string saved = old_l ? old_l : "";
   setenv("GPUMETER_LEDGER", "/x/y.db", 1);
-  EXPECT_EQ(Ledger::default_path(), "/x/y.db");
+  EXPECT_EQ(store::Ledger::default_path(), "/x/y.db");
   unsetenv("GPUMETER_LEDGER");
   setenv("XDG_DATA_HOME", "/data", 1);
-  EXPECT_EQ(Ledger::default_path(), "/data/gpumeter/ledger.db");
+  EXPECT_EQ(store::Ledger::default_path(), "/data/gpumeter/ledger.db");
   unsetenv("XDG_DATA_HOME");
   if (old_l) setenv("GPUMETER_LEDGER", saved.c_str(), 1);
 }

@@ -20,15 +20,15 @@ namespace {
 using test::run_until;
 
 /// A run of "train" at $1 per GPU-second.
-SessionConfig config() {
+guard::SessionConfig config() {
   return test::dollar_per_second_session({"train"});
 }
 
 constexpr pid_t kPid = 4242;
 
-CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
-  CloudNotice n;
-  n.provider = CloudProvider::aws;
+cloud::CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
+  cloud::CloudNotice n;
+  n.provider = cloud::CloudProvider::aws;
   n.stop = true;
   n.kind = "terminate";
   n.id = "x";
@@ -44,7 +44,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.grace_ms = 10'000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 3.5);
@@ -65,8 +65,8 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitPreempted);
-  const RunRecord& run = out.run;
-  EXPECT_EQ(run.status, RunStatus::preempted);
+  const store::RunRecord& run = out.run;
+  EXPECT_EQ(run.status, store::RunStatus::preempted);
   EXPECT_EQ(*run.stopped_by, "preemption");
   EXPECT_EQ(*run.preemption_provider, "aws");
   ASSERT_TRUE(run.preemption_notice_unix_ms && run.preemption_deadline_unix_ms);
@@ -76,8 +76,8 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   ASSERT_TRUE(run.lost_work_micros);
   // $1 per second from the checkpoint at 3.5 s to the exit at 16.3 s (metered, before billing rounds up).
   EXPECT_NEAR(static_cast<double>(*run.lost_work_micros), 12'800'000.0, 1'000'000.0);
-  EXPECT_NE(describe_status(run).find("preempted (aws notice at"), std::string::npos) << describe_status(run);
-  const std::string json = render_run_report_json(session_report(out, nullptr));
+  EXPECT_NE(report::describe_status(run).find("preempted (aws notice at"), std::string::npos) << report::describe_status(run);
+  const std::string json = report::render_run_report_json(report::session_report(out, nullptr));
   EXPECT_NE(json.find("\"preemption\": {"), std::string::npos);
   EXPECT_NE(json.find("\"lost_work_usd\""), std::string::npos);
   bool notified = false;
@@ -92,7 +92,7 @@ TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.grace_ms = 60'000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 2.0);
@@ -109,11 +109,11 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
-  Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
-  CloudNotice w;
-  w.provider = CloudProvider::aws;
+  cloud::CloudNotice w;
+  w.provider = cloud::CloudProvider::aws;
   w.kind = "rebalance";
   w.id = "rebalance t";
   w.detail = "AWS rebalance recommendation";
@@ -123,10 +123,10 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
   EXPECT_TRUE(runner.sent.empty());
   s.on_exit(W_EXITCODE(0, 0));
   auto out = s.finish();
-  EXPECT_EQ(out.run.status, RunStatus::succeeded);
+  EXPECT_EQ(out.run.status, store::RunStatus::succeeded);
   EXPECT_FALSE(out.run.lost_work_micros) << "a run that succeeded lost nothing";
   int warnings = 0;
-  for (const auto& a : out.actions) warnings += a.kind == ActionKind::preemption_warning;
+  for (const auto& a : out.actions) warnings += a.kind == store::ActionKind::preemption_warning;
   EXPECT_EQ(warnings, 1);
 }
 
@@ -137,20 +137,20 @@ TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFindi
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.checkpoint_interval_ms = 5'000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 12.0);
   s.on_exit(W_EXITCODE(1, 0));
   auto out = s.finish();
   int warned = 0;
-  for (const auto& a : out.actions) warned += a.kind == ActionKind::no_recent_checkpoint;
+  for (const auto& a : out.actions) warned += a.kind == store::ActionKind::no_recent_checkpoint;
   EXPECT_EQ(warned, 1);
-  EXPECT_EQ(out.run.status, RunStatus::failed);
+  EXPECT_EQ(out.run.status, store::RunStatus::failed);
   ASSERT_TRUE(out.run.lost_work_micros);
   EXPECT_FALSE(out.run.last_checkpoint_ms);
   bool found = false;
-  for (const auto& f : session_report(out, nullptr).findings)
+  for (const auto& f : report::session_report(out, nullptr).findings)
     found = found || f.kind == "no_recent_checkpoint";
   EXPECT_TRUE(found);
 }
@@ -169,7 +169,7 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   cfg.sample_interval_ms = 20;
   cfg.checkpoint_glob = "*.pt";
   cfg.checkpoint_dir = dir.string();
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   auto tick_for = [&](int ms) {
@@ -186,7 +186,7 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   int checkpoints = 0;
-  for (const auto& a : out.actions) checkpoints += a.kind == ActionKind::checkpoint;
+  for (const auto& a : out.actions) checkpoints += a.kind == store::ActionKind::checkpoint;
   EXPECT_EQ(checkpoints, 1) << "the old file sets the baseline, the new one is a checkpoint";
   EXPECT_TRUE(out.run.last_checkpoint_ms);
   std::filesystem::remove_all(dir);

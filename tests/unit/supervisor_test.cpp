@@ -19,7 +19,7 @@ using test::RecordingSink;
 using test::run_until;
 
 /// A run of "train" at $1 per GPU-second.
-SessionConfig config() {
+guard::SessionConfig config() {
   return test::dollar_per_second_session({"train"});
 }
 
@@ -35,7 +35,7 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   cfg.guard.budget_micros = 5 * kMicrosPerUsd;
   cfg.guard.warn_at_pct = {50};
   cfg.grace_ms = 3000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 4.5);
@@ -56,12 +56,12 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
   EXPECT_EQ(out.exit_code, kExitGuardStop);
-  EXPECT_EQ(out.run.status, RunStatus::stopped);
+  EXPECT_EQ(out.run.status, store::RunStatus::stopped);
   EXPECT_EQ(*out.run.stopped_by, "budget");
   // The stop's message quotes exactly what the ledger records for it.
   ASSERT_GE(out.actions.size(), 2u);
   for (const auto& a : out.actions)
-    if (a.kind == ActionKind::stop_budget) {
+    if (a.kind == store::ActionKind::stop_budget) {
       EXPECT_NE(a.message.find(format_usd(micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
     }
   EXPECT_EQ(out.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
@@ -74,10 +74,10 @@ TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.guard.budget_micros = 2 * kMicrosPerUsd;
-  cfg.stop_to = StopTarget::group;
+  cfg.stop_to = guard::StopTarget::group;
   cfg.stop_signal = SIGUSR1;
   cfg.grace_ms = 10'000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 2.0);
@@ -99,12 +99,12 @@ TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
   auto cfg = config();
   cfg.guard.budget_micros = 100 * kMicrosPerUsd;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
   cfg.guard.forecast_stop = true;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
-  s.on_output(JobStream::err, "epoch:   0%|          | 0/3 [00:00<?, ?it/s]\n");
+  s.on_output(guard::JobStream::err, "epoch:   0%|          | 0/3 [00:00<?, ?it/s]\n");
   for (int step = 0; step <= 60 && runner.sent.empty(); ++step) {
-    s.on_output(JobStream::err,
+    s.on_output(guard::JobStream::err,
                 fmt::format("\r  {}%|          | {}/100 [00:01<00:02, 2.0it/s]\x1b[A", step, step));
     run_until(s, clock, (step + 1) * 0.5);
   }
@@ -125,7 +125,7 @@ TEST(SupervisorTest, IdleGpusStopTheJob) {
   auto backend = test::one_static_gpu(0);
   auto cfg = config();
   cfg.guard.max_idle_ms = 3000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   run_until(s, clock, 2.5);
@@ -139,17 +139,17 @@ TEST(SupervisorTest, IdleGpusStopTheJob) {
 TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
   struct Case {
     int wait_status;
-    RunStatus status;
+    store::RunStatus status;
   };
   for (const Case& c :
-       {Case{W_EXITCODE(0, 0), RunStatus::succeeded}, Case{W_EXITCODE(1, 0), RunStatus::failed},
-        Case{W_EXITCODE(0, SIGINT), RunStatus::interrupted},
-        Case{W_EXITCODE(130, 0), RunStatus::interrupted}}) {
+       {Case{W_EXITCODE(0, 0), store::RunStatus::succeeded}, Case{W_EXITCODE(1, 0), store::RunStatus::failed},
+        Case{W_EXITCODE(0, SIGINT), store::RunStatus::interrupted},
+        Case{W_EXITCODE(130, 0), store::RunStatus::interrupted}}) {
     FakeClock clock;
     RecordingRunner runner;
     RecordingSink sink;
     auto backend = test::one_static_gpu(90);
-    Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
+    guard::Supervisor s(config(), &backend, nullptr, nullptr, clock, runner, sink);
     s.begin();
     s.started(kPid);
     run_until(s, clock, 2.0);
@@ -161,7 +161,7 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
     auto out = s.finish();
     EXPECT_EQ(out.run.status, c.status);
     EXPECT_FALSE(out.run.stopped_by);
-    EXPECT_EQ(out.exit_code, exit_code_of_wait_status(c.wait_status));
+    EXPECT_EQ(out.exit_code, sys::exit_code_of_wait_status(c.wait_status));
   }
 }
 
@@ -172,7 +172,7 @@ TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
   cfg.status_every_ms = 5000;
-  Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   // Ticks arrive late by a varying amount, as on a loaded machine.
@@ -192,7 +192,7 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   auto cfg = config();
   cfg.telemetry = false;
   cfg.allocated = {};
-  Supervisor s(cfg, nullptr, nullptr, nullptr, clock, runner, sink);
+  guard::Supervisor s(cfg, nullptr, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
   ASSERT_EQ(sink.warnings.size(), 1u);
@@ -210,7 +210,7 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   no_price.allocated = {};
   no_price.price.reset();
   RecordingSink sink2;
-  Supervisor t(no_price, nullptr, nullptr, nullptr, clock, runner, sink2);
+  guard::Supervisor t(no_price, nullptr, nullptr, nullptr, clock, runner, sink2);
   t.begin();
   t.started(kPid);
   run_until(t, clock, 6.0);

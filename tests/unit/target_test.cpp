@@ -22,7 +22,7 @@ constexpr double kBurnUsdPerS = 0.01;  // the whole run: $1.00
 struct Scenario {
   const char* name;
   std::function<double(double)> curve;
-  MetricTarget target;
+  meter::MetricTarget target;
   double noise = 0;
   int every = 1;
 };
@@ -60,8 +60,8 @@ std::optional<int> true_step(const Scenario& sc) {
   return std::nullopt;
 }
 
-TargetInputs inputs_at(int step, const Forecaster& pace, std::optional<double> budget = std::nullopt) {
-  TargetInputs in;
+meter::TargetInputs inputs_at(int step, const meter::Forecaster& pace, std::optional<double> budget = std::nullopt) {
+  meter::TargetInputs in;
   in.now_s = step * kSecondsPerStep;
   in.step = step;
   in.total_steps = kTotal;
@@ -73,12 +73,12 @@ TargetInputs inputs_at(int step, const Forecaster& pace, std::optional<double> b
 }
 
 /// Runs the scenario to `until` (a step) and forecasts there.
-TargetForecast forecast_at(const Scenario& sc, int until, unsigned seed = 0,
+meter::TargetForecast forecast_at(const Scenario& sc, int until, unsigned seed = 0,
                            std::optional<double> budget = std::nullopt) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0, 1);
-  TargetTracker tracker(sc.target);
-  Forecaster pace;
+  meter::TargetTracker tracker(sc.target);
+  meter::Forecaster pace;
   for (int s = 1; s <= until; ++s) {
     const double t = s * kSecondsPerStep;
     pace.add(t, s, kTotal);
@@ -88,23 +88,23 @@ TargetForecast forecast_at(const Scenario& sc, int until, unsigned seed = 0,
 }
 
 TEST(TargetTest, ParsesAndFormatsTargets) {
-  auto t = parse_metric_target("loss<=2.2");
+  auto t = meter::parse_metric_target("loss<=2.2");
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(t->at_most);
-  EXPECT_EQ(format_metric_target(*t), "loss<=2.2");
-  EXPECT_EQ(format_metric_target(*parse_metric_target("acc=0.9")), "acc>=0.9");
+  EXPECT_EQ(meter::format_metric_target(*t), "loss<=2.2");
+  EXPECT_EQ(meter::format_metric_target(*meter::parse_metric_target("acc=0.9")), "acc>=0.9");
   EXPECT_TRUE(t->met(2.2));
   EXPECT_FALSE(t->met(2.21));
-  EXPECT_FALSE(parse_metric_target("loss<2").ok());
+  EXPECT_FALSE(meter::parse_metric_target("loss<2").ok());
 }
 
 TEST(TargetTest, FitsRecoverKnownCurvesBeyondTheirPoints) {
   for (const Scenario& sc : {power_law(), exponential()}) {
-    std::vector<CurvePoint> points;
+    std::vector<meter::CurvePoint> points;
     for (int s = 1; s <= 400; ++s) points.push_back({double(s), sc.curve(s)});
-    const auto fits = plausible_fits(fit_learning_curve(points));
+    const auto fits = meter::plausible_fits(meter::fit_learning_curve(points));
     ASSERT_FALSE(fits.empty()) << sc.name;
-    const CurveFit* best = &fits.front();
+    const meter::CurveFit* best = &fits.front();
     for (const auto& f : fits)
       if (f.recent_msr < best->recent_msr) best = &f;
     // Extrapolated 2.5× past the last point, the closest fit is within 1 % of the curve's remaining fall.
@@ -117,23 +117,23 @@ TEST(TargetTest, FitsRecoverKnownCurvesBeyondTheirPoints) {
 
 TEST(TargetTest, FitsIgnoreSpikesAndBinManyPoints) {
   const Scenario sc = power_law();
-  std::vector<CurvePoint> points;
+  std::vector<meter::CurvePoint> points;
   for (int s = 1; s <= 6000; ++s) points.push_back({double(s), sc.curve(s) + (s % 20 == 0 ? 1.5 : 0.0)});
-  const auto fits = plausible_fits(fit_learning_curve(points));
+  const auto fits = meter::plausible_fits(meter::fit_learning_curve(points));
   ASSERT_FALSE(fits.empty());
   for (const auto& f : fits)
-    EXPECT_NEAR(f.value_at(6000), sc.curve(6000), 0.02) << curve_family_name(f.family);
-  EXPECT_TRUE(fit_learning_curve({{1, 2}, {2, 1.9}, {3, 1.8}}).empty());
+    EXPECT_NEAR(f.value_at(6000), sc.curve(6000), 0.02) << meter::curve_family_name(f.family);
+  EXPECT_TRUE(meter::fit_learning_curve({{1, 2}, {2, 1.9}, {3, 1.8}}).empty());
 }
 
 TEST(TargetTest, TooEarlyUntilEnoughCurve) {
   // 10 % of the steps: under the 15 % minimum.
   const auto early = forecast_at(power_law(), 100);
-  EXPECT_EQ(early.verdict, TargetVerdict::too_early);
+  EXPECT_EQ(early.verdict, meter::TargetVerdict::too_early);
   EXPECT_NE(early.why.find("15%"), std::string::npos) << early.why;
   // Evaluated every 25 steps: 7 points at step 175 (under 8).
   const auto sparse = forecast_at(every_25(), 175);
-  EXPECT_EQ(sparse.verdict, TargetVerdict::too_early);
+  EXPECT_EQ(sparse.verdict, meter::TargetVerdict::too_early);
   EXPECT_FALSE(sparse.cost_to_reach_usd);
 }
 
@@ -147,7 +147,7 @@ TEST(TargetTest, ScenarioForecastsAtAQuarterToHalfWayHoldTheTruth) {
     const double truth_usd = *truth_step * kSecondsPerStep * kBurnUsdPerS;
     for (int at : {350, 400, 450, 500}) {
       const auto f = forecast_at(sc, at);
-      ASSERT_EQ(f.verdict, TargetVerdict::on_track) << sc.name << " at " << at << ": " << f.why;
+      ASSERT_EQ(f.verdict, meter::TargetVerdict::on_track) << sc.name << " at " << at << ": " << f.why;
       ASSERT_TRUE(f.cost_to_reach_usd && f.low_usd) << sc.name;
       EXPECT_NEAR(*f.cost_to_reach_usd, truth_usd, 0.25 * truth_usd) << sc.name << " at " << at;
       EXPECT_LE(*f.low_usd, truth_usd) << sc.name << " at " << at;
@@ -171,7 +171,7 @@ TEST(TargetTest, ScenarioForecastsOverSeedsMostlyHoldTheTruth) {
         const auto f = forecast_at(sc, at, seed);
         ++cases;
         if (f.cost_to_reach_usd && std::abs(*f.cost_to_reach_usd - truth_usd) <= 0.25 * truth_usd) ++within;
-        if (f.verdict != TargetVerdict::too_early && f.low_usd && *f.low_usd <= truth_usd &&
+        if (f.verdict != meter::TargetVerdict::too_early && f.low_usd && *f.low_usd <= truth_usd &&
             (!f.high_usd || *f.high_usd >= truth_usd))
           ++held;
       }
@@ -187,41 +187,41 @@ TEST(TargetTest, ScenarioForecastsOverSeedsMostlyHoldTheTruth) {
 
 TEST(TargetTest, UnreachableTargetsAndBudgets) {
   const auto f = forecast_at(unreachable(), 400);
-  EXPECT_EQ(f.verdict, TargetVerdict::unreachable_within_steps) << f.why;
+  EXPECT_EQ(f.verdict, meter::TargetVerdict::unreachable_within_steps) << f.why;
   EXPECT_FALSE(f.low_step) << "no plausible fit reaches it, even eased";
   EXPECT_EQ(f.fits_reaching, 0u);
   // Reachable at ~$0.60, but the budget is $0.45.
   const auto b = forecast_at(power_law(), 450, 0, 0.45);
-  EXPECT_EQ(b.verdict, TargetVerdict::unreachable_within_budget) << b.why;
+  EXPECT_EQ(b.verdict, meter::TargetVerdict::unreachable_within_budget) << b.why;
   EXPECT_GT(*b.low_usd, 0.45);
 }
 
 TEST(TargetTest, ReachedOnTheRecentLevelNotOneNoisyPoint) {
-  TargetTracker t({"loss", true, 1.0});
-  Forecaster pace;
+  meter::TargetTracker t({"loss", true, 1.0});
+  meter::Forecaster pace;
   for (int s = 1; s <= 20; ++s) t.add(s, s == 10 ? 0.5 : 2.0, s, s * 0.01);  // one spike under the target
-  EXPECT_NE(t.update(inputs_at(20, pace)).verdict, TargetVerdict::reached);
+  EXPECT_NE(t.update(inputs_at(20, pace)).verdict, meter::TargetVerdict::reached);
   for (int s = 21; s <= 30; ++s) t.add(s, 0.9, s, s * 0.01);
   const auto& f = t.update(inputs_at(30, pace));
-  EXPECT_EQ(f.verdict, TargetVerdict::reached);
+  EXPECT_EQ(f.verdict, meter::TargetVerdict::reached);
   EXPECT_EQ(*f.reached_at_step, 22);  // the median of the last 3 is under 1.0 from the second such point
   EXPECT_DOUBLE_EQ(*f.cost_to_reach_usd, 0.22);
   ASSERT_FALSE(t.history().empty());
-  EXPECT_EQ(t.history().back().forecast.verdict, TargetVerdict::reached);
+  EXPECT_EQ(t.history().back().forecast.verdict, meter::TargetVerdict::reached);
 }
 
 /// A run of the scenario through the TargetGuard with `stop`: the step where it decided to stop (nullopt:
 /// never).
-std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<GuardDecision>* all = nullptr) {
-  GuardConfig g;
-  TargetGuard guard(TargetSettings{sc.target, stop}, g);
+std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<guard::GuardDecision>* all = nullptr) {
+  guard::GuardConfig g;
+  guard::TargetGuard guard(guard::TargetSettings{sc.target, stop}, g);
   std::mt19937 rng(0);
   std::normal_distribution<double> noise(0, 1);
-  Forecaster pace;
+  meter::Forecaster pace;
   for (int s = 1; s <= kTotal; ++s) {
     const double t = s * kSecondsPerStep;
     pace.add(t, s, kTotal);
-    ProgressUpdate u;
+    guard::ProgressUpdate u;
     u.step = s;
     if (s % sc.every == 0) u.metrics[sc.target.metric] = sc.curve(s) + sc.noise * noise(rng);
     guard.on_progress(u, s, t, t * kBurnUsdPerS);
@@ -229,7 +229,7 @@ std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<Gu
     for (auto& d : guard.tick(inputs_at(s, pace), static_cast<std::int64_t>(t * 1000), pace.intervals(),
                               usd_to_micros(t * kBurnUsdPerS))) {
       if (all) all->push_back(d);
-      if (d.stopped_by == StopReason::target) return s;
+      if (d.stopped_by == store::StopReason::target) return s;
     }
   }
   return std::nullopt;
@@ -238,12 +238,12 @@ std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<Gu
 // Must show: an unreachable target is stopped by --target-stop before 60 % of its steps; a reachable one
 // is never stopped; without --target-stop nothing stops.
 TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
-  std::vector<GuardDecision> decisions;
+  std::vector<guard::GuardDecision> decisions;
   const auto stopped = guard_stop_step(unreachable(), true, &decisions);
   ASSERT_TRUE(stopped);
   EXPECT_LT(*stopped, 0.6 * kTotal);
   EXPECT_GE(*stopped, 0.15 * kTotal);  // never before the minimum fraction of the steps
-  EXPECT_EQ(decisions.back().kind, ActionKind::stop_target);
+  EXPECT_EQ(decisions.back().kind, store::ActionKind::stop_target);
   EXPECT_NE(decisions.back().message.find("loss<=1.9 is forecast unreachable within the planned steps: 0 of"),
             std::string::npos)
       << decisions.back().message;
@@ -254,10 +254,10 @@ TEST(TargetTest, TargetStopFiresForUnreachableTargetsOnly) {
 }
 
 TEST(TargetTest, StatusLineField) {
-  TargetStatus st{{"loss", true, 2.2}, {}};
+  guard::TargetStatus st{{"loss", true, 2.2}, {}};
   st.forecast.current_value = 2.57;
   EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2: too early to tell");
-  st.forecast.verdict = TargetVerdict::on_track;
+  st.forecast.verdict = meter::TargetVerdict::on_track;
   st.forecast.reached_at_step = 390;
   st.forecast.cost_to_reach_usd = 0.17;
   st.forecast.low_usd = 0.14;
@@ -267,15 +267,15 @@ TEST(TargetTest, StatusLineField) {
   st.forecast.high_usd.reset();
   EXPECT_EQ(report::render_target_field(st),
             "loss 2.57 → 2.2 at ~step 390, $0.170 in all [$0.140–not reached]");
-  st.forecast.verdict = TargetVerdict::unreachable_within_steps;
+  st.forecast.verdict = meter::TargetVerdict::unreachable_within_steps;
   EXPECT_EQ(report::render_target_field(st), "loss 2.57 → 2.2: not within the planned steps");
 }
 
 TEST(TargetTest, ReplayFromStoredProgressMatchesTheRun) {
   const Scenario sc = power_law();
-  std::vector<ProgressRecord> progress;
+  std::vector<store::ProgressRecord> progress;
   for (int s = 1; s <= kTotal; s += 10) {
-    ProgressRecord p;
+    store::ProgressRecord p;
     p.t_ms = static_cast<std::int64_t>(s * kSecondsPerStep * 1000);
     p.step = s;
     p.total_steps = kTotal;
@@ -283,18 +283,18 @@ TEST(TargetTest, ReplayFromStoredProgressMatchesTheRun) {
     p.cost_micros = usd_to_micros(s * kSecondsPerStep * kBurnUsdPerS);
     progress.push_back(p);
   }
-  const TargetTracker t = replay_target(sc.target, progress, kBurnUsdPerS, std::nullopt, true);
+  const meter::TargetTracker t = meter::replay_target(sc.target, progress, kBurnUsdPerS, std::nullopt, true);
   ASSERT_TRUE(t.latest());
-  EXPECT_EQ(t.latest()->verdict, TargetVerdict::reached);
+  EXPECT_EQ(t.latest()->verdict, meter::TargetVerdict::reached);
   EXPECT_NEAR(*t.latest()->reached_at_step, *true_step(sc), 20);
   bool on_track = false;
-  for (const auto& h : t.history()) on_track = on_track || h.forecast.verdict == TargetVerdict::on_track;
+  for (const auto& h : t.history()) on_track = on_track || h.forecast.verdict == meter::TargetVerdict::on_track;
   EXPECT_TRUE(on_track);
-  ActionRecord a = target_set_action(1, TargetSettings{sc.target, true});
-  const auto back = target_of_actions({a});
+  store::ActionRecord a = guard::target_set_action(1, guard::TargetSettings{sc.target, true});
+  const auto back = guard::target_of_actions({a});
   ASSERT_TRUE(back);
   EXPECT_TRUE(back->stop);
-  EXPECT_EQ(format_metric_target(back->target), "loss<=2.12");
+  EXPECT_EQ(meter::format_metric_target(back->target), "loss<=2.12");
 }
 
 }  // namespace

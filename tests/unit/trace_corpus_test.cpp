@@ -34,8 +34,8 @@ std::string corpus_file(const std::string& prefix) {
   return {};
 }
 
-const Catalog& catalog() {
-  static const Catalog c = *Catalog::builtin();
+const catalog::Catalog& catalog() {
+  static const catalog::Catalog c = *catalog::Catalog::builtin();
   return c;
 }
 
@@ -135,7 +135,7 @@ TEST(TraceCorpus, DispatchBoundTracesGetCudaGraphAndCompileAdviceWithDollars) {
     EXPECT_NE(f->action.find("torch.compile"), std::string::npos) << f->action;
     EXPECT_EQ(f->action.find("DataLoader"), std::string::npos) << f->action;
     ASSERT_TRUE(f->cost_nano_usd.has_value());
-    EXPECT_EQ(*f->cost_nano_usd, gpu_ns_cost_pico_usd(3'500'000, f->at_stake_ns) / 1000);
+    EXPECT_EQ(*f->cost_nano_usd, meter::gpu_ns_cost_pico_usd(3'500'000, f->at_stake_ns) / 1000);
     ASSERT_TRUE(f->nano_usd_per_1k_steps.has_value());
     EXPECT_FALSE(evidence<std::string>(*f, "host_op_1").empty());
     // Nothing loads data in these runs: what is left for input is the Python between steps, a few percent.

@@ -5,11 +5,11 @@
 #include "catalog/catalog.h"
 #include "report/run_report.h"
 
-namespace gm::report_detail {
+namespace gm::report::detail {
 
 /// Fills r.mfu (and its basis) from the run's tokens, FLOPs per token, the catalog's dense peak of its GPU
 /// at its precision, its allocated GPUs and the time after start-up; a note says what is missing instead.
-void add_run_mfu(RunReport& r, const Catalog* catalog);
+void add_run_mfu(RunReport& r, const catalog::Catalog* catalog);
 /// GPM thresholds of the run findings (percent of the working time; docs/findings.md).
 inline constexpr double kGpmTensorIdlePct = 5.0;  ///< fp32_math: tensor cores under this
 inline constexpr double kGpmFp32BusyPct = 25.0;   ///< fp32_math: FP32 pipes at least this
@@ -25,11 +25,11 @@ findings::Severity severity_of(MicroUsd part, MicroUsd whole);
 void price_finding(findings::Finding& f, MicroUsd part, const RunReport& r);
 
 /// Appends the findings from GPM activity (fp32_math, low_tensor_activity, memory_bound) and re-sorts them.
-void add_gpm_findings(RunReport& r, const Catalog* catalog);
+void add_gpm_findings(RunReport& r, const catalog::Catalog* catalog);
 
 /// The per-GPU GPM keys (percent, averages while working; null where not measured).
-void add_gpm_json(nlohmann::json& gpu, const GpmPct& gpm);
+void add_gpm_json(nlohmann::json& gpu, const store::GpmPct& gpm);
 /// "SM 93% · tensor 86% · FP32 0% · DRAM 22%" of the measured values, "" when none.
-std::string gpm_text(const GpmPct& gpm);
+std::string gpm_text(const store::GpmPct& gpm);
 
-}  // namespace gm::report_detail
+}  // namespace gm::report::detail
