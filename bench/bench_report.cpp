@@ -32,7 +32,7 @@ void build_ledger(const std::string& path) {
   std::mt19937_64 rng(42);
   const char* users[] = {"ana", "bob", "cid", "dee", "eve", "fay"};
   const char* teams[] = {"nlp", "cv", "rl"};
-  const gm::MicroUsd price = 3'000'000;  // $3/GPU-h
+  const gm::util::MicroUsd price = 3'000'000;  // $3/GPU-h
   const std::int64_t end_ms = kStartMs + kDays * 86'400'000LL;
   std::size_t runs = 0, rollup_rows = 0;
   for (unsigned g = 0; g < kGpus; ++g) {
@@ -57,13 +57,13 @@ void build_ledger(const std::string& path) {
       // 1 s samples, generated and rolled up per minute (the ledger's rollups; the report reads only these).
       std::vector<gm::store::RollupRecord> rollups;
       double busy = 0.3 + 0.7 * static_cast<double>(rng() % 1000) / 1000.0;
-      gm::MicroUsd cost = 0, idle = 0;
+      gm::util::MicroUsd cost = 0, idle = 0;
       double energy = 0;
       for (std::int64_t s = 0; s < wall_s; ++s) {
         const std::int64_t unix_s = t / 1000 + s;
         const double util = std::clamp(busy * 100 + 10 * std::sin(static_cast<double>(s) / 30.0), 0.0, 100.0);
         const double power_w = 80 + 6 * util;
-        const gm::MicroUsd c = price / 3600;  // 833 µ$ per GPU-second
+        const gm::util::MicroUsd c = price / 3600;  // 833 µ$ per GPU-second
         if (rollups.empty() || rollups.back().minute_unix != unix_s / 60) {
           gm::store::RollupRecord ru;
           ru.run_id = r.id;
@@ -78,7 +78,7 @@ void build_ledger(const std::string& path) {
         ru.energy_j += power_w;
         ru.cost_micros += c;
         cost += c;
-        idle += static_cast<gm::MicroUsd>(static_cast<double>(c) * (1 - util / 100));
+        idle += static_cast<gm::util::MicroUsd>(static_cast<double>(c) * (1 - util / 100));
         energy += power_w;
       }
       rollup_rows += rollups.size();

@@ -23,9 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   const std::int64_t now_ms = 1'790'000'000'000;
 
-  if (auto v = gm::parse_duration_ms(text)) check(*v >= 0);
-  if (auto v = gm::parse_number(text)) check(std::isfinite(*v) && *v >= 0);
-  if (auto v = gm::parse_percent(text)) check(*v >= 0 && *v <= 100);
+  if (auto v = gm::util::parse_duration_ms(text)) check(*v >= 0);
+  if (auto v = gm::util::parse_number(text)) check(std::isfinite(*v) && *v >= 0);
+  if (auto v = gm::util::parse_percent(text)) check(*v >= 0 && *v <= 100);
   if (auto v = gm::guard::parse_warn_at(text))
     for (double p : *v) check(p > 0 && p <= 100);
   if (auto v = gm::sys::parse_signal(std::string(text))) check(*v > 0 && *v < 65);

@@ -36,8 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check(holders.size() == devices.size());
   for (std::size_t i = 0; i < devices.size(); ++i) {
     check(holders[i].mig.size() == devices[i].mig_instances.size());
-    const gm::MicroUsd device_cost = 1'000'003;
-    gm::MicroUsd sum = 0;
+    const gm::util::MicroUsd device_cost = 1'000'003;
+    gm::util::MicroUsd sum = 0;
     for (const auto& share : gm::agent::split_held_device(device_cost, devices[i], holders[i])) {
       check(share.cost >= 0 && share.weight >= 0 && share.weight <= 1.0 + 1e-9);
       sum += share.cost;

@@ -8,10 +8,11 @@
 - no printing outside src/cli and src/main.cpp (library code returns errors; the CLI renders them);
 - a header's name belongs to one module: no other module has a file of that name (the subcommands live in
   src/cli/cmd_<name>.cpp, so no cli file shares a module's header name);
-- every header under src/<module>/ declares its API in namespace gm::<module> (or one nested in it): a
-  header may also forward-declare another module's types in that module's namespace, and util/result.h
-  re-exports the vocabulary types (Result, Error, ...) into gm with using-declarations; nothing else is
-  declared in bare gm or outside gm (PENDING_NAMESPACES names the modules not yet moved).
+- every file under src/<module>/ declares and defines in namespace gm::<module> (or one nested in it): a
+  header may also forward-declare another module's types in that module's namespace and a C library's
+  type or variable at global scope, and util/result.h and util/money.h re-export util's vocabulary
+  (REEXPORTS: Result, Error, ..., MicroUsd) into gm with using-declarations; nothing else is declared
+  in bare gm, outside gm or in a file-level anonymous namespace outside gm::<module>.
 
 Usage: check_layers.py SRC_DIR   (exit 0 clean, 1 with every violation listed)
 """
@@ -67,12 +68,13 @@ ALLOWED = {
             'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
 }
 
-# Modules whose headers still declare their API in bare `namespace gm` (issue 36 moves them one by one); the
-# namespace check skips them. Every other module is checked.
-PENDING_NAMESPACES = {'util'}
-
-# The one header that may re-export names into bare gm, and only with using-declarations of gm::util names.
-REEXPORTS = {'util/result.h'}
+# The headers that may re-export names of gm::util into bare gm, with using-declarations, and which: the
+# vocabulary every module's signatures use (a Result, its Error, and money's unit). Everything else of util
+# is named util::X.
+REEXPORTS = {
+    'util/result.h': {'Result', 'Error', 'ErrorKind', 'make_error', 'ok_result'},
+    'util/money.h': {'MicroUsd'},
+}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/')
 PRINTING = re.compile(r'\b(std::)?(printf|fprintf|vfprintf|puts|fputs|perror)\s*\(|std::(cout|cerr|clog)\b|'
@@ -225,7 +227,8 @@ def code_only(text):
 
 
 FORWARD = re.compile(r'^(?:(?:struct|class)\s+\w+|enum\s+class\s+\w+\s*:\s*[\w:]+)$')
-REEXPORT = re.compile(r'^using\s+util::\w+$')
+C_GLOBAL = re.compile(r'^(?:struct\s+\w+|extern\s+[\w\s*]*[\s*]\w+)$')  # struct sqlite3; extern char** environ
+REEXPORT = re.compile(r'^using\s+util::(\w+)$')
 
 
 def top_level_blocks(code):
@@ -237,6 +240,8 @@ def top_level_blocks(code):
         c = code[i]
         if c == '#' and (i == 0 or code[i - 1] == '\n'):
             j = code.find('\n', i)
+            while 0 < j and code[j - 1] == '\\':  # a macro continued on the next line
+                j = code.find('\n', j + 1)
             i = n if j < 0 else j
             start = i if depth == 0 else start
             continue
@@ -264,11 +269,9 @@ def top_level_blocks(code):
 
 
 def namespaces(src):
-    """Every header of module M declares its API in gm::M (forward declarations of other modules aside)."""
+    """Every file of module M declares and defines in gm::M (forward declarations of other modules aside)."""
     out = []
     for path, module in sources(src):
-        if path.suffix != '.h' or module in PENDING_NAMESPACES:
-            continue
         rel = path.relative_to(src).as_posix()
         where = path.relative_to(src.parent)
         for name, line, body in top_level_blocks(code_only(path.read_text(encoding='utf-8', errors='replace'))):
@@ -276,14 +279,15 @@ def namespaces(src):
             if name == own or (name or '').startswith(own + '::'):
                 continue
             statements = [' '.join(s.split()) for s in body.split(';') if s.strip()]
-            if name is None and statements and all(FORWARD.match(s) for s in statements):
-                continue  # a C library's type, forward-declared where it lives (struct sqlite3)
+            if name is None and statements and all(C_GLOBAL.match(s) for s in statements):
+                continue  # a C library's type or variable, declared where it lives (struct sqlite3, environ)
             if name is None:
                 out.append(f'{where}:{line}: declares outside namespace {own}: one namespace per module')
             elif name.startswith('gm::') and statements and all(FORWARD.match(s) for s in statements):
                 continue  # forward declarations of another module's types, in its namespace
-            elif name == 'gm' and rel in REEXPORTS and statements and all(REEXPORT.match(s) for s in statements):
-                continue
+            elif name == 'gm' and statements and all(
+                    (m := REEXPORT.match(s)) and m.group(1) in REEXPORTS.get(rel, ()) for s in statements):
+                continue  # util's vocabulary, re-exported
             else:
                 out.append(f'{where}:{line}: declares in namespace {name or "(anonymous)"}, not {own}: '
                            'one namespace per module')
@@ -313,7 +317,7 @@ def main():
     if not problems:
         print(f'{len(edges)} modules in {len(LAYERS)} layers, {sum(len(v) for v in edges.values())} module '
               'dependencies, each allowed and downward; no cycle; no printing outside src/cli; header names unique; '
-              'each header in its module\'s namespace')
+              'each file in its module\'s namespace')
     return 1 if problems else 0
 
 

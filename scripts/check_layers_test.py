@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tests of scripts/check_layers.py: the real tree passes; a copy of it with a planted sideways or upward
-include, an unplaced module, a stale table edge, a colliding header name, printing in library code or a header
-declaring its API outside its module's namespace fails with exit 1 and names the file.
+include, an unplaced module, a stale table edge, a colliding header name, printing in library code, or a file
+declaring outside its module's namespace or re-exporting a util name that is not vocabulary into gm fails with
+exit 1 and names the file.
 
 Usage: check_layers_test.py [SRC_DIR]   (default: the src/ next to this script's folder)
 """
@@ -116,9 +117,36 @@ class PlantedTree(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn('src/serving/planted.h:3: declares outside namespace gm::serving', out)
 
+    def test_a_source_file_defining_in_bare_gm_fails(self):
+        line = self.plant('meter/price.cpp', 'namespace gm {\nint planted_rate() { return 1; }\n}  // namespace gm\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/meter/price.cpp:{line - 2}: declares in namespace gm, not gm::meter', out)
+
+    def test_a_file_level_anonymous_namespace_fails(self):
+        line = self.plant('store/spool.cpp', 'namespace {\nint planted() { return 1; }\n}  // namespace\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/store/spool.cpp:{line - 2}: declares in namespace (anonymous), not gm::store', out)
+
+    def test_a_reexport_of_a_util_name_that_is_not_vocabulary_fails(self):
+        line = self.plant('util/money.h', 'namespace gm {\nusing util::format_usd;\n}  // namespace gm\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn(f'src/util/money.h:{line - 2}: declares in namespace gm, not gm::util', out)
+
+    def test_the_vocabulary_reexports_outside_their_header_fail(self):
+        self.plant('util/planted.h', '#pragma once\nnamespace gm {\nusing util::Result;\n}  // namespace gm\n')
+        code, out = run(self.src)
+        self.assertEqual(code, 1, out)
+        self.assertIn('src/util/planted.h:2: declares in namespace gm, not gm::util', out)
+
     def test_forward_declarations_and_nested_namespaces_pass(self):
-        self.plant('agent/planted.h', '#pragma once\nstruct sqlite3;\nnamespace gm::catalog {\nclass Catalog;\n}\n'
+        self.plant('agent/planted.h', '#pragma once\nstruct sqlite3;\nextern char** environ;\n'
+                   'namespace gm::catalog {\nclass Catalog;\n}\n'
                    'namespace gm::agent::detail {\ninline int planted() { return 1; }\n}\n')
+        self.plant('agent/planted.cpp', 'namespace gm::agent {\nnamespace {\nint planted() { return 2; }\n}  // namespace\n'
+                   '}  // namespace gm::agent\n')
         code, out = run(self.src)
         self.assertEqual(code, 0, out)
 

@@ -22,20 +22,20 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     print_usage(stderr);
-    return gm::kExitUsage;
+    return gm::util::kExitUsage;
   }
   const std::string_view name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     print_usage(stdout);
-    return gm::kExitOk;
+    return gm::util::kExitOk;
   }
   if (name == "--version" || name == "version") {
     std::printf("gpumeter %s\n", GPUMETER_VERSION);
-    return gm::kExitOk;
+    return gm::util::kExitOk;
   }
   for (const auto& c : gm::cli::commands())
     if (name == c.name) return c.run(argc - 1, argv + 1);
   std::fprintf(stderr, "gpumeter: unknown command '%s'\n\n", argv[1]);
   print_usage(stderr);
-  return gm::kExitUsage;
+  return gm::util::kExitUsage;
 }

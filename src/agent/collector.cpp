@@ -22,7 +22,7 @@ const std::string& other_key() {
 }
 }  // namespace
 
-Collector::Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, Clock& clock,
+Collector::Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, util::Clock& clock,
                      std::vector<std::optional<meter::PriceQuote>> prices, AgentOptions options,
                      kubelet::PodResourcesCache* pod_resources)
     : backend_(backend),

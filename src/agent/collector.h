@@ -271,7 +271,7 @@ class Collector {
  public:
   /// `prices[i]` is device i's price (nullopt: unknown). Backend, resolver, clock and `pod_resources`
   /// (nullptr: not read) must outlive it.
-  Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, Clock& clock,
+  Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, util::Clock& clock,
             std::vector<std::optional<meter::PriceQuote>> prices, AgentOptions options,
             kubelet::PodResourcesCache* pod_resources = nullptr);
   ~Collector();
@@ -303,7 +303,7 @@ class Collector {
 
   gpu::GpuBackend& backend_;
   sys::OwnerResolver& resolver_;
-  Clock& clock_;
+  util::Clock& clock_;
   AgentOptions options_;
   mutable std::mutex mu_;
   std::vector<DeviceView> devices_;

@@ -137,14 +137,14 @@ void render_inference(Family& f, const Snapshot& s) {
            "USD.");
     for (const auto& m : models)
       f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m),
-                        usd_decimal(m.cost)));
+                        util::usd_decimal(m.cost)));
     f.head("gpumeter_inference_usd_per_1m_tokens", "gauge",
            "Live cost of one million tokens over the agent's window: cost / tokens x 1e6, for generated "
            "tokens and "
            "for all (prompt + generated) tokens, in USD.");
     for (const auto& m : models) {
       const WindowSums w = window_sums(m, s.now_ns, s.inference_window_ms);
-      const double c = micros_to_usd(w.cost);
+      const double c = util::micros_to_usd(w.cost);
       if (m.has_generated && w.generated > 0)
         f.add(fmt::format("gpumeter_inference_usd_per_1m_tokens{{{},kind=\"generated\"}} {}\n",
                           inference_labels(m), number(meter::usd_per_million(c, w.generated))));
@@ -232,19 +232,19 @@ std::string render_metrics(const Snapshot& s) {
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
-                        price_source(d.price->origin), usd_decimal(d.price->micros_per_gpu_hour)));
+                        price_source(d.price->origin), util::usd_decimal(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
   per_device(f, s, "gpumeter_gpu_cost_usd_total",
-             [](const DeviceView& d) -> Opt { return d.price ? Opt(usd_decimal(d.cost)) : std::nullopt; });
+             [](const DeviceView& d) -> Opt { return d.price ? Opt(util::usd_decimal(d.cost)) : std::nullopt; });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price && d.caps.utilization ? Opt(usd_decimal(d.idle_cost)) : std::nullopt;
+    return d.price && d.caps.utilization ? Opt(util::usd_decimal(d.idle_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter",
          "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(usd_decimal(d.unallocated_cost)) : std::nullopt;
+    return d.price ? Opt(util::usd_decimal(d.unallocated_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_energy_joules_total", "counter",
          "Energy used by the GPU since metering began, in joules.");
@@ -326,13 +326,13 @@ std::string render_metrics(const Snapshot& s) {
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          usd_decimal(m.micros_per_hour)));
+                          util::usd_decimal(m.micros_per_hour)));
     f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          usd_decimal(m.cost)));
+                          util::usd_decimal(m.cost)));
   }
 
   auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy,
@@ -351,11 +351,11 @@ std::string render_metrics(const Snapshot& s) {
   };
   owner_family(
       "gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
-      [](const OwnerCounters& c) { return usd_decimal(c.cost); }, true, false);
+      [](const OwnerCounters& c) { return util::usd_decimal(c.cost); }, true, false);
   owner_family(
       "gpumeter_owner_idle_cost_usd_total",
       "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
-      [](const OwnerCounters& c) { return usd_decimal(c.idle_cost); }, true, false, true);
+      [](const OwnerCounters& c) { return util::usd_decimal(c.idle_cost); }, true, false, true);
   owner_family(
       "gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
       [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
@@ -421,11 +421,11 @@ std::string render_node_metrics(const NodeStatus& node) {
     head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), text_of(b.period), usd_decimal(b.limit_micros));
+                         escape_label_value(b.scope), util::text_of(b.period), util::usd_decimal(b.limit_micros));
     head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), text_of(b.period), usd_decimal(b.spent_micros));
+                         escape_label_value(b.scope), util::text_of(b.period), util::usd_decimal(b.spent_micros));
   }
   if (node.watching_notices) {
     head("gpumeter_preemption_notices_total", "counter",
@@ -511,14 +511,14 @@ std::string render_owners_json(const Snapshot& s) {
     dj["state"] = d.last ? json(to_string(d.last->state)) : json(nullptr);
     dj["price_usd_per_hour"] = d.price ? json(d.price->usd_per_gpu_hour()) : json(nullptr);
     dj["price_source"] = d.price ? json(d.price->source) : json(nullptr);
-    dj["cost_usd"] = d.price ? json(micros_to_usd(d.cost)) : json(nullptr);
-    dj["unallocated_cost_usd"] = d.price ? json(micros_to_usd(d.unallocated_cost)) : json(nullptr);
-    dj["idle_cost_usd"] = d.price ? json(micros_to_usd(d.idle_cost)) : json(nullptr);
+    dj["cost_usd"] = d.price ? json(util::micros_to_usd(d.cost)) : json(nullptr);
+    dj["unallocated_cost_usd"] = d.price ? json(util::micros_to_usd(d.unallocated_cost)) : json(nullptr);
+    dj["idle_cost_usd"] = d.price ? json(util::micros_to_usd(d.idle_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     dj["utilization_ratio"] =
         ok && d.last->utilization_pct ? json(*d.last->utilization_pct / 100.0) : json(nullptr);
-    dj["memory_used_bytes"] = ok ? json_or_null(d.last->memory_used_bytes) : json(nullptr);
+    dj["memory_used_bytes"] = ok ? util::json_or_null(d.last->memory_used_bytes) : json(nullptr);
     dj["power_w"] = ok && d.last->power_mw ? json(*d.last->power_mw / 1000.0) : json(nullptr);
     dj["processes"] = ok ? json(d.last->processes.size()) : json(nullptr);
     auto ratio = [&](const std::optional<double>& pct) {
@@ -534,8 +534,8 @@ std::string render_owners_json(const Snapshot& s) {
     const sys::Owner& o = t.owner;
     json oj = {{"kind", to_string(o.kind)},
                {"owner", o.name},
-               {"cost_usd", micros_to_usd(t.cost)},
-               {"usd_per_hour", micros_to_usd(t.micros_per_hour)},
+               {"cost_usd", util::micros_to_usd(t.cost)},
+               {"usd_per_hour", util::micros_to_usd(t.micros_per_hour)},
                {"energy_j", t.energy_j},
                {"gpu_seconds", t.gpu_seconds},
                {"gpus", t.gpus}};

@@ -17,12 +17,12 @@ namespace gm::agent {
 namespace {
 
 std::string unquote(std::string_view v) {
-  v = trim(v);
+  v = util::trim(v);
   if (v.size() >= 2 && ((v.front() == '"' && v.back() == '"') || (v.front() == '\'' && v.back() == '\'')))
     return std::string(v.substr(1, v.size() - 2));
   // A trailing comment on an unquoted scalar.
   const auto hash = v.find(" #");
-  if (hash != std::string_view::npos) v = trim(v.substr(0, hash));
+  if (hash != std::string_view::npos) v = util::trim(v.substr(0, hash));
   return std::string(v);
 }
 
@@ -49,7 +49,7 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& fil
     pos = end + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const std::string_view content = trim(line);
+    const std::string_view content = util::trim(line);
     if (content.empty() || content.front() == '#' || content == "---") continue;
     if (line.find('\t') != std::string_view::npos) return err("tabs are not allowed in YAML indentation");
     const std::size_t indent = line.find_first_not_of(' ');
@@ -87,14 +87,14 @@ Result<WebConfig> parse_web_config(std::string_view yaml, const std::string& fil
 }
 
 Result<WebConfig> load_web_config(const std::string& path) {
-  auto text = read_small_file(path);
+  auto text = util::read_small_file(path);
   if (!text) return make_error(ErrorKind::usage, "--web-config " + path + ": cannot read the file");
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   auto cfg = parse_web_config(*text, path, dir);
   if (!cfg) return cfg;
   for (const std::string* f : {&cfg->cert_file, &cfg->key_file})
-    if (!f->empty() && !read_small_file(*f))
+    if (!f->empty() && !util::read_small_file(*f))
       return make_error(ErrorKind::usage, "--web-config " + path + ": cannot read " + *f);
   return cfg;
 }
@@ -186,7 +186,7 @@ Server::Server(Collector& collector, ServeOptions options)
     srv.set_pre_routing_handler([users](const httplib::Request& req, httplib::Response& res) {
       const std::string auth = req.get_header_value("Authorization");
       if (auth.rfind("Basic ", 0) == 0) {
-        if (auto cred = base64_decode(trim(std::string_view(auth).substr(6)))) {
+        if (auto cred = base64_decode(util::trim(std::string_view(auth).substr(6)))) {
           const auto colon = cred->find(':');
           if (colon != std::string::npos) {
             auto it = users.find(cred->substr(0, colon));
@@ -208,7 +208,7 @@ Server::Server(Collector& collector, ServeOptions options)
     res.set_content(owners_json(collector), "application/json");
   });
   // The live page (web/src/agent.html, embedded at build time) polls /api/v1/owners.
-  static const std::string live_page(embedded_file("agent.html").value_or(std::string_view()));
+  static const std::string live_page(util::embedded_file("agent.html").value_or(std::string_view()));
   srv.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(live_page, "text/html; charset=utf-8");
   });

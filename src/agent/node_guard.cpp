@@ -27,7 +27,7 @@ Result<std::pair<MicroUsd, store::BudgetPeriod>> parse_amount(std::string_view t
                                                     std::string(flag), std::string(whole)));
   };
   if (slash == std::string_view::npos) return bad();
-  const std::string_view unit = trim(text.substr(slash + 1));
+  const std::string_view unit = util::trim(text.substr(slash + 1));
   store::BudgetPeriod period;
   if (unit == "day" || unit == "d")
     period = store::BudgetPeriod::day;
@@ -38,7 +38,7 @@ Result<std::pair<MicroUsd, store::BudgetPeriod>> parse_amount(std::string_view t
   // Exact decimal, as --budget: "0.10" is 100000 micro-dollars, not a binary double's neighbour; at most
   // $1e9.
   constexpr MicroUsd kMaxBudgetMicros = 1'000'000'000'000'000;
-  auto micros = parse_usd_micros(trim(text.substr(0, slash)));
+  auto micros = util::parse_usd_micros(util::trim(text.substr(0, slash)));
   if (!micros || *micros <= 0 || *micros > kMaxBudgetMicros) return bad();
   return std::make_pair(*micros, period);
 }
@@ -57,7 +57,7 @@ Result<NodeBudget> parse_owner_budget(std::string_view whole) {
   std::string_view text = whole;
   NodeBudget b;
   if (const auto comma = text.rfind(','); comma != std::string_view::npos) {
-    const std::string_view action = trim(text.substr(comma + 1));
+    const std::string_view action = util::trim(text.substr(comma + 1));
     if (action == "stop")
       b.stop = true;
     else if (action != "notify")
@@ -75,8 +75,8 @@ Result<NodeBudget> parse_owner_budget(std::string_view whole) {
                       fmt::format("--owner-budget '{}': expected KIND:NAME=USD/day|month[,stop] (e.g. "
                                   "user:alice=50/day)",
                                   std::string(whole)));
-  b.kind = std::string(trim(text.substr(0, colon)));
-  b.name = std::string(trim(text.substr(colon + 1, eq - colon - 1)));
+  b.kind = std::string(util::trim(text.substr(0, colon)));
+  b.name = std::string(util::trim(text.substr(colon + 1, eq - colon - 1)));
   if (b.name.empty())
     return make_error(ErrorKind::usage, fmt::format("--owner-budget '{}': no owner name after '{}:'",
                                                     std::string(whole), b.kind));
@@ -157,14 +157,14 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
       out.push_back(
           event("autostop_warning",
                 fmt::format("every GPU idle for {}: {} in {} unless a GPU gets busy",
-                            format_duration_s(status_.idle_s),
+                            util::format_duration_s(status_.idle_s),
                             cfg_.autostop_dry_run ? "autostop (dry run)" : "'" + cfg_.autostop_command + "'",
-                            format_duration_s(static_cast<double>(remaining_ms) / 1000.0))));
+                            util::format_duration_s(static_cast<double>(remaining_ms) / 1000.0))));
     }
     if (idle_since_ns_ && !status_.autostop_done && remaining_ms == 0) {
       status_.autostop_done = true;
       const std::string why = fmt::format("every GPU idle (under {:g}% and no compute process) for {}",
-                                          kIdleUtilPct, format_duration_s(status_.idle_s));
+                                          kIdleUtilPct, util::format_duration_s(status_.idle_s));
       if (cfg_.autostop_dry_run) {
         out.push_back(
             event("autostop_dry_run", why + ": would run '" + cfg_.autostop_command + "' (dry run)"));
@@ -213,8 +213,8 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
     gi.spent_micros = spent;
     for (const auto& d : st.policy.evaluate(gi)) {
       const std::string what =
-          fmt::format("{} budget {}/{}: {}", b.scope(), format_usd(micros_to_usd(b.limit_micros)),
-                      text_of(b.period), d.message);
+          fmt::format("{} budget {}/{}: {}", b.scope(), util::format_usd(util::micros_to_usd(b.limit_micros)),
+                      util::text_of(b.period), d.message);
       if (!d.stopped_by) {
         out.push_back(event("budget_warn", what));
         continue;
@@ -245,7 +245,7 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
         out.push_back(event("budget_stop",
                             fmt::format("{}: sent SIGTERM to its GPU process(es) {}; SIGKILL after {}",
                                         st.over_message, list.empty() ? "(none now)" : list,
-                                        format_duration_s(static_cast<double>(cfg_.grace_ms) / 1000.0))));
+                                        util::format_duration_s(static_cast<double>(cfg_.grace_ms) / 1000.0))));
       }
     }
     // SIGKILL after the grace to those still on a GPU.
@@ -287,8 +287,8 @@ NodeGuardLoop::~NodeGuardLoop() {
 void NodeGuardLoop::step(Collector& collector) {
   NodeView view = collector.node_view();
   NodeInput in;
-  in.now_ns = system_clock().monotonic_ns();
-  in.unix_ms = system_clock().unix_ms();
+  in.now_ns = util::system_clock().monotonic_ns();
+  in.unix_ms = util::system_clock().unix_ms();
   for (const auto& d : view.gpus) {
     NodeGpu g;
     if (d.utilization_pct) g.utilization_pct = *d.utilization_pct;
@@ -335,9 +335,9 @@ std::optional<std::string> autostop_text(const std::string& host_port, std::int6
   auto remaining = value_of("gpumeter_autostop_remaining_seconds");
   if (!remaining) return std::nullopt;
   const double idle = value_of("gpumeter_node_idle_seconds").value_or(0);
-  if (*remaining <= 0) return "autostop ran (every GPU idle for " + format_duration_s(idle) + ")";
+  if (*remaining <= 0) return "autostop ran (every GPU idle for " + util::format_duration_s(idle) + ")";
   if (idle <= 0) return "autostop armed: a GPU is busy (the countdown starts when every GPU is idle)";
-  return "autostop in " + format_duration_s(*remaining) + " (every GPU idle for " + format_duration_s(idle) +
+  return "autostop in " + util::format_duration_s(*remaining) + " (every GPU idle for " + util::format_duration_s(idle) +
          ")";
 }
 

@@ -42,9 +42,9 @@ std::vector<findings::Finding> owner_findings(const OwnerTotal& t) {
   f.summary = held ? fmt::format(
                          "holds {} that stayed idle for {:.0f}% of what it cost so far "
                          "({}/h now)",
-                         gpus, idle_share * 100, format_micros(idle_micros_per_hour))
+                         gpus, idle_share * 100, util::format_micros(idle_micros_per_hour))
                    : fmt::format("{} idle for {:.0f}% of what it cost so far ({}/h of idle time now)", gpus,
-                                 idle_share * 100, format_micros(idle_micros_per_hour));
+                                 idle_share * 100, util::format_micros(idle_micros_per_hour));
   f.action = held ? std::string(
                         "stop the process or release its GPUs if it has finished or hangs (a notebook "
                         "kernel or a stuck rank still holds GPU memory)")
@@ -52,8 +52,8 @@ std::vector<findings::Finding> owner_findings(const OwnerTotal& t) {
                         "profile a few steps (`gpumeter trace`) for input-bound or launch-bound time; "
                         "more DataLoader workers or a larger batch fill the GPU");
   f.evidence.push_back({"idle_share", idle_share});
-  f.evidence.push_back({"cost_usd", micros_to_usd(t.cost)});
-  f.evidence.push_back({"usd_per_hour", micros_to_usd(t.micros_per_hour)});
+  f.evidence.push_back({"cost_usd", util::micros_to_usd(t.cost)});
+  f.evidence.push_back({"usd_per_hour", util::micros_to_usd(t.micros_per_hour)});
   f.evidence.push_back({"gpus", static_cast<std::int64_t>(t.gpus.size())});
   out.push_back(std::move(f));
   return out;

@@ -37,7 +37,7 @@ const std::pair<const char*, Figure> kFigures[] = {{"current_value", &meter::Tar
                                                    {"high_usd", &meter::TargetForecast::high_usd}};
 
 std::optional<double> opt_number(const json& j, const char* key) {
-  return json_number(j, key);
+  return util::json_number(j, key);
 }
 
 std::string user_name(uid_t uid) {
@@ -71,7 +71,7 @@ std::string run_view_json(const RunView& view) {
                {"value", t.target.threshold},
                {"verdict", meter::verdict_name(t.forecast.verdict)},
                {"step", t.forecast.step}};
-    for (const auto& [key, field] : kFigures) tj[key] = json_or_null(t.forecast.*field);
+    for (const auto& [key, field] : kFigures) tj[key] = util::json_or_null(t.forecast.*field);
     j["target"] = std::move(tj);
   }
   return j.dump();
@@ -85,7 +85,7 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
   for (auto [key, field] :
        {std::pair{"run_id", &v.run_id}, std::pair{"meter_pid", &v.meter_pid},
         std::pair{"start_unix_ms", &v.start_unix_ms}, std::pair{"updated_unix_ms", &v.updated_unix_ms}}) {
-    const auto n = json_int(j, key);
+    const auto n = util::json_int(j, key);
     if (!n) return bad(std::string("no integer \"") + key + "\"");
     *field = *n;
   }
@@ -94,10 +94,10 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
   if (tj == j.end() || tj->is_null()) return v;
   if (!tj->is_object()) return bad("\"target\" is not an object");
   RunTargetView t;
-  const auto metric = json_string(*tj, "metric");
-  const auto op = json_string(*tj, "op");
+  const auto metric = util::json_string(*tj, "metric");
+  const auto op = util::json_string(*tj, "op");
   auto value = opt_number(*tj, "value");
-  const auto verdict = json_string(*tj, "verdict");
+  const auto verdict = util::json_string(*tj, "verdict");
   if (!metric || metric->empty()) return bad("target without a \"metric\"");
   if (!op || (*op != "<=" && *op != ">=")) return bad("target \"op\" is not <= or >=");
   if (!value) return bad("target without a numeric \"value\"");

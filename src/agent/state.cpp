@@ -104,7 +104,7 @@ Result<void> Collector::save_state() const {
 Result<void> Collector::load_state() {
   const std::string& path = options_.state_path;
   if (path.empty() || ::access(path.c_str(), F_OK) != 0) return ok_result();
-  auto text = read_small_file(path);
+  auto text = util::read_small_file(path);
   if (!text) return make_error("--state " + path + ": cannot read");
   json j;
   try {

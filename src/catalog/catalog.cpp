@@ -24,7 +24,7 @@ namespace {
 // Lower-cased alphanumerics only; "SXM4"/"SXM5"/"SXM2" collapse to "sxm" so loose spellings match.
 std::string norm(std::string_view s) {
   static const std::regex sxm("sxm[0-9](?![0-9])");
-  const std::string lower = std::regex_replace(to_lower(s), sxm, "sxm");
+  const std::string lower = std::regex_replace(util::to_lower(s), sxm, "sxm");
   std::string out;
   for (char c : lower)
     if (std::isalnum(static_cast<unsigned char>(c))) out += c;
@@ -32,25 +32,25 @@ std::string norm(std::string_view s) {
 }
 
 struct Cols {
-  const CsvTable& t;
-  const CsvRow& r;
+  const util::CsvTable& t;
+  const util::CsvRow& r;
   std::string get(const char* name) const {
     const int i = t.column(name);
-    return i < 0 ? std::string() : std::string(trim(r.fields[static_cast<std::size_t>(i)]));
+    return i < 0 ? std::string() : std::string(util::trim(r.fields[static_cast<std::size_t>(i)]));
   }
 };
 
 Result<std::optional<double>> opt_num(const Cols& c, const char* name, std::string_view origin) {
   const std::string v = c.get(name);
   if (v.empty()) return std::optional<double>();
-  auto n = parse_number(v);
+  auto n = util::parse_number(v);
   if (!n)
     return make_error(
         fmt::format("{}:{}: column {}: '{}' is not a non-negative number", origin, c.r.line, name, v));
   return std::optional<double>(*n);
 }
 
-Result<void> require_columns(const CsvTable& t, std::initializer_list<const char*> names,
+Result<void> require_columns(const util::CsvTable& t, std::initializer_list<const char*> names,
                              std::string_view origin) {
   for (const char* n : names)
     if (t.column(n) < 0) return make_error(fmt::format("{}:1: missing column '{}'", origin, n));
@@ -58,7 +58,7 @@ Result<void> require_columns(const CsvTable& t, std::initializer_list<const char
 }
 
 Result<std::vector<GpuSpec>> load_gpus(std::string_view text, std::string_view origin) {
-  GM_TRY(auto t, parse_csv(text, origin));
+  GM_TRY(auto t, util::parse_csv(text, origin));
   GM_TRY_VOID(require_columns(t, {"id", "family", "memory_gb"}, origin));
   std::vector<GpuSpec> out;
   for (const auto& r : t.rows) {
@@ -91,21 +91,21 @@ Result<std::vector<GpuSpec>> load_gpus(std::string_view text, std::string_view o
 
 std::vector<InstanceGpus> load_instance_gpus() {
   std::vector<InstanceGpus> out;
-  auto text = embedded_file("instance_gpus.csv");
+  auto text = util::embedded_file("instance_gpus.csv");
   if (!text) return out;
-  auto t = parse_csv(*text, "instance_gpus.csv");
+  auto t = util::parse_csv(*text, "instance_gpus.csv");
   if (!t) return out;
   for (const auto& r : t->rows) {
     Cols c{*t, r};
     InstanceGpus g;
-    g.provider = to_lower(c.get("provider"));
+    g.provider = util::to_lower(c.get("provider"));
     g.instance = c.get("instance");
     g.gpu = c.get("gpu");
-    auto count = parse_number(c.get("gpu_count"));
+    auto count = util::parse_number(c.get("gpu_count"));
     if (!count || *count <= 0 || g.instance.empty()) continue;
     g.gpu_count = *count;
-    if (auto v = parse_number(c.get("vcpus"))) g.vcpus = *v;
-    if (auto m = parse_number(c.get("memory_gib"))) g.memory_gib = *m;
+    if (auto v = util::parse_number(c.get("vcpus"))) g.vcpus = *v;
+    if (auto m = util::parse_number(c.get("memory_gib"))) g.memory_gib = *m;
     g.host_family = c.get("host_family");
     g.gpu_sku = c.get("gpu_sku");
     g.source = c.get("source");
@@ -115,14 +115,14 @@ std::vector<InstanceGpus> load_instance_gpus() {
 }
 
 Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view origin, bool user) {
-  GM_TRY(auto t, parse_csv(text, origin));
+  GM_TRY(auto t, util::parse_csv(text, origin));
   GM_TRY_VOID(require_columns(
       t, {"provider", "region", "instance", "gpu", "gpu_count", "ondemand_usd_per_hour"}, origin));
   std::vector<Offer> out;
   for (const auto& r : t.rows) {
     Cols c{t, r};
     Offer o;
-    o.provider = to_lower(c.get("provider"));
+    o.provider = util::to_lower(c.get("provider"));
     o.region = c.get("region");
     o.instance = c.get("instance");
     o.gpu = c.get("gpu");
@@ -163,19 +163,19 @@ Result<std::vector<Offer>> load_offers(std::string_view text, std::string_view o
 }
 
 Result<std::vector<BillingRule>> load_billing(std::string_view text, std::string_view origin) {
-  GM_TRY(auto t, parse_csv(text, origin));
+  GM_TRY(auto t, util::parse_csv(text, origin));
   GM_TRY_VOID(require_columns(t, {"provider", "rule", "value", "unit"}, origin));
   std::map<std::string, BillingRule> rules;
   for (const auto& r : t.rows) {
     Cols c{t, r};
-    const std::string provider = to_lower(c.get("provider"));
+    const std::string provider = util::to_lower(c.get("provider"));
     const std::string rule = c.get("rule");
     const std::string unit = c.get("unit");
     const std::string value = c.get("value");
     auto& b = rules[provider];
     b.provider = provider;
     if (value.empty()) continue;
-    auto v = parse_number(value);
+    auto v = util::parse_number(value);
     if (!v) continue;  // e.g. bucket lists; not a number rule
     const double mult = unit == "minute" ? 60 : unit == "hour" ? 3600 : 1;
     const auto seconds = static_cast<std::int64_t>(std::llround(*v * mult));
@@ -195,28 +195,28 @@ Result<std::vector<BillingRule>> load_billing(std::string_view text, std::string
 }
 
 Result<std::vector<CarbonIntensity>> load_carbon(std::string_view text, std::string_view origin) {
-  GM_TRY(auto t, parse_csv(text, origin));
+  GM_TRY(auto t, util::parse_csv(text, origin));
   GM_TRY_VOID(require_columns(t, {"dataset", "provider", "region", "g_co2e_per_kwh"}, origin));
   std::vector<CarbonIntensity> out;
   for (const auto& r : t.rows) {
     Cols c{t, r};
     GM_TRY(auto g, opt_num(c, "g_co2e_per_kwh", origin));
     if (!g) continue;
-    out.push_back({c.get("dataset"), to_lower(c.get("provider")), c.get("region"), c.get("location"), *g,
+    out.push_back({c.get("dataset"), util::to_lower(c.get("provider")), c.get("region"), c.get("location"), *g,
                    c.get("source")});
   }
   return out;
 }
 
 Result<std::vector<Pue>> load_pue(std::string_view text, std::string_view origin) {
-  GM_TRY(auto t, parse_csv(text, origin));
+  GM_TRY(auto t, util::parse_csv(text, origin));
   GM_TRY_VOID(require_columns(t, {"provider", "region", "pue"}, origin));
   std::vector<Pue> out;
   for (const auto& r : t.rows) {
     Cols c{t, r};
     GM_TRY(auto p, opt_num(c, "pue", origin));
     if (!p) continue;
-    out.push_back({to_lower(c.get("provider")), c.get("region"), *p, c.get("source")});
+    out.push_back({util::to_lower(c.get("provider")), c.get("region"), *p, c.get("source")});
   }
   return out;
 }
@@ -230,11 +230,11 @@ struct DeviceName {
 const std::vector<DeviceName>& device_names() {
   static const std::vector<DeviceName> names = [] {
     std::vector<DeviceName> out;
-    auto text = embedded_file("device_names.csv");
+    auto text = util::embedded_file("device_names.csv");
     if (!text) return out;
-    auto t = parse_csv(*text, "device_names.csv");
+    auto t = util::parse_csv(*text, "device_names.csv");
     if (!t) return out;
-    for (const auto& r : t->rows) out.push_back({to_lower(r.fields[0]), to_lower(r.fields[1]), r.fields[2]});
+    for (const auto& r : t->rows) out.push_back({util::to_lower(r.fields[0]), util::to_lower(r.fields[1]), r.fields[2]});
     return out;
   }();
   return names;
@@ -289,7 +289,7 @@ const std::vector<InstanceGpus>& instance_gpus_table() {
 }
 
 const InstanceGpus* find_instance_gpus(std::string_view provider, std::string_view instance) {
-  const std::string p = to_lower(provider);
+  const std::string p = util::to_lower(provider);
   for (const auto& g : instance_gpus_table())
     if (g.provider == p && g.instance == instance) return &g;
   return nullptr;
@@ -344,7 +344,7 @@ Result<Catalog> Catalog::from_csv(std::string_view gpus_csv, std::string_view of
 
 Result<Catalog> Catalog::builtin() {
   auto get = [](const char* name) -> Result<std::string_view> {
-    auto f = embedded_file(name);
+    auto f = util::embedded_file(name);
     if (!f) return make_error(fmt::format("built-in catalog file {} is missing from this build", name));
     return *f;
   };
@@ -357,7 +357,7 @@ Result<Catalog> Catalog::builtin() {
 }
 
 Result<void> Catalog::merge_offers_file(const std::string& path) {
-  auto text = read_small_file(path);
+  auto text = util::read_small_file(path);
   if (!text) return make_error(ErrorKind::usage, fmt::format("{}: cannot read the offers file", path));
   GM_TRY(auto extra, load_offers(*text, path, true));
   for (auto& o : extra) {
@@ -401,8 +401,8 @@ const GpuSpec* Catalog::find_gpu(std::string_view name) const {
 }
 
 const GpuSpec* Catalog::gpu_for_device_name(std::string_view device_name, std::string_view vendor) const {
-  const std::string lname = to_lower(device_name);
-  const std::string lvendor = to_lower(vendor);
+  const std::string lname = util::to_lower(device_name);
+  const std::string lvendor = util::to_lower(vendor);
   // A pattern ending in a digit must not stop inside a longer number: "NVIDIA A10" is not
   // "NVIDIA A100-PG509-200", "NVIDIA L4" is not "NVIDIA L40".
   auto matches = [&](const std::string& pattern) {
@@ -430,13 +430,13 @@ std::string Catalog::suggest_gpu(std::string_view name) const {
   for (const auto& g : gpus_) names.push_back(g.id);
   for (const auto& o : offers_)
     if (!o.gpu.empty() && std::find(names.begin(), names.end(), o.gpu) == names.end()) names.push_back(o.gpu);
-  return suggest_names(name, names, 4);
+  return util::suggest_names(name, names, 4);
 }
 
 const Offer* Catalog::find_offer(std::string_view provider, std::string_view instance,
                                  std::optional<std::string_view> region) const {
   const Offer* best = nullptr;
-  const std::string p = to_lower(provider);
+  const std::string p = util::to_lower(provider);
   for (const auto& o : offers_) {
     if (o.provider != p || o.instance != instance) continue;
     if (region && o.region != *region) continue;
@@ -475,7 +475,7 @@ std::optional<ReferencePrice> Catalog::reference_price(std::string_view gpu_id) 
 }
 
 BillingRule Catalog::billing_rule(std::string_view provider) const {
-  const std::string p = to_lower(provider);
+  const std::string p = util::to_lower(provider);
   for (const auto& b : billing_)
     if (b.provider == p) return b;
   BillingRule r;
@@ -490,7 +490,7 @@ BillingRule Catalog::billing_rule(std::string_view provider) const {
 
 const CarbonIntensity* Catalog::carbon_for(std::string_view provider, std::string_view region,
                                            std::string_view dataset) const {
-  const std::string p = to_lower(provider);
+  const std::string p = util::to_lower(provider);
   static const char* preferred[] = {"cloud-carbon-footprint", "codecarbon", "cloud-carbon-footprint-cfe",
                                     "ccf-derived-thirdparty-unverified"};
   auto find = [&](std::string_view ds) -> const CarbonIntensity* {
@@ -507,7 +507,7 @@ const CarbonIntensity* Catalog::carbon_for(std::string_view provider, std::strin
 }
 
 std::optional<Pue> Catalog::pue_for(std::string_view provider, std::string_view region) const {
-  const std::string p = to_lower(provider);
+  const std::string p = util::to_lower(provider);
   for (const auto& x : pue_)
     if (x.provider == p && x.region == region) return x;
   for (const auto& x : pue_)
@@ -557,7 +557,7 @@ std::string offers_to_csv(const std::vector<Offer>& offers) {
     bool first = true;
     for (const auto& f : fields) {
       if (!first) out += ',';
-      out += csv_escape(f);
+      out += util::csv_escape(f);
       first = false;
     }
     out += '\n';
@@ -566,7 +566,7 @@ std::string offers_to_csv(const std::vector<Offer>& offers) {
 }
 
 Result<std::vector<Offer>> read_offers_file(const std::string& path) {
-  auto text = read_small_file(path);
+  auto text = util::read_small_file(path);
   if (!text) return make_error(fmt::format("{}: cannot read the offers file", path));
   return load_offers(*text, path, true);
 }

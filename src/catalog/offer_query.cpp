@@ -53,7 +53,7 @@ Result<std::vector<const Offer*>> select_offers(const Catalog& catalog, const Of
   if (!gpu_query.empty()) {
     std::string name = gpu_query;
     if (const auto colon = name.rfind(':'); colon != std::string::npos) {
-      auto n = parse_number(name.substr(colon + 1));
+      auto n = util::parse_number(name.substr(colon + 1));
       if (!n || *n <= 0)
         return make_error(ErrorKind::usage,
                           fmt::format("'{}': the count after ':' must be a positive number", gpu_query));
@@ -64,7 +64,7 @@ Result<std::vector<const Offer*>> select_offers(const Catalog& catalog, const Of
     if (!sel) return sel.error();
     gpus = *sel;
   }
-  const std::string prov = to_lower(provider);
+  const std::string prov = util::to_lower(provider);
   std::set<std::string> providers;
   for (const auto& o : catalog.offers()) providers.insert(o.provider);
   if (!prov.empty() && !providers.count(prov))

@@ -48,7 +48,7 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
   if (f.autostop_idle || f.autostop_command || f.autostop_dry_run) {
     if (!f.autostop_idle)
       return make_error(ErrorKind::usage, "--autostop-command and --autostop-dry-run need --autostop-idle");
-    auto ms = parse_duration_ms(*f.autostop_idle);
+    auto ms = util::parse_duration_ms(*f.autostop_idle);
     if (!ms || *ms <= 0)
       return make_error(ErrorKind::usage,
                         "--autostop-idle '" + *f.autostop_idle + "': expected a duration such as 30m");
@@ -69,7 +69,7 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
     GM_TRY(auto b, agent::parse_owner_budget(text));
     cfg.budgets.push_back(b);
   }
-  auto grace = parse_duration_ms(f.budget_grace);
+  auto grace = util::parse_duration_ms(f.budget_grace);
   if (!grace || *grace < 0)
     return make_error(ErrorKind::usage,
                       "--budget-grace '" + f.budget_grace + "': expected a duration such as 30s");
@@ -85,7 +85,7 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
   GM_TRY(auto mode, cloud::parse_preemption_mode(f.preemption));
   const char* env = std::getenv("GPUMETER_METADATA_URL");
   GM_TRY(auto base, cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt));
-  auto poll_ms = parse_duration_ms(f.preemption_poll);
+  auto poll_ms = util::parse_duration_ms(f.preemption_poll);
   if (!poll_ms || *poll_ms < 10 || *poll_ms > 60'000)
     return make_error(ErrorKind::usage,
                       "--preemption-poll '" + f.preemption_poll + "': expected 10ms to 60s");
@@ -105,7 +105,7 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
   std::unique_ptr<cloud::NoticeWatcher> watcher;
   if (watch)
     watcher = std::make_unique<cloud::NoticeWatcher>(provider, cloud::make_http_metadata_client(base, cloud::kMetadataTimeoutMs),
-                                              *poll_ms, [] { return system_clock().unix_ms(); });
+                                              *poll_ms, [] { return util::system_clock().unix_ms(); });
   return std::make_unique<agent::NodeGuardLoop>(
       cfg, std::move(watcher), interval_ms, [](const agent::NodeEvent& e) {
         std::fprintf(stderr, "gpumeter agent: [%s] %s\n", e.kind.c_str(), e.message.c_str());

@@ -44,7 +44,7 @@ Result<std::int64_t> parse_interval_flag(const std::string& text);
 class PodResourcesSetup {
  public:
   /// `socket_path` "" disables reading; the clock must outlive this object.
-  PodResourcesSetup(const std::string& socket_path, Clock& clock);
+  PodResourcesSetup(const std::string& socket_path, util::Clock& clock);
   /// The cache to hand to the collector (nullptr when disabled).
   kubelet::PodResourcesCache* cache() { return cache_.get(); }
 

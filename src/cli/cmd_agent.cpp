@@ -51,13 +51,13 @@ void add_owner_flags(CLI::App& app, OwnerFlags& flags) {
 }
 
 Result<std::int64_t> parse_interval_flag(const std::string& text) {
-  auto ms = parse_duration_ms(text);
+  auto ms = util::parse_duration_ms(text);
   if (!ms || *ms < 10)
     return make_error(ErrorKind::usage, "--interval '" + text + "': expected a duration of at least 10ms");
   return *ms;
 }
 
-PodResourcesSetup::PodResourcesSetup(const std::string& socket_path, Clock& clock) {
+PodResourcesSetup::PodResourcesSetup(const std::string& socket_path, util::Clock& clock) {
   if (socket_path.empty()) return;
   source_ = std::make_unique<kubelet::KubeletPodResources>(socket_path);
   cache_ = std::make_unique<kubelet::PodResourcesCache>(*source_, clock);
@@ -114,7 +114,7 @@ int cmd_agent(int argc, char** argv) {
 
   auto interval_ms = parse_interval_flag(interval);
   if (!interval_ms) return fail("agent", interval_ms.error());
-  auto slurm_expiry_ms = parse_duration_ms(slurm_job_expiry);
+  auto slurm_expiry_ms = util::parse_duration_ms(slurm_job_expiry);
   if (!slurm_expiry_ms)
     return fail("agent",
                 make_error(ErrorKind::usage, "--slurm-job-expiry: " + slurm_expiry_ms.error().message));
@@ -140,11 +140,11 @@ int cmd_agent(int argc, char** argv) {
     else
       endpoint_specs.insert(endpoint_specs.end(), more->begin(), more->end());
   }
-  auto kubelet_every_ms = parse_duration_ms(kubelet_pods_every);
+  auto kubelet_every_ms = util::parse_duration_ms(kubelet_pods_every);
   if (!kubelet_every_ms || *kubelet_every_ms < 1000)
     return fail("agent", make_error(ErrorKind::usage, "--kubelet-pods-every '" + kubelet_pods_every +
                                                           "': expected a duration of at least 1s"));
-  auto window_ms = parse_duration_ms(inference_window);
+  auto window_ms = util::parse_duration_ms(inference_window);
   if (!window_ms || *window_ms < 1000)
     return fail("agent", make_error(ErrorKind::usage, "--inference-window '" + inference_window +
                                                           "': expected a duration of at least 1s"));
@@ -184,20 +184,20 @@ int cmd_agent(int argc, char** argv) {
     std::fprintf(stderr, "gpumeter agent: note: %s\n", note.c_str());
   };
   sys::OwnerResolver resolver(owner_flags.owners);
-  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
-  agent::Collector collector(*backend, resolver, system_clock(), prices, opts, pod_resources.cache());
+  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, util::system_clock());
+  agent::Collector collector(*backend, resolver, util::system_clock(), prices, opts, pod_resources.cache());
   if (auto r = collector.load_state(); !r) return fail("agent", r.error());
 
   if (once) {
     collector.collect_once();
-    system_clock().sleep_ns(*interval_ms * 1'000'000);
+    util::system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
     if (*node_guard) (*node_guard)->step(collector);
     const std::string text = agent::exposition_text(collector, runs_dir);
     std::fwrite(text.data(), 1, text.size(), stdout);
     if (!state.empty())
       if (auto r = collector.save_state(); !r) return fail("agent", r.error());
-    return kExitOk;
+    return util::kExitOk;
   }
 
   agent::Server server(collector, *serve);
@@ -226,7 +226,7 @@ int cmd_agent(int argc, char** argv) {
   watch.join();
   collect.join();
   node_guard->reset();  // joins the node guard's loop
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

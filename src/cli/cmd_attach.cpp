@@ -54,7 +54,7 @@ class JsonLinesSink final : public guard::SessionSink {
 
 int usage(const std::string& msg) {
   std::fprintf(stderr, "gpumeter attach: error: %s\nRun 'gpumeter attach --help' for usage.\n", msg.c_str());
-  return kExitUsage;
+  return util::kExitUsage;
 }
 
 }  // namespace
@@ -105,7 +105,7 @@ int cmd_attach(int argc, char** argv) {
     cfg.started_ago_ms = *age;
   }
   std::string command = fmt::format("attach {}", pid);
-  if (auto cmdline = read_small_file(fmt::format("/proc/{}/cmdline", pid)); cmdline && !cmdline->empty()) {
+  if (auto cmdline = util::read_small_file(fmt::format("/proc/{}/cmdline", pid)); cmdline && !cmdline->empty()) {
     std::string joined;
     for (char c : *cmdline) joined += c == '\0' ? ' ' : c;
     while (!joined.empty() && joined.back() == ' ') joined.pop_back();
@@ -124,12 +124,12 @@ int cmd_attach(int argc, char** argv) {
   PublishedSession published(f.json_lines ? static_cast<guard::SessionSink&>(json_sink) : terminal_sink);
 
   auto outcome = guard::attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
-                                system_clock(), **runner, published.sink());
+                                util::system_clock(), **runner, published.sink());
   terminal_sink.stop();
   setup.finish_ledger("attach");
   if (!outcome) {
     std::fprintf(stderr, "gpumeter attach: error: %s\n", outcome.error().message.c_str());
-    return exit_code_for(outcome.error().kind);
+    return util::exit_code_for(outcome.error().kind);
   }
   const report::RunReport report = report::session_report(*outcome, &setup.prices->catalog());
   if (f.json_lines) {
@@ -137,10 +137,10 @@ int cmd_attach(int argc, char** argv) {
         {{"type", "end"},
          {"run_id", report.run.id},
          {"recorded", outcome->recorded},
-         {"status", text_of(report.run.status)},
+         {"status", util::text_of(report.run.status)},
          {"stopped_by", report.run.stopped_by ? nlohmann::json(*report.run.stopped_by) : nlohmann::json()},
          {"wall_s", report.wall_s},
-         {"cost_usd", micros_to_usd(report.run.cost_micros)},
+         {"cost_usd", util::micros_to_usd(report.run.cost_micros)},
          {"idle_cost_usd", report.idle_cost_usd},
          {"findings", findings::to_json(report.findings)}});
   } else if (!f.quiet) {

@@ -23,13 +23,13 @@ int budget_set(int argc, char** argv) {
   app.add_option("SELECTOR", selector, "team=nlp, project=x, user=alice, host=node1")->required();
   app.add_option("USD", usd, "the budget per period, in USD")->required();
   app.add_option("--per", per,
-                 enum_texts(store::kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
+                 util::enum_texts(store::kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
   app.add_option("--ledger", location, "ledger: a SQLite path or postgresql://user@host:port/db");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (auto sel = store::parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
-  const auto period = parse_enum<store::BudgetPeriod>(per, "--per");
+  const auto period = util::parse_enum<store::BudgetPeriod>(per, "--per");
   if (!period) return fail("budget set", period.error());
-  auto amount = parse_usd_micros(usd);
+  auto amount = util::parse_usd_micros(usd);
   if (!amount || *amount <= 0)
     return fail("budget set",
                 make_error(ErrorKind::usage, fmt::format("USD '{}': expected a positive number of USD "
@@ -43,8 +43,8 @@ int budget_set(int argc, char** argv) {
   b.period = *period;
   if (auto r = (*ledger)->set_budget(b); !r) return fail("budget set", r.error());
   std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(),
-              format_usd(micros_to_usd(b.limit_micros)).c_str(), per.c_str(), (*ledger)->describe().c_str());
-  return kExitOk;
+              util::format_usd(util::micros_to_usd(b.limit_micros)).c_str(), per.c_str(), (*ledger)->describe().c_str());
+  return util::kExitOk;
 }
 
 int budget_list(int argc, char** argv) {
@@ -57,11 +57,11 @@ int budget_list(int argc, char** argv) {
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   auto ledger = open_ledger_for_writing(location);
   if (!ledger) return fail("budget list", ledger.error());
-  auto statuses = guard::team_budget_statuses(**ledger, system_clock().unix_ms());
+  auto statuses = guard::team_budget_statuses(**ledger, util::system_clock().unix_ms());
   if (!statuses) return fail("budget list", statuses.error());
   std::fputs((json ? report::render_budgets_json(*statuses) : report::render_budgets_text(*statuses)).c_str(),
              stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 int budget_rm(int argc, char** argv) {
@@ -75,7 +75,7 @@ int budget_rm(int argc, char** argv) {
   if (!ledger) return fail("budget rm", ledger.error());
   if (auto r = (*ledger)->remove_budget(selector); !r) return fail("budget rm", r.error());
   std::printf("removed the budget of %s\n", selector.c_str());
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace
@@ -97,7 +97,7 @@ int cmd_budget(int argc, char** argv) {
           "the ledger: it refuses to start when the budget is spent (exit {}) and stops like --budget when "
           "it\n"
           "is reached (warnings at --warn-at).\n",
-          kExitTeamBudgetSpent),
+          util::kExitTeamBudgetSpent),
       subcommands);
 }
 

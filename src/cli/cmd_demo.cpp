@@ -82,7 +82,7 @@ int cmd_demo(int argc, char** argv) {
     // data/demo/scenario.json: one H100, idle for the first 3 s (the job's start-up: Python, PyTorch, the
     // model, which the report shows as startup_overhead), then 93 % busy under any process named python*.
     const std::string scen = dir + "/scenario.json";
-    std::ofstream(scen) << embedded_file("demo/scenario.json").value_or("");
+    std::ofstream(scen) << util::embedded_file("demo/scenario.json").value_or("");
     setenv("GPUMETER_NVML_LIBRARY", lib->c_str(), 1);
     setenv("FAKE_NVML_SCENARIO", scen.c_str(), 1);
     setenv("GPUMETER_DEMO_SIMULATED", "1", 1);
@@ -95,7 +95,7 @@ int cmd_demo(int argc, char** argv) {
   }
   // data/demo/job.py: a real PyTorch training loop when torch is importable, else a stand-in loop.
   const std::string workload = dir + "/train.py";
-  std::ofstream(workload) << embedded_file("demo/job.py").value_or("");
+  std::ofstream(workload) << util::embedded_file("demo/job.py").value_or("");
   const char* tag = real_gpu ? "" : "SIMULATED ";
   std::printf("%s== gpumeter demo: %s ==\n", tag,
               real_gpu ? "metering a short real workload on this machine's GPU"
@@ -118,8 +118,8 @@ int cmd_demo(int argc, char** argv) {
     std::printf("%sno catalog price for this GPU; the demo uses --price 4\n", tag);
   }
   // Twenty seconds of the GPUs at their price.
-  const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : usd_to_micros(4.0);
-  f.budget = usd_decimal(meter::scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
+  const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : util::usd_to_micros(4.0);
+  f.budget = util::usd_decimal(meter::scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
   f.forecast_stop = true;
   f.grace = "5s";
   f.warn_at = "50%";
@@ -133,8 +133,8 @@ int cmd_demo(int argc, char** argv) {
   const int rc = execute_run(f, !real_gpu);
 
   std::printf("%sThe run was %s; exit code %d (%s). JSON report: %s, ledger: %s\n", tag,
-              rc == kExitGuardStop ? "stopped by the guard" : "not stopped", rc,
-              rc == kExitGuardStop ? "86 = gpumeter stopped the job" : "the job's own",
+              rc == util::kExitGuardStop ? "stopped by the guard" : "not stopped", rc,
+              rc == util::kExitGuardStop ? "86 = gpumeter stopped the job" : "the job's own",
               f.json_report->c_str(), f.ledger->c_str());
   std::printf(
       "\n== Where the money goes in a PyTorch profiler trace (bundled H100 sample: `gpumeter trace`) ==\n");
@@ -155,7 +155,7 @@ int cmd_demo(int argc, char** argv) {
   std::printf("\n== Before renting: will it fit, where, how long, how much (`gpumeter plan`) ==\n");
   std::fflush(stdout);
   plan_demo_section(stdout);
-  return rc == kExitGuardStop ? kExitOk : rc;
+  return rc == util::kExitGuardStop ? kExitOk : rc;
 }
 
 }  // namespace gm::cli

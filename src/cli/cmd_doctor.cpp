@@ -54,7 +54,7 @@ int cmd_doctor(int argc, char** argv) {
     specs.push_back(*spec);
   }
 
-  int exit_code = kExitOk;
+  int exit_code = util::kExitOk;
   std::printf("gpumeter %s doctor\n", GPUMETER_VERSION);
   std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
               static_cast<long long>(gpu::kGpuCallTimeoutMs));
@@ -63,7 +63,7 @@ int cmd_doctor(int argc, char** argv) {
   auto backend = gpu::open_gpu_backend();
   if (!backend) {
     std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());
-    exit_code = exit_code_for(backend.error().kind);
+    exit_code = util::exit_code_for(backend.error().kind);
   } else {
     auto& b = **backend;
     std::printf("NVML             %s\n", b.origin().c_str());
@@ -85,7 +85,7 @@ int cmd_doctor(int argc, char** argv) {
     std::printf("agent autostop   %s (agent at %s)\n", autostop->c_str(), agent_listen.c_str());
   else
     std::printf("agent autostop   no agent with --autostop-idle answers at %s\n", agent_listen.c_str());
-  if (exit_code != kExitOk) {
+  if (exit_code != util::kExitOk) {
     std::fprintf(stderr, "gpumeter doctor: error: %s\n", backend.error().message.c_str());
   }
   return exit_code;

@@ -26,7 +26,7 @@ int cmd_gpus(int argc, char** argv) {
   std::fputs(
       (as_json ? report::render_gpus_json(*view, driver) : report::render_gpus_text(*view, driver)).c_str(),
       stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -22,7 +22,7 @@ int ledger_migrate(int argc, char** argv) {
   if (!version) return fail("ledger migrate", version.error());
   std::printf("ledger %s (%s): schema version %d\n", (*ledger)->describe().c_str(),
               (*ledger)->backend().c_str(), *version);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 int ledger_copy(int argc, char** argv) {
@@ -42,7 +42,7 @@ int ledger_copy(int argc, char** argv) {
   if (!copied) return fail("ledger copy", copied.error());
   std::printf("copied %zu run(s) from %s to %s\n", *copied, (*source)->describe().c_str(),
               (*dest)->describe().c_str());
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace

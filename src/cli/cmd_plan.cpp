@@ -70,7 +70,7 @@ int run_tco(int argc, char** argv) {
   auto r = plan::compute_tco(in);
   if (!r) return fail("plan tco", r.error());
   std::fputs(report::render_tco(in, *r, as_json).c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace
@@ -141,13 +141,13 @@ int cmd_plan(int argc, char** argv) {
   app.footer("Subcommand: gpumeter plan tco --gpu NAME --capex-usd N [...]  (own hardware vs cloud)");
   if (auto rc = parse_args(app, argc, argv)) {
     // `plan --help` shows the other mode too: `plan tco`.
-    if (*rc == kExitOk && help_requested(argc, argv))
+    if (*rc == util::kExitOk && help_requested(argc, argv))
       return print_mode_help("gpumeter plan tco: own hardware vs cloud", run_tco, {"tco", "--help"});
     return *rc;
   }
   if (f.list_models) {
     std::fputs(report::render_model_list(f.json).c_str(), stdout);
-    return kExitOk;
+    return util::kExitOk;
   }
 
   auto req = plan::request_from_settings(f);
@@ -170,17 +170,17 @@ int cmd_plan(int argc, char** argv) {
   const std::string out = f.json ? report::render_plan_json(*result, req->objective)
                                  : report::render_plan_text(*result, f.top, req->objective);
   std::fputs(out.c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 int plan_demo_section(std::FILE* out) {
   auto text = report::render_plan_demo();
   if (!text) {
     std::fprintf(out, "plan: %s\n", text.error().message.c_str());
-    return kExitFailure;
+    return util::kExitFailure;
   }
   std::fputs(text->c_str(), out);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -42,7 +42,7 @@ int cmd_prices(int argc, char** argv) {
       json ? report::render_prices_json(*rows, spot, *rates)
            : report::render_prices_text(*rows, spot, *rates, all_regions || !region.empty());
   std::fputs(out.c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -61,7 +61,7 @@ int cmd_prices_update(int argc, char** argv) {
   options.accept_changes = accept;
   if (const char* k = std::getenv("GPUMETER_GCP_API_KEY")) options.gcp_api_key = k;
   if (const char* k = std::getenv("LAMBDA_API_KEY")) options.lambda_api_key = k;
-  options.now_unix_ms = system_clock().unix_ms();
+  options.now_unix_ms = util::system_clock().unix_ms();
 
   auto current = catalog::load_catalog(std::nullopt);
   if (!current) return fail("prices update", current.error());
@@ -85,7 +85,7 @@ int cmd_prices_update(int argc, char** argv) {
       return fail("prices update", w.error());
   }
   std::fputs(report::render_price_update(*result, path, !dry_run, json).c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -67,7 +67,7 @@ int cmd_record_job(int argc, char** argv) {
   for (auto [flag, text, out] :
        {std::tuple{"--cost-usd", &cost_usd, &cost}, std::tuple{"--idle-cost-usd", &idle_cost_usd, &idle},
         std::tuple{"--unused-gpu-cost-usd", &unused_gpu_cost_usd, &unused}}) {
-    auto micros = parse_usd_micros(*text);
+    auto micros = util::parse_usd_micros(*text);
     if (!micros)
       return fail("record-job",
                   make_error(ErrorKind::usage, std::string(flag) + ": " + micros.error().message));
@@ -91,7 +91,7 @@ int cmd_record_job(int argc, char** argv) {
   r.end_unix_ms = end_unix * 1000;
   r.status = exit_code.value_or(0) == 0 ? store::RunStatus::succeeded : store::RunStatus::failed;
   if (status) {
-    auto given = parse_enum<store::RunStatus>(*status, "--status");  // one of IsMember's, so a status
+    auto given = util::parse_enum<store::RunStatus>(*status, "--status");  // one of IsMember's, so a status
     if (!given) return fail("record-job", given.error());
     r.status = *given;
   }
@@ -126,7 +126,7 @@ int cmd_record_job(int argc, char** argv) {
     const std::int64_t final_id = ledger.finish();
     print_ledger_notes("record-job", ledger.take_notes());
     if (final_id > 0) std::printf("%lld\n", static_cast<long long>(final_id));
-    return kExitOk;
+    return util::kExitOk;
   }
   auto ledger = open_ledger_for_writing(ledger_path);
   if (!ledger) return fail("record-job", ledger.error());
@@ -135,7 +135,7 @@ int cmd_record_job(int argc, char** argv) {
   r.id = *id;
   if (auto u = (*ledger)->update_run(r); !u) return fail("record-job", u.error());
   std::printf("%lld\n", static_cast<long long>(*id));
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

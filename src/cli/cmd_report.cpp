@@ -21,11 +21,11 @@ int report_help() {
       "  gpumeter report --prometheus URL [--since ..] [--by ..] the fleet, from what the agents export\n",
       stdout);
   int rc = print_mode_help("One run", single_run_report, {"report", "--help"});
-  if (rc == kExitOk)
+  if (rc == util::kExitOk)
     rc = print_mode_help("One run as an HTML page", run_html_report, {"report", "--html", "FILE", "--help"});
-  if (rc == kExitOk)
+  if (rc == util::kExitOk)
     rc = print_mode_help("Many runs", multi_run_report, {"report", "--since", "7d", "--help"});
-  if (rc == kExitOk)
+  if (rc == util::kExitOk)
     rc = print_mode_help("The fleet (Prometheus)", fleet_report, {"report", "--prometheus", "URL", "--help"});
   return rc;
 }

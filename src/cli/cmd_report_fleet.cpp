@@ -29,7 +29,7 @@ int fleet_report(int argc, char** argv) {
       ->check(CLI::IsMember({"namespace", "job", "user", "gpu"}));
   app.add_flag("--json", json_out, "JSON output");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
-  auto range_ms = parse_duration_ms(since);
+  auto range_ms = util::parse_duration_ms(since);
   if (!range_ms)
     return fail("report",
                 make_error(ErrorKind::usage, "--since '" + since + "': " + range_ms.error().message));
@@ -39,7 +39,7 @@ int fleet_report(int argc, char** argv) {
   const std::string out = json_out ? report::render_fleet_json(*rep, by, since, *range_ms)
                                    : report::render_fleet_text(*rep, by, since, url);
   std::fputs(out.c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -61,7 +61,7 @@ int run_html_report(int argc, char** argv) {
     return fail("report", make_error("cannot write " + path + ": " + std::strerror(errno)));
   std::fprintf(stderr, "gpumeter report: wrote %s (run %lld)\n", path.c_str(),
                static_cast<long long>(run->id));
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -35,13 +35,13 @@ namespace {
 int write_output(const char* cmd, const std::optional<std::string>& path, const std::string& text) {
   if (!path || *path == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
-    return kExitOk;
+    return util::kExitOk;
   }
   std::ofstream f(*path, std::ios::binary | std::ios::trunc);
   if (!f || !f.write(text.data(), static_cast<std::streamsize>(text.size())) || !f.flush())
     return fail(cmd, make_error("cannot write " + *path + ": " + std::strerror(errno)));
   std::fprintf(stderr, "gpumeter %s: wrote %s\n", cmd, path->c_str());
-  return kExitOk;
+  return util::kExitOk;
 }
 
 int scaling_report(const store::Ledger& ledger, const std::vector<std::string>& refs, bool as_json) {
@@ -51,7 +51,7 @@ int scaling_report(const store::Ledger& ledger, const std::vector<std::string>& 
   if (!study) return fail("report", study.error());
   std::fputs((as_json ? report::render_scaling_json(*study) : report::render_scaling_text(*study)).c_str(),
              stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace
@@ -90,7 +90,7 @@ int multi_run_report(int argc, char** argv) {
   if (!scaling.empty() && (daily || since || until || by || csv || html))
     return fail("report", make_error(ErrorKind::usage, "--scaling takes run ids only (with --json at most)"));
   auto parsed =
-      report::multi_options_from(report::MultiFlags{since, until, by, date, target, daily, top}, system_clock().unix_ms());
+      report::multi_options_from(report::MultiFlags{since, until, by, date, target, daily, top}, util::system_clock().unix_ms());
   if (!parsed) return fail("report", parsed.error());
   const report::MultiOptions& options = *parsed;
 
@@ -110,7 +110,7 @@ int multi_run_report(int argc, char** argv) {
   if (focus) {
     auto rows = report::render_focus_csv(**ledger, options);
     if (!rows) return fail("report", rows.error());
-    if (int rc = write_output("report", focus, *rows); rc != kExitOk) return rc;
+    if (int rc = write_output("report", focus, *rows); rc != util::kExitOk) return rc;
   }
   if (as_json) return write_output("report", std::nullopt, report::render_multi_json(*report));
   if (csv) return write_output("report", std::nullopt, report::render_multi_csv(*report));

@@ -46,7 +46,7 @@ int single_run_report(int argc, char** argv) {
     std::fputs(report::render_run_report_csv(*report).c_str(), stdout);
   else
     std::fputs(report::render_run_report_text(*report).c_str(), stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

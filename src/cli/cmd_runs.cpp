@@ -21,7 +21,7 @@ int cmd_runs(int argc, char** argv) {
   auto ledger = open_ledger_for_reading(ledger_path);
   if (!ledger && ledger.error().kind == ErrorKind::not_found && !ledger_path && !json) {
     std::printf("no runs recorded yet (%s)\n", ledger.error().message.c_str());
-    return kExitOk;
+    return util::kExitOk;
   }
   if (!ledger) return fail("runs", ledger.error());
   store::RunFilter filter;
@@ -31,7 +31,7 @@ int cmd_runs(int argc, char** argv) {
   std::fputs((json ? report::render_runs_json(*runs) : report::render_runs_text(*runs, (*ledger)->describe()))
                  .c_str(),
              stdout);
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace gm::cli

@@ -48,7 +48,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, repo
   report::TopHistory history;
   while (true) {
     const auto snapshot = collector.snapshot();
-    history.update(snapshot, system_clock().monotonic_ns());
+    history.update(snapshot, util::system_clock().monotonic_ns());
     auto lines = report::render_top_lines(snapshot, key, true, history);
     {
       std::lock_guard<std::mutex> lock(autostop_mu);
@@ -76,7 +76,7 @@ int interactive_view(agent::Collector& collector, std::int64_t interval_ms, repo
   stop.request();
   worker.join();
   asker.join();
-  return kExitOk;
+  return util::kExitOk;
 }
 
 }  // namespace
@@ -110,22 +110,22 @@ int cmd_top(int argc, char** argv) {
   agent::AgentOptions opts;
   opts.interval_ms = *interval_ms;
   sys::OwnerResolver resolver(owner_flags.owners);
-  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, system_clock());
-  agent::Collector collector(*backend, resolver, system_clock(), devices->prices, opts,
+  PodResourcesSetup pod_resources(owner_flags.pod_resources_socket, util::system_clock());
+  agent::Collector collector(*backend, resolver, util::system_clock(), devices->prices, opts,
                              pod_resources.cache());
 
   if (once || !stdout_is_tty()) {
     report::TopHistory history;
     collector.collect_once();
-    history.update(collector.snapshot(), system_clock().monotonic_ns());
-    system_clock().sleep_ns(*interval_ms * 1'000'000);
+    history.update(collector.snapshot(), util::system_clock().monotonic_ns());
+    util::system_clock().sleep_ns(*interval_ms * 1'000'000);
     collector.collect_once();
-    history.update(collector.snapshot(), system_clock().monotonic_ns());
+    history.update(collector.snapshot(), util::system_clock().monotonic_ns());
     auto lines = report::render_top_lines(collector.snapshot(), key, false, history);
     if (auto autostop = agent::autostop_text(agent_listen, 300))
       lines.insert(lines.begin() + (lines.empty() ? 0 : 1), "AGENT  " + *autostop);
     for (const auto& l : lines) std::printf("%s\n", l.c_str());
-    return kExitOk;
+    return util::kExitOk;
   }
   return interactive_view(collector, *interval_ms, key, agent_listen);
 }

@@ -50,7 +50,7 @@ int cmd_trace(int argc, char** argv) {
   app.add_flag("--no-progress", no_progress, "no progress bar");
   if (auto rc = parse_args(app, argc, argv)) {
     // `trace --help` shows the other mode too: `trace diff`.
-    if (*rc == kExitOk && help_requested(argc, argv))
+    if (*rc == util::kExitOk && help_requested(argc, argv))
       return print_mode_help("gpumeter trace diff BASE NEW: compare two traces", cmd_trace_diff,
                              {"diff", "--help"});
     return *rc;
@@ -117,7 +117,7 @@ int cmd_trace(int argc, char** argv) {
   // Named files that are not traces and folders with nothing to analyse fail the command (after the
   // report of what could be analysed), so that a CI job does not read them as success.
   for (const auto& e : set->errors) std::fprintf(stderr, "gpumeter trace: error: %s\n", e.c_str());
-  return set->errors.empty() ? kExitOk : kExitFailure;
+  return set->errors.empty() ? kExitOk : util::kExitFailure;
 }
 
 }  // namespace gm::cli

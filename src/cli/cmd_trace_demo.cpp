@@ -10,7 +10,7 @@ namespace gm::cli {
 // memcpy, a cuda_sync wait on a stream and a Triton-style CPU op carrying a stream argument (neither is GPU
 // work).
 const char* demo_trace_json() {
-  return embedded_file("demo/trace.json").value_or("").data();
+  return util::embedded_file("demo/trace.json").value_or("").data();
 }
 
 int trace_demo_section(std::optional<MicroUsd> price_micros_per_gpu_hour, const std::string& price_source,

@@ -44,10 +44,10 @@ int cmd_trace_diff(int argc, char** argv) {
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   trace::DiffOptions options;
   {
-    auto inc = parse_percent(max_increase);
+    auto inc = util::parse_percent(max_increase);
     if (!inc)
       return fail("trace diff", make_error(ErrorKind::usage, "--max-cost-increase: " + inc.error().message));
-    auto share = parse_percent(min_share);
+    auto share = util::parse_percent(min_share);
     if (!share)
       return fail("trace diff", make_error(ErrorKind::usage, "--min-share: " + share.error().message));
     options.max_increase = *inc / 100.0;
@@ -85,7 +85,7 @@ int cmd_trace_diff(int argc, char** argv) {
   }
   std::fputs((json ? report::trace_diff_json(priced, view) : report::trace_diff_text(priced, view)).c_str(),
              stdout);
-  return priced.diff.pass ? kExitOk : kExitFailure;
+  return priced.diff.pass ? kExitOk : util::kExitFailure;
 }
 
 }  // namespace gm::cli

@@ -62,14 +62,14 @@ std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
-    return kExitOk;
+    return util::kExitOk;
   } catch (const CLI::CallForAllHelp&) {
     std::fputs(app.help("", CLI::AppFormatMode::All).c_str(), stdout);
-    return kExitOk;
+    return util::kExitOk;
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n",
                  app.get_name().c_str(), e.what(), app.get_name().c_str());
-    return kExitUsage;
+    return util::kExitUsage;
   }
   return std::nullopt;
 }
@@ -122,7 +122,7 @@ void print_ledger_notes(const char* command, const std::vector<std::string>& not
 
 int fail(const char* command, const Error& error) {
   std::fprintf(stderr, "gpumeter %s: error: %s\n", command, error.message.c_str());
-  return exit_code_for(error.kind);
+  return util::exit_code_for(error.kind);
 }
 
 bool stdout_is_tty() {
@@ -162,7 +162,7 @@ int dispatch_subcommands(const char* command, int argc, char** argv, const std::
                          std::span<const Subcommand> subcommands) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(help.c_str(), stdout);
-    return argc < 2 ? kExitUsage : kExitOk;
+    return argc < 2 ? kExitUsage : util::kExitOk;
   }
   const std::string sub = argv[1];
   std::string names;

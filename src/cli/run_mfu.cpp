@@ -28,7 +28,7 @@ std::optional<int> apply_mfu_flags(const RunFlags& f, const catalog::GpuSpec* gp
   auto usage = [command](const std::string& msg) {
     std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
                  msg.c_str(), command);
-    return std::optional<int>(kExitUsage);
+    return std::optional<int>(util::kExitUsage);
   };
   auto mfu = plan::resolve_run_mfu(f.model, f.flops_per_token, f.seq, f.precision);
   if (!mfu) return usage(mfu.error().message);

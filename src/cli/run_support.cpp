@@ -32,7 +32,7 @@ namespace {
 int usage(const char* command, const std::string& msg) {
   std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command, msg.c_str(),
                command);
-  return kExitUsage;
+  return util::kExitUsage;
 }
 
 int usage(const std::string& msg) {
@@ -152,7 +152,7 @@ std::optional<int> parse_run_args(CLI::App& app, RunFlags& f, int argc, char** a
             "command (gpumeter run [OPTIONS] COMMAND %s) or after --.\nRun 'gpumeter run --help' for "
             "usage.\n",
             a.c_str(), a.c_str());
-        return kExitUsage;
+        return util::kExitUsage;
       }
       if (*value) ++i;
       continue;
@@ -176,14 +176,14 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
   auto bad = [&](const std::string& msg) {
     std::fprintf(stderr, "gpumeter %s: error: %s\nRun 'gpumeter %s --help' for usage.\n", command,
                  msg.c_str(), command);
-    return kExitUsage;
+    return util::kExitUsage;
   };
   auto mode = cloud::parse_preemption_mode(f.preemption);
   if (!mode) return bad(mode.error().message);
   const char* env = std::getenv("GPUMETER_METADATA_URL");
   auto base = cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt);
   if (!base) return bad(base.error().message);
-  auto poll_ms = parse_duration_ms(f.preemption_poll);
+  auto poll_ms = util::parse_duration_ms(f.preemption_poll);
   if (!poll_ms || *poll_ms < 10 || *poll_ms > cloud::kDefaultPreemptionPollMs)
     return bad("--preemption-poll '" + f.preemption_poll + "': expected a duration from 10ms to 5s");
   if (f.checkpoint_glob) {
@@ -203,7 +203,7 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
   if (provider) {
     watcher = std::make_unique<cloud::NoticeWatcher>(
         *provider, cloud::make_http_metadata_client(*base, std::min(cloud::kMetadataTimeoutMs, *poll_ms * 2)), *poll_ms,
-        [] { return system_clock().unix_ms(); });
+        [] { return util::system_clock().unix_ms(); });
     cfg.notices = watcher.get();
   }
   // A job on spot capacity (a spot price, or notices watched) should checkpoint at least every Young/Daly
@@ -224,7 +224,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   const bool attach = std::string(command) == "attach";
   guard::SessionConfig& cfg = out.cfg;
   if (f.budget) {
-    auto micros = parse_usd_micros(*f.budget);
+    auto micros = util::parse_usd_micros(*f.budget);
     if (!micros || *micros <= 0)
       return usage(command,
                    fmt::format("--budget {}: the budget must be a positive number of USD", *f.budget));
@@ -242,7 +242,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
     cfg.target = guard::TargetSettings{*t, f.target_stop};
   }
   if (f.max_idle) {
-    auto ms = parse_duration_ms(*f.max_idle);
+    auto ms = util::parse_duration_ms(*f.max_idle);
     if (!ms || *ms <= 0)
       return usage(command, "--max-idle '" + *f.max_idle + "': expected a duration such as 90s or 15m");
     cfg.guard.max_idle_ms = *ms;
@@ -255,7 +255,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   if (f.grace == "never") {
     cfg.kill_after_grace = false;
   } else {
-    auto grace = parse_duration_ms(f.grace);
+    auto grace = util::parse_duration_ms(f.grace);
     if (!grace)
       return usage(command, "--grace '" + f.grace + "': expected a duration such as 30s or 2m, or never");
     cfg.grace_ms = *grace;
@@ -267,7 +267,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   cfg.stop_signal = *sig;
   if (f.total_steps && *f.total_steps <= 0) return usage(command, "--total-steps must be a positive integer");
   if (f.status_every) {
-    auto ms = parse_duration_ms(*f.status_every);
+    auto ms = util::parse_duration_ms(*f.status_every);
     if (!ms || *ms <= 0)
       return usage(command, "--status-every '" + *f.status_every + "': expected a duration such as 30s");
     cfg.status_every_ms = *ms;
@@ -359,7 +359,7 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
   }
   if (out.ledger) {
     // Team budgets: a spent one refuses the run; the others guard it while it runs.
-    auto teams = guard::team_budgets_matching(*out.ledger, cfg.run, system_clock().unix_ms());
+    auto teams = guard::team_budgets_matching(*out.ledger, cfg.run, util::system_clock().unix_ms());
     if (!teams) {
       if (teams.error().kind != ErrorKind::unavailable) return fail(command, teams.error());
       std::fprintf(
@@ -374,10 +374,10 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
               stderr,
               "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
               "UTC; the job was not started (raise it with gpumeter budget set)\n",
-              command, t.budget.selector.c_str(), format_usd(micros_to_usd(t.budget.limit_micros)).c_str(),
-              text_of(t.budget.period), format_usd(micros_to_usd(t.spent_micros)).c_str(),
+              command, t.budget.selector.c_str(), util::format_usd(util::micros_to_usd(t.budget.limit_micros)).c_str(),
+              util::text_of(t.budget.period), util::format_usd(util::micros_to_usd(t.spent_micros)).c_str(),
               static_cast<long long>(t.runs), report::format_time_utc(t.budget.period_start_unix_ms).c_str());
-          return kExitTeamBudgetSpent;
+          return util::kExitTeamBudgetSpent;
         }
         cfg.guard.team_budgets.push_back(t.budget);
       }
@@ -413,13 +413,13 @@ int execute_run(const RunFlags& f, bool simulated) {
 
   sys::PosixProcessRunner runner;
   PublishedSession published(sink);
-  auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), system_clock(), runner,
+  auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), util::system_clock(), runner,
                              published.sink());
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome.error().message.c_str());
-    return exit_code_for(outcome.error().kind);
+    return util::exit_code_for(outcome.error().kind);
   }
   if (outcome->start_error) {
     std::fprintf(stderr, "gpumeter run: error: %s\n", outcome->start_error->c_str());

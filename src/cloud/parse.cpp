@@ -41,23 +41,23 @@ int digits(std::string_view s, std::size_t pos, std::size_t n) {
 
 /// The body as a JSON object, or an error naming what it is about.
 Result<nlohmann::json> metadata_object(std::string_view body, std::string_view what) {
-  auto j = json_parse(body, what);
+  auto j = util::json_parse(body, what);
   if (!j || !j->is_object())
     return make_error(fmt::format("{}: not a JSON object: '{}'", what, std::string(body.substr(0, 80))));
   return j;
 }
 
 std::optional<std::string> string_field(const nlohmann::json& j, const char* key) {
-  return json_string(j, key);
+  return util::json_string(j, key);
 }
 
 }  // namespace
 
-constexpr EnumText<CloudProvider> kCloudProviders[] = {
+constexpr util::EnumText<CloudProvider> kCloudProviders[] = {
     {CloudProvider::aws, "aws"}, {CloudProvider::gcp, "gcp"}, {CloudProvider::azure, "azure"}};
 
 std::string_view provider_name(CloudProvider provider) {
-  return enum_text(kCloudProviders, provider, "aws");
+  return util::enum_text(kCloudProviders, provider, "aws");
 }
 
 Result<PreemptionMode> parse_preemption_mode(std::string_view text) {
@@ -67,7 +67,7 @@ Result<PreemptionMode> parse_preemption_mode(std::string_view text) {
     m.off = true;
     return m;
   }
-  if (auto p = enum_from_text(kCloudProviders, text)) {
+  if (auto p = util::enum_from_text(kCloudProviders, text)) {
     m.provider = *p;
     return m;
   }
@@ -115,7 +115,7 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view s) {
   if (s.size() < 19 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') ||
       s[13] != ':' || s[16] != ':')
     return std::nullopt;
-  auto base = unix_ms_from_utc(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
+  auto base = util::unix_ms_from_utc(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
                                digits(s, 14, 2), digits(s, 17, 2));
   if (!base || digits(s, 0, 4) < 0) return std::nullopt;
   std::size_t pos = 19;
@@ -162,11 +162,11 @@ std::optional<std::int64_t> parse_rfc1123_ms(std::string_view s) {
   const int day = digits(s, 5, 2), year = digits(s, 12, 4), hh = digits(s, 17, 2), mm = digits(s, 20, 2),
             ss = digits(s, 23, 2);
   if (day < 0 || year < 0 || hh < 0 || mm < 0 || ss < 0) return std::nullopt;
-  return unix_ms_from_utc(year, month, day, hh, mm, ss);
+  return util::unix_ms_from_utc(year, month, day, hh, mm, ss);
 }
 
 std::string format_iso8601(std::int64_t unix_ms) {
-  return iso8601_utc(unix_ms);
+  return util::iso8601_utc(unix_ms);
 }
 
 Result<CloudNotice> parse_aws_instance_action(std::string_view body) {
@@ -233,7 +233,7 @@ Result<std::optional<CloudNotice>> parse_gcp_maintenance(std::string_view body) 
 Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view body,
                                                               const std::optional<std::string>& vm_name) {
   GM_TRY(auto j, metadata_object(body, "Azure scheduledevents"));
-  const nlohmann::json* events = json_array(j, "Events");
+  const nlohmann::json* events = util::json_array(j, "Events");
   if (!events) return make_error("Azure scheduledevents: no 'Events' array");
   std::vector<CloudNotice> out;
   for (const auto& e : *events) {
@@ -243,11 +243,11 @@ Result<std::vector<CloudNotice>> parse_azure_scheduled_events(std::string_view b
     if (!type || !id) return make_error("Azure scheduledevents: an event without EventType or EventId");
     if (auto status = string_field(e, "EventStatus"); status && *status == "Canceled") continue;
     if (vm_name) {
-      const nlohmann::json* res = json_array(e, "Resources");
+      const nlohmann::json* res = util::json_array(e, "Resources");
       bool ours = !res || res->empty();
       if (res)
         for (const auto& r : *res)
-          if (json_string(&r) == *vm_name) ours = true;
+          if (util::json_string(&r) == *vm_name) ours = true;
       if (!ours) continue;
     }
     CloudNotice n;

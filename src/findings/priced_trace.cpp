@@ -13,7 +13,7 @@ struct Pricer {
 
   UsdOrNone operator()(std::int64_t ns) const {
     if (!micros_per_gpu_hour) return std::nullopt;
-    return picos_to_usd(meter::gpu_ns_cost_pico_usd(*micros_per_gpu_hour, ns));
+    return util::picos_to_usd(meter::gpu_ns_cost_pico_usd(*micros_per_gpu_hour, ns));
   }
   /// A mean or a per-step figure (rounded to the nanosecond).
   UsdOrNone of_mean(double ns) const {

@@ -13,7 +13,7 @@ namespace {
 
 std::optional<double> nano_to_usd(const std::optional<std::int64_t>& nano) {
   if (!nano) return std::nullopt;
-  return nanos_to_usd(*nano);
+  return util::nanos_to_usd(*nano);
 }
 
 }  // namespace
@@ -26,9 +26,9 @@ nlohmann::json to_json(const std::vector<Finding>& fs) {
     arr.push_back({{"kind", f.kind},
                    {"severity", severity_name(f.severity)},
                    {"at_stake_ns", f.at_stake_ns},
-                   {"cost_usd", json_or_null(nano_to_usd(f.cost_nano_usd))},
-                   {"usd_per_1k_steps", json_or_null(nano_to_usd(f.nano_usd_per_1k_steps))},
-                   {"usd_per_month", json_or_null(nano_to_usd(f.nano_usd_per_month))},
+                   {"cost_usd", util::json_or_null(nano_to_usd(f.cost_nano_usd))},
+                   {"usd_per_1k_steps", util::json_or_null(nano_to_usd(f.nano_usd_per_1k_steps))},
+                   {"usd_per_month", util::json_or_null(nano_to_usd(f.nano_usd_per_month))},
                    {"summary", f.summary},
                    {"evidence", evidence},
                    {"action", f.action}});
@@ -42,11 +42,11 @@ std::string to_text(const std::vector<Finding>& fs) {
   for (const auto& f : fs) {
     std::string money;
     if (f.cost_nano_usd && !f.nano_usd_per_month)
-      money = fmt::format(" — {}", format_nanos(*f.cost_nano_usd));
+      money = fmt::format(" — {}", util::format_nanos(*f.cost_nano_usd));
     if (f.nano_usd_per_month)
-      money = fmt::format(" — {}/month at this rate", format_nanos(*f.nano_usd_per_month));
+      money = fmt::format(" — {}/month at this rate", util::format_nanos(*f.nano_usd_per_month));
     if (f.nano_usd_per_1k_steps)
-      money += fmt::format(", {} per 1k steps", format_nanos(*f.nano_usd_per_1k_steps));
+      money += fmt::format(", {} per 1k steps", util::format_nanos(*f.nano_usd_per_1k_steps));
     out += fmt::format("  [{}] {}: {}{}\n        → {}\n", severity_name(f.severity), f.kind, f.summary, money,
                        f.action);
   }

@@ -154,11 +154,11 @@ std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Ca
 
 }  // namespace
 
-constexpr EnumText<Severity> kSeverities[] = {
+constexpr util::EnumText<Severity> kSeverities[] = {
     {Severity::info, "info"}, {Severity::low, "low"}, {Severity::medium, "medium"}, {Severity::high, "high"}};
 
 const char* severity_name(Severity severity) {
-  return enum_text(kSeverities, severity, "info");
+  return util::enum_text(kSeverities, severity, "info");
 }
 
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,

@@ -4,19 +4,19 @@
 
 namespace gm::gpu {
 
-constexpr EnumText<DeviceState> kDeviceStates[] = {
+constexpr util::EnumText<DeviceState> kDeviceStates[] = {
     {DeviceState::ok, "ok"}, {DeviceState::lost, "lost"}, {DeviceState::unresponsive, "unresponsive"}};
 
 const char* to_string(DeviceState s) {
-  return enum_text(kDeviceStates, s, "ok");
+  return util::enum_text(kDeviceStates, s, "ok");
 }
 
-constexpr EnumText<EnergyMethod> kEnergyMethods[] = {{EnergyMethod::counter, "counter"},
+constexpr util::EnumText<EnergyMethod> kEnergyMethods[] = {{EnergyMethod::counter, "counter"},
                                                      {EnergyMethod::power_integration, "power_integration"},
                                                      {EnergyMethod::none, "none"}};
 
 const char* to_string(EnergyMethod m) {
-  return enum_text(kEnergyMethods, m, "none");
+  return util::enum_text(kEnergyMethods, m, "none");
 }
 
 EnergyMethod energy_method(const Capabilities& caps) {

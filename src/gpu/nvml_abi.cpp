@@ -92,14 +92,14 @@ std::size_t process_stride(ProcessApi api) {
   return 0;
 }
 
-constexpr EnumText<ProcessApi> kProcessApiNames[] = {
+constexpr util::EnumText<ProcessApi> kProcessApiNames[] = {
     {ProcessApi::detail_list, "nvmlDeviceGetRunningProcessDetailList"},
     {ProcessApi::v3, "nvmlDeviceGetComputeRunningProcesses_v3"},
     {ProcessApi::v2, "nvmlDeviceGetComputeRunningProcesses_v2"},
     {ProcessApi::v1, "nvmlDeviceGetComputeRunningProcesses"}};
 
 const char* process_api_name(ProcessApi api) {
-  return enum_text(kProcessApiNames, api, "");
+  return util::enum_text(kProcessApiNames, api, "");
 }
 
 const char* architecture_name(unsigned arch) {

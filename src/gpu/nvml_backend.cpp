@@ -19,13 +19,13 @@ F first_exported(const Library& lib, std::initializer_list<const char*> names) {
 }
 
 /// The MPS twin of each list-style process API (the detail list covers both modes itself).
-constexpr EnumText<ProcessApi> kMpsProcessApiNames[] = {
+constexpr util::EnumText<ProcessApi> kMpsProcessApiNames[] = {
     {ProcessApi::v3, "nvmlDeviceGetMPSComputeRunningProcesses_v3"},
     {ProcessApi::v2, "nvmlDeviceGetMPSComputeRunningProcesses_v2"},
     {ProcessApi::v1, "nvmlDeviceGetMPSComputeRunningProcesses"}};
 
 const char* mps_process_api_name(ProcessApi api) {
-  return enum_text(kMpsProcessApiNames, api, "");
+  return util::enum_text(kMpsProcessApiNames, api, "");
 }
 
 }  // namespace

@@ -98,7 +98,7 @@ Symbols resolve_all(const Library& lib);
 
 class NvmlBackend final : public GpuBackend {
  public:
-  NvmlBackend(Library lib, Symbols syms, std::int64_t timeout_ms, Clock* clock)
+  NvmlBackend(Library lib, Symbols syms, std::int64_t timeout_ms, util::Clock* clock)
       : lib_(std::move(lib)), s_(syms), guard_(timeout_ms), clock_(clock) {
     gpm_ = GpmApi::resolve(lib_);
   }
@@ -277,8 +277,8 @@ class NvmlBackend final : public GpuBackend {
   Symbols s_;
   GpmApi gpm_;
   nvml::CallGuard guard_;
-  Clock* clock_;
-  SystemClock system_clock_;
+  util::Clock* clock_;
+  util::SystemClock system_clock_;
   std::mutex sample_mu_;
   std::optional<std::string> driver_, nvml_version_;
   std::vector<DeviceInfo> infos_;

@@ -57,7 +57,7 @@ std::string strip_ansi(std::string_view line, int* trailing_up) {
 }
 
 std::optional<double> parse_double(std::string_view s) {
-  s = trim(s);
+  s = util::trim(s);
   if (s.empty()) return std::nullopt;
   double v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -81,7 +81,7 @@ void parse_postfix(std::string_view s, std::map<std::string, double>& metrics) {
     std::string_view item = s.substr(pos, comma - pos);
     const auto eq = item.find('=');
     if (eq != std::string_view::npos) {
-      const std::string_view key = trim(item.substr(0, eq));
+      const std::string_view key = util::trim(item.substr(0, eq));
       if (auto v = parse_double(item.substr(eq + 1)); v && !key.empty() && key != "v_num")
         metrics[std::string(key)] = *v;
     }
@@ -91,7 +91,7 @@ void parse_postfix(std::string_view s, std::map<std::string, double>& metrics) {
 
 /// Hugging Face Trainer log line: {'loss': 2.31, 'learning_rate': 5e-05, 'epoch': 0.12}
 std::optional<BarReading> parse_hf_dict(std::string_view line) {
-  line = trim(line);
+  line = util::trim(line);
   if (line.size() < 4 || line.substr(0, 2) != "{'" || line.back() != '}') return std::nullopt;
   BarReading r;
   std::string_view body = line.substr(1, line.size() - 2);
@@ -115,7 +115,7 @@ std::optional<BarReading> parse_hf_dict(std::string_view line) {
 
 /// Finds "epoch <e>[/<E>]" (any case) in `text`; replaces the numbers by '#' in `key` when found.
 bool find_epoch(std::string_view text, BarReading& r, std::string* key) {
-  const std::string lower = to_lower(text);
+  const std::string lower = util::to_lower(text);
   std::size_t at = 0;
   while ((at = lower.find("epoch", at)) != std::string::npos) {
     if (at > 0 && std::isalpha(static_cast<unsigned char>(lower[at - 1]))) {
@@ -155,23 +155,23 @@ bool find_epoch(std::string_view text, BarReading& r, std::string* key) {
 
 /// The description of a tqdm bar from the text before its counter: "Epoch 1:  45%|████▌     | " -> "Epoch 1".
 std::string bar_description(std::string_view prefix) {
-  prefix = trim(prefix);
+  prefix = util::trim(prefix);
   if (!prefix.empty() && prefix.back() == '|') {
     const auto open = prefix.substr(0, prefix.size() - 1).rfind('|');
-    prefix = trim(open == std::string_view::npos ? std::string_view() : prefix.substr(0, open));
+    prefix = util::trim(open == std::string_view::npos ? std::string_view() : prefix.substr(0, open));
   }
   if (!prefix.empty() && prefix.back() == '%') {
     prefix.remove_suffix(1);
     while (!prefix.empty() && (is_digit(prefix.back()) || prefix.back() == '.')) prefix.remove_suffix(1);
-    prefix = trim(prefix);
+    prefix = util::trim(prefix);
   }
-  if (!prefix.empty() && prefix.back() == ':') prefix = trim(prefix.substr(0, prefix.size() - 1));
+  if (!prefix.empty() && prefix.back() == ':') prefix = util::trim(prefix.substr(0, prefix.size() - 1));
   return std::string(prefix);
 }
 
 /// "[H:]MM:SS" into seconds.
 std::optional<double> parse_clock(std::string_view s) {
-  s = trim(s);
+  s = util::trim(s);
   double total = 0;
   int parts = 0;
   std::size_t pos = 0;
@@ -193,7 +193,7 @@ std::optional<double> parse_clock(std::string_view s) {
 
 /// The unit of a tqdm rate: "30.1it/s" and "?it/s" -> "it", "1.23s/it" -> "it", "12.0samples/s" -> "samples".
 std::string rate_unit(std::string_view rate) {
-  rate = trim(rate);
+  rate = util::trim(rate);
   while (!rate.empty() && (is_digit(rate.front()) || rate.front() == '.' || rate.front() == '?'))
     rate.remove_prefix(1);
   if (rate.size() > 2 && rate.substr(0, 2) == "s/") return std::string(rate.substr(2));
@@ -225,7 +225,7 @@ void parse_keras_metrics(std::string_view rest, std::map<std::string, double>& m
     const std::string_view item = rest.substr(pos, end == std::string_view::npos ? end : end - pos);
     const auto colon = item.find(':');
     if (colon != std::string_view::npos) {
-      const std::string_view key = trim(item.substr(0, colon));
+      const std::string_view key = util::trim(item.substr(0, colon));
       if (auto v = parse_double(item.substr(colon + 1)); v && !key.empty() && key != "ETA")
         metrics[std::string(key)] = *v;
     }
@@ -387,8 +387,8 @@ std::optional<BarReading> parse_bar_line(std::string_view raw) {
     return r;
   }
   // "Epoch 2/3" alone at the start of a line (Keras, accelerate-style scripts): an epoch marker.
-  const std::string_view t = trim(line);
-  if (t.size() >= 9 && to_lower(t.substr(0, 6)) == "epoch ") {
+  const std::string_view t = util::trim(line);
+  if (t.size() >= 9 && util::to_lower(t.substr(0, 6)) == "epoch ") {
     BarReading r;
     if (find_epoch(t.substr(0, std::min<std::size_t>(t.size(), 40)), r, nullptr) && r.epochs) return r;
   }

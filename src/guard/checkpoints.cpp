@@ -69,9 +69,9 @@ void Checkpoints::check_gap(std::int64_t now_ns) {
       store::ActionKind::no_recent_checkpoint,
       fmt::format("no checkpoint for {} (the expected interval on this spot capacity is {}): "
                   "{} of work would be lost if the machine were taken now",
-                  format_duration_s(static_cast<double>(gap_ms) / 1000.0),
-                  format_duration_s(static_cast<double>(*st_.cfg.checkpoint_interval_ms) / 1000.0),
-                  format_usd(micros_to_usd(std::max<MicroUsd>(0, at_risk)))),
+                  util::format_duration_s(static_cast<double>(gap_ms) / 1000.0),
+                  util::format_duration_s(static_cast<double>(*st_.cfg.checkpoint_interval_ms) / 1000.0),
+                  util::format_usd(util::micros_to_usd(std::max<MicroUsd>(0, at_risk)))),
       now_ns, st_.spent(now_ns, false));
 }
 
@@ -82,7 +82,7 @@ void Checkpoints::on_notice(const cloud::CloudNotice& n, std::int64_t now_ns) {
   if (n.deadline_unix_ms)
     when = fmt::format(
         " (deadline {}, in {})", cloud::format_iso8601(*n.deadline_unix_ms),
-        format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
+        util::format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
                           1000.0));
   if (!n.stop) {
     if (!warned_notices_.insert(n.id).second) return;
@@ -102,7 +102,7 @@ void Checkpoints::on_notice(const cloud::CloudNotice& n, std::int64_t now_ns) {
     d.stopped_by = store::StopReason::preemption;
     st_.stop_job(d, now_ns, spent_now);
   } else {
-    st_.run.stopped_by = text_of(store::StopReason::preemption);
+    st_.run.stopped_by = util::text_of(store::StopReason::preemption);
   }
   // SIGKILL after the grace or just before the provider's deadline, whichever comes first (never before
   // one second after the stop signal: a deadline already past is a clock problem, not a reason to give

@@ -25,8 +25,8 @@ void IdleHeldWatch::on_interval(const Tick& tick) {
       store::ActionKind::idle_gpus_held,
       fmt::format("the GPUs have been under {:.0f}% utilization for {} while the job holds memory "
                   "on them: {}/h for nothing (free the memory or shut the kernel down)",
-                  meter::kIdleUtilPct, format_duration_s(static_cast<double>(*idle) / 1000.0),
-                  format_usd(meter::usd_per_hour_of_burn(st_.burn_usd_per_s()))),
+                  meter::kIdleUtilPct, util::format_duration_s(static_cast<double>(*idle) / 1000.0),
+                  util::format_usd(meter::usd_per_hour_of_burn(st_.burn_usd_per_s()))),
       tick.now_ns, tick.spent_micros);
 }
 

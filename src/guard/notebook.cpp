@@ -24,7 +24,7 @@ void NotebookCells::on_control(const SessionControl& c, std::int64_t now_ns) {
     st_.killed = !st_.cfg.kill_after_grace;
     st_.run.budget_micros = g.budget_micros;
     st_.record_action(store::ActionKind::budget,
-                      g.budget_micros ? fmt::format("budget set to {}", format_micros(*g.budget_micros))
+                      g.budget_micros ? fmt::format("budget set to {}", util::format_micros(*g.budget_micros))
                                       : std::string("warning percentages changed"),
                       now_ns, st_.spent(now_ns, true));
   }

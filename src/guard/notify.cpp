@@ -22,11 +22,11 @@ std::map<std::string, std::string> notify_environment(const GuardEvent& e) {
       {"GPUMETER_EVENT", e.kind},
       {"GPUMETER_MESSAGE", e.message},
       {"GPUMETER_RUN_ID", std::to_string(e.run_id)},
-      {"GPUMETER_COST_USD", usd_decimal(e.cost_micros, true)},
+      {"GPUMETER_COST_USD", util::usd_decimal(e.cost_micros, true)},
       {"GPUMETER_COMMAND", e.command},
       {"GPUMETER_HOST", e.host},
   };
-  env["GPUMETER_BUDGET_USD"] = e.budget_micros ? usd_decimal(*e.budget_micros, true) : "";
+  env["GPUMETER_BUDGET_USD"] = e.budget_micros ? util::usd_decimal(*e.budget_micros, true) : "";
   env["GPUMETER_FORECAST_USD"] = e.forecast_usd ? fmt::format("{:.6f}", *e.forecast_usd) : "";
   return env;
 }
@@ -37,10 +37,10 @@ std::string webhook_body(const GuardEvent& e) {
   j["event"] = e.kind;
   j["message"] = e.message;
   j["run_id"] = e.run_id;
-  j["cost_usd"] = micros_to_usd(e.cost_micros);
+  j["cost_usd"] = util::micros_to_usd(e.cost_micros);
   j["budget_usd"] =
-      e.budget_micros ? nlohmann::json(micros_to_usd(*e.budget_micros)) : nlohmann::json(nullptr);
-  j["forecast_cost_usd"] = json_or_null(e.forecast_usd);
+      e.budget_micros ? nlohmann::json(util::micros_to_usd(*e.budget_micros)) : nlohmann::json(nullptr);
+  j["forecast_cost_usd"] = util::json_or_null(e.forecast_usd);
   j["command"] = e.command;
   j["host"] = e.host;
   return j.dump();

@@ -13,7 +13,7 @@ namespace gm::guard {
 std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   std::vector<GuardDecision> out;
   if (!config_.budget_micros && !config_.max_idle_ms && config_.team_budgets.empty()) return out;
-  const std::string spent = format_micros(in.spent_micros);
+  const std::string spent = util::format_micros(in.spent_micros);
   if (config_.budget_micros) {
     const MicroUsd budget = *config_.budget_micros;
     warned_.resize(config_.warn_at_pct.size(), false);
@@ -24,7 +24,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
         warned_[i] = true;
         out.push_back(
             {store::ActionKind::warn, std::nullopt,
-             fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, format_micros(budget), pct)});
+             fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, util::format_micros(budget), pct)});
       }
     }
   }
@@ -43,8 +43,8 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
         team_warned_[t][i] = true;
         out.push_back({store::ActionKind::warn, std::nullopt,
                        fmt::format("team budget {}: {} spent this {} of {} ({:g}% threshold; this run {})",
-                                   b.selector, format_micros(total), text_of(b.period),
-                                   format_micros(b.limit_micros), pct, spent)});
+                                   b.selector, util::format_micros(total), util::text_of(b.period),
+                                   util::format_micros(b.limit_micros), pct, spent)});
       }
     }
     if (!team_reached && total >= b.limit_micros) team_reached = t;
@@ -58,15 +58,15 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
         {store::ActionKind::stop_budget, store::StopReason::budget,
          fmt::format("team budget {}: {} spent this {} by its runs on every machine (this run {}) — "
                      "the {} budget is reached",
-                     b.selector, format_micros(total), text_of(b.period), spent,
-                     format_micros(b.limit_micros))});
+                     b.selector, util::format_micros(total), util::text_of(b.period), spent,
+                     util::format_micros(b.limit_micros))});
     return out;
   }
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
     out.push_back(
         {store::ActionKind::stop_budget, store::StopReason::budget,
-         fmt::format("spent {} — the {} budget is reached", spent, format_micros(*config_.budget_micros))});
+         fmt::format("spent {} — the {} budget is reached", spent, util::format_micros(*config_.budget_micros))});
     return out;
   }
   if (config_.forecast_stop && config_.budget_micros && in.forecast &&
@@ -76,8 +76,8 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
     stopped_ = true;
     out.push_back({store::ActionKind::stop_forecast, store::StopReason::forecast,
                    fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
-                               format_usd(in.forecast->total_usd), format_usd(in.forecast->low_usd),
-                               format_micros(*config_.budget_micros), in.forecast->step,
+                               util::format_usd(in.forecast->total_usd), util::format_usd(in.forecast->low_usd),
+                               util::format_micros(*config_.budget_micros), in.forecast->step,
                                in.forecast->total_steps, spent)});
     return out;
   }
@@ -85,7 +85,7 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
     stopped_ = true;
     out.push_back({store::ActionKind::stop_idle, store::StopReason::idle,
                    fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", meter::kIdleUtilPct,
-                               format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
+                               util::format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
   }
   return out;
 }
@@ -96,8 +96,8 @@ Result<std::vector<double>> parse_warn_at(std::string_view text) {
   while (pos <= text.size()) {
     std::size_t comma = text.find(',', pos);
     if (comma == std::string_view::npos) comma = text.size();
-    const std::string_view item = trim(text.substr(pos, comma - pos));
-    auto pct = parse_percent(item);
+    const std::string_view item = util::trim(text.substr(pos, comma - pos));
+    auto pct = util::parse_percent(item);
     if (!pct || *pct <= 0.0)
       return make_error(ErrorKind::usage,
                         fmt::format("--warn-at: '{}' is not a percentage in (0%, 100%]", item));

@@ -66,7 +66,7 @@ void ProgressIntake::on_progress(const ProgressUpdate& u, std::int64_t now_ns) {
   for (const auto& [k, v] : u.metrics) p.metrics[k] = v;
   p.cost_micros = st_.spent(now_ns, true);
   st_.latest_progress = p;
-  if (st_.target_guard) st_.target_guard->on_progress(u, p.step, t_s, micros_to_usd(p.cost_micros));
+  if (st_.target_guard) st_.target_guard->on_progress(u, p.step, t_s, util::micros_to_usd(p.cost_micros));
   // At most one stored point per second per source burst: replace a pending point of the same second,
   // except the job's first step, kept at its own time (it can end the start-up, docs/run.md "Report"), and a
   // value of the --target metric (up to kTargetPointsPerSecond: `report RUN` replays the fit).

@@ -27,7 +27,7 @@ store::ActionKind signal_action(int sig) {
 
 }  // namespace
 
-RunState::RunState(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, Clock& clk, sys::ProcessRunner& r,
+RunState::RunState(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, util::Clock& clk, sys::ProcessRunner& r,
                    SessionSink& s)
     : cfg(c),
       backend(b ? b : &no_gpu),
@@ -76,11 +76,11 @@ void RunState::record_action(store::ActionKind kind, const std::string& message,
                              MicroUsd spent_micros) {
   pending_actions.push_back(store::ActionRecord{run.id, elapsed_ms(now_ns), kind, spent_micros, message});
   all_actions.push_back(pending_actions.back());
-  sink.message(fmt::format("[{}] {}", text_of(kind), message), false);
+  sink.message(fmt::format("[{}] {}", util::text_of(kind), message), false);
   sink.action(all_actions.back());
   GuardEvent e;
   e.run_id = run.id;
-  e.kind = text_of(kind);
+  e.kind = util::text_of(kind);
   e.message = message;
   e.cost_micros = spent_micros;
   e.budget_micros = policy.config().budget_micros;
@@ -104,7 +104,7 @@ void RunState::record_quiet(store::ActionRecord action) {
 
 void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd spent_micros) {
   stopping = true;
-  if (d.stopped_by) run.stopped_by = text_of(*d.stopped_by);
+  if (d.stopped_by) run.stopped_by = util::text_of(*d.stopped_by);
   const bool group = cfg.stop_to == StopTarget::group;
   runner.send_signal(pid, cfg.stop_signal, group);
   const std::string target = group ? (cfg.attached ? "process tree" : "process group") : "main process";
@@ -119,7 +119,7 @@ void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd sp
   record_action(
       signal_action(cfg.stop_signal),
       fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}", sys::signal_name(cfg.stop_signal),
-                  target, format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
+                  target, util::format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
                   cfg.attached ? "process tree" : "process group"),
       now_ns, spent_micros);
   kill_deadline_ns = now_ns + cfg.grace_ms * 1'000'000;

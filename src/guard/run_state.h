@@ -18,7 +18,7 @@ namespace gm::guard {
 /// The run's shared state and the actions any collaborator may take on it.
 class RunState {
  public:
-  RunState(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, Clock& clock,
+  RunState(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, util::Clock& clock,
            sys::ProcessRunner& runner, SessionSink& sink);
   RunState(const RunState&) = delete;
   RunState& operator=(const RunState&) = delete;
@@ -27,7 +27,7 @@ class RunState {
   gpu::StaticGpuBackend no_gpu;  ///< no devices: a run without GPU telemetry meters wall time × price
   gpu::GpuBackend* backend;
   store::Ledger* ledger;  ///< null once a write failed (the rest of the run is not recorded)
-  Clock& clock;
+  util::Clock& clock;
   sys::ProcessRunner& runner;
   SessionSink& sink;
   BudgetGuard policy;

@@ -119,7 +119,7 @@ void read_datagrams(int fd, Supervisor& sup) {
 /// in pty mode, the notice watcher, an attached process's end) into Supervisor events, until the job ended
 /// and its output is drained.
 void poll_loop(const SessionConfig& cfg, Supervisor& sup, const ProgressSocket& sock, WatchedJob& job,
-               Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
+               util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
   sys::SpawnedChild* child = job.child;
   std::int64_t drain_deadline_ns = 0;
   bool stdin_open = child && cfg.use_pty;
@@ -226,7 +226,7 @@ struct Session {
   SignalPipe signals;
   std::int64_t run_id = 0;
   Result<void> open(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
-                    Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
+                    util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
     GM_TRY_VOID(sock.open());
     sup.emplace(cfg, backend, ledger, catalog, clock, runner, sink);
     run_id = sup->begin();
@@ -237,7 +237,7 @@ struct Session {
 }  // namespace
 
 Result<SessionOutcome> run_session(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger,
-                                   const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner,
+                                   const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
                                    SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
@@ -273,7 +273,7 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, gpu::GpuBackend* ba
 }
 
 Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, gpu::GpuBackend* backend,
-                                      store::Ledger* ledger, const catalog::Catalog* catalog, Clock& clock,
+                                      store::Ledger* ledger, const catalog::Catalog* catalog, util::Clock& clock,
                                       sys::WatchedProcessRunner& runner, SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));

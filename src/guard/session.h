@@ -175,14 +175,14 @@ struct SessionOutcome {
 /// GPU library: wall time × price). `ledger` may be null (the run is not recorded). Errors only when
 /// gpumeter itself cannot set up (the progress socket); a job that cannot start is an outcome (126/127).
 Result<SessionOutcome> run_session(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
-                                   const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner,
+                                   const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
                                    SessionSink& sink);
 
 /// `gpumeter attach`: meters the running process `runner` watches (config.attached) until it ends or a
 /// SIGINT / SIGTERM / SIGHUP reaches gpumeter (then it detaches); the progress socket takes progress and
 /// control datagrams. The run counts from config.started_ago_ms before now.
 Result<SessionOutcome> attach_session(const SessionConfig& config, pid_t pid, gpu::GpuBackend* backend,
-                                      store::Ledger* ledger, const catalog::Catalog* catalog, Clock& clock,
+                                      store::Ledger* ledger, const catalog::Catalog* catalog, util::Clock& clock,
                                       sys::WatchedProcessRunner& runner, SessionSink& sink);
 
 }  // namespace gm::guard

@@ -37,7 +37,7 @@ store::RunStatus final_status(bool preempted, bool stopped, int wait_status) {
 }  // namespace
 
 struct Supervisor::Impl {
-  Impl(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, const catalog::Catalog* cat, Clock& clk, sys::ProcessRunner& r,
+  Impl(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, const catalog::Catalog* cat, util::Clock& clk, sys::ProcessRunner& r,
        SessionSink& s)
       : st(c, b, l, clk, r, s), catalog(cat) {}
 
@@ -102,7 +102,7 @@ struct Supervisor::Impl {
     }
     const MicroUsd spent_now = st.spent(now_ns, false);
     st.forecast =
-        st.forecaster.forecast(st.seconds_since_start(now_ns), micros_to_usd(spent_now), st.burn_usd_per_s());
+        st.forecaster.forecast(st.seconds_since_start(now_ns), util::micros_to_usd(spent_now), st.burn_usd_per_s());
     // The end is seen at the next sample and the bill rounds up to its billing unit: the upper end of the
     // interval carries one sampling interval for it.
     if (st.forecast)
@@ -136,7 +136,7 @@ struct Supervisor::Impl {
 };
 
 Supervisor::Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
-                       const catalog::Catalog* catalog, Clock& clock, sys::ProcessRunner& runner, SessionSink& sink)
+                       const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink)
     : impl_(std::make_unique<Impl>(config, backend, ledger, catalog, clock, runner, sink)) {}
 
 Supervisor::~Supervisor() = default;

@@ -15,7 +15,7 @@ namespace gm::guard {
 class Supervisor {
  public:
   Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
-             Clock& clock, sys::ProcessRunner& runner, SessionSink& sink);
+             util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;

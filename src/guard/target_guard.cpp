@@ -17,7 +17,7 @@ std::string describe_target_forecast(const meter::MetricTarget& target, const me
       return name + ": too early to tell (" + f.why + ")";
     case meter::TargetVerdict::reached:
       return name + ": reached" +
-             (f.cost_to_reach_usd ? " with " + format_usd(*f.cost_to_reach_usd) + " spent" : "") + " (" +
+             (f.cost_to_reach_usd ? " with " + util::format_usd(*f.cost_to_reach_usd) + " spent" : "") + " (" +
              f.why + ")";
     case meter::TargetVerdict::on_track:
     case meter::TargetVerdict::unreachable_within_budget: {
@@ -25,9 +25,9 @@ std::string describe_target_forecast(const meter::MetricTarget& target, const me
           name + (f.verdict == meter::TargetVerdict::on_track ? ": on track" : ": not before the budget");
       if (f.reached_at_step) s += fmt::format(", at ~step {:.0f}", *f.reached_at_step);
       if (f.cost_to_reach_usd) {
-        s += ", " + format_usd(*f.cost_to_reach_usd) + " in all";
-        s += " [" + format_usd(f.low_usd.value_or(*f.cost_to_reach_usd)) + "–" +
-             (f.high_usd ? format_usd(*f.high_usd) : std::string("not reached")) + "]";
+        s += ", " + util::format_usd(*f.cost_to_reach_usd) + " in all";
+        s += " [" + util::format_usd(f.low_usd.value_or(*f.cost_to_reach_usd)) + "–" +
+             (f.high_usd ? util::format_usd(*f.high_usd) : std::string("not reached")) + "]";
       }
       return s + " (" + f.why + ")";
     }
@@ -47,9 +47,9 @@ meter::TargetInputs target_inputs(double now_s, const std::optional<store::Progr
     in.total_steps = latest->total_steps;
   }
   in.pace = pace;
-  in.spent_usd = micros_to_usd(spent_micros);
+  in.spent_usd = util::micros_to_usd(spent_micros);
   in.burn_usd_per_s = burn_usd_per_s;
-  if (budget_micros) in.budget_usd = micros_to_usd(*budget_micros);
+  if (budget_micros) in.budget_usd = util::micros_to_usd(*budget_micros);
   in.priced = priced;
   return in;
 }
@@ -101,7 +101,7 @@ std::vector<GuardDecision> TargetGuard::tick(const meter::TargetInputs& in, std:
                                              std::size_t forecast_intervals, MicroUsd spent_micros) {
   const meter::TargetForecast& f = tracker_.update(in);
   std::vector<GuardDecision> out;
-  const std::string spent_text = "spent " + format_micros(spent_micros) + "; ";
+  const std::string spent_text = "spent " + util::format_micros(spent_micros) + "; ";
   // Each verdict is announced the first time it is reached (a verdict that flaps is not a line a second).
   if (f.verdict != meter::TargetVerdict::too_early &&
       std::find(announced_.begin(), announced_.end(), f.verdict) == announced_.end()) {

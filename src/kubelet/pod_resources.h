@@ -73,7 +73,7 @@ struct PodResourcesCacheOptions {
 class PodResourcesCache {
  public:
   /// Source and clock must outlive the cache.
-  PodResourcesCache(PodResourcesSource& source, Clock& clock, PodResourcesCacheOptions options = {});
+  PodResourcesCache(PodResourcesSource& source, util::Clock& clock, PodResourcesCacheOptions options = {});
   /// Asks the source when refresh_ms have passed since the last ask (the first call always asks); may block
   /// for the source's deadline, so call it outside any lock a scrape takes.
   void refresh();
@@ -91,7 +91,7 @@ class PodResourcesCache {
 
  private:
   PodResourcesSource& source_;
-  Clock& clock_;
+  util::Clock& clock_;
   PodResourcesCacheOptions options_;
   std::vector<PodDeviceAssignment> assignments_;
   bool asked_ = false;

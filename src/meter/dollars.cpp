@@ -9,7 +9,7 @@
 namespace gm::meter {
 
 double burn_usd_per_s(MicroUsd micros_per_gpu_hour, std::size_t gpus) {
-  return micros_to_usd(micros_per_gpu_hour) * static_cast<double>(gpus) / 3600.0;
+  return util::micros_to_usd(micros_per_gpu_hour) * static_cast<double>(gpus) / 3600.0;
 }
 
 double usd_per_hour_of_burn(double usd_per_s) {
@@ -25,7 +25,7 @@ double usd_over_ms(double usd_per_s, double ms) {
 }
 
 double usd_per_hour_of_gpus(MicroUsd micros_per_gpu_hour, double gpus) {
-  return micros_to_usd(micros_per_gpu_hour) * gpus;
+  return util::micros_to_usd(micros_per_gpu_hour) * gpus;
 }
 
 MicroUsd micros_times(MicroUsd amount, std::int64_t count) {
@@ -41,7 +41,7 @@ std::optional<MigShare> mig_share(const gpu::MigInstance& m, std::optional<std::
 }
 
 MicroUsd share_of_micros(MicroUsd amount, std::uint64_t num, std::uint64_t den) {
-  return static_cast<MicroUsd>(static_cast<Int128>(amount) * num / den);
+  return static_cast<MicroUsd>(static_cast<util::Int128>(amount) * num / den);
 }
 
 std::optional<MicroUsd> mig_micros_per_hour(MicroUsd board_micros_per_hour, const gpu::MigInstance& m,
@@ -84,11 +84,11 @@ MicroUsd combined_spend_micros(MicroUsd own, MicroUsd others) {
 }
 
 bool share_over(MicroUsd part, MicroUsd whole, std::int64_t times) {
-  return static_cast<Int128>(part) * times > whole;
+  return static_cast<util::Int128>(part) * times > whole;
 }
 
 bool share_under(MicroUsd part, MicroUsd whole, std::int64_t times) {
-  return static_cast<Int128>(part) * times < whole;
+  return static_cast<util::Int128>(part) * times < whole;
 }
 
 double cost_share(MicroUsd part, MicroUsd whole) {
@@ -128,7 +128,7 @@ bool cost_within_increase(MicroUsd before, MicroUsd after, double limit_pct) {
 MicroUsd projected_total_micros(MicroUsd startup, MicroUsd cost, std::int64_t steps,
                                 std::int64_t total_steps) {
   const MicroUsd per_steps = cost - startup;
-  return startup + static_cast<MicroUsd>(static_cast<Int128>(per_steps) * total_steps / steps);
+  return startup + static_cast<MicroUsd>(static_cast<util::Int128>(per_steps) * total_steps / steps);
 }
 
 double usd_per(double usd, double units, double per) {
@@ -151,35 +151,35 @@ double usd_for_hours(double usd_per_hour, double hours) {
   return usd_per_hour * hours;
 }
 
-NanoUsd priced_sum_nanos(const std::vector<std::pair<NanoUsd, double>>& unit_and_quantity) {
-  Int128 sum = 0;
+util::NanoUsd priced_sum_nanos(const std::vector<std::pair<util::NanoUsd, double>>& unit_and_quantity) {
+  util::Int128 sum = 0;
   for (const auto& [unit, quantity] : unit_and_quantity)
-    sum += static_cast<Int128>(unit) * std::llround(quantity * 1000);
-  return static_cast<NanoUsd>(sum / 1000);
+    sum += static_cast<util::Int128>(unit) * std::llround(quantity * 1000);
+  return static_cast<util::NanoUsd>(sum / 1000);
 }
 
-bool moved_over_half(NanoUsd before, NanoUsd after) {
-  const Int128 diff =
-      after > before ? static_cast<Int128>(after) - before : static_cast<Int128>(before) - after;
-  return diff * 2 > static_cast<Int128>(before);
+bool moved_over_half(util::NanoUsd before, util::NanoUsd after) {
+  const util::Int128 diff =
+      after > before ? static_cast<util::Int128>(after) - before : static_cast<util::Int128>(before) - after;
+  return diff * 2 > static_cast<util::Int128>(before);
 }
 
-std::int64_t change_per_mille(NanoUsd before, NanoUsd after) {
-  return static_cast<std::int64_t>((static_cast<Int128>(after) - before) * 1000 / before);
+std::int64_t change_per_mille(util::NanoUsd before, util::NanoUsd after) {
+  return static_cast<std::int64_t>((static_cast<util::Int128>(after) - before) * 1000 / before);
 }
 
-NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns) {
+util::NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns) {
   return gpu_ns_cost_pico_usd(price_micros_per_gpu_hour, ns) / 1000;
 }
 
-std::optional<NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
+std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
                                                    std::int64_t window_ns) {
   if (window_ns <= 0) return std::nullopt;
   // share of the window × price × 730 h, in integers: micros/h × 730 h × 1000 nano/micro × part / window.
   constexpr std::int64_t kHoursPerMonth = 730;
-  const Int128 n =
-      static_cast<Int128>(price_micros_per_gpu_hour) * static_cast<Int128>(kHoursPerMonth) * 1000 * part_ns;
-  return static_cast<NanoUsd>(n / window_ns);
+  const util::Int128 n =
+      static_cast<util::Int128>(price_micros_per_gpu_hour) * static_cast<util::Int128>(kHoursPerMonth) * 1000 * part_ns;
+  return static_cast<util::NanoUsd>(n / window_ns);
 }
 
 std::optional<std::pair<double, double>> forecast_spread_usd(const Forecast& f) {

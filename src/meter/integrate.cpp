@@ -14,7 +14,7 @@ constexpr std::int64_t kNsPerHour = 3'600'000'000'000;
 
 MicroUsd CostIntegrator::add_ns(std::int64_t duration_ns) {
   if (duration_ns <= 0) return 0;
-  const Int128 num = static_cast<Int128>(price_) * duration_ns + remainder_;
+  const util::Int128 num = static_cast<util::Int128>(price_) * duration_ns + remainder_;
   const auto q = static_cast<MicroUsd>(num / kNsPerHour);
   remainder_ = num % kNsPerHour;
   total_ += q;
@@ -25,14 +25,14 @@ MicroUsd CostIntegrator::add_ns(std::int64_t duration_ns) {
 std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64_t>& weights) {
   std::vector<MicroUsd> out(weights.size(), 0);
   if (weights.empty()) return out;
-  Int128 sum = 0;
+  util::Int128 sum = 0;
   for (std::uint64_t w : weights) sum += w;
   const bool equal = sum == 0;
-  if (equal) sum = static_cast<Int128>(weights.size());
-  std::vector<std::pair<Int128, std::size_t>> rem;
+  if (equal) sum = static_cast<util::Int128>(weights.size());
+  std::vector<std::pair<util::Int128, std::size_t>> rem;
   MicroUsd given = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
-    const Int128 num = static_cast<Int128>(total) * (equal ? 1 : static_cast<Int128>(weights[i]));
+    const util::Int128 num = static_cast<util::Int128>(total) * (equal ? 1 : static_cast<util::Int128>(weights[i]));
     out[i] = static_cast<MicroUsd>(num / sum);
     rem.emplace_back(num % sum, i);
     given += out[i];
@@ -139,9 +139,9 @@ std::optional<CarbonEstimate> estimate_carbon(double energy_kwh, const catalog::
 
 std::int64_t gpu_ns_cost_pico_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns) {
   // micro-dollars/hour × ns × (1e6 pico per micro) / (3.6e12 ns per hour) = micros × ns / 3.6e6.
-  const Int128 p = static_cast<Int128>(price_micros_per_gpu_hour) * ns;
-  const Int128 q = (p >= 0 ? p + 1'800'000 : p - 1'800'000) / 3'600'000;
-  const Int128 max = std::numeric_limits<std::int64_t>::max();
+  const util::Int128 p = static_cast<util::Int128>(price_micros_per_gpu_hour) * ns;
+  const util::Int128 q = (p >= 0 ? p + 1'800'000 : p - 1'800'000) / 3'600'000;
+  const util::Int128 max = std::numeric_limits<std::int64_t>::max();
   return static_cast<std::int64_t>(q > max ? max : (q < -max ? -max : q));
 }
 
@@ -157,7 +157,7 @@ MicroUsd scale_micros(MicroUsd amount, double fraction) {
 
 MicroUsd micros_per_hour(MicroUsd cost, std::int64_t interval_ns) {
   if (interval_ns <= 0) return 0;
-  const Int128 p = static_cast<Int128>(cost) * 3'600'000'000'000LL;
+  const util::Int128 p = static_cast<util::Int128>(cost) * 3'600'000'000'000LL;
   return static_cast<MicroUsd>((p + interval_ns / 2) / interval_ns);
 }
 
@@ -166,12 +166,12 @@ MicroUsd budget_left_micros(MicroUsd budget, MicroUsd spent) {
 }
 
 MicroUsd forecast_over_budget_micros(double forecast_usd, MicroUsd budget) {
-  return usd_to_micros(forecast_usd) - budget;
+  return util::usd_to_micros(forecast_usd) - budget;
 }
 
 std::optional<double> usd_per_units(MicroUsd cost, std::optional<double> units, double per) {
   if (!units || !(*units > 0)) return std::nullopt;
-  return micros_to_usd(cost) * per / *units;
+  return util::micros_to_usd(cost) * per / *units;
 }
 
 namespace {
@@ -180,7 +180,7 @@ constexpr std::int64_t kSecondsPerMonth = 730 * 3600;
 
 std::optional<std::int64_t> nano_usd_per_month(MicroUsd cost, std::int64_t over_ms) {
   if (over_ms <= 0) return std::nullopt;
-  return static_cast<std::int64_t>(static_cast<Int128>(cost) * 1000 * kSecondsPerMonth * 1000 / over_ms);
+  return static_cast<std::int64_t>(static_cast<util::Int128>(cost) * 1000 * kSecondsPerMonth * 1000 / over_ms);
 }
 
 std::int64_t nano_usd_per_month_at(MicroUsd micros_per_hour) {

@@ -40,7 +40,7 @@ struct PriceQuote {
   bool spot = false;
   catalog::BillingRule billing;  ///< rule applied to runs at this price
   /// $/GPU-hour as a double for display.
-  double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
+  double usd_per_gpu_hour() const { return util::micros_to_usd(micros_per_gpu_hour); }
 };
 
 /// Reads the cloud instance type from DMI (/sys/class/dmi/id) or metadata files; a seam for tests.
@@ -87,7 +87,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
 struct YourPrice {
   MicroUsd micros_per_gpu_hour = 0;
   std::string basis;  ///< "committed rate (config FILE)", "30% aws discount (config FILE)"
-  double usd_per_gpu_hour() const { return micros_to_usd(micros_per_gpu_hour); }
+  double usd_per_gpu_hour() const { return util::micros_to_usd(micros_per_gpu_hour); }
 };
 
 /// Your price for `offer` (on-demand, or spot): a committed rate for its instance replaces the on-demand
@@ -247,22 +247,22 @@ double usd_for_units(double usd_per_unit, double units);
 /// Dollars of `hours` at `usd_per_hour` (planning).
 double usd_for_hours(double usd_per_hour, double hours);
 /// Nano-dollars of whole dollars (severity thresholds).
-constexpr NanoUsd nanos_of_usd(std::int64_t usd) {
-  return usd * kNanosPerUsd;
+constexpr util::NanoUsd nanos_of_usd(std::int64_t usd) {
+  return usd * util::kNanosPerUsd;
 }
 /// Σ unit price × quantity in nano-dollars (an instance priced from its GPU, core and memory SKUs), exact:
 /// quantities in thousandths, so fractional GPUs or GiB stay exact; the sum truncated to the nano-dollar.
-NanoUsd priced_sum_nanos(const std::vector<std::pair<NanoUsd, double>>& unit_and_quantity);
+util::NanoUsd priced_sum_nanos(const std::vector<std::pair<util::NanoUsd, double>>& unit_and_quantity);
 /// True when `after` is more than 50 % away from `before` (> 0), exactly: |after − before| × 2 > before (the
 /// sanity rule of `prices update`).
-bool moved_over_half(NanoUsd before, NanoUsd after);
+bool moved_over_half(util::NanoUsd before, util::NanoUsd after);
 /// The change from `before` (non-zero) to `after` in per mille, truncated toward zero.
-std::int64_t change_per_mille(NanoUsd before, NanoUsd after);
+std::int64_t change_per_mille(util::NanoUsd before, util::NanoUsd after);
 /// Cost of `ns` GPU-nanoseconds in nano-dollars (gpu_ns_cost_pico_usd truncated to the nano-dollar).
-NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
+util::NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
 /// Nano-dollars of a month (730 h) of a GPU busy `part_ns` of every `window_ns` at the price; nullopt when
 /// window_ns <= 0.
-std::optional<NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
+std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
                                                    std::int64_t window_ns);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
@@ -288,7 +288,7 @@ class CostIntegrator {
   MicroUsd price_;
   MicroUsd total_ = 0;
   std::int64_t total_ns_ = 0;
-  Int128 remainder_ = 0;  // in micro-dollar * ns units / 3.6e12
+  util::Int128 remainder_ = 0;  // in micro-dollar * ns units / 3.6e12
 };
 
 // ---- own hardware against the cloud ----------------------------------------------------------

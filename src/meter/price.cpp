@@ -15,15 +15,15 @@ namespace gm::meter {
 namespace {
 
 std::string trimmed_file(const std::string& path) {
-  auto s = read_small_file(path);
+  auto s = util::read_small_file(path);
   if (!s) return {};
-  return std::string(trim(*s));
+  return std::string(util::trim(*s));
 }
 
 PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin origin, const catalog::Catalog& catalog,
                             const std::string& how, const ContractRates& rates) {
   PriceQuote q;
-  q.micros_per_gpu_hour = usd_to_micros(*o.usd_per_gpu_hour(spot));
+  q.micros_per_gpu_hour = util::usd_to_micros(*o.usd_per_gpu_hour(spot));
   const auto mine = your_price(o, spot, rates);
   if (mine) q.micros_per_gpu_hour = mine->micros_per_gpu_hour;
   q.origin = origin;
@@ -34,10 +34,10 @@ PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin orig
   q.source =
       fmt::format("{} {}:{} ({}, {}, {} GPU{} at {}/h; {}, {})", how, o.provider, o.instance, o.region,
                   spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
-                  format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
+                  util::format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
   if (mine)
-    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", format_usd(mine->usd_per_gpu_hour()),
-                            mine->basis, format_usd(*o.usd_per_gpu_hour(spot)));
+    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", util::format_usd(mine->usd_per_gpu_hour()),
+                            mine->basis, util::format_usd(*o.usd_per_gpu_hour(spot)));
   return q;
 }
 
@@ -76,7 +76,7 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const catalog::
     for (const auto& x : catalog.offers())
       if (std::find(names.begin(), names.end(), x.provider + ":" + x.instance) == names.end())
         names.push_back(x.provider + ":" + x.instance);
-    const std::string close = suggest_names(parts[0] + ":" + instance, names, 4);
+    const std::string close = util::suggest_names(parts[0] + ":" + instance, names, 4);
     return make_error(ErrorKind::not_found,
                       fmt::format("{} '{}': no such offer in the catalog{}", how, text,
                                   close.empty() ? "" : " (did you mean " + close + "?)"));
@@ -90,7 +90,7 @@ Result<PriceQuote> quote_for_offer_text(const std::string& text, const catalog::
 }  // namespace
 
 std::optional<std::string> default_config_path() {
-  auto p = user_config_file();
+  auto p = util::user_config_file();
   std::error_code ec;
   if (p && std::filesystem::exists(*p, ec)) return p;
   return std::nullopt;
@@ -119,9 +119,9 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
     PriceQuote q;
     // Exact, as every dollar text: the number's shortest decimal text (what was typed) through the one
     // parser.
-    GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*options.price_usd_per_gpu_hour));
+    GM_TRY(q.micros_per_gpu_hour, util::usd_micros_of_number(*options.price_usd_per_gpu_hour));
     q.origin = PriceOrigin::flag_price;
-    q.source = fmt::format("--price {}/GPU-h", format_usd(*options.price_usd_per_gpu_hour));
+    q.source = fmt::format("--price {}/GPU-h", util::format_usd(*options.price_usd_per_gpu_hour));
     q.billing = catalog.billing_rule("");
     return q;
   }
@@ -138,7 +138,7 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
     return quote_for_offer_text(*options.offer, catalog, PriceOrigin::flag_offer, "--offer", rates);
 
   if (config) {
-    GM_TRY(const toml::table tbl, parse_config_file(*config));
+    GM_TRY(const toml::table tbl, util::parse_config_file(*config));
     const auto* pricing = tbl["pricing"].as_table();
     if (pricing) {
       if (auto p = (*pricing)["price_usd_per_gpu_hour"].value<double>()) {
@@ -147,9 +147,9 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
                             fmt::format("{}: pricing.price_usd_per_gpu_hour must be positive (at most {})",
                                         *config, catalog::kMaxUsdPerGpuHour));
         PriceQuote q;
-        GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*p));
+        GM_TRY(q.micros_per_gpu_hour, util::usd_micros_of_number(*p));
         q.origin = PriceOrigin::config_file;
-        q.source = fmt::format("config {}: {}/GPU-h", *config, format_usd(*p));
+        q.source = fmt::format("config {}: {}/GPU-h", *config, util::format_usd(*p));
         q.provider = (*pricing)["provider"].value_or(std::string());
         q.region = (*pricing)["region"].value_or(std::string());
         q.billing = catalog.billing_rule(q.provider);
@@ -171,10 +171,10 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
 
   if (rates.onprem_usd_per_gpu_hour) {
     PriceQuote q;
-    GM_TRY(q.micros_per_gpu_hour, usd_micros_of_number(*rates.onprem_usd_per_gpu_hour));
+    GM_TRY(q.micros_per_gpu_hour, util::usd_micros_of_number(*rates.onprem_usd_per_gpu_hour));
     q.origin = PriceOrigin::config_file;
     q.source = fmt::format("config {}: on-premises rate {}/GPU-h", rates.origin,
-                           format_usd(*rates.onprem_usd_per_gpu_hour));
+                           util::format_usd(*rates.onprem_usd_per_gpu_hour));
     q.billing = catalog.billing_rule("");
     return q;
   }
@@ -185,10 +185,10 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
     if (g) {
       if (auto ref = catalog.reference_price(g->id)) {
         PriceQuote q;
-        q.micros_per_gpu_hour = usd_to_micros(ref->usd_per_gpu_hour);
+        q.micros_per_gpu_hour = util::usd_to_micros(ref->usd_per_gpu_hour);
         q.origin = PriceOrigin::catalog_reference;
         q.source = fmt::format("catalog reference: median on-demand $/GPU-h of {} {} offers ({})",
-                               ref->offers, g->id, format_usd(ref->usd_per_gpu_hour));
+                               ref->offers, g->id, util::format_usd(ref->usd_per_gpu_hour));
         q.billing = catalog.billing_rule("");
         return q;
       }
@@ -212,7 +212,7 @@ std::int64_t billed_seconds(std::int64_t wall_ms, const catalog::BillingRule& ru
 }
 
 MicroUsd billed_cost(const PriceQuote& price, std::int64_t billed_s, unsigned gpus) {
-  const Int128 p = static_cast<Int128>(price.micros_per_gpu_hour) * billed_s * gpus;
+  const util::Int128 p = static_cast<util::Int128>(price.micros_per_gpu_hour) * billed_s * gpus;
   return static_cast<MicroUsd>(p / 3600);
 }
 

@@ -19,7 +19,7 @@ Result<std::int64_t> discount_of(const toml::node& node, const std::string& wher
     if (s->empty() || s->back() != '%')
       return make_error(ErrorKind::usage,
                         fmt::format("{}: '{}': write the discount as a percentage, e.g. \"30%\"", where, *s));
-    auto p = parse_percent(*s);
+    auto p = util::parse_percent(*s);
     if (!p) return make_error(ErrorKind::usage, fmt::format("{}: {}", where, p.error().message));
     percent = *p;
   } else {
@@ -53,7 +53,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
   std::error_code ec;
   if (!std::filesystem::exists(*path, ec))
     return make_error(ErrorKind::usage, fmt::format("--config {}: no such file", *path));
-  GM_TRY(const toml::table tbl, parse_config_file(*path));
+  GM_TRY(const toml::table tbl, util::parse_config_file(*path));
   rates.origin = *path;
   const auto* pricing = tbl["pricing"].as_table();
   if (!pricing) return rates;
@@ -70,7 +70,7 @@ Result<ContractRates> load_contract_rates(const std::optional<std::string>& conf
                                       catalog::kMaxUsdPerGpuHour));
       rates.onprem_usd_per_gpu_hour = *v;
     } else if (const auto* provider = value.as_table()) {
-      const std::string p = to_lower(key);
+      const std::string p = util::to_lower(key);
       for (const auto& [k2, v2] : *provider) {
         const std::string sub(k2.str());
         const std::string where2 = fmt::format("{}.{}", where, sub);
@@ -105,10 +105,10 @@ std::optional<YourPrice> your_price(const catalog::Offer& offer, bool spot, cons
   if (!spot) {
     if (auto it = rates.committed_usd_per_hour.find(offer.provider + ":" + offer.instance);
         it != rates.committed_usd_per_hour.end()) {
-      const Int128 per_instance = usd_to_micros(it->second);
+      const util::Int128 per_instance = util::usd_to_micros(it->second);
       YourPrice y;
       y.micros_per_gpu_hour = static_cast<MicroUsd>(per_instance * 1000 / count_milli);
-      y.basis = fmt::format("committed rate {}/h ({})", format_usd(it->second), rates.origin);
+      y.basis = fmt::format("committed rate {}/h ({})", util::format_usd(it->second), rates.origin);
       return y;
     }
   }
@@ -118,7 +118,7 @@ std::optional<YourPrice> your_price(const catalog::Offer& offer, bool spot, cons
   if (d == rates.discount_ppm.end()) return std::nullopt;
   const auto list = offer.usd_per_gpu_hour(spot);
   if (!list) return std::nullopt;
-  const Int128 list_micros = usd_to_micros(*list);
+  const util::Int128 list_micros = util::usd_to_micros(*list);
   YourPrice y;
   y.micros_per_gpu_hour =
       static_cast<MicroUsd>((list_micros * (1'000'000 - d->second) + 500'000) / 1'000'000);

@@ -19,7 +19,7 @@ Result<std::vector<unsigned>> allocated_gpus(const std::optional<std::string>& c
   while (pos < s.size()) {
     std::size_t comma = s.find(',', pos);
     if (comma == std::string::npos) comma = s.size();
-    const std::string item(trim(s.substr(pos, comma - pos)));
+    const std::string item(util::trim(s.substr(pos, comma - pos)));
     pos = comma + 1;
     if (item.empty()) continue;
     std::optional<unsigned> found;
@@ -147,7 +147,7 @@ MicroUsd RunMeter::spent_micros() const {
 
 MicroUsd RunMeter::spent_at(std::int64_t now_ns) const {
   const std::int64_t ms = std::max<std::int64_t>(0, now_ns - start_ns_) / 1'000'000;
-  return cost_for_ms(price_ * static_cast<MicroUsd>(allocated_.size()), ms);
+  return util::cost_for_ms(price_ * static_cast<MicroUsd>(allocated_.size()), ms);
 }
 
 double RunMeter::burn_usd_per_s() const {

@@ -53,7 +53,7 @@ Result<MetricTarget> parse_metric_target(std::string_view text) {
   MetricTarget t;
   std::size_t op = text.find_first_of("<>=");
   if (op == std::string_view::npos) return bad("no '=' in it");
-  std::string_view name = trim(text.substr(0, op));
+  std::string_view name = util::trim(text.substr(0, op));
   std::string_view rest = text.substr(op);
   if (rest.starts_with("<=")) {
     t.at_most = true;
@@ -69,7 +69,7 @@ Result<MetricTarget> parse_metric_target(std::string_view text) {
   for (char c : name)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '/'))
       return bad("metric name has '" + std::string(1, c) + "'");
-  rest = trim(rest);
+  rest = util::trim(rest);
   if (rest.empty()) return bad("no value");
   std::string value_text(rest);
   bool negative = false;
@@ -77,7 +77,7 @@ Result<MetricTarget> parse_metric_target(std::string_view text) {
     negative = true;
     value_text.erase(0, 1);
   }
-  auto value = parse_number(value_text);
+  auto value = util::parse_number(value_text);
   if (!value) return bad("value '" + std::string(rest) + "' is not a number");
   t.metric = std::string(name);
   t.threshold = negative ? -*value : *value;
@@ -224,7 +224,7 @@ TargetForecast forecast_target(const MetricTarget& target, const std::vector<Cur
   if (in.budget_usd && *f.cost_to_reach_usd > *in.budget_usd) {
     f.verdict = TargetVerdict::unreachable_within_budget;
     f.why += fmt::format("; at {} the run would have cost {} of its {} budget", steps_text(reach),
-                         format_usd(*f.cost_to_reach_usd), format_usd(*in.budget_usd));
+                         util::format_usd(*f.cost_to_reach_usd), util::format_usd(*in.budget_usd));
   }
   return f;
 }
@@ -282,7 +282,7 @@ TargetTracker replay_target(const MetricTarget& target, const std::vector<store:
   double updated_s = 0;
   for (const auto* p : sorted) {
     const double t_s = static_cast<double>(p->t_ms) / 1000.0;
-    const double spent = micros_to_usd(p->cost_micros);
+    const double spent = util::micros_to_usd(p->cost_micros);
     if (p->total_steps) total = p->total_steps;
     if (p->step) {
       step = *p->step;

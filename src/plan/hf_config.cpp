@@ -40,7 +40,7 @@ class Fields {
     if (it->is_boolean() || !it->is_number())
       return make_error(ErrorKind::usage,
                         fmt::format("{}: '{}' must be a number, not {}", origin_, key, it->dump()));
-    const double v = json_number(&*it).value_or(-1);
+    const double v = util::json_number(&*it).value_or(-1);
     if (!(v >= 0) || v > 1e15)
       return make_error(ErrorKind::usage, fmt::format("{}: '{}' must be a non-negative number, not {}",
                                                       origin_, key, it->dump()));
@@ -72,10 +72,10 @@ class Fields {
     if (!it->is_boolean())
       return make_error(ErrorKind::usage,
                         fmt::format("{}: '{}' must be true or false, not {}", origin_, key, it->dump()));
-    return json_bool(&*it).value_or(fallback);
+    return util::json_bool(&*it).value_or(fallback);
   }
   std::string text_or(const char* key, std::string fallback) const {
-    return json_string(cfg_, key).value_or(std::move(fallback));
+    return util::json_string(cfg_, key).value_or(std::move(fallback));
   }
   /// Length of an array field (absent: 0).
   std::size_t array_size(const char* key) const {
@@ -204,7 +204,7 @@ std::optional<std::string> cached_config(const fs::path& cache, const std::strin
   const fs::path repo = cache / repo_dir;
   if (!fs::is_directory(repo / "snapshots", ec)) return std::nullopt;
   bool ok = false;
-  std::string ref = std::string(trim(file_text((repo / "refs" / "main").string(), ok)));
+  std::string ref = std::string(util::trim(file_text((repo / "refs" / "main").string(), ok)));
   if (ok && !ref.empty() && fs::is_regular_file(repo / "snapshots" / ref / "config.json", ec))
     return (repo / "snapshots" / ref / "config.json").string();
   std::vector<std::string> found;
@@ -225,11 +225,11 @@ Result<ModelSpec> parse_hf_config(std::string_view text, std::string_view origin
                       fmt::format("{}: not a JSON object (a Hugging Face config.json)", origin));
   const json* cfg = &root;
   std::string type;
-  if (auto t = json_string(root, "model_type")) type = *t;
+  if (auto t = util::json_string(root, "model_type")) type = *t;
   // Multimodal wrappers (Gemma 3, Mistral 3) keep the language model's fields in text_config.
   if (auto tc = root.find("text_config"); tc != root.end() && tc->is_object()) {
     cfg = &*tc;
-    if (auto t = json_string(*tc, "model_type"))
+    if (auto t = util::json_string(*tc, "model_type"))
       type = *t;
     else if (type == "gemma3")
       type = "gemma3_text";

@@ -20,7 +20,7 @@ namespace gm::plan {
 namespace {
 
 Result<Arch> parse_arch(std::string_view text, std::string_view where) {
-  const std::string s = to_lower(trim(text));
+  const std::string s = util::to_lower(util::trim(text));
   if (s == "decoder") return Arch::decoder;
   if (s == "encoder") return Arch::encoder;
   if (s == "vision_transformer" || s == "vit") return Arch::vision_transformer;
@@ -35,17 +35,17 @@ struct ModelRow {
   std::vector<std::string> aliases;
 };
 
-Result<double> cell_number(const CsvRow& row, int col, std::string_view name, std::string_view origin) {
+Result<double> cell_number(const util::CsvRow& row, int col, std::string_view name, std::string_view origin) {
   if (col < 0) return make_error(fmt::format("{}: missing column '{}'", origin, name));
   const std::string& text = row.fields[static_cast<std::size_t>(col)];
-  if (trim(text).empty()) return 0.0;
-  auto v = parse_number(text);
+  if (util::trim(text).empty()) return 0.0;
+  auto v = util::parse_number(text);
   if (!v) return make_error(fmt::format("{}:{}: column '{}': {}", origin, row.line, name, v.error().message));
   return *v;
 }
 
 Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view origin) {
-  GM_TRY(CsvTable table, parse_csv(text, origin));
+  GM_TRY(util::CsvTable table, util::parse_csv(text, origin));
   std::vector<ModelRow> out;
   const int c_name = table.column("name"), c_alias = table.column("aliases"), c_arch = table.column("arch"),
             c_source = table.column("source");
@@ -59,7 +59,7 @@ Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view
     m.spec.source = row.fields[static_cast<std::size_t>(c_source)];
     std::stringstream aliases(row.fields[static_cast<std::size_t>(c_alias)]);
     for (std::string a; std::getline(aliases, a, ';');)
-      if (!trim(a).empty()) m.aliases.emplace_back(trim(a));
+      if (!util::trim(a).empty()) m.aliases.emplace_back(util::trim(a));
     auto num = [&](const char* col) { return cell_number(row, table.column(col), col, origin); };
     auto integer = [&](const char* col) -> Result<int> {
       GM_TRY(double v, num(col));
@@ -86,7 +86,7 @@ Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view
     GM_TRY(m.spec.activations_per_sample, num("activations_per_sample"));
     auto cell_text = [&](const char* col) {
       const int c = table.column(col);
-      return c < 0 ? std::string() : std::string(trim(row.fields[static_cast<std::size_t>(c)]));
+      return c < 0 ? std::string() : std::string(util::trim(row.fields[static_cast<std::size_t>(c)]));
     };
     m.spec.family = cell_text("family");
     if (table.column("head_dim") >= 0) {
@@ -100,7 +100,7 @@ Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view
     if (const std::string config = cell_text("hf_config"); !config.empty()) {
       // The shape comes from the model's published config.json (data/hf_configs/), embedded.
       const std::string file = "hf_configs/" + config;
-      auto body = embedded_file(file);
+      auto body = util::embedded_file(file);
       if (!body) return make_error(fmt::format("{}: '{}' is not embedded", where, file));
       GM_TRY(ModelSpec parsed, parse_hf_config(*body, file, m.spec.name));
       parsed.name = m.spec.name;
@@ -119,7 +119,7 @@ Result<std::vector<ModelRow>> load_table(std::string_view text, std::string_view
 
 const std::vector<ModelRow>& table_rows() {
   static const std::vector<ModelRow> rows = [] {
-    auto text = embedded_file("models.csv");
+    auto text = util::embedded_file("models.csv");
     if (!text) return std::vector<ModelRow>{};
     auto parsed = load_table(*text, "models.csv");
     // The embedded table is checked by unit tests; a broken one yields an empty table, not a crash.
@@ -129,7 +129,7 @@ const std::vector<ModelRow>& table_rows() {
 }
 
 std::string normalise(std::string_view name) {
-  std::string s = to_lower(trim(name));
+  std::string s = util::to_lower(util::trim(name));
   for (char& c : s)
     if (c == '_' || c == ' ') c = '-';
   return s;
@@ -155,7 +155,7 @@ Result<ModelSpec> find_model(std::string_view name) {
       if (normalise(a) == wanted) return r.spec;
     names.push_back(r.spec.name);
   }
-  std::string hint = suggest_names(wanted, names, 3);
+  std::string hint = util::suggest_names(wanted, names, 3);
   return make_error(
       ErrorKind::usage,
       fmt::format("--model: unknown model '{}'{}; built-in models: gpumeter plan --list-models, or "
@@ -324,20 +324,20 @@ Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelO
   return m;
 }
 
-constexpr EnumText<NormKind> kNormKinds[] = {{NormKind::layernorm, "layernorm"},
+constexpr util::EnumText<NormKind> kNormKinds[] = {{NormKind::layernorm, "layernorm"},
                                              {NormKind::rmsnorm_fp32, "rmsnorm_fp32"},
                                              {NormKind::rmsnorm, "rmsnorm"}};
-constexpr EnumText<MlpActivation> kMlpActivations[] = {{MlpActivation::gelu, "gelu"},
+constexpr util::EnumText<MlpActivation> kMlpActivations[] = {{MlpActivation::gelu, "gelu"},
                                                        {MlpActivation::gelu_python, "gelu_python"},
                                                        {MlpActivation::gated, "gated"}};
 
 /// A model file's setting `key` = `text` as one of `table`'s values; a usage error naming the file otherwise.
 template <class E, std::size_t N>
-Result<E> model_setting(const EnumText<E> (&table)[N], const std::string& text, std::string_view origin,
+Result<E> model_setting(const util::EnumText<E> (&table)[N], const std::string& text, std::string_view origin,
                         const char* key) {
-  if (auto v = enum_from_text(table, text)) return *v;
+  if (auto v = util::enum_from_text(table, text)) return *v;
   return make_error(ErrorKind::usage,
-                    fmt::format("{}: {} '{}' is not one of {}", origin, key, text, enum_texts(table)));
+                    fmt::format("{}: {} '{}' is not one of {}", origin, key, text, util::enum_texts(table)));
 }
 
 Result<ModelSpec> parse_model_toml(std::string_view text, std::string_view origin) {
@@ -479,13 +479,13 @@ Result<ModelSpec> load_model_toml(const std::string& path) {
   return parse_model_toml(buf.str(), path);
 }
 
-constexpr EnumText<Arch> kArchs[] = {{Arch::decoder, "decoder"},
+constexpr util::EnumText<Arch> kArchs[] = {{Arch::decoder, "decoder"},
                                      {Arch::encoder, "encoder"},
                                      {Arch::vision_transformer, "vision_transformer"},
                                      {Arch::cnn, "cnn"}};
 
 std::string_view arch_name(Arch arch) {
-  return enum_text(kArchs, arch, "decoder");
+  return util::enum_text(kArchs, arch, "decoder");
 }
 
 }  // namespace gm::plan

@@ -12,55 +12,55 @@
 
 namespace gm::plan {
 
-constexpr EnumText<Task> kTasks[] = {{Task::train, "train"},
+constexpr util::EnumText<Task> kTasks[] = {{Task::train, "train"},
                                      {Task::finetune, "finetune"},
                                      {Task::lora, "lora"},
                                      {Task::inference, "inference"}};
 
 std::string_view task_name(Task task) {
-  return enum_text(kTasks, task, "train");
+  return util::enum_text(kTasks, task, "train");
 }
 
-constexpr EnumText<Precision> kPrecisions[] = {{Precision::fp32, "fp32"},
+constexpr util::EnumText<Precision> kPrecisions[] = {{Precision::fp32, "fp32"},
                                                {Precision::bf16, "bf16"},
                                                {Precision::fp16, "fp16"},
                                                {Precision::mixed, "mixed"}};
 
 std::string_view precision_name(Precision p) {
-  return enum_text(kPrecisions, p, "mixed");
+  return util::enum_text(kPrecisions, p, "mixed");
 }
 
-constexpr EnumText<Optimizer> kOptimizers[] = {
+constexpr util::EnumText<Optimizer> kOptimizers[] = {
     {Optimizer::adamw, "adamw"}, {Optimizer::adam8bit, "adam8bit"}, {Optimizer::sgd, "sgd"}};
 
 std::string_view optimizer_name(Optimizer o) {
-  return enum_text(kOptimizers, o, "adamw");
+  return util::enum_text(kOptimizers, o, "adamw");
 }
 
-constexpr EnumText<Recompute> kRecomputes[] = {
+constexpr util::EnumText<Recompute> kRecomputes[] = {
     {Recompute::none, "none"}, {Recompute::selective, "selective"}, {Recompute::full, "full"}};
 
 std::string_view recompute_name(Recompute r) {
-  return enum_text(kRecomputes, r, "none");
+  return util::enum_text(kRecomputes, r, "none");
 }
 
-constexpr EnumText<Attention> kAttentions[] = {
+constexpr util::EnumText<Attention> kAttentions[] = {
     {Attention::eager, "eager"}, {Attention::sdpa, "sdpa"}, {Attention::flash, "flash"}};
 
 std::string_view attention_name(Attention a) {
-  return enum_text(kAttentions, a, "sdpa");
+  return util::enum_text(kAttentions, a, "sdpa");
 }
 
-constexpr EnumText<Objective> kObjectives[] = {
+constexpr util::EnumText<Objective> kObjectives[] = {
     {Objective::cost, "cost"}, {Objective::time, "time"}, {Objective::score, "score"}};
 
 namespace {
 
 /// `text` (any case) as one of `table`'s values; a usage error naming `flag` and the choices otherwise.
 template <class E, std::size_t N>
-Result<E> parse_setting(const EnumText<E> (&table)[N], std::string_view text, const char* flag) {
-  if (auto v = enum_from_text(table, to_lower(text))) return *v;
-  return make_error(ErrorKind::usage, fmt::format("{} '{}' is not one of {}", flag, text, enum_texts(table)));
+Result<E> parse_setting(const util::EnumText<E> (&table)[N], std::string_view text, const char* flag) {
+  if (auto v = util::enum_from_text(table, util::to_lower(text))) return *v;
+  return make_error(ErrorKind::usage, fmt::format("{} '{}' is not one of {}", flag, text, util::enum_texts(table)));
 }
 
 }  // namespace
@@ -86,7 +86,7 @@ Result<Objective> parse_objective(std::string_view text) {
 
 /// "7e9", "7B", "770M", "1.5T", "2e9" → a positive count.
 Result<double> parse_count(const std::string& text, const char* flag) {
-  std::string s(trim(text));
+  std::string s(util::trim(text));
   double scale = 1;
   if (!s.empty()) {
     switch (std::toupper(static_cast<unsigned char>(s.back()))) {
@@ -108,7 +108,7 @@ Result<double> parse_count(const std::string& text, const char* flag) {
     }
     if (scale != 1) s.pop_back();
   }
-  auto v = parse_number(s);
+  auto v = util::parse_number(s);
   if (!v || !std::isfinite(*v) || !(*v > 0))
     return make_error(ErrorKind::usage,
                       fmt::format("{} '{}' must be a positive number (e.g. 2e9, 7B, 770M)", flag, text));

@@ -15,14 +15,14 @@ Result<Weights> parse_weights(std::string_view text) {
   static const char* const names[5] = {"cost", "perf", "memory", "risk", "carbon"};
   double* slots[5] = {&w.cost, &w.perf, &w.memory, &w.risk, &w.carbon};
   std::size_t pos = 0;
-  if (trim(text).empty()) return make_error(ErrorKind::usage, "--weights: empty; e.g. cost=0.5,perf=0.5");
+  if (util::trim(text).empty()) return make_error(ErrorKind::usage, "--weights: empty; e.g. cost=0.5,perf=0.5");
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string_view item = trim(text.substr(pos, comma - pos));
+    const std::string_view item = util::trim(text.substr(pos, comma - pos));
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos)
       return make_error(ErrorKind::usage, fmt::format("--weights: '{}' is not KEY=VALUE", item));
-    const std::string key = to_lower(trim(item.substr(0, eq)));
+    const std::string key = util::to_lower(util::trim(item.substr(0, eq)));
     int idx = -1;
     for (int i = 0; i < 5; ++i)
       if (key == names[i]) idx = i;
@@ -33,7 +33,7 @@ Result<Weights> parse_weights(std::string_view text) {
                                     key));
     if (seen[idx]) return make_error(ErrorKind::usage, fmt::format("--weights: '{}' given twice", key));
     seen[idx] = true;
-    auto v = parse_number(item.substr(eq + 1));
+    auto v = util::parse_number(item.substr(eq + 1));
     if (!v) return make_error(ErrorKind::usage, fmt::format("--weights: {}: {}", key, v.error().message));
     *slots[idx] = *v;
     pos = comma + 1;

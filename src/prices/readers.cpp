@@ -20,12 +20,12 @@ bool ends_with(std::string_view s, std::string_view tail) {
 }
 
 std::string str(const nlohmann::json& j, const char* key) {
-  return json_string(j, key).value_or("");
+  return util::json_string(j, key).value_or("");
 }
 
 // A JSON value that should be a price: numbers are read through their shortest decimal text (the text the
 // provider wrote for any price with up to 17 significant digits), strings as decimal text.
-void read_price(const nlohmann::json* v, std::optional<NanoUsd>& nanos, std::string& text) {
+void read_price(const nlohmann::json* v, std::optional<util::NanoUsd>& nanos, std::string& text) {
   if (v == nullptr || v->is_null()) {
     text = "(missing)";
     return;
@@ -33,9 +33,9 @@ void read_price(const nlohmann::json* v, std::optional<NanoUsd>& nanos, std::str
   if (v->is_number_integer() || v->is_number_unsigned()) {
     text = v->dump();
   } else if (v->is_number_float()) {
-    const auto d = json_number(v);
+    const auto d = util::json_number(v);
     text = d ? fmt::format("{}", *d) : "NaN";
-  } else if (auto s = json_string(v)) {
+  } else if (auto s = util::json_string(v)) {
     text = std::move(*s);
   } else {
     text = v->dump();
@@ -46,14 +46,14 @@ void read_price(const nlohmann::json* v, std::optional<NanoUsd>& nanos, std::str
 
 /// `text` as JSON; a discarded value when it is not.
 nlohmann::json parse_json(std::string_view text) {
-  auto j = json_parse(text, "");
+  auto j = util::json_parse(text, "");
   return j ? std::move(*j) : nlohmann::json(nlohmann::json::value_t::discarded);
 }
 
 }  // namespace
 
-std::optional<NanoUsd> parse_decimal_nanos(std::string_view text) {
-  text = trim(text);
+std::optional<util::NanoUsd> parse_decimal_nanos(std::string_view text) {
+  text = util::trim(text);
   bool negative = false;
   if (!text.empty() && (text[0] == '-' || text[0] == '+')) {
     negative = text[0] == '-';
@@ -68,16 +68,16 @@ std::optional<NanoUsd> parse_decimal_nanos(std::string_view text) {
     return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
   if (!digits(whole) || !digits(frac)) return std::nullopt;
-  constexpr NanoUsd kMax = std::numeric_limits<NanoUsd>::max() / 10;
-  NanoUsd units = 0;
+  constexpr util::NanoUsd kMax = std::numeric_limits<util::NanoUsd>::max() / 10;
+  util::NanoUsd units = 0;
   for (char c : whole) {
     units = units * 10 + (c - '0');
     if (units > kMax / 100'000'000) return std::nullopt;  // more than ~$92 million: not a price
   }
-  NanoUsd nanos = 0;
+  util::NanoUsd nanos = 0;
   for (std::size_t i = 0; i < 9; ++i) nanos = nanos * 10 + (i < frac.size() ? frac[i] - '0' : 0);
   if (frac.size() > 9 && frac[9] >= '5') ++nanos;
-  const NanoUsd total = units * 1'000'000'000 + nanos;
+  const util::NanoUsd total = units * 1'000'000'000 + nanos;
   return negative ? -total : total;
 }
 
@@ -89,7 +89,7 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
-  const nlohmann::json* items = json_array(j, "Items");
+  const nlohmann::json* items = util::json_array(j, "Items");
   if (!items)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no Items array: not an Azure Retail Prices page", origin));
@@ -122,10 +122,10 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
       ++page.filtered;
       continue;
     }
-    read_price(json_member(item, "retailPrice"), p.nanos, p.text);
+    read_price(util::json_member(item, "retailPrice"), p.nanos, p.text);
     page.prices.push_back(std::move(p));
   }
-  if (auto next = json_string(j, "NextPageLink"); next && !next->empty()) page.next_link = std::move(*next);
+  if (auto next = util::json_string(j, "NextPageLink"); next && !next->empty()) page.next_link = std::move(*next);
   return page;
 }
 
@@ -269,7 +269,7 @@ Result<void> AwsCsvReader::row(std::vector<std::string>& fields) {
     ++filtered_;
     return ok_result();
   }
-  if (const auto gpus = parse_number(at(col_gpu_)); gpus && *gpus > 0) gpu_instances_.insert(instance);
+  if (const auto gpus = util::parse_number(at(col_gpu_)); gpus && *gpus > 0) gpu_instances_.insert(instance);
   const bool keep = at(col_term_) == "OnDemand" && at(col_os_) == "Linux" && at(col_tenancy_) == "Shared" &&
                     at(col_capacity_) == "Used" && at(col_sw_) == "NA" &&
                     (col_unit_ < 0 || at(col_unit_) == "Hrs") &&
@@ -299,7 +299,7 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not a complete JSON page ({} bytes): truncated or malformed", origin, json.size()));
-  const nlohmann::json* skus = json_array(j, "skus");
+  const nlohmann::json* skus = util::json_array(j, "skus");
   if (!skus)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no skus array: not a Cloud Billing Catalog page", origin));
@@ -308,36 +308,36 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
     if (!s.is_object()) continue;
     GcpSku sku;
     sku.description = str(s, "description");
-    if (const nlohmann::json* c = json_object(s, "category")) {
+    if (const nlohmann::json* c = util::json_object(s, "category")) {
       sku.resource_group = str(*c, "resourceGroup");
       sku.usage_type = str(*c, "usageType");
     }
-    if (const nlohmann::json* r = json_array(s, "serviceRegions"))
+    if (const nlohmann::json* r = util::json_array(s, "serviceRegions"))
       for (const auto& region : *r)
-        if (auto name = json_string(&region)) sku.regions.push_back(std::move(*name));
+        if (auto name = util::json_string(&region)) sku.regions.push_back(std::move(*name));
     sku.text = "(missing)";
-    const nlohmann::json* pi = json_array(s, "pricingInfo");
-    const nlohmann::json* first = pi ? json_object(json_element(*pi, 0)) : nullptr;
+    const nlohmann::json* pi = util::json_array(s, "pricingInfo");
+    const nlohmann::json* first = pi ? util::json_object(util::json_element(*pi, 0)) : nullptr;
     if (first) {
-      if (const nlohmann::json* expr = json_object(*first, "pricingExpression")) {
+      if (const nlohmann::json* expr = util::json_object(*first, "pricingExpression")) {
         sku.usage_unit = str(*expr, "usageUnit");
-        const nlohmann::json* tiers = json_array(*expr, "tieredRates");
+        const nlohmann::json* tiers = util::json_array(*expr, "tieredRates");
         const nlohmann::json* last =
-            tiers && !tiers->empty() ? json_object(json_element(*tiers, tiers->size() - 1)) : nullptr;
+            tiers && !tiers->empty() ? util::json_object(util::json_element(*tiers, tiers->size() - 1)) : nullptr;
         if (last) {
           // The last tier is the rate past any free amount (GPUs and cores have one tier).
-          if (const nlohmann::json* price = json_object(*last, "unitPrice")) {
-            std::optional<NanoUsd> units;
+          if (const nlohmann::json* price = util::json_object(*last, "unitPrice")) {
+            std::optional<util::NanoUsd> units;
             std::string units_text = "0";
-            if (const nlohmann::json* u = json_member(*price, "units"))
+            if (const nlohmann::json* u = util::json_member(*price, "units"))
               read_price(u, units, units_text);
             else
               units = 0;
             std::int64_t nanos = 0;
             bool nanos_ok = true;
-            const nlohmann::json* n = json_member(*price, "nanos");
+            const nlohmann::json* n = util::json_member(*price, "nanos");
             if (n) {
-              const auto v = json_int(n);
+              const auto v = util::json_int(n);
               nanos_ok = v && *v > -1'000'000'000 && *v < 1'000'000'000;
               if (nanos_ok) nanos = *v;
             }
@@ -362,20 +362,20 @@ Result<std::vector<LambdaType>> read_lambda_types(std::string_view json, std::st
     return make_error(
         ErrorKind::unavailable,
         fmt::format("{}: not complete JSON ({} bytes): truncated or malformed", origin, json.size()));
-  const nlohmann::json* data = json_object(j, "data");
+  const nlohmann::json* data = util::json_object(j, "data");
   if (!data)
     return make_error(ErrorKind::unavailable,
                       fmt::format("{}: no data object: not Lambda's instance-types answer", origin));
   std::vector<LambdaType> out;
   for (const auto& [key, entry] : data->items()) {
-    const nlohmann::json* it = json_object(entry, "instance_type");
+    const nlohmann::json* it = util::json_object(entry, "instance_type");
     if (!it) continue;
     LambdaType t;
     t.name = str(*it, "name");
     if (t.name.empty()) t.name = key;
     t.gpu_description = str(*it, "gpu_description");
-    std::optional<NanoUsd> c;
-    read_price(json_member(*it, "price_cents_per_hour"), c, t.text);
+    std::optional<util::NanoUsd> c;
+    read_price(util::json_member(*it, "price_cents_per_hour"), c, t.text);
     // Whole cents only; 1 cent = 10'000'000 nano-dollars.
     if (c && *c % 1'000'000'000 == 0 && *c / 1'000'000'000 < 100'000'000) t.nanos = *c / 100;
     if (!t.text.empty() && t.text != "(missing)") t.text += " cents";

@@ -68,16 +68,16 @@ Result<std::string> get_page(HttpGetter& http, const std::string& url, const Htt
   return body;
 }
 
-std::optional<NanoUsd> nanos_of(const std::optional<double>& usd_per_hour) {
+std::optional<util::NanoUsd> nanos_of(const std::optional<double>& usd_per_hour) {
   if (!usd_per_hour) return std::nullopt;
-  return usd_to_nanos(*usd_per_hour);
+  return util::usd_to_nanos(*usd_per_hour);
 }
 
 // A fetched price for one instance in one region, before the sanity rules.
 struct Candidate {
   const catalog::InstanceGpus* family = nullptr;
   std::string region;
-  std::optional<NanoUsd> ondemand, spot;
+  std::optional<util::NanoUsd> ondemand, spot;
   std::string ondemand_text, spot_text;
   bool ondemand_seen = false, spot_seen = false;
   bool spot_from_catalog = false;
@@ -258,7 +258,7 @@ Result<void> fetch_gcp(HttpGetter& http, const std::string& base, const std::str
         c.family = &fam;
         c.region = region;
         c.source = source;
-        std::optional<NanoUsd> total;
+        std::optional<util::NanoUsd> total;
         std::string text = fmt::format("{} x {} + {} x {} + {} x {}", fam.gpu_count, gpu->text, *fam.vcpus,
                                        core->text, *fam.memory_gib, ram->text);
         if (gpu->nanos && core->nanos && ram->nanos) {
@@ -311,17 +311,17 @@ Result<void> fetch_lambda(HttpGetter& http, const std::string& base, const std::
   return ok_result();
 }
 
-std::string price_text(NanoUsd n) {
-  return format_nanos(n);
+std::string price_text(util::NanoUsd n) {
+  return util::format_nanos(n);
 }
 
 // More than 50 % away from the previous price, in integers: |new - old| * 2 > old.
-bool big_change(std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
+bool big_change(std::optional<util::NanoUsd> before, std::optional<util::NanoUsd> after) {
   if (!before || !after || *before <= 0) return false;
   return meter::moved_over_half(*before, *after);
 }
 
-std::string change_text(const char* what, std::optional<NanoUsd> before, std::optional<NanoUsd> after) {
+std::string change_text(const char* what, std::optional<util::NanoUsd> before, std::optional<util::NanoUsd> after) {
   if (!before || !after || *before == *after) return {};
   const std::int64_t per_mille = meter::change_per_mille(*before, *after);
   return fmt::format("{} {} -> {} ({:+}.{}%)", what, price_text(*before), price_text(*after),
@@ -338,38 +338,38 @@ std::vector<std::string> catalog_regions(const catalog::Catalog& catalog, Provid
 
 }  // namespace
 
-constexpr EnumText<Provider> kProviders[] = {
+constexpr util::EnumText<Provider> kProviders[] = {
     {Provider::azure, "azure"}, {Provider::aws, "aws"}, {Provider::gcp, "gcp"}, {Provider::lambda, "lambda"}};
 
 const char* to_string(Provider p) {
-  return enum_text(kProviders, p, "?");
+  return util::enum_text(kProviders, p, "?");
 }
 
 std::optional<Provider> provider_from(std::string_view name) {
-  return enum_from_text(kProviders, to_lower(name));
+  return util::enum_from_text(kProviders, util::to_lower(name));
 }
 
-constexpr EnumText<Provider> kEndpoints[] = {{Provider::azure, "https://prices.azure.com"},
+constexpr util::EnumText<Provider> kEndpoints[] = {{Provider::azure, "https://prices.azure.com"},
                                              {Provider::aws, "https://pricing.us-east-1.amazonaws.com"},
                                              {Provider::gcp, "https://cloudbilling.googleapis.com"},
                                              {Provider::lambda, "https://cloud.lambda.ai"}};
 
 std::string default_endpoint(Provider p) {
-  return enum_text(kEndpoints, p);
+  return util::enum_text(kEndpoints, p);
 }
 
-constexpr EnumText<Verdict> kVerdicts[] = {{Verdict::added, "added"},         {Verdict::updated, "updated"},
+constexpr util::EnumText<Verdict> kVerdicts[] = {{Verdict::added, "added"},         {Verdict::updated, "updated"},
                                            {Verdict::unchanged, "unchanged"}, {Verdict::flagged, "flagged"},
                                            {Verdict::held_back, "held_back"}, {Verdict::refused, "refused"}};
 
 const char* to_string(Verdict v) {
-  return enum_text(kVerdicts, v, "?");
+  return util::enum_text(kVerdicts, v, "?");
 }
 
 Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const catalog::Catalog& current,
                                   const std::vector<catalog::Offer>& previous_fetched) {
   UpdateResult result;
-  result.fetched_at = iso8601_utc(options.now_unix_ms);
+  result.fetched_at = util::iso8601_utc(options.now_unix_ms);
   const std::string today = result.fetched_at.substr(0, 10);
   const bool named = !options.providers.empty();
   std::vector<Provider> providers = options.providers;
@@ -465,8 +465,8 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
                         ? before->source.substr(kept)
                         : fmt::format("; spot kept from {} ({})", before->source, before->date);
       }
-      out.new_ondemand_usd_per_hour = nanos_to_usd(*c.ondemand);
-      if (c.spot) out.new_spot_usd_per_hour = nanos_to_usd(*c.spot);
+      out.new_ondemand_usd_per_hour = util::nanos_to_usd(*c.ondemand);
+      if (c.spot) out.new_spot_usd_per_hour = util::nanos_to_usd(*c.spot);
       // Rule 2: more than 50 % away from the previous price is held back.
       const bool moved =
           big_change(old_od, c.ondemand) || (!c.spot_from_catalog && big_change(old_spot, c.spot));
@@ -496,8 +496,8 @@ Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http
       o.gpu_count = c.family->gpu_count;
       o.vcpus = c.family->vcpus;
       o.memory_gib = c.family->memory_gib;
-      o.ondemand_usd_per_hour = nanos_to_usd(*c.ondemand);
-      if (c.spot) o.spot_usd_per_hour = nanos_to_usd(*c.spot);
+      o.ondemand_usd_per_hour = util::nanos_to_usd(*c.ondemand);
+      if (c.spot) o.spot_usd_per_hour = util::nanos_to_usd(*c.spot);
       o.source = c.source + spot_note;
       o.date = today;
       o.fetched_at = result.fetched_at;

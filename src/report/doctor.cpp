@@ -130,7 +130,7 @@ std::string doctor_catalog() {
     return text;
   }
   std::string newest = catalog->newest_price_date();
-  auto age = days_since_date(newest, system_clock().unix_ms());
+  auto age = util::days_since_date(newest, util::system_clock().unix_ms());
   appendf(text, "\ncatalog          %zu GPUs, %zu offers; newest price %s%s\n", catalog->gpus().size(),
           catalog->offers().size(), newest.empty() ? "unknown" : newest.c_str(),
           age ? fmt::format(" ({} days old)", *age).c_str() : "");
@@ -143,7 +143,7 @@ std::string doctor_catalog() {
   bool stale = false;
   for (const auto& p : providers) {
     const std::string date = catalog->newest_price_date(p);
-    const auto days = days_since_date(date, system_clock().unix_ms());
+    const auto days = util::days_since_date(date, util::system_clock().unix_ms());
     std::size_t n = 0, from_fetch = 0;
     for (const auto& o : catalog->offers())
       if (o.provider == p) {
@@ -285,7 +285,7 @@ std::string doctor_preemption(const std::string& mode_text, const std::optional<
   auto client = cloud::make_http_metadata_client(*base, cloud::kMetadataTimeoutMs);
   cloud::NoticePoller poller(*provider, *client);
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = poller.poll(system_clock().unix_ms());
+  auto r = poller.poll(util::system_clock().unix_ms());
   const auto ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
   const std::string name(cloud::provider_name(*provider));

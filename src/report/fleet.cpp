@@ -23,38 +23,38 @@ struct Sample {
 Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const std::string& url,
                                          const std::string& promql) {
   const std::string where = "--prometheus " + url;
-  const auto parsed = json_parse(answer.body, where);
+  const auto parsed = util::json_parse(answer.body, where);
   if (!parsed || !parsed->is_object())
     return make_error(ErrorKind::unavailable, where + ": HTTP " + std::to_string(answer.http_status) +
                                                   ", not a Prometheus API answer");
   const json& j = *parsed;
-  if (json_string(j, "status") != "success")
+  if (util::json_string(j, "status") != "success")
     return make_error(ErrorKind::unavailable,
-                      where + ": query '" + promql + "' failed: " + json_string(j, "error").value_or("?"));
+                      where + ": query '" + promql + "' failed: " + util::json_string(j, "error").value_or("?"));
   auto unexpected = [&](const std::string& what) {
     return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + what);
   };
-  const json* data = json_object(j, "data");
-  if (!data) return unexpected(JsonPath("data").wrong_type("an object", json_member(j, "data")));
-  if (json_string(*data, "resultType") != "vector") return unexpected("resultType is not \"vector\"");
-  const json* result = json_array(*data, "result");
+  const json* data = util::json_object(j, "data");
+  if (!data) return unexpected(util::JsonPath("data").wrong_type("an object", util::json_member(j, "data")));
+  if (util::json_string(*data, "resultType") != "vector") return unexpected("resultType is not \"vector\"");
+  const json* result = util::json_array(*data, "result");
   if (!result)
-    return unexpected(JsonPath("data.result").wrong_type("an array", json_member(*data, "result")));
+    return unexpected(util::JsonPath("data.result").wrong_type("an array", util::json_member(*data, "result")));
   std::vector<Sample> out;
   for (std::size_t i = 0; i < result->size(); ++i) {
     const json& r = (*result)[i];
-    const JsonPath at = JsonPath("data.result") / i;
+    const util::JsonPath at = util::JsonPath("data.result") / i;
     Sample s;
-    const json* metric = json_object(r, "metric");
-    if (!metric) return unexpected((at / "metric").wrong_type("an object", json_member(r, "metric")));
+    const json* metric = util::json_object(r, "metric");
+    if (!metric) return unexpected((at / "metric").wrong_type("an object", util::json_member(r, "metric")));
     for (const auto& [k, v] : metric->items()) {
-      auto label = json_string(&v);
+      auto label = util::json_string(&v);
       if (!label) return unexpected((at / "metric" / k).wrong_type("a string", &v));
       s.labels[k] = std::move(*label);
     }
-    const json* pair = json_array(r, "value");
-    const json* value = pair ? json_element(*pair, 1) : nullptr;
-    const auto text = json_string(value);
+    const json* pair = util::json_array(r, "value");
+    const json* value = pair ? util::json_element(*pair, 1) : nullptr;
+    const auto text = util::json_string(value);
     if (!text) return unexpected((at / "value" / std::size_t{1}).wrong_type("a string", value));
     const char* end = text->data() + text->size();
     const auto [p, ec] = std::from_chars(text->data(), end, s.value);

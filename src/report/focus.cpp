@@ -16,7 +16,7 @@ namespace {
 
 /// First day of the month (UTC) of `unix_ms`, and of the next month.
 std::pair<std::int64_t, std::int64_t> billing_month(std::int64_t unix_ms) {
-  return {month_start_unix_ms(unix_ms), month_start_unix_ms(unix_ms, 1)};
+  return {util::month_start_unix_ms(unix_ms), util::month_start_unix_ms(unix_ms, 1)};
 }
 
 std::string gpu_hours_text(std::int64_t billed_s) {
@@ -66,7 +66,7 @@ Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOpt
     const bool spot = r.price_source.find("spot") != std::string::npos;
     const std::string tags = nlohmann::json(r.labels).dump();
     for (std::size_t g = 0; g < resources.size(); ++g) {
-      const std::string cost_text = usd_decimal(costs[g], true);
+      const std::string cost_text = util::usd_decimal(costs[g], true);
       const std::string resource_id = resources[g].empty() ? r.host : r.host + "/" + resources[g];
       const std::string quantity = gpu_hours_text(r.billed_s);
       const std::vector<std::string> row = {
@@ -75,10 +75,10 @@ Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOpt
           cost_text,
           cost_text,
           "USD",
-          iso8601_utc(period_start),
-          iso8601_utc(period_end),
-          iso8601_utc(r.start_unix_ms),
-          iso8601_utc(std::max(end_ms, r.start_unix_ms + 1000)),
+          util::iso8601_utc(period_start),
+          util::iso8601_utc(period_end),
+          util::iso8601_utc(r.start_unix_ms),
+          util::iso8601_utc(std::max(end_ms, r.start_unix_ms + 1000)),
           "Usage",
           "",
           "Usage-Based",
@@ -86,7 +86,7 @@ Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOpt
           spot ? "Dynamic" : "Standard",
           quantity,
           "GPU-Hours",
-          usd_decimal(r.price_micros_per_gpu_hour, true),
+          util::usd_decimal(r.price_micros_per_gpu_hour, true),
           quantity,
           "GPU-Hours",
           resource_id,
@@ -104,7 +104,7 @@ Result<std::string> render_focus_csv(const store::Ledger& ledger, const MultiOpt
           r.user,
           r.user,
           tags};
-      for (std::size_t c = 0; c < row.size(); ++c) out += (c ? "," : "") + csv_escape(row[c]);
+      for (std::size_t c = 0; c < row.size(); ++c) out += (c ? "," : "") + util::csv_escape(row[c]);
       out += "\r\n";
     }
   }

@@ -16,7 +16,7 @@ namespace gm::report {
 namespace {
 /// Parses a signed number with an optional trailing '%'.
 std::optional<std::pair<double, bool>> signed_amount(std::string_view text) {
-  text = trim(text);
+  text = util::trim(text);
   if (text.empty()) return std::nullopt;
   bool negative = false;
   bool explicit_sign = false;
@@ -31,7 +31,7 @@ std::optional<std::pair<double, bool>> signed_amount(std::string_view text) {
     pct = true;
     text.remove_suffix(1);
   }
-  auto v = parse_number(text);
+  auto v = util::parse_number(text);
   if (!v) return std::nullopt;
   return std::make_pair(negative ? -*v : *v, pct);
 }
@@ -44,7 +44,7 @@ Result<MinGain> parse_min_gain(std::string_view text) {
   };
   auto eq = text.find('=');
   if (eq == std::string_view::npos) return bad("no '='");
-  std::string name(trim(text.substr(0, eq)));
+  std::string name(util::trim(text.substr(0, eq)));
   if (name.empty()) return bad("no metric name");
   auto amount = signed_amount(text.substr(eq + 1));
   if (!amount) return bad("'" + std::string(text.substr(eq + 1)) + "' is not a number");
@@ -81,9 +81,9 @@ std::string display(const std::string& name, double v) {
     return name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  if (ends("_usd") || name.rfind("usd_per", 0) == 0) return v < 0 ? "-" + format_usd(-v) : format_usd(v);
+  if (ends("_usd") || name.rfind("usd_per", 0) == 0) return v < 0 ? "-" + util::format_usd(-v) : util::format_usd(v);
   if (ends("_per_s")) return fmt::format("{:.1f}/s", v);
-  if (ends("_s")) return v < 0 ? "-" + format_duration_s(-v) : format_duration_s(v);
+  if (ends("_s")) return v < 0 ? "-" + util::format_duration_s(-v) : util::format_duration_s(v);
   if (ends("_kwh")) return fmt::format("{:.4f} kWh", v);
   if (name.rfind("metric:", 0) == 0) return fmt::format("{:.4g}", v);
   return num(v);
@@ -110,7 +110,7 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
         return make_error(ErrorKind::usage, "--max-token-cost-increase: run " + std::to_string(side->run.id) +
                                                 " has no $ per 1M generated tokens (it served no tokens "
                                                 "under gpumeter run --inference-endpoint, or has no price)");
-  auto cost = make_row("cost_usd", micros_to_usd(a.run.cost_micros), micros_to_usd(b.run.cost_micros));
+  auto cost = make_row("cost_usd", util::micros_to_usd(a.run.cost_micros), util::micros_to_usd(b.run.cost_micros));
   if (gate.max_cost_increase_pct) {
     const double limit = *gate.max_cost_increase_pct;
     cost.limit = fmt::format("<= {:+g}%", limit);
@@ -126,8 +126,8 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
       make_row("billed_s", static_cast<double>(a.run.billed_s), static_cast<double>(b.run.billed_s)));
   res.rows.push_back(make_row("gpus_allocated", static_cast<double>(a.run.gpus_allocated.size()),
                               static_cast<double>(b.run.gpus_allocated.size())));
-  res.rows.push_back(make_row("idle_cost_usd", micros_to_usd(a.run.idle_cost_micros),
-                              micros_to_usd(b.run.idle_cost_micros)));
+  res.rows.push_back(make_row("idle_cost_usd", util::micros_to_usd(a.run.idle_cost_micros),
+                              util::micros_to_usd(b.run.idle_cost_micros)));
   res.rows.push_back(make_row("energy_kwh", a.run.energy_j / 3.6e6, b.run.energy_j / 3.6e6));
   const RunKpis ka = compute_kpis(a.run, a.progress, nullptr, {});
   const RunKpis kb = compute_kpis(b.run, b.progress, nullptr, {});
@@ -194,8 +194,8 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
 std::string render_compare_text(const CompareResult& r) {
   std::string out =
       fmt::format("gpumeter compare: run {} (A, baseline) vs run {} (B, candidate)\n\n", r.run_a, r.run_b);
-  TextTable tab;
-  using A = TextTable::Align;
+  util::TextTable tab;
+  using A = util::TextTable::Align;
   tab.header({"", "A", "B", "change", "limit", "verdict"},
              {A::left, A::right, A::right, A::right, A::left, A::left});
   for (const auto& row : r.rows) {
@@ -225,12 +225,12 @@ std::string render_compare_json(const CompareResult& r) {
   j["rows"] = nlohmann::json::array();
   for (const auto& row : r.rows)
     j["rows"].push_back({{"name", row.name},
-                         {"a", json_or_null(row.a)},
-                         {"b", json_or_null(row.b)},
-                         {"delta", json_or_null(row.delta)},
-                         {"delta_pct", json_or_null(row.delta_pct)},
+                         {"a", util::json_or_null(row.a)},
+                         {"b", util::json_or_null(row.b)},
+                         {"delta", util::json_or_null(row.delta)},
+                         {"delta_pct", util::json_or_null(row.delta_pct)},
                          {"limit", row.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.limit)},
-                         {"pass", json_or_null(row.pass)}});
+                         {"pass", util::json_or_null(row.pass)}});
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

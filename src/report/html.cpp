@@ -23,7 +23,7 @@ using nlohmann::json;
 
 json series(const std::string& label, const std::vector<std::optional<double>>& values, bool dash = false) {
   json vals = json::array();
-  for (const auto& v : values) vals.push_back(json_or_null(v));
+  for (const auto& v : values) vals.push_back(util::json_or_null(v));
   json s = {{"label", label}, {"values", vals}};
   if (dash) s["dash"] = true;
   return s;
@@ -41,8 +41,8 @@ nlohmann::json money_bars(const std::string& id, const std::string& title,
   std::vector<double> values;
   std::vector<std::string> text;
   for (MicroUsd m : amounts) {
-    values.push_back(micros_to_usd(m));
-    text.push_back(format_micros(m));
+    values.push_back(util::micros_to_usd(m));
+    text.push_back(util::format_micros(m));
   }
   return html::hbar_chart(id, title, categories, values, series_label, text);
 }
@@ -62,7 +62,7 @@ std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in,
   const double burn = meter::burn_usd_per_s(in.run.price_micros_per_gpu_hour,
                                      std::max<std::size_t>(1, in.run.gpus_allocated.size()));
   const auto f =
-      replay.forecast(static_cast<double>(last->t_ms) / 1000, micros_to_usd(last->cost_micros), burn);
+      replay.forecast(static_cast<double>(last->t_ms) / 1000, util::micros_to_usd(last->cost_micros), burn);
   if (!f) return std::nullopt;
   return meter::forecast_spread_usd(*f);
 }
@@ -94,9 +94,9 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
   }
   for (const auto& a : in.actions) {
     marks.push_back(
-        {{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", text_of(a.kind)}});
+        {{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", util::text_of(a.kind)}});
     if (said.size() < 4)
-      said.push_back(fmt::format("{} at {:.1f} s", text_of(a.kind), static_cast<double>(a.t_ms) / 1000));
+      said.push_back(fmt::format("{} at {:.1f} s", util::text_of(a.kind), static_cast<double>(a.t_ms) / 1000));
   }
   std::string note;
   if (!said.empty()) {
@@ -141,40 +141,40 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   spec["subtitle"] = fmt::format("{} on {}, started {} UTC, {}", r.user, r.host,
                                  format_time_utc(r.start_unix_ms), describe_status(r));
   json summary = json::array();
-  summary.push_back({"cost", format_micros(r.cost_micros)});
+  summary.push_back({"cost", util::format_micros(r.cost_micros)});
   summary.push_back(
       {"price",
-       fmt::format("{}/GPU-h ({})", format_usd(micros_to_usd(r.price_micros_per_gpu_hour)), r.price_source)});
+       fmt::format("{}/GPU-h ({})", util::format_usd(util::micros_to_usd(r.price_micros_per_gpu_hour)), r.price_source)});
   summary.push_back(
       {"wall / billed",
-       fmt::format("{} / {} s", format_duration_s(static_cast<double>(r.wall_ms) / 1000), r.billed_s)});
+       fmt::format("{} / {} s", util::format_duration_s(static_cast<double>(r.wall_ms) / 1000), r.billed_s)});
   summary.push_back({"GPUs allocated / used",
                      fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(), r.gpu_model)});
-  summary.push_back({"idle cost (used GPUs)", format_micros(r.idle_cost_micros)});
-  summary.push_back({"unused allocated GPUs", format_micros(r.unused_gpu_cost_micros)});
-  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, text_of(r.energy_method))});
+  summary.push_back({"idle cost (used GPUs)", util::format_micros(r.idle_cost_micros)});
+  summary.push_back({"unused allocated GPUs", util::format_micros(r.unused_gpu_cost_micros)});
+  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, util::text_of(r.energy_method))});
   summary.push_back(
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
-  if (r.budget_micros) summary.push_back({"budget", format_micros(*r.budget_micros)});
-  if (r.forecast_cost_usd) summary.push_back({"forecast", format_usd(*r.forecast_cost_usd)});
+  if (r.budget_micros) summary.push_back({"budget", util::format_micros(*r.budget_micros)});
+  if (r.forecast_cost_usd) summary.push_back({"forecast", util::format_usd(*r.forecast_cost_usd)});
   if (r.status == store::RunStatus::preempted) summary.push_back({"preemption", describe_status(r)});
   if (r.last_checkpoint_ms)
     summary.push_back(
         {"last checkpoint",
-         format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) + " after the start"});
+         util::format_duration_s(static_cast<double>(*r.last_checkpoint_ms) / 1000) + " after the start"});
   if (r.lost_work_micros)
-    summary.push_back({"lost work (since the last checkpoint)", format_micros(*r.lost_work_micros)});
+    summary.push_back({"lost work (since the last checkpoint)", util::format_micros(*r.lost_work_micros)});
   if (in.kpis) {
     const auto& k = *in.kpis;
-    if (k.usd_per_step) summary.push_back({"$ per step", format_usd(*k.usd_per_step)});
-    if (k.usd_per_1k_samples) summary.push_back({"$ per 1k samples", format_usd(*k.usd_per_1k_samples)});
-    if (k.usd_per_1m_tokens) summary.push_back({"$ per 1M tokens", format_usd(*k.usd_per_1m_tokens)});
+    if (k.usd_per_step) summary.push_back({"$ per step", util::format_usd(*k.usd_per_step)});
+    if (k.usd_per_1k_samples) summary.push_back({"$ per 1k samples", util::format_usd(*k.usd_per_1k_samples)});
+    if (k.usd_per_1m_tokens) summary.push_back({"$ per 1M tokens", util::format_usd(*k.usd_per_1m_tokens)});
     if (k.mfu) summary.push_back({"MFU", fmt::format("{:.1f}% ({})", *k.mfu * 100, k.mfu_note)});
     if (k.target)
       summary.push_back({"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
                              fmt::format("{:g}", k.target->threshold),
                          k.target_hit
-                             ? fmt::format("{} (step {}, {:.1f} s)", format_micros(k.target_hit->cost_micros),
+                             ? fmt::format("{} (step {}, {:.1f} s)", util::format_micros(k.target_hit->cost_micros),
                                            k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
                                            static_cast<double>(k.target_hit->t_ms) / 1000)
                              : std::string("not reached")});
@@ -182,8 +182,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (const auto s = startup_of(in))
     summary.push_back(
         {"start-up (before the first GPU work)",
-         fmt::format("{} · {} ({:.1f}% of the cost{})", format_duration_s(static_cast<double>(s->ms) / 1000),
-                     format_micros(s->cost_micros), 100 * s->share_of_run,
+         fmt::format("{} · {} ({:.1f}% of the cost{})", util::format_duration_s(static_cast<double>(s->ms) / 1000),
+                     util::format_micros(s->cost_micros), 100 * s->share_of_run,
                      s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
   for (const meter::GpuUsage& g : meter::gpu_usage_from_samples(in.samples))
@@ -198,11 +198,11 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     const bool failed = r.status == store::RunStatus::failed || r.status == store::RunStatus::interrupted ||
                         r.status == store::RunStatus::preempted;
     spec["cards"] = json::array(
-        {{{"label", "cost"}, {"value", format_micros(r.cost_micros)}},
+        {{{"label", "cost"}, {"value", util::format_micros(r.cost_micros)}},
          {{"label", "$/h (" + std::to_string(r.gpus_allocated.size()) + " GPUs)"},
-          {"value", format_usd(rate)}},
+          {"value", util::format_usd(rate)}},
          {{"label", "waste: idle + unused"},
-          {"value", format_micros(waste)},
+          {"value", util::format_micros(waste)},
           {"tone", r.cost_micros > 0 && waste * 5 > r.cost_micros ? "bad" : ""}},
          {{"label", "energy"}, {"value", fmt::format("{:.4f} kWh", r.energy_j / 3.6e6)}},
          {{"label", "CO2"}, {"value", r.co2_kg ? fmt::format("{:.3f} kg", *r.co2_kg) : "unknown"}},
@@ -306,7 +306,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     MicroUsd acc = 0;
     for (auto c : cost_at) {
       acc += c;
-      cum.push_back(micros_to_usd(acc));
+      cum.push_back(util::micros_to_usd(acc));
     }
     std::optional<double> end_s;
     bool reached_total = false;
@@ -341,14 +341,14 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     } else if (r.forecast_cost_usd && reached_total) {
       notes.push_back(
           fmt::format("the run reached {}/{} steps: its cost is final (the last forecast said {})",
-                      *last->step, *total, format_usd(*r.forecast_cost_usd)));
+                      *last->step, *total, util::format_usd(*r.forecast_cost_usd)));
     } else if (r.forecast_cost_usd) {
       notes.push_back(fmt::format("forecast {} (no step progress to place it in time)",
-                                  format_usd(*r.forecast_cost_usd)));
+                                  util::format_usd(*r.forecast_cost_usd)));
     }
     json cs = json::array({series("cost_usd", cum)});
     if (r.budget_micros) {
-      budget.assign(cx.size(), micros_to_usd(*r.budget_micros));
+      budget.assign(cx.size(), util::micros_to_usd(*r.budget_micros));
       cs.push_back(series("budget_usd", budget, true));
     }
     // The band first (its fill is drawn with its upper series), then the forecast over it.
@@ -457,8 +457,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (!in.actions.empty()) {
     json rows = json::array();
     for (const auto& a : in.actions)
-      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), text_of(a.kind),
-                      format_micros(a.cost_micros), a.message});
+      rows.push_back({fmt::format("{:.1f}", static_cast<double>(a.t_ms) / 1000), util::text_of(a.kind),
+                      util::format_micros(a.cost_micros), a.message});
     tables.push_back(
         {{"title", "Actions"}, {"header", {"t (s)", "kind", "spent", "message"}}, {"rows", rows}});
   }
@@ -475,18 +475,18 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   const auto& t = rep.total;
   auto u = t.mean_util_pct();
   spec["summary"] =
-      json::array({json::array({"cost", format_micros(t.cost_micros)}),
+      json::array({json::array({"cost", util::format_micros(t.cost_micros)}),
                    json::array({"GPU-hours", gpu_hours_text(t.gpu_hours)}),
-                   json::array({"waste", format_micros(t.waste_micros())}),
+                   json::array({"waste", util::format_micros(t.waste_micros())}),
                    json::array({"mean utilization", u ? fmt::format("{:.1f}%", *u) : "unknown"}),
                    json::array({"energy", fmt::format("{:.3f} kWh", t.energy_kwh)}),
                    json::array({"CO2", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"})});
   spec["cards"] = json::array(
-      {{{"label", "cost"}, {"value", format_micros(t.cost_micros)}},
+      {{{"label", "cost"}, {"value", util::format_micros(t.cost_micros)}},
        {{"label", "runs"}, {"value", std::to_string(t.runs)}},
        {{"label", "GPU-hours"}, {"value", gpu_hours_text(t.gpu_hours)}},
        {{"label", "waste"},
-        {"value", format_micros(t.waste_micros())},
+        {"value", util::format_micros(t.waste_micros())},
         {"tone", t.cost_micros > 0 && meter::share_over(t.waste_micros(), t.cost_micros, 5) ? "bad" : ""}},
        {{"label", "energy"}, {"value", fmt::format("{:.3f} kWh", t.energy_kwh)}},
        {{"label", "CO2"}, {"value", t.co2_kg ? fmt::format("{:.3f} kg", *t.co2_kg) : "unknown"}}});
@@ -512,7 +512,7 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
         util.push_back(std::nullopt);
       }
       tx.push_back((static_cast<double>(b.start_unix_ms) / 1000.0 - t0) / unit_s);
-      cost.push_back(micros_to_usd(b.cost_micros));
+      cost.push_back(util::micros_to_usd(b.cost_micros));
       util.push_back(b.util_samples > 0
                          ? std::optional<double>(b.util_sum_pct / static_cast<double>(b.util_samples))
                          : std::nullopt);
@@ -542,8 +542,8 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
       for (const auto& g : rep.groups) {
         auto ms = parse_date_utc(g.key, "day");
         dx.push_back(ms ? static_cast<double>(*ms) / 86'400'000.0 - d0 : 0);
-        c.push_back(micros_to_usd(g.cost_micros));
-        w.push_back(micros_to_usd(g.waste_micros()));
+        c.push_back(util::micros_to_usd(g.cost_micros));
+        w.push_back(util::micros_to_usd(g.waste_micros()));
       }
       if (dx.size() >= 2)
         charts.push_back(html::line_chart("cost-per-day", "Cost per day (runs by start day)",
@@ -562,8 +562,8 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   json rows = json::array();
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
-                    format_duration_s(r.wall_s), format_micros(r.cost_micros), format_micros(r.waste_micros),
-                    r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text, r.command});
+                    util::format_duration_s(r.wall_s), util::format_micros(r.cost_micros), util::format_micros(r.waste_micros),
+                    r.status_text.empty() ? std::string(util::text_of(r.status)) : r.status_text, r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},
         {"header", {"run", "started (UTC)", "user", "GPUs", "wall", "cost", "waste", "status", "command"}},

@@ -23,7 +23,7 @@ json rows_table(const std::string& title, const std::vector<trace::DiffRow>& row
     if (i >= limit && !r.failed) continue;
     json row = {r.kind == "summary" ? r.name : display[i], fmt::format("{:.3f}", r.base_ns / 1e6),
                 fmt::format("{:.3f}", r.new_ns / 1e6), change_text(r)};
-    row.push_back(costs[i].delta_usd ? format_usd(*costs[i].delta_usd, true) : std::string("-"));
+    row.push_back(costs[i].delta_usd ? util::format_usd(*costs[i].delta_usd, true) : std::string("-"));
     row.push_back(fmt::format("{:.1f}%", 100 * r.new_share));
     row.push_back(r.failed ? "FAIL" : (r.gated ? "gated" : ""));
     out.push_back(std::move(row));
@@ -53,7 +53,7 @@ Result<std::string> render_trace_diff_html(const findings::PricedDiff& p, const 
   summary.push_back({"verdict", d.pass ? "PASS" : "FAIL"});
   summary.push_back({"gate", fmt::format("+{:.1f}% per {}; items over {:.1f}% of busy time",
                                          100 * in.max_increase, per, 100 * in.min_share)});
-  summary.push_back({"price", price ? fmt::format("{}/GPU-hour ({})", format_micros(*price), p.price.source)
+  summary.push_back({"price", price ? fmt::format("{}/GPU-hour ({})", util::format_micros(*price), p.price.source)
                                     : std::string("none: figures in time only (pass --price)")});
   for (std::size_t i = 0; i < d.summary.size(); ++i) {
     const trace::DiffRow& r = d.summary[i];
@@ -61,7 +61,7 @@ Result<std::string> render_trace_diff_html(const findings::PricedDiff& p, const 
     if (r.name != "window" && r.name != "idle") continue;
     std::string value =
         fmt::format("{:.3f} → {:.3f} ms/{} ({})", r.base_ns / 1e6, r.new_ns / 1e6, per, change_text(r));
-    if (price) value += fmt::format(", {} → {}", format_usd(*c.base_usd), format_usd(*c.new_usd));
+    if (price) value += fmt::format(", {} → {}", util::format_usd(*c.base_usd), util::format_usd(*c.new_usd));
     summary.push_back(
         {r.name == "window" ? "time (and cost) per " + std::string(per) : "idle per " + std::string(per),
          value});
@@ -75,7 +75,7 @@ Result<std::string> render_trace_diff_html(const findings::PricedDiff& p, const 
       const trace::DiffRow& r = d.summary[i];
       if (r.name != "window") continue;
       auto side = [](double ns, const findings::UsdOrNone& usd) {
-        return usd ? format_usd(*usd) : fmt::format("{:.3f} ms", ns / 1e6);
+        return usd ? util::format_usd(*usd) : fmt::format("{:.3f} ms", ns / 1e6);
       };
       cards.push_back(
           {{"label", "BASE per " + std::string(per)}, {"value", side(r.base_ns, p.summary[i].base_usd)}});

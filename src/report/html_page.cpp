@@ -52,17 +52,17 @@ std::string script_safe_json(const nlohmann::json& j) {
 }  // namespace
 
 Result<std::string> page(const nlohmann::json& spec) {
-  auto js = embedded_file("uPlot.iife.min.js");
-  auto css = embedded_file("uPlot.min.css");
-  auto page_js = embedded_file("report.js");
-  auto page_css = embedded_file("report.css");
+  auto js = util::embedded_file("uPlot.iife.min.js");
+  auto css = util::embedded_file("uPlot.min.css");
+  auto page_js = util::embedded_file("report.js");
+  auto page_css = util::embedded_file("report.css");
   if (!page_js || !page_css)
     return make_error("the page script (web/src/report.js, report.css) is not embedded in this build");
   if (!js || !css)
     return make_error(
         "the charting library (uPlot) is not embedded in this build: run scripts/setup.sh "
         "(npm ci and web/build-assets.sh) and rebuild");
-  std::string title = json_string(spec, "title").value_or("gpumeter");
+  std::string title = util::json_string(spec, "title").value_or("gpumeter");
   std::string out;
   out.reserve(js->size() + 4096);
   out += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
@@ -76,7 +76,7 @@ Result<std::string> page(const nlohmann::json& spec) {
   out += *page_css;
   out += "</style>\n</head>\n<body>\n<div id=\"gm-root\"></div>\n<pre id=\"gm-status\">pending</pre>\n";
   out += "<script type=\"application/json\" id=\"gm-data\">" + script_safe_json(spec) + "</script>\n";
-  if (auto license = embedded_file("uPlot.LICENSE")) {
+  if (auto license = util::embedded_file("uPlot.LICENSE")) {
     std::string text(*license);
     for (std::size_t p = text.find("--"); p != std::string::npos; p = text.find("--", p))
       text.replace(p, 2, "- ");
@@ -176,10 +176,10 @@ void add_finding_cards(nlohmann::json& cards, const std::vector<findings::Findin
                        const std::string& where) {
   for (const auto& f : fs) {
     std::string money;
-    if (f.nano_usd_per_month) money = format_nanos(*f.nano_usd_per_month) + "/month at this rate";
+    if (f.nano_usd_per_month) money = util::format_nanos(*f.nano_usd_per_month) + "/month at this rate";
     if (f.nano_usd_per_1k_steps)
-      money += (money.empty() ? "" : ", ") + format_nanos(*f.nano_usd_per_1k_steps) + " per 1k steps";
-    if (money.empty() && f.cost_nano_usd) money = format_nanos(*f.cost_nano_usd);
+      money += (money.empty() ? "" : ", ") + util::format_nanos(*f.nano_usd_per_1k_steps) + " per 1k steps";
+    if (money.empty() && f.cost_nano_usd) money = util::format_nanos(*f.cost_nano_usd);
     cards.push_back({{"severity", findings::severity_name(f.severity)},
                      {"kind", f.kind},
                      {"where", where},

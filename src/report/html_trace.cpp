@@ -51,7 +51,7 @@ std::string common_folder(const std::vector<FileAnalysis>& files) {
 
 /// A figure's time and, when priced, its cost ("1.234 ms · $0.01").
 std::string ms_and_money(std::int64_t ns, const UsdOrNone& usd) {
-  return usd ? fmt::format("{} · {}", ms(ns), format_usd(*usd)) : ms(ns);
+  return usd ? fmt::format("{} · {}", ms(ns), util::format_usd(*usd)) : ms(ns);
 }
 
 /// A table of the largest buckets: name, class (kernels), count, attributed time, share, cost.
@@ -67,7 +67,7 @@ json bucket_table(const std::string& title, const std::vector<trace::Bucket>& bu
     row.push_back(busy_ns > 0 ? fmt::format("{:.1f}%", 100.0 * static_cast<double>(b.attributed_ns) /
                                                            static_cast<double>(busy_ns))
                               : "-");
-    row.push_back(format_usd_or(usd[i]));
+    row.push_back(util::format_usd_or(usd[i]));
     rows.push_back(std::move(row));
   }
   json header = kernels ? json::array({"kernel", "class", "count", "time", "share of busy", "cost"})
@@ -134,7 +134,7 @@ void device_charts(const DeviceAnalysis& d, const DeviceCosts& c, const std::str
     for (std::size_t i = 0; i < buckets.size() && i < kTopItems; ++i) {
       full.push_back(buckets[i].name);
       vals.push_back(static_cast<double>(buckets[i].attributed_ns) / 1e6);
-      texts.push_back(usd[i] ? format_usd(*usd[i]) : ms(buckets[i].attributed_ns));
+      texts.push_back(usd[i] ? util::format_usd(*usd[i]) : ms(buckets[i].attributed_ns));
     }
     // Short names that tell the rows apart (two instantiations of one template keep the argument that
     // differs), as in the terminal; the whole name on hover.
@@ -157,9 +157,9 @@ void job_view(const trace::JobAnalysis& job, const findings::JobCosts& c, std::s
               json& charts, json& tables, json& notes) {
   const bool matched = job.instances > 0;
   std::string line = fmt::format("{} ranks, window {}, {} GPUs, cost {}", job.ranks.size(), ms(job.window_ns),
-                                 job.gpus, format_usd_or(c.gpu_usd));
+                                 job.gpus, util::format_usd_or(c.gpu_usd));
   line += matched ? fmt::format("; straggler wait {} of GPU time ({})", ms(job.wait_ns),
-                                format_usd_or(c.wait_usd))
+                                util::format_usd_or(c.wait_usd))
                   : std::string("; no collective matched across ranks");
   summary.push_back({"job " + job.group, line});
   std::vector<std::string> cats;
@@ -173,7 +173,7 @@ void job_view(const trace::JobAnalysis& job, const findings::JobCosts& c, std::s
     rows.push_back({std::to_string(r.rank), std::to_string(r.gpus), ms(r.busy_ns), ms(r.idle_ns),
                     meta ? std::to_string(r.collectives) : "no collective metadata",
                     meta ? std::to_string(r.arrivals_last) : "-", meta ? ms(r.wait_suffered_ns) : "-",
-                    meta ? ms(r.wait_caused_ns) : "-", meta ? format_usd_or(caused_usd) : "-"});
+                    meta ? ms(r.wait_caused_ns) : "-", meta ? util::format_usd_or(caused_usd) : "-"});
     if (meta) {
       cats.push_back("rank " + std::to_string(r.rank));
       caused.push_back(static_cast<double>(r.wait_caused_ns) / 1e6);
@@ -263,7 +263,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
   json spec;
   spec["title"] = "gpumeter trace";
   spec["subtitle"] = !price                   ? std::string("figures in time only (no price)")
-                     : t.price.source.empty() ? fmt::format("priced at {}/GPU-h", format_micros(*price))
+                     : t.price.source.empty() ? fmt::format("priced at {}/GPU-h", util::format_micros(*price))
                                               : "priced: " + t.price.source;
   json notes = json::array(), charts = json::array(), summary = json::array(), tables = json::array();
   for (const auto& f : files)
@@ -290,7 +290,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
       std::string line =
           fmt::format("window {}, busy {}, idle {}", ms(d.window_ns), ms(d.busy_ns), ms(d.idle_ns));
       if (price)
-        line += fmt::format(", cost {} (idle {})", format_usd_or(c.window_usd), format_usd_or(c.idle_usd));
+        line += fmt::format(", cost {} (idle {})", util::format_usd_or(c.window_usd), util::format_usd_or(c.idle_usd));
       if (d.step_ns.count > 0)
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
       if (d.gpu_name) line += ", " + *d.gpu_name;
@@ -312,7 +312,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
 
   json cards = json::array(
       {{{"label", devices == 1 ? "GPU device" : "GPU devices"}, {"value", std::to_string(devices)}},
-       {{"label", "cost of the windows"}, {"value", format_usd_or(all.window_usd, "no price")}},
+       {{"label", "cost of the windows"}, {"value", util::format_usd_or(all.window_usd, "no price")}},
        {{"label", "busy GPU time"}, {"value", ms(all.busy_ns)}},
        {{"label", "idle"},
         {"value", window_ns > 0 ? fmt::format("{:.0f}%", 100.0 * static_cast<double>(idle_ns) /
@@ -324,7 +324,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
         {"tone", finding_cards.empty() ? "good" : "bad"}}});
   if (all.straggler_ns)
     cards.push_back({{"label", "straggler cost"},
-                     {"value", all.straggler_usd ? format_usd(*all.straggler_usd) : ms(*all.straggler_ns)}});
+                     {"value", all.straggler_usd ? util::format_usd(*all.straggler_usd) : ms(*all.straggler_ns)}});
   spec["cards"] = cards;
   spec["findings"] = finding_cards;
   spec["summary"] = summary;

@@ -109,7 +109,7 @@ RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::Progr
   if (!params) {
     auto it = run.labels.find("params");
     if (it != run.labels.end()) {
-      auto parsed = parse_number(it->second);
+      auto parsed = util::parse_number(it->second);
       if (parsed) params = *parsed;
     }
   }
@@ -171,7 +171,7 @@ Result<ScalingStudy> scaling_study(const std::vector<ScalingInput>& runs) {
       if (r.run.wall_ms <= 0)
         return make_error(ErrorKind::usage, "run " + std::to_string(r.run.id) + " has no wall time");
       row.throughput_per_s = 1000.0 / static_cast<double>(r.run.wall_ms);
-      row.usd_per_unit = micros_to_usd(r.run.cost_micros);
+      row.usd_per_unit = util::micros_to_usd(r.run.cost_micros);
     }
     study.rows.push_back(row);
   }

@@ -42,16 +42,16 @@ std::string render_target_field(const guard::TargetStatus& t) {
                               t.target.threshold);
   auto interval = [&] {
     if (!f.cost_to_reach_usd) return std::string();
-    return fmt::format(", {} in all [{}–{}]", format_usd(*f.cost_to_reach_usd),
-                       format_usd(f.low_usd.value_or(*f.cost_to_reach_usd)),
-                       f.high_usd ? format_usd(*f.high_usd) : std::string("not reached"));
+    return fmt::format(", {} in all [{}–{}]", util::format_usd(*f.cost_to_reach_usd),
+                       util::format_usd(f.low_usd.value_or(*f.cost_to_reach_usd)),
+                       f.high_usd ? util::format_usd(*f.high_usd) : std::string("not reached"));
   };
   switch (f.verdict) {
     case meter::TargetVerdict::too_early:
       return s + ": too early to tell";
     case meter::TargetVerdict::reached:
       return s + fmt::format(": reached at step {:.0f}", f.reached_at_step.value_or(0)) +
-             (f.cost_to_reach_usd ? ", " + format_usd(*f.cost_to_reach_usd) : std::string());
+             (f.cost_to_reach_usd ? ", " + util::format_usd(*f.cost_to_reach_usd) : std::string());
     case meter::TargetVerdict::on_track:
       return s + fmt::format(" at ~step {:.0f}", f.reached_at_step.value_or(0)) + interval();
     case meter::TargetVerdict::unreachable_within_steps:
@@ -70,30 +70,30 @@ std::string render_status_line(const guard::StatusSnapshot& s, std::size_t width
   };
   std::vector<Field> f;
   f.push_back(
-      {0, fmt::format("{}gpumeter {}", s.simulated ? "SIMULATED · " : "", format_duration_s(s.elapsed_s))});
+      {0, fmt::format("{}gpumeter {}", s.simulated ? "SIMULATED · " : "", util::format_duration_s(s.elapsed_s))});
   if (s.spent_micros)
-    f.push_back({0, " · " + format_micros(*s.spent_micros)});
+    f.push_back({0, " · " + util::format_micros(*s.spent_micros)});
   else
     f.push_back({0, " · no price"});
-  if (s.burn_usd_per_h) f.push_back({5, fmt::format(" · {}/h", format_usd(*s.burn_usd_per_h))});
+  if (s.burn_usd_per_h) f.push_back({5, fmt::format(" · {}/h", util::format_usd(*s.burn_usd_per_h))});
   if (s.step)
     f.push_back(
         {4, fmt::format(" · step {}{}", *s.step, s.total_steps ? fmt::format("/{}", *s.total_steps) : "")});
   if (s.progress_note) f.push_back({4, fmt::format(" ({})", *s.progress_note)});
   if (s.forecast) {
-    f.push_back({2, fmt::format(" · forecast {}", format_usd(s.forecast->total_usd))});
+    f.push_back({2, fmt::format(" · forecast {}", util::format_usd(s.forecast->total_usd))});
     f.push_back(
-        {6, fmt::format(" [{}–{}]", format_usd(s.forecast->low_usd), format_usd(s.forecast->high_usd))});
-    f.push_back({1, fmt::format(" · ETA {}", format_duration_s(s.forecast->remaining_s))});
+        {6, fmt::format(" [{}–{}]", util::format_usd(s.forecast->low_usd), util::format_usd(s.forecast->high_usd))});
+    f.push_back({1, fmt::format(" · ETA {}", util::format_duration_s(s.forecast->remaining_s))});
   }
   if (s.target) f.push_back({3, " · " + render_target_field(*s.target)});
   if (s.budget_left_micros)
-    f.push_back({1, fmt::format(" · budget left {}", format_micros(*s.budget_left_micros))});
+    f.push_back({1, fmt::format(" · budget left {}", util::format_micros(*s.budget_left_micros))});
   if (!s.telemetry) f.push_back({3, " · no GPU telemetry"});
   if (s.usd_per_1m_generated_tokens)
-    f.push_back({2, fmt::format(" · {}/1M tok", format_usd(*s.usd_per_1m_generated_tokens))});
+    f.push_back({2, fmt::format(" · {}/1M tok", util::format_usd(*s.usd_per_1m_generated_tokens))});
   if (s.usd_per_1k_requests)
-    f.push_back({3, fmt::format(" · {}/1k req", format_usd(*s.usd_per_1k_requests))});
+    f.push_back({3, fmt::format(" · {}/1k req", util::format_usd(*s.usd_per_1k_requests))});
   if (s.generated_tokens_per_s) f.push_back({6, fmt::format(" · {:.0f} tok/s", *s.generated_tokens_per_s)});
   if (s.mfu) f.push_back({3, fmt::format(" · MFU {:.0f}%", *s.mfu * 100.0)});
   int gpu_order = 7;
@@ -104,7 +104,7 @@ std::string render_status_line(const guard::StatusSnapshot& s, std::size_t width
     if (d.gpm.tensor_active_pct) g += fmt::format(" tensor {:.0f}%", *d.gpm.tensor_active_pct);
     f.push_back({gpu_order, g});
     std::string detail;
-    if (d.memory_used_bytes) detail += " " + format_bytes(*d.memory_used_bytes);
+    if (d.memory_used_bytes) detail += " " + util::format_bytes(*d.memory_used_bytes);
     if (d.power_mw) detail += fmt::format(" {:.0f}W", *d.power_mw / 1000.0);
     if (!detail.empty()) f.push_back({gpu_order + 1, detail});
     gpu_order += 2;
@@ -146,10 +146,10 @@ nlohmann::json live_started_json(pid_t pid, std::int64_t run_id, const std::stri
 
 nlohmann::json live_action_json(const store::ActionRecord& a) {
   return {{"type", "action"},
-          {"kind", text_of(a.kind)},
+          {"kind", util::text_of(a.kind)},
           {"message", a.message},
           {"t_s", static_cast<double>(a.t_ms) / 1000.0},
-          {"spent_usd", micros_to_usd(a.cost_micros)}};
+          {"spent_usd", util::micros_to_usd(a.cost_micros)}};
 }
 
 nlohmann::json live_cell_json(const store::CellRecord& c) {
@@ -157,8 +157,8 @@ nlohmann::json live_cell_json(const store::CellRecord& c) {
                    {"id", c.cell_id},
                    {"start_s", static_cast<double>(c.start_ms) / 1000.0},
                    {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
-                   {"cost_usd", micros_to_usd(c.cost_micros)},
-                   {"status", text_of(c.status)},
+                   {"cost_usd", util::micros_to_usd(c.cost_micros)},
+                   {"status", util::text_of(c.status)},
                    {"source", c.source}};
   j["util_pct"] = c.utilization_pct ? nlohmann::json(round_to(*c.utilization_pct, 0.1)) : nlohmann::json();
   return j;
@@ -170,7 +170,7 @@ nlohmann::json live_status_json(const guard::StatusSnapshot& s,
       {"type", "interval"}, {"elapsed_s", round_to(s.elapsed_s, 0.001)}, {"stopping", s.stopping}};
   auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
   auto usd = [](const std::optional<MicroUsd>& v) {
-    return v ? nlohmann::json(micros_to_usd(*v)) : nlohmann::json();
+    return v ? nlohmann::json(util::micros_to_usd(*v)) : nlohmann::json();
   };
   j["spent_usd"] = usd(s.spent_micros);
   j["usd_per_h"] = opt(s.burn_usd_per_h);

@@ -91,7 +91,7 @@ Result<std::int64_t> parse_date_utc(std::string_view text, std::string_view flag
 
 Result<std::int64_t> parse_time_point(std::string_view text, std::int64_t now_unix_ms,
                                       std::string_view flag) {
-  text = trim(text);
+  text = util::trim(text);
   if (text.size() >= 10 && text[4] == '-') {
     GM_TRY(std::int64_t day_ms, parse_date_utc(text.substr(0, 10), flag));
     if (text.size() == 10) return day_ms;
@@ -107,7 +107,7 @@ Result<std::int64_t> parse_time_point(std::string_view text, std::int64_t now_un
                       std::string(flag) + " '" + std::string(text) +
                           "': expected a duration (7d, 12h), YYYY-MM-DD or YYYY-MM-DDTHH:MM[:SS]");
   }
-  auto d = parse_duration_ms(text);
+  auto d = util::parse_duration_ms(text);
   if (!d)
     return make_error(ErrorKind::usage,
                       std::string(flag) + " '" + std::string(text) +
@@ -326,15 +326,15 @@ nlohmann::json totals_json(const GroupTotals& g) {
   j["failed_runs"] = g.failed_runs;
   j["wall_s"] = g.wall_s;
   j["gpu_hours"] = g.gpu_hours;
-  j["cost_usd"] = micros_to_usd(g.cost_micros);
-  j["idle_cost_usd"] = micros_to_usd(g.idle_cost_micros);
-  j["unused_gpu_cost_usd"] = micros_to_usd(g.unused_gpu_cost_micros);
-  j["waste_usd"] = micros_to_usd(g.waste_micros());
+  j["cost_usd"] = util::micros_to_usd(g.cost_micros);
+  j["idle_cost_usd"] = util::micros_to_usd(g.idle_cost_micros);
+  j["unused_gpu_cost_usd"] = util::micros_to_usd(g.unused_gpu_cost_micros);
+  j["waste_usd"] = util::micros_to_usd(g.waste_micros());
   j["energy_kwh"] = g.energy_kwh;
-  j["co2_kg"] = json_or_null(g.co2_kg);
+  j["co2_kg"] = util::json_or_null(g.co2_kg);
   j["runs_without_co2"] = g.runs_without_co2;
   auto u = g.mean_util_pct();
-  j["mean_util_pct"] = json_or_null(u);
+  j["mean_util_pct"] = util::json_or_null(u);
   return j;
 }
 
@@ -343,12 +343,12 @@ nlohmann::json totals_json(const GroupTotals& g) {
 std::string render_multi_text(const MultiReport& rep) {
   std::string out = fmt::format("gpumeter report: {} run(s), {}\n\n", rep.total.runs, period_text(rep));
   const auto& t = rep.total;
-  out += fmt::format("  cost        {}   ({:.2f} GPU-h, {} wall)\n", format_usd(micros_to_usd(t.cost_micros)),
-                     t.gpu_hours, format_duration_s(t.wall_s));
+  out += fmt::format("  cost        {}   ({:.2f} GPU-h, {} wall)\n", util::format_usd(util::micros_to_usd(t.cost_micros)),
+                     t.gpu_hours, util::format_duration_s(t.wall_s));
   out += fmt::format("  waste       {}   ({} of cost: idle {} + unused GPUs {})\n",
-                     format_usd(micros_to_usd(t.waste_micros())), pct_text(t.waste_micros(), t.cost_micros),
-                     format_usd(micros_to_usd(t.idle_cost_micros)),
-                     format_usd(micros_to_usd(t.unused_gpu_cost_micros)));
+                     util::format_usd(util::micros_to_usd(t.waste_micros())), pct_text(t.waste_micros(), t.cost_micros),
+                     util::format_usd(util::micros_to_usd(t.idle_cost_micros)),
+                     util::format_usd(util::micros_to_usd(t.unused_gpu_cost_micros)));
   out += fmt::format("  utilization {}   (mean over rolled-up GPU-seconds)\n", opt_pct(t.mean_util_pct()));
   out += fmt::format("  energy      {:.3f} kWh", t.energy_kwh);
   if (t.co2_kg) out += fmt::format(", CO2 {:.3f} kg", *t.co2_kg);
@@ -358,22 +358,22 @@ std::string render_multi_text(const MultiReport& rep) {
                      t.failed_runs);
   if (!rep.groups.empty()) {
     out += fmt::format("\nby {}\n", group_by_name(rep.by));
-    TextTable tab;
-    using A = TextTable::Align;
+    util::TextTable tab;
+    using A = util::TextTable::Align;
     tab.header(
         {group_by_name(rep.by), "runs", "GPU-h", "cost", "share", "waste", "util", "energy kWh", "CO2 kg"},
         {A::left, A::right, A::right, A::right, A::right, A::right, A::right, A::right, A::right});
     for (const auto& g : rep.groups)
-      tab.row({shorten_middle(g.key, 40), std::to_string(g.runs), fmt::format("{:.2f}", g.gpu_hours),
-               format_usd(micros_to_usd(g.cost_micros)), pct_text(g.cost_micros, t.cost_micros),
-               format_usd(micros_to_usd(g.waste_micros())), opt_pct(g.mean_util_pct()),
+      tab.row({util::shorten_middle(g.key, 40), std::to_string(g.runs), fmt::format("{:.2f}", g.gpu_hours),
+               util::format_usd(util::micros_to_usd(g.cost_micros)), pct_text(g.cost_micros, t.cost_micros),
+               util::format_usd(util::micros_to_usd(g.waste_micros())), opt_pct(g.mean_util_pct()),
                fmt::format("{:.3f}", g.energy_kwh), g.co2_kg ? fmt::format("{:.3f}", *g.co2_kg) : "-"});
     out += tab.render();
   }
   if (!rep.top_runs.empty()) {
     out += "\ntop runs by cost\n";
-    TextTable tab;
-    using A = TextTable::Align;
+    util::TextTable tab;
+    using A = util::TextTable::Align;
     std::vector<std::string> head = {"run",  "started (UTC)", "user",   "GPUs",   "wall",
                                      "cost", "waste",         "status", "command"};
     std::vector<A> align = {A::right, A::left,  A::left, A::right, A::right,
@@ -390,14 +390,14 @@ std::string render_multi_text(const MultiReport& rep) {
           format_time_utc(r.start_unix_ms),
           r.user,
           std::to_string(r.gpus) + (r.gpu_model.empty() ? "" : " x " + r.gpu_model),
-          format_duration_s(r.wall_s),
-          format_usd(micros_to_usd(r.cost_micros)),
-          format_usd(micros_to_usd(r.waste_micros)),
-          r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text,
-          shorten_middle(r.command, 48)};
+          util::format_duration_s(r.wall_s),
+          util::format_usd(util::micros_to_usd(r.cost_micros)),
+          util::format_usd(util::micros_to_usd(r.waste_micros)),
+          r.status_text.empty() ? std::string(util::text_of(r.status)) : r.status_text,
+          util::shorten_middle(r.command, 48)};
       if (rep.target)
         cells.insert(cells.begin() + 7,
-                     r.target_hit ? format_usd(micros_to_usd(r.target_hit->cost_micros)) : "not reached");
+                     r.target_hit ? util::format_usd(util::micros_to_usd(r.target_hit->cost_micros)) : "not reached");
       tab.row(cells);
     }
     out += tab.render();
@@ -408,8 +408,8 @@ std::string render_multi_text(const MultiReport& rep) {
 
 std::string render_multi_json(const MultiReport& rep) {
   nlohmann::json j;
-  j["since_unix_ms"] = json_or_null(rep.since_unix_ms);
-  j["until_unix_ms"] = json_or_null(rep.until_unix_ms);
+  j["since_unix_ms"] = util::json_or_null(rep.since_unix_ms);
+  j["until_unix_ms"] = util::json_or_null(rep.until_unix_ms);
   j["by"] =
       rep.by.kind == GroupBy::Kind::none ? nlohmann::json(nullptr) : nlohmann::json(group_by_name(rep.by));
   j["total"] = totals_json(rep.total);
@@ -427,7 +427,7 @@ std::string render_multi_json(const MultiReport& rep) {
   for (const auto& b : rep.timeline)
     j["timeline"].push_back(
         {{"start_unix_ms", b.start_unix_ms},
-         {"cost_usd", micros_to_usd(b.cost_micros)},
+         {"cost_usd", util::micros_to_usd(b.cost_micros)},
          {"mean_util_pct", b.util_samples > 0
                                ? nlohmann::json(b.util_sum_pct / static_cast<double>(b.util_samples))
                                : nlohmann::json(nullptr)},
@@ -442,11 +442,11 @@ std::string render_multi_json(const MultiReport& rep) {
          {"gpus_allocated", r.gpus},
          {"start_unix_ms", r.start_unix_ms},
          {"wall_s", r.wall_s},
-         {"cost_usd", micros_to_usd(r.cost_micros)},
-         {"waste_usd", micros_to_usd(r.waste_micros)},
-         {"status", text_of(r.status)},
-         {"status_text", r.status_text.empty() ? std::string(text_of(r.status)) : r.status_text},
-         {"cost_to_target_usd", r.target_hit ? nlohmann::json(micros_to_usd(r.target_hit->cost_micros))
+         {"cost_usd", util::micros_to_usd(r.cost_micros)},
+         {"waste_usd", util::micros_to_usd(r.waste_micros)},
+         {"status", util::text_of(r.status)},
+         {"status_text", r.status_text.empty() ? std::string(util::text_of(r.status)) : r.status_text},
+         {"cost_to_target_usd", r.target_hit ? nlohmann::json(util::micros_to_usd(r.target_hit->cost_micros))
                                              : nlohmann::json(nullptr)}});
   j["findings"] = findings::to_json(multi_findings(rep));
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -459,9 +459,9 @@ std::string render_multi_csv(const MultiReport& rep) {
   auto row = [&](const std::string& key, const GroupTotals& g) {
     auto u = g.mean_util_pct();
     out += fmt::format("{},{},{},{},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\r\n",
-                       csv_escape(key), g.runs, g.stopped_runs, g.failed_runs, g.wall_s, g.gpu_hours,
-                       micros_to_usd(g.cost_micros), micros_to_usd(g.idle_cost_micros),
-                       micros_to_usd(g.unused_gpu_cost_micros), micros_to_usd(g.waste_micros()), g.energy_kwh,
+                       util::csv_escape(key), g.runs, g.stopped_runs, g.failed_runs, g.wall_s, g.gpu_hours,
+                       util::micros_to_usd(g.cost_micros), util::micros_to_usd(g.idle_cost_micros),
+                       util::micros_to_usd(g.unused_gpu_cost_micros), util::micros_to_usd(g.waste_micros()), g.energy_kwh,
                        g.co2_kg ? fmt::format("{:.6f}", *g.co2_kg) : "", u ? fmt::format("{:.3f}", *u) : "");
   };
   for (const auto& g : rep.groups) row(g.key, g);

@@ -32,7 +32,7 @@ std::string si(double v) {
 
 std::string hours(double h) {
   if (!std::isfinite(h)) return "never";
-  return format_duration_s(h * 3600.0);
+  return util::format_duration_s(h * 3600.0);
 }
 
 std::string parallel_text(const plan::Parallelism& p) {
@@ -65,7 +65,7 @@ std::string hours_or_hint(const std::optional<double>& h) {
 
 std::string cost_or_hint(const std::optional<double>& usd) {
   if (!usd) return kGiveTokens;
-  return std::isfinite(*usd) ? format_usd(*usd) : "-";
+  return std::isfinite(*usd) ? util::format_usd(*usd) : "-";
 }
 
 nlohmann::json terms_json(const std::vector<plan::MemoryTerm>& terms) {
@@ -124,12 +124,12 @@ std::string plan_recommendation(const PlanResult& r) {
   if (!o.time_h)
     return fmt::format(
         "Cheapest that fits: {} at {}/h; {} of {} per GPU ({}). Give --tokens for time and cost.",
-        option_place(o), format_usd(o.usd_per_hour), gb(o.memory.total_bytes), gb(o.gpu_memory_bytes),
+        option_place(o), util::format_usd(o.usd_per_hour), gb(o.memory.total_bytes), gb(o.gpu_memory_bytes),
         parallel_text(o.parallel));
   std::string line =
       fmt::format("Recommended: {}: {}, {}", option_place(o), hours(*o.time_h), cost_or_hint(o.cost_usd));
   if (o.usd_per_million_tokens)
-    line += fmt::format(" ({} per 1M tokens)", format_usd(*o.usd_per_million_tokens));
+    line += fmt::format(" ({} per 1M tokens)", util::format_usd(*o.usd_per_million_tokens));
   line += fmt::format("; {} of {} per GPU ({}).", gb(o.memory.total_bytes), gb(o.gpu_memory_bytes),
                       parallel_text(o.parallel));
   return line;
@@ -174,8 +174,8 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
   else
     out += "Compute: give --tokens for FLOPs, time and cost\n";
 
-  TextTable verdicts;
-  using A = TextTable::Align;
+  util::TextTable verdicts;
+  using A = util::TextTable::Align;
   verdicts.header({"GPU", "memory", "fewest GPUs", "per GPU", "headroom", "fits"},
                   {A::left, A::right, A::right, A::right, A::right, A::left});
   for (const auto& v : r.verdicts)
@@ -183,7 +183,7 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
                   gb(v.headroom_bytes), v.fits ? "yes" : "no"});
   if (!brief) out += "\nGPU verdicts\n" + verdicts.render();
 
-  TextTable t;
+  util::TextTable t;
   t.header(
       {"#", "provider", "region", "instance", "GPUs", "$/h", "time", "cost", "$/1M tok", "score", "fits"},
       {A::right, A::left, A::left, A::left, A::right, A::right, A::right, A::right, A::right, A::right,
@@ -195,8 +195,8 @@ std::string render_plan_text(const PlanResult& r, std::size_t top, plan::Objecti
     t.row({std::to_string(shown), o.provider, o.region, o.instance,
            fmt::format("{}{}× {}", o.instances > 1 ? fmt::format("{}×", o.instances) : "",
                        o.gpus_per_instance, o.gpu),
-           format_usd(o.usd_per_hour), hours_or_hint(o.time_h), cost_or_hint(o.cost_usd),
-           o.usd_per_million_tokens ? format_usd(*o.usd_per_million_tokens) : "-",
+           util::format_usd(o.usd_per_hour), hours_or_hint(o.time_h), cost_or_hint(o.cost_usd),
+           o.usd_per_million_tokens ? util::format_usd(*o.usd_per_million_tokens) : "-",
            o.time_h ? fmt::format("{:.2f}", o.score.total) : "-",
            std::string(o.fits ? "yes" : "no") +
                (o.flags.empty() ? "" : " (flagged: " + o.flags.front() + ")")});
@@ -258,13 +258,13 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
                        {"time_h", finite(o.time_h)},
                        {"cost_usd", finite(o.cost_usd)},
                        {"spot", o.spot},
-                       {"usd_per_million_tokens", json_or_null(o.usd_per_million_tokens)},
+                       {"usd_per_million_tokens", util::json_or_null(o.usd_per_million_tokens)},
                        {"score", o.time_h ? nlohmann::json(o.score.total) : nlohmann::json(nullptr)},
                        {"score_breakdown", o.time_h ? nlohmann::json{{"cost", o.score.cost},
                                                                      {"perf", o.score.perf},
                                                                      {"memory", o.score.memory},
                                                                      {"risk", o.score.risk},
-                                                                     {"carbon", json_or_null(o.score.carbon)}}
+                                                                     {"carbon", util::json_or_null(o.score.carbon)}}
                                                     : nlohmann::json(nullptr)},
                        {"billed_h", finite(o.billed_h)},
                        {"usd_per_hour", o.usd_per_hour},
@@ -273,8 +273,8 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
                        {"gpu_memory_bytes", o.gpu_memory_bytes},
                        {"headroom_bytes", o.headroom_bytes},
                        {"bound", o.bound},
-                       {"energy_kwh", json_or_null(o.energy_kwh)},
-                       {"carbon_kg", json_or_null(o.carbon_kg)},
+                       {"energy_kwh", util::json_or_null(o.energy_kwh)},
+                       {"carbon_kg", util::json_or_null(o.carbon_kg)},
                        {"carbon_dataset", o.carbon_dataset.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(o.carbon_dataset)},
                        {"spot_detail", spot},
@@ -293,7 +293,7 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
   nlohmann::json doc = {
       {"model", model},
       {"task", plan::task_name(j.task)},
-      {"tokens", json_or_null(j.tokens)},
+      {"tokens", util::json_or_null(j.tokens)},
       {"seq", j.seq},
       {"batch", j.batch},
       {"precision", plan::precision_name(j.precision)},
@@ -375,25 +375,25 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
                             {"total_usd", r.own_total_usd},
                             {"usd_per_used_gpu_hour", r.own_usd_per_used_gpu_hour}}},
                           {"cloud", {{"gpu_hours", r.cloud_gpu_hours}, {"total_usd", r.cloud_total_usd}}},
-                          {"break_even_utilization", json_or_null(r.break_even_utilization)},
+                          {"break_even_utilization", util::json_or_null(r.break_even_utilization)},
                           {"cheaper", r.own_total_usd < r.cloud_total_usd ? "own" : "cloud"}};
     return doc.dump(2) + "\n";
   }
   std::string out = fmt::format("Own {}× {} vs cloud over {:g} years at {:.0f} % utilization\n\nInputs\n",
                                 in.gpus, in.gpu, in.years, in.utilization * 100);
-  out += fmt::format("  capex                 {}\n", format_usd(in.capex_usd));
+  out += fmt::format("  capex                 {}\n", util::format_usd(in.capex_usd));
   out +=
       fmt::format("  GPU power             {:.0f} W each; host {:.0f} W; idle draw {:.0f} % of full load\n",
                   in.gpu_power_w, in.host_power_w, in.idle_power_fraction * 100);
   out += fmt::format("  PUE × electricity     {:.2f} × ${:.3f}/kWh\n", in.pue, in.usd_per_kwh);
-  out += fmt::format("  operations            {} per year\n", format_usd(in.ops_usd_per_year));
+  out += fmt::format("  operations            {} per year\n", util::format_usd(in.ops_usd_per_year));
   out += fmt::format("  cloud price           ${:.4f} per GPU-hour ({})\n", in.cloud_usd_per_gpu_hour,
                      in.cloud_source);
   out +=
       fmt::format("\nOwn:   {} = capex {} + energy {} ({:.0f} kWh) + operations {}; {} per used GPU-hour\n",
-                  format_usd(r.own_total_usd), format_usd(in.capex_usd), format_usd(r.own_energy_usd),
-                  r.own_energy_kwh, format_usd(r.own_ops_usd), format_usd(r.own_usd_per_used_gpu_hour));
-  out += fmt::format("Cloud: {} = {:.0f} GPU-hours × ${:.4f}\n", format_usd(r.cloud_total_usd),
+                  util::format_usd(r.own_total_usd), util::format_usd(in.capex_usd), util::format_usd(r.own_energy_usd),
+                  r.own_energy_kwh, util::format_usd(r.own_ops_usd), util::format_usd(r.own_usd_per_used_gpu_hour));
+  out += fmt::format("Cloud: {} = {:.0f} GPU-hours × ${:.4f}\n", util::format_usd(r.cloud_total_usd),
                      r.cloud_gpu_hours, in.cloud_usd_per_gpu_hour);
   out += r.break_even_utilization
              ? fmt::format("Break-even utilization: {:.1f} % (owning is cheaper above it)\n",
@@ -401,7 +401,7 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
              : std::string("Break-even utilization: none (the cloud is cheaper even at 100 % use)\n");
   out += fmt::format("At {:.0f} %: {} is cheaper by {}.\n", in.utilization * 100,
                      r.own_total_usd < r.cloud_total_usd ? "owning" : "the cloud",
-                     format_usd(meter::usd_gap(r.own_total_usd, r.cloud_total_usd)));
+                     util::format_usd(meter::usd_gap(r.own_total_usd, r.cloud_total_usd)));
   out += fmt::format(
       "To meter runs on these GPUs at this cost: [pricing] onprem_usd_per_gpu_hour = {:.4f} in the config "
       "file (docs/catalog.md).\n",

@@ -14,8 +14,8 @@ namespace gm::report {
 namespace {
 
 std::string change(const std::optional<double>& before, const std::optional<double>& after) {
-  if (!before || (after && *before == *after)) return format_usd_or(after);
-  return format_usd_or(before) + " -> " + format_usd_or(after);
+  if (!before || (after && *before == *after)) return util::format_usd_or(after);
+  return util::format_usd_or(before) + " -> " + util::format_usd_or(after);
 }
 
 }  // namespace
@@ -45,10 +45,10 @@ std::string render_price_update(const prices::UpdateResult& result, const std::s
                                {"instance", o.instance},
                                {"verdict", prices::to_string(o.verdict)},
                                {"detail", o.detail},
-                               {"old_ondemand_usd_per_hour", json_or_null(o.old_ondemand_usd_per_hour)},
-                               {"new_ondemand_usd_per_hour", json_or_null(o.new_ondemand_usd_per_hour)},
-                               {"old_spot_usd_per_hour", json_or_null(o.old_spot_usd_per_hour)},
-                               {"new_spot_usd_per_hour", json_or_null(o.new_spot_usd_per_hour)}});
+                               {"old_ondemand_usd_per_hour", util::json_or_null(o.old_ondemand_usd_per_hour)},
+                               {"new_ondemand_usd_per_hour", util::json_or_null(o.new_ondemand_usd_per_hour)},
+                               {"old_spot_usd_per_hour", util::json_or_null(o.old_spot_usd_per_hour)},
+                               {"new_spot_usd_per_hour", util::json_or_null(o.new_spot_usd_per_hour)}});
     return out.dump(2) + "\n";
   }
   std::string s = fmt::format("Prices fetched at {}\n", result.fetched_at);
@@ -63,8 +63,8 @@ std::string render_price_update(const prices::UpdateResult& result, const std::s
         p.rows_filtered);
   }
   if (!result.offers.empty()) {
-    TextTable t;
-    using A = TextTable::Align;
+    util::TextTable t;
+    using A = util::TextTable::Align;
     t.header({"PROVIDER", "REGION", "INSTANCE", "RESULT", "ON-DEMAND/H", "SPOT/H", "WHY"},
              {A::left, A::left, A::left, A::left, A::right, A::right, A::left});
     for (const auto& o : result.offers)

@@ -24,9 +24,9 @@ std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, b
          {"gpu_count", o->gpu_count == std::floor(o->gpu_count)
                            ? nlohmann::json(static_cast<long long>(o->gpu_count))
                            : nlohmann::json(o->gpu_count)},
-         {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
-         {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
-         {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
+         {"ondemand_usd_per_hour", util::json_or_null(o->ondemand_usd_per_hour)},
+         {"spot_usd_per_hour", util::json_or_null(o->spot_usd_per_hour)},
+         {"usd_per_gpu_hour", util::json_or_null(o->usd_per_gpu_hour(spot))},
          {"your_usd_per_gpu_hour", nlohmann::json(nullptr)},
          {"your_price_basis", nlohmann::json(nullptr)},
          {"source", o->source},
@@ -44,8 +44,8 @@ std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, b
 std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, bool spot, const meter::ContractRates& rates,
                                bool every_region) {
   if (rows.empty()) return "No offers match.\n";
-  TextTable t;
-  using A = TextTable::Align;
+  util::TextTable t;
+  using A = util::TextTable::Align;
   const bool mine = !rates.empty();
   std::vector<std::string> titles = {
       "GPU",      "N",           "PROVIDER", "REGION",
@@ -61,7 +61,7 @@ std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, b
     align.push_back(A::left);
   }
   t.header(titles, align);
-  auto money = [](const std::optional<double>& v) { return v ? format_usd(*v) : std::string("-"); };
+  auto money = [](const std::optional<double>& v) { return v ? util::format_usd(*v) : std::string("-"); };
   std::set<std::string> sources;
   for (const catalog::Offer* o : rows) {
     std::vector<std::string> cells = {o->gpu,
@@ -74,7 +74,7 @@ std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, b
                                       money(o->usd_per_gpu_hour(spot))};
     if (mine) {
       const auto y = meter::your_price(*o, spot, rates);
-      cells.push_back(y ? format_usd(y->usd_per_gpu_hour()) : "-");
+      cells.push_back(y ? util::format_usd(y->usd_per_gpu_hour()) : "-");
     }
     cells.push_back(o->fetched_at.empty() ? o->date : o->date + " (fetched)");
     cells.push_back(o->flags.empty() ? "" : "! " + fmt::format("{}", fmt::join(o->flags, ",")));

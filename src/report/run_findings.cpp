@@ -66,7 +66,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
                                used, used);
     f.evidence.push_back({"gpus_allocated", allocated});
     f.evidence.push_back({"gpus_used", used});
-    f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(run.unused_gpu_cost_micros)});
+    f.evidence.push_back({"unused_gpu_cost_usd", util::micros_to_usd(run.unused_gpu_cost_micros)});
     price_finding(f, run.unused_gpu_cost_micros, r);
     out.push_back(std::move(f));
   }
@@ -84,7 +84,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "find what the GPU waits for: profile a few steps (torch.profiler) and run `gpumeter trace` on the "
         "result; input-bound jobs need more DataLoader workers and pinned memory, small ones a larger batch";
     f.evidence.push_back({"effective_utilization", *r.effective_utilization});
-    f.evidence.push_back({"idle_cost_usd", micros_to_usd(run.idle_cost_micros)});
+    f.evidence.push_back({"idle_cost_usd", util::micros_to_usd(run.idle_cost_micros)});
     price_finding(f, run.idle_cost_micros, r);
     out.push_back(std::move(f));
   }
@@ -109,8 +109,8 @@ std::vector<Finding> run_findings(const RunReport& r) {
       f.summary = fmt::format(
           "GPU {} sat under {:.0f}% utilization for {} in one stretch, from {} to {} "
           "after the start",
-          worst->index, meter::kIdleUtilPct, format_duration_s(len_s), format_duration_s(from_s),
-          format_duration_s(from_s + len_s));
+          worst->index, meter::kIdleUtilPct, util::format_duration_s(len_s), util::format_duration_s(from_s),
+          util::format_duration_s(from_s + len_s));
       f.action =
           "see what the job did then (evaluation, data preparation, a checkpoint upload on the CPU, or a "
           "hang): "
@@ -120,7 +120,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
       f.evidence.push_back({"gpu_index", static_cast<std::int64_t>(worst->index)});
       f.evidence.push_back({"start_s", from_s});
       f.evidence.push_back({"duration_s", len_s});
-      f.evidence.push_back({"stretch_cost_usd", micros_to_usd(worst->idle_stretch_cost_micros)});
+      f.evidence.push_back({"stretch_cost_usd", util::micros_to_usd(worst->idle_stretch_cost_micros)});
       price_finding(f, worst->idle_stretch_cost_micros, r);
       out.push_back(std::move(f));
     }
@@ -135,10 +135,10 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.at_stake_ns = s.ms * 1'000'000 * allocated;
     f.summary = fmt::format(
         "the GPUs were billed for {} before any of them did work: {}, {:.0f}% of the run{}",
-        format_duration_s(static_cast<double>(s.ms) / 1000), format_usd(micros_to_usd(s.cost_micros)),
+        util::format_duration_s(static_cast<double>(s.ms) / 1000), util::format_usd(util::micros_to_usd(s.cost_micros)),
         100 * s.share_of_run,
         s.share_of_total ? fmt::format(" ({:.1f}% of the whole job's {})", 100 * *s.share_of_total,
-                                       format_usd(micros_to_usd(*s.total_micros)))
+                                       util::format_usd(util::micros_to_usd(*s.total_micros)))
                          : std::string());
     f.action =
         "start on the GPU sooner: a prebuilt image with the environment installed (no pip/conda install at "
@@ -146,7 +146,7 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "lazy loading (memory-mapped safetensors, streaming datasets); for short jobs, batch several into "
         "one run so the set-up is paid once";
     f.evidence.push_back({"startup_s", static_cast<double>(s.ms) / 1000});
-    f.evidence.push_back({"startup_cost_usd", micros_to_usd(s.cost_micros)});
+    f.evidence.push_back({"startup_cost_usd", util::micros_to_usd(s.cost_micros)});
     f.evidence.push_back({"share_of_run", s.share_of_run});
     if (s.share_of_total) f.evidence.push_back({"share_of_total", *s.share_of_total});
     f.evidence.push_back(
@@ -199,13 +199,13 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.summary = fmt::format(
         "the GPUs idled under 5% utilization for {} while the process held memory on them, "
         "at {}/h",
-        format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
-        format_micros(usd_per_h_micros));
+        util::format_duration_s(worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0),
+        util::format_micros(usd_per_h_micros));
     f.action =
         "free the GPU memory (del the tensors, torch.cuda.empty_cache()) or shut the kernel down when it is "
         "not computing; save the state and restart later";
     f.evidence.push_back({"idle_s", worst ? static_cast<double>(worst->idle_stretch_ms) / 1000 : 0.0});
-    f.evidence.push_back({"usd_per_h", micros_to_usd(usd_per_h_micros)});
+    f.evidence.push_back({"usd_per_h", util::micros_to_usd(usd_per_h_micros)});
     price_finding(f, part, r);
     out.push_back(std::move(f));
   }
@@ -217,11 +217,11 @@ std::vector<Finding> run_findings(const RunReport& r) {
     Finding f;
     f.kind = "forecast_over_budget";
     f.severity = Severity::high;
-    f.summary = fmt::format("the forecast total {} is over the {} budget", format_usd(*run.forecast_cost_usd),
-                            format_micros(*run.budget_micros));
+    f.summary = fmt::format("the forecast total {} is over the {} budget", util::format_usd(*run.forecast_cost_usd),
+                            util::format_micros(*run.budget_micros));
     f.action = "stop early (--forecast-stop), checkpoint and resume on a cheaper offer, or raise the budget";
     f.evidence.push_back({"forecast_cost_usd", *run.forecast_cost_usd});
-    f.evidence.push_back({"budget_usd", micros_to_usd(*run.budget_micros)});
+    f.evidence.push_back({"budget_usd", util::micros_to_usd(*run.budget_micros)});
     f.cost_nano_usd = meter::micros_to_nanos(over);
     out.push_back(std::move(f));
   }
@@ -243,15 +243,15 @@ std::vector<Finding> run_findings(const RunReport& r) {
     if (f.severity == Severity::info && run.status == store::RunStatus::preempted) f.severity = Severity::low;
     f.at_stake_ns = (a.t_ms - since_ms) * 1'000'000;
     f.summary = fmt::format("the job went {} without a checkpoint on spot capacity ({} at risk)",
-                            format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),
-                            format_usd(micros_to_usd(at_risk)));
+                            util::format_duration_s(static_cast<double>(a.t_ms - since_ms) / 1000.0),
+                            util::format_usd(util::micros_to_usd(at_risk)));
     f.action =
         "checkpoint at least every Young/Daly interval (`gpumeter plan --spot` gives it) and on SIGTERM; "
         "tell "
         "gpumeter with gpumeter.checkpoint() or --checkpoint-glob";
     f.evidence.push_back({"gap_s", static_cast<double>(a.t_ms - since_ms) / 1000.0});
-    f.evidence.push_back({"at_risk_usd", micros_to_usd(at_risk)});
-    if (run.lost_work_micros) f.evidence.push_back({"lost_work_usd", micros_to_usd(*run.lost_work_micros)});
+    f.evidence.push_back({"at_risk_usd", util::micros_to_usd(at_risk)});
+    if (run.lost_work_micros) f.evidence.push_back({"lost_work_usd", util::micros_to_usd(*run.lost_work_micros)});
     price_finding(f, at_risk, r);
     out.push_back(std::move(f));
     break;
@@ -277,21 +277,21 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   f.at_stake_ns = static_cast<std::int64_t>(meter::in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
   f.summary = fmt::format(
       "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-      format_micros(waste), meter::cost_share_pct(waste, t.cost_micros), format_micros(t.cost_micros), t.runs);
+      util::format_micros(waste), meter::cost_share_pct(waste, t.cost_micros), util::format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)
     if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;
   f.action =
       worst != nullptr
           ? fmt::format("start with run {} ({}, {} wasted): `gpumeter report {}` shows why and what to do",
-                        worst->id, worst->command, format_micros(worst->waste_micros), worst->id)
+                        worst->id, worst->command, util::format_micros(worst->waste_micros), worst->id)
           : std::string("`gpumeter report RUN` on the costliest runs shows why and what to do");
   f.cost_nano_usd = meter::micros_to_nanos(waste);
   if (rep.since_unix_ms && rep.until_unix_ms)
     f.nano_usd_per_month = nano_usd_per_month(waste, *rep.until_unix_ms - *rep.since_unix_ms);
-  f.evidence.push_back({"idle_cost_usd", micros_to_usd(t.idle_cost_micros)});
-  f.evidence.push_back({"unused_gpu_cost_usd", micros_to_usd(t.unused_gpu_cost_micros)});
-  f.evidence.push_back({"cost_usd", micros_to_usd(t.cost_micros)});
+  f.evidence.push_back({"idle_cost_usd", util::micros_to_usd(t.idle_cost_micros)});
+  f.evidence.push_back({"unused_gpu_cost_usd", util::micros_to_usd(t.unused_gpu_cost_micros)});
+  f.evidence.push_back({"cost_usd", util::micros_to_usd(t.cost_micros)});
   f.evidence.push_back({"runs", t.runs});
   if (worst != nullptr) f.evidence.push_back({"worst_run", worst->id});
   out.push_back(std::move(f));

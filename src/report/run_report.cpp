@@ -30,7 +30,7 @@ std::optional<RightsizingHint> rightsize(const store::RunRecord& run, const std:
   const auto current_ref = current ? catalog.reference_price(current->id) : std::nullopt;
   const bool by_reference = current_ref && current_ref->usd_per_gpu_hour > 0;
   const double basis =
-      by_reference ? current_ref->usd_per_gpu_hour : micros_to_usd(run.price_micros_per_gpu_hour);
+      by_reference ? current_ref->usd_per_gpu_hour : util::micros_to_usd(run.price_micros_per_gpu_hour);
   std::optional<RightsizingHint> best;
   for (const auto& spec : catalog.gpus()) {
     if (static_cast<double>(spec.memory_bytes) < need) continue;
@@ -43,12 +43,12 @@ std::optional<RightsizingHint> rightsize(const store::RunRecord& run, const std:
       h.usd_per_gpu_hour = ref->usd_per_gpu_hour;
       h.price_ratio = meter::usd_ratio(ref->usd_per_gpu_hour, basis);
       h.price_basis = by_reference ? fmt::format("catalog reference prices: {} against {} for the {}",
-                                                 format_usd(ref->usd_per_gpu_hour),
-                                                 format_usd(current_ref->usd_per_gpu_hour), current->id)
+                                                 util::format_usd(ref->usd_per_gpu_hour),
+                                                 util::format_usd(current_ref->usd_per_gpu_hour), current->id)
                                    : fmt::format(
                                          "its catalog reference price {} against this run's price {} "
                                          "(the catalog has no price for this run's GPU)",
-                                         format_usd(ref->usd_per_gpu_hour), format_usd(basis));
+                                         util::format_usd(ref->usd_per_gpu_hour), util::format_usd(basis));
       h.peak_bytes = *peak;
       h.gpu_memory_bytes = spec.memory_bytes;
       if (current && current->bf16_dense_tflops && spec.bf16_dense_tflops && *spec.bf16_dense_tflops > 0) {
@@ -90,8 +90,8 @@ RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUs
     if (g.used) idle += g.idle_cost_micros;
     busy_s += g.busy_s;
   }
-  r.idle_cost_usd = micros_to_usd(idle);
-  r.unused_gpu_cost_usd = micros_to_usd(run.unused_gpu_cost_micros);
+  r.idle_cost_usd = util::micros_to_usd(idle);
+  r.unused_gpu_cost_usd = util::micros_to_usd(run.unused_gpu_cost_micros);
   if (run.wall_ms > 0 && !run.gpus_allocated.empty() &&
       std::any_of(r.gpus.begin(), r.gpus.end(), [](const meter::GpuUsage& g) { return g.util_avg_pct.has_value(); }))
     r.effective_utilization = busy_s / (r.wall_s * static_cast<double>(run.gpus_allocated.size()));
@@ -108,7 +108,7 @@ RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUs
   if (r.telemetry == "none")
     r.notes.push_back(run.price_source == "none" ? "no GPU telemetry and no price: time only"
                                                  : "no GPU telemetry: cost is wall time × the price");
-  const double cost_usd = micros_to_usd(run.cost_micros);
+  const double cost_usd = util::micros_to_usd(run.cost_micros);
   if (r.steps && *r.steps > 0) r.usd_per_step = meter::usd_ratio(cost_usd, static_cast<double>(*r.steps));
   if (r.samples && *r.samples > 0)
     r.usd_per_1k_samples = meter::usd_per_1k(cost_usd, static_cast<double>(*r.samples));
@@ -211,10 +211,10 @@ std::optional<Startup> run_startup(const store::RunRecord& run, const std::vecto
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
   const auto n = static_cast<std::int64_t>(run.gpus_allocated.size());
   s.cost_micros =
-      std::min(run.cost_micros, cost_for_ms(meter::micros_times(run.price_micros_per_gpu_hour, n), s.ms));
+      std::min(run.cost_micros, util::cost_for_ms(meter::micros_times(run.price_micros_per_gpu_hour, n), s.ms));
   s.share_of_run = meter::cost_share(s.cost_micros, run.cost_micros);
   if (run.forecast_cost_usd && *run.forecast_cost_usd > 0) {
-    s.total_micros = std::max(run.cost_micros, usd_to_micros(*run.forecast_cost_usd));
+    s.total_micros = std::max(run.cost_micros, util::usd_to_micros(*run.forecast_cost_usd));
   } else if (steps && total_steps && *steps > 0 && *total_steps > *steps) {
     // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
     s.total_micros = meter::projected_total_micros(s.cost_micros, run.cost_micros, *steps, *total_steps);
@@ -259,16 +259,16 @@ std::string render_run_report_json(const RunReport& r) {
   const store::RunRecord& run = r.run;
   j["run_id"] = run.id;
   j["command"] = run.command;
-  j["status"] = text_of(run.status);
+  j["status"] = util::text_of(run.status);
   j["status_text"] = describe_status(run);
   j["telemetry"] = r.telemetry;
-  j["exit_code"] = json_or_null(run.exit_code);
-  j["stopped_by"] = json_or_null(run.stopped_by);
+  j["exit_code"] = util::json_or_null(run.exit_code);
+  j["stopped_by"] = util::json_or_null(run.stopped_by);
   j["start_unix_ms"] = run.start_unix_ms;
   j["wall_s"] = r.wall_s;
   j["billed_s"] = run.billed_s;
-  j["cost_usd"] = micros_to_usd(run.cost_micros);
-  j["price_usd_per_gpu_hour"] = micros_to_usd(run.price_micros_per_gpu_hour);
+  j["cost_usd"] = util::micros_to_usd(run.cost_micros);
+  j["price_usd_per_gpu_hour"] = util::micros_to_usd(run.price_micros_per_gpu_hour);
   j["price_source"] = run.price_source;
   j["gpus_allocated"] = run.gpus_allocated;
   j["gpus_used"] = run.gpus_used;
@@ -276,32 +276,32 @@ std::string render_run_report_json(const RunReport& r) {
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
   j["energy_kwh"] = run.energy_method == store::RunEnergyMethod::none ? nlohmann::json(nullptr)
                                                                : nlohmann::json(run.energy_j / 3.6e6);
-  j["energy_method"] = text_of(run.energy_method);
-  j["co2_kg"] = json_or_null(run.co2_kg);
+  j["energy_method"] = util::text_of(run.energy_method);
+  j["co2_kg"] = util::json_or_null(run.co2_kg);
   j["co2_intensity_source"] =
       run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
-  j["steps"] = json_or_null(r.steps);
-  j["total_steps"] = json_or_null(r.total_steps);
-  j["samples"] = json_or_null(r.samples);
-  j["tokens"] = json_or_null(r.tokens);
-  j["forecast_cost_usd"] = json_or_null(run.forecast_cost_usd);
+  j["steps"] = util::json_or_null(r.steps);
+  j["total_steps"] = util::json_or_null(r.total_steps);
+  j["samples"] = util::json_or_null(r.samples);
+  j["tokens"] = util::json_or_null(r.tokens);
+  j["forecast_cost_usd"] = util::json_or_null(run.forecast_cost_usd);
   j["budget_usd"] =
-      run.budget_micros ? nlohmann::json(micros_to_usd(*run.budget_micros)) : nlohmann::json(nullptr);
-  j["effective_utilization"] = json_or_null(r.effective_utilization);
+      run.budget_micros ? nlohmann::json(util::micros_to_usd(*run.budget_micros)) : nlohmann::json(nullptr);
+  j["effective_utilization"] = util::json_or_null(r.effective_utilization);
   j["startup_s"] =
       r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
   j["startup_cost_usd"] =
-      r.startup ? nlohmann::json(micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
+      r.startup ? nlohmann::json(util::micros_to_usd(r.startup->cost_micros)) : nlohmann::json(nullptr);
   j["process_on_gpu_s"] = r.process_on_gpu_ms
                               ? nlohmann::json(static_cast<double>(*r.process_on_gpu_ms) / 1000)
                               : nlohmann::json(nullptr);
-  j["steady_state"] = json_or_null(r.steady_state);
-  j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
-  j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
-  j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
-  j["mfu"] = json_or_null(r.mfu);
-  j["flops_per_token"] = json_or_null(r.flops_per_token);
-  j["mfu_basis"] = json_or_null(r.mfu_basis);
+  j["steady_state"] = util::json_or_null(r.steady_state);
+  j["cost_per_step_usd"] = util::json_or_null(r.usd_per_step);
+  j["usd_per_1k_samples"] = util::json_or_null(r.usd_per_1k_samples);
+  j["usd_per_1m_tokens"] = util::json_or_null(r.usd_per_1m_tokens);
+  j["mfu"] = util::json_or_null(r.mfu);
+  j["flops_per_token"] = util::json_or_null(r.flops_per_token);
+  j["mfu_basis"] = util::json_or_null(r.mfu_basis);
   j["metrics"] = r.metrics;
   j["labels"] = run.labels;
   j["user"] = run.user;
@@ -311,12 +311,12 @@ std::string render_run_report_json(const RunReport& r) {
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
                     {"used", g.used},
-                    {"util_avg_pct", json_or_null(g.util_avg_pct)},
-                    {"util_peak_pct", json_or_null(g.util_peak_pct)},
-                    {"memory_avg_bytes", json_or_null(g.mem_avg_bytes)},
-                    {"memory_peak_bytes", json_or_null(g.mem_peak_bytes)},
+                    {"util_avg_pct", util::json_or_null(g.util_avg_pct)},
+                    {"util_peak_pct", util::json_or_null(g.util_peak_pct)},
+                    {"memory_avg_bytes", util::json_or_null(g.mem_avg_bytes)},
+                    {"memory_peak_bytes", util::json_or_null(g.mem_peak_bytes)},
                     {"busy_s", g.busy_s},
-                    {"cost_usd", micros_to_usd(g.cost_micros)},
+                    {"cost_usd", util::micros_to_usd(g.cost_micros)},
                     {"energy_kwh", g.energy_j / 3.6e6}});
     detail::add_gpm_json(gpus.back(), g.activity.mean());
   }
@@ -324,8 +324,8 @@ std::string render_run_report_json(const RunReport& r) {
   nlohmann::json actions = nlohmann::json::array();
   for (const auto& a : r.actions)
     actions.push_back({{"t_s", static_cast<double>(a.t_ms) / 1000.0},
-                       {"kind", text_of(a.kind)},
-                       {"cost_usd", micros_to_usd(a.cost_micros)},
+                       {"kind", util::text_of(a.kind)},
+                       {"cost_usd", util::micros_to_usd(a.cost_micros)},
                        {"message", a.message}});
   j["actions"] = actions;
   if (!r.cells.empty()) {
@@ -335,9 +335,9 @@ std::string render_run_report_json(const RunReport& r) {
           {{"cell_id", c.cell_id},
            {"start_s", static_cast<double>(c.start_ms) / 1000.0},
            {"wall_s", static_cast<double>(c.end_ms - c.start_ms) / 1000.0},
-           {"cost_usd", micros_to_usd(c.cost_micros)},
+           {"cost_usd", util::micros_to_usd(c.cost_micros)},
            {"util_pct", c.utilization_pct ? nlohmann::json(*c.utilization_pct) : nlohmann::json()},
-           {"status", text_of(c.status)},
+           {"status", util::text_of(c.status)},
            {"source", c.source}});
     j["cells"] = cells;
   }
@@ -358,21 +358,21 @@ std::string render_run_report_json(const RunReport& r) {
     j["serving"] = {
         {"engine", k.engine},
         {"models", k.models},
-        {"prompt_tokens", json_or_null(k.prompt_tokens)},
-        {"generated_tokens", json_or_null(k.generated_tokens)},
-        {"cached_tokens", json_or_null(k.cached_tokens)},
-        {"requests", json_or_null(k.requests)},
-        {"usd_per_1m_prompt_tokens", json_or_null(k.usd_per_1m_prompt_tokens)},
-        {"usd_per_1m_generated_tokens", json_or_null(k.usd_per_1m_generated_tokens)},
-        {"usd_per_1m_tokens", json_or_null(k.usd_per_1m_tokens)},
-        {"usd_per_1k_requests", json_or_null(k.usd_per_1k_requests)},
-        {"generated_tokens_per_s", json_or_null(k.generated_tokens_per_s)},
-        {"peak_generated_tokens_per_s", json_or_null(k.peak_generated_tokens_per_s)},
-        {"load_ratio", json_or_null(k.load_ratio)},
-        {"usd_per_1m_generated_tokens_at_peak", json_or_null(k.usd_per_1m_generated_tokens_at_peak)},
-        {"plan_usd_per_1m_generated_tokens", json_or_null(k.plan_usd_per_1m_generated_tokens)},
-        {"plan_model", json_or_null(k.plan_model)},
-        {"plan_batch", json_or_null(k.plan_batch)},
+        {"prompt_tokens", util::json_or_null(k.prompt_tokens)},
+        {"generated_tokens", util::json_or_null(k.generated_tokens)},
+        {"cached_tokens", util::json_or_null(k.cached_tokens)},
+        {"requests", util::json_or_null(k.requests)},
+        {"usd_per_1m_prompt_tokens", util::json_or_null(k.usd_per_1m_prompt_tokens)},
+        {"usd_per_1m_generated_tokens", util::json_or_null(k.usd_per_1m_generated_tokens)},
+        {"usd_per_1m_tokens", util::json_or_null(k.usd_per_1m_tokens)},
+        {"usd_per_1k_requests", util::json_or_null(k.usd_per_1k_requests)},
+        {"generated_tokens_per_s", util::json_or_null(k.generated_tokens_per_s)},
+        {"peak_generated_tokens_per_s", util::json_or_null(k.peak_generated_tokens_per_s)},
+        {"load_ratio", util::json_or_null(k.load_ratio)},
+        {"usd_per_1m_generated_tokens_at_peak", util::json_or_null(k.usd_per_1m_generated_tokens_at_peak)},
+        {"plan_usd_per_1m_generated_tokens", util::json_or_null(k.plan_usd_per_1m_generated_tokens)},
+        {"plan_model", util::json_or_null(k.plan_model)},
+        {"plan_batch", util::json_or_null(k.plan_batch)},
         {"plan_note", k.plan_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.plan_note)}};
   } else {
     j["serving"] = nullptr;
@@ -391,7 +391,7 @@ std::string render_run_report_json(const RunReport& r) {
                                ? nlohmann::json(static_cast<double>(*run.last_checkpoint_ms) / 1000.0)
                                : nlohmann::json(nullptr);
   j["lost_work_usd"] =
-      run.lost_work_micros ? nlohmann::json(micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
+      run.lost_work_micros ? nlohmann::json(util::micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
   j["target"] = r.target ? detail::target_json(*r.target) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
@@ -416,10 +416,10 @@ std::string render_run_report_csv(const RunReport& r) {
   for (const auto& u : run.gpus_allocated) alloc += (alloc.empty() ? "" : " ") + u;
   for (const auto& u : run.gpus_used) used += (used.empty() ? "" : " ") + u;
   out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n",
-                     run.id, q(run.command), text_of(run.status), o(run.exit_code),
-                     run.stopped_by.value_or(""), r.wall_s, run.billed_s, micros_to_usd(run.cost_micros),
-                     micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source), q(alloc), q(used),
-                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, text_of(run.energy_method),
+                     run.id, q(run.command), util::text_of(run.status), o(run.exit_code),
+                     run.stopped_by.value_or(""), r.wall_s, run.billed_s, util::micros_to_usd(run.cost_micros),
+                     util::micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source), q(alloc), q(used),
+                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, util::text_of(run.energy_method),
                      o(run.co2_kg), o(r.steps), o(r.total_steps), o(run.forecast_cost_usd));
   return out;
 }
@@ -443,17 +443,17 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     }
     o += indented;
   }
-  o += fmt::format("  wall / billed   {} / {} s\n", format_duration_s(r.wall_s), run.billed_s);
+  o += fmt::format("  wall / billed   {} / {} s\n", util::format_duration_s(r.wall_s), run.billed_s);
   o += fmt::format(
-      "  cost            {}  ({}/GPU-h × {} GPU, {})\n", format_usd(micros_to_usd(run.cost_micros)),
-      format_usd(micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
-  if (run.budget_micros) o += fmt::format("  budget          {}\n", format_micros(*run.budget_micros));
+      "  cost            {}  ({}/GPU-h × {} GPU, {})\n", util::format_usd(util::micros_to_usd(run.cost_micros)),
+      util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
+  if (run.budget_micros) o += fmt::format("  budget          {}\n", util::format_micros(*run.budget_micros));
   o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
                    run.gpus_used.size());
-  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", format_usd(r.idle_cost_usd));
-  o += fmt::format("  unused GPUs     {}\n", format_usd(r.unused_gpu_cost_usd));
+  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", util::format_usd(r.idle_cost_usd));
+  o += fmt::format("  unused GPUs     {}\n", util::format_usd(r.unused_gpu_cost_usd));
   if (run.energy_method != store::RunEnergyMethod::none)
-    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, text_of(run.energy_method));
+    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, util::text_of(run.energy_method));
   else
     o += "  energy          not available (no energy counter or power readings)\n";
   if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
@@ -461,21 +461,21 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  effective util  {:.1f}%\n", *r.effective_utilization * 100.0);
   if (r.startup)
     o += fmt::format("  start-up        {} before the first GPU work, {} ({:.1f}% of the cost{})\n",
-                     format_duration_s(static_cast<double>(r.startup->ms) / 1000),
-                     format_usd(micros_to_usd(r.startup->cost_micros)), 100 * r.startup->share_of_run,
+                     util::format_duration_s(static_cast<double>(r.startup->ms) / 1000),
+                     util::format_usd(util::micros_to_usd(r.startup->cost_micros)), 100 * r.startup->share_of_run,
                      r.startup->share_of_total
                          ? fmt::format(", {:.1f}% of the whole job's", 100 * *r.startup->share_of_total)
                          : std::string());
   if (r.process_on_gpu_ms && (!r.startup || *r.process_on_gpu_ms < r.startup->ms))
     o += fmt::format("  on the GPU      a process of the job from {} (a CUDA context, not yet work)\n",
-                     format_duration_s(static_cast<double>(*r.process_on_gpu_ms) / 1000));
+                     util::format_duration_s(static_cast<double>(*r.process_on_gpu_ms) / 1000));
   if (r.steady_state == false) o += "  steady state    not reached: the run is start-up only (see notes)\n";
   for (const auto& g : r.gpus) {
     o += fmt::format("  GPU {} {}  util avg {} peak {}  mem avg {} peak {}{}\n", g.index, g.uuid,
                      g.util_avg_pct ? fmt::format("{:.0f}%", *g.util_avg_pct) : "n/a",
                      g.util_peak_pct ? fmt::format("{:.0f}%", *g.util_peak_pct) : "n/a",
-                     g.mem_avg_bytes ? format_bytes(*g.mem_avg_bytes) : "n/a",
-                     g.mem_peak_bytes ? format_bytes(*g.mem_peak_bytes) : "n/a",
+                     g.mem_avg_bytes ? util::format_bytes(*g.mem_avg_bytes) : "n/a",
+                     g.mem_peak_bytes ? util::format_bytes(*g.mem_peak_bytes) : "n/a",
                      g.used ? "" : "  (never used)");
     if (const std::string activity = detail::gpm_text(g.activity.mean()); !activity.empty())
       o += "          activity while working: " + activity + "\n";
@@ -483,9 +483,9 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.steps)
     o += fmt::format("  steps           {}{}\n", *r.steps,
                      r.total_steps ? fmt::format(" / {}", *r.total_steps) : "");
-  if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", format_usd(*r.usd_per_step));
-  if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", format_usd(*r.usd_per_1k_samples));
-  if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", format_usd(*r.usd_per_1m_tokens));
+  if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", util::format_usd(*r.usd_per_step));
+  if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", util::format_usd(*r.usd_per_1k_samples));
+  if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", util::format_usd(*r.usd_per_1m_tokens));
   if (r.mfu) o += fmt::format("  MFU             {:.1f}% ({})\n", *r.mfu * 100.0, r.mfu_basis.value_or(""));
   if (r.serving) {
     const ServingKpis& k = *r.serving;
@@ -498,13 +498,13 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                      k.engine.empty() ? "engine" : k.engine, models, n(k.prompt_tokens),
                      n(k.generated_tokens), n(k.requests));
     if (k.usd_per_1m_generated_tokens)
-      o += fmt::format("  $ / 1M gen tok  {}{}\n", format_usd(*k.usd_per_1m_generated_tokens),
+      o += fmt::format("  $ / 1M gen tok  {}{}\n", util::format_usd(*k.usd_per_1m_generated_tokens),
                        k.usd_per_1m_prompt_tokens
-                           ? fmt::format("  ($ / 1M prompt tok {})", format_usd(*k.usd_per_1m_prompt_tokens))
+                           ? fmt::format("  ($ / 1M prompt tok {})", util::format_usd(*k.usd_per_1m_prompt_tokens))
                            : "");
     if (k.usd_per_1m_tokens)
-      o += fmt::format("  $ / 1M tokens   {} (prompt + generated)\n", format_usd(*k.usd_per_1m_tokens));
-    if (k.usd_per_1k_requests) o += fmt::format("  $ / 1k requests {}\n", format_usd(*k.usd_per_1k_requests));
+      o += fmt::format("  $ / 1M tokens   {} (prompt + generated)\n", util::format_usd(*k.usd_per_1m_tokens));
+    if (k.usd_per_1k_requests) o += fmt::format("  $ / 1k requests {}\n", util::format_usd(*k.usd_per_1k_requests));
     if (k.generated_tokens_per_s)
       o += fmt::format("  gen tokens/s    {:.1f} mean{}\n", *k.generated_tokens_per_s,
                        k.peak_generated_tokens_per_s
@@ -513,13 +513,13 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                            : "");
     if (k.usd_per_1m_generated_tokens && k.usd_per_1m_generated_tokens_at_peak)
       o += fmt::format("  at saturation   {} per 1M generated tokens at the observed peak (now {})\n",
-                       format_usd(*k.usd_per_1m_generated_tokens_at_peak),
-                       format_usd(*k.usd_per_1m_generated_tokens));
+                       util::format_usd(*k.usd_per_1m_generated_tokens_at_peak),
+                       util::format_usd(*k.usd_per_1m_generated_tokens));
     if (k.plan_usd_per_1m_generated_tokens)
       o += fmt::format(
           "  plan predicts   {} per 1M generated tokens ({} on these GPUs at this price, {} concurrent "
           "sequences, the run's mean request shape)\n",
-          format_usd(*k.plan_usd_per_1m_generated_tokens), k.plan_model.value_or("?"),
+          util::format_usd(*k.plan_usd_per_1m_generated_tokens), k.plan_model.value_or("?"),
           k.plan_batch.value_or(0));
     else if (!k.plan_note.empty())
       o += fmt::format("  plan predicts   - ({})\n", k.plan_note);
@@ -529,28 +529,28 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     for (const auto& [k, v] : r.metrics) m += fmt::format("{}{} {:.4g}", m.empty() ? "" : ", ", k, v);
     o += fmt::format("  last metrics    {}\n", m);
   }
-  if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", format_usd(*run.forecast_cost_usd));
+  if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", util::format_usd(*run.forecast_cost_usd));
   const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(), [](const store::ActionRecord& a) {
     return a.kind == store::ActionKind::checkpoint;
   });
   if (run.last_checkpoint_ms)
     o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
-                     format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
+                     util::format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
   if (run.lost_work_micros)
     o += fmt::format(
-        "  lost work       {} ({})\n", format_usd(micros_to_usd(*run.lost_work_micros)),
+        "  lost work       {} ({})\n", util::format_usd(util::micros_to_usd(*run.lost_work_micros)),
         run.last_checkpoint_ms ? "GPU cost since the last checkpoint" : "no checkpoint seen: all of it");
   if (r.target) o += detail::target_text(*r.target);
   for (const auto& a : r.actions)
     if (a.kind != store::ActionKind::checkpoint)
       o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0,
-                       text_of(a.kind), format_usd(micros_to_usd(a.cost_micros)), a.message);
+                       util::text_of(a.kind), util::format_usd(util::micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(
         "  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {:.2f}x the price ({}); "
         "{}\n",
-        h.gpu, format_bytes(h.gpu_memory_bytes), format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
+        h.gpu, util::format_bytes(h.gpu_memory_bytes), util::format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
         h.price_ratio, h.price_basis, h.assumption);
   }
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
@@ -564,8 +564,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
     for (std::size_t i = 0; i < top.size() && i < 5; ++i)
       o += fmt::format(
-          "    [{}] {} · {} · {}{}\n", top[i]->cell_id, format_usd(micros_to_usd(top[i]->cost_micros)),
-          format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
+          "    [{}] {} · {} · {}{}\n", top[i]->cell_id, util::format_usd(util::micros_to_usd(top[i]->cost_micros)),
+          util::format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
           top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
           top[i]->source);
   }

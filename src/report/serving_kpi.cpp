@@ -28,7 +28,7 @@ std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::
     add(k.cached_tokens, r->cached_tokens);
     add(k.requests, r->requests);
   }
-  const double cost_usd = micros_to_usd(run.cost_micros);
+  const double cost_usd = util::micros_to_usd(run.cost_micros);
   const bool priced = run.price_micros_per_gpu_hour > 0;
   auto per = [&](std::optional<double> count, double unit) -> std::optional<double> {
     if (!priced || !count || !(*count > 0)) return std::nullopt;

@@ -21,7 +21,7 @@ std::optional<guard::TargetOutcome> replay_run_target(const store::RunRecord& ru
   const double burn =
       meter::burn_usd_per_s(run.price_micros_per_gpu_hour, std::max<std::size_t>(1, run.gpus_allocated.size()));
   std::optional<double> budget;
-  if (run.budget_micros) budget = micros_to_usd(*run.budget_micros);
+  if (run.budget_micros) budget = util::micros_to_usd(*run.budget_micros);
   const meter::TargetTracker tracker = meter::replay_target(settings->target, progress, burn, budget, priced);
   guard::TargetOutcome o;
   o.target = settings->target;

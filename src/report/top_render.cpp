@@ -12,7 +12,7 @@ namespace gm::report {
 
 namespace {
 
-constexpr EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
+constexpr util::EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
                                             {TopSort::cost, "$ so far"},
                                             {TopSort::owner, "owner"},
                                             {TopSort::energy, "energy"}};
@@ -40,7 +40,7 @@ void TopHistory::update(const agent::Snapshot& s, std::int64_t now_ns) {
     const MicroUsd used = meter::attributed_micros(d.cost, d.unallocated_cost);
     std::optional<double> rate;
     if (d.price && dt_ns > 0 && h.have_used)
-      rate = micros_to_usd(micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
+      rate = util::micros_to_usd(micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
     if (d.price && (dt_ns > 0 || !h.have_used)) {
       h.last_used = used;
       h.have_used = true;
@@ -85,7 +85,7 @@ std::string TopHistory::last_percent(const std::deque<std::optional<double>>& q)
 }
 
 std::string TopHistory::last_usd(const std::deque<std::optional<double>>& q) {
-  return q.empty() ? "n/a" : format_usd_or(q.back(), "n/a");
+  return q.empty() ? "n/a" : util::format_usd_or(q.back(), "n/a");
 }
 
 void TopHistory::push(std::deque<std::optional<double>>& q, std::optional<double> v) {
@@ -103,7 +103,7 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
       spent += d.cost;
     }
   out.push_back(fmt::format("gpumeter top - {} GPU(s) - {}/h - {} so far - sorted by {}{}", s.devices.size(),
-                            format_micros(rate), format_micros(spent), enum_text(kSortNames, key),
+                            util::format_micros(rate), util::format_micros(spent), util::enum_text(kSortNames, key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
   out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",
@@ -114,13 +114,13 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
     // TENSOR: GPM's tensor-core activity ("-": the GPU has no GPM, Hopper and newer do).
     out.push_back(fmt::format(
         "{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
-        shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
+        util::shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
         ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
         ok && l->gpm.tensor_active_pct ? fmt::format("{:.0f}%", *l->gpm.tensor_active_pct) : "-",
-        ok && l->memory_used_bytes ? format_bytes(*l->memory_used_bytes) : "n/a",
+        ok && l->memory_used_bytes ? util::format_bytes(*l->memory_used_bytes) : "n/a",
         ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
-        d.price ? format_micros(d.price->micros_per_gpu_hour) : "n/a",
-        d.price ? format_micros(d.cost) : "n/a", d.price ? format_micros(d.unallocated_cost) : "n/a"));
+        d.price ? util::format_micros(d.price->micros_per_gpu_hour) : "n/a",
+        d.price ? util::format_micros(d.cost) : "n/a", d.price ? util::format_micros(d.unallocated_cost) : "n/a"));
   }
   out.emplace_back();
   out.push_back(
@@ -155,9 +155,9 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
                             "USER", "GPUS", "$/h", "$ SO FAR", "ENERGY"));
   for (const auto& r : list)
     out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", to_string(r.owner.kind),
-                              shorten_middle(r.owner.name, 29), shorten_middle(r.owner.pod_namespace, 13),
-                              shorten_middle(r.owner.user, 9), r.gpus, format_micros(r.micros_per_hour),
-                              format_micros(r.cost), fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
+                              util::shorten_middle(r.owner.name, 29), util::shorten_middle(r.owner.pod_namespace, 13),
+                              util::shorten_middle(r.owner.user, 9), r.gpus, util::format_micros(r.micros_per_hour),
+                              util::format_micros(r.cost), fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
   if (list.empty()) out.push_back("(no processes on any GPU)");
   bool heading = false;
   for (const auto& r : list)
@@ -169,9 +169,9 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
       }
       std::string money;
       if (f.nano_usd_per_month)
-        money = fmt::format(" - {}/month at this rate", format_nanos(*f.nano_usd_per_month));
+        money = fmt::format(" - {}/month at this rate", util::format_nanos(*f.nano_usd_per_month));
       out.push_back(fmt::format("[{}] {} {}: {}{}", findings::severity_name(f.severity), f.kind,
-                                shorten_middle(r.owner.name, 40), f.summary, money));
+                                util::shorten_middle(r.owner.name, 40), f.summary, money));
       out.push_back("    -> " + f.action);
     }
   return out;

@@ -23,12 +23,12 @@ nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::vec
                      {"base_ns", r.base_ns},
                      {"new_ns", r.new_ns},
                      {"delta_ns", r.new_ns - r.base_ns},
-                     {"base_cost_usd", json_or_null(costs[i].base_usd)},
-                     {"new_cost_usd", json_or_null(costs[i].new_usd)},
-                     {"delta_cost_usd", json_or_null(costs[i].delta_usd)},
+                     {"base_cost_usd", util::json_or_null(costs[i].base_usd)},
+                     {"new_cost_usd", util::json_or_null(costs[i].new_usd)},
+                     {"delta_cost_usd", util::json_or_null(costs[i].delta_usd)},
                      {"base_share", r.base_share},
                      {"new_share", r.new_share},
-                     {"change", json_or_null(r.change)},
+                     {"change", util::json_or_null(r.change)},
                      {"status", r.status},
                      {"gated", r.gated},
                      {"failed", r.failed}};
@@ -41,18 +41,18 @@ nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::vec
 void rows_text(std::string& out, const char* title, const std::vector<trace::DiffRow>& rows,
                const std::vector<DiffRowCosts>& costs, std::size_t top, const char* per) {
   if (rows.empty()) return;
-  TextTable t;
+  util::TextTable t;
   const std::string base_col = fmt::format("base ms/{}", per), new_col = fmt::format("new ms/{}", per);
   t.header({title, base_col, new_col, "change", "Δ cost", "share", ""},
-           {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-            TextTable::Align::right, TextTable::Align::right, TextTable::Align::left});
+           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::left});
   const std::vector<std::string> display = detail::diff_row_names(rows, 60);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const trace::DiffRow& r = rows[i];
     if (i >= top && !r.failed) continue;
     const auto& delta = costs[i].delta_usd;
     t.row({display[i], fmt::format("{:.3f}", r.base_ns / 1e6), fmt::format("{:.3f}", r.new_ns / 1e6),
-           detail::change_text(r), delta ? format_usd(*delta, true) : "-",
+           detail::change_text(r), delta ? util::format_usd(*delta, true) : "-",
            fmt::format("{:.1f}%", 100 * r.new_share), r.failed ? "FAIL" : ""});
   }
   out += t.render();
@@ -73,7 +73,7 @@ std::string trace_diff_text(const findings::PricedDiff& p, const TraceDiffView& 
   out += fmt::format("BASE {} ({} device(s), {} steps)\nNEW  {} ({} device(s), {} steps)\n", v.base_path,
                      d.base_devices, d.base_steps, v.new_path, d.new_devices, d.new_steps);
   out +=
-      price ? fmt::format("price: {}/GPU-hour (source: {}); figures per {}\n\n", format_micros(*price),
+      price ? fmt::format("price: {}/GPU-hour (source: {}); figures per {}\n\n", util::format_micros(*price),
                           p.price.source, d.per)
             : fmt::format("price: none (pass --price USD_PER_GPU_HOUR for costs); figures per {}\n\n", d.per);
   const char* per = d.per == "step" ? "step" : "trace";
@@ -101,7 +101,7 @@ std::string trace_diff_json(const findings::PricedDiff& p, const TraceDiffView& 
       {"per", d.per},
       {"base_steps", d.base_steps},
       {"new_steps", d.new_steps},
-      {"price_usd_per_gpu_hour", price ? nlohmann::json(micros_to_usd(*price)) : nlohmann::json(nullptr)},
+      {"price_usd_per_gpu_hour", price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr)},
       {"price_source", price ? nlohmann::json(p.price.source) : nlohmann::json(nullptr)},
       {"max_cost_increase", v.max_increase},
       {"min_share", v.min_share},

@@ -21,7 +21,7 @@ std::string job_text(const findings::PricedTrace& priced) {
     out += fmt::format("job {} — {} ranks, {} GPUs: window {} ms, {} GPU-hours held", job.group,
                        job.ranks.size(), job.gpus, detail::ms_text(job.window_ns),
                        fmt::format("{:.6f}", static_cast<double>(job.gpu_ns) / 3.6e12));
-    if (c.gpu_usd) out += fmt::format(", cost {}", format_usd(*c.gpu_usd));
+    if (c.gpu_usd) out += fmt::format(", cost {}", util::format_usd(*c.gpu_usd));
     out += "\n";
     if (job.instances > 0) {
       out += fmt::format(
@@ -29,7 +29,7 @@ std::string job_text(const findings::PricedTrace& priced) {
           "the GPU time held)",
           detail::ms_text(job.wait_ns), job.instances,
           job.gpu_ns > 0 ? 100.0 * static_cast<double>(job.wait_ns) / static_cast<double>(job.gpu_ns) : 0.0);
-      if (c.wait_usd) out += fmt::format(", {}", format_usd(*c.wait_usd));
+      if (c.wait_usd) out += fmt::format(", {}", util::format_usd(*c.wait_usd));
       out += "\n";
       std::vector<std::size_t> by_last;
       for (std::size_t i = 0; i < job.ranks.size(); ++i)
@@ -45,7 +45,7 @@ std::string job_text(const findings::PricedTrace& priced) {
         out += fmt::format("  {} rank {}: last in {} of {} collectives; the others waited {} ms for it{}\n",
                            i == 0 ? "most often last:" : "            then", r.rank, r.arrivals_last,
                            r.collectives, detail::ms_text(r.wait_caused_ns),
-                           caused_usd ? fmt::format(" ({})", format_usd(*caused_usd)) : "");
+                           caused_usd ? fmt::format(" ({})", util::format_usd(*caused_usd)) : "");
       }
     } else {
       const bool any_metadata = std::any_of(job.ranks.begin(), job.ranks.end(),
@@ -54,13 +54,13 @@ std::string job_text(const findings::PricedTrace& priced) {
                           : "straggler wait: unknown, no rank's collective kernels carry collective metadata "
                             "(process group, sequence number)\n";
     }
-    TextTable t;
+    util::TextTable t;
     t.header(
         {"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "waited $", "caused ms",
          "caused $"},
-        {TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-         TextTable::Align::right, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-         TextTable::Align::right, TextTable::Align::right});
+        {util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+         util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+         util::TextTable::Align::right, util::TextTable::Align::right});
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       const auto& r = job.ranks[i];
       if (!r.collective_metadata) {
@@ -70,8 +70,8 @@ std::string job_text(const findings::PricedTrace& priced) {
       }
       t.row({std::to_string(r.rank), std::to_string(r.gpus), detail::ms_text(r.busy_ns),
              detail::ms_text(r.idle_ns), std::to_string(r.collectives), std::to_string(r.arrivals_last),
-             detail::ms_text(r.wait_suffered_ns), format_usd_or(c.rank_wait_suffered_usd[i]),
-             detail::ms_text(r.wait_caused_ns), format_usd_or(c.rank_wait_caused_usd[i])});
+             detail::ms_text(r.wait_suffered_ns), util::format_usd_or(c.rank_wait_suffered_usd[i]),
+             detail::ms_text(r.wait_caused_ns), util::format_usd_or(c.rank_wait_caused_usd[i])});
     }
     out += t.render();
     if (!job.steps.empty()) {
@@ -83,7 +83,7 @@ std::string job_text(const findings::PricedTrace& priced) {
           break;
         }
         out += fmt::format("{} {} {} ms", shown == 1 ? "" : ";", s.step, detail::ms_text(s.wait_ns));
-        if (const auto& usd = c.step_wait_usd[shown - 1]) out += fmt::format(" {}", format_usd(*usd));
+        if (const auto& usd = c.step_wait_usd[shown - 1]) out += fmt::format(" {}", util::format_usd(*usd));
         if (s.last_rank) out += fmt::format(" (last: rank {})", *s.last_rank);
       }
       out += "\n";
@@ -102,11 +102,11 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
   j["gpus"] = job.gpus;
   j["gpu_ns"] = job.gpu_ns;
   j["busy_ns"] = job.busy_ns;
-  j["cost_usd"] = json_or_null(c.gpu_usd);
+  j["cost_usd"] = util::json_or_null(c.gpu_usd);
   j["collectives_matched"] = job.instances;
   // No collective matched: the straggler figures are unknown (null), not zero.
   j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
-  j["straggler_cost_usd"] = job.instances > 0 ? json_or_null(c.wait_usd) : nlohmann::json(nullptr);
+  j["straggler_cost_usd"] = job.instances > 0 ? util::json_or_null(c.wait_usd) : nlohmann::json(nullptr);
   auto ranks = nlohmann::json::array();
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     const auto& r = job.ranks[i];
@@ -123,10 +123,10 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
          {"collectives", n(r.collectives)},
          {"arrivals_last", n(r.arrivals_last)},
          {"wait_caused_ns", n(r.wait_caused_ns)},
-         {"wait_caused_cost_usd", m ? json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
+         {"wait_caused_cost_usd", m ? util::json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
          {"wait_suffered_ns", n(r.wait_suffered_ns)},
          {"wait_suffered_cost_usd",
-          m ? json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
+          m ? util::json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();
@@ -136,11 +136,11 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
     for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
       by_rank.push_back({{"rank", job.ranks[i].rank},
                          {"wait_ns", s.wait_by_rank_ns[i]},
-                         {"cost_usd", json_or_null(c.step_rank_wait_usd[si][i])}});
+                         {"cost_usd", util::json_or_null(c.step_rank_wait_usd[si][i])}});
     steps.push_back({{"step", s.step},
                      {"wait_ns", s.wait_ns},
-                     {"cost_usd", json_or_null(c.step_wait_usd[si])},
-                     {"last_rank", json_or_null(s.last_rank)},
+                     {"cost_usd", util::json_or_null(c.step_wait_usd[si])},
+                     {"last_rank", util::json_or_null(s.last_rank)},
                      {"ranks", std::move(by_rank)}});
   }
   j["steps"] = std::move(steps);

@@ -118,11 +118,11 @@ nlohmann::json buckets_json(const std::vector<Bucket>& bs, const BreakdownCosts&
     j["count"] = b.count;
     j["kernel_ns"] = b.kernel_ns;
     j["attributed_ns"] = b.attributed_ns;
-    j["cost_usd"] = json_or_null(c.attributed_usd[i]);
+    j["cost_usd"] = util::json_or_null(c.attributed_usd[i]);
     if (steps) {
       const bool real_step = b.step_ns > 0 || b.name != "(outside steps)";
       j["step_ns"] = real_step ? nlohmann::json(b.step_ns) : nlohmann::json(nullptr);
-      j["step_cost_usd"] = json_or_null(c.step_usd[i]);
+      j["step_cost_usd"] = util::json_or_null(c.step_usd[i]);
     }
     arr.push_back(std::move(j));
   }
@@ -146,16 +146,16 @@ std::string device_label(const FileAnalysis& f, const DeviceAnalysis& d) {
 void breakdown_text(std::string& out, const char* title, const std::vector<Bucket>& bs,
                     const BreakdownCosts& c, const DeviceAnalysis& d, const TraceRenderOptions& o,
                     bool kernels) {
-  TextTable t;
+  util::TextTable t;
   std::vector<std::string> head{title};
-  std::vector<TextTable::Align> al{TextTable::Align::left};
+  std::vector<util::TextTable::Align> al{util::TextTable::Align::left};
   if (kernels) {
     head.push_back("class");
-    al.push_back(TextTable::Align::left);
+    al.push_back(util::TextTable::Align::left);
   }
   for (const char* h : {"count", "kernel ms", "attributed ms", "share", "cost"}) {
     head.push_back(h);
-    al.push_back(TextTable::Align::right);
+    al.push_back(util::TextTable::Align::right);
   }
   t.header(head, al);
   std::size_t shown_rows = 0;
@@ -175,14 +175,14 @@ void breakdown_text(std::string& out, const char* title, const std::vector<Bucke
     if (kernels) row.push_back(b.klass);
     row.insert(row.end(),
                {std::to_string(b.count), detail::ms_text(b.kernel_ns), detail::ms_text(b.attributed_ns),
-                pct(b.attributed_ns, d.busy_ns), format_usd_or(c.attributed_usd[shown_rows - 1])});
+                pct(b.attributed_ns, d.busy_ns), util::format_usd_or(c.attributed_usd[shown_rows - 1])});
     t.row(row);
   }
   if (bs.size() > shown_rows) {
     std::vector<std::string> row{fmt::format("({} more)", bs.size() - shown_rows)};
     if (kernels) row.push_back("");
     row.insert(row.end(), {std::to_string(rest_count), detail::ms_text(rest_kernel), detail::ms_text(rest_ns),
-                           pct(rest_ns, d.busy_ns), format_usd_or(c.rest_usd[shown_rows])});
+                           pct(rest_ns, d.busy_ns), util::format_usd_or(c.rest_usd[shown_rows])});
     t.row(row);
   }
   out += t.render();
@@ -198,16 +198,16 @@ nlohmann::json host_json(const FileAnalysis& f, const findings::FileCosts& fc) {
   j["label"] = f.devices.empty() ? nlohmann::json("CPU only") : nlohmann::json(nullptr);
   j["window_start_ns"] = h.window_start_ns;
   j["window_ns"] = h.window_ns;
-  j["cost_usd"] = json_or_null(c.window_usd);
+  j["cost_usd"] = util::json_or_null(c.window_usd);
   j["span_count"] = h.span_count;
   j["step_count"] = h.step_ns.count;
   j["step_time_ns"] = stats_json(h.step_ns);
-  j["cost_per_step_usd"] = json_or_null(c.per_step_usd);
+  j["cost_per_step_usd"] = util::json_or_null(c.per_step_usd);
   auto steps = nlohmann::json::array();
   for (std::size_t i = 0; i < h.steps.size(); ++i)
     steps.push_back({{"name", h.steps[i].name},
                      {"step_ns", h.steps[i].step_ns},
-                     {"cost_usd", json_or_null(c.steps_usd[i])}});
+                     {"cost_usd", util::json_or_null(c.steps_usd[i])}});
   j["steps"] = std::move(steps);
   auto ops = nlohmann::json::array();
   for (const auto& op : h.operators)
@@ -224,13 +224,13 @@ void host_text(std::string& out, const FileAnalysis& f, const findings::HostCost
   const auto& h = *f.host;
   out += fmt::format("host window {} ms", detail::ms_text(h.window_ns));
   if (c.window_usd)
-    out += fmt::format(", cost {} (CPU only: the host's time at the price)", format_usd(*c.window_usd));
+    out += fmt::format(", cost {} (CPU only: the host's time at the price)", util::format_usd(*c.window_usd));
   out += fmt::format("; {} CPU spans\n", h.span_count);
   if (h.step_ns.count > 0) {
     out += fmt::format("steps: {}, step time mean {:.3f} ms (min {:.3f}, p50 {:.3f}, max {:.3f})",
                        h.step_ns.count, h.step_ns.mean / 1e6, static_cast<double>(h.step_ns.min) / 1e6,
                        static_cast<double>(h.step_ns.p50) / 1e6, static_cast<double>(h.step_ns.max) / 1e6);
-    if (c.per_step_usd) out += fmt::format("; cost per step {}", format_usd(*c.per_step_usd));
+    if (c.per_step_usd) out += fmt::format("; cost per step {}", util::format_usd(*c.per_step_usd));
     out += "\n";
   } else {
     out += "steps: no ProfilerStep spans in this trace\n";
@@ -242,10 +242,10 @@ void host_text(std::string& out, const FileAnalysis& f, const findings::HostCost
   }
   std::int64_t self_total = 0;
   for (const auto& op : h.operators) self_total += op.self_ns;
-  TextTable t;
+  util::TextTable t;
   t.header({"operator (by self CPU time)", "count", "self ms", "total ms", "of self"},
-           {TextTable::Align::left, TextTable::Align::right, TextTable::Align::right, TextTable::Align::right,
-            TextTable::Align::right});
+           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::right});
   std::vector<std::string> full_names;
   for (std::size_t i = 0; i < h.operators.size() && i < o.top; ++i) full_names.push_back(h.operators[i].name);
   const std::vector<std::string> display = trace::short_names(full_names, 60);
@@ -266,7 +266,7 @@ void host_text(std::string& out, const FileAnalysis& f, const findings::HostCost
 std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
   std::string out;
   if (t.price.micros_per_gpu_hour)
-    out += fmt::format("price: {}/GPU-hour (source: {})\n\n", format_micros(*t.price.micros_per_gpu_hour),
+    out += fmt::format("price: {}/GPU-hour (source: {})\n\n", util::format_micros(*t.price.micros_per_gpu_hour),
                        t.price.source);
   else
     out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
@@ -309,11 +309,11 @@ std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
       const DeviceCosts& c = fc.devices[di];
       out += device_label(f, d) + "\n";
       out += findings::to_text(c.findings);
-      TextTable table;
-      table.header({"", "ms", "of window", "cost"}, {TextTable::Align::left, TextTable::Align::right,
-                                                     TextTable::Align::right, TextTable::Align::right});
+      util::TextTable table;
+      table.header({"", "ms", "of window", "cost"}, {util::TextTable::Align::left, util::TextTable::Align::right,
+                                                     util::TextTable::Align::right, util::TextTable::Align::right});
       auto row = [&](const char* name, std::int64_t ns, const findings::UsdOrNone& usd) {
-        table.row({name, detail::ms_text(ns), pct(ns, d.window_ns), format_usd_or(usd)});
+        table.row({name, detail::ms_text(ns), pct(ns, d.window_ns), util::format_usd_or(usd)});
       };
       row("window", d.window_ns, c.window_usd);
       row("  compute", d.compute_ns, c.compute_usd);
@@ -378,10 +378,10 @@ std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
             static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
             d.step_ns.stdev / 1e6);
         if (c.per_step_usd) {
-          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", format_usd(*c.per_step_usd),
-                             format_usd(*c.idle_per_1k_steps_usd));
+          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", util::format_usd(*c.per_step_usd),
+                             util::format_usd(*c.idle_per_1k_steps_usd));
           if (c.projected_usd)
-            out += fmt::format(" ; {} steps ≈ {}", *t.project_steps, format_usd(*c.projected_usd));
+            out += fmt::format(" ; {} steps ≈ {}", *t.project_steps, util::format_usd(*c.projected_usd));
         }
         out += "\n";
       } else {
@@ -410,7 +410,7 @@ std::string trace_json(const PricedTrace& t) {
     jf["file"] = f.file;
     jf["group"] = f.group;
     jf["format"] = f.format.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.format);
-    jf["rank"] = json_or_null(f.rank);
+    jf["rank"] = util::json_or_null(f.rank);
     if (f.skipped)
       jf["skipped"] = *f.skipped;
     else
@@ -433,21 +433,21 @@ std::string trace_json(const PricedTrace& t) {
       nlohmann::json j;
       j["file"] = f.file;
       j["group"] = f.group;
-      j["rank"] = json_or_null(f.rank);
+      j["rank"] = util::json_or_null(f.rank);
       j["device"] = d.device;
-      j["gpu_name"] = json_or_null(d.gpu_name);
+      j["gpu_name"] = util::json_or_null(d.gpu_name);
       j["partial"] = f.partial;
       add_figures(j, d, kDeviceFigures);
       j["fair_share_exact"] = d.fair_share_exact;
-      for (const auto& [key, cost] : kDeviceCosts) j[key] = json_or_null(c.*cost);
-      j["price_usd_per_gpu_hour"] = price ? nlohmann::json(micros_to_usd(*price)) : nlohmann::json(nullptr);
+      for (const auto& [key, cost] : kDeviceCosts) j[key] = util::json_or_null(c.*cost);
+      j["price_usd_per_gpu_hour"] = price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr);
       j["price_source"] = price ? nlohmann::json(t.price.source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
       j["step_time_ns"] = stats_json(d.step_ns);
-      j["cost_per_step_usd"] = json_or_null(c.per_step_usd);
-      j["idle_cost_per_1k_steps_usd"] = json_or_null(c.idle_per_1k_steps_usd);
-      j["projected_steps"] = json_or_null(t.project_steps);
-      j["projected_cost_usd"] = json_or_null(c.projected_usd);
+      j["cost_per_step_usd"] = util::json_or_null(c.per_step_usd);
+      j["idle_cost_per_1k_steps_usd"] = util::json_or_null(c.idle_per_1k_steps_usd);
+      j["projected_steps"] = util::json_or_null(t.project_steps);
+      j["projected_cost_usd"] = util::json_or_null(c.projected_usd);
       auto ops_json = [](const std::vector<trace::IdleCpuOp>& v) {
         auto a = nlohmann::json::array();
         for (const auto& op : v)
@@ -463,7 +463,7 @@ std::string trace_json(const PricedTrace& t) {
           {"count", d.before_window.count},
           {"kernel_ns", d.before_window.kernel_ns},
           {"attributed_ns", d.before_window.attributed_ns},
-          {"cost_usd", json_or_null(c.before_window_usd)},
+          {"cost_usd", util::json_or_null(c.before_window_usd)},
           {"kernels", buckets_json(d.before_window.kernels, c.before_window_kernels, true, false)}};
       auto matrix_math = nlohmann::json::object();
       add_figures(matrix_math, d.matrix_math, kMatrixMathFigures);
@@ -505,8 +505,8 @@ std::string trace_csv(const PricedTrace& t) {
                       const std::vector<findings::UsdOrNone>& usd) {
         for (std::size_t i = 0; i < bs.size(); ++i) {
           const Bucket& b = bs[i];
-          out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", csv_escape(f.file), rank,
-                             csv_escape(d.device), kind, csv_escape(b.name), b.klass, b.count, b.kernel_ns,
+          out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", util::csv_escape(f.file), rank,
+                             util::csv_escape(d.device), kind, util::csv_escape(b.name), b.klass, b.count, b.kernel_ns,
                              b.attributed_ns, usd[i] ? fmt::format("{:.9f}", *usd[i]) : "");
         }
       };

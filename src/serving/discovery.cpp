@@ -21,7 +21,7 @@ std::vector<std::uint16_t> listening_ports(const std::string& proc_root,
                                            const std::set<std::uint32_t>& pids) {
   std::map<std::string, std::uint16_t> by_link;
   for (const char* table : {"/net/tcp", "/net/tcp6"})
-    if (auto text = read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
+    if (auto text = util::read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
   std::set<std::uint16_t> ports;
   if (by_link.empty()) return {};
   for (std::uint32_t pid : pids) {
@@ -53,10 +53,10 @@ std::optional<std::string> metrics_disabled_reason(const InferenceEndpointSpec& 
       std::chrono::milliseconds(timeout_ms);
   const auto res = http.send(request);
   if (!res || res->status != 200 || res->body.size() > (4u << 20)) return std::nullopt;
-  const auto j = json_parse(res->body, "/get_server_info");
-  if (!j || json_bool(*j, "enable_metrics") != false) return std::nullopt;
+  const auto j = util::json_parse(res->body, "/get_server_info");
+  if (!j || util::json_bool(*j, "enable_metrics") != false) return std::nullopt;
   std::string model;
-  if (auto path = json_string(*j, "model_path")) model = " (" + *path + ")";
+  if (auto path = util::json_string(*j, "model_path")) model = " (" + *path + ")";
   return spec.scheme_host_port + " is an SGLang server" + model +
          " started without --enable-metrics: it serves no /metrics; restart it with --enable-metrics";
 }
@@ -82,23 +82,23 @@ ProbeResult probe_engine_ports(const std::string& host, const std::vector<std::u
 }
 
 Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std::string& source) {
-  const auto j = json_parse(json_text, source);
+  const auto j = util::json_parse(json_text, source);
   if (!j) return make_error(ErrorKind::usage, j.error().message + ": not a kubelet PodList");
-  const nlohmann::json* items = json_array(*j, "items");
+  const nlohmann::json* items = util::json_array(*j, "items");
   if (!items)
     return make_error(ErrorKind::usage,
                       source + ": not a kubelet PodList: " +
-                          (j->is_object() ? JsonPath("items").wrong_type("an array", json_member(*j, "items"))
-                                          : JsonPath().wrong_type("an object", &*j)));
+                          (j->is_object() ? util::JsonPath("items").wrong_type("an array", util::json_member(*j, "items"))
+                                          : util::JsonPath().wrong_type("an object", &*j)));
   KubeletPodList out;
   // A pod part of the wrong JSON type skips that pod; the first such part is named in `problem`.
-  auto malformed = [&](const JsonPath& where, std::string_view expected, const nlohmann::json* v) {
+  auto malformed = [&](const util::JsonPath& where, std::string_view expected, const nlohmann::json* v) {
     if (out.problem.empty()) out.problem = source + ": " + where.wrong_type(expected, v);
   };
-  const JsonPath items_path("items");
+  const util::JsonPath items_path("items");
   for (std::size_t i = 0; i < items->size(); ++i) {
     const nlohmann::json& pod = (*items)[i];
-    const JsonPath at = items_path / i;
+    const util::JsonPath at = items_path / i;
     if (!pod.is_object()) {
       malformed(at, "an object", &pod);
       ++out.malformed;
@@ -106,9 +106,9 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
     }
     bool ok = true;
     // Members that must be objects when present; absent reads as empty.
-    auto object_part = [&](const nlohmann::json& parent, const JsonPath& where,
+    auto object_part = [&](const nlohmann::json& parent, const util::JsonPath& where,
                            std::string_view key) -> const nlohmann::json* {
-      const nlohmann::json* v = json_member(parent, key);
+      const nlohmann::json* v = util::json_member(parent, key);
       if (v == nullptr || v->is_object()) return v;
       malformed(where / key, "an object", v);
       ok = false;
@@ -122,16 +122,16 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
       continue;
     }
     // Strings that are present with another type make the pod malformed; absent ones read as "".
-    auto text = [&](const nlohmann::json* parent, const JsonPath& where,
+    auto text = [&](const nlohmann::json* parent, const util::JsonPath& where,
                     std::string_view key) -> std::string {
-      const nlohmann::json* v = parent ? json_member(*parent, key) : nullptr;
+      const nlohmann::json* v = parent ? util::json_member(*parent, key) : nullptr;
       if (v == nullptr) return {};
-      if (auto s = json_string(v)) return *s;
+      if (auto s = util::json_string(v)) return *s;
       malformed(where / key, "a string", v);
       ok = false;
       return {};
     };
-    const JsonPath meta_at = at / "metadata", status_at = at / "status", ann_at = meta_at / "annotations";
+    const util::JsonPath meta_at = at / "metadata", status_at = at / "status", ann_at = meta_at / "annotations";
     const std::string port = text(ann, ann_at, "prometheus.io/port"), ip = text(status, status_at, "podIP");
     const std::string phase = text(status, status_at, "phase"),
                       scrape = text(ann, ann_at, "prometheus.io/scrape");
@@ -170,7 +170,7 @@ Result<std::string> fetch_pods(const DiscoveryOptions& o) {
   request.connect_timeout = request.read_timeout = std::chrono::milliseconds(o.timeout_ms);
   request.headers = {{"Accept", "application/json"}};
   if (!o.kubelet_token_file.empty()) {
-    auto token = read_small_file(o.kubelet_token_file);
+    auto token = util::read_small_file(o.kubelet_token_file);
     if (!token)
       return make_error(ErrorKind::unavailable,
                         "--kubelet-token-file " + o.kubelet_token_file + ": cannot read");

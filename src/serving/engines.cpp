@@ -15,13 +15,13 @@
 
 namespace gm::serving {
 
-constexpr EnumText<InferenceEngine> kEngines[] = {{InferenceEngine::vllm, "vllm"},
+constexpr util::EnumText<InferenceEngine> kEngines[] = {{InferenceEngine::vllm, "vllm"},
                                                   {InferenceEngine::sglang, "sglang"},
                                                   {InferenceEngine::tgi, "tgi"},
                                                   {InferenceEngine::triton, "triton"}};
 
 const char* to_string(InferenceEngine engine) {
-  return enum_text(kEngines, engine, "unknown");
+  return util::enum_text(kEngines, engine, "unknown");
 }
 
 // ---- endpoint specs ------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ Result<InferenceEndpointSpec> parse_inference_endpoint(std::string_view text, st
 }
 
 Result<std::vector<InferenceEndpointSpec>> load_inference_endpoints(const std::string& config_path) {
-  GM_TRY(toml::table tbl, parse_config_file(config_path));
+  GM_TRY(toml::table tbl, util::parse_config_file(config_path));
   std::vector<InferenceEndpointSpec> out;
   const toml::node_view<toml::node> node = tbl["agent"]["inference_endpoints"];
   if (!node) return out;

@@ -49,7 +49,7 @@ void detail::listen_table(const std::string& table, std::map<std::string, std::u
 std::optional<std::uint32_t> find_listening_pid(const std::string& proc_root, std::uint16_t port) {
   std::map<std::string, std::uint16_t> by_link;
   for (const char* table : {"/net/tcp", "/net/tcp6"})
-    if (auto text = read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
+    if (auto text = util::read_small_file(proc_root + table)) detail::listen_table(*text, by_link);
   std::vector<std::string> targets;
   for (const auto& [link, p] : by_link)
     if (p == port) targets.push_back(link);

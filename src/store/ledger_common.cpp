@@ -110,7 +110,7 @@ bool meter_is_dead(const RunRecord& r) {
     const auto pid = static_cast<pid_t>(r.meter_pid);
     if (kill(pid, 0) != 0 && errno == ESRCH) return true;
     // A live pid that is not a gpumeter any more was reused.
-    auto comm = read_small_file("/proc/" + std::to_string(r.meter_pid) + "/comm");
+    auto comm = util::read_small_file("/proc/" + std::to_string(r.meter_pid) + "/comm");
     if (comm && comm->rfind("gpumeter", 0) != 0) return true;
     return false;
   }
@@ -163,7 +163,7 @@ std::int64_t period_start_unix_ms(BudgetPeriod period, std::int64_t now_unix_ms)
     case BudgetPeriod::month:
       break;
   }
-  return month_start_unix_ms(days * day_ms);
+  return util::month_start_unix_ms(days * day_ms);
 }
 
 bool run_matches(const RunRecord& run, const std::string& key, const std::string& value) {

@@ -16,10 +16,10 @@ Result<std::string> ledger_location(const std::optional<std::string>& flag) {
     return *flag;
   }
   if (const char* p = std::getenv("GPUMETER_LEDGER"); p && *p) return std::string(p);
-  const auto config = user_config_file();
+  const auto config = util::user_config_file();
   std::error_code ec;
   if (config && std::filesystem::exists(*config, ec)) {
-    GM_TRY(const toml::table tbl, parse_config_file(*config));
+    GM_TRY(const toml::table tbl, util::parse_config_file(*config));
     if (auto node = tbl["ledger"]["location"]) {
       if (auto s = node.value<std::string>(); s && !s->empty()) return *s;
       return make_error(ErrorKind::usage, *config + ": [ledger] location must be a non-empty string");

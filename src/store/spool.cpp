@@ -81,15 +81,15 @@ Result<std::size_t> replay_spool(Ledger& ledger, const std::string& spool_dir) {
     std::stringstream text;
     text << in.rdbuf();
     // Written by gpumeter, but read back from disk (another version, a torn write): typed reads only.
-    auto meta = json_parse(text.str(), spool_dir + "/" + stem + ".json");
-    if (!meta || json_string(*meta, "ledger") != ledger.describe()) continue;
+    auto meta = util::json_parse(text.str(), spool_dir + "/" + stem + ".json");
+    if (!meta || util::json_string(*meta, "ledger") != ledger.describe()) continue;
     const int fd = ::open((spool_dir + "/" + stem + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) continue;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {  // still being written by a live gpumeter
       ::close(fd);
       continue;
     }
-    auto id = replay_one(ledger, spool_dir, stem, json_int(*meta, "target_run_id").value_or(0));
+    auto id = replay_one(ledger, spool_dir, stem, util::json_int(*meta, "target_run_id").value_or(0));
     ::close(fd);
     if (!id) return id.error();
     ++replayed;

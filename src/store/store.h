@@ -31,7 +31,7 @@ enum class RunStatus {
   finished,     ///< an attached process ended (its exit status unknown); every self-ended run before issue 19
   detached,     ///< gpumeter stopped watching an attached process, which went on
 };
-inline constexpr EnumText<RunStatus> kRunStatusTexts[] = {
+inline constexpr util::EnumText<RunStatus> kRunStatusTexts[] = {
     {RunStatus::running, "running"},     {RunStatus::succeeded, "succeeded"},
     {RunStatus::failed, "failed"},       {RunStatus::stopped, "stopped"},
     {RunStatus::preempted, "preempted"}, {RunStatus::interrupted, "interrupted"},
@@ -42,7 +42,7 @@ constexpr const auto& enum_table(RunStatus) {
 
 /// Why gpumeter stopped a run (RunRecord::stopped_by holds its text, or a scheduler's own reason).
 enum class StopReason { budget, forecast, idle, target, preemption };
-inline constexpr EnumText<StopReason> kStopReasonTexts[] = {{StopReason::budget, "budget"},
+inline constexpr util::EnumText<StopReason> kStopReasonTexts[] = {{StopReason::budget, "budget"},
                                                             {StopReason::forecast, "forecast"},
                                                             {StopReason::idle, "idle"},
                                                             {StopReason::target, "target"},
@@ -60,7 +60,7 @@ enum class RunEnergyMethod {
   none,               ///< no GPU had an energy reading
   agent,              ///< the agent's figure, recorded by record-job
 };
-inline constexpr EnumText<RunEnergyMethod> kRunEnergyMethodTexts[] = {
+inline constexpr util::EnumText<RunEnergyMethod> kRunEnergyMethodTexts[] = {
     {RunEnergyMethod::not_recorded, ""},
     {RunEnergyMethod::counter, "counter"},
     {RunEnergyMethod::power_integration, "power_integration"},
@@ -96,7 +96,7 @@ enum class ActionKind {
   budget,                ///< the budget was changed (an attached session's control datagram)
   gpu_match,             ///< a note on how the job's GPUs were matched
 };
-inline constexpr EnumText<ActionKind> kActionKindTexts[] = {
+inline constexpr util::EnumText<ActionKind> kActionKindTexts[] = {
     {ActionKind::warn, "warn"},
     {ActionKind::stop_budget, "stop_budget"},
     {ActionKind::stop_forecast, "stop_forecast"},
@@ -132,11 +132,11 @@ enum class CellStatus {
   unfinished,  ///< still running when the session ended
 };
 /// The statuses a cell's end datagram may give (all but unfinished, which only gpumeter records).
-inline constexpr EnumText<CellStatus> kCellEndTexts[] = {{CellStatus::ok, "ok"},
+inline constexpr util::EnumText<CellStatus> kCellEndTexts[] = {{CellStatus::ok, "ok"},
                                                          {CellStatus::error, "error"},
                                                          {CellStatus::interrupted, "interrupted"},
                                                          {CellStatus::refused, "refused"}};
-inline constexpr EnumText<CellStatus> kCellStatusTexts[] = {{CellStatus::ok, "ok"},
+inline constexpr util::EnumText<CellStatus> kCellStatusTexts[] = {{CellStatus::ok, "ok"},
                                                             {CellStatus::error, "error"},
                                                             {CellStatus::interrupted, "interrupted"},
                                                             {CellStatus::refused, "refused"},
@@ -151,7 +151,7 @@ enum class BudgetPeriod {
   week,  ///< from Monday
   month,
 };
-inline constexpr EnumText<BudgetPeriod> kBudgetPeriodTexts[] = {
+inline constexpr util::EnumText<BudgetPeriod> kBudgetPeriodTexts[] = {
     {BudgetPeriod::day, "day"}, {BudgetPeriod::week, "week"}, {BudgetPeriod::month, "month"}};
 constexpr const auto& enum_table(BudgetPeriod) {
   return kBudgetPeriodTexts;

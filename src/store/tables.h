@@ -396,7 +396,7 @@ void bind_value(S& s, int i, const T& v) {
   } else if constexpr (std::is_same_v<T, std::string>) {
     s.bind(i, v);
   } else if constexpr (std::is_enum_v<T>) {
-    s.bind(i, std::string(text_of(v)));
+    s.bind(i, std::string(util::text_of(v)));
   } else {
     s.bind(i, json_of(v));
   }
@@ -423,7 +423,7 @@ void read_value(const S& s, int c, T& out, const char* column, std::optional<Err
   } else if constexpr (std::is_same_v<T, std::string>) {
     out = s.text(c);
   } else if constexpr (std::is_enum_v<T>) {
-    auto v = parse_enum<T>(s.view(c), std::string("column ") + column + " holds", ErrorKind::unavailable);
+    auto v = util::parse_enum<T>(s.view(c), std::string("column ") + column + " holds", ErrorKind::unavailable);
     if (v)
       out = *v;
     else if (!bad)

@@ -402,7 +402,7 @@ std::optional<std::string> slurm_conf_value(std::string_view text, std::string_v
 
 SlurmAttribution slurm_attribution(const std::string& conf_path, bool is_root) {
   SlurmAttribution a;
-  const auto text = read_small_file(conf_path);
+  const auto text = util::read_small_file(conf_path);
   if (!text) {
     a.method = SlurmAttribution::Method::none;
     a.detail = "no " + conf_path + " (not a Slurm node); Slurm cgroup paths are still recognised" +

@@ -53,7 +53,7 @@ PidNamespaceFacts detect_pid_namespace(const PidNamespaceProbe& probe) {
   const std::string link = probe.proc_root + "/self/ns/pid";
   const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf);
   if (n > 0) f.pid_ns_inode = namespace_inode(std::string(buf, static_cast<std::size_t>(n)));
-  if (auto status = read_small_file(probe.proc_root + "/self/status")) {
+  if (auto status = util::read_small_file(probe.proc_root + "/self/status")) {
     std::istringstream ss(*status);
     std::string line;
     while (std::getline(ss, line))
@@ -73,7 +73,7 @@ PidNamespaceFacts detect_pid_namespace(const PidNamespaceProbe& probe) {
   };
   if (auto k8s = env("KUBERNETES_SERVICE_HOST"); k8s && !k8s->empty())
     f.container_markers.emplace_back("KUBERNETES_SERVICE_HOST");
-  if (auto cgroup = read_small_file(probe.proc_root + "/self/cgroup")) {
+  if (auto cgroup = util::read_small_file(probe.proc_root + "/self/cgroup")) {
     const CgroupFacts c = parse_cgroup(*cgroup);
     if (c.pod_uid)
       f.container_markers.push_back("cgroup: pod " + *c.pod_uid);

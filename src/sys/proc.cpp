@@ -33,7 +33,7 @@ std::vector<std::uint32_t> ProcReader::pids() const {
 
 std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
   const std::string dir = root_ + "/" + std::to_string(pid);
-  auto stat = read_small_file(dir + "/stat");
+  auto stat = util::read_small_file(dir + "/stat");
   if (!stat) return std::nullopt;
   ProcInfo info;
   info.pid = pid;
@@ -46,14 +46,14 @@ std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
   rest >> state >> ppid >> pgrp;
   info.ppid = static_cast<std::uint32_t>(ppid);
   info.pgid = static_cast<std::uint32_t>(pgrp);
-  if (auto comm = read_small_file(dir + "/comm")) {
+  if (auto comm = util::read_small_file(dir + "/comm")) {
     info.comm = *comm;
     while (!info.comm.empty() && (info.comm.back() == '\n' || info.comm.back() == '\r')) info.comm.pop_back();
   } else {
     const auto open = stat->find('(');
     if (open != std::string::npos && close > open) info.comm = stat->substr(open + 1, close - open - 1);
   }
-  if (auto status = read_small_file(dir + "/status")) {
+  if (auto status = util::read_small_file(dir + "/status")) {
     std::istringstream ss(*status);
     std::string line;
     while (std::getline(ss, line)) {
@@ -65,12 +65,12 @@ std::optional<ProcInfo> ProcReader::read(std::uint32_t pid) const {
       }
     }
   }
-  info.cgroup = read_small_file(dir + "/cgroup").value_or("");
+  info.cgroup = util::read_small_file(dir + "/cgroup").value_or("");
   return info;
 }
 
 std::optional<std::vector<std::string>> ProcReader::cmdline(std::uint32_t pid, std::size_t max_args) const {
-  auto text = read_small_file(root_ + "/" + std::to_string(pid) + "/cmdline");
+  auto text = util::read_small_file(root_ + "/" + std::to_string(pid) + "/cmdline");
   if (!text || text->empty()) return std::nullopt;
   std::vector<std::string> args;
   std::size_t pos = 0;
@@ -84,7 +84,7 @@ std::optional<std::vector<std::string>> ProcReader::cmdline(std::uint32_t pid, s
 }
 
 std::optional<std::string> ProcReader::environ_var(std::uint32_t pid, const std::string& name) const {
-  auto env = read_small_file(root_ + "/" + std::to_string(pid) + "/environ");
+  auto env = util::read_small_file(root_ + "/" + std::to_string(pid) + "/environ");
   if (!env) return std::nullopt;
   const std::string key = name + "=";
   std::size_t pos = 0;
@@ -102,7 +102,7 @@ std::vector<std::uint32_t> ProcReader::descendants(std::uint32_t root_pid) const
   // Only /proc/PID/stat is needed for the tree: one small read per process, every second.
   std::multimap<std::uint32_t, std::uint32_t> children;
   for (auto pid : pids()) {
-    auto stat = read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
+    auto stat = util::read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
     if (!stat) continue;
     const auto close = stat->rfind(')');
     if (close == std::string::npos) continue;
@@ -157,7 +157,7 @@ std::string user_name(std::uint32_t uid) {
 namespace gm::sys {
 
 std::optional<std::string> ProcReader::start_ticks(std::uint32_t pid) const {
-  auto stat = read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
+  auto stat = util::read_small_file(root_ + "/" + std::to_string(pid) + "/stat");
   if (!stat) return std::nullopt;
   const auto close = stat->rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -172,7 +172,7 @@ std::optional<std::string> ProcReader::start_ticks(std::uint32_t pid) const {
 
 std::optional<std::int64_t> ProcReader::age_ms(std::uint32_t pid) const {
   auto ticks = start_ticks(pid);
-  auto uptime = read_small_file(root_ + "/uptime");
+  auto uptime = util::read_small_file(root_ + "/uptime");
   if (!ticks || !uptime) return std::nullopt;
   double up_s = 0;
   std::istringstream in(*uptime);

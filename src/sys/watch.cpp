@@ -44,7 +44,7 @@ Result<SpawnedChild> WatchedProcessRunner::spawn(const SpawnOptions&) {
 bool WatchedProcessRunner::alive() const {
   // A zombie has ended (its parent has not reaped it yet); a new process under the same PID is not ours.
   ProcReader proc;
-  auto info = read_small_file(proc.root() + "/" + std::to_string(pid_) + "/stat");
+  auto info = util::read_small_file(proc.root() + "/" + std::to_string(pid_) + "/stat");
   if (!info) return false;
   const auto close = info->rfind(')');
   if (close == std::string::npos || close + 2 >= info->size()) return false;

@@ -46,11 +46,11 @@ std::optional<Scaled> fair_share_scale(const std::vector<std::pair<std::int64_t,
   return lcm;
 }
 
-constexpr EnumText<Klass> kKlasses[] = {
+constexpr util::EnumText<Klass> kKlasses[] = {
     {Klass::compute, "compute"}, {Klass::communication, "communication"}, {Klass::memory, "memory"}};
 
 const char* klass_name(Klass k) {
-  return enum_text(kKlasses, k, "compute");
+  return util::enum_text(kKlasses, k, "compute");
 }
 
 struct Agg {

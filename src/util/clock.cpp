@@ -3,7 +3,7 @@
 #include <chrono>
 #include <thread>
 
-namespace gm {
+namespace gm::util {
 
 std::int64_t SystemClock::monotonic_ns() const {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -26,4 +26,4 @@ Clock& system_clock() {
   return clock;
 }
 
-}  // namespace gm
+}  // namespace gm::util

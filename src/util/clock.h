@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace gm {
+namespace gm::util {
 
 /// Time source. Monotonic time for intervals, wall time for records.
 class Clock {
@@ -43,4 +43,4 @@ class FakeClock final : public Clock {
 /// The process-wide system clock.
 Clock& system_clock();
 
-}  // namespace gm
+}  // namespace gm::util

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-namespace gm {
+namespace gm::util {
 
 std::optional<std::string> user_config_file() {
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x)
@@ -25,4 +25,4 @@ Result<toml::table> parse_config_file(const std::string& path) {
   }
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -8,7 +8,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// $XDG_CONFIG_HOME/gpumeter/config.toml, else $HOME/.config/gpumeter/config.toml; nullopt when neither
 /// variable is set. The file need not exist.
@@ -18,4 +18,4 @@ std::optional<std::string> user_config_file();
 /// "PATH: no such file".
 Result<toml::table> parse_config_file(const std::string& path);
 
-}  // namespace gm
+}  // namespace gm::util

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-namespace gm {
+namespace gm::util {
 
 int CsvTable::column(std::string_view name) const {
   for (std::size_t i = 0; i < header.size(); ++i)
@@ -83,4 +83,4 @@ std::string csv_escape(std::string_view field) {
   return out;
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -6,7 +6,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// One CSV record with the line it started on.
 struct CsvRow {
@@ -27,4 +27,4 @@ Result<CsvTable> parse_csv(std::string_view text, std::string_view origin);
 /// Quotes a field when needed.
 std::string csv_escape(std::string_view field);
 
-}  // namespace gm
+}  // namespace gm::util

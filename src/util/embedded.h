@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-namespace gm {
+namespace gm::util {
 
 /// One embedded file: its name and contents (a string literal: content.data() is NUL-terminated).
 struct EmbeddedFile {
@@ -24,4 +24,4 @@ inline std::optional<std::string_view> embedded_file(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace gm
+}  // namespace gm::util

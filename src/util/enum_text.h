@@ -8,7 +8,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// One row of an enum's text table.
 template <class E>
@@ -68,4 +68,4 @@ Result<E> parse_enum(std::string_view text, std::string_view what, ErrorKind kin
       kind, std::string(what) + " '" + std::string(text) + "' is not one of " + enum_texts(store::enum_table(E{})));
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -2,7 +2,7 @@
 // Exit codes of gpumeter, in one place (documented in docs/cli.md).
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 inline constexpr int kExitOk = 0;            ///< success
 inline constexpr int kExitFailure = 1;       ///< run-time failure; `compare`: the gate failed
@@ -26,4 +26,4 @@ inline int exit_code_for(ErrorKind kind) {
   return kExitFailure;
 }
 
-}  // namespace gm
+}  // namespace gm::util

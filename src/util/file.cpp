@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace gm {
+namespace gm::util {
 
 std::optional<std::string> read_small_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -14,4 +14,4 @@ std::optional<std::string> read_small_file(const std::string& path) {
   return ss.str();
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -3,9 +3,9 @@
 #include <optional>
 #include <string>
 
-namespace gm {
+namespace gm::util {
 
 /// Reads a whole small file; nullopt if it cannot be read.
 std::optional<std::string> read_small_file(const std::string& path);
 
-}  // namespace gm
+}  // namespace gm::util

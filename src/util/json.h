@@ -4,7 +4,7 @@
 
 #include <optional>
 
-namespace gm {
+namespace gm::util {
 
 /// `v` as JSON, or null when absent: what the hardware or the data cannot give is null, never 0.
 template <class T>
@@ -12,4 +12,4 @@ nlohmann::json json_or_null(const std::optional<T>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-namespace gm {
+namespace gm::util {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::string JsonPath::wrong_type(std::string_view expected, const nlohmann::json
   return str() + ": expected " + std::string(expected) + ", got " + std::string(json_type_name(v));
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -12,7 +12,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// `text` parsed as JSON, or an error "`what`: invalid JSON at byte N: reason"; never throws.
 Result<nlohmann::json> json_parse(std::string_view text, std::string_view what);
@@ -85,4 +85,4 @@ class JsonPath {
   std::string text_;
 };
 
-}  // namespace gm
+}  // namespace gm::util

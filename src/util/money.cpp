@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace gm {
+namespace gm::util {
 
 Result<MicroUsd> parse_usd_micros(std::string_view text) {
   const std::string_view original = text;
@@ -84,4 +84,4 @@ std::string usd_decimal(MicroUsd micros, bool six_decimals) {
   return s;
 }
 
-}  // namespace gm
+}  // namespace gm::util

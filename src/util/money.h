@@ -10,7 +10,7 @@
 
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// Micro-dollars (1e-6 USD).
 using MicroUsd = std::int64_t;
@@ -83,4 +83,9 @@ std::string format_usd_or(const std::optional<double>& usd, std::string_view non
 /// "12.500000"): no binary rounding.
 std::string usd_decimal(MicroUsd micros, bool six_decimals = false);
 
+}  // namespace gm::util
+
+// Money's one unit, named in every layer's signatures: re-exported into gm like Result (util/result.h).
+namespace gm {
+using util::MicroUsd;
 }  // namespace gm

@@ -4,7 +4,7 @@
 #include <utility>
 #include <variant>
 
-namespace gm {
+namespace gm::util {
 
 /// Error categories; the CLI maps them to exit codes (see util/exit_codes.h).
 enum class ErrorKind {
@@ -74,6 +74,16 @@ inline Result<void> ok_result() {
   return Result<void>();
 }
 
+}  // namespace gm::util
+
+// The vocabulary every module returns and checks: re-exported into gm so that `Result<T>`, `Error` and
+// `make_error` read the same in every module (the one header allowed to, see scripts/check_layers.py).
+namespace gm {
+using util::Error;
+using util::ErrorKind;
+using util::make_error;
+using util::ok_result;
+using util::Result;
 }  // namespace gm
 
 /// Propagates an error from a Result-returning expression: GM_TRY(auto x, f());

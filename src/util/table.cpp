@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace gm {
+namespace gm::util {
 namespace {
 // Display width of UTF-8 text: counts code points (good enough for the symbols gpumeter prints).
 std::size_t display_width(const std::string& s) {
@@ -66,4 +66,4 @@ std::string shorten_middle(const std::string& s, std::size_t width) {
   return s.substr(0, head) + "…" + s.substr(s.size() - tail);
 }
 
-}  // namespace gm
+}  // namespace gm::util

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-namespace gm {
+namespace gm::util {
 
 /// A text table; add a header, rows, then render.
 class TextTable {
@@ -25,4 +25,4 @@ class TextTable {
 /// Shortens `s` to at most `width` display characters, keeping head and tail with "…" between.
 std::string shorten_middle(const std::string& s, std::size_t width);
 
-}  // namespace gm
+}  // namespace gm::util

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
-namespace gm {
+namespace gm::util {
 
 std::string iso8601_utc(std::int64_t unix_ms) {
   const std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
@@ -52,4 +52,4 @@ std::optional<long> days_since_date(std::string_view date, std::int64_t now_unix
   return static_cast<long>((today - std::chrono::sys_days{ymd}).count());
 }
 
-}  // namespace gm
+}  // namespace gm::util

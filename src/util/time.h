@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace gm {
+namespace gm::util {
 
 /// "2017-09-18T08:22:00Z" (seconds; the milliseconds dropped).
 std::string iso8601_utc(std::int64_t unix_ms);
@@ -22,4 +22,4 @@ std::int64_t month_start_unix_ms(std::int64_t unix_ms, int months_ahead = 0);
 /// not such a date.
 std::optional<long> days_since_date(std::string_view date, std::int64_t now_unix_ms);
 
-}  // namespace gm
+}  // namespace gm::util

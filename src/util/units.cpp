@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-namespace gm {
+namespace gm::util {
 
 std::string to_lower(std::string_view s) {
   std::string out(s);
@@ -118,4 +118,4 @@ std::string format_bytes(std::uint64_t bytes) {
   return fmt::format("{:.1f} {}", v, units[u]);
 }
 
-}  // namespace gm
+}  // namespace gm::util

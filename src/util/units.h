@@ -8,7 +8,7 @@
 #include "util/money.h"
 #include "util/result.h"
 
-namespace gm {
+namespace gm::util {
 
 /// Parses "90", "90s", "500ms", "15m", "2h", "1h30m", "7d" into milliseconds (bare number = seconds).
 Result<std::int64_t> parse_duration_ms(std::string_view text);
@@ -30,12 +30,12 @@ std::string to_lower(std::string_view s);
 /// Trims ASCII whitespace on both sides.
 std::string_view trim(std::string_view s);
 
-}  // namespace gm
+}  // namespace gm::util
 
 #include <algorithm>
 #include <vector>
 
-namespace gm {
+namespace gm::util {
 template <class Range>
 std::string suggest_names(std::string_view name, const Range& options, std::size_t max) {
   std::vector<std::pair<std::size_t, std::string>> scored;
@@ -58,4 +58,4 @@ std::string suggest_names(std::string_view name, const Range& options, std::size
   }
   return out;
 }
-}  // namespace gm
+}  // namespace gm::util

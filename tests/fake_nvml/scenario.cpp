@@ -21,10 +21,10 @@ constexpr double kMaxNumber = 1e9;
 [[noreturn]] void bad(const std::string& where, const std::string& what) { throw Bad(where + ": " + what); }
 
 std::optional<double> number(const json& obj, const char* key, const std::string& where, bool non_negative = true) {
-  const json* it = gm::json_member(obj, key);
+  const json* it = gm::util::json_member(obj, key);
   if (it == nullptr || it->is_null()) return std::nullopt;
   if (!it->is_number()) bad(where, std::string("\"") + key + "\" must be a number");
-  const auto finite = gm::json_number(it);
+  const auto finite = gm::util::json_number(it);
   const double v = finite.value_or(0);
   if (!finite || (non_negative && v < 0))
     bad(where, std::string("\"") + key + "\" must be a finite number >= 0");
@@ -34,9 +34,9 @@ std::optional<double> number(const json& obj, const char* key, const std::string
 }
 
 std::string text(const json& obj, const char* key, const std::string& where, const std::string& fallback) {
-  const json* it = gm::json_member(obj, key);
+  const json* it = gm::util::json_member(obj, key);
   if (it == nullptr || it->is_null()) return fallback;
-  auto s = gm::json_string(it);
+  auto s = gm::util::json_string(it);
   if (!s) bad(where, std::string("\"") + key + "\" must be a string");
   return *s;
 }
@@ -72,8 +72,8 @@ ProcessSpec parse_process(const json& j, const std::string& where) {
   if (p.pid.has_value() == p.comm.has_value()) bad(where, "give exactly one of \"pid\" or \"comm\"");
   p.mem_mib = number(j, "mem_mib", where);
   p.sm_util = number(j, "sm_util", where);
-  if (const json* f = gm::json_member(j, "foreign_pid"); f && !f->is_null()) {
-    const auto on = gm::json_bool(f);
+  if (const json* f = gm::util::json_member(j, "foreign_pid"); f && !f->is_null()) {
+    const auto on = gm::util::json_bool(f);
     if (!on) bad(where, "\"foreign_pid\" must be true or false");
     p.foreign_pid = *on;
   }
@@ -134,13 +134,13 @@ Fault parse_fault(const json& j, const std::string& where) {
   if (f.until_s < f.t_s) bad(where, "\"until\" is before \"t\"");
   f.function = text(j, "function", where, "*");
   if (f.function == "nvmlDeviceGetHandleByIndex_v2") f.function = "nvmlDeviceGetHandleByIndex";  // one entry point
-  if (const json* it = gm::json_member(j, "return"); it && !it->is_null()) {
+  if (const json* it = gm::util::json_member(j, "return"); it && !it->is_null()) {
     if (it->is_number_integer()) {
-      const auto code = gm::json_int(it);
+      const auto code = gm::util::json_int(it);
       if (!code || *code < 0 || *code > 2147483647)
         bad(where, "\"return\" must be an NVML return code from 0 to 2147483647");
       f.ret = static_cast<int>(*code);
-    } else if (auto name = gm::json_string(it)) {
+    } else if (auto name = gm::util::json_string(it)) {
       int code = return_code_for(*name);
       if (code < 0) bad(where, "unknown NVML return \"" + *name + "\"");
       f.ret = code;
@@ -164,10 +164,10 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
   d.pci_bus_id = text(j, "pci_bus_id", where, bus);
   d.memory_total_mib = number(j, "memory_total_mib", where);
   d.power_limit_w = number(j, "power_limit_w", where);
-  if (const json* a = gm::json_member(j, "architecture"); a && !a->is_null()) {
+  if (const json* a = gm::util::json_member(j, "architecture"); a && !a->is_null()) {
     static const std::map<std::string, unsigned> names = {{"Kepler", 2}, {"Maxwell", 3}, {"Pascal", 4},
         {"Volta", 5}, {"Turing", 6}, {"Ampere", 7}, {"Ada", 8}, {"Hopper", 9}, {"Blackwell", 10}};
-    const auto name = gm::json_string(a);
+    const auto name = gm::util::json_string(a);
     const auto known = name ? names.find(*name) : names.end();
     if (known == names.end()) {
       bad(where, "\"architecture\" must be one of Kepler, Maxwell, Pascal, Volta, Turing, Ampere, Ada, Hopper, Blackwell");
@@ -177,7 +177,7 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
     d.architecture = arch;
   }
   d.minor = static_cast<unsigned>(index);
-  if (const json* mn = gm::json_member(j, "minor")) {
+  if (const json* mn = gm::util::json_member(j, "minor")) {
     if (mn->is_null()) {
       d.minor.reset();
     } else {
@@ -186,13 +186,13 @@ DeviceSpec parse_device(const json& j, const std::string& where, std::size_t ind
       d.minor = static_cast<unsigned>(*v);
     }
   }
-  if (const json* e = gm::json_member(j, "energy_counter"); e && !e->is_null()) {
-    const auto on = gm::json_bool(e);
+  if (const json* e = gm::util::json_member(j, "energy_counter"); e && !e->is_null()) {
+    const auto on = gm::util::json_bool(e);
     if (!on) bad(where, "\"energy_counter\" must be true or false");
     d.energy_counter = *on;
   }
-  if (const json* m = gm::json_member(j, "mig"); m && !m->is_null()) {
-    const auto on = gm::json_bool(m);
+  if (const json* m = gm::util::json_member(j, "mig"); m && !m->is_null()) {
+    const auto on = gm::util::json_bool(m);
     if (!on) bad(where, "\"mig\" must be true or false");
     d.mig = *on;
   }
@@ -255,7 +255,7 @@ int return_code_for(const std::string& raw) {
 }
 
 std::optional<Scenario> parse_scenario(const std::string& input, const std::string& path, std::string& error) {
-  auto parsed = gm::json_parse(input, "scenario " + path);
+  auto parsed = gm::util::json_parse(input, "scenario " + path);
   if (!parsed) {
     error = parsed.error().message;
     return std::nullopt;
@@ -268,7 +268,7 @@ std::optional<Scenario> parse_scenario(const std::string& input, const std::stri
     if (auto m = root.find("missing_symbols"); m != root.end() && !m->is_null()) {
       if (!m->is_array()) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
       for (const auto& name : *m) {
-        auto symbol = gm::json_string(&name);
+        auto symbol = gm::util::json_string(&name);
         if (!symbol) bad("scenario " + path, "\"missing_symbols\" must be an array of function names");
         s.missing_symbols.push_back(std::move(*symbol));
       }

@@ -200,7 +200,7 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     ASSERT_EQ(t.exit_code, 0) << t.err;
     EXPECT_NE(t.out.find("ml-team"), std::string::npos) << t.out;
     EXPECT_NE(t.out.find("inference"), std::string::npos);
-    EXPECT_NE(t.out.find("GPU cost            " + format_usd(dev_range)), std::string::npos) << t.out;
+    EXPECT_NE(t.out.find("GPU cost            " + util::format_usd(dev_range)), std::string::npos) << t.out;
     const CmdResult down = run_gpumeter({"report", "--prometheus", "http://127.0.0.1:1", "--since", "1h"});
     EXPECT_EQ(down.exit_code, 5);
     EXPECT_NE(down.err.find("--prometheus"), std::string::npos);

@@ -135,7 +135,7 @@ TEST(GpuCliIntegrationTest, NoNvmlGivesTheDlopenReasonAndExitCode3) {
   env["GPUMETER_NVML_LIBRARY"] = dir.path() + "/libnvidia-ml.so.1";
   for (const char* cmd : {"gpus", "doctor"}) {
     auto r = test::run_gpumeter({cmd}, env);
-    EXPECT_EQ(r.exit_code, kExitNoGpuLibrary) << cmd;
+    EXPECT_EQ(r.exit_code, util::kExitNoGpuLibrary) << cmd;
     EXPECT_NE(r.err.find("NVML could not be loaded"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find(dir.path() + "/libnvidia-ml.so.1: cannot open shared object file"), std::string::npos) << r.err;
   }
@@ -143,14 +143,14 @@ TEST(GpuCliIntegrationTest, NoNvmlGivesTheDlopenReasonAndExitCode3) {
   EXPECT_NE(doc.out.find("NVML             NOT AVAILABLE"), std::string::npos) << doc.out;
   EXPECT_NE(doc.out.find("newest price"), std::string::npos) << doc.out;  // still checks the rest
   auto json_run = test::run_gpumeter({"gpus", "--json"}, env);
-  EXPECT_EQ(json_run.exit_code, kExitNoGpuLibrary);
+  EXPECT_EQ(json_run.exit_code, util::kExitNoGpuLibrary);
 }
 
 TEST(GpuCliIntegrationTest, MalformedScenarioNamesTheFile) {
   Fixture f(R"({"devices": [{"name": "x", "timeline": [{"t": 0, "util": "high"}]}]})");
   for (const char* cmd : {"gpus", "doctor"}) {
     auto r = f.run({cmd});
-    EXPECT_EQ(r.exit_code, kExitNoGpuLibrary) << cmd;
+    EXPECT_EQ(r.exit_code, util::kExitNoGpuLibrary) << cmd;
     EXPECT_NE(r.err.find(f.scenario), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("devices[0].timeline[0]: \"util\" must be a number"), std::string::npos) << r.err;
   }
@@ -159,7 +159,7 @@ TEST(GpuCliIntegrationTest, MalformedScenarioNamesTheFile) {
 TEST(GpuCliIntegrationTest, UnknownFlagIsAUsageError) {
   Fixture f(two_gpus());
   auto r = f.run({"gpus", "--bogus"});
-  EXPECT_EQ(r.exit_code, kExitUsage);
+  EXPECT_EQ(r.exit_code, util::kExitUsage);
   EXPECT_NE(r.err.find("--bogus"), std::string::npos);
 }
 

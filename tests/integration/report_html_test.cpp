@@ -206,7 +206,7 @@ report::RunHtmlInput sample_run() {
   r.gpus_allocated = {"GPU-a", "GPU-b"};
   r.gpus_used = {"GPU-a"};
   r.gpu_model = "H100 SXM 80GB";
-  r.budget_micros = 150 * kMicrosPerUsd;
+  r.budget_micros = 150 * util::kMicrosPerUsd;
   r.total_steps = 200;
   r.wall_ms = 60'000;
   r.billed_s = 60;

@@ -70,13 +70,13 @@ TEST_F(ReportMeterIntegrationTest, TotalsPerGroupFromMeteredRuns) {
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   auto j = nlohmann::json::parse(rep.out);
   EXPECT_EQ(j["total"]["runs"], 3);
-  EXPECT_EQ(usd_to_micros(j["total"]["cost_usd"].get<double>()), total);
-  EXPECT_EQ(usd_to_micros(j["total"]["unused_gpu_cost_usd"].get<double>()), unused);
+  EXPECT_EQ(util::usd_to_micros(j["total"]["cost_usd"].get<double>()), total);
+  EXPECT_EQ(util::usd_to_micros(j["total"]["unused_gpu_cost_usd"].get<double>()), unused);
   // The 2-GPU job never used the second GPU: its unused cost is one GPU's billed seconds.
   EXPECT_GT(unused, 0);
   ASSERT_EQ(j["groups"].size(), 2u);
   for (const auto& g : j["groups"])
-    EXPECT_EQ(usd_to_micros(g["cost_usd"].get<double>()), expected[g["key"].get<std::string>()]) << g.dump();
+    EXPECT_EQ(util::usd_to_micros(g["cost_usd"].get<double>()), expected[g["key"].get<std::string>()]) << g.dump();
 }
 
 }  // namespace

@@ -224,7 +224,7 @@ TEST_F(TeamsLedgerIntegrationTest, FocusBilledCostAddsUpToTheReportTotalExactly)
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   const auto total_micros =
       static_cast<std::int64_t>(std::llround(nlohmann::json::parse(rep.out)["total"]["cost_usd"].get<double>() * 1e6));
-  auto table = parse_csv(test::read_file(focus), "focus.csv");
+  auto table = util::parse_csv(test::read_file(focus), "focus.csv");
   ASSERT_TRUE(table.ok()) << table.error().message;
   EXPECT_EQ(table->rows.size(), 9u);
   const int billed = table->column("BilledCost");

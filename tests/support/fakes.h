@@ -53,7 +53,7 @@ inline gpu::StaticGpuBackend one_static_gpu(std::uint32_t util_pct) {
 /// A price as `--price usd_per_hour` gives it.
 inline meter::PriceQuote flag_price(double usd_per_hour) {
   meter::PriceQuote q;
-  q.micros_per_gpu_hour = usd_to_micros(usd_per_hour);
+  q.micros_per_gpu_hour = util::usd_to_micros(usd_per_hour);
   q.origin = meter::PriceOrigin::flag_price;
   q.source = "--price";
   return q;
@@ -115,7 +115,7 @@ struct RecordingSink final : guard::SessionSink {
 };
 
 /// Advances the fake clock from wake-up to wake-up, calling on_time at each, until `until_s` or the end.
-inline void run_until(guard::Supervisor& s, FakeClock& clock, double until_s) {
+inline void run_until(guard::Supervisor& s, util::FakeClock& clock, double until_s) {
   const auto until = static_cast<std::int64_t>(until_s * 1e9);
   while (!s.done()) {
     const std::int64_t wake = s.next_wake_ns();

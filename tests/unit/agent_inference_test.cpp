@@ -546,7 +546,7 @@ struct JoinFixture {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
   gpu::StaticGpuBackend backend;
-  FakeClock clock;
+  util::FakeClock clock;
   std::unique_ptr<sys::OwnerResolver> resolver;
   const std::string a = std::string(12, 'a'), b = std::string(12, 'b');
   JoinFixture() {

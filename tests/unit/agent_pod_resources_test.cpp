@@ -50,7 +50,7 @@ struct Node {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
   gpu::StaticGpuBackend backend;
-  FakeClock clock;
+  util::FakeClock clock;
   FakePodResources source;
   kubelet::PodResourcesCache cache{source, clock};
   std::unique_ptr<sys::OwnerResolver> resolver;
@@ -105,7 +105,7 @@ TEST(AgentPodResources, DeviceUuidDropsReplicaSuffix) {
 }
 
 TEST(AgentPodResources, CacheAsksEveryRefreshAndKeepsLastGoodAnswer) {
-  FakeClock clock;
+  util::FakeClock clock;
   FakePodResources src;
   src.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0")};
   kubelet::PodResourcesCache cache(src, clock, kubelet::PodResourcesCacheOptions{10000, 60000});

@@ -34,7 +34,7 @@ struct Fixture {
   test::TempDir dir;
   std::string proc = dir.path() + "/proc";
   gpu::StaticGpuBackend backend;
-  FakeClock clock;
+  util::FakeClock clock;
   std::unique_ptr<sys::OwnerResolver> resolver;
 
   explicit Fixture(unsigned gpus = 1) {

@@ -29,12 +29,12 @@ guard::SessionConfig attach_config() {
 }
 
 TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfresh) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = attach_config();
-  cfg.guard.budget_micros = 5 * kMicrosPerUsd;
+  cfg.guard.budget_micros = 5 * util::kMicrosPerUsd;
   guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
   s.started(kPid);
@@ -48,17 +48,17 @@ TEST(AttachSessionTest, TheBudgetStopIsOneSigintAndARaisedBudgetIsEvaluatedAfres
   run_until(s, clock, 40.0);
   ASSERT_EQ(runner.sent.size(), 2u) << "the new budget stops again";
   ASSERT_TRUE(sink.last);
-  EXPECT_EQ(sink.last->budget_micros, 40 * kMicrosPerUsd);
+  EXPECT_EQ(sink.last->budget_micros, 40 * util::kMicrosPerUsd);
   s.on_detach();
   auto out = s.finish();
-  EXPECT_EQ(out.exit_code, kExitGuardStop);
+  EXPECT_EQ(out.exit_code, util::kExitGuardStop);
   EXPECT_EQ(out.run.status, store::RunStatus::stopped);
   EXPECT_FALSE(out.run.exit_code) << "no exit status for a process gpumeter did not start";
-  EXPECT_EQ(out.run.budget_micros, 40 * kMicrosPerUsd);
+  EXPECT_EQ(out.run.budget_micros, 40 * util::kMicrosPerUsd);
 }
 
 TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(80);
@@ -85,7 +85,7 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
   run_until(s, clock, 6.0);
   s.on_exit(0);
   auto out = s.finish();
-  EXPECT_EQ(out.exit_code, kExitOk);
+  EXPECT_EQ(out.exit_code, util::kExitOk);
   EXPECT_EQ(out.run.status, store::RunStatus::finished);
   ASSERT_EQ(out.cells.size(), 3u) << "a cell still open at the end is recorded unfinished";
   EXPECT_EQ(out.cells[2].status, store::CellStatus::unfinished);
@@ -93,7 +93,7 @@ TEST(AttachSessionTest, ACellCostsTheSpendBetweenItsStartAndEnd) {
 }
 
 TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -105,18 +105,18 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   s.started(kPid);
   run_until(s, clock, 2.0);
   ASSERT_TRUE(sink.last);
-  EXPECT_EQ(*sink.last->spent_micros, 12 * kMicrosPerUsd) << "10 s before attaching + 2 s metered, at $1/s";
+  EXPECT_EQ(*sink.last->spent_micros, 12 * util::kMicrosPerUsd) << "10 s before attaching + 2 s metered, at $1/s";
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
   EXPECT_EQ(out.run.status, store::RunStatus::detached);
-  EXPECT_EQ(out.exit_code, kExitOk);
+  EXPECT_EQ(out.exit_code, util::kExitOk);
   EXPECT_EQ(out.run.start_unix_ms, unix_before - 10'000);
   EXPECT_EQ(out.run.cost_micros, 12'000'000);
 }
 
 TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndNeverStops) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(1);

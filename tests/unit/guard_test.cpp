@@ -121,7 +121,7 @@ TEST(GuardForecastTest, IntervalFromSpread) {
 
 TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
   guard::GuardConfig cfg;
-  cfg.budget_micros = 10 * kMicrosPerUsd;
+  cfg.budget_micros = 10 * util::kMicrosPerUsd;
   cfg.warn_at_pct = {50, 80};
   guard::BudgetGuard g(cfg);
   guard::GuardInput in;
@@ -143,7 +143,7 @@ TEST(GuardPolicyTest, WarnsOnceAndStopsAtBudget) {
 
 TEST(GuardPolicyTest, ForecastStopHonoursMinimums) {
   guard::GuardConfig cfg;
-  cfg.budget_micros = 10 * kMicrosPerUsd;
+  cfg.budget_micros = 10 * util::kMicrosPerUsd;
   cfg.forecast_stop = true;
   guard::BudgetGuard g(cfg);
   guard::GuardInput in;
@@ -196,8 +196,8 @@ TEST(GuardNotifyTest, NotifyCommandGetsEnvironment) {
   guard::GuardEvent e{7,
                "stop_budget",
                "budget reached",
-               3 * kMicrosPerUsd,
-               3 * kMicrosPerUsd,
+               3 * util::kMicrosPerUsd,
+               3 * util::kMicrosPerUsd,
                std::nullopt,
                "python t.py",
                "box"};
@@ -219,7 +219,7 @@ TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
   ASSERT_GT(port, 0);
   std::thread t([&] { server.listen_after_bind(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  guard::GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
+  guard::GuardEvent e{7, "warn", "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd, 12.5, "python t.py", "box"};
   auto r = guard::post_webhook("http://127.0.0.1:" + std::to_string(port) + "/hook", e);
   server.stop();
   t.join();

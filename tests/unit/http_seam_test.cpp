@@ -67,7 +67,7 @@ TEST(HttpClientTest, RealClientSendsMethodsParamsHeadersAndBodies) {
     });
   });
   util::SystemHttpClient http;
-  HttpRequest get;
+  util::HttpRequest get;
   get.scheme_host_port = srv.base();
   get.path = "/q";
   get.params = {{"query", "sum(increase(x[3600s])) & y"}};
@@ -80,8 +80,8 @@ TEST(HttpClientTest, RealClientSendsMethodsParamsHeadersAndBodies) {
   for (const auto& [k, v] : r->headers) seen = seen || (k == "X-Seen" && v == "v1");
   EXPECT_TRUE(seen);
 
-  HttpRequest post;
-  post.method = HttpMethod::post;
+  util::HttpRequest post;
+  post.method = util::HttpMethod::post;
   post.scheme_host_port = srv.base();
   post.path = "/hook";
   post.body = R"({"a":1})";
@@ -91,8 +91,8 @@ TEST(HttpClientTest, RealClientSendsMethodsParamsHeadersAndBodies) {
   EXPECT_EQ(r->status, 202);
   EXPECT_EQ(r->body, R"(application/json {"a":1})");
 
-  HttpRequest put;
-  put.method = HttpMethod::put;
+  util::HttpRequest put;
+  put.method = util::HttpMethod::put;
   put.scheme_host_port = srv.base();
   put.path = "/token";
   put.headers = {{"X-Ttl", "21600"}};
@@ -118,7 +118,7 @@ TEST(HttpClientTest, RealClientStreamsToTheSinkAndStops) {
     });
   });
   util::SystemHttpClient http;
-  HttpRequest get;
+  util::HttpRequest get;
   get.scheme_host_port = srv.base();
   get.path = "/big";
   std::size_t got = 0;
@@ -133,7 +133,7 @@ TEST(HttpClientTest, RealClientStreamsToTheSinkAndStops) {
   get.sink = [](std::string_view) { return false; };
   r = http.send(get);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.failure(), HttpFailure::canceled);
+  EXPECT_EQ(r.failure(), util::HttpFailure::canceled);
   int status = 0;
   get.path = "/gone";
   get.sink = [](std::string_view) { return true; };
@@ -144,7 +144,7 @@ TEST(HttpClientTest, RealClientStreamsToTheSinkAndStops) {
   r = http.send(get);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(status, 503);
-  EXPECT_EQ(r.failure(), HttpFailure::canceled);
+  EXPECT_EQ(r.failure(), util::HttpFailure::canceled);
 }
 
 TEST(HttpClientTest, RealClientFailuresAreNamedAsCppHttplibNamesThem) {
@@ -155,13 +155,13 @@ TEST(HttpClientTest, RealClientFailuresAreNamedAsCppHttplibNamesThem) {
     });
   });
   util::SystemHttpClient http;
-  HttpRequest get;
+  util::HttpRequest get;
   get.scheme_host_port = srv.base();
   get.path = "/slow";
   get.read_timeout = milliseconds(100);
   auto r = http.send(get);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.failure(), HttpFailure::read);
+  EXPECT_EQ(r.failure(), util::HttpFailure::read);
   EXPECT_EQ(util::http_failure_name(r.failure()), "Read");
   EXPECT_EQ(util::http_failure_text(r.failure()),
             "the connection broke while reading the answer (or it timed out)");
@@ -169,7 +169,7 @@ TEST(HttpClientTest, RealClientFailuresAreNamedAsCppHttplibNamesThem) {
   get.scheme_host_port = "http://127.0.0.1:1";  // nothing listens on port 1
   r = http.send(get);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.failure(), HttpFailure::connection);
+  EXPECT_EQ(r.failure(), util::HttpFailure::connection);
   EXPECT_EQ(util::http_failure_text(r.failure()),
             "cannot connect (nothing listening, or the host is unreachable)");
   EXPECT_EQ(util::http_failure_name(r.failure()), "Connection");
@@ -177,18 +177,18 @@ TEST(HttpClientTest, RealClientFailuresAreNamedAsCppHttplibNamesThem) {
   get.scheme_host_port = "ftp://127.0.0.1:1";
   r = http.send(get);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.failure(), HttpFailure::invalid_url);
+  EXPECT_EQ(r.failure(), util::HttpFailure::invalid_url);
 }
 
 TEST(HttpClientTest, FailureWordsAndNames) {
-  EXPECT_EQ(util::http_failure_text(HttpFailure::connection_timeout), "connection timed out");
-  EXPECT_EQ(util::http_failure_text(HttpFailure::ssl_server_verification),
+  EXPECT_EQ(util::http_failure_text(util::HttpFailure::connection_timeout), "connection timed out");
+  EXPECT_EQ(util::http_failure_text(util::HttpFailure::ssl_server_verification),
             "the server's TLS certificate could not be verified");
-  EXPECT_EQ(util::http_failure_text(HttpFailure::canceled), "request cancelled");
-  EXPECT_EQ(util::http_failure_text(HttpFailure::compression), "request failed (Compression)");
-  EXPECT_EQ(util::http_failure_name(HttpFailure::connection_timeout), "ConnectionTimeout");
-  EXPECT_EQ(util::http_failure_name(HttpFailure::ssl_connection), "SSLConnection");
-  HttpRequest r;
+  EXPECT_EQ(util::http_failure_text(util::HttpFailure::canceled), "request cancelled");
+  EXPECT_EQ(util::http_failure_text(util::HttpFailure::compression), "request failed (Compression)");
+  EXPECT_EQ(util::http_failure_name(util::HttpFailure::connection_timeout), "ConnectionTimeout");
+  EXPECT_EQ(util::http_failure_name(util::HttpFailure::ssl_connection), "SSLConnection");
+  util::HttpRequest r;
   r.scheme_host_port = "http://h:9090";
   r.path = "/api/v1/query";
   r.params = {{"query", "up"}, {"time", "1"}};
@@ -200,17 +200,17 @@ TEST(HttpClientTest, FailureWordsAndNames) {
 TEST(HttpFakeTest, CannedAnswersFailuresAndRecordedRequests) {
   FakeHttpClient fake;
   fake.answer("http://a/x", 200, "hello");
-  fake.fail("http://a/slow", HttpFailure::read);
-  HttpRequest r;
+  fake.fail("http://a/slow", util::HttpFailure::read);
+  util::HttpRequest r;
   r.scheme_host_port = "http://a";
   r.path = "/x";
   auto res = fake.send(r);
   ASSERT_TRUE(res.ok());
   EXPECT_EQ(res->body, "hello");
   r.path = "/slow";
-  EXPECT_EQ(fake.send(r).failure(), HttpFailure::read);
+  EXPECT_EQ(fake.send(r).failure(), util::HttpFailure::read);
   r.path = "/nobody";
-  EXPECT_EQ(fake.send(r).failure(), HttpFailure::connection) << "an unknown URL is refused";
+  EXPECT_EQ(fake.send(r).failure(), util::HttpFailure::connection) << "an unknown URL is refused";
   std::string streamed;
   r.path = "/x";
   r.sink = [&](std::string_view piece) {
@@ -222,7 +222,7 @@ TEST(HttpFakeTest, CannedAnswersFailuresAndRecordedRequests) {
   EXPECT_EQ(streamed, "hello");
   EXPECT_TRUE(res->body.empty());
   r.sink = [](std::string_view) { return false; };
-  EXPECT_EQ(fake.send(r).failure(), HttpFailure::canceled);
+  EXPECT_EQ(fake.send(r).failure(), util::HttpFailure::canceled);
   EXPECT_EQ(fake.urls(), (std::vector<std::string>{"http://a/x", "http://a/slow", "http://a/nobody",
                                                    "http://a/x", "http://a/x"}));
 }
@@ -241,8 +241,8 @@ TEST(HttpSeamTest, PricesGetterFollowsRedirectsVerifiesTlsAndRedactsTheKey) {
   });
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_EQ(body, "[1,2,3]");
-  const HttpRequest sent = fake.requests().at(0);
-  EXPECT_EQ(sent.method, HttpMethod::get);
+  const util::HttpRequest sent = fake.requests().at(0);
+  EXPECT_EQ(sent.method, util::HttpMethod::get);
   EXPECT_EQ(sent.scheme_host_port, "https://prices.example");
   EXPECT_EQ(sent.path, "/v1/skus?key=SECRET&page=2");
   EXPECT_TRUE(sent.follow_redirects);
@@ -257,7 +257,7 @@ TEST(HttpSeamTest, PricesGetterFollowsRedirectsVerifiesTlsAndRedactsTheKey) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().kind, ErrorKind::unavailable);
   EXPECT_EQ(status.error().message, "https://prices.example/v1/skus?key=…&page=2: HTTP status 503");
-  fake.fail(url, HttpFailure::read);
+  fake.fail(url, util::HttpFailure::read);
   EXPECT_EQ(
       getter.get(url, {}, sink).error().message,
       "https://prices.example/v1/skus?key=…&page=2: the connection broke while reading the answer (or it "
@@ -269,8 +269,8 @@ TEST(HttpSeamTest, PricesGetterFollowsRedirectsVerifiesTlsAndRedactsTheKey) {
 }
 
 TEST(HttpSeamTest, CloudPollPutsForTheImdsTokenThenGetsWithIt) {
-  auto fake = std::make_shared<FakeHttpClient>([](const HttpRequest& r) -> util::HttpResult {
-    if (r.method == HttpMethod::put) return test::http_ok("TOKEN-9\n");
+  auto fake = std::make_shared<FakeHttpClient>([](const util::HttpRequest& r) -> util::HttpResult {
+    if (r.method == util::HttpMethod::put) return test::http_ok("TOKEN-9\n");
     if (r.path == "/latest/meta-data/spot/instance-action")
       return test::http_ok(R"({"action": "terminate", "time": "2020-11-05T08:24:00Z"})");
     return test::http_answer(404);
@@ -283,7 +283,7 @@ TEST(HttpSeamTest, CloudPollPutsForTheImdsTokenThenGetsWithIt) {
   EXPECT_TRUE((*notices)[0].stop);
   const auto sent = fake->requests();
   ASSERT_EQ(sent.size(), 3u);
-  EXPECT_EQ(sent[0].method, HttpMethod::put);
+  EXPECT_EQ(sent[0].method, util::HttpMethod::put);
   EXPECT_EQ(sent[0].url(), "http://169.254.169.254/latest/api/token");
   EXPECT_EQ(sent[0].headers, (util::HttpFields{{"X-aws-ec2-metadata-token-ttl-seconds", "21600"}}));
   EXPECT_EQ(sent[0].content_type, "text/plain");
@@ -294,13 +294,13 @@ TEST(HttpSeamTest, CloudPollPutsForTheImdsTokenThenGetsWithIt) {
     EXPECT_EQ(r.write_timeout, milliseconds(1'000));
     EXPECT_FALSE(r.follow_redirects);
   }
-  EXPECT_EQ(sent[1].method, HttpMethod::get);
+  EXPECT_EQ(sent[1].method, util::HttpMethod::get);
   EXPECT_EQ(sent[1].path, "/latest/meta-data/spot/instance-action");
   EXPECT_EQ(sent[1].headers, (util::HttpFields{{"X-aws-ec2-metadata-token", "TOKEN-9"}}));
   EXPECT_EQ(sent[2].path, "/latest/meta-data/events/recommendations/rebalance");
 
   auto slow = std::make_shared<FakeHttpClient>();
-  slow->fail("http://169.254.169.254/latest/api/token", HttpFailure::connection_timeout);
+  slow->fail("http://169.254.169.254/latest/api/token", util::HttpFailure::connection_timeout);
   auto timed_out = cloud::make_http_metadata_client("http://169.254.169.254", 1'000, slow);
   auto r = timed_out->send({"PUT", "/latest/api/token", {}});
   ASSERT_FALSE(r.ok());
@@ -327,7 +327,7 @@ TEST(HttpSeamTest, ServingScrapeAsksForTextAndNamesEachFailure) {
   auto out = serving::scrape_endpoint(*spec, 700, fake);
   ASSERT_TRUE(out.reading) << out.error << ": " << out.detail;
   EXPECT_EQ(out.reading->models.count("m"), 1u);
-  const HttpRequest sent = fake.requests().at(0);
+  const util::HttpRequest sent = fake.requests().at(0);
   EXPECT_EQ(sent.headers, (util::HttpFields{{"Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1"}}));
   EXPECT_EQ(sent.connect_timeout, milliseconds(700));
   EXPECT_EQ(sent.read_timeout, milliseconds(700));
@@ -337,11 +337,11 @@ TEST(HttpSeamTest, ServingScrapeAsksForTextAndNamesEachFailure) {
   out = serving::scrape_endpoint(*spec, 700, fake);
   EXPECT_EQ(out.error, "http");
   EXPECT_EQ(out.detail, "HTTP status 500");
-  fake.fail("http://10.0.0.5:8000/metrics", HttpFailure::read);
+  fake.fail("http://10.0.0.5:8000/metrics", util::HttpFailure::read);
   out = serving::scrape_endpoint(*spec, 700, fake);
   EXPECT_EQ(out.error, "timeout");
   EXPECT_EQ(out.detail, "no complete answer within 700 ms");
-  fake.fail("http://10.0.0.5:8000/metrics", HttpFailure::connection);
+  fake.fail("http://10.0.0.5:8000/metrics", util::HttpFailure::connection);
   out = serving::scrape_endpoint(*spec, 700, fake);
   EXPECT_EQ(out.error, "connect");
   EXPECT_EQ(out.detail, "Connection");
@@ -369,7 +369,7 @@ TEST(HttpSeamTest, ServingDiscoveryProbesPortsAndAsksSglangWhy) {
 
 TEST(HttpSeamTest, ServingDiscoveryAsksTheKubeletAndNotesItsFailure) {
   FakeHttpClient fake;
-  fake.fail("http://127.0.0.1:10255/pods", HttpFailure::connection_timeout);
+  fake.fail("http://127.0.0.1:10255/pods", util::HttpFailure::connection_timeout);
   serving::DiscoveryOptions o;
   o.proc_root = "/nonexistent";
   o.kubelet_pods_url = "http://127.0.0.1:10255/pods";
@@ -389,7 +389,7 @@ TEST(HttpSeamTest, ServingDiscoveryAsksTheKubeletAndNotesItsFailure) {
     }
     EXPECT_GE(d.kubelet_errors(), 1u);
   }
-  const HttpRequest sent = fake.requests().at(0);
+  const util::HttpRequest sent = fake.requests().at(0);
   EXPECT_EQ(sent.url(), "http://127.0.0.1:10255/pods");
   EXPECT_EQ(sent.headers, (util::HttpFields{{"Accept", "application/json"}}));
   EXPECT_EQ(sent.connect_timeout, milliseconds(300));
@@ -403,10 +403,10 @@ TEST(HttpSeamTest, NotifyWebhookPostsJsonAndSaysWhyItFailed) {
   FakeHttpClient fake;
   const std::string url = "https://hooks.example/services/T1";
   fake.answer(url, 200, "ok");
-  guard::GuardEvent e{7, "warn", "spent $8", 8 * kMicrosPerUsd, 10 * kMicrosPerUsd, 12.5, "python t.py", "box"};
+  guard::GuardEvent e{7, "warn", "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd, 12.5, "python t.py", "box"};
   ASSERT_TRUE(guard::post_webhook(url, e, 5'000, fake).ok());
-  const HttpRequest sent = fake.requests().at(0);
-  EXPECT_EQ(sent.method, HttpMethod::post);
+  const util::HttpRequest sent = fake.requests().at(0);
+  EXPECT_EQ(sent.method, util::HttpMethod::post);
   EXPECT_EQ(sent.scheme_host_port, "https://hooks.example");
   EXPECT_EQ(sent.path, "/services/T1");
   EXPECT_EQ(sent.body, guard::webhook_body(e));
@@ -417,13 +417,13 @@ TEST(HttpSeamTest, NotifyWebhookPostsJsonAndSaysWhyItFailed) {
   fake.answer(url, 500, "no");
   EXPECT_EQ(guard::post_webhook(url, e, 5'000, fake).error().message,
             "--webhook https://hooks.example/services/T1: HTTP status 500");
-  fake.fail(url, HttpFailure::ssl_server_verification);
+  fake.fail(url, util::HttpFailure::ssl_server_verification);
   auto failed = guard::post_webhook(url, e, 5'000, fake);
   EXPECT_EQ(failed.error().kind, ErrorKind::unavailable);
   EXPECT_EQ(
       failed.error().message,
       "--webhook https://hooks.example/services/T1: the server's TLS certificate could not be verified");
-  fake.fail(url, HttpFailure::invalid_url);
+  fake.fail(url, util::HttpFailure::invalid_url);
   EXPECT_EQ(guard::post_webhook(url, e, 5'000, fake).error().message,
             "--webhook: invalid URL 'https://hooks.example/services/T1'");
   EXPECT_EQ(guard::post_webhook("ftp://x", e, 5'000, fake).error().kind, ErrorKind::usage);
@@ -431,7 +431,7 @@ TEST(HttpSeamTest, NotifyWebhookPostsJsonAndSaysWhyItFailed) {
 }
 
 TEST(HttpSeamTest, FleetQueriesPrometheusWithEncodedParams) {
-  FakeHttpClient fake([](const HttpRequest& r) -> util::HttpResult {
+  FakeHttpClient fake([](const util::HttpRequest& r) -> util::HttpResult {
     if (r.path != "/api/v1/query" || r.params.size() != 1 || r.params[0].first != "query")
       return test::http_answer(400, R"({"status":"error","error":"bad"})");
     return test::http_ok(R"({"status":"success","data":{"resultType":"vector","result":[]}})");
@@ -461,7 +461,7 @@ TEST(HttpSeamTest, NodeGuardReadsTheAgentsAutostopFromItsMetrics) {
               "gpumeter_autostop_remaining_seconds 250\ngpumeter_node_idle_seconds 1550\n");
   EXPECT_EQ(agent::autostop_text("127.0.0.1:9400", 300, fake),
             "autostop in 4m 10s (every GPU idle for 25m 50s)");
-  const HttpRequest sent = fake.requests().at(0);
+  const util::HttpRequest sent = fake.requests().at(0);
   EXPECT_EQ(sent.connect_timeout, milliseconds(300));
   EXPECT_EQ(sent.read_timeout, milliseconds(300));
   EXPECT_FALSE(sent.write_timeout);
@@ -471,7 +471,7 @@ TEST(HttpSeamTest, NodeGuardReadsTheAgentsAutostopFromItsMetrics) {
             "autostop ran (every GPU idle for 1h 01m 40s)");
   fake.answer("http://127.0.0.1:9400/metrics", 503, "");
   EXPECT_FALSE(agent::autostop_text("127.0.0.1:9400", 300, fake));
-  fake.fail("http://127.0.0.1:9400/metrics", HttpFailure::read);
+  fake.fail("http://127.0.0.1:9400/metrics", util::HttpFailure::read);
   EXPECT_FALSE(agent::autostop_text("127.0.0.1:9400", 300, fake));
 }
 

@@ -533,7 +533,7 @@ TEST(LedgerLocationTest, BudgetPeriodsAndSelectors) {
   EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::day, now), 1'795'564'800'000);    // 2026-11-25 00:00
   EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::week, now), 1'795'392'000'000);   // Monday 2026-11-23
   EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::month, now), 1'793'491'200'000);  // 2026-11-01
-  EXPECT_EQ(parse_enum<store::BudgetPeriod>("year", "--per").error().kind, ErrorKind::usage);
+  EXPECT_EQ(util::parse_enum<store::BudgetPeriod>("year", "--per").error().kind, ErrorKind::usage);
   auto kv = store::parse_selector("team=nlp", "SELECTOR");
   ASSERT_TRUE(kv.ok());
   EXPECT_EQ(kv->first, "team");

@@ -60,7 +60,7 @@ TEST(MeterTest, MinimumAndGranularity) {
   catalog::BillingRule per_second;
   EXPECT_EQ(meter::billed_seconds(4'200, per_second), 5);
   meter::PriceQuote q;
-  q.micros_per_gpu_hour = usd_to_micros(3600);  // $1 per GPU-second
+  q.micros_per_gpu_hour = util::usd_to_micros(3600);  // $1 per GPU-second
   EXPECT_EQ(meter::billed_cost(q, 5, 1), 5'000'000);
   EXPECT_EQ(meter::billed_cost(q, 60, 2), 120'000'000);
 }
@@ -70,14 +70,14 @@ TEST(MeterTest, CostIntegratorCarriesRemainders) {
   for (int i = 0; i < 3600; ++i) integ.add_ns(1'000'000'000);
   EXPECT_EQ(integ.total(), 1);
   std::mt19937_64 rng(7);
-  meter::CostIntegrator a(usd_to_micros(2.71828));
+  meter::CostIntegrator a(util::usd_to_micros(2.71828));
   std::int64_t total_ns = 0;
   for (int i = 0; i < 10000; ++i) {
     const auto ns = static_cast<std::int64_t>(rng() % 3'000'000'000ULL);
     a.add_ns(ns);
     total_ns += ns;
   }
-  EXPECT_EQ(a.total(), static_cast<MicroUsd>(static_cast<Int128>(usd_to_micros(2.71828)) * total_ns / 3'600'000'000'000LL));
+  EXPECT_EQ(a.total(), static_cast<MicroUsd>(static_cast<util::Int128>(util::usd_to_micros(2.71828)) * total_ns / 3'600'000'000'000LL));
 }
 
 TEST(MeterTest, PriceResolutionOrder) {
@@ -103,7 +103,7 @@ TEST(MeterTest, PriceResolutionOrder) {
   q = meter::resolve_price(none, cat(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->origin, meter::PriceOrigin::catalog_reference);
-  EXPECT_EQ(q->micros_per_gpu_hour, usd_to_micros(cat().reference_price("H100 SXM 80GB")->usd_per_gpu_hour));
+  EXPECT_EQ(q->micros_per_gpu_hour, util::usd_to_micros(cat().reference_price("H100 SXM 80GB")->usd_per_gpu_hour));
   EXPECT_NE(q->source.find("median"), std::string::npos);
 
   meter::PricingOptions bad;

@@ -16,9 +16,9 @@ TEST(MoneyOwner, BurnRateIsThePriceOfTheGpusPerSecond) {
   // (price / 3600.0) and the HTML report's band (price × max(1, GPUs) / 3600).
   for (MicroUsd p :
        {MicroUsd{0}, MicroUsd{1}, MicroUsd{3'600'000}, MicroUsd{2'499'999}, MicroUsd{98'320'001}}) {
-    EXPECT_EQ(meter::burn_usd_per_s(p, 1), micros_to_usd(p) / 3600.0);
+    EXPECT_EQ(meter::burn_usd_per_s(p, 1), util::micros_to_usd(p) / 3600.0);
     for (std::size_t n : {1u, 2u, 8u})
-      EXPECT_EQ(meter::burn_usd_per_s(p, n), micros_to_usd(p) * static_cast<double>(n) / 3600.0);
+      EXPECT_EQ(meter::burn_usd_per_s(p, n), util::micros_to_usd(p) * static_cast<double>(n) / 3600.0);
   }
   EXPECT_EQ(meter::usd_per_hour_of_burn(meter::burn_usd_per_s(3'600'000, 2)), meter::burn_usd_per_s(3'600'000, 2) * 3600.0);
   EXPECT_DOUBLE_EQ(meter::usd_per_hour_of_burn(meter::burn_usd_per_s(3'600'000, 2)), 7.2);
@@ -92,14 +92,14 @@ TEST(MoneyOwner, PriceListRulesInNanoDollars) {
 }
 
 TEST(MoneyOwner, NumbersReadExactly) {
-  EXPECT_EQ(*usd_micros_of_number(0.1), 100'000);
-  EXPECT_EQ(*usd_micros_of_number(12.5), 12'500'000);
-  EXPECT_EQ(*usd_micros_of_number(40), 40'000'000);
-  EXPECT_EQ(*usd_micros_of_number(1e-5), 10);  // written 1e-05: read through its decimals
-  EXPECT_EQ(*usd_micros_of_number(0.29), 290'000);
-  EXPECT_EQ(*usd_micros_of_number(1234567.891011), 1'234'567'891'011);
-  EXPECT_FALSE(usd_micros_of_number(-1));
-  EXPECT_FALSE(usd_micros_of_number(1e20));
+  EXPECT_EQ(*util::usd_micros_of_number(0.1), 100'000);
+  EXPECT_EQ(*util::usd_micros_of_number(12.5), 12'500'000);
+  EXPECT_EQ(*util::usd_micros_of_number(40), 40'000'000);
+  EXPECT_EQ(*util::usd_micros_of_number(1e-5), 10);  // written 1e-05: read through its decimals
+  EXPECT_EQ(*util::usd_micros_of_number(0.29), 290'000);
+  EXPECT_EQ(*util::usd_micros_of_number(1234567.891011), 1'234'567'891'011);
+  EXPECT_FALSE(util::usd_micros_of_number(-1));
+  EXPECT_FALSE(util::usd_micros_of_number(1e20));
 }
 
 TEST(MoneyOwner, NodeAndOwnerBudgetsParseExactly) {

@@ -100,7 +100,7 @@ TEST(PricedTraceTest, TheRenderersShowThePricedFigures) {
   o.top = 1;
   const std::string text = report::trace_text(p, o);
   EXPECT_NE(text.find("(2 more)"), std::string::npos) << text;
-  EXPECT_NE(text.find(format_usd(usd(2'000'001))), std::string::npos) << text;
+  EXPECT_NE(text.find(util::format_usd(usd(2'000'001))), std::string::npos) << text;
 }
 
 TEST(PricedTraceTest, DiffRowsArePricedPerStep) {

@@ -347,7 +347,7 @@ TEST(ContractRatesTest, DiscountCommittedRateAndOnPremRate) {
   auto spot =
       meter::your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
   ASSERT_TRUE(spot.has_value());
-  EXPECT_EQ(spot->micros_per_gpu_hour, usd_to_micros(*p5->usd_per_gpu_hour(true) * 0.7));
+  EXPECT_EQ(spot->micros_per_gpu_hour, util::usd_to_micros(*p5->usd_per_gpu_hour(true) * 0.7));
   const catalog::Offer* nc = builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");
   auto azure = meter::your_price(*nc, false, *rates);  // the "*" discount
   ASSERT_TRUE(azure.has_value());

@@ -195,7 +195,7 @@ TEST(ProgressIdentityTest, AnEpochSummaryAfterItsBarDoesNotRewind) {
 TEST(ProgressIdentityTest, StatusLineSaysWhenTheTotalIsUnknown) {
   guard::StatusSnapshot s;
   s.elapsed_s = 12;
-  s.spent_micros = 12 * kMicrosPerUsd;
+  s.spent_micros = 12 * util::kMicrosPerUsd;
   s.step = 45;
   s.progress_note = "total unknown";
   const std::string line = report::render_status_line(s, 200);

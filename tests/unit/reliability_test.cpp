@@ -99,11 +99,11 @@ TEST(ReliabilityTest, PricesBeyondAnyRealOfferAreRejectedNotOverflowed) {
 }
 
 TEST(ReliabilityTest, DurationsNeverOverflowOrReadHalfANumber) {
-  EXPECT_EQ(*parse_duration_ms("1h30m"), 5'400'000);
-  EXPECT_EQ(*parse_duration_ms("1.5s"), 1'500);
+  EXPECT_EQ(*util::parse_duration_ms("1h30m"), 5'400'000);
+  EXPECT_EQ(*util::parse_duration_ms("1.5s"), 1'500);
   for (const char* bad : {"99999999999999999999d", "1.2.3s", ".", "..s", "1e400", "36501d"})
-    EXPECT_FALSE(parse_duration_ms(bad)) << bad;
-  EXPECT_TRUE(parse_duration_ms("36500d"));
+    EXPECT_FALSE(util::parse_duration_ms(bad)) << bad;
+  EXPECT_TRUE(util::parse_duration_ms("36500d"));
 }
 
 TEST(ReliabilityTest, PodResourcesAnswerThatIsNotAMessageIsAnError) {
@@ -176,7 +176,7 @@ TEST(ReliabilityTest, InterruptedRunCountsEveryCommittedSecond) {
     EXPECT_EQ(r->cost_micros, 3'000'000);
     EXPECT_DOUBLE_EQ(r->energy_j, 30);
   } else {
-    ADD_FAILURE() << "status " << text_of(r->status);
+    ADD_FAILURE() << "status " << util::text_of(r->status);
   }
 }
 

@@ -43,7 +43,7 @@ class NoSource final : public InferenceSource {
 };
 
 TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubles) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   NoSource source;
@@ -85,7 +85,7 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
   EXPECT_DOUBLE_EQ(*k.prompt_tokens, 1040);
   EXPECT_DOUBLE_EQ(*k.requests, 52);
   EXPECT_EQ(k.models, (std::vector<std::string>{"llama", "lora"}));
-  const double cost = micros_to_usd(out.run.cost_micros);
+  const double cost = util::micros_to_usd(out.run.cost_micros);
   EXPECT_DOUBLE_EQ(*k.usd_per_1m_generated_tokens, cost / 520 * 1e6);
   EXPECT_DOUBLE_EQ(*k.usd_per_1k_requests, cost / 52 * 1e3);
   bool restart_warned = false;
@@ -100,7 +100,7 @@ TEST(ServingRunTest, CountersCountFromZeroAndAnEngineRestartNeitherLosesNorDoubl
 }
 
 TEST(ServingRunTest, NoReadingAtAllIsAWarningNotAServingReport) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   NoSource source;

@@ -27,7 +27,7 @@ TEST(SessionTest, ExactBilledCostRecordedAndExitStatusPassedThrough) {
   sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 1.2; exit 3"});
-  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 3);
   EXPECT_TRUE(out->recorded);
@@ -55,11 +55,11 @@ TEST(SessionTest, BudgetStopSignalsTheGroupAndRecordsActions) {
   test::RecordingSink sink;
   auto cfg = config({"sh", "-c", "sleep 20 & wait"});
   cfg.stop_to = guard::StopTarget::group;
-  cfg.guard.budget_micros = 1 * kMicrosPerUsd;
+  cfg.guard.budget_micros = 1 * util::kMicrosPerUsd;
   cfg.grace_ms = 1000;
-  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, ledger->get(), nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
-  EXPECT_EQ(out->exit_code, kExitGuardStop);
+  EXPECT_EQ(out->exit_code, util::kExitGuardStop);
   EXPECT_EQ(*out->run.stopped_by, "budget");
   EXPECT_LT(out->run.wall_ms, 4000);
   auto actions = (*ledger)->actions((*ledger)->last_run()->id);
@@ -83,7 +83,7 @@ TEST(SessionTest, ProgressDatagramsAndMalformedOnes) {
                      "s.sendto(b'not json', p)\n"
                      "s.sendto(b'{\"step\": -2}', p)\n"
                      "import time; time.sleep(0.3)\n"});
-  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_EQ(out->exit_code, 0);
   EXPECT_FALSE(out->recorded);
@@ -102,9 +102,9 @@ TEST(SessionTest, IdleGpusStopTheJob) {
   auto cfg = config({"sleep", "20"});
   cfg.guard.max_idle_ms = 2000;
   cfg.grace_ms = 1000;
-  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, system_clock(), runner, sink);
+  auto out = guard::run_session(cfg, &backend, nullptr, nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
-  EXPECT_EQ(out->exit_code, kExitGuardStop);
+  EXPECT_EQ(out->exit_code, util::kExitGuardStop);
   EXPECT_EQ(*out->run.stopped_by, "idle");
   EXPECT_LT(out->run.wall_ms, 4000);
 }
@@ -114,7 +114,7 @@ TEST(SessionTest, UnrunnableProgramIsAnError) {
   sys::PosixProcessRunner runner;
   test::RecordingSink sink;
   auto out =
-      guard::run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+      guard::run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 127);
   ASSERT_TRUE(out->start_error);
@@ -123,7 +123,7 @@ TEST(SessionTest, UnrunnableProgramIsAnError) {
   FILE* f = std::fopen(script.c_str(), "w");
   std::fputs("#!/bin/sh\necho hi\n", f);
   std::fclose(f);
-  out = guard::run_session(config({script}), &backend, nullptr, nullptr, system_clock(), runner, sink);
+  out = guard::run_session(config({script}), &backend, nullptr, nullptr, util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 126) << "found but not executable: 126 by convention";
 }

@@ -15,13 +15,13 @@ namespace {
 
 /// Every value's text reads back as that value, and no two values share a text.
 template <class E, std::size_t N>
-void expect_round_trip(const EnumText<E> (&table)[N], std::size_t expected_values) {
+void expect_round_trip(const util::EnumText<E> (&table)[N], std::size_t expected_values) {
   EXPECT_EQ(N, expected_values) << "a value was added without its text (or the other way round)";
   std::set<std::string> texts;
   for (const auto& row : table) {
     EXPECT_TRUE(texts.insert(row.text).second) << "duplicate text '" << row.text << "'";
-    EXPECT_STREQ(text_of(row.value), row.text);
-    const auto back = value_of<E>(row.text);
+    EXPECT_STREQ(util::text_of(row.value), row.text);
+    const auto back = util::value_of<E>(row.text);
     ASSERT_TRUE(back.has_value()) << row.text;
     EXPECT_EQ(*back, row.value) << row.text;
   }
@@ -35,23 +35,23 @@ TEST(StoreEnumTest, EveryTableRoundTrips) {
   expect_round_trip(store::kCellStatusTexts, 5);
   expect_round_trip(store::kBudgetPeriodTexts, 3);
   // The texts the ledger has always held (existing ledgers and tools read them).
-  EXPECT_STREQ(text_of(store::RunStatus::interrupted), "interrupted");
-  EXPECT_STREQ(text_of(store::RunEnergyMethod::power_integration), "power_integration");
-  EXPECT_STREQ(text_of(store::RunEnergyMethod::not_recorded), "");
-  EXPECT_STREQ(text_of(store::ActionKind::stop_budget), "stop_budget");
-  EXPECT_STREQ(text_of(store::ActionKind::sigterm), "sigterm");
-  EXPECT_STREQ(text_of(store::CellStatus::unfinished), "unfinished");
-  EXPECT_STREQ(text_of(store::BudgetPeriod::week), "week");
+  EXPECT_STREQ(util::text_of(store::RunStatus::interrupted), "interrupted");
+  EXPECT_STREQ(util::text_of(store::RunEnergyMethod::power_integration), "power_integration");
+  EXPECT_STREQ(util::text_of(store::RunEnergyMethod::not_recorded), "");
+  EXPECT_STREQ(util::text_of(store::ActionKind::stop_budget), "stop_budget");
+  EXPECT_STREQ(util::text_of(store::ActionKind::sigterm), "sigterm");
+  EXPECT_STREQ(util::text_of(store::CellStatus::unfinished), "unfinished");
+  EXPECT_STREQ(util::text_of(store::BudgetPeriod::week), "week");
 }
 
 TEST(StoreEnumTest, UnknownTextIsAnErrorListingTheValidOnes) {
-  EXPECT_FALSE(value_of<store::RunStatus>("paused").has_value());
-  EXPECT_FALSE(value_of<store::RunStatus>("Running").has_value()) << "texts match exactly";
-  const auto bad = parse_enum<store::BudgetPeriod>("year", "--per");
+  EXPECT_FALSE(util::value_of<store::RunStatus>("paused").has_value());
+  EXPECT_FALSE(util::value_of<store::RunStatus>("Running").has_value()) << "texts match exactly";
+  const auto bad = util::parse_enum<store::BudgetPeriod>("year", "--per");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().kind, ErrorKind::usage);
   EXPECT_EQ(bad.error().message, "--per 'year' is not one of day, week, month");
-  const auto status = parse_enum<store::RunStatus>("paused", "--status", ErrorKind::failure);
+  const auto status = util::parse_enum<store::RunStatus>("paused", "--status", ErrorKind::failure);
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().kind, ErrorKind::failure);
   EXPECT_NE(
@@ -97,7 +97,7 @@ std::int64_t fill_ledger(const std::string& path) {
   EXPECT_TRUE(id.ok());
   r.id = *id;
   r.status = store::RunStatus::stopped;
-  r.stopped_by = text_of(store::StopReason::budget);
+  r.stopped_by = util::text_of(store::StopReason::budget);
   r.energy_method = store::RunEnergyMethod::power_integration;
   EXPECT_TRUE(l.update_run(r).ok());
   EXPECT_TRUE(l.append({}, {}, {store::ActionRecord{*id, 1000, store::ActionKind::sigterm, 5, "sent SIGTERM"}}).ok());

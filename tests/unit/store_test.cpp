@@ -29,7 +29,7 @@ store::RunRecord sample_run() {
   r.billing_minimum_s = 60;
   r.gpus_allocated = {"GPU-a", "GPU-b"};
   r.gpu_model = "H100 SXM 80GB";
-  r.budget_micros = 40 * kMicrosPerUsd;
+  r.budget_micros = 40 * util::kMicrosPerUsd;
   r.total_steps = 1000;
   return r;
 }
@@ -113,7 +113,7 @@ TEST(StoreTest, RoundTripsRunsSamplesProgressActions) {
   EXPECT_EQ(r->gpus_allocated, (std::vector<std::string>{"GPU-a", "GPU-b"}));
   EXPECT_EQ(r->meter_pid, getpid());
   EXPECT_FALSE(r->end_unix_ms.has_value());
-  EXPECT_EQ(*r->budget_micros, 40 * kMicrosPerUsd);
+  EXPECT_EQ(*r->budget_micros, 40 * util::kMicrosPerUsd);
 
   store::SampleRecord s;
   s.run_id = *id;
@@ -311,7 +311,7 @@ TEST(StoreTest, MigratesVersion1BudgetDollarsToMicros) {
   EXPECT_FALSE((*ledger)->run(id - 1)->budget_micros.has_value());
   auto next = (*ledger)->begin_run(sample_run());
   ASSERT_TRUE(next.ok()) << next.error().message;
-  EXPECT_EQ(*(*ledger)->run(*next)->budget_micros, 40 * kMicrosPerUsd);
+  EXPECT_EQ(*(*ledger)->run(*next)->budget_micros, 40 * util::kMicrosPerUsd);
   ledger->reset();
 
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);

@@ -38,7 +38,7 @@ cloud::CloudNotice aws_notice(std::int64_t deadline_unix_ms) {
 }
 
 TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempted) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -64,7 +64,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   EXPECT_EQ(runner.sent[1].sig, SIGKILL);
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
-  EXPECT_EQ(out.exit_code, kExitPreempted);
+  EXPECT_EQ(out.exit_code, util::kExitPreempted);
   const store::RunRecord& run = out.run;
   EXPECT_EQ(run.status, store::RunStatus::preempted);
   EXPECT_EQ(*run.stopped_by, "preemption");
@@ -86,7 +86,7 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
 }
 
 TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -105,7 +105,7 @@ TEST(SupervisorPreemptionTest, ShortDeadlineKillsBeforeItNotAfterTheGrace) {
 }
 
 TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -131,7 +131,7 @@ TEST(SupervisorPreemptionTest, WarningsAreRecordedOnceAndDoNotStop) {
 }
 
 TEST(SupervisorPreemptionTest, NoRecentCheckpointWarnsOncePerGapAndBecomesAFinding) {
-  FakeClock clock;
+  util::FakeClock clock;
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -161,7 +161,7 @@ TEST(SupervisorPreemptionTest, CheckpointGlobSeesNewFilesNotOldOnes) {
   std::ofstream(dir / "old.pt") << "x";
   std::filesystem::last_write_time(dir / "old.pt",
                                    std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
-  SystemClock clock;  // file times are wall-clock times
+  util::SystemClock clock;  // file times are wall-clock times
   test::RecordingRunner runner;
   test::RecordingSink sink;
   auto backend = test::one_static_gpu(90);

@@ -27,12 +27,12 @@ constexpr pid_t kPid = 4242;
 constexpr std::int64_t kSecond = 1'000'000'000;
 
 TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_micros = 5 * kMicrosPerUsd;
+  cfg.guard.budget_micros = 5 * util::kMicrosPerUsd;
   cfg.guard.warn_at_pct = {50};
   cfg.grace_ms = 3000;
   guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
@@ -55,25 +55,25 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   EXPECT_TRUE(runner.sent[1].group);
   s.on_exit(W_EXITCODE(0, SIGKILL));
   auto out = s.finish();
-  EXPECT_EQ(out.exit_code, kExitGuardStop);
+  EXPECT_EQ(out.exit_code, util::kExitGuardStop);
   EXPECT_EQ(out.run.status, store::RunStatus::stopped);
   EXPECT_EQ(*out.run.stopped_by, "budget");
   // The stop's message quotes exactly what the ledger records for it.
   ASSERT_GE(out.actions.size(), 2u);
   for (const auto& a : out.actions)
     if (a.kind == store::ActionKind::stop_budget) {
-      EXPECT_NE(a.message.find(format_usd(micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
+      EXPECT_NE(a.message.find(util::format_usd(util::micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
     }
   EXPECT_EQ(out.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
 }
 
 TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_micros = 2 * kMicrosPerUsd;
+  cfg.guard.budget_micros = 2 * util::kMicrosPerUsd;
   cfg.stop_to = guard::StopTarget::group;
   cfg.stop_signal = SIGUSR1;
   cfg.grace_ms = 10'000;
@@ -88,16 +88,16 @@ TEST(SupervisorTest, StopToGroupAndExitWithinGraceNeedsNoKill) {
   s.on_exit(W_EXITCODE(0, 0));
   run_until(s, clock, 20.0);
   EXPECT_EQ(runner.sent.size(), 1u);
-  EXPECT_EQ(s.finish().exit_code, kExitGuardStop);
+  EXPECT_EQ(s.finish().exit_code, util::kExitGuardStop);
 }
 
 TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto backend = test::one_static_gpu(90);
   auto cfg = config();
-  cfg.guard.budget_micros = 100 * kMicrosPerUsd;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
+  cfg.guard.budget_micros = 100 * util::kMicrosPerUsd;  // the job needs 3 × 100 steps × 0.5 s = 150 s = $150
   cfg.guard.forecast_stop = true;
   guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
   s.begin();
@@ -119,7 +119,7 @@ TEST(SupervisorTest, ForecastStopFromNestedTqdmBars) {
 }
 
 TEST(SupervisorTest, IdleGpusStopTheJob) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto backend = test::one_static_gpu(0);
@@ -145,7 +145,7 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
        {Case{W_EXITCODE(0, 0), store::RunStatus::succeeded}, Case{W_EXITCODE(1, 0), store::RunStatus::failed},
         Case{W_EXITCODE(0, SIGINT), store::RunStatus::interrupted},
         Case{W_EXITCODE(130, 0), store::RunStatus::interrupted}}) {
-    FakeClock clock;
+    util::FakeClock clock;
     RecordingRunner runner;
     RecordingSink sink;
     auto backend = test::one_static_gpu(90);
@@ -166,7 +166,7 @@ TEST(SupervisorTest, ForwardedSignalsAndRunStatuses) {
 }
 
 TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto backend = test::one_static_gpu(90);
@@ -186,7 +186,7 @@ TEST(SupervisorTest, StatusEveryKeepsItsCadence) {
 }
 
 TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
-  FakeClock clock;
+  util::FakeClock clock;
   RecordingRunner runner;
   RecordingSink sink;
   auto cfg = config();

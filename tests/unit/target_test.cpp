@@ -227,7 +227,7 @@ std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<gu
     guard.on_progress(u, s, t, t * kBurnUsdPerS);
     if (s % 10) continue;  // a tick a second at 10 steps a second
     for (auto& d : guard.tick(inputs_at(s, pace), static_cast<std::int64_t>(t * 1000), pace.intervals(),
-                              usd_to_micros(t * kBurnUsdPerS))) {
+                              util::usd_to_micros(t * kBurnUsdPerS))) {
       if (all) all->push_back(d);
       if (d.stopped_by == store::StopReason::target) return s;
     }
@@ -280,7 +280,7 @@ TEST(TargetTest, ReplayFromStoredProgressMatchesTheRun) {
     p.step = s;
     p.total_steps = kTotal;
     p.metrics["loss"] = sc.curve(s);
-    p.cost_micros = usd_to_micros(s * kSecondsPerStep * kBurnUsdPerS);
+    p.cost_micros = util::usd_to_micros(s * kSecondsPerStep * kBurnUsdPerS);
     progress.push_back(p);
   }
   const meter::TargetTracker t = meter::replay_target(sc.target, progress, kBurnUsdPerS, std::nullopt, true);

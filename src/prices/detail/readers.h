@@ -14,11 +14,11 @@
 namespace gm::prices::detail {
 
 /// Nano-dollars (1e-9 USD): exact for every price the providers publish (GCP's nanos, AWS's 10 decimals).
-using gm::NanoUsd;
+using gm::util::NanoUsd;
 
 /// A decimal price text ("3.673", "55.0400000000", "-1", "0") as nano-dollars, exactly (digits past the ninth
 /// decimal are rounded half up); nullopt for anything else ("", "abc", "1e3", "NaN", overflow).
-std::optional<NanoUsd> parse_decimal_nanos(std::string_view text);
+std::optional<util::NanoUsd> parse_decimal_nanos(std::string_view text);
 
 /// One price as read: the instance, region, spot or not, and the price (nullopt when the text was not a
 /// number).
@@ -26,7 +26,7 @@ struct RawPrice {
   std::string instance;
   std::string region;
   bool spot = false;
-  std::optional<NanoUsd> nanos;
+  std::optional<util::NanoUsd> nanos;
   std::string text;  ///< the price as written, for messages
 };
 
@@ -84,7 +84,7 @@ struct GcpSku {
   std::string usage_type;      ///< "OnDemand", "Preemptible", "Commit1Yr", ...
   std::vector<std::string> regions;
   std::string usage_unit;        ///< "h", "GiBy.h"
-  std::optional<NanoUsd> nanos;  ///< units + nanos of the first tier
+  std::optional<util::NanoUsd> nanos;  ///< units + nanos of the first tier
   std::string text;
 };
 /// One page of `services/6F81-5844-456A/skus`.
@@ -99,7 +99,7 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin);
 struct LambdaType {
   std::string name;
   std::string gpu_description;
-  std::optional<NanoUsd> nanos;  ///< price_cents_per_hour as nano-dollars
+  std::optional<util::NanoUsd> nanos;  ///< price_cents_per_hour as nano-dollars
   std::string text;
 };
 /// Reads Lambda's answer; error (naming `origin`) for malformed JSON or no `data` object.
