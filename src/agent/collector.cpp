@@ -374,7 +374,7 @@ std::vector<OwnerTotal> owner_totals(const Snapshot& s) {
         t.cost += oc.cost;
         t.idle_cost += oc.idle_cost;
         if (oc.last_interval_s > 0)
-          t.micros_per_hour += micros_per_hour(
+          t.micros_per_hour += meter::micros_per_hour(
               oc.last_cost, static_cast<std::int64_t>(std::llround(oc.last_interval_s * 1e9)));
       }
       t.energy_j += oc.energy_j;

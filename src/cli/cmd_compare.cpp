@@ -61,7 +61,7 @@ int cmd_compare(int argc, char** argv) {
   if (!result) return fail("compare", result.error());
   const std::string out = json ? report::render_compare_json(*result) : report::render_compare_text(*result);
   std::fwrite(out.data(), 1, out.size(), stdout);
-  return result->pass ? kExitOk : util::kExitFailure;
+  return result->pass ? util::kExitOk : util::kExitFailure;
 }
 
 }  // namespace gm::cli

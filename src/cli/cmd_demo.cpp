@@ -155,7 +155,7 @@ int cmd_demo(int argc, char** argv) {
   std::printf("\n== Before renting: will it fit, where, how long, how much (`gpumeter plan`) ==\n");
   std::fflush(stdout);
   plan_demo_section(stdout);
-  return rc == util::kExitGuardStop ? kExitOk : rc;
+  return rc == util::kExitGuardStop ? util::kExitOk : rc;
 }
 
 }  // namespace gm::cli

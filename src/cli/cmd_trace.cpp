@@ -117,7 +117,7 @@ int cmd_trace(int argc, char** argv) {
   // Named files that are not traces and folders with nothing to analyse fail the command (after the
   // report of what could be analysed), so that a CI job does not read them as success.
   for (const auto& e : set->errors) std::fprintf(stderr, "gpumeter trace: error: %s\n", e.c_str());
-  return set->errors.empty() ? kExitOk : util::kExitFailure;
+  return set->errors.empty() ? util::kExitOk : util::kExitFailure;
 }
 
 }  // namespace gm::cli

@@ -85,7 +85,7 @@ int cmd_trace_diff(int argc, char** argv) {
   }
   std::fputs((json ? report::trace_diff_json(priced, view) : report::trace_diff_text(priced, view)).c_str(),
              stdout);
-  return priced.diff.pass ? kExitOk : util::kExitFailure;
+  return priced.diff.pass ? util::kExitOk : util::kExitFailure;
 }
 
 }  // namespace gm::cli

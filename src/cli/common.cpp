@@ -162,7 +162,7 @@ int dispatch_subcommands(const char* command, int argc, char** argv, const std::
                          std::span<const Subcommand> subcommands) {
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
     std::fputs(help.c_str(), stdout);
-    return argc < 2 ? kExitUsage : util::kExitOk;
+    return argc < 2 ? util::kExitUsage : util::kExitOk;
   }
   const std::string sub = argv[1];
   std::string names;

@@ -42,7 +42,7 @@ BreakdownCosts breakdown_costs(const std::vector<trace::Bucket>& rows, const Pri
   return c;
 }
 
-DeviceCosts device_costs(const trace::DeviceAnalysis& d, const Pricer& usd, const Catalog* catalog,
+DeviceCosts device_costs(const trace::DeviceAnalysis& d, const Pricer& usd, const catalog::Catalog* catalog,
                          std::optional<std::int64_t> project_steps) {
   DeviceCosts c;
   c.window_usd = usd(d.window_ns);
@@ -110,7 +110,7 @@ std::vector<DiffRowCosts> diff_row_costs(const std::vector<trace::DiffRow>& rows
 }  // namespace
 
 PricedTrace price_trace(std::vector<trace::FileAnalysis> files, const TracePrice& price,
-                        const Catalog* catalog, std::optional<std::int64_t> project_steps) {
+                        const catalog::Catalog* catalog, std::optional<std::int64_t> project_steps) {
   const Pricer usd{price.micros_per_gpu_hour};
   PricedTrace p;
   p.price = price;

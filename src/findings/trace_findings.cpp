@@ -119,7 +119,7 @@ bool architecture_in(const catalog::GpuSpec* spec, std::initializer_list<std::st
 
 /// Tensor cores of the device (Volta and later, from deviceProperties computeMajor or the catalog); nullopt
 /// when the device has none or is not known to have them.
-std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const Catalog* catalog) {
+std::optional<TensorCores> tensor_cores(const trace::DeviceAnalysis& d, const catalog::Catalog* catalog) {
   const catalog::GpuSpec* spec =
       catalog != nullptr && d.gpu_name ? catalog->gpu_for_device_name(*d.gpu_name) : nullptr;
   // The trace's own computeMajor wins over the catalog's architecture.
@@ -162,7 +162,7 @@ const char* severity_name(Severity severity) {
 }
 
 std::vector<Finding> for_trace_device(const trace::DeviceAnalysis& d, std::optional<MicroUsd> price_micros,
-                                      const Catalog* catalog) {
+                                      const catalog::Catalog* catalog) {
   if (d.window_ns <= 0) return {};
   Found found(d.window_ns, price_micros, profiler_steps(d.steps));
 

@@ -20,7 +20,7 @@ StatusSnapshot run_snapshot(const RunState& st, std::int64_t now_ns) {
   if (st.cfg.price) {
     s.spent_micros = st.spent(now_ns, true);
     s.burn_usd_per_h = meter::usd_per_hour_of_burn(st.burn_usd_per_s());
-    if (budget) s.budget_left_micros = budget_left_micros(*budget, *s.spent_micros);
+    if (budget) s.budget_left_micros = meter::budget_left_micros(*budget, *s.spent_micros);
   }
   s.run_id = st.run.id;
   s.budget_micros = budget;

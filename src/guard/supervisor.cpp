@@ -338,9 +338,9 @@ SessionOutcome Supervisor::finish() {
   st.outcome.inference = m.serving.records();
   st.outcome.cells = m.cells.cells();
   if (st.target_guard) st.outcome.target = st.target_guard->outcome();
-  st.outcome.exit_code = preempted           ? kExitPreempted
-                         : st.run.stopped_by ? kExitGuardStop
-                         : st.cfg.attached   ? kExitOk
+  st.outcome.exit_code = preempted           ? util::kExitPreempted
+                         : st.run.stopped_by ? util::kExitGuardStop
+                         : st.cfg.attached   ? util::kExitOk
                                              : job_exit;
   return st.outcome;
 }

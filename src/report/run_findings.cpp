@@ -32,7 +32,7 @@ void price_finding(Finding& f, MicroUsd part, const RunReport& r) {
   // The rate is that of the billed time (billing rounds wall time up), so a month costs what it would be
   // billed.
   const std::int64_t billed_ms = r.run.billed_s > 0 ? r.run.billed_s * 1000 : r.run.wall_ms;
-  f.nano_usd_per_month = nano_usd_per_month(part, billed_ms);
+  f.nano_usd_per_month = meter::nano_usd_per_month(part, billed_ms);
 }
 
 }  // namespace detail
@@ -288,7 +288,7 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
           : std::string("`gpumeter report RUN` on the costliest runs shows why and what to do");
   f.cost_nano_usd = meter::micros_to_nanos(waste);
   if (rep.since_unix_ms && rep.until_unix_ms)
-    f.nano_usd_per_month = nano_usd_per_month(waste, *rep.until_unix_ms - *rep.since_unix_ms);
+    f.nano_usd_per_month = meter::nano_usd_per_month(waste, *rep.until_unix_ms - *rep.since_unix_ms);
   f.evidence.push_back({"idle_cost_usd", util::micros_to_usd(t.idle_cost_micros)});
   f.evidence.push_back({"unused_gpu_cost_usd", util::micros_to_usd(t.unused_gpu_cost_micros)});
   f.evidence.push_back({"cost_usd", util::micros_to_usd(t.cost_micros)});

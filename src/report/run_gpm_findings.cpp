@@ -38,7 +38,7 @@ RunActivity run_activity(const RunReport& r) {
         weight[i] += w;
       }
     a.intervals += g.activity.intervals();
-    a.busy_micros += busy_micros(g.cost_micros, g.idle_cost_micros);
+    a.busy_micros += meter::busy_micros(g.cost_micros, g.idle_cost_micros);
   }
   for (std::size_t i = 0; i < 7; ++i)
     if (weight[i] > 0) a.mean.*fields[i] = sum[i] / weight[i];

@@ -40,7 +40,7 @@ void TopHistory::update(const agent::Snapshot& s, std::int64_t now_ns) {
     const MicroUsd used = meter::attributed_micros(d.cost, d.unallocated_cost);
     std::optional<double> rate;
     if (d.price && dt_ns > 0 && h.have_used)
-      rate = util::micros_to_usd(micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
+      rate = util::micros_to_usd(meter::micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
     if (d.price && (dt_ns > 0 || !h.have_used)) {
       h.last_used = used;
       h.have_used = true;

@@ -51,13 +51,13 @@ std::string enum_texts(const EnumText<E> (&table)[N]) {
 /// The text of `value` in its enum's table ("?" for a value the table lacks: a bug, never data).
 template <class E>
 constexpr const char* text_of(E value) {
-  return enum_text(store::enum_table(E{}), value, "?");
+  return enum_text(enum_table(E{}), value, "?");
 }
 
 /// The value whose text is `text` (exactly); nullopt when none is.
 template <class E>
 constexpr std::optional<E> value_of(std::string_view text) {
-  return enum_from_text(store::enum_table(E{}), text);
+  return enum_from_text(enum_table(E{}), text);
 }
 
 /// The value whose text is `text`, else an error of `kind`: "WHAT 'TEXT' is not one of a, b, c".
@@ -65,7 +65,7 @@ template <class E>
 Result<E> parse_enum(std::string_view text, std::string_view what, ErrorKind kind = ErrorKind::usage) {
   if (auto v = value_of<E>(text)) return *v;
   return make_error(
-      kind, std::string(what) + " '" + std::string(text) + "' is not one of " + enum_texts(store::enum_table(E{})));
+      kind, std::string(what) + " '" + std::string(text) + "' is not one of " + enum_texts(enum_table(E{})));
 }
 
 }  // namespace gm::util
