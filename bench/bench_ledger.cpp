@@ -66,8 +66,8 @@ void fill(gm::store::Ledger& ledger) {
     for (int m = 0; m < kMinutesPerRun; ++m)
       for (unsigned g = 0; g < kGpus; ++g) {
         const double util = 30 + static_cast<double>(rng() % 70);
-        b.rollups.push_back(
-            gm::store::RollupRecord{0, r.start_unix_ms / 60'000 + m, g, 60, util * 60, 4e10, 60 * 500.0, 50'000});
+        b.rollups.push_back(gm::store::RollupRecord{0, r.start_unix_ms / 60'000 + m, g, 60, util * 60, 4e10,
+                                                    60 * 500.0, 50'000});
         r.cost_micros += 50'000;
       }
     auto done = ledger.import_run(b, "bench#" + std::to_string(i), 0);
@@ -322,8 +322,8 @@ void BM_Heartbeat(benchmark::State& state, bool pg, bool team_read) {
     for (unsigned g = 0; g < kGpus; ++g) {
       samples.push_back(gm::store::SampleRecord{
           r.id, t_ms, g, "GPU-" + std::to_string(g), 90.0, 40ull << 30, 600.0, 70.0, 600.0, 833, true, {}});
-      rollups.push_back(gm::store::RollupRecord{r.id, (r.start_unix_ms + t_ms) / 60'000, g, t_ms / 1000 % 60, 5400,
-                                         4e10, 36000, 50'000});
+      rollups.push_back(gm::store::RollupRecord{r.id, (r.start_unix_ms + t_ms) / 60'000, g, t_ms / 1000 % 60,
+                                                5400, 4e10, 36000, 50'000});
     }
     r.cost_micros += 833 * kGpus;
     r.wall_ms = t_ms;

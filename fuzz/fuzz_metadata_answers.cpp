@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)gm::cloud::parse_rfc1123_ms(text);
   (void)gm::cloud::parse_preemption_mode(text);
   (void)gm::cloud::metadata_base_url(std::string(text), std::nullopt);
-  for (auto p : {gm::cloud::CloudProvider::aws, gm::cloud::CloudProvider::gcp, gm::cloud::CloudProvider::azure}) {
+  for (auto p :
+       {gm::cloud::CloudProvider::aws, gm::cloud::CloudProvider::gcp, gm::cloud::CloudProvider::azure}) {
     auto client = gm::cloud::make_http_metadata_client(
         "http://169.254.169.254", gm::cloud::kMetadataTimeoutMs,
         std::make_shared<gm::test::FakeHttpClient>(

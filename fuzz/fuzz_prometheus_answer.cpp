@@ -27,7 +27,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     start = nul + 1;
   }
   std::size_t asked = 0;
-  const gm::report::PrometheusQuery query = [&](const std::string&) -> gm::util::Result<gm::report::PrometheusAnswer> {
+  const gm::report::PrometheusQuery query =
+      [&](const std::string&) -> gm::util::Result<gm::report::PrometheusAnswer> {
     return gm::report::PrometheusAnswer{200, answers[asked++ % answers.size()]};
   };
   auto rep = gm::report::fleet_report_from(query, "http://fuzz:9090", 3'600'000, by);

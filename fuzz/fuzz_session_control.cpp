@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (c.cell) {
     check(c.cell->cell_id >= 0);
     check(c.cell->source.size() <= 200);
-    check(c.cell->start || c.cell->status != gm::store::CellStatus::unfinished);  // an end datagram never says that
+    check(c.cell->start ||
+          c.cell->status != gm::store::CellStatus::unfinished);  // an end datagram never says that
   }
   if (c.budget_micros) check(*c.budget_micros > 0);
   if (c.warn_at_pct)

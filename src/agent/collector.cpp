@@ -41,7 +41,8 @@ Collector::Collector(gpu::GpuBackend& backend, sys::OwnerResolver& owners, util:
       for (const auto& m : d.info.mig_instances) {
         MigCounters mc;
         mc.instance = m;
-        const auto price = meter::mig_micros_per_hour(d.price->micros_per_gpu_hour, m, d.info.memory_total_bytes);
+        const auto price =
+            meter::mig_micros_per_hour(d.price->micros_per_gpu_hour, m, d.info.memory_total_bytes);
         if (!price) continue;  // no slice size known: the instance is not priced (the board still is)
         mc.micros_per_hour = *price;
         mc.integrator = meter::CostIntegrator(mc.micros_per_hour);

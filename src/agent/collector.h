@@ -108,8 +108,8 @@ struct MigCounters {
 struct DeviceView {
   gpu::DeviceInfo info;
   gpu::Capabilities caps;
-  std::optional<meter::PriceQuote> price;   ///< nullopt: no price known, cost series omitted
-  std::optional<gpu::DeviceSample> last;  ///< nullopt before the first sample
+  std::optional<meter::PriceQuote> price;  ///< nullopt: no price known, cost series omitted
+  std::optional<gpu::DeviceSample> last;   ///< nullopt before the first sample
   MicroUsd cost = 0;                 ///< Σ device cost
   MicroUsd idle_cost = 0;            ///< Σ idle part of process costs
   MicroUsd unallocated_cost = 0;     ///< Σ cost with no process present
@@ -262,7 +262,7 @@ struct NodeView {
   };
   std::vector<Gpu> gpus;                                       ///< in device order
   MicroUsd node_cost = 0;                                      ///< Σ cost of the priced devices
-  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< Σ over priced devices, per owner
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;    ///< Σ over priced devices, per owner
   std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs at the last collection
 };
 
@@ -309,7 +309,7 @@ class Collector {
   std::vector<DeviceView> devices_;
   std::vector<meter::CostIntegrator> integrators_;
   std::vector<meter::EnergyMeter> energy_;
-  std::map<std::string, sys::Owner> owners_;                // exposed owner identities
+  std::map<std::string, sys::Owner> owners_;           // exposed owner identities
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
   std::optional<NodeStatus> node_;                // the node guard's, when one runs
@@ -347,7 +347,7 @@ class Collector {
 struct Collector::EndpointState {
   serving::InferenceEndpointSpec spec;
   EndpointView view;
-  std::optional<sys::Owner> owner;                 // linked owner (labels of its series)
+  std::optional<sys::Owner> owner;            // linked owner (labels of its series)
   std::optional<std::uint32_t> listener_pid;  // process listening on the port (owner "" only)
   std::int64_t listener_checked_ns = -1;
   serving::ServedFold fold;  // the counters read while linked (baselined once a reading was taken)

@@ -234,8 +234,9 @@ std::string render_metrics(const Snapshot& s) {
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
                         price_source(d.price->origin), util::usd_decimal(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
-  per_device(f, s, "gpumeter_gpu_cost_usd_total",
-             [](const DeviceView& d) -> Opt { return d.price ? Opt(util::usd_decimal(d.cost)) : std::nullopt; });
+  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price ? Opt(util::usd_decimal(d.cost)) : std::nullopt;
+  });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
@@ -420,12 +421,14 @@ std::string render_node_metrics(const NodeStatus& node) {
   if (!node.budgets.empty()) {
     head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
     for (const auto& b : node.budgets)
-      out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), util::text_of(b.period), util::usd_decimal(b.limit_micros));
+      out +=
+          fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n", escape_label_value(b.scope),
+                      util::text_of(b.period), util::usd_decimal(b.limit_micros));
     head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), util::text_of(b.period), util::usd_decimal(b.spent_micros));
+                         escape_label_value(b.scope), util::text_of(b.period),
+                         util::usd_decimal(b.spent_micros));
   }
   if (node.watching_notices) {
     head("gpumeter_preemption_notices_total", "counter",
@@ -466,8 +469,8 @@ std::string render_run_metrics(const std::vector<RunView>& runs) {
       for (meter::TargetVerdict v :
            {meter::TargetVerdict::too_early, meter::TargetVerdict::on_track, meter::TargetVerdict::reached,
             meter::TargetVerdict::unreachable_within_steps, meter::TargetVerdict::unreachable_within_budget})
-        f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r), meter::verdict_name(v),
-                          r.target->forecast.verdict == v ? 1 : 0));
+        f.add(fmt::format("gpumeter_run_target_verdict{{{},verdict=\"{}\"}} {}\n", id(r),
+                          meter::verdict_name(v), r.target->forecast.verdict == v ? 1 : 0));
   f.head("gpumeter_run_target_reached", "gauge", "1 once the run has reached its target, else 0.");
   for (const auto& r : runs)
     if (r.target)

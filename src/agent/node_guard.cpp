@@ -20,7 +20,7 @@ namespace {
 
 /// "200/day" → (200 USD, day); the message names `flag`.
 Result<std::pair<MicroUsd, store::BudgetPeriod>> parse_amount(std::string_view text, std::string_view flag,
-                                                       std::string_view whole) {
+                                                              std::string_view whole) {
   const auto slash = text.rfind('/');
   auto bad = [&] {
     return make_error(ErrorKind::usage, fmt::format("{} '{}': expected USD/day or USD/month (e.g. 200/day)",
@@ -120,7 +120,8 @@ NodeEvent NodeGuard::event(const std::string& kind, const std::string& message) 
   // Notifications never hold the collection: each runs on its own detached thread, bounded by its timeout.
   if (cfg_.notify_command && command_runner_)
     std::thread([run = command_runner_, cmd = *cfg_.notify_command, e] { (void)run(cmd, e); }).detach();
-  if (cfg_.webhook_url) std::thread([url = *cfg_.webhook_url, e] { (void)guard::post_webhook(url, e); }).detach();
+  if (cfg_.webhook_url)
+    std::thread([url = *cfg_.webhook_url, e] { (void)guard::post_webhook(url, e); }).detach();
   return NodeEvent{kind, message};
 }
 
@@ -128,7 +129,8 @@ NodeEvent NodeGuard::on_notice(const cloud::CloudNotice& n) {
   ++status_.notices[{std::string(cloud::provider_name(n.provider)), n.kind}];
   return event(
       n.stop ? "preempted" : "preemption_warning",
-      n.detail + (n.deadline_unix_ms ? " (deadline " + cloud::format_iso8601(*n.deadline_unix_ms) + ")" : ""));
+      n.detail +
+          (n.deadline_unix_ms ? " (deadline " + cloud::format_iso8601(*n.deadline_unix_ms) + ")" : ""));
 }
 
 std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
@@ -242,10 +244,11 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
           list += (list.empty() ? "" : ", ") + std::to_string(pid);
         }
         st.over_reported = true;
-        out.push_back(event("budget_stop",
-                            fmt::format("{}: sent SIGTERM to its GPU process(es) {}; SIGKILL after {}",
-                                        st.over_message, list.empty() ? "(none now)" : list,
-                                        util::format_duration_s(static_cast<double>(cfg_.grace_ms) / 1000.0))));
+        out.push_back(
+            event("budget_stop",
+                  fmt::format("{}: sent SIGTERM to its GPU process(es) {}; SIGKILL after {}", st.over_message,
+                              list.empty() ? "(none now)" : list,
+                              util::format_duration_s(static_cast<double>(cfg_.grace_ms) / 1000.0))));
       }
     }
     // SIGKILL after the grace to those still on a GPU.
@@ -337,8 +340,8 @@ std::optional<std::string> autostop_text(const std::string& host_port, std::int6
   const double idle = value_of("gpumeter_node_idle_seconds").value_or(0);
   if (*remaining <= 0) return "autostop ran (every GPU idle for " + util::format_duration_s(idle) + ")";
   if (idle <= 0) return "autostop armed: a GPU is busy (the countdown starts when every GPU is idle)";
-  return "autostop in " + util::format_duration_s(*remaining) + " (every GPU idle for " + util::format_duration_s(idle) +
-         ")";
+  return "autostop in " + util::format_duration_s(*remaining) + " (every GPU idle for " +
+         util::format_duration_s(idle) + ")";
 }
 
 }  // namespace gm::agent

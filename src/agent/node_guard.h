@@ -72,7 +72,7 @@ struct NodeInput {
   std::int64_t unix_ms = 0;  ///< wall time (budget periods)
   std::vector<NodeGpu> gpus;
   MicroUsd node_cost_micros = 0;                               ///< cumulative cost of every priced GPU
-  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;    ///< cumulative cost per owner
   std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
 };
 
@@ -84,7 +84,8 @@ struct NodeEvent {
 };
 
 /// Runs a shell command for an event (the autostop command, --notify); the real one is run_notify_command.
-using NodeCommandRunner = std::function<Result<void>(const std::string& command, const guard::GuardEvent& event)>;
+using NodeCommandRunner =
+    std::function<Result<void>(const std::string& command, const guard::GuardEvent& event)>;
 
 /// The guard. Call step() once per collection; on_notice() when the metadata watcher reports.
 class NodeGuard {
@@ -128,8 +129,8 @@ class NodeGuardLoop {
  public:
   using EventSink = std::function<void(const NodeEvent& event)>;
   /// `watcher` may be null (no notices watched).
-  NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher, std::int64_t interval_ms,
-                EventSink on_event);
+  NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher,
+                std::int64_t interval_ms, EventSink on_event);
   ~NodeGuardLoop();
   NodeGuardLoop(const NodeGuardLoop&) = delete;
   NodeGuardLoop& operator=(const NodeGuardLoop&) = delete;

@@ -53,7 +53,8 @@ void name_pods_from_holders(std::map<std::uint32_t, sys::Owner>& owner_of,
     for (const auto& m : holders[i].mig) here.insert(m.begin(), m.end());
     for (std::uint32_t pid : pids_by_device[i]) {
       auto it = owner_of.find(pid);
-      if (it == owner_of.end() || it->second.kind != sys::OwnerKind::pod || it->second.pod_uid.empty()) continue;
+      if (it == owner_of.end() || it->second.kind != sys::OwnerKind::pod || it->second.pod_uid.empty())
+        continue;
       const Key k{it->second.pod_uid, it->second.container_id};
       auto [c, fresh] = candidates.try_emplace(k, here);
       if (fresh) continue;
@@ -117,8 +118,8 @@ std::vector<HeldShare> split_held_device(MicroUsd device_cost, const gpu::Device
     if (!share) continue;  // no size known: this instance's part stays unallocated
     const std::uint64_t den = share->den, num = std::min(share->num, den);
     // Capped so that slice sizes that add up to more than the board never charge more than the board.
-    const auto amount =
-        std::min<MicroUsd>(meter::share_of_micros(device_cost, num, den), meter::budget_left_micros(device_cost, given));
+    const auto amount = std::min<MicroUsd>(meter::share_of_micros(device_cost, num, den),
+                                           meter::budget_left_micros(device_cost, given));
     equal(amount, static_cast<double>(num) / static_cast<double>(den), holders.mig[j]);
   }
   return out;

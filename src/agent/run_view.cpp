@@ -23,18 +23,19 @@ namespace {
 
 using nlohmann::json;
 
-constexpr meter::TargetVerdict kVerdicts[] = {meter::TargetVerdict::too_early, meter::TargetVerdict::on_track,
-                                       meter::TargetVerdict::reached, meter::TargetVerdict::unreachable_within_steps,
-                                       meter::TargetVerdict::unreachable_within_budget};
+constexpr meter::TargetVerdict kVerdicts[] = {
+    meter::TargetVerdict::too_early, meter::TargetVerdict::on_track, meter::TargetVerdict::reached,
+    meter::TargetVerdict::unreachable_within_steps, meter::TargetVerdict::unreachable_within_budget};
 
 // The forecast's figures a view carries, each null when the forecast does not know it.
 using Figure = std::optional<double> meter::TargetForecast::*;
-const std::pair<const char*, Figure> kFigures[] = {{"current_value", &meter::TargetForecast::current_value},
-                                                   {"reached_at_step", &meter::TargetForecast::reached_at_step},
-                                                   {"reached_at_s", &meter::TargetForecast::reached_at_s},
-                                                   {"cost_to_reach_usd", &meter::TargetForecast::cost_to_reach_usd},
-                                                   {"low_usd", &meter::TargetForecast::low_usd},
-                                                   {"high_usd", &meter::TargetForecast::high_usd}};
+const std::pair<const char*, Figure> kFigures[] = {
+    {"current_value", &meter::TargetForecast::current_value},
+    {"reached_at_step", &meter::TargetForecast::reached_at_step},
+    {"reached_at_s", &meter::TargetForecast::reached_at_s},
+    {"cost_to_reach_usd", &meter::TargetForecast::cost_to_reach_usd},
+    {"low_usd", &meter::TargetForecast::low_usd},
+    {"high_usd", &meter::TargetForecast::high_usd}};
 
 std::optional<double> opt_number(const json& j, const char* key) {
   return util::json_number(j, key);

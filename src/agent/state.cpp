@@ -24,8 +24,9 @@ json owner_to_json(const sys::Owner& o) {
 sys::Owner owner_from_json(const json& j) {
   sys::Owner o;
   const std::string kind = j.at("kind").get<std::string>();
-  for (sys::OwnerKind k : {sys::OwnerKind::pod, sys::OwnerKind::container, sys::OwnerKind::slurm_job, sys::OwnerKind::slurm_finished,
-                      sys::OwnerKind::user, sys::OwnerKind::process, sys::OwnerKind::unresolved, sys::OwnerKind::other})
+  for (sys::OwnerKind k : {sys::OwnerKind::pod, sys::OwnerKind::container, sys::OwnerKind::slurm_job,
+                           sys::OwnerKind::slurm_finished, sys::OwnerKind::user, sys::OwnerKind::process,
+                           sys::OwnerKind::unresolved, sys::OwnerKind::other})
     if (kind == to_string(k)) o.kind = k;
   o.name = j.at("name").get<std::string>();
   o.pod_namespace = j.value("namespace", "");

@@ -202,8 +202,8 @@ Result<std::vector<CarbonIntensity>> load_carbon(std::string_view text, std::str
     Cols c{t, r};
     GM_TRY(auto g, opt_num(c, "g_co2e_per_kwh", origin));
     if (!g) continue;
-    out.push_back({c.get("dataset"), util::to_lower(c.get("provider")), c.get("region"), c.get("location"), *g,
-                   c.get("source")});
+    out.push_back({c.get("dataset"), util::to_lower(c.get("provider")), c.get("region"), c.get("location"),
+                   *g, c.get("source")});
   }
   return out;
 }
@@ -234,7 +234,8 @@ const std::vector<DeviceName>& device_names() {
     if (!text) return out;
     auto t = util::parse_csv(*text, "device_names.csv");
     if (!t) return out;
-    for (const auto& r : t->rows) out.push_back({util::to_lower(r.fields[0]), util::to_lower(r.fields[1]), r.fields[2]});
+    for (const auto& r : t->rows)
+      out.push_back({util::to_lower(r.fields[0]), util::to_lower(r.fields[1]), r.fields[2]});
     return out;
   }();
   return names;

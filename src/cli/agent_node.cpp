@@ -84,7 +84,8 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
 
   GM_TRY(auto mode, cloud::parse_preemption_mode(f.preemption));
   const char* env = std::getenv("GPUMETER_METADATA_URL");
-  GM_TRY(auto base, cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt));
+  GM_TRY(auto base,
+         cloud::metadata_base_url(f.metadata_url, env ? std::optional<std::string>(env) : std::nullopt));
   auto poll_ms = util::parse_duration_ms(f.preemption_poll);
   if (!poll_ms || *poll_ms < 10 || *poll_ms > 60'000)
     return make_error(ErrorKind::usage,
@@ -104,8 +105,9 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
   if (!cfg.autostop_idle_ms && cfg.budgets.empty() && !watch) return std::unique_ptr<agent::NodeGuardLoop>();
   std::unique_ptr<cloud::NoticeWatcher> watcher;
   if (watch)
-    watcher = std::make_unique<cloud::NoticeWatcher>(provider, cloud::make_http_metadata_client(base, cloud::kMetadataTimeoutMs),
-                                              *poll_ms, [] { return util::system_clock().unix_ms(); });
+    watcher = std::make_unique<cloud::NoticeWatcher>(
+        provider, cloud::make_http_metadata_client(base, cloud::kMetadataTimeoutMs), *poll_ms,
+        [] { return util::system_clock().unix_ms(); });
   return std::make_unique<agent::NodeGuardLoop>(
       cfg, std::move(watcher), interval_ms, [](const agent::NodeEvent& e) {
         std::fprintf(stderr, "gpumeter agent: [%s] %s\n", e.kind.c_str(), e.message.c_str());

@@ -18,11 +18,11 @@ namespace gm::cli {
 
 /// Price per device (nullopt for a GPU with no known price); error when explicit pricing flags fail.
 Result<std::vector<std::optional<meter::PriceQuote>>> agent_prices(const meter::PricingOptions& pricing,
-                                                            const gpu::GpuBackend& backend);
+                                                                   const gpu::GpuBackend& backend);
 
 /// The devices and their prices, as `agent` and `top` meter them.
 struct PricedDevices {
-  std::unique_ptr<gpu::GpuBackend> backend;            ///< the opened backend (real NVML, the fake, or simulated)
+  std::unique_ptr<gpu::GpuBackend> backend;  ///< the opened backend (real NVML, the fake, or simulated)
   std::vector<std::optional<meter::PriceQuote>> prices;  ///< one per device, as agent_prices gives them
 };
 /// Opens the GPU backend and prices its devices; the error of whichever step failed.
@@ -31,7 +31,8 @@ Result<PricedDevices> open_priced_devices(const meter::PricingOptions& pricing);
 /// Where owners are read from.
 struct OwnerFlags {
   sys::OwnerOptions owners;  ///< --proc-root, --pod-log-root, --container-log-root
-  std::string pod_resources_socket = kubelet::kDefaultPodResourcesSocket;  ///< --pod-resources-socket ("" disables)
+  std::string pod_resources_socket =
+      kubelet::kDefaultPodResourcesSocket;  ///< --pod-resources-socket ("" disables)
 };
 
 /// Adds the owner-source flags of `agent` and `top` to `app`.

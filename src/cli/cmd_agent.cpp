@@ -17,7 +17,7 @@
 namespace gm::cli {
 
 Result<std::vector<std::optional<meter::PriceQuote>>> agent_prices(const meter::PricingOptions& pricing,
-                                                            const gpu::GpuBackend& backend) {
+                                                                   const gpu::GpuBackend& backend) {
   auto context = meter::PricingContext::open(pricing, std::make_unique<meter::DmiInstanceDetector>());
   if (!context) return context.error();
   std::vector<std::optional<meter::PriceQuote>> prices;
@@ -133,7 +133,8 @@ int cmd_agent(int argc, char** argv) {
     endpoint_specs.push_back(*spec);
   }
   // The config file's endpoints come after the flags' (same file as the pricing section).
-  const std::optional<std::string> config = pricing.config_path ? pricing.config_path : meter::default_config_path();
+  const std::optional<std::string> config =
+      pricing.config_path ? pricing.config_path : meter::default_config_path();
   if (config) {
     if (auto more = serving::load_inference_endpoints(*config); !more)
       return fail("agent", more.error());

@@ -45,7 +45,9 @@ class JsonLinesSink final : public guard::SessionSink {
   }
   void action(const store::ActionRecord& a) override { emit(report::live_action_json(a)); }
   void cell(const store::CellRecord& c) override { emit(report::live_cell_json(c)); }
-  void status(const guard::StatusSnapshot& s, bool) override { emit(report::live_status_json(s, memory_total_)); }
+  void status(const guard::StatusSnapshot& s, bool) override {
+    emit(report::live_status_json(s, memory_total_));
+  }
 
  private:
   pid_t pid_;
@@ -105,7 +107,8 @@ int cmd_attach(int argc, char** argv) {
     cfg.started_ago_ms = *age;
   }
   std::string command = fmt::format("attach {}", pid);
-  if (auto cmdline = util::read_small_file(fmt::format("/proc/{}/cmdline", pid)); cmdline && !cmdline->empty()) {
+  if (auto cmdline = util::read_small_file(fmt::format("/proc/{}/cmdline", pid));
+      cmdline && !cmdline->empty()) {
     std::string joined;
     for (char c : *cmdline) joined += c == '\0' ? ' ' : c;
     while (!joined.empty() && joined.back() == ' ') joined.pop_back();
@@ -123,8 +126,9 @@ int cmd_attach(int argc, char** argv) {
   TerminalSink terminal_sink(false, live, f.quiet, false);
   PublishedSession published(f.json_lines ? static_cast<guard::SessionSink&>(json_sink) : terminal_sink);
 
-  auto outcome = guard::attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
-                                util::system_clock(), **runner, published.sink());
+  auto outcome =
+      guard::attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),
+                            util::system_clock(), **runner, published.sink());
   terminal_sink.stop();
   setup.finish_ledger("attach");
   if (!outcome) {

@@ -22,8 +22,9 @@ int budget_set(int argc, char** argv) {
   std::optional<std::string> location;
   app.add_option("SELECTOR", selector, "team=nlp, project=x, user=alice, host=node1")->required();
   app.add_option("USD", usd, "the budget per period, in USD")->required();
-  app.add_option("--per", per,
-                 util::enum_texts(store::kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
+  app.add_option(
+      "--per", per,
+      util::enum_texts(store::kBudgetPeriodTexts) + " (UTC calendar periods; weeks start on Monday)");
   app.add_option("--ledger", location, "ledger: a SQLite path or postgresql://user@host:port/db");
   if (auto rc = parse_args(app, argc, argv)) return *rc;
   if (auto sel = store::parse_selector(selector, "SELECTOR"); !sel) return fail("budget set", sel.error());
@@ -43,7 +44,8 @@ int budget_set(int argc, char** argv) {
   b.period = *period;
   if (auto r = (*ledger)->set_budget(b); !r) return fail("budget set", r.error());
   std::printf("budget %s: %s per %s (ledger %s)\n", selector.c_str(),
-              util::format_usd(util::micros_to_usd(b.limit_micros)).c_str(), per.c_str(), (*ledger)->describe().c_str());
+              util::format_usd(util::micros_to_usd(b.limit_micros)).c_str(), per.c_str(),
+              (*ledger)->describe().c_str());
   return util::kExitOk;
 }
 

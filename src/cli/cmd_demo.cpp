@@ -119,7 +119,8 @@ int cmd_demo(int argc, char** argv) {
   }
   // Twenty seconds of the GPUs at their price.
   const MicroUsd price_micros = price->quote ? price->quote->micros_per_gpu_hour : util::usd_to_micros(4.0);
-  f.budget = util::usd_decimal(meter::scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
+  f.budget =
+      util::usd_decimal(meter::scale_micros(price_micros, static_cast<double>(n_gpus) * 20.0 / 3600.0));
   f.forecast_stop = true;
   f.grace = "5s";
   f.warn_at = "50%";

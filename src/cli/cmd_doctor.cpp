@@ -59,7 +59,8 @@ int cmd_doctor(int argc, char** argv) {
   std::printf("NVML call bound  %lld ms per call (a device whose call overruns is reported unresponsive)\n",
               static_cast<long long>(gpu::kGpuCallTimeoutMs));
   const char* dev_env = std::getenv("GPUMETER_DEV_ROOT");
-  const std::string dev_root = sys::gpu_device_root(dev_env ? std::optional<std::string>(dev_env) : std::nullopt);
+  const std::string dev_root =
+      sys::gpu_device_root(dev_env ? std::optional<std::string>(dev_env) : std::nullopt);
   auto backend = gpu::open_gpu_backend();
   if (!backend) {
     std::printf("NVML             NOT AVAILABLE: %s\n", backend.error().message.c_str());

@@ -36,7 +36,8 @@ int cmd_prices(int argc, char** argv) {
   auto rates = meter::load_contract_rates(config_file);
   if (!rates) return fail("prices", rates.error());
 
-  auto rows = catalog::select_offers(*catalog, catalog::OfferQuery{gpu_query, provider, region, spot, all_regions});
+  auto rows =
+      catalog::select_offers(*catalog, catalog::OfferQuery{gpu_query, provider, region, spot, all_regions});
   if (!rows) return fail("prices", rows.error());
   const std::string out =
       json ? report::render_prices_json(*rows, spot, *rates)

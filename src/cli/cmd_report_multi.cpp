@@ -89,8 +89,8 @@ int multi_run_report(int argc, char** argv) {
                                      "--daily covers one day: use --date YYYY-MM-DD, not --since/--until"));
   if (!scaling.empty() && (daily || since || until || by || csv || html))
     return fail("report", make_error(ErrorKind::usage, "--scaling takes run ids only (with --json at most)"));
-  auto parsed =
-      report::multi_options_from(report::MultiFlags{since, until, by, date, target, daily, top}, util::system_clock().unix_ms());
+  auto parsed = report::multi_options_from(report::MultiFlags{since, until, by, date, target, daily, top},
+                                           util::system_clock().unix_ms());
   if (!parsed) return fail("report", parsed.error());
   const report::MultiOptions& options = *parsed;
 
@@ -102,8 +102,10 @@ int multi_run_report(int argc, char** argv) {
   if (!report) return fail("report", report.error());
   if (report->total.runs == 0) {
     std::string period =
-        (options.since_unix_ms ? report::format_time_utc(*options.since_unix_ms) : std::string("the beginning")) +
-        " .. " + (options.until_unix_ms ? report::format_time_utc(*options.until_unix_ms) : std::string("now")) +
+        (options.since_unix_ms ? report::format_time_utc(*options.since_unix_ms)
+                               : std::string("the beginning")) +
+        " .. " +
+        (options.until_unix_ms ? report::format_time_utc(*options.until_unix_ms) : std::string("now")) +
         " UTC";
     return fail("report", make_error(ErrorKind::not_found, "no runs started in " + period));
   }
@@ -121,7 +123,8 @@ int multi_run_report(int argc, char** argv) {
   }
   std::string text = report::render_multi_text(*report);
   if (daily)
-    text = "daily efficiency report for " + report::format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
+    text =
+        "daily efficiency report for " + report::format_date_utc(*options.since_unix_ms) + " (UTC)\n" + text;
   return write_output("report", std::nullopt, text);
 }
 

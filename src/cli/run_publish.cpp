@@ -36,7 +36,8 @@ PublishedSession::PublishedSession(guard::SessionSink& inner) : inner_(inner) {
   if (auto dir = run_publish_dir()) publishing_.emplace(inner, *dir);
 }
 
-PublishingSink::PublishingSink(guard::SessionSink& inner, std::string dir) : inner_(inner), dir_(std::move(dir)) {}
+PublishingSink::PublishingSink(guard::SessionSink& inner, std::string dir)
+    : inner_(inner), dir_(std::move(dir)) {}
 
 PublishingSink::~PublishingSink() {
   if (published_) agent::withdraw_run_view(dir_, ::getpid());

@@ -24,7 +24,9 @@ class PublishingSink final : public guard::SessionSink {
   PublishingSink& operator=(const PublishingSink&) = delete;
 
   void job_started() override { inner_.job_started(); }
-  void job_output(guard::JobStream stream, std::string_view bytes) override { inner_.job_output(stream, bytes); }
+  void job_output(guard::JobStream stream, std::string_view bytes) override {
+    inner_.job_output(stream, bytes);
+  }
   void message(const std::string& text, bool warning) override { inner_.message(text, warning); }
   void status(const guard::StatusSnapshot& snapshot, bool periodic) override;
   std::optional<std::pair<unsigned short, unsigned short>> resized() override { return inner_.resized(); }

@@ -202,8 +202,8 @@ std::optional<int> setup_preemption(const RunFlags& f, const std::optional<std::
   if (mode->off) provider.reset();
   if (provider) {
     watcher = std::make_unique<cloud::NoticeWatcher>(
-        *provider, cloud::make_http_metadata_client(*base, std::min(cloud::kMetadataTimeoutMs, *poll_ms * 2)), *poll_ms,
-        [] { return util::system_clock().unix_ms(); });
+        *provider, cloud::make_http_metadata_client(*base, std::min(cloud::kMetadataTimeoutMs, *poll_ms * 2)),
+        *poll_ms, [] { return util::system_clock().unix_ms(); });
     cfg.notices = watcher.get();
   }
   // A job on spot capacity (a spot price, or notices watched) should checkpoint at least every Young/Daly
@@ -374,7 +374,8 @@ std::optional<int> prepare_session(const RunFlags& f, const char* command, Sessi
               stderr,
               "gpumeter %s: error: the team budget %s (%s per %s) is spent: %s by %lld run(s) since %s "
               "UTC; the job was not started (raise it with gpumeter budget set)\n",
-              command, t.budget.selector.c_str(), util::format_usd(util::micros_to_usd(t.budget.limit_micros)).c_str(),
+              command, t.budget.selector.c_str(),
+              util::format_usd(util::micros_to_usd(t.budget.limit_micros)).c_str(),
               util::text_of(t.budget.period), util::format_usd(util::micros_to_usd(t.spent_micros)).c_str(),
               static_cast<long long>(t.runs), report::format_time_utc(t.budget.period_start_unix_ms).c_str());
           return util::kExitTeamBudgetSpent;
@@ -413,8 +414,8 @@ int execute_run(const RunFlags& f, bool simulated) {
 
   sys::PosixProcessRunner runner;
   PublishedSession published(sink);
-  auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(), util::system_clock(), runner,
-                             published.sink());
+  auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(),
+                                    util::system_clock(), runner, published.sink());
   sink.stop();
   setup.finish_ledger("run");
   if (!outcome) {

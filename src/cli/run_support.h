@@ -62,10 +62,11 @@ struct SessionSetup {
   guard::SessionConfig cfg;
   std::optional<meter::PricingContext> prices;
   std::unique_ptr<gpu::GpuBackend> backend;  ///< null without a GPU library (wall time × price)
-  std::unique_ptr<store::Ledger> ledger;       ///< null when it cannot be opened (a warning was printed)
-  store::SpoolingLedger* shared = nullptr;     ///< a shared (PostgreSQL) ledger: spooled while unreachable
+  std::unique_ptr<store::Ledger> ledger;     ///< null when it cannot be opened (a warning was printed)
+  store::SpoolingLedger* shared = nullptr;   ///< a shared (PostgreSQL) ledger: spooled while unreachable
   std::unique_ptr<serving::InferenceSource> inference;
-  std::unique_ptr<cloud::NoticeWatcher> notices;  ///< the metadata service's watcher (--preemption); null when off
+  std::unique_ptr<cloud::NoticeWatcher>
+      notices;  ///< the metadata service's watcher (--preemption); null when off
   /// At the run's end: a spooled run is replayed when the shared ledger is back; notes on stderr.
   void finish_ledger(const char* command);
 };

@@ -50,7 +50,7 @@ void TerminalSink::job_started() {
 void TerminalSink::stop() {
   if (status_active_ && window_) {
     sys::write_all(STDOUT_FILENO,
-              fmt::format("\0337\033[1;{}r\033[{};1H\033[2K\0338", window_->first, window_->first));
+                   fmt::format("\0337\033[1;{}r\033[{};1H\033[2K\0338", window_->first, window_->first));
     status_active_ = false;
   }
   if (raw_ && saved_) tcsetattr(STDIN_FILENO, TCSANOW, &saved_->saved);
@@ -87,7 +87,7 @@ void TerminalSink::status(const guard::StatusSnapshot& snapshot, bool periodic) 
   if (status_active_ && window_) {
     const std::string text = report::render_status_line(snapshot, window_->second);
     sys::write_all(STDOUT_FILENO,
-              fmt::format("\0337\033[{};1H\033[2K\033[7m{}\033[0m\0338", window_->first, text));
+                   fmt::format("\0337\033[{};1H\033[2K\033[7m{}\033[0m\0338", window_->first, text));
   }
   if (periodic)
     write_line(STDERR_FILENO, report::render_status_line(snapshot, 1000));  // asked for explicitly

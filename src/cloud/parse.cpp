@@ -116,7 +116,7 @@ std::optional<std::int64_t> parse_iso8601_ms(std::string_view s) {
       s[13] != ':' || s[16] != ':')
     return std::nullopt;
   auto base = util::unix_ms_from_utc(digits(s, 0, 4), digits(s, 5, 2), digits(s, 8, 2), digits(s, 11, 2),
-                               digits(s, 14, 2), digits(s, 17, 2));
+                                     digits(s, 14, 2), digits(s, 17, 2));
   if (!base || digits(s, 0, 4) < 0) return std::nullopt;
   std::size_t pos = 19;
   std::int64_t frac_ms = 0;

@@ -63,7 +63,8 @@ DeviceCosts device_costs(const trace::DeviceAnalysis& d, const Pricer& usd, cons
   if (d.step_ns.count > 0 && usd.micros_per_gpu_hour) {
     c.per_step_usd = usd.of_mean(d.step_ns.mean);
     c.idle_per_1k_steps_usd = meter::usd_per_1k(*c.idle_usd, static_cast<double>(d.step_ns.count));
-    if (project_steps) c.projected_usd = meter::usd_for_units(*c.per_step_usd, static_cast<double>(*project_steps));
+    if (project_steps)
+      c.projected_usd = meter::usd_for_units(*c.per_step_usd, static_cast<double>(*project_steps));
   }
   c.kernels = breakdown_costs(d.kernels, usd, false);
   c.operators = breakdown_costs(d.operators, usd, false);

@@ -94,7 +94,8 @@ struct PricedTrace {
 /// Prices the analyses: every figure's cost, the jobs of folders of ranks and the findings (`catalog`, which
 /// may be null, gives GPU specs to the fp32_math finding).
 PricedTrace price_trace(std::vector<trace::FileAnalysis> files, const TracePrice& price,
-                        const catalog::Catalog* catalog = nullptr, std::optional<std::int64_t> project_steps = {});
+                        const catalog::Catalog* catalog = nullptr,
+                        std::optional<std::int64_t> project_steps = {});
 
 /// The cost of one compared row per step (or per trace) of a trace diff.
 struct DiffRowCosts {

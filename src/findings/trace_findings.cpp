@@ -28,7 +28,8 @@ Severity severity_of(double window_share) {
 void price(Finding& f, std::int64_t window_ns, std::optional<MicroUsd> price_micros, std::int64_t steps) {
   if (!price_micros) return;
   f.cost_nano_usd = meter::gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns);
-  if (steps > 0) f.nano_usd_per_1k_steps = meter::gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns * 1000 / steps);
+  if (steps > 0)
+    f.nano_usd_per_1k_steps = meter::gpu_ns_cost_nano_usd(*price_micros, f.at_stake_ns * 1000 / steps);
   if (auto month = meter::nano_usd_per_month_of_share(*price_micros, f.at_stake_ns, window_ns))
     f.nano_usd_per_month = month;
 }

@@ -11,9 +11,10 @@ const char* to_string(DeviceState s) {
   return util::enum_text(kDeviceStates, s, "ok");
 }
 
-constexpr util::EnumText<EnergyMethod> kEnergyMethods[] = {{EnergyMethod::counter, "counter"},
-                                                     {EnergyMethod::power_integration, "power_integration"},
-                                                     {EnergyMethod::none, "none"}};
+constexpr util::EnumText<EnergyMethod> kEnergyMethods[] = {
+    {EnergyMethod::counter, "counter"},
+    {EnergyMethod::power_integration, "power_integration"},
+    {EnergyMethod::none, "none"}};
 
 const char* to_string(EnergyMethod m) {
   return util::enum_text(kEnergyMethods, m, "none");

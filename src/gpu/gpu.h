@@ -140,7 +140,7 @@ struct GpuBackendOptions {
   std::string library_path;
   /// Bound on any single driver call; a call that takes longer marks the device unresponsive.
   std::int64_t call_timeout_ms = 1000;
-  util::Clock* clock = nullptr;                        ///< null = system clock
+  util::Clock* clock = nullptr;  ///< null = system clock
 };
 
 /// The documented bound on one driver call, in milliseconds (default of GpuBackendOptions::call_timeout_ms).

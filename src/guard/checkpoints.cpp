@@ -17,8 +17,9 @@ void Checkpoints::seen(std::int64_t now_ns, const std::string& path, const std::
   gap_warned_ = false;
   st_.run.last_checkpoint_ms = st_.elapsed_ms(now_ns);
   // Recorded (the report's history and gaps), neither printed nor notified: jobs checkpoint often.
-  st_.record_quiet(store::ActionRecord{st_.run.id, st_.elapsed_ms(now_ns), store::ActionKind::checkpoint, checkpoint_spent_,
-                                path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
+  st_.record_quiet(store::ActionRecord{st_.run.id, st_.elapsed_ms(now_ns), store::ActionKind::checkpoint,
+                                       checkpoint_spent_,
+                                       path.empty() ? "checkpoint (" + how + ")" : path + " (" + how + ")"});
 }
 
 void Checkpoints::scan_glob(std::int64_t now_ns) {
@@ -82,11 +83,12 @@ void Checkpoints::on_notice(const cloud::CloudNotice& n, std::int64_t now_ns) {
   if (n.deadline_unix_ms)
     when = fmt::format(
         " (deadline {}, in {})", cloud::format_iso8601(*n.deadline_unix_ms),
-        util::format_duration_s(static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) /
-                          1000.0));
+        util::format_duration_s(
+            static_cast<double>(std::max<std::int64_t>(0, *n.deadline_unix_ms - now_unix)) / 1000.0));
   if (!n.stop) {
     if (!warned_notices_.insert(n.id).second) return;
-    st_.record_action(store::ActionKind::preemption_warning, n.detail + when, now_ns, st_.spent(now_ns, false));
+    st_.record_action(store::ActionKind::preemption_warning, n.detail + when, now_ns,
+                      st_.spent(now_ns, false));
     return;
   }
   if (preempted_) return;
@@ -118,16 +120,17 @@ void Checkpoints::on_notice(const cloud::CloudNotice& n, std::int64_t now_ns) {
 void Checkpoints::on_finish() {
   // Work lost: the spend since the last checkpoint of a run that did not succeed (all of it without one).
   if (st_.run.status != store::RunStatus::succeeded && st_.cfg.price)
-    st_.run.lost_work_micros = std::max<MicroUsd>(
-        0, meter::cost_between_micros(st_.spent(st_.end_ns, false), last_checkpoint_ns_ ? checkpoint_spent_ : 0));
+    st_.run.lost_work_micros =
+        std::max<MicroUsd>(0, meter::cost_between_micros(st_.spent(st_.end_ns, false),
+                                                         last_checkpoint_ns_ ? checkpoint_spent_ : 0));
   if (st_.cfg.notices) {
     const cloud::WatcherHealth h = st_.cfg.notices->health();
     if (h.polls_failed > 0)
       st_.warn(
           fmt::format("the {} metadata service did not give a usable answer to {} of {} polls (last: {}): "
                       "preemption notices may have been missed; `gpumeter doctor` checks it",
-                      cloud::provider_name(st_.cfg.notices->provider()), h.polls_failed, h.polls_failed + h.polls_ok,
-                      h.last_error.empty() ? "answered later" : h.last_error));
+                      cloud::provider_name(st_.cfg.notices->provider()), h.polls_failed,
+                      h.polls_failed + h.polls_ok, h.last_error.empty() ? "answered later" : h.last_error));
   }
 }
 

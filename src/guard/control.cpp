@@ -27,8 +27,8 @@ Result<CellEvent> parse_cell(const nlohmann::json& c) {
     const std::string text = util::json_string(st).value_or("");
     const auto status = util::enum_from_text(store::kCellEndTexts, text);
     if (!status)
-      return make_error(ErrorKind::usage,
-                        "\"cell.status\" '" + text + "' is not one of " + util::enum_texts(store::kCellEndTexts));
+      return make_error(ErrorKind::usage, "\"cell.status\" '" + text + "' is not one of " +
+                                              util::enum_texts(store::kCellEndTexts));
     e.status = *status;
   }
   if (const nlohmann::json* src = util::json_member(c, "source"); src && !src->is_null()) {

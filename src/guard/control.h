@@ -17,7 +17,8 @@ namespace gm::guard {
 struct CellEvent {
   std::int64_t cell_id = 0;            ///< the kernel's execution count (or the extension's own counter)
   bool start = false;                  ///< true: the cell starts; false: it ended
-  store::CellStatus status = store::CellStatus::ok;  ///< at the end: how the cell ended (ok when the datagram omits it)
+  store::CellStatus status =
+      store::CellStatus::ok;           ///< at the end: how the cell ended (ok when the datagram omits it)
   std::string source;                  ///< the cell's first line, at most 200 bytes
 };
 

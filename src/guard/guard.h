@@ -186,7 +186,8 @@ struct GuardConfig {
 
 /// What the guard decided at one evaluation.
 struct GuardDecision {
-  store::ActionKind kind = store::ActionKind::warn;    ///< warn, target, or stop_budget | stop_forecast | stop_idle | ...
+  store::ActionKind kind =
+      store::ActionKind::warn;  ///< warn, target, or stop_budget | stop_forecast | stop_idle | ...
   std::optional<store::StopReason> stopped_by;  ///< set for a decision that stops the job
   std::string message;                   ///< one human sentence
 };

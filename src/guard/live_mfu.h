@@ -17,7 +17,8 @@ inline constexpr const char* kClientFlopsBasis = "client: progress(flops_per_tok
 void adopt_client_flops(store::RunRecord& run, const ProgressUpdate& update);
 /// MFU of a run so far: its tokens × FLOPs per token ÷ (peak × allocated GPUs × the time after its GPUs
 /// first worked); nullopt before they worked or without tokens, FLOPs per token or a peak.
-std::optional<double> live_mfu(const store::RunRecord& run, const std::optional<store::ProgressRecord>& latest,
+std::optional<double> live_mfu(const store::RunRecord& run,
+                               const std::optional<store::ProgressRecord>& latest,
                                const std::vector<meter::GpuUsage>& gpus, std::optional<double> peak_tflops,
                                std::size_t allocated, double elapsed_s);
 

@@ -46,7 +46,8 @@ void NotebookCells::cell_event(const CellEvent& c, std::int64_t now_ns) {
   open_.erase(it);
 }
 
-void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, store::CellStatus status, std::int64_t now_ns) {
+void NotebookCells::end_cell(std::int64_t id, const OpenCell& o, store::CellStatus status,
+                             std::int64_t now_ns) {
   store::CellRecord r;
   r.run_id = st_.run.id;
   r.cell_id = id;

@@ -22,9 +22,9 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       if (warned_[i] || pct >= 100.0) continue;
       if (in.spent_micros >= meter::scale_micros(budget, pct / 100.0)) {
         warned_[i] = true;
-        out.push_back(
-            {store::ActionKind::warn, std::nullopt,
-             fmt::format("spent {} of the {} budget ({:g}% threshold)", spent, util::format_micros(budget), pct)});
+        out.push_back({store::ActionKind::warn, std::nullopt,
+                       fmt::format("spent {} of the {} budget ({:g}% threshold)", spent,
+                                   util::format_micros(budget), pct)});
       }
     }
   }
@@ -52,7 +52,8 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   if (stopped_) return out;
   if (team_reached && !(config_.budget_micros && in.spent_micros >= *config_.budget_micros)) {
     const TeamBudget& b = config_.team_budgets[*team_reached];
-    const MicroUsd total = meter::combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
+    const MicroUsd total =
+        meter::combined_spend_micros(in.spent_micros, *in.team_others_micros[*team_reached]);
     stopped_ = true;
     out.push_back(
         {store::ActionKind::stop_budget, store::StopReason::budget,
@@ -64,9 +65,9 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
   }
   if (config_.budget_micros && in.spent_micros >= *config_.budget_micros) {
     stopped_ = true;
-    out.push_back(
-        {store::ActionKind::stop_budget, store::StopReason::budget,
-         fmt::format("spent {} — the {} budget is reached", spent, util::format_micros(*config_.budget_micros))});
+    out.push_back({store::ActionKind::stop_budget, store::StopReason::budget,
+                   fmt::format("spent {} — the {} budget is reached", spent,
+                               util::format_micros(*config_.budget_micros))});
     return out;
   }
   if (config_.forecast_stop && config_.budget_micros && in.forecast &&
@@ -74,18 +75,20 @@ std::vector<GuardDecision> BudgetGuard::evaluate(const GuardInput& in) {
       in.forecast_intervals >= config_.forecast_min_intervals &&
       meter::forecast_over_budget_micros(in.forecast->low_usd, *config_.budget_micros) > 0) {
     stopped_ = true;
-    out.push_back({store::ActionKind::stop_forecast, store::StopReason::forecast,
-                   fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
-                               util::format_usd(in.forecast->total_usd), util::format_usd(in.forecast->low_usd),
-                               util::format_micros(*config_.budget_micros), in.forecast->step,
-                               in.forecast->total_steps, spent)});
+    out.push_back(
+        {store::ActionKind::stop_forecast, store::StopReason::forecast,
+         fmt::format("forecast {} (at least {}) exceeds the {} budget at step {}/{}; spent {}",
+                     util::format_usd(in.forecast->total_usd), util::format_usd(in.forecast->low_usd),
+                     util::format_micros(*config_.budget_micros), in.forecast->step, in.forecast->total_steps,
+                     spent)});
     return out;
   }
   if (config_.max_idle_ms && in.idle_for_ms && *in.idle_for_ms >= *config_.max_idle_ms) {
     stopped_ = true;
-    out.push_back({store::ActionKind::stop_idle, store::StopReason::idle,
-                   fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", meter::kIdleUtilPct,
-                               util::format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
+    out.push_back(
+        {store::ActionKind::stop_idle, store::StopReason::idle,
+         fmt::format("every allocated GPU under {:g}% utilization for {}; spent {}", meter::kIdleUtilPct,
+                     util::format_duration_s(static_cast<double>(*in.idle_for_ms) / 1000.0), spent)});
   }
   return out;
 }

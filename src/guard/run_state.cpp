@@ -15,8 +15,9 @@ namespace {
 
 /// The action each named stop signal is recorded as (a signal given by number: ActionKind::signal).
 constexpr std::pair<int, store::ActionKind> kSignalActions[] = {
-    {SIGTERM, store::ActionKind::sigterm}, {SIGINT, store::ActionKind::sigint},   {SIGHUP, store::ActionKind::sighup},
-    {SIGQUIT, store::ActionKind::sigquit}, {SIGKILL, store::ActionKind::sigkill}, {SIGUSR1, store::ActionKind::sigusr1},
+    {SIGTERM, store::ActionKind::sigterm}, {SIGINT, store::ActionKind::sigint},
+    {SIGHUP, store::ActionKind::sighup},   {SIGQUIT, store::ActionKind::sigquit},
+    {SIGKILL, store::ActionKind::sigkill}, {SIGUSR1, store::ActionKind::sigusr1},
     {SIGUSR2, store::ActionKind::sigusr2}};
 
 store::ActionKind signal_action(int sig) {
@@ -27,8 +28,8 @@ store::ActionKind signal_action(int sig) {
 
 }  // namespace
 
-RunState::RunState(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, util::Clock& clk, sys::ProcessRunner& r,
-                   SessionSink& s)
+RunState::RunState(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, util::Clock& clk,
+                   sys::ProcessRunner& r, SessionSink& s)
     : cfg(c),
       backend(b ? b : &no_gpu),
       ledger(l),
@@ -91,7 +92,8 @@ void RunState::record_action(store::ActionKind kind, const std::string& message,
 }
 
 void RunState::record_note(store::ActionKind kind, const std::string& message, std::int64_t now_ns) {
-  pending_actions.push_back(store::ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
+  pending_actions.push_back(
+      store::ActionRecord{run.id, elapsed_ms(now_ns), kind, spent(now_ns, false), message});
   all_actions.push_back(pending_actions.back());
   sink.message(fmt::format("note: {}", message), false);
   sink.action(all_actions.back());
@@ -110,18 +112,18 @@ void RunState::stop_job(const GuardDecision& d, std::int64_t now_ns, MicroUsd sp
   const std::string target = group ? (cfg.attached ? "process tree" : "process group") : "main process";
   if (!cfg.kill_after_grace) {
     killed = true;  // the signal is the whole action: nothing follows
-    record_action(
-        signal_action(cfg.stop_signal),
-        fmt::format("sent {} to the job's {} (no SIGKILL follows)", sys::signal_name(cfg.stop_signal), target),
-        now_ns, spent_micros);
+    record_action(signal_action(cfg.stop_signal),
+                  fmt::format("sent {} to the job's {} (no SIGKILL follows)",
+                              sys::signal_name(cfg.stop_signal), target),
+                  now_ns, spent_micros);
     return;
   }
-  record_action(
-      signal_action(cfg.stop_signal),
-      fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}", sys::signal_name(cfg.stop_signal),
-                  target, util::format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
-                  cfg.attached ? "process tree" : "process group"),
-      now_ns, spent_micros);
+  record_action(signal_action(cfg.stop_signal),
+                fmt::format("sent {} to the job's {}; {} grace before SIGKILL to its {}",
+                            sys::signal_name(cfg.stop_signal), target,
+                            util::format_duration_s(static_cast<double>(cfg.grace_ms) / 1000.0),
+                            cfg.attached ? "process tree" : "process group"),
+                now_ns, spent_micros);
   kill_deadline_ns = now_ns + cfg.grace_ms * 1'000'000;
 }
 

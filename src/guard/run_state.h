@@ -70,7 +70,8 @@ class RunState {
   /// A ledger write failed: the rest of the run is not recorded.
   void ledger_failed(const Error& error);
   /// Records, shows and notifies an action; `spent_micros` is the figure its message quotes.
-  void record_action(store::ActionKind kind, const std::string& message, std::int64_t now_ns, MicroUsd spent_micros);
+  void record_action(store::ActionKind kind, const std::string& message, std::int64_t now_ns,
+                     MicroUsd spent_micros);
   /// A fact about how the run was metered, kept with its actions (the report shows it as a note): shown
   /// once, never notified.
   void record_note(store::ActionKind kind, const std::string& message, std::int64_t now_ns);

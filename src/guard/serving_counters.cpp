@@ -85,7 +85,8 @@ void ServingCounters::fill(StatusSnapshot& s) const {
   const WindowPoint& b = window_.back();
   const double generated = b.generated - a.generated, requests = b.requests - a.requests;
   if (st_.cfg.price && generated > 0)
-    s.usd_per_1m_generated_tokens = meter::usd_per_units(meter::cost_between_micros(b.spent, a.spent), generated, 1e6);
+    s.usd_per_1m_generated_tokens =
+        meter::usd_per_units(meter::cost_between_micros(b.spent, a.spent), generated, 1e6);
   if (st_.cfg.price && requests > 0)
     s.usd_per_1k_requests = meter::usd_per_units(meter::cost_between_micros(b.spent, a.spent), requests, 1e3);
   if (b.t_ns > a.t_ns) s.generated_tokens_per_s = generated / (static_cast<double>(b.t_ns - a.t_ns) / 1e9);

@@ -225,8 +225,9 @@ struct Session {
   std::optional<Supervisor> sup;
   SignalPipe signals;
   std::int64_t run_id = 0;
-  Result<void> open(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
-                    util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink) {
+  Result<void> open(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger,
+                    const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
+                    SessionSink& sink) {
     GM_TRY_VOID(sock.open());
     sup.emplace(cfg, backend, ledger, catalog, clock, runner, sink);
     run_id = sup->begin();
@@ -237,8 +238,8 @@ struct Session {
 }  // namespace
 
 Result<SessionOutcome> run_session(const SessionConfig& cfg, gpu::GpuBackend* backend, store::Ledger* ledger,
-                                   const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
-                                   SessionSink& sink) {
+                                   const catalog::Catalog* catalog, util::Clock& clock,
+                                   sys::ProcessRunner& runner, SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
   Supervisor& sup = *session.sup;
@@ -273,8 +274,9 @@ Result<SessionOutcome> run_session(const SessionConfig& cfg, gpu::GpuBackend* ba
 }
 
 Result<SessionOutcome> attach_session(const SessionConfig& cfg, pid_t pid, gpu::GpuBackend* backend,
-                                      store::Ledger* ledger, const catalog::Catalog* catalog, util::Clock& clock,
-                                      sys::WatchedProcessRunner& runner, SessionSink& sink) {
+                                      store::Ledger* ledger, const catalog::Catalog* catalog,
+                                      util::Clock& clock, sys::WatchedProcessRunner& runner,
+                                      SessionSink& sink) {
   Session session;
   GM_TRY_VOID(session.open(cfg, backend, ledger, catalog, clock, runner, sink));
   Supervisor& sup = *session.sup;

@@ -49,7 +49,7 @@ struct SessionConfig {
   std::optional<meter::PriceQuote> price;
   std::vector<unsigned> allocated;  ///< device indices
   bool telemetry = true;            ///< false: no GPU library, wall time × price only
-  store::RunRecord run;                    ///< command, user, host, labels, gpu_model, budget, total_steps
+  store::RunRecord run;             ///< command, user, host, labels, gpu_model, budget, total_steps
   bool simulated = false;           ///< label every status line SIMULATED
   std::int64_t sample_interval_ms = 1000;
   /// Window of the job's pty (rows, cols), already less the status line; pty mode only.
@@ -105,7 +105,7 @@ struct StatusSnapshot {
   std::optional<std::string> progress_note;
   std::optional<meter::Forecast> forecast;
   std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
-  std::vector<gpu::DeviceSample> gpus;              ///< latest sample per allocated GPU
+  std::vector<gpu::DeviceSample> gpus;         ///< latest sample per allocated GPU
   bool stopping = false;
   std::int64_t run_id = 0;                ///< 0 when not recorded
   std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
@@ -174,15 +174,16 @@ struct SessionOutcome {
 /// the progress socket, signals and stdin (pty mode), and returns the outcome. `backend` may be null (no
 /// GPU library: wall time × price). `ledger` may be null (the run is not recorded). Errors only when
 /// gpumeter itself cannot set up (the progress socket); a job that cannot start is an outcome (126/127).
-Result<SessionOutcome> run_session(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
-                                   const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
-                                   SessionSink& sink);
+Result<SessionOutcome> run_session(const SessionConfig& config, gpu::GpuBackend* backend,
+                                   store::Ledger* ledger, const catalog::Catalog* catalog, util::Clock& clock,
+                                   sys::ProcessRunner& runner, SessionSink& sink);
 
 /// `gpumeter attach`: meters the running process `runner` watches (config.attached) until it ends or a
 /// SIGINT / SIGTERM / SIGHUP reaches gpumeter (then it detaches); the progress socket takes progress and
 /// control datagrams. The run counts from config.started_ago_ms before now.
 Result<SessionOutcome> attach_session(const SessionConfig& config, pid_t pid, gpu::GpuBackend* backend,
-                                      store::Ledger* ledger, const catalog::Catalog* catalog, util::Clock& clock,
-                                      sys::WatchedProcessRunner& runner, SessionSink& sink);
+                                      store::Ledger* ledger, const catalog::Catalog* catalog,
+                                      util::Clock& clock, sys::WatchedProcessRunner& runner,
+                                      SessionSink& sink);
 
 }  // namespace gm::guard

@@ -52,11 +52,12 @@ void write_status_file(const std::string& path, const StatusSnapshot& s, std::in
   j["written_unix_ms"] = unix_ms;
   j["elapsed_s"] = s.elapsed_s;
   j["spent_micros"] = util::json_or_null(s.spent_micros);
-  j["spent_usd"] = s.spent_micros ? nlohmann::json(util::micros_to_usd(*s.spent_micros)) : nlohmann::json(nullptr);
-  j["burn_usd_per_s"] =
-      s.burn_usd_per_h ? nlohmann::json(meter::usd_per_s_of_hourly(*s.burn_usd_per_h)) : nlohmann::json(nullptr);
-  j["budget_left_usd"] =
-      s.budget_left_micros ? nlohmann::json(util::micros_to_usd(*s.budget_left_micros)) : nlohmann::json(nullptr);
+  j["spent_usd"] =
+      s.spent_micros ? nlohmann::json(util::micros_to_usd(*s.spent_micros)) : nlohmann::json(nullptr);
+  j["burn_usd_per_s"] = s.burn_usd_per_h ? nlohmann::json(meter::usd_per_s_of_hourly(*s.burn_usd_per_h))
+                                         : nlohmann::json(nullptr);
+  j["budget_left_usd"] = s.budget_left_micros ? nlohmann::json(util::micros_to_usd(*s.budget_left_micros))
+                                              : nlohmann::json(nullptr);
   j["step"] = util::json_or_null(s.step);
   j["total_steps"] = util::json_or_null(s.total_steps);
   j["forecast_usd"] = s.forecast ? nlohmann::json(s.forecast->total_usd) : nlohmann::json(nullptr);

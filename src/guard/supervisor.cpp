@@ -30,15 +30,16 @@ store::RunStatus final_status(bool preempted, bool stopped, int wait_status) {
   if (stopped) return store::RunStatus::stopped;
   if (WIFSIGNALED(wait_status)) return store::RunStatus::interrupted;
   const int code = sys::exit_code_of_wait_status(wait_status);
-  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP) return store::RunStatus::interrupted;
+  if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGHUP)
+    return store::RunStatus::interrupted;
   return code == 0 ? store::RunStatus::succeeded : store::RunStatus::failed;
 }
 
 }  // namespace
 
 struct Supervisor::Impl {
-  Impl(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, const catalog::Catalog* cat, util::Clock& clk, sys::ProcessRunner& r,
-       SessionSink& s)
+  Impl(const SessionConfig& c, gpu::GpuBackend* b, store::Ledger* l, const catalog::Catalog* cat,
+       util::Clock& clk, sys::ProcessRunner& r, SessionSink& s)
       : st(c, b, l, clk, r, s), catalog(cat) {}
 
   guard::RunState st;
@@ -91,9 +92,11 @@ struct Supervisor::Impl {
   void tick(std::int64_t now_ns, bool evaluate) {
     const auto pids = st.pid > 0 ? st.runner.job_pids(st.pid) : std::set<std::uint32_t>{};
     st.gpu_match->begin(pids);
-    auto samples = st.meter->tick_with(
-        now_ns, [this](unsigned index, const gpu::DeviceSample& s) { return st.gpu_match->job_on_gpu(index, s); });
-    for (const auto& text : st.gpu_match->take_notes()) st.record_note(store::ActionKind::gpu_match, text, now_ns);
+    auto samples = st.meter->tick_with(now_ns, [this](unsigned index, const gpu::DeviceSample& s) {
+      return st.gpu_match->job_on_gpu(index, s);
+    });
+    for (const auto& text : st.gpu_match->take_notes())
+      st.record_note(store::ActionKind::gpu_match, text, now_ns);
     const std::int64_t minute = st.clock.unix_ms() / 60'000;
     for (auto& s : samples) {
       s.run_id = st.run.id;
@@ -101,8 +104,8 @@ struct Supervisor::Impl {
       st.pending_samples.push_back(s);
     }
     const MicroUsd spent_now = st.spent(now_ns, false);
-    st.forecast =
-        st.forecaster.forecast(st.seconds_since_start(now_ns), util::micros_to_usd(spent_now), st.burn_usd_per_s());
+    st.forecast = st.forecaster.forecast(st.seconds_since_start(now_ns), util::micros_to_usd(spent_now),
+                                         st.burn_usd_per_s());
     // The end is seen at the next sample and the bill rounds up to its billing unit: the upper end of the
     // interval carries one sampling interval for it.
     if (st.forecast)
@@ -136,7 +139,8 @@ struct Supervisor::Impl {
 };
 
 Supervisor::Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
-                       const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink)
+                       const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
+                       SessionSink& sink)
     : impl_(std::make_unique<Impl>(config, backend, ledger, catalog, clock, runner, sink)) {}
 
 Supervisor::~Supervisor() = default;
@@ -324,7 +328,8 @@ SessionOutcome Supervisor::finish() {
     st.run.unused_gpu_cost_micros = meter::billed_cost(*st.cfg.price, st.run.billed_s, n_unused);
   }
   if (m.catalog && st.run.energy_method != store::RunEnergyMethod::none) {
-    if (auto c = meter::estimate_carbon(st.run.energy_j / 3.6e6, *m.catalog, st.run.provider, st.run.region)) {
+    if (auto c =
+            meter::estimate_carbon(st.run.energy_j / 3.6e6, *m.catalog, st.run.provider, st.run.region)) {
       st.run.co2_kg = c->co2_kg;
       st.run.carbon_source = c->intensity_source + (c->pue_source.empty() ? "" : ", PUE " + c->pue_source);
     }

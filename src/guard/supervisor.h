@@ -14,8 +14,9 @@ namespace gm::guard {
 /// The supervisor state machine (no descriptors): the driver, or a test, feeds it events in time order.
 class Supervisor {
  public:
-  Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger, const catalog::Catalog* catalog,
-             util::Clock& clock, sys::ProcessRunner& runner, SessionSink& sink);
+  Supervisor(const SessionConfig& config, gpu::GpuBackend* backend, store::Ledger* ledger,
+             const catalog::Catalog* catalog, util::Clock& clock, sys::ProcessRunner& runner,
+             SessionSink& sink);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;

@@ -17,8 +17,8 @@ std::string describe_target_forecast(const meter::MetricTarget& target, const me
       return name + ": too early to tell (" + f.why + ")";
     case meter::TargetVerdict::reached:
       return name + ": reached" +
-             (f.cost_to_reach_usd ? " with " + util::format_usd(*f.cost_to_reach_usd) + " spent" : "") + " (" +
-             f.why + ")";
+             (f.cost_to_reach_usd ? " with " + util::format_usd(*f.cost_to_reach_usd) + " spent" : "") +
+             " (" + f.why + ")";
     case meter::TargetVerdict::on_track:
     case meter::TargetVerdict::unreachable_within_budget: {
       std::string s =
@@ -38,8 +38,8 @@ std::string describe_target_forecast(const meter::MetricTarget& target, const me
 }
 
 meter::TargetInputs target_inputs(double now_s, const std::optional<store::ProgressRecord>& latest,
-                           const std::optional<meter::Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
-                           std::optional<MicroUsd> budget_micros, bool priced) {
+                                  const std::optional<meter::Forecast>& pace, MicroUsd spent_micros,
+                                  double burn_usd_per_s, std::optional<MicroUsd> budget_micros, bool priced) {
   meter::TargetInputs in;
   in.now_s = now_s;
   if (latest) {
@@ -55,8 +55,9 @@ meter::TargetInputs target_inputs(double now_s, const std::optional<store::Progr
 }
 
 store::ActionRecord target_set_action(std::int64_t run_id, const TargetSettings& settings) {
-  return store::ActionRecord{run_id, 0, store::ActionKind::target_set, 0,
-                      meter::format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
+  return store::ActionRecord{
+      run_id, 0, store::ActionKind::target_set, 0,
+      meter::format_metric_target(settings.target) + (settings.stop ? " --target-stop" : "")};
 }
 
 std::optional<TargetSettings> target_of_actions(const std::vector<store::ActionRecord>& actions) {
@@ -106,8 +107,8 @@ std::vector<GuardDecision> TargetGuard::tick(const meter::TargetInputs& in, std:
   if (f.verdict != meter::TargetVerdict::too_early &&
       std::find(announced_.begin(), announced_.end(), f.verdict) == announced_.end()) {
     announced_.push_back(f.verdict);
-    out.push_back(
-        {store::ActionKind::target, std::nullopt, spent_text + describe_target_forecast(settings_.target, f)});
+    out.push_back({store::ActionKind::target, std::nullopt,
+                   spent_text + describe_target_forecast(settings_.target, f)});
   }
   if (!settings_.stop || stop_evidence_ || elapsed_ms < min_elapsed_ms_ ||
       forecast_intervals < min_intervals_)

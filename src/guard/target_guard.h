@@ -32,7 +32,7 @@ struct TargetOutcome {
   bool stop_enabled = false;
   meter::TargetForecast forecast;
   std::vector<meter::TargetHistoryEntry> history;
-  std::vector<meter::CurvePoint> points;            ///< the metric's points (step, value)
+  std::vector<meter::CurvePoint> points;     ///< the metric's points (step, value)
   std::optional<std::string> stop_evidence;  ///< why --target-stop stopped the run
 };
 
@@ -79,8 +79,8 @@ inline constexpr int kTargetPointsPerSecond = 10;
 /// The forecast's inputs at a tick of the supervisor: the latest progress point, the run's forecast (the
 /// pace of the main job's estimator, Forecaster::forecast), spend, burn rate and budget.
 meter::TargetInputs target_inputs(double now_s, const std::optional<store::ProgressRecord>& latest,
-                           const std::optional<meter::Forecast>& pace, MicroUsd spent_micros, double burn_usd_per_s,
-                           std::optional<MicroUsd> budget_micros, bool priced);
+                                  const std::optional<meter::Forecast>& pace, MicroUsd spent_micros,
+                                  double burn_usd_per_s, std::optional<MicroUsd> budget_micros, bool priced);
 
 /// The ledger's note of a run's target (action kind "target_set", message "loss<=2.2" or
 /// "loss<=2.2 --target-stop"): `report RUN` replays the target from it and the stored progress.
@@ -89,6 +89,7 @@ store::ActionRecord target_set_action(std::int64_t run_id, const TargetSettings&
 std::optional<TargetSettings> target_of_actions(const std::vector<store::ActionRecord>& actions);
 
 /// The stop evidence and first verdicts recorded as actions, in words: "loss<=2.2: on track, …".
-std::string describe_target_forecast(const meter::MetricTarget& target, const meter::TargetForecast& forecast);
+std::string describe_target_forecast(const meter::MetricTarget& target,
+                                     const meter::TargetForecast& forecast);
 
 }  // namespace gm::guard

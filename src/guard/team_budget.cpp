@@ -6,7 +6,8 @@
 namespace gm::guard {
 
 namespace {
-Result<TeamBudgetStatus> status_of(const store::Ledger& ledger, const store::BudgetRecord& b, std::int64_t now_unix_ms) {
+Result<TeamBudgetStatus> status_of(const store::Ledger& ledger, const store::BudgetRecord& b,
+                                   std::int64_t now_unix_ms) {
   TeamBudgetStatus s;
   GM_TRY(auto kv, store::parse_selector(b.selector, "budget"));
   s.budget.selector = b.selector;
@@ -15,7 +16,8 @@ Result<TeamBudgetStatus> status_of(const store::Ledger& ledger, const store::Bud
   s.budget.period = b.period;
   s.budget.limit_micros = b.limit_micros;
   s.budget.period_start_unix_ms = period_start_unix_ms(b.period, now_unix_ms);
-  GM_TRY(store::SelectorSpend spend, ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
+  GM_TRY(store::SelectorSpend spend,
+         ledger.selector_spend(kv.first, kv.second, s.budget.period_start_unix_ms, 0));
   s.spent_micros = spend.spent_micros;
   s.runs = spend.runs;
   s.live_runs = spend.live_runs;
@@ -23,7 +25,8 @@ Result<TeamBudgetStatus> status_of(const store::Ledger& ledger, const store::Bud
 }
 }  // namespace
 
-Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger, std::int64_t now_unix_ms) {
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger,
+                                                           std::int64_t now_unix_ms) {
   GM_TRY(std::vector<store::BudgetRecord> budgets, ledger.budgets());
   std::vector<TeamBudgetStatus> out;
   for (const auto& b : budgets) {
@@ -33,7 +36,8 @@ Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& 
   return out;
 }
 
-Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger, const store::RunRecord& run,
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger,
+                                                            const store::RunRecord& run,
                                                             std::int64_t now_unix_ms) {
   GM_TRY(std::vector<store::BudgetRecord> budgets, ledger.budgets());
   std::vector<TeamBudgetStatus> out;

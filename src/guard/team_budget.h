@@ -22,9 +22,11 @@ struct TeamBudgetStatus {
   std::int64_t live_runs = 0;
 };
 /// Every budget of `ledger` with its spend this period (periods at `now_unix_ms`, UTC).
-Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger, std::int64_t now_unix_ms);
+Result<std::vector<TeamBudgetStatus>> team_budget_statuses(const store::Ledger& ledger,
+                                                           std::int64_t now_unix_ms);
 /// The budgets of `ledger` whose selector matches `run` (its labels, user or host), with their spend now.
-Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger, const store::RunRecord& run,
+Result<std::vector<TeamBudgetStatus>> team_budgets_matching(const store::Ledger& ledger,
+                                                            const store::RunRecord& run,
                                                             std::int64_t now_unix_ms);
 
 }  // namespace gm::guard

@@ -80,7 +80,8 @@ Result<std::vector<PodDeviceAssignment>> KubeletPodResources::list() {
   return assignments_of(response);
 }
 
-PodResourcesCache::PodResourcesCache(PodResourcesSource& source, util::Clock& clock, PodResourcesCacheOptions options)
+PodResourcesCache::PodResourcesCache(PodResourcesSource& source, util::Clock& clock,
+                                     PodResourcesCacheOptions options)
     : source_(source), clock_(clock), options_(options) {}
 
 void PodResourcesCache::refresh() {

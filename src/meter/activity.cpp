@@ -8,8 +8,9 @@ namespace gm::meter {
 namespace {
 
 constexpr std::optional<double> store::GpmPct::*kFields[] = {
-    &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active, &store::GpmPct::fp32_active,
-    &store::GpmPct::fp16_active, &store::GpmPct::fp64_active,  &store::GpmPct::dram_bw_util};
+    &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active,
+    &store::GpmPct::fp32_active, &store::GpmPct::fp16_active,  &store::GpmPct::fp64_active,
+    &store::GpmPct::dram_bw_util};
 
 }  // namespace
 
@@ -36,7 +37,7 @@ store::GpmPct ActivityMean::mean() const {
 
 store::GpmPct gpm_record(const gpu::GpmMetrics& m) {
   return store::GpmPct{m.sm_active_pct,   m.sm_occupancy_pct, m.tensor_active_pct, m.fp32_active_pct,
-                m.fp16_active_pct, m.fp64_active_pct,  m.dram_bw_util_pct};
+                       m.fp16_active_pct, m.fp64_active_pct,  m.dram_bw_util_pct};
 }
 
 std::optional<double> model_flops_utilization(double tokens, double flops_per_token,

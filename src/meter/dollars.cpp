@@ -32,7 +32,8 @@ MicroUsd micros_times(MicroUsd amount, std::int64_t count) {
   return amount * count;
 }
 
-std::optional<MigShare> mig_share(const gpu::MigInstance& m, std::optional<std::uint64_t> board_memory_bytes) {
+std::optional<MigShare> mig_share(const gpu::MigInstance& m,
+                                  std::optional<std::uint64_t> board_memory_bytes) {
   if (m.slice_count && m.board_slices && *m.board_slices > 0)
     return MigShare{*m.slice_count, *m.board_slices};
   if (m.memory_total_bytes && board_memory_bytes && *board_memory_bytes > 0)
@@ -172,13 +173,13 @@ util::NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int6
   return gpu_ns_cost_pico_usd(price_micros_per_gpu_hour, ns) / 1000;
 }
 
-std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
-                                                   std::int64_t window_ns) {
+std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour,
+                                                         std::int64_t part_ns, std::int64_t window_ns) {
   if (window_ns <= 0) return std::nullopt;
   // share of the window × price × 730 h, in integers: micros/h × 730 h × 1000 nano/micro × part / window.
   constexpr std::int64_t kHoursPerMonth = 730;
-  const util::Int128 n =
-      static_cast<util::Int128>(price_micros_per_gpu_hour) * static_cast<util::Int128>(kHoursPerMonth) * 1000 * part_ns;
+  const util::Int128 n = static_cast<util::Int128>(price_micros_per_gpu_hour) *
+                         static_cast<util::Int128>(kHoursPerMonth) * 1000 * part_ns;
   return static_cast<util::NanoUsd>(n / window_ns);
 }
 

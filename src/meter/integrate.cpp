@@ -32,7 +32,8 @@ std::vector<MicroUsd> split_micros(MicroUsd total, const std::vector<std::uint64
   std::vector<std::pair<util::Int128, std::size_t>> rem;
   MicroUsd given = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
-    const util::Int128 num = static_cast<util::Int128>(total) * (equal ? 1 : static_cast<util::Int128>(weights[i]));
+    const util::Int128 num =
+        static_cast<util::Int128>(total) * (equal ? 1 : static_cast<util::Int128>(weights[i]));
     out[i] = static_cast<MicroUsd>(num / sum);
     rem.emplace_back(num % sum, i);
     given += out[i];
@@ -180,7 +181,8 @@ constexpr std::int64_t kSecondsPerMonth = 730 * 3600;
 
 std::optional<std::int64_t> nano_usd_per_month(MicroUsd cost, std::int64_t over_ms) {
   if (over_ms <= 0) return std::nullopt;
-  return static_cast<std::int64_t>(static_cast<util::Int128>(cost) * 1000 * kSecondsPerMonth * 1000 / over_ms);
+  return static_cast<std::int64_t>(static_cast<util::Int128>(cost) * 1000 * kSecondsPerMonth * 1000 /
+                                   over_ms);
 }
 
 std::int64_t nano_usd_per_month_at(MicroUsd micros_per_hour) {

@@ -125,7 +125,8 @@ class PricingContext {
   const catalog::Catalog& catalog() const { return catalog_; }
 
  private:
-  PricingContext(catalog::Catalog catalog, PricingOptions options, std::unique_ptr<InstanceDetector> detector);
+  PricingContext(catalog::Catalog catalog, PricingOptions options,
+                 std::unique_ptr<InstanceDetector> detector);
   catalog::Catalog catalog_;
   PricingOptions options_;
   std::unique_ptr<InstanceDetector> detector_;
@@ -262,8 +263,8 @@ std::int64_t change_per_mille(util::NanoUsd before, util::NanoUsd after);
 util::NanoUsd gpu_ns_cost_nano_usd(MicroUsd price_micros_per_gpu_hour, std::int64_t ns);
 /// Nano-dollars of a month (730 h) of a GPU busy `part_ns` of every `window_ns` at the price; nullopt when
 /// window_ns <= 0.
-std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour, std::int64_t part_ns,
-                                                   std::int64_t window_ns);
+std::optional<util::NanoUsd> nano_usd_per_month_of_share(MicroUsd price_micros_per_gpu_hour,
+                                                         std::int64_t part_ns, std::int64_t window_ns);
 
 /// billed_s = max(ceil(wall_ms / 1000 / granularity) * granularity, minimum_s); 0 wall => minimum.
 std::int64_t billed_seconds(std::int64_t wall_ms, const catalog::BillingRule& rule);

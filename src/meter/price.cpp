@@ -20,8 +20,9 @@ std::string trimmed_file(const std::string& path) {
   return std::string(util::trim(*s));
 }
 
-PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin origin, const catalog::Catalog& catalog,
-                            const std::string& how, const ContractRates& rates) {
+PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin origin,
+                            const catalog::Catalog& catalog, const std::string& how,
+                            const ContractRates& rates) {
   PriceQuote q;
   q.micros_per_gpu_hour = util::usd_to_micros(*o.usd_per_gpu_hour(spot));
   const auto mine = your_price(o, spot, rates);
@@ -36,14 +37,16 @@ PriceQuote quote_from_offer(const catalog::Offer& o, bool spot, PriceOrigin orig
                   spot ? "spot" : "on-demand", o.gpu_count, o.gpu_count == 1 ? "" : "s",
                   util::format_usd(spot ? *o.spot_usd_per_hour : *o.ondemand_usd_per_hour), o.source, o.date);
   if (mine)
-    q.source += fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", util::format_usd(mine->usd_per_gpu_hour()),
-                            mine->basis, util::format_usd(*o.usd_per_gpu_hour(spot)));
+    q.source +=
+        fmt::format("; your price {}/GPU-h: {}, list {}/GPU-h", util::format_usd(mine->usd_per_gpu_hour()),
+                    mine->basis, util::format_usd(*o.usd_per_gpu_hour(spot)));
   return q;
 }
 
 // "provider:instance[@region][:spot|:ondemand]"
-Result<PriceQuote> quote_for_offer_text(const std::string& text, const catalog::Catalog& catalog, PriceOrigin origin,
-                                        const std::string& how, const ContractRates& rates) {
+Result<PriceQuote> quote_for_offer_text(const std::string& text, const catalog::Catalog& catalog,
+                                        PriceOrigin origin, const std::string& how,
+                                        const ContractRates& rates) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   while (true) {
@@ -112,7 +115,8 @@ Result<PriceQuote> resolve_price(const PricingOptions& options, const catalog::C
                                  const std::optional<std::string>& nvml_gpu_name,
                                  const InstanceDetector* detector) {
   if (options.price_usd_per_gpu_hour) {
-    if (!(*options.price_usd_per_gpu_hour > 0) || *options.price_usd_per_gpu_hour > catalog::kMaxUsdPerGpuHour)
+    if (!(*options.price_usd_per_gpu_hour > 0) ||
+        *options.price_usd_per_gpu_hour > catalog::kMaxUsdPerGpuHour)
       return make_error(ErrorKind::usage,
                         fmt::format("--price must be a positive number of USD per GPU-hour (at most {})",
                                     catalog::kMaxUsdPerGpuHour));

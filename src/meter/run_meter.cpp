@@ -73,7 +73,8 @@ RunMeter::RunMeter(gpu::GpuBackend& backend, std::vector<unsigned> allocated, Mi
   idle_since_ns_ = start_ns;
 }
 
-std::vector<store::SampleRecord> RunMeter::tick(std::int64_t now_ns, const std::set<std::uint32_t>& job_pids) {
+std::vector<store::SampleRecord> RunMeter::tick(std::int64_t now_ns,
+                                                const std::set<std::uint32_t>& job_pids) {
   return tick_with(now_ns, [&job_pids](unsigned, const gpu::DeviceSample& s) {
     return std::any_of(s.processes.begin(), s.processes.end(),
                        [&](const gpu::ProcessSample& p) { return job_pids.count(p.pid) > 0; });

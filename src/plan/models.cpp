@@ -325,11 +325,11 @@ Result<ModelSpec> build_model(const std::optional<ModelSpec>& base, const ModelO
 }
 
 constexpr util::EnumText<NormKind> kNormKinds[] = {{NormKind::layernorm, "layernorm"},
-                                             {NormKind::rmsnorm_fp32, "rmsnorm_fp32"},
-                                             {NormKind::rmsnorm, "rmsnorm"}};
+                                                   {NormKind::rmsnorm_fp32, "rmsnorm_fp32"},
+                                                   {NormKind::rmsnorm, "rmsnorm"}};
 constexpr util::EnumText<MlpActivation> kMlpActivations[] = {{MlpActivation::gelu, "gelu"},
-                                                       {MlpActivation::gelu_python, "gelu_python"},
-                                                       {MlpActivation::gated, "gated"}};
+                                                             {MlpActivation::gelu_python, "gelu_python"},
+                                                             {MlpActivation::gated, "gated"}};
 
 /// A model file's setting `key` = `text` as one of `table`'s values; a usage error naming the file otherwise.
 template <class E, std::size_t N>
@@ -480,9 +480,9 @@ Result<ModelSpec> load_model_toml(const std::string& path) {
 }
 
 constexpr util::EnumText<Arch> kArchs[] = {{Arch::decoder, "decoder"},
-                                     {Arch::encoder, "encoder"},
-                                     {Arch::vision_transformer, "vision_transformer"},
-                                     {Arch::cnn, "cnn"}};
+                                           {Arch::encoder, "encoder"},
+                                           {Arch::vision_transformer, "vision_transformer"},
+                                           {Arch::cnn, "cnn"}};
 
 std::string_view arch_name(Arch arch) {
   return util::enum_text(kArchs, arch, "decoder");

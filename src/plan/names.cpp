@@ -13,18 +13,18 @@
 namespace gm::plan {
 
 constexpr util::EnumText<Task> kTasks[] = {{Task::train, "train"},
-                                     {Task::finetune, "finetune"},
-                                     {Task::lora, "lora"},
-                                     {Task::inference, "inference"}};
+                                           {Task::finetune, "finetune"},
+                                           {Task::lora, "lora"},
+                                           {Task::inference, "inference"}};
 
 std::string_view task_name(Task task) {
   return util::enum_text(kTasks, task, "train");
 }
 
 constexpr util::EnumText<Precision> kPrecisions[] = {{Precision::fp32, "fp32"},
-                                               {Precision::bf16, "bf16"},
-                                               {Precision::fp16, "fp16"},
-                                               {Precision::mixed, "mixed"}};
+                                                     {Precision::bf16, "bf16"},
+                                                     {Precision::fp16, "fp16"},
+                                                     {Precision::mixed, "mixed"}};
 
 std::string_view precision_name(Precision p) {
   return util::enum_text(kPrecisions, p, "mixed");
@@ -60,7 +60,8 @@ namespace {
 template <class E, std::size_t N>
 Result<E> parse_setting(const util::EnumText<E> (&table)[N], std::string_view text, const char* flag) {
   if (auto v = util::enum_from_text(table, util::to_lower(text))) return *v;
-  return make_error(ErrorKind::usage, fmt::format("{} '{}' is not one of {}", flag, text, util::enum_texts(table)));
+  return make_error(ErrorKind::usage,
+                    fmt::format("{} '{}' is not one of {}", flag, text, util::enum_texts(table)));
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ Result<Weights> parse_weights(std::string_view text) {
   static const char* const names[5] = {"cost", "perf", "memory", "risk", "carbon"};
   double* slots[5] = {&w.cost, &w.perf, &w.memory, &w.risk, &w.carbon};
   std::size_t pos = 0;
-  if (util::trim(text).empty()) return make_error(ErrorKind::usage, "--weights: empty; e.g. cost=0.5,perf=0.5");
+  if (util::trim(text).empty())
+    return make_error(ErrorKind::usage, "--weights: empty; e.g. cost=0.5,perf=0.5");
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
     const std::string_view item = util::trim(text.substr(pos, comma - pos));

@@ -115,7 +115,8 @@ struct UpdateResult {
 /// `current` (the catalog in use: built-in plus previous fetch) and merges them into `previous_fetched` (the
 /// rows of the fetched catalog file). Writes nothing. Error when a fetch fails (unreachable, HTTP error,
 /// truncated or malformed page) or a key is missing for a provider asked for by name.
-Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const catalog::Catalog& current,
+Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http,
+                                  const catalog::Catalog& current,
                                   const std::vector<catalog::Offer>& previous_fetched);
 
 /// Writes `text` to `path` so that readers see the old file or the new one, never a mix: a temporary file in

@@ -125,7 +125,8 @@ Result<AzurePage> read_azure_page(std::string_view json, std::string_view origin
     read_price(util::json_member(item, "retailPrice"), p.nanos, p.text);
     page.prices.push_back(std::move(p));
   }
-  if (auto next = util::json_string(j, "NextPageLink"); next && !next->empty()) page.next_link = std::move(*next);
+  if (auto next = util::json_string(j, "NextPageLink"); next && !next->empty())
+    page.next_link = std::move(*next);
   return page;
 }
 
@@ -322,8 +323,9 @@ Result<GcpPage> read_gcp_page(std::string_view json, std::string_view origin) {
       if (const nlohmann::json* expr = util::json_object(*first, "pricingExpression")) {
         sku.usage_unit = str(*expr, "usageUnit");
         const nlohmann::json* tiers = util::json_array(*expr, "tieredRates");
-        const nlohmann::json* last =
-            tiers && !tiers->empty() ? util::json_object(util::json_element(*tiers, tiers->size() - 1)) : nullptr;
+        const nlohmann::json* last = tiers && !tiers->empty()
+                                         ? util::json_object(util::json_element(*tiers, tiers->size() - 1))
+                                         : nullptr;
         if (last) {
           // The last tier is the rate past any free amount (GPUs and cores have one tier).
           if (const nlohmann::json* price = util::json_object(*last, "unitPrice")) {

@@ -321,7 +321,8 @@ bool big_change(std::optional<util::NanoUsd> before, std::optional<util::NanoUsd
   return meter::moved_over_half(*before, *after);
 }
 
-std::string change_text(const char* what, std::optional<util::NanoUsd> before, std::optional<util::NanoUsd> after) {
+std::string change_text(const char* what, std::optional<util::NanoUsd> before,
+                        std::optional<util::NanoUsd> after) {
   if (!before || !after || *before == *after) return {};
   const std::int64_t per_mille = meter::change_per_mille(*before, *after);
   return fmt::format("{} {} -> {} ({:+}.{}%)", what, price_text(*before), price_text(*after),
@@ -350,23 +351,24 @@ std::optional<Provider> provider_from(std::string_view name) {
 }
 
 constexpr util::EnumText<Provider> kEndpoints[] = {{Provider::azure, "https://prices.azure.com"},
-                                             {Provider::aws, "https://pricing.us-east-1.amazonaws.com"},
-                                             {Provider::gcp, "https://cloudbilling.googleapis.com"},
-                                             {Provider::lambda, "https://cloud.lambda.ai"}};
+                                                   {Provider::aws, "https://pricing.us-east-1.amazonaws.com"},
+                                                   {Provider::gcp, "https://cloudbilling.googleapis.com"},
+                                                   {Provider::lambda, "https://cloud.lambda.ai"}};
 
 std::string default_endpoint(Provider p) {
   return util::enum_text(kEndpoints, p);
 }
 
-constexpr util::EnumText<Verdict> kVerdicts[] = {{Verdict::added, "added"},         {Verdict::updated, "updated"},
-                                           {Verdict::unchanged, "unchanged"}, {Verdict::flagged, "flagged"},
-                                           {Verdict::held_back, "held_back"}, {Verdict::refused, "refused"}};
+constexpr util::EnumText<Verdict> kVerdicts[] = {
+    {Verdict::added, "added"},     {Verdict::updated, "updated"},     {Verdict::unchanged, "unchanged"},
+    {Verdict::flagged, "flagged"}, {Verdict::held_back, "held_back"}, {Verdict::refused, "refused"}};
 
 const char* to_string(Verdict v) {
   return util::enum_text(kVerdicts, v, "?");
 }
 
-Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http, const catalog::Catalog& current,
+Result<UpdateResult> fetch_update(const UpdateOptions& options, HttpGetter& http,
+                                  const catalog::Catalog& current,
                                   const std::vector<catalog::Offer>& previous_fetched) {
   UpdateResult result;
   result.fetched_at = util::iso8601_utc(options.now_unix_ms);

@@ -34,7 +34,8 @@ const char* yes_no(bool b) {
 
 }  // namespace
 
-std::string doctor_device(gpu::GpuBackend& backend, const gpu::DeviceInfo& info, const std::string& dev_root) {
+std::string doctor_device(gpu::GpuBackend& backend, const gpu::DeviceInfo& info,
+                          const std::string& dev_root) {
   std::string text;
   const gpu::Capabilities& caps = backend.capabilities(info.index);
   gpu::DeviceSample s = backend.sample(info.index);
@@ -65,7 +66,8 @@ std::string doctor_device(gpu::GpuBackend& backend, const gpu::DeviceInfo& info,
   appendf(text, "  GPM activity    %s\n",
           caps.gpm ? "yes (SM, tensor-core, FP pipe and DRAM activity)" : "no");
   gpu::EnergyMethod method = gpu::energy_method(caps);
-  const char* method_text = method == gpu::EnergyMethod::counter ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
+  const char* method_text = method == gpu::EnergyMethod::counter
+                                ? "counter (nvmlDeviceGetTotalEnergyConsumption)"
                             : method == gpu::EnergyMethod::power_integration
                                 ? "power_integration (trapezoid over power samples; no energy counter)"
                                 : "none (neither energy counter nor power readings)";
@@ -137,7 +139,8 @@ std::string doctor_catalog() {
   const auto fetched = catalog::existing_user_catalog_path();
   appendf(text, "  fetched prices %s\n",
           fetched ? fetched->c_str()
-                  : fmt::format("none yet ({} after 'gpumeter prices update')", catalog::user_catalog_path()).c_str());
+                  : fmt::format("none yet ({} after 'gpumeter prices update')", catalog::user_catalog_path())
+                        .c_str());
   std::set<std::string> providers;
   for (const auto& o : catalog->offers()) providers.insert(o.provider);
   bool stale = false;
@@ -274,7 +277,8 @@ std::string doctor_preemption(const std::string& mode_text, const std::optional<
     appendf(text, "preemption notices  off (--preemption off)\n");
     return text;
   }
-  std::optional<cloud::CloudProvider> provider = mode->provider ? mode->provider : cloud::detect_cloud_provider();
+  std::optional<cloud::CloudProvider> provider =
+      mode->provider ? mode->provider : cloud::detect_cloud_provider();
   if (!provider) {
     appendf(text,
             "preemption notices  this machine is not an AWS, GCP or Azure VM (DMI): `run --preemption auto` "

@@ -29,8 +29,8 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
                                                   ", not a Prometheus API answer");
   const json& j = *parsed;
   if (util::json_string(j, "status") != "success")
-    return make_error(ErrorKind::unavailable,
-                      where + ": query '" + promql + "' failed: " + util::json_string(j, "error").value_or("?"));
+    return make_error(ErrorKind::unavailable, where + ": query '" + promql +
+                                                  "' failed: " + util::json_string(j, "error").value_or("?"));
   auto unexpected = [&](const std::string& what) {
     return make_error(ErrorKind::unavailable, where + ": unexpected answer: " + what);
   };
@@ -39,7 +39,8 @@ Result<std::vector<Sample>> parse_answer(const PrometheusAnswer& answer, const s
   if (util::json_string(*data, "resultType") != "vector") return unexpected("resultType is not \"vector\"");
   const json* result = util::json_array(*data, "result");
   if (!result)
-    return unexpected(util::JsonPath("data.result").wrong_type("an array", util::json_member(*data, "result")));
+    return unexpected(
+        util::JsonPath("data.result").wrong_type("an array", util::json_member(*data, "result")));
   std::vector<Sample> out;
   for (std::size_t i = 0; i < result->size(); ++i) {
     const json& r = (*result)[i];

@@ -81,7 +81,8 @@ std::string display(const std::string& name, double v) {
     return name.size() >= suffix.size() &&
            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  if (ends("_usd") || name.rfind("usd_per", 0) == 0) return v < 0 ? "-" + util::format_usd(-v) : util::format_usd(v);
+  if (ends("_usd") || name.rfind("usd_per", 0) == 0)
+    return v < 0 ? "-" + util::format_usd(-v) : util::format_usd(v);
   if (ends("_per_s")) return fmt::format("{:.1f}/s", v);
   if (ends("_s")) return v < 0 ? "-" + util::format_duration_s(-v) : util::format_duration_s(v);
   if (ends("_kwh")) return fmt::format("{:.4f} kWh", v);
@@ -110,7 +111,8 @@ Result<CompareResult> compare_runs(const CompareSide& a, const CompareSide& b, c
         return make_error(ErrorKind::usage, "--max-token-cost-increase: run " + std::to_string(side->run.id) +
                                                 " has no $ per 1M generated tokens (it served no tokens "
                                                 "under gpumeter run --inference-endpoint, or has no price)");
-  auto cost = make_row("cost_usd", util::micros_to_usd(a.run.cost_micros), util::micros_to_usd(b.run.cost_micros));
+  auto cost =
+      make_row("cost_usd", util::micros_to_usd(a.run.cost_micros), util::micros_to_usd(b.run.cost_micros));
   if (gate.max_cost_increase_pct) {
     const double limit = *gate.max_cost_increase_pct;
     cost.limit = fmt::format("<= {:+g}%", limit);

@@ -31,7 +31,8 @@ Result<double> parse_cost_increase_pct(std::string_view text);
 struct CompareSide {
   store::RunRecord run;
   std::vector<store::ProgressRecord> progress;
-  std::vector<store::InferenceRecord> inference;  ///< serving counters (runs that wrapped an inference server)
+  std::vector<store::InferenceRecord>
+      inference;  ///< serving counters (runs that wrapped an inference server)
 };
 
 /// Gate limits.

@@ -20,7 +20,8 @@ Result<GpuView> build_gpu_view(gpu::GpuBackend& backend, meter::PricingContext& 
   // GPM activity is measured between two samples: the backend took the first when it opened the device, so
   // one GPM window passes before the sample shown.
   bool any_gpm = false;
-  for (const gpu::DeviceInfo& info : backend.devices()) any_gpm = any_gpm || backend.capabilities(info.index).gpm;
+  for (const gpu::DeviceInfo& info : backend.devices())
+    any_gpm = any_gpm || backend.capabilities(info.index).gpm;
   if (any_gpm) std::this_thread::sleep_for(std::chrono::milliseconds(kGpmWindowMs));
   for (const gpu::DeviceInfo& info : backend.devices()) {
     DeviceView v;

@@ -49,7 +49,8 @@ nlohmann::json money_bars(const std::string& id, const std::string& title,
 
 /// How far the forecast total spreads below and above its median (USD): the forecaster replayed over the
 /// run's progress up to `last`, at the run's price for its allocated GPUs; nullopt when it cannot forecast.
-std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in, const store::ProgressRecord* last,
+std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in,
+                                                         const store::ProgressRecord* last,
                                                          std::optional<std::int64_t> total) {
   if (last == nullptr || !total) return std::nullopt;
   std::vector<const store::ProgressRecord*> by_time;
@@ -60,7 +61,7 @@ std::optional<std::pair<double, double>> forecast_spread(const RunHtmlInput& in,
   for (const auto* p : by_time)
     replay.add(static_cast<double>(p->t_ms) / 1000, *p->step, p->total_steps.value_or(*total));
   const double burn = meter::burn_usd_per_s(in.run.price_micros_per_gpu_hour,
-                                     std::max<std::size_t>(1, in.run.gpus_allocated.size()));
+                                            std::max<std::size_t>(1, in.run.gpus_allocated.size()));
   const auto f =
       replay.forecast(static_cast<double>(last->t_ms) / 1000, util::micros_to_usd(last->cost_micros), burn);
   if (!f) return std::nullopt;
@@ -79,7 +80,8 @@ std::optional<Startup> startup_of(const RunHtmlInput& in) {
     if (p.total_steps) total = p.total_steps;
   }
   if (!total) total = in.run.total_steps;
-  return run_startup(in.run, meter::gpu_usage_from_samples(in.samples), steps, total, first_step_ms(in.progress));
+  return run_startup(in.run, meter::gpu_usage_from_samples(in.samples), steps, total,
+                     first_step_ms(in.progress));
 }
 
 std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
@@ -96,7 +98,8 @@ std::pair<json, std::string> run_marks(const RunHtmlInput& in) {
     marks.push_back(
         {{"x", static_cast<double>(a.t_ms) / 1000}, {"kind", "action"}, {"label", util::text_of(a.kind)}});
     if (said.size() < 4)
-      said.push_back(fmt::format("{} at {:.1f} s", util::text_of(a.kind), static_cast<double>(a.t_ms) / 1000));
+      said.push_back(
+          fmt::format("{} at {:.1f} s", util::text_of(a.kind), static_cast<double>(a.t_ms) / 1000));
   }
   std::string note;
   if (!said.empty()) {
@@ -142,9 +145,9 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                                  format_time_utc(r.start_unix_ms), describe_status(r));
   json summary = json::array();
   summary.push_back({"cost", util::format_micros(r.cost_micros)});
-  summary.push_back(
-      {"price",
-       fmt::format("{}/GPU-h ({})", util::format_usd(util::micros_to_usd(r.price_micros_per_gpu_hour)), r.price_source)});
+  summary.push_back({"price", fmt::format("{}/GPU-h ({})",
+                                          util::format_usd(util::micros_to_usd(r.price_micros_per_gpu_hour)),
+                                          r.price_source)});
   summary.push_back(
       {"wall / billed",
        fmt::format("{} / {} s", util::format_duration_s(static_cast<double>(r.wall_ms) / 1000), r.billed_s)});
@@ -152,7 +155,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
                      fmt::format("{} / {} ({})", r.gpus_allocated.size(), r.gpus_used.size(), r.gpu_model)});
   summary.push_back({"idle cost (used GPUs)", util::format_micros(r.idle_cost_micros)});
   summary.push_back({"unused allocated GPUs", util::format_micros(r.unused_gpu_cost_micros)});
-  summary.push_back({"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, util::text_of(r.energy_method))});
+  summary.push_back(
+      {"energy", fmt::format("{:.4f} kWh ({})", r.energy_j / 3.6e6, util::text_of(r.energy_method))});
   summary.push_back(
       {"CO2", r.co2_kg ? fmt::format("{:.4f} kg ({})", *r.co2_kg, r.carbon_source) : "unknown"});
   if (r.budget_micros) summary.push_back({"budget", util::format_micros(*r.budget_micros)});
@@ -167,22 +171,25 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   if (in.kpis) {
     const auto& k = *in.kpis;
     if (k.usd_per_step) summary.push_back({"$ per step", util::format_usd(*k.usd_per_step)});
-    if (k.usd_per_1k_samples) summary.push_back({"$ per 1k samples", util::format_usd(*k.usd_per_1k_samples)});
+    if (k.usd_per_1k_samples)
+      summary.push_back({"$ per 1k samples", util::format_usd(*k.usd_per_1k_samples)});
     if (k.usd_per_1m_tokens) summary.push_back({"$ per 1M tokens", util::format_usd(*k.usd_per_1m_tokens)});
     if (k.mfu) summary.push_back({"MFU", fmt::format("{:.1f}% ({})", *k.mfu * 100, k.mfu_note)});
     if (k.target)
-      summary.push_back({"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
-                             fmt::format("{:g}", k.target->threshold),
-                         k.target_hit
-                             ? fmt::format("{} (step {}, {:.1f} s)", util::format_micros(k.target_hit->cost_micros),
-                                           k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
-                                           static_cast<double>(k.target_hit->t_ms) / 1000)
-                             : std::string("not reached")});
+      summary.push_back(
+          {"$ to reach " + k.target->metric + (k.target->at_most ? "<=" : ">=") +
+               fmt::format("{:g}", k.target->threshold),
+           k.target_hit
+               ? fmt::format("{} (step {}, {:.1f} s)", util::format_micros(k.target_hit->cost_micros),
+                             k.target_hit->step ? std::to_string(*k.target_hit->step) : "-",
+                             static_cast<double>(k.target_hit->t_ms) / 1000)
+               : std::string("not reached")});
   }
   if (const auto s = startup_of(in))
     summary.push_back(
         {"start-up (before the first GPU work)",
-         fmt::format("{} · {} ({:.1f}% of the cost{})", util::format_duration_s(static_cast<double>(s->ms) / 1000),
+         fmt::format("{} · {} ({:.1f}% of the cost{})",
+                     util::format_duration_s(static_cast<double>(s->ms) / 1000),
                      util::format_micros(s->cost_micros), 100 * s->share_of_run,
                      s->share_of_total ? fmt::format(", {:.1f}% of the whole job's", 100 * *s->share_of_total)
                                        : std::string())});
@@ -193,8 +200,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   {
     // Header cards: what it cost, at what rate, what was wasted, energy, CO2, and the verdict.
     const MicroUsd waste = meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros);
-    const double rate =
-        meter::usd_per_hour_of_gpus(r.price_micros_per_gpu_hour, static_cast<double>(r.gpus_allocated.size()));
+    const double rate = meter::usd_per_hour_of_gpus(r.price_micros_per_gpu_hour,
+                                                    static_cast<double>(r.gpus_allocated.size()));
     const bool failed = r.status == store::RunStatus::failed || r.status == store::RunStatus::interrupted ||
                         r.status == store::RunStatus::preempted;
     spec["cards"] = json::array(
@@ -409,8 +416,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
     std::optional<std::int64_t> total = in.run.total_steps;
     for (auto* p : prog)
       if (p->total_steps) total = p->total_steps;
-    if (auto c = detail::target_chart(target->target, target->points, total))
-      charts.push_back(std::move(*c));
+    if (auto c = detail::target_chart(target->target, target->points, total)) charts.push_back(std::move(*c));
   }
   std::size_t shown = 0;
   for (const auto& m : metric_names) {
@@ -436,7 +442,7 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
       if (prev && *p->step > *prev->step) {
         sx.push_back(static_cast<double>(*p->step));
         per_step.push_back(meter::usd_per_units(meter::cost_between_micros(p->cost_micros, prev->cost_micros),
-                                         static_cast<double>(*p->step - *prev->step), 1.0));
+                                                static_cast<double>(*p->step - *prev->step), 1.0));
       }
       prev = p;
     }
@@ -446,7 +452,8 @@ Result<std::string> render_run_html(const RunHtmlInput& in) {
   }
   // Waste breakdown.
   {
-    MicroUsd useful = meter::busy_micros(r.cost_micros, meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros));
+    MicroUsd useful =
+        meter::busy_micros(r.cost_micros, meter::waste_micros(r.idle_cost_micros, r.unused_gpu_cost_micros));
     charts.push_back(money_bars("waste", "Where the money went",
                                 {"busy (used GPUs)", "idle (used GPUs)", "unused allocated GPUs"},
                                 {useful, r.idle_cost_micros, r.unused_gpu_cost_micros}, "cost_usd"));
@@ -562,7 +569,8 @@ Result<std::string> render_multi_html(const MultiReport& rep) {
   json rows = json::array();
   for (const auto& r : rep.top_runs)
     rows.push_back({std::to_string(r.id), format_time_utc(r.start_unix_ms), r.user, std::to_string(r.gpus),
-                    util::format_duration_s(r.wall_s), util::format_micros(r.cost_micros), util::format_micros(r.waste_micros),
+                    util::format_duration_s(r.wall_s), util::format_micros(r.cost_micros),
+                    util::format_micros(r.waste_micros),
                     r.status_text.empty() ? std::string(util::text_of(r.status)) : r.status_text, r.command});
   spec["tables"] = json::array(
       {{{"title", "Top runs by cost"},

@@ -46,7 +46,7 @@ Result<std::string> render_trace_html(const findings::PricedTrace& trace);
 struct TraceHtmlOptions {
   std::optional<MicroUsd> price_micros_per_gpu_hour;  ///< nullopt: figures in time only
   std::string price_source;                           ///< where the price came from ("--price", ...)
-  const catalog::Catalog* catalog = nullptr;                   ///< GPU specs for the findings (fp32_math); may be null
+  const catalog::Catalog* catalog = nullptr;          ///< GPU specs for the findings (fp32_math); may be null
 };
 
 /// The trace page of the analyses: price_trace at `options`, then the page of the priced trace.

@@ -9,9 +9,9 @@
 namespace gm::report {
 namespace {
 
+using detail::change_text;
 using findings::DiffRowCosts;
 using nlohmann::json;
-using detail::change_text;
 
 json rows_table(const std::string& title, const std::vector<trace::DiffRow>& rows,
                 const std::vector<DiffRowCosts>& costs, const char* per, bool priced, std::size_t limit) {
@@ -53,8 +53,9 @@ Result<std::string> render_trace_diff_html(const findings::PricedDiff& p, const 
   summary.push_back({"verdict", d.pass ? "PASS" : "FAIL"});
   summary.push_back({"gate", fmt::format("+{:.1f}% per {}; items over {:.1f}% of busy time",
                                          100 * in.max_increase, per, 100 * in.min_share)});
-  summary.push_back({"price", price ? fmt::format("{}/GPU-hour ({})", util::format_micros(*price), p.price.source)
-                                    : std::string("none: figures in time only (pass --price)")});
+  summary.push_back(
+      {"price", price ? fmt::format("{}/GPU-hour ({})", util::format_micros(*price), p.price.source)
+                      : std::string("none: figures in time only (pass --price)")});
   for (std::size_t i = 0; i < d.summary.size(); ++i) {
     const trace::DiffRow& r = d.summary[i];
     const DiffRowCosts& c = p.summary[i];

@@ -290,7 +290,8 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
       std::string line =
           fmt::format("window {}, busy {}, idle {}", ms(d.window_ns), ms(d.busy_ns), ms(d.idle_ns));
       if (price)
-        line += fmt::format(", cost {} (idle {})", util::format_usd_or(c.window_usd), util::format_usd_or(c.idle_usd));
+        line += fmt::format(", cost {} (idle {})", util::format_usd_or(c.window_usd),
+                            util::format_usd_or(c.idle_usd));
       if (d.step_ns.count > 0)
         line += fmt::format(", {} steps of {:.3f} ms", d.step_ns.count, d.step_ns.mean / 1e6);
       if (d.gpu_name) line += ", " + *d.gpu_name;
@@ -323,8 +324,9 @@ Result<std::string> render_trace_html(const findings::PricedTrace& t) {
         {"value", std::to_string(finding_cards.size())},
         {"tone", finding_cards.empty() ? "good" : "bad"}}});
   if (all.straggler_ns)
-    cards.push_back({{"label", "straggler cost"},
-                     {"value", all.straggler_usd ? util::format_usd(*all.straggler_usd) : ms(*all.straggler_ns)}});
+    cards.push_back(
+        {{"label", "straggler cost"},
+         {"value", all.straggler_usd ? util::format_usd(*all.straggler_usd) : ms(*all.straggler_ns)}});
   spec["cards"] = cards;
   spec["findings"] = finding_cards;
   spec["summary"] = summary;

@@ -93,8 +93,8 @@ std::optional<double> mfu(double tokens_per_s, double flops_per_token, double pe
   return tokens_per_s * flops_per_token / (peak_flops_per_gpu * static_cast<double>(gpus));
 }
 
-RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress, const catalog::GpuSpec* gpu,
-                     const KpiOptions& options) {
+RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress,
+                     const catalog::GpuSpec* gpu, const KpiOptions& options) {
   RunKpis k;
   k.steps = progress_max_step(progress);
   k.samples = progress_max_samples(progress);

@@ -26,14 +26,16 @@ struct TargetHit {
 };
 
 /// The first progress point (in time order) whose metric meets the target; nullopt if none does.
-std::optional<TargetHit> cost_to_target(const std::vector<store::ProgressRecord>& progress, const meter::MetricTarget& target);
+std::optional<TargetHit> cost_to_target(const std::vector<store::ProgressRecord>& progress,
+                                        const meter::MetricTarget& target);
 
 /// Largest value of a cumulative counter over the progress points (samples or tokens); nullopt if never sent.
 std::optional<std::int64_t> progress_max_samples(const std::vector<store::ProgressRecord>& progress);
 std::optional<std::int64_t> progress_max_tokens(const std::vector<store::ProgressRecord>& progress);
 std::optional<std::int64_t> progress_max_step(const std::vector<store::ProgressRecord>& progress);
 /// The metric's value at the last progress point that carries it.
-std::optional<double> progress_last_metric(const std::vector<store::ProgressRecord>& progress, const std::string& metric);
+std::optional<double> progress_last_metric(const std::vector<store::ProgressRecord>& progress,
+                                           const std::string& metric);
 
 /// Rate of a cumulative counter: (last − first) ÷ (t_last − t_first) over the points carrying it, per
 /// second; with a single point, value ÷ t. nullopt without a positive time span.
@@ -76,8 +78,8 @@ struct KpiOptions {
 };
 
 /// Computes a run's KPIs from its record and progress; `gpu` is the catalog spec of its GPU (may be null).
-RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress, const catalog::GpuSpec* gpu,
-                     const KpiOptions& options);
+RunKpis compute_kpis(const store::RunRecord& run, const std::vector<store::ProgressRecord>& progress,
+                     const catalog::GpuSpec* gpu, const KpiOptions& options);
 
 /// Serving KPIs of a run that wrapped an inference server (`gpumeter run --inference-endpoint`;
 /// docs/inference.md "Serving under gpumeter run"). Cost is the run's cost; tokens and requests are the
@@ -112,7 +114,8 @@ void add_plan_prediction(ServingKpis& kpis, const store::RunRecord& run, const c
 inline constexpr std::int64_t kSaturationWindowMs = 5'000;
 
 /// Serving KPIs from a run and its InferenceRecords; nullopt when the run has none.
-std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::vector<store::InferenceRecord>& records);
+std::optional<ServingKpis> serving_kpis(const store::RunRecord& run,
+                                        const std::vector<store::InferenceRecord>& records);
 
 /// One run's row in a scaling study.
 struct ScalingRow {

@@ -51,8 +51,9 @@ std::string render_runs_text(const std::vector<store::RunRecord>& runs, const st
       labels.append(labels.empty() ? "" : ",").append(k).append("=").append(v);
     out += fmt::sprintf(
         "%6lld  %-19s  %-14s  %-22s  %10s  %12s  %4zu  %-18s  %s\n", static_cast<long long>(r.id),
-        format_time_utc(r.start_unix_ms).c_str(), util::shorten_middle(r.host.empty() ? "-" : r.host, 14).c_str(),
-        describe_status(r).c_str(), util::format_duration_s(static_cast<double>(r.wall_ms) / 1000.0).c_str(),
+        format_time_utc(r.start_unix_ms).c_str(),
+        util::shorten_middle(r.host.empty() ? "-" : r.host, 14).c_str(), describe_status(r).c_str(),
+        util::format_duration_s(static_cast<double>(r.wall_ms) / 1000.0).c_str(),
         r.price_source == "none" ? "no price" : util::format_usd(util::micros_to_usd(r.cost_micros)).c_str(),
         r.gpus_allocated.size(), util::shorten_middle(labels.empty() ? std::string("-") : labels, 18).c_str(),
         r.command.c_str());
@@ -63,15 +64,15 @@ std::string render_runs_text(const std::vector<store::RunRecord>& runs, const st
 std::string render_budgets_json(const std::vector<guard::TeamBudgetStatus>& statuses) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : statuses)
-    arr.push_back(
-        {{"selector", s.budget.selector},
-         {"per", util::text_of(s.budget.period)},
-         {"limit_usd", util::micros_to_usd(s.budget.limit_micros)},
-         {"spent_usd", util::micros_to_usd(s.spent_micros)},
-         {"remaining_usd", util::micros_to_usd(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros))},
-         {"period_start_unix_ms", s.budget.period_start_unix_ms},
-         {"runs", s.runs},
-         {"live_runs", s.live_runs}});
+    arr.push_back({{"selector", s.budget.selector},
+                   {"per", util::text_of(s.budget.period)},
+                   {"limit_usd", util::micros_to_usd(s.budget.limit_micros)},
+                   {"spent_usd", util::micros_to_usd(s.spent_micros)},
+                   {"remaining_usd",
+                    util::micros_to_usd(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros))},
+                   {"period_start_unix_ms", s.budget.period_start_unix_ms},
+                   {"runs", s.runs},
+                   {"live_runs", s.live_runs}});
   return arr.dump(2) + "\n";
 }
 
@@ -80,11 +81,12 @@ std::string render_budgets_text(const std::vector<guard::TeamBudgetStatus>& stat
   std::string out = fmt::sprintf("%-24s  %-5s  %12s  %12s  %12s  %5s  %4s\n", "SELECTOR", "PER", "BUDGET",
                                  "SPENT", "REMAINING", "RUNS", "LIVE");
   for (const auto& s : statuses)
-    out += fmt::sprintf("%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
-                        util::text_of(s.budget.period), util::format_usd(util::micros_to_usd(s.budget.limit_micros)).c_str(),
-                        util::format_usd(util::micros_to_usd(s.spent_micros)).c_str(),
-                        util::format_micros(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
-                        static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));
+    out += fmt::sprintf(
+        "%-24s  %-5s  %12s  %12s  %12s  %5lld  %4lld\n", s.budget.selector.c_str(),
+        util::text_of(s.budget.period), util::format_usd(util::micros_to_usd(s.budget.limit_micros)).c_str(),
+        util::format_usd(util::micros_to_usd(s.spent_micros)).c_str(),
+        util::format_micros(meter::budget_left_micros(s.budget.limit_micros, s.spent_micros)).c_str(),
+        static_cast<long long>(s.runs), static_cast<long long>(s.live_runs));
   return out;
 }
 
@@ -114,8 +116,8 @@ std::string render_fleet_text(const FleetReport& rep, const std::string& by, con
   util::TextTable t;
   const char* title = by == "job" ? "slurm job" : by.c_str();
   t.header({title, "cost", "share", "energy", "GPU-hours"},
-           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
-            util::TextTable::Align::right});
+           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::right, util::TextTable::Align::right});
   const double base = by == "gpu" ? rep.device_cost_usd : rep.owner_cost_usd;
   for (const auto& r : rep.rows)
     t.row({r.key.empty() ? "(none)" : r.key, util::format_usd(r.cost_usd),

@@ -69,8 +69,8 @@ std::string render_status_line(const guard::StatusSnapshot& s, std::size_t width
     std::string text;
   };
   std::vector<Field> f;
-  f.push_back(
-      {0, fmt::format("{}gpumeter {}", s.simulated ? "SIMULATED · " : "", util::format_duration_s(s.elapsed_s))});
+  f.push_back({0, fmt::format("{}gpumeter {}", s.simulated ? "SIMULATED · " : "",
+                              util::format_duration_s(s.elapsed_s))});
   if (s.spent_micros)
     f.push_back({0, " · " + util::format_micros(*s.spent_micros)});
   else
@@ -82,8 +82,8 @@ std::string render_status_line(const guard::StatusSnapshot& s, std::size_t width
   if (s.progress_note) f.push_back({4, fmt::format(" ({})", *s.progress_note)});
   if (s.forecast) {
     f.push_back({2, fmt::format(" · forecast {}", util::format_usd(s.forecast->total_usd))});
-    f.push_back(
-        {6, fmt::format(" [{}–{}]", util::format_usd(s.forecast->low_usd), util::format_usd(s.forecast->high_usd))});
+    f.push_back({6, fmt::format(" [{}–{}]", util::format_usd(s.forecast->low_usd),
+                                util::format_usd(s.forecast->high_usd))});
     f.push_back({1, fmt::format(" · ETA {}", util::format_duration_s(s.forecast->remaining_s))});
   }
   if (s.target) f.push_back({3, " · " + render_target_field(*s.target)});

@@ -34,7 +34,8 @@ Result<RunHtmlInput> load_run_html_input(const store::Ledger& ledger, const stor
   return in;
 }
 
-Result<RunHtmlInput> load_run_page(const store::Ledger& ledger, const store::RunRecord& run, const KpiOptions& options) {
+Result<RunHtmlInput> load_run_page(const store::Ledger& ledger, const store::RunRecord& run,
+                                   const KpiOptions& options) {
   // The catalog gives the GPU's dense peak for MFU; without it the page says why MFU is missing.
   auto catalog = catalog::Catalog::builtin();
   const catalog::GpuSpec* gpu = nullptr;

@@ -27,6 +27,7 @@ Result<std::vector<ScalingInput>> load_scaling_inputs(const store::Ledger& ledge
                                                       const std::vector<std::string>& refs);
 /// One side of `compare`: the run `ref` names (an id or "last") with its progress and serving counters.
 Result<CompareSide> load_compare_side(const store::Ledger& ledger, std::string_view ref);
-Result<RunHtmlInput> load_run_page(const store::Ledger& ledger, const store::RunRecord& run, const KpiOptions& options);
+Result<RunHtmlInput> load_run_page(const store::Ledger& ledger, const store::RunRecord& run,
+                                   const KpiOptions& options);
 
 }  // namespace gm::report

@@ -343,10 +343,12 @@ nlohmann::json totals_json(const GroupTotals& g) {
 std::string render_multi_text(const MultiReport& rep) {
   std::string out = fmt::format("gpumeter report: {} run(s), {}\n\n", rep.total.runs, period_text(rep));
   const auto& t = rep.total;
-  out += fmt::format("  cost        {}   ({:.2f} GPU-h, {} wall)\n", util::format_usd(util::micros_to_usd(t.cost_micros)),
-                     t.gpu_hours, util::format_duration_s(t.wall_s));
+  out += fmt::format("  cost        {}   ({:.2f} GPU-h, {} wall)\n",
+                     util::format_usd(util::micros_to_usd(t.cost_micros)), t.gpu_hours,
+                     util::format_duration_s(t.wall_s));
   out += fmt::format("  waste       {}   ({} of cost: idle {} + unused GPUs {})\n",
-                     util::format_usd(util::micros_to_usd(t.waste_micros())), pct_text(t.waste_micros(), t.cost_micros),
+                     util::format_usd(util::micros_to_usd(t.waste_micros())),
+                     pct_text(t.waste_micros(), t.cost_micros),
                      util::format_usd(util::micros_to_usd(t.idle_cost_micros)),
                      util::format_usd(util::micros_to_usd(t.unused_gpu_cost_micros)));
   out += fmt::format("  utilization {}   (mean over rolled-up GPU-seconds)\n", opt_pct(t.mean_util_pct()));
@@ -396,8 +398,9 @@ std::string render_multi_text(const MultiReport& rep) {
           r.status_text.empty() ? std::string(util::text_of(r.status)) : r.status_text,
           util::shorten_middle(r.command, 48)};
       if (rep.target)
-        cells.insert(cells.begin() + 7,
-                     r.target_hit ? util::format_usd(util::micros_to_usd(r.target_hit->cost_micros)) : "not reached");
+        cells.insert(cells.begin() + 7, r.target_hit
+                                            ? util::format_usd(util::micros_to_usd(r.target_hit->cost_micros))
+                                            : "not reached");
       tab.row(cells);
     }
     out += tab.render();
@@ -461,8 +464,9 @@ std::string render_multi_csv(const MultiReport& rep) {
     out += fmt::format("{},{},{},{},{:.3f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{:.6f},{},{}\r\n",
                        util::csv_escape(key), g.runs, g.stopped_runs, g.failed_runs, g.wall_s, g.gpu_hours,
                        util::micros_to_usd(g.cost_micros), util::micros_to_usd(g.idle_cost_micros),
-                       util::micros_to_usd(g.unused_gpu_cost_micros), util::micros_to_usd(g.waste_micros()), g.energy_kwh,
-                       g.co2_kg ? fmt::format("{:.6f}", *g.co2_kg) : "", u ? fmt::format("{:.3f}", *u) : "");
+                       util::micros_to_usd(g.unused_gpu_cost_micros), util::micros_to_usd(g.waste_micros()),
+                       g.energy_kwh, g.co2_kg ? fmt::format("{:.6f}", *g.co2_kg) : "",
+                       u ? fmt::format("{:.3f}", *u) : "");
   };
   for (const auto& g : rep.groups) row(g.key, g);
   row("TOTAL", rep.total);

@@ -248,37 +248,38 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
               {"redone_s", s.redone_s},
               {"checkpoint_on_notice", s.checkpoint_on_notice}};
     }
-    options.push_back({{"provider", o.provider},
-                       {"region", o.region},
-                       {"instance", o.instance},
-                       {"gpu", o.gpu},
-                       {"gpus_per_instance", o.gpus_per_instance},
-                       {"instances", o.instances},
-                       {"fits", o.fits},
-                       {"time_h", finite(o.time_h)},
-                       {"cost_usd", finite(o.cost_usd)},
-                       {"spot", o.spot},
-                       {"usd_per_million_tokens", util::json_or_null(o.usd_per_million_tokens)},
-                       {"score", o.time_h ? nlohmann::json(o.score.total) : nlohmann::json(nullptr)},
-                       {"score_breakdown", o.time_h ? nlohmann::json{{"cost", o.score.cost},
-                                                                     {"perf", o.score.perf},
-                                                                     {"memory", o.score.memory},
-                                                                     {"risk", o.score.risk},
-                                                                     {"carbon", util::json_or_null(o.score.carbon)}}
-                                                    : nlohmann::json(nullptr)},
-                       {"billed_h", finite(o.billed_h)},
-                       {"usd_per_hour", o.usd_per_hour},
-                       {"parallel", parallel_json(o.parallel)},
-                       {"memory_total_bytes", o.memory.total_bytes},
-                       {"gpu_memory_bytes", o.gpu_memory_bytes},
-                       {"headroom_bytes", o.headroom_bytes},
-                       {"bound", o.bound},
-                       {"energy_kwh", util::json_or_null(o.energy_kwh)},
-                       {"carbon_kg", util::json_or_null(o.carbon_kg)},
-                       {"carbon_dataset", o.carbon_dataset.empty() ? nlohmann::json(nullptr)
-                                                                   : nlohmann::json(o.carbon_dataset)},
-                       {"spot_detail", spot},
-                       {"flags", o.flags}});
+    options.push_back(
+        {{"provider", o.provider},
+         {"region", o.region},
+         {"instance", o.instance},
+         {"gpu", o.gpu},
+         {"gpus_per_instance", o.gpus_per_instance},
+         {"instances", o.instances},
+         {"fits", o.fits},
+         {"time_h", finite(o.time_h)},
+         {"cost_usd", finite(o.cost_usd)},
+         {"spot", o.spot},
+         {"usd_per_million_tokens", util::json_or_null(o.usd_per_million_tokens)},
+         {"score", o.time_h ? nlohmann::json(o.score.total) : nlohmann::json(nullptr)},
+         {"score_breakdown", o.time_h ? nlohmann::json{{"cost", o.score.cost},
+                                                       {"perf", o.score.perf},
+                                                       {"memory", o.score.memory},
+                                                       {"risk", o.score.risk},
+                                                       {"carbon", util::json_or_null(o.score.carbon)}}
+                                      : nlohmann::json(nullptr)},
+         {"billed_h", finite(o.billed_h)},
+         {"usd_per_hour", o.usd_per_hour},
+         {"parallel", parallel_json(o.parallel)},
+         {"memory_total_bytes", o.memory.total_bytes},
+         {"gpu_memory_bytes", o.gpu_memory_bytes},
+         {"headroom_bytes", o.headroom_bytes},
+         {"bound", o.bound},
+         {"energy_kwh", util::json_or_null(o.energy_kwh)},
+         {"carbon_kg", util::json_or_null(o.carbon_kg)},
+         {"carbon_dataset",
+          o.carbon_dataset.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.carbon_dataset)},
+         {"spot_detail", spot},
+         {"flags", o.flags}});
   }
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& v : r.verdicts)
@@ -389,10 +390,10 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
   out += fmt::format("  operations            {} per year\n", util::format_usd(in.ops_usd_per_year));
   out += fmt::format("  cloud price           ${:.4f} per GPU-hour ({})\n", in.cloud_usd_per_gpu_hour,
                      in.cloud_source);
-  out +=
-      fmt::format("\nOwn:   {} = capex {} + energy {} ({:.0f} kWh) + operations {}; {} per used GPU-hour\n",
-                  util::format_usd(r.own_total_usd), util::format_usd(in.capex_usd), util::format_usd(r.own_energy_usd),
-                  r.own_energy_kwh, util::format_usd(r.own_ops_usd), util::format_usd(r.own_usd_per_used_gpu_hour));
+  out += fmt::format(
+      "\nOwn:   {} = capex {} + energy {} ({:.0f} kWh) + operations {}; {} per used GPU-hour\n",
+      util::format_usd(r.own_total_usd), util::format_usd(in.capex_usd), util::format_usd(r.own_energy_usd),
+      r.own_energy_kwh, util::format_usd(r.own_ops_usd), util::format_usd(r.own_usd_per_used_gpu_hour));
   out += fmt::format("Cloud: {} = {:.0f} GPU-hours × ${:.4f}\n", util::format_usd(r.cloud_total_usd),
                      r.cloud_gpu_hours, in.cloud_usd_per_gpu_hour);
   out += r.break_even_utilization

@@ -13,7 +13,8 @@
 
 namespace gm::report {
 
-std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, bool spot, const meter::ContractRates& rates) {
+std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, bool spot,
+                               const meter::ContractRates& rates) {
   nlohmann::json out = {{"offers", nlohmann::json::array()}};
   for (const catalog::Offer* o : rows) {
     out["offers"].push_back(
@@ -41,8 +42,8 @@ std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, b
   return out.dump(2) + "\n";
 }
 
-std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, bool spot, const meter::ContractRates& rates,
-                               bool every_region) {
+std::string render_prices_text(const std::vector<const catalog::Offer*>& rows, bool spot,
+                               const meter::ContractRates& rates, bool every_region) {
   if (rows.empty()) return "No offers match.\n";
   util::TextTable t;
   using A = util::TextTable::Align;

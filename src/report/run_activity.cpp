@@ -28,14 +28,15 @@ void add_run_mfu(RunReport& r, const catalog::Catalog* catalog) {
     return;
   }
   // The run's own start-up figure (report startup_s), else when its GPUs first worked.
-  std::optional<std::int64_t> startup_ms = r.startup ? std::optional(r.startup->ms) : meter::earliest_busy_ms(r.gpus);
+  std::optional<std::int64_t> startup_ms =
+      r.startup ? std::optional(r.startup->ms) : meter::earliest_busy_ms(r.gpus);
   if (!startup_ms) {
     r.notes.push_back("MFU not measured: the GPUs never worked");
     return;
   }
   const double seconds = r.wall_s - static_cast<double>(*startup_ms) / 1000.0;
   r.mfu = meter::model_flops_utilization(static_cast<double>(*r.tokens), *run.flops_per_token, *peak,
-                                  run.gpus_allocated.size(), seconds);
+                                         run.gpus_allocated.size(), seconds);
   if (r.mfu && *r.mfu > 1.0) {
     // More FLOPs than the GPUs can do: the tokens or the FLOPs per token reported are too high.
     r.notes.push_back(fmt::format(

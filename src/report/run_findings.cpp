@@ -135,8 +135,8 @@ std::vector<Finding> run_findings(const RunReport& r) {
     f.at_stake_ns = s.ms * 1'000'000 * allocated;
     f.summary = fmt::format(
         "the GPUs were billed for {} before any of them did work: {}, {:.0f}% of the run{}",
-        util::format_duration_s(static_cast<double>(s.ms) / 1000), util::format_usd(util::micros_to_usd(s.cost_micros)),
-        100 * s.share_of_run,
+        util::format_duration_s(static_cast<double>(s.ms) / 1000),
+        util::format_usd(util::micros_to_usd(s.cost_micros)), 100 * s.share_of_run,
         s.share_of_total ? fmt::format(" ({:.1f}% of the whole job's {})", 100 * *s.share_of_total,
                                        util::format_usd(util::micros_to_usd(*s.total_micros)))
                          : std::string());
@@ -189,11 +189,12 @@ std::vector<Finding> run_findings(const RunReport& r) {
       if (worst == nullptr || g.idle_stretch_ms > worst->idle_stretch_ms) worst = &g;
     const MicroUsd usd_per_h_micros =
         meter::micros_times(run.price_micros_per_gpu_hour,
-                     static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
+                            static_cast<std::int64_t>(std::max<std::size_t>(1, run.gpus_allocated.size())));
     Finding f;
     f.kind = "idle_gpus_held";
     const MicroUsd part =
-        worst ? meter::micros_times(worst->idle_stretch_cost_micros, static_cast<std::int64_t>(r.gpus.size())) : 0;
+        worst ? meter::micros_times(worst->idle_stretch_cost_micros, static_cast<std::int64_t>(r.gpus.size()))
+              : 0;
     f.severity = std::max(Severity::medium, severity_of(part, run.cost_micros));
     f.at_stake_ns = worst ? worst->idle_stretch_ms * 1'000'000 : 0;
     f.summary = fmt::format(
@@ -217,8 +218,9 @@ std::vector<Finding> run_findings(const RunReport& r) {
     Finding f;
     f.kind = "forecast_over_budget";
     f.severity = Severity::high;
-    f.summary = fmt::format("the forecast total {} is over the {} budget", util::format_usd(*run.forecast_cost_usd),
-                            util::format_micros(*run.budget_micros));
+    f.summary =
+        fmt::format("the forecast total {} is over the {} budget", util::format_usd(*run.forecast_cost_usd),
+                    util::format_micros(*run.budget_micros));
     f.action = "stop early (--forecast-stop), checkpoint and resume on a cheaper offer, or raise the budget";
     f.evidence.push_back({"forecast_cost_usd", *run.forecast_cost_usd});
     f.evidence.push_back({"budget_usd", util::micros_to_usd(*run.budget_micros)});
@@ -251,7 +253,8 @@ std::vector<Finding> run_findings(const RunReport& r) {
         "gpumeter with gpumeter.checkpoint() or --checkpoint-glob";
     f.evidence.push_back({"gap_s", static_cast<double>(a.t_ms - since_ms) / 1000.0});
     f.evidence.push_back({"at_risk_usd", util::micros_to_usd(at_risk)});
-    if (run.lost_work_micros) f.evidence.push_back({"lost_work_usd", util::micros_to_usd(*run.lost_work_micros)});
+    if (run.lost_work_micros)
+      f.evidence.push_back({"lost_work_usd", util::micros_to_usd(*run.lost_work_micros)});
     price_finding(f, at_risk, r);
     out.push_back(std::move(f));
     break;
@@ -275,9 +278,10 @@ std::vector<Finding> multi_findings(const MultiReport& rep) {
   f.kind = "fleet_waste";
   f.severity = severity_of(waste, t.cost_micros);
   f.at_stake_ns = static_cast<std::int64_t>(meter::in_cost_share(t.gpu_hours * 3600e9, waste, t.cost_micros));
-  f.summary = fmt::format(
-      "idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
-      util::format_micros(waste), meter::cost_share_pct(waste, t.cost_micros), util::format_micros(t.cost_micros), t.runs);
+  f.summary =
+      fmt::format("idle GPU time and allocated GPUs never used cost {} ({:.0f}% of {}) over {} run(s)",
+                  util::format_micros(waste), meter::cost_share_pct(waste, t.cost_micros),
+                  util::format_micros(t.cost_micros), t.runs);
   const TopRun* worst = nullptr;
   for (const auto& r : rep.top_runs)
     if (r.waste_micros > 0 && (worst == nullptr || r.waste_micros > worst->waste_micros)) worst = &r;

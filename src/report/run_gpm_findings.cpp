@@ -26,8 +26,9 @@ RunActivity run_activity(const RunReport& r) {
   RunActivity a;
   double sum[7] = {}, weight[7] = {};
   std::optional<double> store::GpmPct::*fields[] = {
-      &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active, &store::GpmPct::fp32_active,
-      &store::GpmPct::fp16_active, &store::GpmPct::fp64_active,  &store::GpmPct::dram_bw_util};
+      &store::GpmPct::sm_active,   &store::GpmPct::sm_occupancy, &store::GpmPct::tensor_active,
+      &store::GpmPct::fp32_active, &store::GpmPct::fp16_active,  &store::GpmPct::fp64_active,
+      &store::GpmPct::dram_bw_util};
   for (const meter::GpuUsage& g : r.gpus) {
     if (g.activity.intervals() == 0) continue;
     const store::GpmPct m = g.activity.mean();
@@ -115,7 +116,8 @@ void add_gpm_findings(RunReport& r, const catalog::Catalog* catalog) {
           spec->id, *tc, *spec->fp32_tflops);
     }
     // The FP32 pipe's share of the busy time moves to tensor cores at the speed-up.
-    const MicroUsd part = meter::part_of_micros(a.busy_micros, std::min(1.0, fp32 / 100.0), 1.0 - 1.0 / speedup);
+    const MicroUsd part =
+        meter::part_of_micros(a.busy_micros, std::min(1.0, fp32 / 100.0), 1.0 - 1.0 / speedup);
     f.summary = fmt::format(
         "while the GPUs worked, the FP32 pipes were busy {:.0f}% of the time and the tensor cores {:.0f}% "
         "(NVML GPM) on {}, a GPU with tensor cores: the math runs in fp32 on the CUDA cores",

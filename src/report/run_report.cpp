@@ -16,7 +16,8 @@
 namespace gm::report {
 namespace {
 
-std::optional<RightsizingHint> rightsize(const store::RunRecord& run, const std::vector<meter::GpuUsage>& gpus,
+std::optional<RightsizingHint> rightsize(const store::RunRecord& run,
+                                         const std::vector<meter::GpuUsage>& gpus,
                                          const catalog::Catalog& catalog) {
   std::optional<std::uint64_t> peak;
   for (const auto& g : gpus)
@@ -72,8 +73,9 @@ std::optional<RightsizingHint> rightsize(const store::RunRecord& run, const std:
 }  // namespace
 
 RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUsage> gpus,
-                           const std::vector<store::ProgressRecord>& progress, std::vector<store::ActionRecord> actions,
-                           const catalog::Catalog* catalog, const std::vector<store::InferenceRecord>& inference) {
+                           const std::vector<store::ProgressRecord>& progress,
+                           std::vector<store::ActionRecord> actions, const catalog::Catalog* catalog,
+                           const std::vector<store::InferenceRecord>& inference) {
   RunReport r;
   r.run = run;
   r.gpus = std::move(gpus);
@@ -82,7 +84,8 @@ RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUs
   // report.
   for (const auto& a : r.actions)
     if (a.kind == store::ActionKind::gpu_match) r.notes.push_back(a.message);
-  std::erase_if(r.actions, [](const store::ActionRecord& a) { return a.kind == store::ActionKind::gpu_match; });
+  std::erase_if(r.actions,
+                [](const store::ActionRecord& a) { return a.kind == store::ActionKind::gpu_match; });
   r.wall_s = static_cast<double>(run.wall_ms) / 1000.0;
   MicroUsd idle = 0;
   double busy_s = 0;
@@ -93,7 +96,8 @@ RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUs
   r.idle_cost_usd = util::micros_to_usd(idle);
   r.unused_gpu_cost_usd = util::micros_to_usd(run.unused_gpu_cost_micros);
   if (run.wall_ms > 0 && !run.gpus_allocated.empty() &&
-      std::any_of(r.gpus.begin(), r.gpus.end(), [](const meter::GpuUsage& g) { return g.util_avg_pct.has_value(); }))
+      std::any_of(r.gpus.begin(), r.gpus.end(),
+                  [](const meter::GpuUsage& g) { return g.util_avg_pct.has_value(); }))
     r.effective_utilization = busy_s / (r.wall_s * static_cast<double>(run.gpus_allocated.size()));
   for (const auto& p : progress) {
     for (const auto& [k, v] : p.metrics) r.metrics[k] = v;
@@ -122,10 +126,11 @@ RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUs
   // Steady state: the job's GPUs did work or it made a step. A run that ended (or is still running) before
   // either is all start-up: its utilization and memory so far say nothing about the job's steady state.
   const bool reached = r.startup.has_value() || first_step.has_value();
-  const bool ended_early = run.status == store::RunStatus::stopped || run.status == store::RunStatus::failed ||
-                           run.status == store::RunStatus::interrupted || run.status == store::RunStatus::preempted ||
-                           run.status == store::RunStatus::running ||
-                           (run.status == store::RunStatus::finished && run.exit_code.value_or(0) != 0);
+  const bool ended_early =
+      run.status == store::RunStatus::stopped || run.status == store::RunStatus::failed ||
+      run.status == store::RunStatus::interrupted || run.status == store::RunStatus::preempted ||
+      run.status == store::RunStatus::running ||
+      (run.status == store::RunStatus::finished && run.exit_code.value_or(0) != 0);
   if (r.telemetry != "none" || first_step) r.steady_state = reached || !ended_early;
   if (r.steady_state == false) {
     r.notes.push_back(fmt::format(
@@ -158,7 +163,8 @@ RunReport session_report(const guard::SessionOutcome& outcome, const catalog::Ca
   return r;
 }
 
-Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id, const catalog::Catalog* catalog) {
+Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id,
+                                  const catalog::Catalog* catalog) {
   GM_TRY(auto run, ledger.run(run_id));
   GM_TRY(auto samples, ledger.samples(run_id));
   GM_TRY(auto progress, ledger.progress(run_id));
@@ -201,7 +207,8 @@ std::optional<Startup> run_startup(const store::RunRecord& run, const std::vecto
     return std::nullopt;
   // Utilization on a GPU the job used (another tenant's work on a shared GPU is not the job's); when no GPU
   // was seen used (the job's processes not visible, as in some containers), on any allocated GPU.
-  const bool any_used = std::any_of(gpus.begin(), gpus.end(), [](const meter::GpuUsage& g) { return g.used; });
+  const bool any_used =
+      std::any_of(gpus.begin(), gpus.end(), [](const meter::GpuUsage& g) { return g.used; });
   std::optional<std::int64_t> first = first_step_ms;
   for (const auto& g : gpus)
     if (g.first_busy_ms && (g.used || !any_used))
@@ -210,8 +217,8 @@ std::optional<Startup> run_startup(const store::RunRecord& run, const std::vecto
   Startup s;
   s.ms = std::min(*first, run.wall_ms > 0 ? run.wall_ms : *first);
   const auto n = static_cast<std::int64_t>(run.gpus_allocated.size());
-  s.cost_micros =
-      std::min(run.cost_micros, util::cost_for_ms(meter::micros_times(run.price_micros_per_gpu_hour, n), s.ms));
+  s.cost_micros = std::min(run.cost_micros,
+                           util::cost_for_ms(meter::micros_times(run.price_micros_per_gpu_hour, n), s.ms));
   s.share_of_run = meter::cost_share(s.cost_micros, run.cost_micros);
   if (run.forecast_cost_usd && *run.forecast_cost_usd > 0) {
     s.total_micros = std::max(run.cost_micros, util::usd_to_micros(*run.forecast_cost_usd));
@@ -219,7 +226,8 @@ std::optional<Startup> run_startup(const store::RunRecord& run, const std::vecto
     // The steps so far cost what the run cost after its start-up; the rest of them cost the same per step.
     s.total_micros = meter::projected_total_micros(s.cost_micros, run.cost_micros, *steps, *total_steps);
   }
-  if (s.total_micros && *s.total_micros > 0) s.share_of_total = meter::cost_share(s.cost_micros, *s.total_micros);
+  if (s.total_micros && *s.total_micros > 0)
+    s.share_of_total = meter::cost_share(s.cost_micros, *s.total_micros);
   return s;
 }
 
@@ -239,7 +247,8 @@ std::string describe_status(const store::RunRecord& run) {
     return "stopped by " + run.stopped_by.value_or("gpumeter");
   if (run.status == store::RunStatus::running) return "running";
   // `gpumeter attach`: the process was not gpumeter's child, its exit status is unknown.
-  if (run.status == store::RunStatus::detached) return "detached (gpumeter stopped watching; the process went on)";
+  if (run.status == store::RunStatus::detached)
+    return "detached (gpumeter stopped watching; the process went on)";
   if (run.status == store::RunStatus::finished && !run.exit_code) return "ended";
   if (run.status == store::RunStatus::interrupted) {
     if (run.exit_code && *run.exit_code > 128)
@@ -247,8 +256,8 @@ std::string describe_status(const store::RunRecord& run) {
     return run.exit_code ? "interrupted" : "interrupted (gpumeter stopped recording)";
   }
   // "finished" is how ledgers before issue 19 recorded every run that ended by itself.
-  if (run.status == store::RunStatus::failed && run.exit_code && (*run.exit_code == 126 || *run.exit_code == 127) &&
-      run.wall_ms == 0)
+  if (run.status == store::RunStatus::failed && run.exit_code &&
+      (*run.exit_code == 126 || *run.exit_code == 127) && run.wall_ms == 0)
     return fmt::format("could not start (exit {})", *run.exit_code);
   if (!run.exit_code || *run.exit_code == 0) return "succeeded";
   return fmt::format("failed (exit {})", *run.exit_code);
@@ -275,7 +284,7 @@ std::string render_run_report_json(const RunReport& r) {
   j["idle_cost_usd"] = r.idle_cost_usd;
   j["unused_gpu_cost_usd"] = r.unused_gpu_cost_usd;
   j["energy_kwh"] = run.energy_method == store::RunEnergyMethod::none ? nlohmann::json(nullptr)
-                                                               : nlohmann::json(run.energy_j / 3.6e6);
+                                                                      : nlohmann::json(run.energy_j / 3.6e6);
   j["energy_method"] = util::text_of(run.energy_method);
   j["co2_kg"] = util::json_or_null(run.co2_kg);
   j["co2_intensity_source"] =
@@ -390,8 +399,8 @@ std::string render_run_report_json(const RunReport& r) {
   j["last_checkpoint_s"] = run.last_checkpoint_ms
                                ? nlohmann::json(static_cast<double>(*run.last_checkpoint_ms) / 1000.0)
                                : nlohmann::json(nullptr);
-  j["lost_work_usd"] =
-      run.lost_work_micros ? nlohmann::json(util::micros_to_usd(*run.lost_work_micros)) : nlohmann::json(nullptr);
+  j["lost_work_usd"] = run.lost_work_micros ? nlohmann::json(util::micros_to_usd(*run.lost_work_micros))
+                                            : nlohmann::json(nullptr);
   j["target"] = r.target ? detail::target_json(*r.target) : nlohmann::json(nullptr);
   j["notes"] = r.notes;
   j["findings"] = findings::to_json(r.findings);
@@ -417,10 +426,11 @@ std::string render_run_report_csv(const RunReport& r) {
   for (const auto& u : run.gpus_used) used += (used.empty() ? "" : " ") + u;
   out += fmt::format("{},{},{},{},{},{:.3f},{},{:.6f},{:.6f},{},{},{},{:.6f},{:.6f},{:.6f},{},{},{},{},{}\n",
                      run.id, q(run.command), util::text_of(run.status), o(run.exit_code),
-                     run.stopped_by.value_or(""), r.wall_s, run.billed_s, util::micros_to_usd(run.cost_micros),
-                     util::micros_to_usd(run.price_micros_per_gpu_hour), q(run.price_source), q(alloc), q(used),
-                     r.idle_cost_usd, r.unused_gpu_cost_usd, run.energy_j / 3.6e6, util::text_of(run.energy_method),
-                     o(run.co2_kg), o(r.steps), o(r.total_steps), o(run.forecast_cost_usd));
+                     run.stopped_by.value_or(""), r.wall_s, run.billed_s,
+                     util::micros_to_usd(run.cost_micros), util::micros_to_usd(run.price_micros_per_gpu_hour),
+                     q(run.price_source), q(alloc), q(used), r.idle_cost_usd, r.unused_gpu_cost_usd,
+                     run.energy_j / 3.6e6, util::text_of(run.energy_method), o(run.co2_kg), o(r.steps),
+                     o(r.total_steps), o(run.forecast_cost_usd));
   return out;
 }
 
@@ -444,16 +454,19 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += indented;
   }
   o += fmt::format("  wall / billed   {} / {} s\n", util::format_duration_s(r.wall_s), run.billed_s);
-  o += fmt::format(
-      "  cost            {}  ({}/GPU-h × {} GPU, {})\n", util::format_usd(util::micros_to_usd(run.cost_micros)),
-      util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)), run.gpus_allocated.size(), run.price_source);
+  o += fmt::format("  cost            {}  ({}/GPU-h × {} GPU, {})\n",
+                   util::format_usd(util::micros_to_usd(run.cost_micros)),
+                   util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)),
+                   run.gpus_allocated.size(), run.price_source);
   if (run.budget_micros) o += fmt::format("  budget          {}\n", util::format_micros(*run.budget_micros));
   o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
                    run.gpus_used.size());
-  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n", util::format_usd(r.idle_cost_usd));
+  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n",
+                   util::format_usd(r.idle_cost_usd));
   o += fmt::format("  unused GPUs     {}\n", util::format_usd(r.unused_gpu_cost_usd));
   if (run.energy_method != store::RunEnergyMethod::none)
-    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6, util::text_of(run.energy_method));
+    o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6,
+                     util::text_of(run.energy_method));
   else
     o += "  energy          not available (no energy counter or power readings)\n";
   if (run.co2_kg) o += fmt::format("  CO2             {:.4f} kg ({})\n", *run.co2_kg, run.carbon_source);
@@ -462,7 +475,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.startup)
     o += fmt::format("  start-up        {} before the first GPU work, {} ({:.1f}% of the cost{})\n",
                      util::format_duration_s(static_cast<double>(r.startup->ms) / 1000),
-                     util::format_usd(util::micros_to_usd(r.startup->cost_micros)), 100 * r.startup->share_of_run,
+                     util::format_usd(util::micros_to_usd(r.startup->cost_micros)),
+                     100 * r.startup->share_of_run,
                      r.startup->share_of_total
                          ? fmt::format(", {:.1f}% of the whole job's", 100 * *r.startup->share_of_total)
                          : std::string());
@@ -484,7 +498,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  steps           {}{}\n", *r.steps,
                      r.total_steps ? fmt::format(" / {}", *r.total_steps) : "");
   if (r.usd_per_step) o += fmt::format("  cost per step   {}\n", util::format_usd(*r.usd_per_step));
-  if (r.usd_per_1k_samples) o += fmt::format("  $ / 1k samples  {}\n", util::format_usd(*r.usd_per_1k_samples));
+  if (r.usd_per_1k_samples)
+    o += fmt::format("  $ / 1k samples  {}\n", util::format_usd(*r.usd_per_1k_samples));
   if (r.usd_per_1m_tokens) o += fmt::format("  $ / 1M tokens   {}\n", util::format_usd(*r.usd_per_1m_tokens));
   if (r.mfu) o += fmt::format("  MFU             {:.1f}% ({})\n", *r.mfu * 100.0, r.mfu_basis.value_or(""));
   if (r.serving) {
@@ -499,12 +514,13 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
                      n(k.generated_tokens), n(k.requests));
     if (k.usd_per_1m_generated_tokens)
       o += fmt::format("  $ / 1M gen tok  {}{}\n", util::format_usd(*k.usd_per_1m_generated_tokens),
-                       k.usd_per_1m_prompt_tokens
-                           ? fmt::format("  ($ / 1M prompt tok {})", util::format_usd(*k.usd_per_1m_prompt_tokens))
-                           : "");
+                       k.usd_per_1m_prompt_tokens ? fmt::format("  ($ / 1M prompt tok {})",
+                                                                util::format_usd(*k.usd_per_1m_prompt_tokens))
+                                                  : "");
     if (k.usd_per_1m_tokens)
       o += fmt::format("  $ / 1M tokens   {} (prompt + generated)\n", util::format_usd(*k.usd_per_1m_tokens));
-    if (k.usd_per_1k_requests) o += fmt::format("  $ / 1k requests {}\n", util::format_usd(*k.usd_per_1k_requests));
+    if (k.usd_per_1k_requests)
+      o += fmt::format("  $ / 1k requests {}\n", util::format_usd(*k.usd_per_1k_requests));
     if (k.generated_tokens_per_s)
       o += fmt::format("  gen tokens/s    {:.1f} mean{}\n", *k.generated_tokens_per_s,
                        k.peak_generated_tokens_per_s
@@ -529,10 +545,11 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     for (const auto& [k, v] : r.metrics) m += fmt::format("{}{} {:.4g}", m.empty() ? "" : ", ", k, v);
     o += fmt::format("  last metrics    {}\n", m);
   }
-  if (run.forecast_cost_usd) o += fmt::format("  last forecast   {}\n", util::format_usd(*run.forecast_cost_usd));
-  const auto checkpoints = std::count_if(r.actions.begin(), r.actions.end(), [](const store::ActionRecord& a) {
-    return a.kind == store::ActionKind::checkpoint;
-  });
+  if (run.forecast_cost_usd)
+    o += fmt::format("  last forecast   {}\n", util::format_usd(*run.forecast_cost_usd));
+  const auto checkpoints =
+      std::count_if(r.actions.begin(), r.actions.end(),
+                    [](const store::ActionRecord& a) { return a.kind == store::ActionKind::checkpoint; });
   if (run.last_checkpoint_ms)
     o += fmt::format("  checkpoints     {} seen, the last at {}\n", checkpoints,
                      util::format_duration_s(static_cast<double>(*run.last_checkpoint_ms) / 1000.0));
@@ -543,15 +560,16 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
   if (r.target) o += detail::target_text(*r.target);
   for (const auto& a : r.actions)
     if (a.kind != store::ActionKind::checkpoint)
-      o += fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0,
-                       util::text_of(a.kind), util::format_usd(util::micros_to_usd(a.cost_micros)), a.message);
+      o +=
+          fmt::format("  action {:>7.1f}s  {:<14} {}  {}\n", static_cast<double>(a.t_ms) / 1000.0,
+                      util::text_of(a.kind), util::format_usd(util::micros_to_usd(a.cost_micros)), a.message);
   if (r.rightsizing) {
     const auto& h = *r.rightsizing;
     o += fmt::format(
         "  rightsizing     {} ({} memory holds the {} peak + {:.0f}% headroom) at {:.2f}x the price ({}); "
         "{}\n",
-        h.gpu, util::format_bytes(h.gpu_memory_bytes), util::format_bytes(h.peak_bytes), kRightsizingHeadroom * 100,
-        h.price_ratio, h.price_basis, h.assumption);
+        h.gpu, util::format_bytes(h.gpu_memory_bytes), util::format_bytes(h.peak_bytes),
+        kRightsizingHeadroom * 100, h.price_ratio, h.price_basis, h.assumption);
   }
   for (const auto& n : r.notes) o += "  note: " + n + "\n";
   if (!r.cells.empty()) {
@@ -564,7 +582,8 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += fmt::format("  cells           {} executed; the most expensive:\n", r.cells.size());
     for (std::size_t i = 0; i < top.size() && i < 5; ++i)
       o += fmt::format(
-          "    [{}] {} · {} · {}{}\n", top[i]->cell_id, util::format_usd(util::micros_to_usd(top[i]->cost_micros)),
+          "    [{}] {} · {} · {}{}\n", top[i]->cell_id,
+          util::format_usd(util::micros_to_usd(top[i]->cost_micros)),
           util::format_duration_s(static_cast<double>(top[i]->end_ms - top[i]->start_ms) / 1000.0),
           top[i]->utilization_pct ? fmt::format("util {:.0f}% · ", *top[i]->utilization_pct) : "",
           top[i]->source);

@@ -96,15 +96,17 @@ inline constexpr double kRightsizingHeadroom = 0.20;
 /// Builds the report. `catalog` may be null (no rightsizing hint then); `inference`: the serving counters
 /// of a run that wrapped an inference server.
 RunReport build_run_report(const store::RunRecord& run, std::vector<meter::GpuUsage> gpus,
-                           const std::vector<store::ProgressRecord>& progress, std::vector<store::ActionRecord> actions,
-                           const catalog::Catalog* catalog, const std::vector<store::InferenceRecord>& inference = {});
+                           const std::vector<store::ProgressRecord>& progress,
+                           std::vector<store::ActionRecord> actions, const catalog::Catalog* catalog,
+                           const std::vector<store::InferenceRecord>& inference = {});
 /// Builds the report of a run stored in the ledger.
-Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id, const catalog::Catalog* catalog);
+Result<RunReport> load_run_report(const store::Ledger& ledger, std::int64_t run_id,
+                                  const catalog::Catalog* catalog);
 /// A stored run's target (--target): replayed from its progress points as the live run forecast it (the
 /// ledger's `target_set` action names it); nullopt when the run had none.
 std::optional<guard::TargetOutcome> replay_run_target(const store::RunRecord& run,
-                                               const std::vector<store::ProgressRecord>& progress,
-                                               const std::vector<store::ActionRecord>& actions);
+                                                      const std::vector<store::ProgressRecord>& progress,
+                                                      const std::vector<store::ActionRecord>& actions);
 /// Builds the end-of-run report of a supervised run (`run`, `attach`) from its outcome, as
 /// `report RUN` builds it from the ledger. `catalog` may be null (no rightsizing hint then).
 RunReport session_report(const guard::SessionOutcome& outcome, const catalog::Catalog* catalog);

@@ -11,7 +11,8 @@
 
 namespace gm::report {
 
-std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::vector<store::InferenceRecord>& records) {
+std::optional<ServingKpis> serving_kpis(const store::RunRecord& run,
+                                        const std::vector<store::InferenceRecord>& records) {
   if (records.empty()) return std::nullopt;
   ServingKpis k;
   // Records are cumulative per model; the last one of each model holds its totals.
@@ -76,7 +77,8 @@ std::optional<ServingKpis> serving_kpis(const store::RunRecord& run, const std::
     k.peak_generated_tokens_per_s = peak;
     if (k.generated_tokens_per_s) k.load_ratio = std::min(1.0, *k.generated_tokens_per_s / *peak);
     if (priced && wall_s > 0)
-      k.usd_per_1m_generated_tokens_at_peak = meter::usd_per_million(meter::usd_ratio(cost_usd, wall_s), *peak);
+      k.usd_per_1m_generated_tokens_at_peak =
+          meter::usd_per_million(meter::usd_ratio(cost_usd, wall_s), *peak);
   }
   return k;
 }

@@ -13,13 +13,13 @@
 namespace gm::report {
 
 std::optional<guard::TargetOutcome> replay_run_target(const store::RunRecord& run,
-                                               const std::vector<store::ProgressRecord>& progress,
-                                               const std::vector<store::ActionRecord>& actions) {
+                                                      const std::vector<store::ProgressRecord>& progress,
+                                                      const std::vector<store::ActionRecord>& actions) {
   const auto settings = guard::target_of_actions(actions);
   if (!settings) return std::nullopt;
   const bool priced = run.price_micros_per_gpu_hour > 0;
-  const double burn =
-      meter::burn_usd_per_s(run.price_micros_per_gpu_hour, std::max<std::size_t>(1, run.gpus_allocated.size()));
+  const double burn = meter::burn_usd_per_s(run.price_micros_per_gpu_hour,
+                                            std::max<std::size_t>(1, run.gpus_allocated.size()));
   std::optional<double> budget;
   if (run.budget_micros) budget = util::micros_to_usd(*run.budget_micros);
   const meter::TargetTracker tracker = meter::replay_target(settings->target, progress, burn, budget, priced);
@@ -80,12 +80,14 @@ nlohmann::json target_json(const guard::TargetOutcome& t) {
 }
 
 std::string target_text(const guard::TargetOutcome& t) {
-  std::string o = fmt::format("  target          {}\n", guard::describe_target_forecast(t.target, t.forecast));
+  std::string o =
+      fmt::format("  target          {}\n", guard::describe_target_forecast(t.target, t.forecast));
   if (t.stop_evidence) o += fmt::format("  target stop     {}\n", *t.stop_evidence);
   return o;
 }
 
-std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target, const std::vector<meter::CurvePoint>& points,
+std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target,
+                                           const std::vector<meter::CurvePoint>& points,
                                            std::optional<std::int64_t> horizon_step) {
   if (points.empty()) return std::nullopt;
   double last = 0;
@@ -124,11 +126,13 @@ std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target, co
   nlohmann::json series = nlohmann::json::array();
   series.push_back({{"label", target.metric}, {"values", observed}, {"points_only", true}});
   if (best) {
-    series.push_back({{"label", fmt::format("fit ({})", meter::curve_family_name(best->family))}, {"values", fit}});
+    series.push_back(
+        {{"label", fmt::format("fit ({})", meter::curve_family_name(best->family))}, {"values", fit}});
     series.push_back({{"label", "fits_low"}, {"values", low}});
     series.push_back({{"label", "fits_high"}, {"values", high}});
   }
-  series.push_back({{"label", "target " + meter::format_metric_target(target)}, {"values", line}, {"dash", true}});
+  series.push_back(
+      {{"label", "target " + meter::format_metric_target(target)}, {"values", line}, {"dash", true}});
   nlohmann::json chart = {
       {"id", "target"},
       {"title", "Target " + meter::format_metric_target(target) + ": the metric, its fits and the target"},

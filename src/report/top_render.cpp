@@ -13,9 +13,9 @@ namespace gm::report {
 namespace {
 
 constexpr util::EnumText<TopSort> kSortNames[] = {{TopSort::rate, "$/h"},
-                                            {TopSort::cost, "$ so far"},
-                                            {TopSort::owner, "owner"},
-                                            {TopSort::energy, "energy"}};
+                                                  {TopSort::cost, "$ so far"},
+                                                  {TopSort::owner, "owner"},
+                                                  {TopSort::energy, "energy"}};
 
 struct OwnerRow {
   sys::Owner owner;
@@ -40,7 +40,8 @@ void TopHistory::update(const agent::Snapshot& s, std::int64_t now_ns) {
     const MicroUsd used = meter::attributed_micros(d.cost, d.unallocated_cost);
     std::optional<double> rate;
     if (d.price && dt_ns > 0 && h.have_used)
-      rate = util::micros_to_usd(meter::micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
+      rate =
+          util::micros_to_usd(meter::micros_per_hour(meter::cost_between_micros(used, h.last_used), dt_ns));
     if (d.price && (dt_ns > 0 || !h.have_used)) {
       h.last_used = used;
       h.have_used = true;
@@ -103,7 +104,8 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
       spent += d.cost;
     }
   out.push_back(fmt::format("gpumeter top - {} GPU(s) - {}/h - {} so far - sorted by {}{}", s.devices.size(),
-                            util::format_micros(rate), util::format_micros(spent), util::enum_text(kSortNames, key),
+                            util::format_micros(rate), util::format_micros(spent),
+                            util::enum_text(kSortNames, key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
   out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",
@@ -112,15 +114,16 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
     const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     const auto& l = d.last;
     // TENSOR: GPM's tensor-core activity ("-": the GPU has no GPM, Hopper and newer do).
-    out.push_back(fmt::format(
-        "{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
-        util::shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
-        ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
-        ok && l->gpm.tensor_active_pct ? fmt::format("{:.0f}%", *l->gpm.tensor_active_pct) : "-",
-        ok && l->memory_used_bytes ? util::format_bytes(*l->memory_used_bytes) : "n/a",
-        ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
-        d.price ? util::format_micros(d.price->micros_per_gpu_hour) : "n/a",
-        d.price ? util::format_micros(d.cost) : "n/a", d.price ? util::format_micros(d.unallocated_cost) : "n/a"));
+    out.push_back(
+        fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
+                    util::shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
+                    ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
+                    ok && l->gpm.tensor_active_pct ? fmt::format("{:.0f}%", *l->gpm.tensor_active_pct) : "-",
+                    ok && l->memory_used_bytes ? util::format_bytes(*l->memory_used_bytes) : "n/a",
+                    ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
+                    d.price ? util::format_micros(d.price->micros_per_gpu_hour) : "n/a",
+                    d.price ? util::format_micros(d.cost) : "n/a",
+                    d.price ? util::format_micros(d.unallocated_cost) : "n/a"));
   }
   out.emplace_back();
   out.push_back(
@@ -154,10 +157,11 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
   out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", "KIND", "OWNER", "NAMESPACE",
                             "USER", "GPUS", "$/h", "$ SO FAR", "ENERGY"));
   for (const auto& r : list)
-    out.push_back(fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", to_string(r.owner.kind),
-                              util::shorten_middle(r.owner.name, 29), util::shorten_middle(r.owner.pod_namespace, 13),
-                              util::shorten_middle(r.owner.user, 9), r.gpus, util::format_micros(r.micros_per_hour),
-                              util::format_micros(r.cost), fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
+    out.push_back(
+        fmt::format("{:<11}{:<30}{:<14}{:<10}{:<7}{:>11}{:>12}{:>12}", to_string(r.owner.kind),
+                    util::shorten_middle(r.owner.name, 29), util::shorten_middle(r.owner.pod_namespace, 13),
+                    util::shorten_middle(r.owner.user, 9), r.gpus, util::format_micros(r.micros_per_hour),
+                    util::format_micros(r.cost), fmt::format("{:.1f} kJ", r.energy_j / 1000.0)));
   if (list.empty()) out.push_back("(no processes on any GPU)");
   bool heading = false;
   for (const auto& r : list)

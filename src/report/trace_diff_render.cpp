@@ -44,8 +44,9 @@ void rows_text(std::string& out, const char* title, const std::vector<trace::Dif
   util::TextTable t;
   const std::string base_col = fmt::format("base ms/{}", per), new_col = fmt::format("new ms/{}", per);
   t.header({title, base_col, new_col, "change", "Δ cost", "share", ""},
-           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
-            util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::left});
+           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::left});
   const std::vector<std::string> display = detail::diff_row_names(rows, 60);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const trace::DiffRow& r = rows[i];
@@ -95,22 +96,22 @@ std::string trace_diff_text(const findings::PricedDiff& p, const TraceDiffView& 
 std::string trace_diff_json(const findings::PricedDiff& p, const TraceDiffView& v) {
   const trace::TraceDiff& d = p.diff;
   const auto& price = p.price.micros_per_gpu_hour;
-  nlohmann::json j{
-      {"base", v.base_path},
-      {"new", v.new_path},
-      {"per", d.per},
-      {"base_steps", d.base_steps},
-      {"new_steps", d.new_steps},
-      {"price_usd_per_gpu_hour", price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr)},
-      {"price_source", price ? nlohmann::json(p.price.source) : nlohmann::json(nullptr)},
-      {"max_cost_increase", v.max_increase},
-      {"min_share", v.min_share},
-      {"summary", rows_json(d.summary, p.summary)},
-      {"kernels", rows_json(d.kernels, p.kernels)},
-      {"operators", rows_json(d.operators, p.operators)},
-      {"annotations", rows_json(d.annotations, p.annotations)},
-      {"failures", d.failures},
-      {"verdict", d.pass ? "pass" : "fail"}};
+  nlohmann::json j{{"base", v.base_path},
+                   {"new", v.new_path},
+                   {"per", d.per},
+                   {"base_steps", d.base_steps},
+                   {"new_steps", d.new_steps},
+                   {"price_usd_per_gpu_hour",
+                    price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr)},
+                   {"price_source", price ? nlohmann::json(p.price.source) : nlohmann::json(nullptr)},
+                   {"max_cost_increase", v.max_increase},
+                   {"min_share", v.min_share},
+                   {"summary", rows_json(d.summary, p.summary)},
+                   {"kernels", rows_json(d.kernels, p.kernels)},
+                   {"operators", rows_json(d.operators, p.operators)},
+                   {"annotations", rows_json(d.annotations, p.annotations)},
+                   {"failures", d.failures},
+                   {"verdict", d.pass ? "pass" : "fail"}};
   return j.dump(2) + "\n";
 }
 

@@ -55,12 +55,12 @@ std::string job_text(const findings::PricedTrace& priced) {
                             "(process group, sequence number)\n";
     }
     util::TextTable t;
-    t.header(
-        {"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "waited $", "caused ms",
-         "caused $"},
-        {util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
-         util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
-         util::TextTable::Align::right, util::TextTable::Align::right});
+    t.header({"rank", "GPUs", "busy ms", "idle ms", "collectives", "last", "waited ms", "waited $",
+              "caused ms", "caused $"},
+             {util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+              util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+              util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
+              util::TextTable::Align::right});
     for (std::size_t i = 0; i < job.ranks.size(); ++i) {
       const auto& r = job.ranks[i];
       if (!r.collective_metadata) {
@@ -113,20 +113,20 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
     // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
     const bool m = r.collective_metadata;
     auto n = [m](std::int64_t v) { return m ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    ranks.push_back(
-        {{"rank", r.rank},
-         {"file", r.file},
-         {"gpus", r.gpus},
-         {"busy_ns", r.busy_ns},
-         {"idle_ns", r.idle_ns},
-         {"collective_metadata", m},
-         {"collectives", n(r.collectives)},
-         {"arrivals_last", n(r.arrivals_last)},
-         {"wait_caused_ns", n(r.wait_caused_ns)},
-         {"wait_caused_cost_usd", m ? util::json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
-         {"wait_suffered_ns", n(r.wait_suffered_ns)},
-         {"wait_suffered_cost_usd",
-          m ? util::json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
+    ranks.push_back({{"rank", r.rank},
+                     {"file", r.file},
+                     {"gpus", r.gpus},
+                     {"busy_ns", r.busy_ns},
+                     {"idle_ns", r.idle_ns},
+                     {"collective_metadata", m},
+                     {"collectives", n(r.collectives)},
+                     {"arrivals_last", n(r.arrivals_last)},
+                     {"wait_caused_ns", n(r.wait_caused_ns)},
+                     {"wait_caused_cost_usd",
+                      m ? util::json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
+                     {"wait_suffered_ns", n(r.wait_suffered_ns)},
+                     {"wait_suffered_cost_usd",
+                      m ? util::json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();

@@ -244,8 +244,8 @@ void host_text(std::string& out, const FileAnalysis& f, const findings::HostCost
   for (const auto& op : h.operators) self_total += op.self_ns;
   util::TextTable t;
   t.header({"operator (by self CPU time)", "count", "self ms", "total ms", "of self"},
-           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right, util::TextTable::Align::right,
-            util::TextTable::Align::right});
+           {util::TextTable::Align::left, util::TextTable::Align::right, util::TextTable::Align::right,
+            util::TextTable::Align::right, util::TextTable::Align::right});
   std::vector<std::string> full_names;
   for (std::size_t i = 0; i < h.operators.size() && i < o.top; ++i) full_names.push_back(h.operators[i].name);
   const std::vector<std::string> display = trace::short_names(full_names, 60);
@@ -266,8 +266,8 @@ void host_text(std::string& out, const FileAnalysis& f, const findings::HostCost
 std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
   std::string out;
   if (t.price.micros_per_gpu_hour)
-    out += fmt::format("price: {}/GPU-hour (source: {})\n\n", util::format_micros(*t.price.micros_per_gpu_hour),
-                       t.price.source);
+    out += fmt::format("price: {}/GPU-hour (source: {})\n\n",
+                       util::format_micros(*t.price.micros_per_gpu_hour), t.price.source);
   else
     out += "price: none (pass --price USD_PER_GPU_HOUR for costs); figures in time only\n\n";
   out += job_text(t);
@@ -310,8 +310,9 @@ std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
       out += device_label(f, d) + "\n";
       out += findings::to_text(c.findings);
       util::TextTable table;
-      table.header({"", "ms", "of window", "cost"}, {util::TextTable::Align::left, util::TextTable::Align::right,
-                                                     util::TextTable::Align::right, util::TextTable::Align::right});
+      table.header({"", "ms", "of window", "cost"},
+                   {util::TextTable::Align::left, util::TextTable::Align::right,
+                    util::TextTable::Align::right, util::TextTable::Align::right});
       auto row = [&](const char* name, std::int64_t ns, const findings::UsdOrNone& usd) {
         table.row({name, detail::ms_text(ns), pct(ns, d.window_ns), util::format_usd_or(usd)});
       };
@@ -378,8 +379,8 @@ std::string trace_text(const PricedTrace& t, const TraceRenderOptions& o) {
             static_cast<double>(d.step_ns.p50) / 1e6, static_cast<double>(d.step_ns.max) / 1e6,
             d.step_ns.stdev / 1e6);
         if (c.per_step_usd) {
-          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}", util::format_usd(*c.per_step_usd),
-                             util::format_usd(*c.idle_per_1k_steps_usd));
+          out += fmt::format("\n  cost per step {} ; idle cost per 1k steps {}",
+                             util::format_usd(*c.per_step_usd), util::format_usd(*c.idle_per_1k_steps_usd));
           if (c.projected_usd)
             out += fmt::format(" ; {} steps ≈ {}", *t.project_steps, util::format_usd(*c.projected_usd));
         }
@@ -440,7 +441,8 @@ std::string trace_json(const PricedTrace& t) {
       add_figures(j, d, kDeviceFigures);
       j["fair_share_exact"] = d.fair_share_exact;
       for (const auto& [key, cost] : kDeviceCosts) j[key] = util::json_or_null(c.*cost);
-      j["price_usd_per_gpu_hour"] = price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr);
+      j["price_usd_per_gpu_hour"] =
+          price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr);
       j["price_source"] = price ? nlohmann::json(t.price.source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
       j["step_time_ns"] = stats_json(d.step_ns);
@@ -506,8 +508,8 @@ std::string trace_csv(const PricedTrace& t) {
         for (std::size_t i = 0; i < bs.size(); ++i) {
           const Bucket& b = bs[i];
           out += fmt::format("{},{},{},{},{},{},{},{},{},{}\r\n", util::csv_escape(f.file), rank,
-                             util::csv_escape(d.device), kind, util::csv_escape(b.name), b.klass, b.count, b.kernel_ns,
-                             b.attributed_ns, usd[i] ? fmt::format("{:.9f}", *usd[i]) : "");
+                             util::csv_escape(d.device), kind, util::csv_escape(b.name), b.klass, b.count,
+                             b.kernel_ns, b.attributed_ns, usd[i] ? fmt::format("{:.9f}", *usd[i]) : "");
         }
       };
       emit("summary",

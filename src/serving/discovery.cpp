@@ -86,10 +86,10 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
   if (!j) return make_error(ErrorKind::usage, j.error().message + ": not a kubelet PodList");
   const nlohmann::json* items = util::json_array(*j, "items");
   if (!items)
-    return make_error(ErrorKind::usage,
-                      source + ": not a kubelet PodList: " +
-                          (j->is_object() ? util::JsonPath("items").wrong_type("an array", util::json_member(*j, "items"))
-                                          : util::JsonPath().wrong_type("an object", &*j)));
+    return make_error(ErrorKind::usage, source + ": not a kubelet PodList: " +
+                                            (j->is_object() ? util::JsonPath("items").wrong_type(
+                                                                  "an array", util::json_member(*j, "items"))
+                                                            : util::JsonPath().wrong_type("an object", &*j)));
   KubeletPodList out;
   // A pod part of the wrong JSON type skips that pod; the first such part is named in `problem`.
   auto malformed = [&](const util::JsonPath& where, std::string_view expected, const nlohmann::json* v) {
@@ -131,7 +131,8 @@ Result<KubeletPodList> parse_kubelet_pods(std::string_view json_text, const std:
       ok = false;
       return {};
     };
-    const util::JsonPath meta_at = at / "metadata", status_at = at / "status", ann_at = meta_at / "annotations";
+    const util::JsonPath meta_at = at / "metadata", status_at = at / "status",
+                         ann_at = meta_at / "annotations";
     const std::string port = text(ann, ann_at, "prometheus.io/port"), ip = text(status, status_at, "podIP");
     const std::string phase = text(status, status_at, "phase"),
                       scrape = text(ann, ann_at, "prometheus.io/scrape");

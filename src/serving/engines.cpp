@@ -16,9 +16,9 @@
 namespace gm::serving {
 
 constexpr util::EnumText<InferenceEngine> kEngines[] = {{InferenceEngine::vllm, "vllm"},
-                                                  {InferenceEngine::sglang, "sglang"},
-                                                  {InferenceEngine::tgi, "tgi"},
-                                                  {InferenceEngine::triton, "triton"}};
+                                                        {InferenceEngine::sglang, "sglang"},
+                                                        {InferenceEngine::tgi, "tgi"},
+                                                        {InferenceEngine::triton, "triton"}};
 
 const char* to_string(InferenceEngine engine) {
   return util::enum_text(kEngines, engine, "unknown");

@@ -43,10 +43,10 @@ constexpr const auto& enum_table(RunStatus) {
 /// Why gpumeter stopped a run (RunRecord::stopped_by holds its text, or a scheduler's own reason).
 enum class StopReason { budget, forecast, idle, target, preemption };
 inline constexpr util::EnumText<StopReason> kStopReasonTexts[] = {{StopReason::budget, "budget"},
-                                                            {StopReason::forecast, "forecast"},
-                                                            {StopReason::idle, "idle"},
-                                                            {StopReason::target, "target"},
-                                                            {StopReason::preemption, "preemption"}};
+                                                                  {StopReason::forecast, "forecast"},
+                                                                  {StopReason::idle, "idle"},
+                                                                  {StopReason::target, "target"},
+                                                                  {StopReason::preemption, "preemption"}};
 constexpr const auto& enum_table(StopReason) {
   return kStopReasonTexts;
 }
@@ -133,14 +133,14 @@ enum class CellStatus {
 };
 /// The statuses a cell's end datagram may give (all but unfinished, which only gpumeter records).
 inline constexpr util::EnumText<CellStatus> kCellEndTexts[] = {{CellStatus::ok, "ok"},
-                                                         {CellStatus::error, "error"},
-                                                         {CellStatus::interrupted, "interrupted"},
-                                                         {CellStatus::refused, "refused"}};
+                                                               {CellStatus::error, "error"},
+                                                               {CellStatus::interrupted, "interrupted"},
+                                                               {CellStatus::refused, "refused"}};
 inline constexpr util::EnumText<CellStatus> kCellStatusTexts[] = {{CellStatus::ok, "ok"},
-                                                            {CellStatus::error, "error"},
-                                                            {CellStatus::interrupted, "interrupted"},
-                                                            {CellStatus::refused, "refused"},
-                                                            {CellStatus::unfinished, "unfinished"}};
+                                                                  {CellStatus::error, "error"},
+                                                                  {CellStatus::interrupted, "interrupted"},
+                                                                  {CellStatus::refused, "refused"},
+                                                                  {CellStatus::unfinished, "unfinished"}};
 constexpr const auto& enum_table(CellStatus) {
   return kCellStatusTexts;
 }

@@ -423,7 +423,8 @@ void read_value(const S& s, int c, T& out, const char* column, std::optional<Err
   } else if constexpr (std::is_same_v<T, std::string>) {
     out = s.text(c);
   } else if constexpr (std::is_enum_v<T>) {
-    auto v = util::parse_enum<T>(s.view(c), std::string("column ") + column + " holds", ErrorKind::unavailable);
+    auto v =
+        util::parse_enum<T>(s.view(c), std::string("column ") + column + " holds", ErrorKind::unavailable);
     if (v)
       out = *v;
     else if (!bad)

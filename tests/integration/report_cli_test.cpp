@@ -26,8 +26,8 @@ struct Fixture {
 };
 
 std::int64_t add_run(store::Ledger& l, const std::string& user, const std::string& team, std::size_t gpus,
-                     std::int64_t start_ms, std::int64_t billed_s, MicroUsd cost, MicroUsd idle, MicroUsd unused,
-                     std::vector<store::ProgressRecord> progress = {}) {
+                     std::int64_t start_ms, std::int64_t billed_s, MicroUsd cost, MicroUsd idle,
+                     MicroUsd unused, std::vector<store::ProgressRecord> progress = {}) {
   store::RunRecord r;
   r.command = "python train.py --seed 1";
   r.user = user;
@@ -57,7 +57,8 @@ std::int64_t add_run(store::Ledger& l, const std::string& user, const std::strin
   return r.id;
 }
 
-store::ProgressRecord prog(std::int64_t t_ms, std::int64_t step, std::int64_t tokens, double acc, MicroUsd cost) {
+store::ProgressRecord prog(std::int64_t t_ms, std::int64_t step, std::int64_t tokens, double acc,
+                           MicroUsd cost) {
   store::ProgressRecord p;
   p.t_ms = t_ms;
   p.step = step;

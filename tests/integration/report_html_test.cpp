@@ -353,7 +353,7 @@ TEST_F(ReportHtmlIntegrationTest, MultiRunPageRendersEveryChart) {
     rep.timeline.push_back(b);
   }
   rep.top_runs.push_back(report::TopRun{3, "python </script><b>x</b>", "ana", "H100", 2, 0, 10, 5'000'000, 0,
-                                store::RunStatus::succeeded, std::nullopt, "succeeded"});
+                                        store::RunStatus::succeeded, std::nullopt, "succeeded"});
   auto html = report::render_multi_html(rep);
   ASSERT_TRUE(html.ok()) << html.error().message;
   test::TempDir dir;

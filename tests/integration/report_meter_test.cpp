@@ -76,7 +76,8 @@ TEST_F(ReportMeterIntegrationTest, TotalsPerGroupFromMeteredRuns) {
   EXPECT_GT(unused, 0);
   ASSERT_EQ(j["groups"].size(), 2u);
   for (const auto& g : j["groups"])
-    EXPECT_EQ(util::usd_to_micros(g["cost_usd"].get<double>()), expected[g["key"].get<std::string>()]) << g.dump();
+    EXPECT_EQ(util::usd_to_micros(g["cost_usd"].get<double>()), expected[g["key"].get<std::string>()])
+        << g.dump();
 }
 
 }  // namespace

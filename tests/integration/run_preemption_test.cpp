@@ -125,8 +125,8 @@ class RunPreemptionIntegrationTest : public ::testing::Test {
     std::printf(
         "[ measure  ] %s: notice served -> SIGTERM %.0f ms; announced -> SIGTERM %.0f ms (poll 500 ms); "
         "announced -> final checkpoint %.0f ms\n",
-        std::string(cloud::provider_name(provider)).c_str(), notice_to_signal * 1000, announce_to_signal * 1000,
-        announce_to_checkpoint * 1000);
+        std::string(cloud::provider_name(provider)).c_str(), notice_to_signal * 1000,
+        announce_to_signal * 1000, announce_to_checkpoint * 1000);
     EXPECT_GE(notice_to_signal, 0.0);
     EXPECT_LT(notice_to_signal, 2.0) << "the stop signal goes at once, not at the next tick";
     EXPECT_LT(announce_to_signal, 5.0) << "polled every 500 ms here (every 5 s at most by default)";

@@ -114,8 +114,9 @@ TEST(TraceJobIntegrationTest, RealTwoRankSampleWithoutCollectiveMetadataIsReport
   ASSERT_EQ(doc["devices"].size(), 2u);
   EXPECT_EQ(job["window_ns"], end - start);
   EXPECT_EQ(job["gpu_ns"], 2 * (end - start));
-  EXPECT_DOUBLE_EQ(job["cost_usd"].get<double>(),
-                   static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(2.0), 2 * (end - start))) / 1e12);
+  EXPECT_DOUBLE_EQ(
+      job["cost_usd"].get<double>(),
+      static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(2.0), 2 * (end - start))) / 1e12);
   EXPECT_EQ(job["collectives_matched"], 0);
   EXPECT_TRUE(job["straggler_wait_ns"].is_null());
   EXPECT_TRUE(job["straggler_cost_usd"].is_null());
@@ -185,8 +186,9 @@ TEST(TraceJobIntegrationTest, SkewedRanksMadeFromTheRealNcclTraceGiveExactlyTheI
     const auto& job = doc["job"];
     EXPECT_EQ(job["collectives_matched"], 21);
     EXPECT_EQ(job["straggler_wait_ns"], wait_ns);
-    EXPECT_DOUBLE_EQ(job["straggler_cost_usd"].get<double>(),
-                     static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(3.0), wait_ns)) / 1e12);
+    EXPECT_DOUBLE_EQ(
+        job["straggler_cost_usd"].get<double>(),
+        static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(3.0), wait_ns)) / 1e12);
     ASSERT_EQ(job["ranks"].size(), 4u);
     for (int r = 0; r < 4; ++r) {
       SCOPED_TRACE(r);
@@ -202,8 +204,9 @@ TEST(TraceJobIntegrationTest, SkewedRanksMadeFromTheRealNcclTraceGiveExactlyTheI
     for (const auto& s : job["steps"]) {
       by_steps += s["wait_ns"].get<std::int64_t>();
       for (const auto& sr : s["ranks"])
-        EXPECT_DOUBLE_EQ(sr["cost_usd"].get<double>(),
-                         static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(3.0), sr["wait_ns"])) / 1e12);
+        EXPECT_DOUBLE_EQ(
+            sr["cost_usd"].get<double>(),
+            static_cast<double>(meter::gpu_ns_cost_pico_usd(util::usd_to_micros(3.0), sr["wait_ns"])) / 1e12);
       if (s["wait_ns"].get<std::int64_t>() > 0) {
         EXPECT_EQ(s["last_rank"], 2) << s.dump();
       }

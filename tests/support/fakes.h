@@ -102,7 +102,9 @@ struct RecordingSink final : guard::SessionSink {
   std::vector<double> periodic_at_s;   ///< elapsed seconds of each --status-every line
   std::vector<store::ActionRecord> actions;
   std::vector<store::CellRecord> cells;
-  void job_output(guard::JobStream s, std::string_view b) override { (s == guard::JobStream::err ? err : out).append(b); }
+  void job_output(guard::JobStream s, std::string_view b) override {
+    (s == guard::JobStream::err ? err : out).append(b);
+  }
   void message(const std::string& text, bool warning) override {
     (warning ? warnings : messages).push_back(text);
   }
@@ -184,7 +186,8 @@ class MemoryLedger : public store::Ledger {
   std::string describe() const override { return "memory"; }
   std::string backend() const override { return "memory"; }
   Result<int> schema_version() const override { return store::Ledger::kSchemaVersion; }
-  Result<store::ImportOutcome> import_run(const store::RunBundle& b, const std::string&, std::int64_t) override {
+  Result<store::ImportOutcome> import_run(const store::RunBundle& b, const std::string&,
+                                          std::int64_t) override {
     GM_TRY(std::int64_t id, begin_run(b.run));
     return store::ImportOutcome{id, true};
   }
@@ -194,8 +197,8 @@ class MemoryLedger : public store::Ledger {
   }
   Result<std::vector<store::BudgetRecord>> budgets() const override { return budgets_; }
   Result<void> remove_budget(const std::string&) override { return make_error(ErrorKind::not_found, "none"); }
-  Result<store::SelectorSpend> selector_spend(const std::string& key, const std::string& value, std::int64_t since,
-                                       std::int64_t exclude) const override {
+  Result<store::SelectorSpend> selector_spend(const std::string& key, const std::string& value,
+                                              std::int64_t since, std::int64_t exclude) const override {
     store::SelectorSpend s;
     for (const auto& r : runs_)
       if (r.id != exclude && r.start_unix_ms >= since && store::run_matches(r, key, value)) {
@@ -245,11 +248,15 @@ class MemoryLedger : public store::Ledger {
     std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id > b.id; });
     return out;
   }
-  Result<std::vector<store::SampleRecord>> samples(std::int64_t id) const override { return filter(samples_, id); }
+  Result<std::vector<store::SampleRecord>> samples(std::int64_t id) const override {
+    return filter(samples_, id);
+  }
   Result<std::vector<store::ProgressRecord>> progress(std::int64_t id) const override {
     return filter(progress_, id);
   }
-  Result<std::vector<store::ActionRecord>> actions(std::int64_t id) const override { return filter(actions_, id); }
+  Result<std::vector<store::ActionRecord>> actions(std::int64_t id) const override {
+    return filter(actions_, id);
+  }
   Result<std::vector<store::RollupRecord>> rollups(const store::RunFilter& f) const override {
     std::vector<store::RollupRecord> out;
     for (const auto& r : rollups_) {

@@ -563,8 +563,8 @@ struct JoinFixture {
     s.memory_used_bytes = 40ull << 30;
     s.processes = {{100, 30ull << 30, 75}, {200, 10ull << 30, 25}};
     backend.samples.push_back(s);
-    resolver =
-        std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+    resolver = std::make_unique<sys::OwnerResolver>(
+        sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   AgentOptions options(const std::vector<std::string>& endpoints) {
     AgentOptions o;

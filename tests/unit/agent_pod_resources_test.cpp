@@ -34,7 +34,8 @@ class FakePodResources final : public kubelet::PodResourcesSource {
 };
 
 kubelet::PodDeviceAssignment gpu(std::string ns, std::string pod, std::string container, std::string id) {
-  return kubelet::PodDeviceAssignment{std::move(ns), std::move(pod), std::move(container), "nvidia.com/gpu", std::move(id)};
+  return kubelet::PodDeviceAssignment{std::move(ns), std::move(pod), std::move(container), "nvidia.com/gpu",
+                                      std::move(id)};
 }
 
 std::string pod_cgroup(const std::string& uid, char container) {
@@ -69,12 +70,14 @@ struct Node {
       if (i == 0) s.processes = {{100, 30ull << 30, 80}};
       backend.samples.push_back(s);
     }
-    resolver = std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+    resolver = std::make_unique<sys::OwnerResolver>(
+        sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   std::unique_ptr<Collector> collector(bool with_pod_resources = true) {
-    return std::make_unique<Collector>(backend, *resolver, clock,
-                                       std::vector<std::optional<meter::PriceQuote>>(backend.infos.size(), test::flag_price(3.6)),
-                                       AgentOptions{}, with_pod_resources ? &cache : nullptr);
+    return std::make_unique<Collector>(
+        backend, *resolver, clock,
+        std::vector<std::optional<meter::PriceQuote>>(backend.infos.size(), test::flag_price(3.6)),
+        AgentOptions{}, with_pod_resources ? &cache : nullptr);
   }
   /// Baseline, then `n` intervals of 1 s.
   void run(Collector& c, int n) {
@@ -209,8 +212,8 @@ TEST(AgentPodResources, NamesPodsOnlyWhenTheMatchIsUnique) {
   holders[1].board = {{"ml", "trainer-0", "main"}, {"ml", "trainer-0", "sidecar"}};
   holders[2].board = {{"ml", "a", "c"}, {"web", "b", "c"}};  // time-sliced between two pods
   std::map<std::uint32_t, sys::Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
-                                        {2, pod_owner(kUid, std::string(64, 'b'))},
-                                        {3, pod_owner(kUid2, std::string(64, 'c'))}};
+                                             {2, pod_owner(kUid, std::string(64, 'b'))},
+                                             {3, pod_owner(kUid2, std::string(64, 'c'))}};
   sys::Owner user;
   user.kind = sys::OwnerKind::user;
   user.name = "alice";
@@ -234,7 +237,7 @@ TEST(AgentPodResources, AMatchTwoPodUidsWouldShareIsDropped) {
   std::vector<DeviceHolders> holders(1);
   holders[0].board = {{"ml", "trainer-0", "main"}};
   std::map<std::uint32_t, sys::Owner> owners{{1, pod_owner(kUid, std::string(64, 'a'))},
-                                        {2, pod_owner(kUid2, std::string(64, 'b'))}};
+                                             {2, pod_owner(kUid2, std::string(64, 'b'))}};
   name_pods_from_holders(owners, {{1, 2}}, holders);
   EXPECT_EQ(owners[1].name, "pod-" + kUid);
   EXPECT_EQ(owners[2].name, "pod-" + kUid2);
@@ -292,7 +295,7 @@ TEST(AgentPodResources, CollectorNamesPodFromSocketOverLogs) {
 TEST(AgentPodResources, HeldIdleGpuIsChargedToItsPodExactly) {
   Node n;
   n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("ml", "trainer-0", "main", "GPU-0"),
-                                                     gpu("ml", "trainer-0", "main", "GPU-1")};
+                                                              gpu("ml", "trainer-0", "main", "GPU-1")};
   auto c = n.collector();
   n.run(*c, 4);
   const Snapshot s = c->snapshot();
@@ -324,7 +327,8 @@ TEST(AgentPodResources, HeldGpuBusyWithoutListedProcessesIsNotAllIdle) {
 
 TEST(AgentPodResources, HeldGpuOfAPodWithoutProcessesGetsItsOwnSeries) {
   Node n;
-  n.source.answer = std::vector<kubelet::PodDeviceAssignment>{gpu("batch", "waiting-7", "worker", "GPU-1::0")};
+  n.source.answer =
+      std::vector<kubelet::PodDeviceAssignment>{gpu("batch", "waiting-7", "worker", "GPU-1::0")};
   auto c = n.collector();
   n.run(*c, 2);
   const Snapshot s = c->snapshot();

@@ -50,7 +50,8 @@ struct Fixture {
       backend.caps.push_back(c);
       backend.samples.push_back(busy_sample(i));
     }
-    resolver = std::make_unique<sys::OwnerResolver>(sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
+    resolver = std::make_unique<sys::OwnerResolver>(
+        sys::OwnerOptions{proc, dir.path() + "/pods", dir.path() + "/containers"});
   }
   std::vector<std::optional<meter::PriceQuote>> prices(double usd) const {
     return std::vector<std::optional<meter::PriceQuote>>(backend.infos.size(), test::flag_price(usd));
@@ -242,8 +243,9 @@ TEST(AgentCollector, EvictedOwnerTotalsMoveToOtherSoSumsStayExact) {
   // Only processes 100 and 200 at first: they take both owner slots.
   auto& procs = fx.backend.samples[0].processes;
   const auto all = procs;
-  procs.erase(std::remove_if(procs.begin(), procs.end(), [](const gpu::ProcessSample& p) { return p.pid == 300; }),
-              procs.end());
+  procs.erase(
+      std::remove_if(procs.begin(), procs.end(), [](const gpu::ProcessSample& p) { return p.pid == 300; }),
+      procs.end());
   c.collect_once();
   fx.clock.advance_ns(1'000'000'000);
   c.collect_once();

@@ -105,7 +105,8 @@ TEST(AttachSessionTest, TheSessionCountsFromTheProcessStart) {
   s.started(kPid);
   run_until(s, clock, 2.0);
   ASSERT_TRUE(sink.last);
-  EXPECT_EQ(*sink.last->spent_micros, 12 * util::kMicrosPerUsd) << "10 s before attaching + 2 s metered, at $1/s";
+  EXPECT_EQ(*sink.last->spent_micros, 12 * util::kMicrosPerUsd)
+      << "10 s before attaching + 2 s metered, at $1/s";
   EXPECT_DOUBLE_EQ(sink.last->elapsed_s, 12.0);
   s.on_detach();
   auto out = s.finish();
@@ -142,12 +143,14 @@ TEST(AttachSessionTest, IdleGpusHeldIsRecordedOnceWhileTheProcessHoldsMemoryAndN
   s.on_exit(0);
   auto out = s.finish();
   bool finding = false;
-  for (const auto& f : report::session_report(out, nullptr).findings) finding = finding || f.kind == "idle_gpus_held";
+  for (const auto& f : report::session_report(out, nullptr).findings)
+    finding = finding || f.kind == "idle_gpus_held";
   EXPECT_TRUE(finding);
 }
 
 TEST(AttachSessionTest, ControlDatagramsParse) {
-  EXPECT_FALSE(guard::parse_session_control(R"({"step": 3, "total_steps": 10})")) << "progress is not control";
+  EXPECT_FALSE(guard::parse_session_control(R"({"step": 3, "total_steps": 10})"))
+      << "progress is not control";
   EXPECT_FALSE(guard::parse_session_control("not json"));
   auto c = guard::parse_session_control(R"({"cell": {"id": 3, "event": "end"}})");
   ASSERT_TRUE(c && *c);
@@ -164,8 +167,8 @@ TEST(AttachSessionTest, ControlDatagramsParse) {
     ASSERT_TRUE(r) << bad;
     EXPECT_FALSE(*r) << bad;
   }
-  c = guard::parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" + std::string(500, 'x') +
-                            "\"}}");
+  c = guard::parse_session_control(R"({"cell": {"id": 1, "event": "start", "source": ")" +
+                                   std::string(500, 'x') + "\"}}");
   ASSERT_TRUE(c && *c);
   EXPECT_EQ((*c)->cell->source.size(), 200u);
 }

@@ -77,9 +77,10 @@ TEST(CloudParseTest, AzureScheduledEventsPreemptStopsOthersWarnOthersVmsIgnored)
   auto mine = cloud::parse_azure_scheduled_events(body, std::string("vm1"));
   ASSERT_TRUE(mine);
   EXPECT_EQ(mine->size(), 2u) << "vm2's Terminate is another VM's";
-  EXPECT_TRUE(
-      cloud::parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)->empty());
-  EXPECT_FALSE(cloud::parse_azure_scheduled_events(R"({"Events": [{"EventType": "Preempt"}]})", std::nullopt));
+  EXPECT_TRUE(cloud::parse_azure_scheduled_events(R"({"DocumentIncarnation": 0, "Events": []})", std::nullopt)
+                  ->empty());
+  EXPECT_FALSE(
+      cloud::parse_azure_scheduled_events(R"({"Events": [{"EventType": "Preempt"}]})", std::nullopt));
   EXPECT_FALSE(cloud::parse_azure_scheduled_events("garbage", std::nullopt));
 }
 
@@ -97,7 +98,8 @@ TEST(CloudParseTest, TimesAndModesAndUrls) {
   EXPECT_EQ(bad.error().kind, ErrorKind::usage);
   EXPECT_NE(bad.error().message.find("--preemption"), std::string::npos);
   EXPECT_EQ(*cloud::metadata_base_url(std::nullopt, std::nullopt), "http://169.254.169.254");
-  EXPECT_EQ(*cloud::metadata_base_url(std::nullopt, std::string("http://127.0.0.1:9/")), "http://127.0.0.1:9");
+  EXPECT_EQ(*cloud::metadata_base_url(std::nullopt, std::string("http://127.0.0.1:9/")),
+            "http://127.0.0.1:9");
   EXPECT_EQ(*cloud::metadata_base_url(std::string("http://a:1"), std::string("http://b:2")), "http://a:1");
   auto https = cloud::metadata_base_url(std::string("https://x"), std::nullopt);
   ASSERT_FALSE(https);
@@ -128,7 +130,8 @@ TEST(CloudDetectTest, DmiSaysWhichCloudWithoutTheNetwork) {
 
 /// A metadata client for tests: the real MetadataClient over the fake HTTP client.
 std::unique_ptr<cloud::MetadataClient> metadata_over(std::shared_ptr<test::FakeHttpClient> http) {
-  return cloud::make_http_metadata_client("http://169.254.169.254", cloud::kMetadataTimeoutMs, std::move(http));
+  return cloud::make_http_metadata_client("http://169.254.169.254", cloud::kMetadataTimeoutMs,
+                                          std::move(http));
 }
 
 /// An AWS IMDSv2 stand-in over the fake client: a token is required, 404 until `notice` is set.
@@ -223,7 +226,8 @@ TEST(NoticeWatcherTest, DeliversThroughTheWakeDescriptorAndNeverBlocksTheCaller)
         "Resources":[],"EventStatus":"Scheduled","NotBefore":"Mon, 19 Sep 2016 18:30:17 GMT"}]})");
         return test::http_answer(404);
       }));
-  cloud::NoticeWatcher watcher(cloud::CloudProvider::azure, std::move(client), 20, [] { return std::int64_t{0}; });
+  cloud::NoticeWatcher watcher(cloud::CloudProvider::azure, std::move(client), 20,
+                               [] { return std::int64_t{0}; });
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(watcher.take().empty());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100)) << "take() never waits";

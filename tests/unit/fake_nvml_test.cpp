@@ -117,7 +117,8 @@ TEST_F(FakeNvmlTest, FaultsApplyInsideTheirWindow) {
   freeze(40);
   EXPECT_EQ(power_mw(d, mw), gpu::nvml::kErrorGpuIsLost);
   Device again = nullptr;
-  EXPECT_EQ(lib_.fn<int (*)(unsigned, Device*)>("nvmlDeviceGetHandleByIndex_v2")(0, &again), gpu::nvml::kErrorGpuIsLost);
+  EXPECT_EQ(lib_.fn<int (*)(unsigned, Device*)>("nvmlDeviceGetHandleByIndex_v2")(0, &again),
+            gpu::nvml::kErrorGpuIsLost);
   freeze(45);
   EXPECT_EQ(power_mw(d, mw), 0);
   freeze(50);

@@ -440,7 +440,8 @@ TEST(RunStartupTest, BilledTimeBeforeTheFirstGpuWorkWithItsCostAndShares) {
     s.utilization_pct = 0.0;
     s.job_present = false;
   }
-  EXPECT_FALSE(report::build_run_report(run, meter::gpu_usage_from_samples(samples), {}, {}, nullptr).startup.has_value());
+  EXPECT_FALSE(report::build_run_report(run, meter::gpu_usage_from_samples(samples), {}, {}, nullptr)
+                   .startup.has_value());
 }
 
 }  // namespace

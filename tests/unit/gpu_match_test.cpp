@@ -56,7 +56,7 @@ TEST(PidNamespaceTest, TheInitialNamespaceIsTheHostsAnyOtherIsForeign) {
   FakeProc host;
   host.self("pid:[4026531836]", "Name:\tgpumeter\nNSpid:\t15256\n");
   sys::PidNamespaceProbe probe{host.root(), host.dir().path() + "/root",
-                          [](const std::string&) { return std::nullopt; }};
+                               [](const std::string&) { return std::nullopt; }};
   auto facts = sys::detect_pid_namespace(probe);
   EXPECT_EQ(facts.foreign_pids(), false);
   EXPECT_EQ(facts.nspid_levels, 1u);

@@ -35,11 +35,13 @@ TEST(NvmlAbiTest, ProcessApiPrefersDetailListThenV3V2V1) {
 
 TEST(NvmlAbiTest, StrideMatchesTheStructOfEachApi) {
   EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::detail_list), 32U);
-  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v3), 24U);  // nvmlProcessInfo_t has the v2 layout
+  EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v3),
+            24U);  // nvmlProcessInfo_t has the v2 layout
   EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v2), 24U);
   EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::v1), 16U);
   EXPECT_EQ(gpu::nvml::process_stride(gpu::nvml::ProcessApi::none), 0U);
-  EXPECT_STREQ(gpu::nvml::process_api_name(gpu::nvml::ProcessApi::v3), "nvmlDeviceGetComputeRunningProcesses_v3");
+  EXPECT_STREQ(gpu::nvml::process_api_name(gpu::nvml::ProcessApi::v3),
+               "nvmlDeviceGetComputeRunningProcesses_v3");
 }
 
 TEST(NvmlAbiTest, ReturnNamesAndArchitectures) {
@@ -82,7 +84,8 @@ TEST(NvmlLoaderTest, CandidatesHonourExplicitPathThenEnvThenSonames) {
   setenv("GPUMETER_NVML_LIBRARY", "/y/libnvidia-ml.so.1", 1);
   EXPECT_EQ(gpu::nvml::library_candidates(""), std::vector<std::string>{"/y/libnvidia-ml.so.1"});
   unsetenv("GPUMETER_NVML_LIBRARY");
-  EXPECT_EQ(gpu::nvml::library_candidates(""), (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
+  EXPECT_EQ(gpu::nvml::library_candidates(""),
+            (std::vector<std::string>{"libnvidia-ml.so.1", "libnvidia-ml.so"}));
 }
 
 TEST(NvmlLoaderTest, MissingLibraryGivesTheDlopenReason) {

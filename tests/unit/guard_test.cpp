@@ -47,12 +47,14 @@ TEST(GuardProgressTest, RecognisesTqdmAndHfLogs) {
   ASSERT_TRUE(a);
   EXPECT_EQ(*a->step, 45);
   EXPECT_EQ(*a->total_steps, 100);
-  auto b = guard::parse_output_line("Epoch 0:  45%|████▌     | 45/100 [00:01<00:02, 30.10it/s, loss=2.3, v_num=0]");
+  auto b = guard::parse_output_line(
+      "Epoch 0:  45%|████▌     | 45/100 [00:01<00:02, 30.10it/s, loss=2.3, v_num=0]");
   ASSERT_TRUE(b);
   EXPECT_EQ(*b->step, 45);
   EXPECT_DOUBLE_EQ(b->metrics.at("loss"), 2.3);
   EXPECT_EQ(b->metrics.count("v_num"), 0u);
-  auto c = guard::parse_output_line("{'loss': 2.31, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.12}");
+  auto c =
+      guard::parse_output_line("{'loss': 2.31, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.12}");
   ASSERT_TRUE(c);
   EXPECT_FALSE(c->step);
   EXPECT_DOUBLE_EQ(c->metrics.at("learning_rate"), 5e-05);
@@ -194,15 +196,18 @@ TEST(GuardPolicyTest, ParsesWarnAt) {
 TEST(GuardNotifyTest, NotifyCommandGetsEnvironment) {
   test::TempDir dir;
   guard::GuardEvent e{7,
-               "stop_budget",
-               "budget reached",
-               3 * util::kMicrosPerUsd,
-               3 * util::kMicrosPerUsd,
-               std::nullopt,
-               "python t.py",
-               "box"};
+                      "stop_budget",
+                      "budget reached",
+                      3 * util::kMicrosPerUsd,
+                      3 * util::kMicrosPerUsd,
+                      std::nullopt,
+                      "python t.py",
+                      "box"};
   const std::string out = dir.path() + "/out";
-  ASSERT_TRUE(guard::run_notify_command("echo \"$GPUMETER_EVENT $GPUMETER_RUN_ID $GPUMETER_COST_USD [$GPUMETER_FORECAST_USD]\" > " + out, e).ok());
+  ASSERT_TRUE(
+      guard::run_notify_command(
+          "echo \"$GPUMETER_EVENT $GPUMETER_RUN_ID $GPUMETER_COST_USD [$GPUMETER_FORECAST_USD]\" > " + out, e)
+          .ok());
   EXPECT_EQ(test::read_file(out), "stop_budget 7 3.000000 []\n");
   EXPECT_FALSE(guard::run_notify_command("exit 3", e).ok());
   EXPECT_FALSE(guard::run_notify_command("sleep 5", e, 100).ok());
@@ -219,7 +224,8 @@ TEST(GuardNotifyTest, WebhookPostsSlackCompatibleJson) {
   ASSERT_GT(port, 0);
   std::thread t([&] { server.listen_after_bind(); });
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  guard::GuardEvent e{7, "warn", "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd, 12.5, "python t.py", "box"};
+  guard::GuardEvent e{7,    "warn",        "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd,
+                      12.5, "python t.py", "box"};
   auto r = guard::post_webhook("http://127.0.0.1:" + std::to_string(port) + "/hook", e);
   server.stop();
   t.join();

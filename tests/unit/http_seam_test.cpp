@@ -403,7 +403,8 @@ TEST(HttpSeamTest, NotifyWebhookPostsJsonAndSaysWhyItFailed) {
   FakeHttpClient fake;
   const std::string url = "https://hooks.example/services/T1";
   fake.answer(url, 200, "ok");
-  guard::GuardEvent e{7, "warn", "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd, 12.5, "python t.py", "box"};
+  guard::GuardEvent e{7,    "warn",        "spent $8", 8 * util::kMicrosPerUsd, 10 * util::kMicrosPerUsd,
+                      12.5, "python t.py", "box"};
   ASSERT_TRUE(guard::post_webhook(url, e, 5'000, fake).ok());
   const util::HttpRequest sent = fake.requests().at(0);
   EXPECT_EQ(sent.method, util::HttpMethod::post);

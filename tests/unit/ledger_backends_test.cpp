@@ -118,9 +118,9 @@ TYPED_TEST(LedgerBackendTest, RoundTripsEveryRecordExactly) {
   ASSERT_TRUE(l.append({s}, {p}, {a}).ok());
   store::InferenceRecord inf{*id, 3000, "llama", "vllm", 10.0, 20.0, std::nullopt, 3.0, 2'500'000};
   ASSERT_TRUE(l.append_inference({inf}).ok());
-  ASSERT_TRUE(
-      l.append_cells({store::CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, store::CellStatus::ok, "model.fit(x)"}})
-          .ok());
+  ASSERT_TRUE(l.append_cells({store::CellRecord{*id, 7, 100, 900, 12'345, std::nullopt, store::CellStatus::ok,
+                                                "model.fit(x)"}})
+                  .ok());
   store::RollupRecord ru{*id, 28'333'333, 1, 60, 5820.5, 6.4e10, 39000.0, 60'000'060};
   ASSERT_TRUE(l.append_rollups({ru}).ok());
 
@@ -251,15 +251,16 @@ TYPED_TEST(LedgerBackendTest, ImportIsIdempotentPerKey) {
   // Into a run begun before the ledger went away: its row is updated, the spooled rows appended.
   auto begun = l.begin_run(sample_run());
   ASSERT_TRUE(begun.ok());
-  ASSERT_TRUE(
-      l.append({store::SampleRecord{*begun, 1000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 10, true, {}}}, {},
-               {})
-          .ok());
+  ASSERT_TRUE(l.append({store::SampleRecord{
+                           *begun, 1000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 10, true, {}}},
+                       {}, {})
+                  .ok());
   store::RunBundle rest;
   rest.run = sample_run();
   rest.run.status = store::RunStatus::succeeded;
   rest.run.cost_micros = 30;
-  rest.samples.push_back(store::SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true, {}});
+  rest.samples.push_back(
+      store::SampleRecord{1, 2000, 0, "GPU-a", 1.0, std::nullopt, 1.0, 1.0, 1.0, 20, true, {}});
   auto into = l.import_run(rest, "spool:def#1", *begun);
   ASSERT_TRUE(into.ok()) << into.error().message;
   EXPECT_EQ(into->run_id, *begun);
@@ -379,9 +380,10 @@ TYPED_TEST(LedgerBackendTest, SummariesAreTheRunsSummarizedInTheirOrder) {
   live.start_unix_ms += 240'000;
   add(live);
 
-  for (store::RunFilter f : {store::RunFilter{}, store::RunFilter{sample_run().start_unix_ms + 60'000, std::nullopt, std::nullopt},
-                      store::RunFilter{std::nullopt, sample_run().start_unix_ms + 180'000, std::nullopt},
-                      store::RunFilter{std::nullopt, std::nullopt, 2}}) {
+  for (store::RunFilter f :
+       {store::RunFilter{}, store::RunFilter{sample_run().start_unix_ms + 60'000, std::nullopt, std::nullopt},
+        store::RunFilter{std::nullopt, sample_run().start_unix_ms + 180'000, std::nullopt},
+        store::RunFilter{std::nullopt, std::nullopt, 2}}) {
     auto runs = l.runs(f);
     auto summaries = l.run_summaries(f);
     ASSERT_TRUE(runs.ok() && summaries.ok());
@@ -428,11 +430,12 @@ TYPED_TEST(LedgerBackendTest, RollupBucketsAreTheDefaultSumsInBucketThenRunOrder
     for (std::int64_t m = minute0 + i * 30; m < minute0 + i * 30 + 90; m += 7)
       for (unsigned g = 0; g < 2; ++g)
         rows.push_back(store::RollupRecord{ids[static_cast<std::size_t>(i)], m, g, 60,
-                                    50.0 * static_cast<double>(g + 1), 1e9, 100.5, 1'000 + i});
+                                           50.0 * static_cast<double>(g + 1), 1e9, 100.5, 1'000 + i});
   ASSERT_TRUE(l.append_rollups(rows).ok());
   for (std::int64_t bucket_ms : {std::int64_t{60'000}, std::int64_t{3'600'000}, std::int64_t{86'400'000}})
     for (store::RunFilter f :
-         {store::RunFilter{}, store::RunFilter{(minute0 + 40) * 60'000, (minute0 + 100) * 60'000, std::nullopt}}) {
+         {store::RunFilter{},
+          store::RunFilter{(minute0 + 40) * 60'000, (minute0 + 100) * 60'000, std::nullopt}}) {
       auto got = l.rollup_buckets(f, bucket_ms);
       auto want = l.Ledger::rollup_buckets(f, bucket_ms);
       ASSERT_TRUE(got.ok() && want.ok());
@@ -481,9 +484,11 @@ TYPED_TEST(LedgerBackendTest, CopyFromSqliteLosesNothingAndIsIdempotent) {
                              {store::ProgressRecord{*id, 900, 5, 10, 1, 2, {{"acc", 0.25}}, 3}},
                              {store::ActionRecord{*id, 950, store::ActionKind::warn, 4, "w"}})
                     .ok());
-    ASSERT_TRUE((*src)->append_rollups({store::RollupRecord{*id, 28'333'333 + i, 0, 60, 3030, 1e9, 18000, 17}}).ok());
+    ASSERT_TRUE(
+        (*src)->append_rollups({store::RollupRecord{*id, 28'333'333 + i, 0, 60, 3030, 1e9, 18000, 17}}).ok());
   }
-  ASSERT_TRUE((*src)->set_budget(store::BudgetRecord{"team=nlp", 9'000'000, store::BudgetPeriod::month, 1}).ok());
+  ASSERT_TRUE(
+      (*src)->set_budget(store::BudgetRecord{"team=nlp", 9'000'000, store::BudgetPeriod::month, 1}).ok());
   auto copied = store::copy_ledger(**src, *this->ledger);
   ASSERT_TRUE(copied.ok()) << copied.error().message;
   EXPECT_EQ(*copied, 3u);
@@ -515,10 +520,12 @@ TYPED_TEST(LedgerBackendTest, CopyFromSqliteLosesNothingAndIsIdempotent) {
 }
 
 TEST(LedgerLocationTest, RedactsPasswordsAndTellsBackEnds) {
-  EXPECT_EQ(store::redact_location("postgresql://alice:s3cret@db.example:5432/gm"), "postgresql://alice:***@db.example:5432/gm");
+  EXPECT_EQ(store::redact_location("postgresql://alice:s3cret@db.example:5432/gm"),
+            "postgresql://alice:***@db.example:5432/gm");
   EXPECT_EQ(store::redact_location("postgresql://alice@db/gm?sslmode=require&password=s3cret"),
             "postgresql://alice@db/gm?sslmode=require&password=***");
-  EXPECT_EQ(store::redact_location("host=db dbname=gm password='a b' user=x"), "host=db dbname=gm password=*** user=x");
+  EXPECT_EQ(store::redact_location("host=db dbname=gm password='a b' user=x"),
+            "host=db dbname=gm password=*** user=x");
   EXPECT_EQ(store::redact_location("/var/lib/gm/ledger.db"), "/var/lib/gm/ledger.db");
   EXPECT_TRUE(store::is_postgres_location("postgresql://alice@db/gm"));
   EXPECT_TRUE(store::is_postgres_location("postgres://alice@db/gm"));
@@ -530,8 +537,10 @@ TEST(LedgerLocationTest, RedactsPasswordsAndTellsBackEnds) {
 TEST(LedgerLocationTest, BudgetPeriodsAndSelectors) {
   // 2026-11-25 (a Wednesday) 13:45:10 UTC.
   const std::int64_t now = 1'795'614'310'000;
-  EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::day, now), 1'795'564'800'000);    // 2026-11-25 00:00
-  EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::week, now), 1'795'392'000'000);   // Monday 2026-11-23
+  EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::day, now),
+            1'795'564'800'000);  // 2026-11-25 00:00
+  EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::week, now),
+            1'795'392'000'000);  // Monday 2026-11-23
   EXPECT_EQ(store::period_start_unix_ms(store::BudgetPeriod::month, now), 1'793'491'200'000);  // 2026-11-01
   EXPECT_EQ(util::parse_enum<store::BudgetPeriod>("year", "--per").error().kind, ErrorKind::usage);
   auto kv = store::parse_selector("team=nlp", "SELECTOR");

@@ -50,7 +50,8 @@ TEST(MeterTest, MoneyArithmeticInMicroDollars) {
 }
 
 TEST(MeterTest, MinimumAndGranularity) {
-  catalog::BillingRule aws = cat().billing_rule("aws"), gcp = cat().billing_rule("gcp"), azure = cat().billing_rule("azure");
+  catalog::BillingRule aws = cat().billing_rule("aws"), gcp = cat().billing_rule("gcp"),
+                       azure = cat().billing_rule("azure");
   EXPECT_EQ(meter::billed_seconds(5'000, aws), 60);
   EXPECT_EQ(meter::billed_seconds(59'999, gcp), 60);
   EXPECT_EQ(meter::billed_seconds(60'001, aws), 61);
@@ -77,7 +78,8 @@ TEST(MeterTest, CostIntegratorCarriesRemainders) {
     a.add_ns(ns);
     total_ns += ns;
   }
-  EXPECT_EQ(a.total(), static_cast<MicroUsd>(static_cast<util::Int128>(util::usd_to_micros(2.71828)) * total_ns / 3'600'000'000'000LL));
+  EXPECT_EQ(a.total(), static_cast<MicroUsd>(static_cast<util::Int128>(util::usd_to_micros(2.71828)) *
+                                             total_ns / 3'600'000'000'000LL));
 }
 
 TEST(MeterTest, PriceResolutionOrder) {
@@ -103,7 +105,8 @@ TEST(MeterTest, PriceResolutionOrder) {
   q = meter::resolve_price(none, cat(), std::string("NVIDIA H100 80GB HBM3"), nullptr);
   ASSERT_TRUE(q.ok());
   EXPECT_EQ(q->origin, meter::PriceOrigin::catalog_reference);
-  EXPECT_EQ(q->micros_per_gpu_hour, util::usd_to_micros(cat().reference_price("H100 SXM 80GB")->usd_per_gpu_hour));
+  EXPECT_EQ(q->micros_per_gpu_hour,
+            util::usd_to_micros(cat().reference_price("H100 SXM 80GB")->usd_per_gpu_hour));
   EXPECT_NE(q->source.find("median"), std::string::npos);
 
   meter::PricingOptions bad;

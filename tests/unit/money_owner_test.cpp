@@ -20,7 +20,8 @@ TEST(MoneyOwner, BurnRateIsThePriceOfTheGpusPerSecond) {
     for (std::size_t n : {1u, 2u, 8u})
       EXPECT_EQ(meter::burn_usd_per_s(p, n), util::micros_to_usd(p) * static_cast<double>(n) / 3600.0);
   }
-  EXPECT_EQ(meter::usd_per_hour_of_burn(meter::burn_usd_per_s(3'600'000, 2)), meter::burn_usd_per_s(3'600'000, 2) * 3600.0);
+  EXPECT_EQ(meter::usd_per_hour_of_burn(meter::burn_usd_per_s(3'600'000, 2)),
+            meter::burn_usd_per_s(3'600'000, 2) * 3600.0);
   EXPECT_DOUBLE_EQ(meter::usd_per_hour_of_burn(meter::burn_usd_per_s(3'600'000, 2)), 7.2);
   EXPECT_DOUBLE_EQ(meter::usd_over_ms(2.0, 1500), 3.0);
 }
@@ -29,7 +30,8 @@ TEST(MoneyOwner, MigShareBySlicesElseMemory) {
   gpu::MigInstance m;
   m.slice_count = 3;
   m.board_slices = 7;
-  EXPECT_EQ(meter::mig_micros_per_hour(7'000'001, m, std::nullopt), MicroUsd{3'000'000});  // floor of 21000003 / 7
+  EXPECT_EQ(meter::mig_micros_per_hour(7'000'001, m, std::nullopt),
+            MicroUsd{3'000'000});  // floor of 21000003 / 7
   m.slice_count.reset();
   m.memory_total_bytes = 20ULL << 30;
   EXPECT_EQ(meter::mig_micros_per_hour(8'000'000, m, 80ULL << 30), MicroUsd{2'000'000});

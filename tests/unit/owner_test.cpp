@@ -61,8 +61,8 @@ TEST(CgroupParse, KubernetesSystemdV2) {
   std::string uid_ = kPodUid;
   for (char& c : uid_)
     if (c == '-') c = '_';
-  const auto f = sys::parse_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uid_ +
-                              ".slice/cri-containerd-" + kCid + ".scope\n");
+  const auto f = sys::parse_cgroup("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
+                                   uid_ + ".slice/cri-containerd-" + kCid + ".scope\n");
   ASSERT_TRUE(f.pod_uid);
   EXPECT_EQ(*f.pod_uid, kPodUid);
   EXPECT_EQ(f.container_id.value_or(""), kCid);
@@ -72,13 +72,15 @@ TEST(CgroupParse, KubernetesGuaranteedSystemd) {
   std::string uid_ = kPodUid;
   for (char& c : uid_)
     if (c == '-') c = '_';
-  const auto f = sys::parse_cgroup("0::/kubepods.slice/kubepods-pod" + uid_ + ".slice/crio-" + kCid + ".scope\n");
+  const auto f =
+      sys::parse_cgroup("0::/kubepods.slice/kubepods-pod" + uid_ + ".slice/crio-" + kCid + ".scope\n");
   EXPECT_EQ(f.pod_uid.value_or(""), kPodUid);
   EXPECT_EQ(f.container_id.value_or(""), kCid);
 }
 
 TEST(CgroupParse, SlurmV1AndV2) {
-  const auto v1 = sys::parse_cgroup("7:devices:/slurm/uid_1000/job_4242/step_0/task_0\n4:memory:/slurm/uid_1000/job_4242/step_0\n");
+  const auto v1 = sys::parse_cgroup(
+      "7:devices:/slurm/uid_1000/job_4242/step_0/task_0\n4:memory:/slurm/uid_1000/job_4242/step_0\n");
   EXPECT_EQ(v1.slurm_job.value_or(""), "4242");
   EXPECT_EQ(v1.slurm_uid.value_or(0), 1000u);
   const auto node = sys::parse_cgroup("4:memory:/slurm_node7/uid_1001/job_77/step_batch\n");
@@ -90,11 +92,13 @@ TEST(CgroupParse, SlurmV1AndV2) {
 
 TEST(CgroupParse, Slurm2605SluidCgroup) {
   // Slurm 26.05 names the job's cgroup by its SLUID; older releases' job_<id> stays as it was.
-  const auto f = sys::parse_cgroup("0::/system.slice/slurmstepd.scope/s8FXKTA79XAR00/step_batch/user/task_0\n");
+  const auto f =
+      sys::parse_cgroup("0::/system.slice/slurmstepd.scope/s8FXKTA79XAR00/step_batch/user/task_0\n");
   EXPECT_EQ(f.slurm_sluid.value_or(""), "s8FXKTA79XAR00");
   EXPECT_FALSE(f.slurm_job);
   EXPECT_FALSE(f.container_id);
-  EXPECT_FALSE(sys::parse_cgroup("0::/system.slice/sshd.service/s8FXKTA79XAR00\n").slurm_sluid) << "outside Slurm";
+  EXPECT_FALSE(sys::parse_cgroup("0::/system.slice/sshd.service/s8FXKTA79XAR00\n").slurm_sluid)
+      << "outside Slurm";
   EXPECT_FALSE(sys::parse_cgroup("0::/system.slice/slurmstepd.scope/s8fxkta79xar00/step_0\n").slurm_sluid);
   EXPECT_FALSE(sys::parse_cgroup("0::/system.slice/slurmstepd.scope/system\n").slurm_sluid);
   EXPECT_EQ(sys::parse_cgroup("0::/system.slice/slurmstepd.scope/job_9001/step_0\n").slurm_job.value_or(""),
@@ -106,7 +110,8 @@ TEST(CgroupParse, JobOutsideSlurmIsNotAJob) {
 }
 
 TEST(CgroupParse, UserSessionAndGarbage) {
-  EXPECT_EQ(sys::parse_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").session_uid.value_or(0), 1000u);
+  EXPECT_EQ(sys::parse_cgroup("0::/user.slice/user-1000.slice/session-3.scope\n").session_uid.value_or(0),
+            1000u);
   const auto g = sys::parse_cgroup("garbage\n::\n0::/\n5:x:/pod123/docker-zz.scope\n");
   EXPECT_FALSE(g.pod_uid);
   EXPECT_FALSE(g.container_id);
@@ -114,8 +119,9 @@ TEST(CgroupParse, UserSessionAndGarbage) {
 }
 
 TEST(StatStart, ParsesField22WithSpacesInComm) {
-  EXPECT_EQ(sys::stat_start_ticks("12 (a b) c) S 1 12 0 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0").value_or(0),
-            555u);
+  EXPECT_EQ(
+      sys::stat_start_ticks("12 (a b) c) S 1 12 0 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 555 0 0").value_or(0),
+      555u);
   EXPECT_FALSE(sys::stat_start_ticks("12 (x) S 1"));
 }
 
@@ -234,7 +240,8 @@ TEST_F(OwnerResolverTest, TwoPython3JobsOfOneUserAreTwoOwners) {
   EXPECT_EQ(s1.user, "root");
   const sys::Owner unit = r.resolve(950);
   EXPECT_EQ(unit.name, "run-u42");
-  for (const sys::Owner& o : {a, worker, b, s1, s2, unit}) EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
+  for (const sys::Owner& o : {a, worker, b, s1, s2, unit})
+    EXPECT_EQ(o.key().find("SECRET"), std::string::npos);
 }
 
 TEST(JobCommand, ProgramAndScriptOnlyNeverOptionsOrOddText) {
@@ -308,11 +315,13 @@ TEST(SlurmConf, AttributionMethodFromProctrackAndPrivileges) {
   const std::string lp = dir.write("lp.conf", "ProctrackType=proctrack/linuxproc\n");
   const std::string dflt = dir.write("default.conf", "ClusterName=x\n");
   EXPECT_EQ(sys::slurm_attribution(cg, false).method, sys::SlurmAttribution::Method::cgroup);
-  EXPECT_EQ(sys::slurm_attribution(dflt, false).method, sys::SlurmAttribution::Method::cgroup);  // Slurm's default
+  EXPECT_EQ(sys::slurm_attribution(dflt, false).method,
+            sys::SlurmAttribution::Method::cgroup);  // Slurm's default
   EXPECT_EQ(sys::slurm_attribution(lp, true).method, sys::SlurmAttribution::Method::environment);
   EXPECT_EQ(sys::slurm_attribution(lp, false).method, sys::SlurmAttribution::Method::unavailable);
   EXPECT_NE(sys::slurm_attribution(lp, false).detail.find("run the agent as root"), std::string::npos);
-  EXPECT_EQ(sys::slurm_attribution(dir.path() + "/missing.conf", true).method, sys::SlurmAttribution::Method::none);
+  EXPECT_EQ(sys::slurm_attribution(dir.path() + "/missing.conf", true).method,
+            sys::SlurmAttribution::Method::none);
   EXPECT_STREQ(to_string(sys::SlurmAttribution::Method::environment), "environment");
 }
 

@@ -62,7 +62,8 @@ const prices::OfferOutcome* outcome(const prices::UpdateResult& r, const std::st
   return nullptr;
 }
 
-const catalog::Offer* row(const prices::UpdateResult& r, const std::string& region, const std::string& instance) {
+const catalog::Offer* row(const prices::UpdateResult& r, const std::string& region,
+                          const std::string& instance) {
   for (const auto& o : r.fetched_catalog)
     if (o.region == region && o.instance == instance) return &o;
   return nullptr;
@@ -344,8 +345,8 @@ TEST(ContractRatesTest, DiscountCommittedRateAndOnPremRate) {
   ASSERT_TRUE(committed.has_value());
   EXPECT_EQ(committed->micros_per_gpu_hour, 3'500'000);  // $28/h over 8 GPUs
   EXPECT_NE(committed->basis.find("committed"), std::string::npos);
-  auto spot =
-      meter::your_price(*p5, true, *rates);  // committed rates are on-demand; the aws discount applies to spot
+  auto spot = meter::your_price(*p5, true,
+                                *rates);  // committed rates are on-demand; the aws discount applies to spot
   ASSERT_TRUE(spot.has_value());
   EXPECT_EQ(spot->micros_per_gpu_hour, util::usd_to_micros(*p5->usd_per_gpu_hour(true) * 0.7));
   const catalog::Offer* nc = builtin().find_offer("azure", "Standard_NC24ads_A100_v4", "eastus");

@@ -138,8 +138,8 @@ TEST(ProgressIdentityTest, AnUnknownInnerTotalIsLearnedFromItsFirstPass) {
 }
 
 TEST(ProgressIdentityTest, RichAndKerasLines) {
-  auto mofn =
-      guard::parse_bar_line("\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
+  auto mofn = guard::parse_bar_line(
+      "\x1b[2Ktrain (epoch 2) \x1b[91m━━━━━━━━╺━━━━\x1b[0m \x1b[32m45/60\x1b[0m 0:00:01");
   ASSERT_TRUE(mofn);
   EXPECT_EQ(mofn->key, "train (epoch #)");
   EXPECT_EQ(mofn->n, 45);
@@ -150,8 +150,8 @@ TEST(ProgressIdentityTest, RichAndKerasLines) {
   EXPECT_EQ(pct->total, 100);
   EXPECT_EQ(pct->unit, "%");
   EXPECT_FALSE(guard::parse_bar_line("a ━━ b 3/4 c")) << "two glyphs are not a bar";
-  auto keras =
-      guard::parse_bar_line("60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
+  auto keras = guard::parse_bar_line(
+      "60/60 [==============================] - 2s 33ms/step - loss: 0.4123 - accuracy: 0.87");
   ASSERT_TRUE(keras);
   EXPECT_EQ(keras->n, 60);
   EXPECT_DOUBLE_EQ(keras->metrics.at("loss"), 0.4123);

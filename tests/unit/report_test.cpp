@@ -13,8 +13,9 @@
 namespace gm {
 namespace {
 
-store::ProgressRecord point(std::int64_t t_ms, std::optional<std::int64_t> step, std::optional<std::int64_t> samples,
-                     std::optional<std::int64_t> tokens, std::map<std::string, double> metrics, MicroUsd cost) {
+store::ProgressRecord point(std::int64_t t_ms, std::optional<std::int64_t> step,
+                            std::optional<std::int64_t> samples, std::optional<std::int64_t> tokens,
+                            std::map<std::string, double> metrics, MicroUsd cost) {
   store::ProgressRecord p;
   p.t_ms = t_ms;
   p.step = step;
@@ -70,7 +71,7 @@ TEST(ReportKpi, CostPerUnitsMatchesHandComputation) {
   run.gpus_allocated = {"GPU-a", "GPU-b"};
   run.labels["params"] = "1e9";
   std::vector<store::ProgressRecord> pr = {point(10'000, 10, 5'000, 2'000'000, {}, 2'500'000),
-                                    point(50'000, 50, 25'000, 10'000'000, {}, 12'500'000)};
+                                           point(50'000, 50, 25'000, 10'000'000, {}, 12'500'000)};
   catalog::GpuSpec h100;
   h100.id = "H100 SXM 80GB";
   h100.bf16_dense_tflops = 989.0;
@@ -127,7 +128,8 @@ TEST(ReportKpi, ScalingEfficiencyAcrossGpuCounts) {
     return in;
   };
   // 1 GPU: 1000 tok/s; 2 GPUs: 1800 tok/s; 4 GPUs: 3000 tok/s.
-  auto s = report::scaling_study({mk(3, 4, 300'000, 4'000'000), mk(1, 1, 100'000, 1'000'000), mk(2, 2, 180'000, 2'000'000)});
+  auto s = report::scaling_study(
+      {mk(3, 4, 300'000, 4'000'000), mk(1, 1, 100'000, 1'000'000), mk(2, 2, 180'000, 2'000'000)});
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->unit, "tokens");
   ASSERT_EQ(s->rows.size(), 3u);
@@ -141,10 +143,11 @@ TEST(ReportKpi, ScalingEfficiencyAcrossGpuCounts) {
   EXPECT_FALSE(report::scaling_study({mk(1, 1, 1, 1)}).ok());
 }
 
-store::RunRecord run_rec(std::int64_t id, std::string user, std::string gpu, std::size_t gpus, std::int64_t start_ms,
-                  std::int64_t wall_ms, MicroUsd cost, MicroUsd idle, MicroUsd unused, double energy_j,
-                  std::optional<double> co2, std::map<std::string, std::string> labels = {},
-                  std::string command = "python train.py --lr 3") {
+store::RunRecord run_rec(std::int64_t id, std::string user, std::string gpu, std::size_t gpus,
+                         std::int64_t start_ms, std::int64_t wall_ms, MicroUsd cost, MicroUsd idle,
+                         MicroUsd unused, double energy_j, std::optional<double> co2,
+                         std::map<std::string, std::string> labels = {},
+                         std::string command = "python train.py --lr 3") {
   store::RunRecord r;
   r.id = id;
   r.user = std::move(user);
@@ -269,7 +272,8 @@ TEST(ReportMulti, GroupsByLabelGpuDayAndCommand) {
 
 TEST(ReportMulti, PeriodsAndDailyReport) {
   auto l = sample_ledger();
-  auto day = report::daily_period(std::nullopt, kDay0 + kDay + 5 * 3'600'000);  // "now" is day 1, 05:00 → yesterday = day 0
+  auto day = report::daily_period(std::nullopt,
+                                  kDay0 + kDay + 5 * 3'600'000);  // "now" is day 1, 05:00 → yesterday = day 0
   ASSERT_TRUE(day.ok());
   EXPECT_EQ(day->first, kDay0);
   EXPECT_EQ(day->second, kDay0 + kDay);
@@ -301,7 +305,8 @@ TEST(ReportMulti, PeriodsAndDailyReport) {
   EXPECT_EQ(report::format_time_utc(kDay0 + 3'723'000), "2024-10-04 01:02:03");
 }
 
-report::CompareSide side(std::int64_t id, MicroUsd cost, std::map<std::string, double> metrics, std::int64_t tokens = 1'000'000) {
+report::CompareSide side(std::int64_t id, MicroUsd cost, std::map<std::string, double> metrics,
+                         std::int64_t tokens = 1'000'000) {
   report::CompareSide s;
   s.run.id = id;
   s.run.cost_micros = cost;
@@ -315,21 +320,28 @@ TEST(ReportCompare, GatePassFailAndMissingMetric) {
   gate.max_cost_increase_pct = *report::parse_cost_increase_pct("20%");
   gate.min_gains.push_back(*report::parse_min_gain("acc=2%"));
   // +15 % cost, acc 0.80 → 0.82 (+2.5 %): pass.
-  auto pass = report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 11'500'000, {{"acc", 0.82}}), gate);
+  auto pass =
+      report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 11'500'000, {{"acc", 0.82}}), gate);
   ASSERT_TRUE(pass.ok());
   EXPECT_TRUE(pass->pass) << report::render_compare_text(*pass);
   // Exactly +20 % passes (limit inclusive).
-  EXPECT_TRUE(report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 12'000'000, {{"acc", 0.82}}), gate)->pass);
+  EXPECT_TRUE(
+      report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 12'000'000, {{"acc", 0.82}}), gate)
+          ->pass);
   // +25 % cost: fail.
-  auto fail = report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 12'500'000, {{"acc", 0.82}}), gate);
+  auto fail =
+      report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 12'500'000, {{"acc", 0.82}}), gate);
   ASSERT_TRUE(fail.ok());
   EXPECT_FALSE(fail->pass);
   ASSERT_EQ(fail->failures.size(), 1u);
   EXPECT_NE(fail->failures[0].find("cost"), std::string::npos);
   // acc gain +1 %: fail.
-  EXPECT_FALSE(report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 10'000'000, {{"acc", 0.808}}), gate)->pass);
+  EXPECT_FALSE(
+      report::compare_runs(side(1, 10'000'000, {{"acc", 0.80}}), side(2, 10'000'000, {{"acc", 0.808}}), gate)
+          ->pass);
   // Missing metric on B: usage error.
-  auto missing = report::compare_runs(side(1, 10'000'000, {{"acc", 0.8}}), side(2, 10'000'000, {{"loss", 1.0}}), gate);
+  auto missing =
+      report::compare_runs(side(1, 10'000'000, {{"acc", 0.8}}), side(2, 10'000'000, {{"loss", 1.0}}), gate);
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().kind, ErrorKind::usage);
   EXPECT_NE(missing.error().message.find("run 2 has no metric 'acc'"), std::string::npos);
@@ -401,7 +413,7 @@ namespace {
 
 /// A one-GPU run on `model` at `usd_per_hour` whose job peaked at `peak_gib`.
 store::RunRecord rightsizing_run(const std::string& model, std::int64_t usd_per_hour, meter::GpuUsage& gpu,
-                          double peak_gib) {
+                                 double peak_gib) {
   store::RunRecord run;
   run.id = 1;
   run.status = store::RunStatus::finished;

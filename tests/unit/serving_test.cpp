@@ -90,7 +90,8 @@ TEST(ServingSplit, PerModelSplitAndProcessSplitAreOneLargestRemainderSplit) {
   const auto s = meter::split_micros(1001, {3, 1});
   EXPECT_EQ(s[0] + s[1], 1001);
   EXPECT_EQ(s[0], 751) << "the larger remainder gets the last micro-dollar";
-  EXPECT_EQ(meter::split_micros(10, {0, 0, 0}), (std::vector<MicroUsd>{4, 3, 3})) << "equal, earlier first on ties";
+  EXPECT_EQ(meter::split_micros(10, {0, 0, 0}), (std::vector<MicroUsd>{4, 3, 3}))
+      << "equal, earlier first on ties";
   EXPECT_TRUE(meter::split_micros(5, {}).empty());
   // attribute() splits a device interval with the same function: memory weights here.
   gpu::DeviceSample sample;

@@ -113,8 +113,8 @@ TEST(SessionTest, UnrunnableProgramIsAnError) {
   auto backend = test::one_static_gpu(0);
   sys::PosixProcessRunner runner;
   test::RecordingSink sink;
-  auto out =
-      guard::run_session(config({"/no/such/program"}), &backend, nullptr, nullptr, util::system_clock(), runner, sink);
+  auto out = guard::run_session(config({"/no/such/program"}), &backend, nullptr, nullptr,
+                                util::system_clock(), runner, sink);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->exit_code, 127);
   ASSERT_TRUE(out->start_error);

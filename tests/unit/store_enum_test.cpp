@@ -100,8 +100,11 @@ std::int64_t fill_ledger(const std::string& path) {
   r.stopped_by = util::text_of(store::StopReason::budget);
   r.energy_method = store::RunEnergyMethod::power_integration;
   EXPECT_TRUE(l.update_run(r).ok());
-  EXPECT_TRUE(l.append({}, {}, {store::ActionRecord{*id, 1000, store::ActionKind::sigterm, 5, "sent SIGTERM"}}).ok());
-  EXPECT_TRUE(l.append_cells({store::CellRecord{*id, 3, 0, 900, 7, std::nullopt, store::CellStatus::refused, "x"}}).ok());
+  EXPECT_TRUE(
+      l.append({}, {}, {store::ActionRecord{*id, 1000, store::ActionKind::sigterm, 5, "sent SIGTERM"}}).ok());
+  EXPECT_TRUE(
+      l.append_cells({store::CellRecord{*id, 3, 0, 900, 7, std::nullopt, store::CellStatus::refused, "x"}})
+          .ok());
   EXPECT_TRUE(l.set_budget(store::BudgetRecord{"team=nlp", 1'000'000, store::BudgetPeriod::week, 0}).ok());
   return *id;
 }

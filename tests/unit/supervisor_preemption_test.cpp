@@ -76,7 +76,8 @@ TEST(SupervisorPreemptionTest, NoticeSignalsAtOnceKillsAfterGraceAndEndsPreempte
   ASSERT_TRUE(run.lost_work_micros);
   // $1 per second from the checkpoint at 3.5 s to the exit at 16.3 s (metered, before billing rounds up).
   EXPECT_NEAR(static_cast<double>(*run.lost_work_micros), 12'800'000.0, 1'000'000.0);
-  EXPECT_NE(report::describe_status(run).find("preempted (aws notice at"), std::string::npos) << report::describe_status(run);
+  EXPECT_NE(report::describe_status(run).find("preempted (aws notice at"), std::string::npos)
+      << report::describe_status(run);
   const std::string json = report::render_run_report_json(report::session_report(out, nullptr));
   EXPECT_NE(json.find("\"preemption\": {"), std::string::npos);
   EXPECT_NE(json.find("\"lost_work_usd\""), std::string::npos);

@@ -62,7 +62,8 @@ TEST(SupervisorTest, BudgetStopSignalsTheMainProcessThenKillsTheGroupAfterGrace)
   ASSERT_GE(out.actions.size(), 2u);
   for (const auto& a : out.actions)
     if (a.kind == store::ActionKind::stop_budget) {
-      EXPECT_NE(a.message.find(util::format_usd(util::micros_to_usd(a.cost_micros))), std::string::npos) << a.message;
+      EXPECT_NE(a.message.find(util::format_usd(util::micros_to_usd(a.cost_micros))), std::string::npos)
+          << a.message;
     }
   EXPECT_EQ(out.run.cost_micros, 8'000'000) << "8 billed seconds at $1/s";
 }

@@ -60,7 +60,8 @@ std::optional<int> true_step(const Scenario& sc) {
   return std::nullopt;
 }
 
-meter::TargetInputs inputs_at(int step, const meter::Forecaster& pace, std::optional<double> budget = std::nullopt) {
+meter::TargetInputs inputs_at(int step, const meter::Forecaster& pace,
+                              std::optional<double> budget = std::nullopt) {
   meter::TargetInputs in;
   in.now_s = step * kSecondsPerStep;
   in.step = step;
@@ -74,7 +75,7 @@ meter::TargetInputs inputs_at(int step, const meter::Forecaster& pace, std::opti
 
 /// Runs the scenario to `until` (a step) and forecasts there.
 meter::TargetForecast forecast_at(const Scenario& sc, int until, unsigned seed = 0,
-                           std::optional<double> budget = std::nullopt) {
+                                  std::optional<double> budget = std::nullopt) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0, 1);
   meter::TargetTracker tracker(sc.target);
@@ -212,7 +213,8 @@ TEST(TargetTest, ReachedOnTheRecentLevelNotOneNoisyPoint) {
 
 /// A run of the scenario through the TargetGuard with `stop`: the step where it decided to stop (nullopt:
 /// never).
-std::optional<int> guard_stop_step(const Scenario& sc, bool stop, std::vector<guard::GuardDecision>* all = nullptr) {
+std::optional<int> guard_stop_step(const Scenario& sc, bool stop,
+                                   std::vector<guard::GuardDecision>* all = nullptr) {
   guard::GuardConfig g;
   guard::TargetGuard guard(guard::TargetSettings{sc.target, stop}, g);
   std::mt19937 rng(0);
@@ -288,7 +290,8 @@ TEST(TargetTest, ReplayFromStoredProgressMatchesTheRun) {
   EXPECT_EQ(t.latest()->verdict, meter::TargetVerdict::reached);
   EXPECT_NEAR(*t.latest()->reached_at_step, *true_step(sc), 20);
   bool on_track = false;
-  for (const auto& h : t.history()) on_track = on_track || h.forecast.verdict == meter::TargetVerdict::on_track;
+  for (const auto& h : t.history())
+    on_track = on_track || h.forecast.verdict == meter::TargetVerdict::on_track;
   EXPECT_TRUE(on_track);
   store::ActionRecord a = guard::target_set_action(1, guard::TargetSettings{sc.target, true});
   const auto back = guard::target_of_actions({a});

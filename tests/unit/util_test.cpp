@@ -35,7 +35,7 @@ TEST(UtilTest, MoneyIsExactInIntegers) {
   EXPECT_EQ(util::format_usd(1234.5), "$1,234.50");
   EXPECT_EQ(util::format_usd(0.5), "$0.500");
   EXPECT_EQ(util::format_usd(0.0042), "$0.004200");
-  EXPECT_EQ(util::format_usd(2.4e-8), "$0.000000024");     // a kernel's cost keeps two significant digits
+  EXPECT_EQ(util::format_usd(2.4e-8), "$0.000000024");  // a kernel's cost keeps two significant digits
   EXPECT_EQ(util::format_usd(1.234e-7), "$0.00000012");
   EXPECT_EQ(util::format_usd(1e-15), "<$0.000000000001");
 }
@@ -93,7 +93,9 @@ TEST(UtilTest, TableAlignsColumns) {
   EXPECT_EQ(util::shorten_middle("abcdefghijklmnopqrstuvwxyz", 10).size(), 12u);  // 9 chars + 3-byte ellipsis
 }
 
-TEST(UtilTest, EmbeddedDataIsCompiledIn) { EXPECT_FALSE(util::embedded_files().empty()); }
+TEST(UtilTest, EmbeddedDataIsCompiledIn) {
+  EXPECT_FALSE(util::embedded_files().empty());
+}
 
 }  // namespace
 }  // namespace gm

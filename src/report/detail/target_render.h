@@ -16,7 +16,8 @@ nlohmann::json target_json(const guard::TargetOutcome& target);
 std::string target_text(const guard::TargetOutcome& target);
 /// The run page's chart of the metric against the step: the points, the plausible fits' range and the
 /// closest fit out to `horizon_step`, and the target line. nullopt with no points.
-std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target, const std::vector<meter::CurvePoint>& points,
+std::optional<nlohmann::json> target_chart(const meter::MetricTarget& target,
+                                           const std::vector<meter::CurvePoint>& points,
                                            std::optional<std::int64_t> horizon_step);
 
 }  // namespace gm::report::detail
