@@ -11,6 +11,9 @@
 
 namespace gm::agent {
 
+using meter::PriceOrigin;
+using util::usd_decimal;
+
 std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
@@ -29,19 +32,19 @@ std::string escape_label_value(std::string_view value) {
 
 namespace {
 
-const char* price_source(meter::PriceOrigin o) {
+const char* price_source(PriceOrigin o) {
   switch (o) {
-    case meter::PriceOrigin::flag_price:
+    case PriceOrigin::flag_price:
       return "price_flag";
-    case meter::PriceOrigin::flag_offer:
+    case PriceOrigin::flag_offer:
       return "offer";
-    case meter::PriceOrigin::config_file:
+    case PriceOrigin::config_file:
       return "config_file";
-    case meter::PriceOrigin::detected_instance:
+    case PriceOrigin::detected_instance:
       return "detected_instance";
-    case meter::PriceOrigin::catalog_reference:
+    case PriceOrigin::catalog_reference:
       return "catalog_reference";
-    case meter::PriceOrigin::none:
+    case PriceOrigin::none:
       break;
   }
   return "none";
@@ -137,7 +140,7 @@ void render_inference(Family& f, const Snapshot& s) {
            "USD.");
     for (const auto& m : models)
       f.add(fmt::format("gpumeter_inference_cost_usd_total{{{}}} {}\n", inference_labels(m),
-                        util::usd_decimal(m.cost)));
+                        usd_decimal(m.cost)));
     f.head("gpumeter_inference_usd_per_1m_tokens", "gauge",
            "Live cost of one million tokens over the agent's window: cost / tokens x 1e6, for generated "
            "tokens and "
@@ -232,20 +235,19 @@ std::string render_metrics(const Snapshot& s) {
   for (const auto& d : s.devices)
     if (d.price)
       f.add(fmt::format("gpumeter_gpu_price_usd_per_hour{{{},source=\"{}\"}} {}\n", device_labels(d),
-                        price_source(d.price->origin), util::usd_decimal(d.price->micros_per_gpu_hour)));
+                        price_source(d.price->origin), usd_decimal(d.price->micros_per_gpu_hour)));
   f.head("gpumeter_gpu_cost_usd_total", "counter", "Cost of the GPU since metering began, in USD.");
-  per_device(f, s, "gpumeter_gpu_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(util::usd_decimal(d.cost)) : std::nullopt;
-  });
+  per_device(f, s, "gpumeter_gpu_cost_usd_total",
+             [](const DeviceView& d) -> Opt { return d.price ? Opt(usd_decimal(d.cost)) : std::nullopt; });
   f.head("gpumeter_gpu_idle_cost_usd_total", "counter",
          "Part of process costs spent while the GPU was not busy (cost x (1 - utilization)), in USD.");
   per_device(f, s, "gpumeter_gpu_idle_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price && d.caps.utilization ? Opt(util::usd_decimal(d.idle_cost)) : std::nullopt;
+    return d.price && d.caps.utilization ? Opt(usd_decimal(d.idle_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_unallocated_cost_usd_total", "counter",
          "Cost of intervals with no process on the GPU, in USD.");
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
-    return d.price ? Opt(util::usd_decimal(d.unallocated_cost)) : std::nullopt;
+    return d.price ? Opt(usd_decimal(d.unallocated_cost)) : std::nullopt;
   });
   f.head("gpumeter_gpu_energy_joules_total", "counter",
          "Energy used by the GPU since metering began, in joules.");
@@ -327,13 +329,13 @@ std::string render_metrics(const Snapshot& s) {
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_price_usd_per_hour{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          util::usd_decimal(m.micros_per_hour)));
+                          usd_decimal(m.micros_per_hour)));
     f.head("gpumeter_mig_cost_usd_total", "counter", "Cost of a MIG instance since metering began, in USD.");
     for (const auto& d : s.devices)
       for (const auto& m : d.mig)
         f.add(fmt::format("gpumeter_mig_cost_usd_total{{{},mig_uuid=\"{}\",gpu_instance=\"{}\"}} {}\n",
                           device_labels(d), escape_label_value(m.instance.uuid), m.instance.gpu_instance_id,
-                          util::usd_decimal(m.cost)));
+                          usd_decimal(m.cost)));
   }
 
   auto owner_family = [&](const char* name, const char* help, auto value, bool needs_price, bool needs_energy,
@@ -352,11 +354,11 @@ std::string render_metrics(const Snapshot& s) {
   };
   owner_family(
       "gpumeter_owner_cost_usd_total", "Cost attributed to an owner on a GPU, in USD.",
-      [](const OwnerCounters& c) { return util::usd_decimal(c.cost); }, true, false);
+      [](const OwnerCounters& c) { return usd_decimal(c.cost); }, true, false);
   owner_family(
       "gpumeter_owner_idle_cost_usd_total",
       "Idle part of an owner's cost on a GPU (cost times one minus device utilization), in USD.",
-      [](const OwnerCounters& c) { return util::usd_decimal(c.idle_cost); }, true, false, true);
+      [](const OwnerCounters& c) { return usd_decimal(c.idle_cost); }, true, false, true);
   owner_family(
       "gpumeter_owner_energy_joules_total", "Energy attributed to an owner on a GPU, in joules.",
       [](const OwnerCounters& c) { return number(c.energy_j); }, false, true);
@@ -421,14 +423,12 @@ std::string render_node_metrics(const NodeStatus& node) {
   if (!node.budgets.empty()) {
     head("gpumeter_budget_usd", "gauge", "Node and owner budgets of this agent, per period.");
     for (const auto& b : node.budgets)
-      out +=
-          fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n", escape_label_value(b.scope),
-                      util::text_of(b.period), util::usd_decimal(b.limit_micros));
+      out += fmt::format("gpumeter_budget_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
+                         escape_label_value(b.scope), util::text_of(b.period), usd_decimal(b.limit_micros));
     head("gpumeter_budget_spent_usd", "gauge", "Spend counted against each budget in its current period.");
     for (const auto& b : node.budgets)
       out += fmt::format("gpumeter_budget_spent_usd{{scope=\"{}\",period=\"{}\"}} {}\n",
-                         escape_label_value(b.scope), util::text_of(b.period),
-                         util::usd_decimal(b.spent_micros));
+                         escape_label_value(b.scope), util::text_of(b.period), usd_decimal(b.spent_micros));
   }
   if (node.watching_notices) {
     head("gpumeter_preemption_notices_total", "counter",

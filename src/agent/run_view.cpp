@@ -19,6 +19,8 @@
 
 namespace gm::agent {
 
+using meter::TargetForecast;
+
 namespace {
 
 using nlohmann::json;
@@ -28,14 +30,13 @@ constexpr meter::TargetVerdict kVerdicts[] = {
     meter::TargetVerdict::unreachable_within_steps, meter::TargetVerdict::unreachable_within_budget};
 
 // The forecast's figures a view carries, each null when the forecast does not know it.
-using Figure = std::optional<double> meter::TargetForecast::*;
-const std::pair<const char*, Figure> kFigures[] = {
-    {"current_value", &meter::TargetForecast::current_value},
-    {"reached_at_step", &meter::TargetForecast::reached_at_step},
-    {"reached_at_s", &meter::TargetForecast::reached_at_s},
-    {"cost_to_reach_usd", &meter::TargetForecast::cost_to_reach_usd},
-    {"low_usd", &meter::TargetForecast::low_usd},
-    {"high_usd", &meter::TargetForecast::high_usd}};
+using Figure = std::optional<double> TargetForecast::*;
+const std::pair<const char*, Figure> kFigures[] = {{"current_value", &TargetForecast::current_value},
+                                                   {"reached_at_step", &TargetForecast::reached_at_step},
+                                                   {"reached_at_s", &TargetForecast::reached_at_s},
+                                                   {"cost_to_reach_usd", &TargetForecast::cost_to_reach_usd},
+                                                   {"low_usd", &TargetForecast::low_usd},
+                                                   {"high_usd", &TargetForecast::high_usd}};
 
 std::optional<double> opt_number(const json& j, const char* key) {
   return util::json_number(j, key);

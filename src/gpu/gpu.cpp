@@ -4,20 +4,22 @@
 
 namespace gm::gpu {
 
-constexpr util::EnumText<DeviceState> kDeviceStates[] = {
+using util::enum_text;
+using util::EnumText;
+
+constexpr EnumText<DeviceState> kDeviceStates[] = {
     {DeviceState::ok, "ok"}, {DeviceState::lost, "lost"}, {DeviceState::unresponsive, "unresponsive"}};
 
 const char* to_string(DeviceState s) {
-  return util::enum_text(kDeviceStates, s, "ok");
+  return enum_text(kDeviceStates, s, "ok");
 }
 
-constexpr util::EnumText<EnergyMethod> kEnergyMethods[] = {
-    {EnergyMethod::counter, "counter"},
-    {EnergyMethod::power_integration, "power_integration"},
-    {EnergyMethod::none, "none"}};
+constexpr EnumText<EnergyMethod> kEnergyMethods[] = {{EnergyMethod::counter, "counter"},
+                                                     {EnergyMethod::power_integration, "power_integration"},
+                                                     {EnergyMethod::none, "none"}};
 
 const char* to_string(EnergyMethod m) {
-  return util::enum_text(kEnergyMethods, m, "none");
+  return enum_text(kEnergyMethods, m, "none");
 }
 
 EnergyMethod energy_method(const Capabilities& caps) {

@@ -13,6 +13,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 namespace {
 /// Parses a signed number with an optional trailing '%'.
 std::optional<std::pair<double, bool>> signed_amount(std::string_view text) {
@@ -227,12 +229,12 @@ std::string render_compare_json(const CompareResult& r) {
   j["rows"] = nlohmann::json::array();
   for (const auto& row : r.rows)
     j["rows"].push_back({{"name", row.name},
-                         {"a", util::json_or_null(row.a)},
-                         {"b", util::json_or_null(row.b)},
-                         {"delta", util::json_or_null(row.delta)},
-                         {"delta_pct", util::json_or_null(row.delta_pct)},
+                         {"a", json_or_null(row.a)},
+                         {"b", json_or_null(row.b)},
+                         {"delta", json_or_null(row.delta)},
+                         {"delta_pct", json_or_null(row.delta_pct)},
                          {"limit", row.limit.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.limit)},
-                         {"pass", util::json_or_null(row.pass)}});
+                         {"pass", json_or_null(row.pass)}});
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

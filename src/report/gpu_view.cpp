@@ -14,6 +14,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 Result<GpuView> build_gpu_view(gpu::GpuBackend& backend, meter::PricingContext& prices) {
   GpuView view;
   sys::ProcReader procs;
@@ -81,28 +83,28 @@ json device_json(const DeviceView& v) {
   d["name"] = info.name.empty() ? json(nullptr) : json(info.name);
   d["uuid"] = info.uuid.empty() ? json(nullptr) : json(info.uuid);
   d["pci_bus_id"] = info.pci_bus_id.empty() ? json(nullptr) : json(info.pci_bus_id);
-  d["architecture"] = util::json_or_null(info.architecture);
-  d["catalog_gpu"] = util::json_or_null(v.catalog_gpu);
-  d["memory_total_bytes"] = util::json_or_null(info.memory_total_bytes);
-  d["memory_used_bytes"] = util::json_or_null(s.memory_used_bytes);
-  d["utilization_pct"] = util::json_or_null(s.utilization_pct);
+  d["architecture"] = json_or_null(info.architecture);
+  d["catalog_gpu"] = json_or_null(v.catalog_gpu);
+  d["memory_total_bytes"] = json_or_null(info.memory_total_bytes);
+  d["memory_used_bytes"] = json_or_null(s.memory_used_bytes);
+  d["utilization_pct"] = json_or_null(s.utilization_pct);
   d["power_w"] = s.power_mw ? json(*s.power_mw / 1000.0) : json(nullptr);
   d["power_limit_w"] = info.power_limit_mw ? json(*info.power_limit_mw / 1000.0) : json(nullptr);
   d["energy_j"] = s.energy_mj ? json(static_cast<double>(*s.energy_mj) / 1000.0) : json(nullptr);
   d["energy_method"] = to_string(v.energy_method);
-  d["temperature_c"] = util::json_or_null(s.temperature_c);
+  d["temperature_c"] = json_or_null(s.temperature_c);
   d["state"] = to_string(s.state);
   d["error"] = s.error.empty() ? json(nullptr) : json(s.error);
-  d["mig_enabled"] = util::json_or_null(info.mig_enabled);
+  d["mig_enabled"] = json_or_null(info.mig_enabled);
   add_gpm_json(d, s.gpm);
-  d["price_usd_per_hour"] = util::json_or_null(v.price_usd_per_hour);
-  d["price_source"] = util::json_or_null(v.price_source);
+  d["price_usd_per_hour"] = json_or_null(v.price_usd_per_hour);
+  d["price_source"] = json_or_null(v.price_source);
   json procs = json::array();
   for (const auto& p : v.processes) {
     procs.push_back({{"pid", p.sample.pid},
-                     {"name", util::json_or_null(p.name)},
-                     {"memory_bytes", util::json_or_null(p.sample.memory_bytes)},
-                     {"sm_util_pct", util::json_or_null(p.sample.sm_util_pct)}});
+                     {"name", json_or_null(p.name)},
+                     {"memory_bytes", json_or_null(p.sample.memory_bytes)},
+                     {"sm_util_pct", json_or_null(p.sample.sm_util_pct)}});
   }
   d["processes"] = std::move(procs);
   json migs = json::array();
@@ -110,10 +112,10 @@ json device_json(const DeviceView& v) {
     migs.push_back({{"index", m.index},
                     {"uuid", m.uuid},
                     {"gpu_instance_id", m.gpu_instance_id},
-                    {"memory_total_bytes", util::json_or_null(m.memory_total_bytes)},
-                    {"memory_used_bytes", util::json_or_null(m.memory_used_bytes)},
-                    {"slices", util::json_or_null(m.slice_count)},
-                    {"board_slices", util::json_or_null(m.board_slices)}});
+                    {"memory_total_bytes", json_or_null(m.memory_total_bytes)},
+                    {"memory_used_bytes", json_or_null(m.memory_used_bytes)},
+                    {"slices", json_or_null(m.slice_count)},
+                    {"board_slices", json_or_null(m.board_slices)}});
     add_gpm_json(migs.back(), m.gpm);
   }
   d["mig_instances"] = std::move(migs);
@@ -183,7 +185,7 @@ std::string render_table(const GpuView& view) {
 
 std::string render_gpus_json(const GpuView& view, const std::optional<std::string>& driver_version) {
   json root;
-  root["driver_version"] = util::json_or_null(driver_version);
+  root["driver_version"] = json_or_null(driver_version);
   root["devices"] = json::array();
   for (const auto& d : view.devices) root["devices"].push_back(device_json(d));
   return root.dump(2) + "\n";

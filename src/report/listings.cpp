@@ -14,6 +14,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 std::string render_runs_json(const std::vector<store::RunRecord>& runs) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : runs) {
@@ -23,11 +25,11 @@ std::string render_runs_json(const std::vector<store::RunRecord>& runs) {
                    {"host", r.host},
                    {"labels", r.labels},
                    {"start_unix_ms", r.start_unix_ms},
-                   {"end_unix_ms", util::json_or_null(r.end_unix_ms)},
+                   {"end_unix_ms", json_or_null(r.end_unix_ms)},
                    {"status", util::text_of(r.status)},
                    {"status_text", describe_status(r)},
-                   {"exit_code", util::json_or_null(r.exit_code)},
-                   {"stopped_by", util::json_or_null(r.stopped_by)},
+                   {"exit_code", json_or_null(r.exit_code)},
+                   {"stopped_by", json_or_null(r.stopped_by)},
                    {"wall_s", static_cast<double>(r.wall_ms) / 1000.0},
                    {"billed_s", r.billed_s},
                    {"cost_usd", util::micros_to_usd(r.cost_micros)},
@@ -96,8 +98,8 @@ std::string render_fleet_json(const FleetReport& rep, const std::string& by, con
   for (const auto& r : rep.rows)
     rows.push_back({{"key", r.key.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.key)},
                     {"cost_usd", r.cost_usd},
-                    {"energy_j", util::json_or_null(r.energy_j)},
-                    {"gpu_seconds", util::json_or_null(r.gpu_seconds)}});
+                    {"energy_j", json_or_null(r.energy_j)},
+                    {"gpu_seconds", json_or_null(r.gpu_seconds)}});
   const nlohmann::json j = {{"by", by},
                             {"since", since},
                             {"range_s", range_ms / 1000},

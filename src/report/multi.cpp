@@ -16,6 +16,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 Result<GroupBy> parse_group_by(std::string_view text) {
   GroupBy by;
   if (text == "user") {
@@ -331,10 +333,10 @@ nlohmann::json totals_json(const GroupTotals& g) {
   j["unused_gpu_cost_usd"] = util::micros_to_usd(g.unused_gpu_cost_micros);
   j["waste_usd"] = util::micros_to_usd(g.waste_micros());
   j["energy_kwh"] = g.energy_kwh;
-  j["co2_kg"] = util::json_or_null(g.co2_kg);
+  j["co2_kg"] = json_or_null(g.co2_kg);
   j["runs_without_co2"] = g.runs_without_co2;
   auto u = g.mean_util_pct();
-  j["mean_util_pct"] = util::json_or_null(u);
+  j["mean_util_pct"] = json_or_null(u);
   return j;
 }
 
@@ -411,8 +413,8 @@ std::string render_multi_text(const MultiReport& rep) {
 
 std::string render_multi_json(const MultiReport& rep) {
   nlohmann::json j;
-  j["since_unix_ms"] = util::json_or_null(rep.since_unix_ms);
-  j["until_unix_ms"] = util::json_or_null(rep.until_unix_ms);
+  j["since_unix_ms"] = json_or_null(rep.since_unix_ms);
+  j["until_unix_ms"] = json_or_null(rep.until_unix_ms);
   j["by"] =
       rep.by.kind == GroupBy::Kind::none ? nlohmann::json(nullptr) : nlohmann::json(group_by_name(rep.by));
   j["total"] = totals_json(rep.total);

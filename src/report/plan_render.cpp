@@ -13,6 +13,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 namespace {
 
 using plan::PlanOption;
@@ -248,38 +250,37 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
               {"redone_s", s.redone_s},
               {"checkpoint_on_notice", s.checkpoint_on_notice}};
     }
-    options.push_back(
-        {{"provider", o.provider},
-         {"region", o.region},
-         {"instance", o.instance},
-         {"gpu", o.gpu},
-         {"gpus_per_instance", o.gpus_per_instance},
-         {"instances", o.instances},
-         {"fits", o.fits},
-         {"time_h", finite(o.time_h)},
-         {"cost_usd", finite(o.cost_usd)},
-         {"spot", o.spot},
-         {"usd_per_million_tokens", util::json_or_null(o.usd_per_million_tokens)},
-         {"score", o.time_h ? nlohmann::json(o.score.total) : nlohmann::json(nullptr)},
-         {"score_breakdown", o.time_h ? nlohmann::json{{"cost", o.score.cost},
-                                                       {"perf", o.score.perf},
-                                                       {"memory", o.score.memory},
-                                                       {"risk", o.score.risk},
-                                                       {"carbon", util::json_or_null(o.score.carbon)}}
-                                      : nlohmann::json(nullptr)},
-         {"billed_h", finite(o.billed_h)},
-         {"usd_per_hour", o.usd_per_hour},
-         {"parallel", parallel_json(o.parallel)},
-         {"memory_total_bytes", o.memory.total_bytes},
-         {"gpu_memory_bytes", o.gpu_memory_bytes},
-         {"headroom_bytes", o.headroom_bytes},
-         {"bound", o.bound},
-         {"energy_kwh", util::json_or_null(o.energy_kwh)},
-         {"carbon_kg", util::json_or_null(o.carbon_kg)},
-         {"carbon_dataset",
-          o.carbon_dataset.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.carbon_dataset)},
-         {"spot_detail", spot},
-         {"flags", o.flags}});
+    options.push_back({{"provider", o.provider},
+                       {"region", o.region},
+                       {"instance", o.instance},
+                       {"gpu", o.gpu},
+                       {"gpus_per_instance", o.gpus_per_instance},
+                       {"instances", o.instances},
+                       {"fits", o.fits},
+                       {"time_h", finite(o.time_h)},
+                       {"cost_usd", finite(o.cost_usd)},
+                       {"spot", o.spot},
+                       {"usd_per_million_tokens", json_or_null(o.usd_per_million_tokens)},
+                       {"score", o.time_h ? nlohmann::json(o.score.total) : nlohmann::json(nullptr)},
+                       {"score_breakdown", o.time_h ? nlohmann::json{{"cost", o.score.cost},
+                                                                     {"perf", o.score.perf},
+                                                                     {"memory", o.score.memory},
+                                                                     {"risk", o.score.risk},
+                                                                     {"carbon", json_or_null(o.score.carbon)}}
+                                                    : nlohmann::json(nullptr)},
+                       {"billed_h", finite(o.billed_h)},
+                       {"usd_per_hour", o.usd_per_hour},
+                       {"parallel", parallel_json(o.parallel)},
+                       {"memory_total_bytes", o.memory.total_bytes},
+                       {"gpu_memory_bytes", o.gpu_memory_bytes},
+                       {"headroom_bytes", o.headroom_bytes},
+                       {"bound", o.bound},
+                       {"energy_kwh", json_or_null(o.energy_kwh)},
+                       {"carbon_kg", json_or_null(o.carbon_kg)},
+                       {"carbon_dataset", o.carbon_dataset.empty() ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(o.carbon_dataset)},
+                       {"spot_detail", spot},
+                       {"flags", o.flags}});
   }
   nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& v : r.verdicts)
@@ -294,7 +295,7 @@ std::string render_plan_json(const PlanResult& r, plan::Objective objective) {
   nlohmann::json doc = {
       {"model", model},
       {"task", plan::task_name(j.task)},
-      {"tokens", util::json_or_null(j.tokens)},
+      {"tokens", json_or_null(j.tokens)},
       {"seq", j.seq},
       {"batch", j.batch},
       {"precision", plan::precision_name(j.precision)},
@@ -376,7 +377,7 @@ std::string render_tco(const plan::TcoInput& in, const plan::TcoResult& r, bool 
                             {"total_usd", r.own_total_usd},
                             {"usd_per_used_gpu_hour", r.own_usd_per_used_gpu_hour}}},
                           {"cloud", {{"gpu_hours", r.cloud_gpu_hours}, {"total_usd", r.cloud_total_usd}}},
-                          {"break_even_utilization", util::json_or_null(r.break_even_utilization)},
+                          {"break_even_utilization", json_or_null(r.break_even_utilization)},
                           {"cheaper", r.own_total_usd < r.cloud_total_usd ? "own" : "cloud"}};
     return doc.dump(2) + "\n";
   }

@@ -11,6 +11,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 namespace {
 
 std::string change(const std::optional<double>& before, const std::optional<double>& after) {
@@ -45,10 +47,10 @@ std::string render_price_update(const prices::UpdateResult& result, const std::s
                                {"instance", o.instance},
                                {"verdict", prices::to_string(o.verdict)},
                                {"detail", o.detail},
-                               {"old_ondemand_usd_per_hour", util::json_or_null(o.old_ondemand_usd_per_hour)},
-                               {"new_ondemand_usd_per_hour", util::json_or_null(o.new_ondemand_usd_per_hour)},
-                               {"old_spot_usd_per_hour", util::json_or_null(o.old_spot_usd_per_hour)},
-                               {"new_spot_usd_per_hour", util::json_or_null(o.new_spot_usd_per_hour)}});
+                               {"old_ondemand_usd_per_hour", json_or_null(o.old_ondemand_usd_per_hour)},
+                               {"new_ondemand_usd_per_hour", json_or_null(o.new_ondemand_usd_per_hour)},
+                               {"old_spot_usd_per_hour", json_or_null(o.old_spot_usd_per_hour)},
+                               {"new_spot_usd_per_hour", json_or_null(o.new_spot_usd_per_hour)}});
     return out.dump(2) + "\n";
   }
   std::string s = fmt::format("Prices fetched at {}\n", result.fetched_at);

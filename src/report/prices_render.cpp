@@ -13,6 +13,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, bool spot,
                                const meter::ContractRates& rates) {
   nlohmann::json out = {{"offers", nlohmann::json::array()}};
@@ -25,9 +27,9 @@ std::string render_prices_json(const std::vector<const catalog::Offer*>& rows, b
          {"gpu_count", o->gpu_count == std::floor(o->gpu_count)
                            ? nlohmann::json(static_cast<long long>(o->gpu_count))
                            : nlohmann::json(o->gpu_count)},
-         {"ondemand_usd_per_hour", util::json_or_null(o->ondemand_usd_per_hour)},
-         {"spot_usd_per_hour", util::json_or_null(o->spot_usd_per_hour)},
-         {"usd_per_gpu_hour", util::json_or_null(o->usd_per_gpu_hour(spot))},
+         {"ondemand_usd_per_hour", json_or_null(o->ondemand_usd_per_hour)},
+         {"spot_usd_per_hour", json_or_null(o->spot_usd_per_hour)},
+         {"usd_per_gpu_hour", json_or_null(o->usd_per_gpu_hour(spot))},
          {"your_usd_per_gpu_hour", nlohmann::json(nullptr)},
          {"your_price_basis", nlohmann::json(nullptr)},
          {"source", o->source},

@@ -14,6 +14,8 @@
 #include "util/units.h"
 
 namespace gm::report {
+
+using util::json_or_null;
 namespace {
 
 std::optional<RightsizingHint> rightsize(const store::RunRecord& run,
@@ -271,8 +273,8 @@ std::string render_run_report_json(const RunReport& r) {
   j["status"] = util::text_of(run.status);
   j["status_text"] = describe_status(run);
   j["telemetry"] = r.telemetry;
-  j["exit_code"] = util::json_or_null(run.exit_code);
-  j["stopped_by"] = util::json_or_null(run.stopped_by);
+  j["exit_code"] = json_or_null(run.exit_code);
+  j["stopped_by"] = json_or_null(run.stopped_by);
   j["start_unix_ms"] = run.start_unix_ms;
   j["wall_s"] = r.wall_s;
   j["billed_s"] = run.billed_s;
@@ -286,17 +288,17 @@ std::string render_run_report_json(const RunReport& r) {
   j["energy_kwh"] = run.energy_method == store::RunEnergyMethod::none ? nlohmann::json(nullptr)
                                                                       : nlohmann::json(run.energy_j / 3.6e6);
   j["energy_method"] = util::text_of(run.energy_method);
-  j["co2_kg"] = util::json_or_null(run.co2_kg);
+  j["co2_kg"] = json_or_null(run.co2_kg);
   j["co2_intensity_source"] =
       run.carbon_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.carbon_source);
-  j["steps"] = util::json_or_null(r.steps);
-  j["total_steps"] = util::json_or_null(r.total_steps);
-  j["samples"] = util::json_or_null(r.samples);
-  j["tokens"] = util::json_or_null(r.tokens);
-  j["forecast_cost_usd"] = util::json_or_null(run.forecast_cost_usd);
+  j["steps"] = json_or_null(r.steps);
+  j["total_steps"] = json_or_null(r.total_steps);
+  j["samples"] = json_or_null(r.samples);
+  j["tokens"] = json_or_null(r.tokens);
+  j["forecast_cost_usd"] = json_or_null(run.forecast_cost_usd);
   j["budget_usd"] =
       run.budget_micros ? nlohmann::json(util::micros_to_usd(*run.budget_micros)) : nlohmann::json(nullptr);
-  j["effective_utilization"] = util::json_or_null(r.effective_utilization);
+  j["effective_utilization"] = json_or_null(r.effective_utilization);
   j["startup_s"] =
       r.startup ? nlohmann::json(static_cast<double>(r.startup->ms) / 1000) : nlohmann::json(nullptr);
   j["startup_cost_usd"] =
@@ -304,13 +306,13 @@ std::string render_run_report_json(const RunReport& r) {
   j["process_on_gpu_s"] = r.process_on_gpu_ms
                               ? nlohmann::json(static_cast<double>(*r.process_on_gpu_ms) / 1000)
                               : nlohmann::json(nullptr);
-  j["steady_state"] = util::json_or_null(r.steady_state);
-  j["cost_per_step_usd"] = util::json_or_null(r.usd_per_step);
-  j["usd_per_1k_samples"] = util::json_or_null(r.usd_per_1k_samples);
-  j["usd_per_1m_tokens"] = util::json_or_null(r.usd_per_1m_tokens);
-  j["mfu"] = util::json_or_null(r.mfu);
-  j["flops_per_token"] = util::json_or_null(r.flops_per_token);
-  j["mfu_basis"] = util::json_or_null(r.mfu_basis);
+  j["steady_state"] = json_or_null(r.steady_state);
+  j["cost_per_step_usd"] = json_or_null(r.usd_per_step);
+  j["usd_per_1k_samples"] = json_or_null(r.usd_per_1k_samples);
+  j["usd_per_1m_tokens"] = json_or_null(r.usd_per_1m_tokens);
+  j["mfu"] = json_or_null(r.mfu);
+  j["flops_per_token"] = json_or_null(r.flops_per_token);
+  j["mfu_basis"] = json_or_null(r.mfu_basis);
   j["metrics"] = r.metrics;
   j["labels"] = run.labels;
   j["user"] = run.user;
@@ -320,10 +322,10 @@ std::string render_run_report_json(const RunReport& r) {
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
                     {"used", g.used},
-                    {"util_avg_pct", util::json_or_null(g.util_avg_pct)},
-                    {"util_peak_pct", util::json_or_null(g.util_peak_pct)},
-                    {"memory_avg_bytes", util::json_or_null(g.mem_avg_bytes)},
-                    {"memory_peak_bytes", util::json_or_null(g.mem_peak_bytes)},
+                    {"util_avg_pct", json_or_null(g.util_avg_pct)},
+                    {"util_peak_pct", json_or_null(g.util_peak_pct)},
+                    {"memory_avg_bytes", json_or_null(g.mem_avg_bytes)},
+                    {"memory_peak_bytes", json_or_null(g.mem_peak_bytes)},
                     {"busy_s", g.busy_s},
                     {"cost_usd", util::micros_to_usd(g.cost_micros)},
                     {"energy_kwh", g.energy_j / 3.6e6}});
@@ -367,21 +369,21 @@ std::string render_run_report_json(const RunReport& r) {
     j["serving"] = {
         {"engine", k.engine},
         {"models", k.models},
-        {"prompt_tokens", util::json_or_null(k.prompt_tokens)},
-        {"generated_tokens", util::json_or_null(k.generated_tokens)},
-        {"cached_tokens", util::json_or_null(k.cached_tokens)},
-        {"requests", util::json_or_null(k.requests)},
-        {"usd_per_1m_prompt_tokens", util::json_or_null(k.usd_per_1m_prompt_tokens)},
-        {"usd_per_1m_generated_tokens", util::json_or_null(k.usd_per_1m_generated_tokens)},
-        {"usd_per_1m_tokens", util::json_or_null(k.usd_per_1m_tokens)},
-        {"usd_per_1k_requests", util::json_or_null(k.usd_per_1k_requests)},
-        {"generated_tokens_per_s", util::json_or_null(k.generated_tokens_per_s)},
-        {"peak_generated_tokens_per_s", util::json_or_null(k.peak_generated_tokens_per_s)},
-        {"load_ratio", util::json_or_null(k.load_ratio)},
-        {"usd_per_1m_generated_tokens_at_peak", util::json_or_null(k.usd_per_1m_generated_tokens_at_peak)},
-        {"plan_usd_per_1m_generated_tokens", util::json_or_null(k.plan_usd_per_1m_generated_tokens)},
-        {"plan_model", util::json_or_null(k.plan_model)},
-        {"plan_batch", util::json_or_null(k.plan_batch)},
+        {"prompt_tokens", json_or_null(k.prompt_tokens)},
+        {"generated_tokens", json_or_null(k.generated_tokens)},
+        {"cached_tokens", json_or_null(k.cached_tokens)},
+        {"requests", json_or_null(k.requests)},
+        {"usd_per_1m_prompt_tokens", json_or_null(k.usd_per_1m_prompt_tokens)},
+        {"usd_per_1m_generated_tokens", json_or_null(k.usd_per_1m_generated_tokens)},
+        {"usd_per_1m_tokens", json_or_null(k.usd_per_1m_tokens)},
+        {"usd_per_1k_requests", json_or_null(k.usd_per_1k_requests)},
+        {"generated_tokens_per_s", json_or_null(k.generated_tokens_per_s)},
+        {"peak_generated_tokens_per_s", json_or_null(k.peak_generated_tokens_per_s)},
+        {"load_ratio", json_or_null(k.load_ratio)},
+        {"usd_per_1m_generated_tokens_at_peak", json_or_null(k.usd_per_1m_generated_tokens_at_peak)},
+        {"plan_usd_per_1m_generated_tokens", json_or_null(k.plan_usd_per_1m_generated_tokens)},
+        {"plan_model", json_or_null(k.plan_model)},
+        {"plan_batch", json_or_null(k.plan_batch)},
         {"plan_note", k.plan_note.empty() ? nlohmann::json(nullptr) : nlohmann::json(k.plan_note)}};
   } else {
     j["serving"] = nullptr;

@@ -11,6 +11,8 @@
 #include "util/units.h"
 
 namespace gm::report {
+
+using util::json_or_null;
 namespace {
 
 using findings::DiffRowCosts;
@@ -23,12 +25,12 @@ nlohmann::json rows_json(const std::vector<trace::DiffRow>& rows, const std::vec
                      {"base_ns", r.base_ns},
                      {"new_ns", r.new_ns},
                      {"delta_ns", r.new_ns - r.base_ns},
-                     {"base_cost_usd", util::json_or_null(costs[i].base_usd)},
-                     {"new_cost_usd", util::json_or_null(costs[i].new_usd)},
-                     {"delta_cost_usd", util::json_or_null(costs[i].delta_usd)},
+                     {"base_cost_usd", json_or_null(costs[i].base_usd)},
+                     {"new_cost_usd", json_or_null(costs[i].new_usd)},
+                     {"delta_cost_usd", json_or_null(costs[i].delta_usd)},
                      {"base_share", r.base_share},
                      {"new_share", r.new_share},
-                     {"change", util::json_or_null(r.change)},
+                     {"change", json_or_null(r.change)},
                      {"status", r.status},
                      {"gated", r.gated},
                      {"failed", r.failed}};

@@ -13,6 +13,8 @@
 
 namespace gm::report {
 
+using util::json_or_null;
+
 std::string job_text(const findings::PricedTrace& priced) {
   std::string out;
   for (std::size_t ji = 0; ji < priced.jobs.size(); ++ji) {
@@ -102,31 +104,31 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
   j["gpus"] = job.gpus;
   j["gpu_ns"] = job.gpu_ns;
   j["busy_ns"] = job.busy_ns;
-  j["cost_usd"] = util::json_or_null(c.gpu_usd);
+  j["cost_usd"] = json_or_null(c.gpu_usd);
   j["collectives_matched"] = job.instances;
   // No collective matched: the straggler figures are unknown (null), not zero.
   j["straggler_wait_ns"] = job.instances > 0 ? nlohmann::json(job.wait_ns) : nlohmann::json(nullptr);
-  j["straggler_cost_usd"] = job.instances > 0 ? util::json_or_null(c.wait_usd) : nlohmann::json(nullptr);
+  j["straggler_cost_usd"] = job.instances > 0 ? json_or_null(c.wait_usd) : nlohmann::json(nullptr);
   auto ranks = nlohmann::json::array();
   for (std::size_t i = 0; i < job.ranks.size(); ++i) {
     const auto& r = job.ranks[i];
     // A rank whose collectives carry no metadata has no straggler figures (null), not zeros.
     const bool m = r.collective_metadata;
     auto n = [m](std::int64_t v) { return m ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    ranks.push_back({{"rank", r.rank},
-                     {"file", r.file},
-                     {"gpus", r.gpus},
-                     {"busy_ns", r.busy_ns},
-                     {"idle_ns", r.idle_ns},
-                     {"collective_metadata", m},
-                     {"collectives", n(r.collectives)},
-                     {"arrivals_last", n(r.arrivals_last)},
-                     {"wait_caused_ns", n(r.wait_caused_ns)},
-                     {"wait_caused_cost_usd",
-                      m ? util::json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
-                     {"wait_suffered_ns", n(r.wait_suffered_ns)},
-                     {"wait_suffered_cost_usd",
-                      m ? util::json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
+    ranks.push_back(
+        {{"rank", r.rank},
+         {"file", r.file},
+         {"gpus", r.gpus},
+         {"busy_ns", r.busy_ns},
+         {"idle_ns", r.idle_ns},
+         {"collective_metadata", m},
+         {"collectives", n(r.collectives)},
+         {"arrivals_last", n(r.arrivals_last)},
+         {"wait_caused_ns", n(r.wait_caused_ns)},
+         {"wait_caused_cost_usd", m ? json_or_null(c.rank_wait_caused_usd[i]) : nlohmann::json(nullptr)},
+         {"wait_suffered_ns", n(r.wait_suffered_ns)},
+         {"wait_suffered_cost_usd",
+          m ? json_or_null(c.rank_wait_suffered_usd[i]) : nlohmann::json(nullptr)}});
   }
   j["ranks"] = std::move(ranks);
   auto steps = nlohmann::json::array();
@@ -136,11 +138,11 @@ nlohmann::json job_json(const trace::JobAnalysis& job, const findings::JobCosts&
     for (std::size_t i = 0; i < s.wait_by_rank_ns.size() && i < job.ranks.size(); ++i)
       by_rank.push_back({{"rank", job.ranks[i].rank},
                          {"wait_ns", s.wait_by_rank_ns[i]},
-                         {"cost_usd", util::json_or_null(c.step_rank_wait_usd[si][i])}});
+                         {"cost_usd", json_or_null(c.step_rank_wait_usd[si][i])}});
     steps.push_back({{"step", s.step},
                      {"wait_ns", s.wait_ns},
-                     {"cost_usd", util::json_or_null(c.step_wait_usd[si])},
-                     {"last_rank", util::json_or_null(s.last_rank)},
+                     {"cost_usd", json_or_null(c.step_wait_usd[si])},
+                     {"last_rank", json_or_null(s.last_rank)},
                      {"ranks", std::move(by_rank)}});
   }
   j["steps"] = std::move(steps);

@@ -17,6 +17,8 @@
 #include "util/units.h"
 
 namespace gm::report {
+
+using util::json_or_null;
 namespace {
 
 using findings::BreakdownCosts;
@@ -118,11 +120,11 @@ nlohmann::json buckets_json(const std::vector<Bucket>& bs, const BreakdownCosts&
     j["count"] = b.count;
     j["kernel_ns"] = b.kernel_ns;
     j["attributed_ns"] = b.attributed_ns;
-    j["cost_usd"] = util::json_or_null(c.attributed_usd[i]);
+    j["cost_usd"] = json_or_null(c.attributed_usd[i]);
     if (steps) {
       const bool real_step = b.step_ns > 0 || b.name != "(outside steps)";
       j["step_ns"] = real_step ? nlohmann::json(b.step_ns) : nlohmann::json(nullptr);
-      j["step_cost_usd"] = util::json_or_null(c.step_usd[i]);
+      j["step_cost_usd"] = json_or_null(c.step_usd[i]);
     }
     arr.push_back(std::move(j));
   }
@@ -198,16 +200,16 @@ nlohmann::json host_json(const FileAnalysis& f, const findings::FileCosts& fc) {
   j["label"] = f.devices.empty() ? nlohmann::json("CPU only") : nlohmann::json(nullptr);
   j["window_start_ns"] = h.window_start_ns;
   j["window_ns"] = h.window_ns;
-  j["cost_usd"] = util::json_or_null(c.window_usd);
+  j["cost_usd"] = json_or_null(c.window_usd);
   j["span_count"] = h.span_count;
   j["step_count"] = h.step_ns.count;
   j["step_time_ns"] = stats_json(h.step_ns);
-  j["cost_per_step_usd"] = util::json_or_null(c.per_step_usd);
+  j["cost_per_step_usd"] = json_or_null(c.per_step_usd);
   auto steps = nlohmann::json::array();
   for (std::size_t i = 0; i < h.steps.size(); ++i)
     steps.push_back({{"name", h.steps[i].name},
                      {"step_ns", h.steps[i].step_ns},
-                     {"cost_usd", util::json_or_null(c.steps_usd[i])}});
+                     {"cost_usd", json_or_null(c.steps_usd[i])}});
   j["steps"] = std::move(steps);
   auto ops = nlohmann::json::array();
   for (const auto& op : h.operators)
@@ -411,7 +413,7 @@ std::string trace_json(const PricedTrace& t) {
     jf["file"] = f.file;
     jf["group"] = f.group;
     jf["format"] = f.format.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.format);
-    jf["rank"] = util::json_or_null(f.rank);
+    jf["rank"] = json_or_null(f.rank);
     if (f.skipped)
       jf["skipped"] = *f.skipped;
     else
@@ -434,22 +436,22 @@ std::string trace_json(const PricedTrace& t) {
       nlohmann::json j;
       j["file"] = f.file;
       j["group"] = f.group;
-      j["rank"] = util::json_or_null(f.rank);
+      j["rank"] = json_or_null(f.rank);
       j["device"] = d.device;
-      j["gpu_name"] = util::json_or_null(d.gpu_name);
+      j["gpu_name"] = json_or_null(d.gpu_name);
       j["partial"] = f.partial;
       add_figures(j, d, kDeviceFigures);
       j["fair_share_exact"] = d.fair_share_exact;
-      for (const auto& [key, cost] : kDeviceCosts) j[key] = util::json_or_null(c.*cost);
+      for (const auto& [key, cost] : kDeviceCosts) j[key] = json_or_null(c.*cost);
       j["price_usd_per_gpu_hour"] =
           price ? nlohmann::json(util::micros_to_usd(*price)) : nlohmann::json(nullptr);
       j["price_source"] = price ? nlohmann::json(t.price.source) : nlohmann::json(nullptr);
       j["step_count"] = d.step_ns.count;
       j["step_time_ns"] = stats_json(d.step_ns);
-      j["cost_per_step_usd"] = util::json_or_null(c.per_step_usd);
-      j["idle_cost_per_1k_steps_usd"] = util::json_or_null(c.idle_per_1k_steps_usd);
-      j["projected_steps"] = util::json_or_null(t.project_steps);
-      j["projected_cost_usd"] = util::json_or_null(c.projected_usd);
+      j["cost_per_step_usd"] = json_or_null(c.per_step_usd);
+      j["idle_cost_per_1k_steps_usd"] = json_or_null(c.idle_per_1k_steps_usd);
+      j["projected_steps"] = json_or_null(t.project_steps);
+      j["projected_cost_usd"] = json_or_null(c.projected_usd);
       auto ops_json = [](const std::vector<trace::IdleCpuOp>& v) {
         auto a = nlohmann::json::array();
         for (const auto& op : v)
@@ -465,7 +467,7 @@ std::string trace_json(const PricedTrace& t) {
           {"count", d.before_window.count},
           {"kernel_ns", d.before_window.kernel_ns},
           {"attributed_ns", d.before_window.attributed_ns},
-          {"cost_usd", util::json_or_null(c.before_window_usd)},
+          {"cost_usd", json_or_null(c.before_window_usd)},
           {"kernels", buckets_json(d.before_window.kernels, c.before_window_kernels, true, false)}};
       auto matrix_math = nlohmann::json::object();
       add_figures(matrix_math, d.matrix_math, kMatrixMathFigures);
