@@ -99,54 +99,47 @@ class PlantedTree(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.assertIn(f'src/meter/price.cpp:{line}: prints outside src/cli', out)
 
-    def test_a_header_in_bare_gm_fails(self):
-        self.plant('trace/planted.h', '#pragma once\nnamespace gm {\nint planted_rate();\n}  // namespace gm\n')
+    def assert_outside_namespace(self, relative, text, at, message):
+        """Plants TEXT at the end of RELATIVE; the check fails naming line AT of it (from the end when < 1)."""
+        line = self.plant(relative, text)
         code, out = run(self.src)
         self.assertEqual(code, 1, out)
-        self.assertIn('src/trace/planted.h:2: declares in namespace gm, not gm::trace', out)
+        self.assertIn(f'src/{relative}:{at if at > 0 else line + at}: {message}', out)
+
+    def test_a_header_in_bare_gm_fails(self):
+        self.assert_outside_namespace('trace/planted.h', '#pragma once\nnamespace gm {\nint planted_rate();\n}\n', 2,
+                                      'declares in namespace gm, not gm::trace')
 
     def test_a_header_in_another_modules_namespace_fails(self):
-        self.plant('plan/planted.h', '#pragma once\nnamespace gm::meter {\nstruct Planted {};\n}\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn('src/plan/planted.h:2: declares in namespace gm::meter, not gm::plan', out)
+        self.assert_outside_namespace('plan/planted.h', '#pragma once\nnamespace gm::meter {\nstruct P {};\n}\n', 2,
+                                      'declares in namespace gm::meter, not gm::plan')
 
     def test_a_declaration_outside_any_namespace_fails(self):
-        self.plant('serving/planted.h', '#pragma once\n// a comment with namespace gm::serving {\nint planted();\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn('src/serving/planted.h:3: declares outside namespace gm::serving', out)
+        self.assert_outside_namespace('serving/planted.h', '#pragma once\n// namespace gm::serving {\nint f();\n', 3,
+                                      'declares outside namespace gm::serving')
 
     def test_a_source_file_defining_in_bare_gm_fails(self):
-        line = self.plant('meter/price.cpp', 'namespace gm {\nint planted_rate() { return 1; }\n}  // namespace gm\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn(f'src/meter/price.cpp:{line - 2}: declares in namespace gm, not gm::meter', out)
+        self.assert_outside_namespace('meter/price.cpp', 'namespace gm {\nint planted_rate() { return 1; }\n}\n', -2,
+                                      'declares in namespace gm, not gm::meter')
 
     def test_a_file_level_anonymous_namespace_fails(self):
-        line = self.plant('store/spool.cpp', 'namespace {\nint planted() { return 1; }\n}  // namespace\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn(f'src/store/spool.cpp:{line - 2}: declares in namespace (anonymous), not gm::store', out)
+        self.assert_outside_namespace('store/spool.cpp', 'namespace {\nint planted() { return 1; }\n}\n', -2,
+                                      'declares in namespace (anonymous), not gm::store')
 
     def test_a_reexport_of_a_util_name_that_is_not_vocabulary_fails(self):
-        line = self.plant('util/money.h', 'namespace gm {\nusing util::format_usd;\n}  // namespace gm\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn(f'src/util/money.h:{line - 2}: declares in namespace gm, not gm::util', out)
+        self.assert_outside_namespace('util/money.h', 'namespace gm {\nusing util::format_usd;\n}\n', -2,
+                                      'declares in namespace gm, not gm::util')
 
     def test_the_vocabulary_reexports_outside_their_header_fail(self):
-        self.plant('util/planted.h', '#pragma once\nnamespace gm {\nusing util::Result;\n}  // namespace gm\n')
-        code, out = run(self.src)
-        self.assertEqual(code, 1, out)
-        self.assertIn('src/util/planted.h:2: declares in namespace gm, not gm::util', out)
+        self.assert_outside_namespace('util/planted.h', '#pragma once\nnamespace gm {\nusing util::Result;\n}\n', 2,
+                                      'declares in namespace gm, not gm::util')
 
     def test_forward_declarations_and_nested_namespaces_pass(self):
         self.plant('agent/planted.h', '#pragma once\nstruct sqlite3;\nextern char** environ;\n'
                    'namespace gm::catalog {\nclass Catalog;\n}\n'
                    'namespace gm::agent::detail {\ninline int planted() { return 1; }\n}\n')
         self.plant('agent/planted.cpp', 'namespace gm::agent {\nnamespace {\nint planted() { return 2; }\n}  // namespace\n'
-                   '}  // namespace gm::agent\n')
+                   '}\n')
         code, out = run(self.src)
         self.assertEqual(code, 0, out)
 

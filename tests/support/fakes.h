@@ -100,7 +100,7 @@ struct RecordingSink final : guard::SessionSink {
   std::vector<std::string> warnings;   ///< gpumeter's own problems
   std::optional<guard::StatusSnapshot> last;  ///< the latest status
   std::vector<double> periodic_at_s;   ///< elapsed seconds of each --status-every line
-  std::vector<store::ActionRecord> actions;
+  std::vector<ActionRecord> actions;
   std::vector<store::CellRecord> cells;
   void job_output(guard::JobStream s, std::string_view b) override {
     (s == guard::JobStream::err ? err : out).append(b);
@@ -112,7 +112,7 @@ struct RecordingSink final : guard::SessionSink {
     last = s;
     if (periodic) periodic_at_s.push_back(s.elapsed_s);
   }
-  void action(const store::ActionRecord& a) override { actions.push_back(a); }
+  void action(const ActionRecord& a) override { actions.push_back(a); }
   void cell(const store::CellRecord& c) override { cells.push_back(c); }
 };
 
@@ -175,13 +175,21 @@ inline void write_fake_process(const std::string& proc_root, std::uint32_t pid, 
 
 // --- an in-memory ledger --------------------------------------------------------------------------
 
+// The ledger's record types, named unqualified in the fakes and the tests that use them.
+using store::ActionRecord;
+using store::BudgetRecord;
+using store::ProgressRecord;
+using store::RollupRecord;
+using store::RunRecord;
+using store::SampleRecord;
+
 /// An in-memory Ledger for tests of reports and budgets (the SQLite and PostgreSQL ledgers are tested on
 /// their own).
 class MemoryLedger : public store::Ledger {
  public:
-  void add_run(store::RunRecord r) { runs_.push_back(std::move(r)); }
-  void add_rollup(store::RollupRecord r) { rollups_.push_back(r); }
-  void add_progress(store::ProgressRecord p) { progress_.push_back(std::move(p)); }
+  void add_run(RunRecord r) { runs_.push_back(std::move(r)); }
+  void add_rollup(RollupRecord r) { rollups_.push_back(r); }
+  void add_progress(ProgressRecord p) { progress_.push_back(std::move(p)); }
 
   std::string describe() const override { return "memory"; }
   std::string backend() const override { return "memory"; }
@@ -191,11 +199,11 @@ class MemoryLedger : public store::Ledger {
     GM_TRY(std::int64_t id, begin_run(b.run));
     return store::ImportOutcome{id, true};
   }
-  Result<void> set_budget(const store::BudgetRecord& b) override {
+  Result<void> set_budget(const BudgetRecord& b) override {
     budgets_.push_back(b);
     return ok_result();
   }
-  Result<std::vector<store::BudgetRecord>> budgets() const override { return budgets_; }
+  Result<std::vector<BudgetRecord>> budgets() const override { return budgets_; }
   Result<void> remove_budget(const std::string&) override { return make_error(ErrorKind::not_found, "none"); }
   Result<store::SelectorSpend> selector_spend(const std::string& key, const std::string& value,
                                               std::int64_t since, std::int64_t exclude) const override {
@@ -208,38 +216,38 @@ class MemoryLedger : public store::Ledger {
     return s;
   }
 
-  Result<std::int64_t> begin_run(const store::RunRecord& run) override {
+  Result<std::int64_t> begin_run(const RunRecord& run) override {
     runs_.push_back(run);
     runs_.back().id = static_cast<std::int64_t>(runs_.size());
     return runs_.back().id;
   }
-  Result<void> update_run(const store::RunRecord& run) override {
+  Result<void> update_run(const RunRecord& run) override {
     for (auto& r : runs_)
       if (r.id == run.id) r = run;
     return ok_result();
   }
-  Result<void> append(const std::vector<store::SampleRecord>& s, const std::vector<store::ProgressRecord>& p,
-                      const std::vector<store::ActionRecord>& a) override {
+  Result<void> append(const std::vector<SampleRecord>& s, const std::vector<ProgressRecord>& p,
+                      const std::vector<ActionRecord>& a) override {
     samples_.insert(samples_.end(), s.begin(), s.end());
     progress_.insert(progress_.end(), p.begin(), p.end());
     actions_.insert(actions_.end(), a.begin(), a.end());
     return ok_result();
   }
-  Result<void> append_rollups(const std::vector<store::RollupRecord>& r) override {
+  Result<void> append_rollups(const std::vector<RollupRecord>& r) override {
     rollups_.insert(rollups_.end(), r.begin(), r.end());
     return ok_result();
   }
-  Result<store::RunRecord> run(std::int64_t id) const override {
+  Result<RunRecord> run(std::int64_t id) const override {
     for (const auto& r : runs_)
       if (r.id == id) return r;
     return make_error(ErrorKind::not_found, "no run " + std::to_string(id));
   }
-  Result<store::RunRecord> last_run() const override {
+  Result<RunRecord> last_run() const override {
     if (runs_.empty()) return make_error(ErrorKind::not_found, "the ledger has no runs");
     return *std::max_element(runs_.begin(), runs_.end(), [](auto& a, auto& b) { return a.id < b.id; });
   }
-  Result<std::vector<store::RunRecord>> runs(const store::RunFilter& f) const override {
-    std::vector<store::RunRecord> out;
+  Result<std::vector<RunRecord>> runs(const store::RunFilter& f) const override {
+    std::vector<RunRecord> out;
     for (const auto& r : runs_) {
       if (f.since_unix_ms && r.start_unix_ms < *f.since_unix_ms) continue;
       if (f.until_unix_ms && r.start_unix_ms >= *f.until_unix_ms) continue;
@@ -248,17 +256,13 @@ class MemoryLedger : public store::Ledger {
     std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id > b.id; });
     return out;
   }
-  Result<std::vector<store::SampleRecord>> samples(std::int64_t id) const override {
-    return filter(samples_, id);
-  }
-  Result<std::vector<store::ProgressRecord>> progress(std::int64_t id) const override {
+  Result<std::vector<SampleRecord>> samples(std::int64_t id) const override { return filter(samples_, id); }
+  Result<std::vector<ProgressRecord>> progress(std::int64_t id) const override {
     return filter(progress_, id);
   }
-  Result<std::vector<store::ActionRecord>> actions(std::int64_t id) const override {
-    return filter(actions_, id);
-  }
-  Result<std::vector<store::RollupRecord>> rollups(const store::RunFilter& f) const override {
-    std::vector<store::RollupRecord> out;
+  Result<std::vector<ActionRecord>> actions(std::int64_t id) const override { return filter(actions_, id); }
+  Result<std::vector<RollupRecord>> rollups(const store::RunFilter& f) const override {
+    std::vector<RollupRecord> out;
     for (const auto& r : rollups_) {
       if (f.since_unix_ms && r.minute_unix * 60'000 < *f.since_unix_ms / 60'000 * 60'000) continue;
       if (f.until_unix_ms && r.minute_unix * 60'000 >= *f.until_unix_ms) continue;
@@ -275,12 +279,12 @@ class MemoryLedger : public store::Ledger {
       if (x.run_id == id) out.push_back(x);
     return out;
   }
-  std::vector<store::RunRecord> runs_;
-  std::vector<store::SampleRecord> samples_;
-  std::vector<store::ProgressRecord> progress_;
-  std::vector<store::ActionRecord> actions_;
-  std::vector<store::RollupRecord> rollups_;
-  std::vector<store::BudgetRecord> budgets_;
+  std::vector<RunRecord> runs_;
+  std::vector<SampleRecord> samples_;
+  std::vector<ProgressRecord> progress_;
+  std::vector<ActionRecord> actions_;
+  std::vector<RollupRecord> rollups_;
+  std::vector<BudgetRecord> budgets_;
 };
 
 }  // namespace gm::test
