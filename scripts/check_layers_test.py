@@ -138,8 +138,7 @@ class PlantedTree(unittest.TestCase):
         self.plant('agent/planted.h', '#pragma once\nstruct sqlite3;\nextern char** environ;\n'
                    'namespace gm::catalog {\nclass Catalog;\n}\n'
                    'namespace gm::agent::detail {\ninline int planted() { return 1; }\n}\n')
-        self.plant('agent/planted.cpp', 'namespace gm::agent {\nnamespace {\nint planted() { return 2; }\n}  // namespace\n'
-                   '}\n')
+        self.plant('agent/planted.cpp', 'namespace gm::agent {\nnamespace {\nint planted() { return 2; }\n}\n}\n')
         code, out = run(self.src)
         self.assertEqual(code, 0, out)
 
