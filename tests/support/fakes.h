@@ -26,6 +26,14 @@
 
 namespace gm::test {
 
+// The ledger's record types, named unqualified in the fakes and in the tests that use them.
+using store::ActionRecord;
+using store::BudgetRecord;
+using store::ProgressRecord;
+using store::RollupRecord;
+using store::RunRecord;
+using store::SampleRecord;
+
 // --- GPUs and prices ------------------------------------------------------------------------------
 
 /// GPU `index` of a test node: an 80 GiB H100 named "GPU-<index>".
@@ -174,14 +182,6 @@ inline void write_fake_process(const std::string& proc_root, std::uint32_t pid, 
 }
 
 // --- an in-memory ledger --------------------------------------------------------------------------
-
-// The ledger's record types, named unqualified in the fakes and the tests that use them.
-using store::ActionRecord;
-using store::BudgetRecord;
-using store::ProgressRecord;
-using store::RollupRecord;
-using store::RunRecord;
-using store::SampleRecord;
 
 /// An in-memory Ledger for tests of reports and budgets (the SQLite and PostgreSQL ledgers are tested on
 /// their own).

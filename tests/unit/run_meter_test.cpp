@@ -126,10 +126,26 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
   auto j = nlohmann::json::parse(report::render_run_report_json(r));
-  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
-                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
-                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
-                          "forecast_cost_usd", "actions"})
+  for (const char* key : {"run_id",
+                          "command",
+                          "exit_code",
+                          "stopped_by",
+                          "wall_s",
+                          "billed_s",
+                          "cost_usd",
+                          "price_usd_per_gpu_hour",
+                          "price_source",
+                          "gpus_allocated",
+                          "gpus_used",
+                          "idle_cost_usd",
+                          "unused_gpu_cost_usd",
+                          "energy_kwh",
+                          "energy_method",
+                          "co2_kg",
+                          "steps",
+                          "total_steps",
+                          "forecast_cost_usd",
+                          "actions"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["stopped_by"], "budget");
   EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), 1.0);
