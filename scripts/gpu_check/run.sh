@@ -15,6 +15,8 @@ mkdir -p "$R"
 exec > >(tee "$OUT/log.txt") 2>&1
 here=$PWD
 part() { echo "=== $1 ($(date -u +%T))"; }
+parts=,${GPU_CHECK_PARTS:-identity,bf16,fp32,ns,trace,peak},  # a rerun may name only the parts it needs
+want() { [[ $parts == *",$1,"* ]]; }
 
 if .gpucheck/gpumeter --version >/dev/null 2>&1; then
   GM=("$here/.gpucheck/gpumeter")
@@ -40,6 +42,7 @@ part "machine"
   readlink /proc/self/ns/pid
 } 2>&1 | tee "$R/machine.txt"
 
+want identity && {
 part "identity: doctor, gpus --json and nvidia-smi on the idle GPU"
 timeout 30 "${GM[@]}" doctor >"$R/doctor.txt" 2>&1
 echo "doctor exit $?"
@@ -48,7 +51,9 @@ nvidia-smi --query-gpu=$smi_q --format=csv >"$R/smi_idle.csv"
 t0=$(date +%s%N)
 "${GM[@]}" gpus >/dev/null 2>&1
 echo "gpus wall $(( ($(date +%s%N) - t0) / 1000000 )) ms" | tee "$R/gpus_time.txt"
+}
 
+want bf16 && {
 part "bf16 training under gpumeter run (forecast, start-up, MFU, GPM, energy, processes)"
 energy
 timeout 180 "${GM[@]}" run --price 3.00 --json-report "$R/run_bf16.json" --status-every 1s --label check=bf16 -- \
@@ -62,13 +67,17 @@ wait $run_pid
 echo "run exit $?"
 energy
 tail -25 "$R/run_bf16.stderr"
+}
 
+want fp32 && {
 part "fp32 training, TF32 off (GPM: no tensor-core work)"
 timeout 120 "${GM[@]}" run --price 3.00 --json-report "$R/run_fp32.json" --label check=fp32 -- \
   "$PY" scripts/gpu_check/train.py --precision fp32 --seconds 12 --out "$R/job_fp32.json" 2>"$R/run_fp32.stderr"
 echo "run exit $?"
 tail -25 "$R/run_fp32.stderr"
+}
 
+want ns && {
 part "in a PID namespace of its own, as in a container (NVML's PIDs are foreign there)"
 timeout 90 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 "${GM[@]}" doctor >"$R/doctor_ns.txt" 2>&1
 timeout 120 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 \
@@ -76,7 +85,9 @@ timeout 120 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 \
   "$PY" scripts/gpu_check/train.py --precision bf16 --seconds 10 --out "$R/job_ns.json" 2>"$R/run_ns.stderr"
 echo "run exit $?"
 tail -25 "$R/run_ns.stderr"
+}
 
+want trace && {
 part "profiler traces: an input-bound DataLoader (0 workers) and a healthy one (4 pinned workers)"
 for w in 0 4; do
   timeout 90 "$PY" scripts/gpu_check/trace_input.py --workers $w --out "$R/trace_w$w" >"$R/trace_w$w.log" 2>&1
@@ -86,11 +97,14 @@ for w in 0 4; do
   done
   head -40 "$R/trace_w$w.txt" 2>/dev/null
 done
+}
 
+want peak && {
 part "peak memory of training steps (the planner's calibration set)"
-timeout 90 "$PY" tests/data/plan/peak_memory.py --steps 3 --seq 1024 >"$R/peak_memory_h100.jsonl" 2>"$R/peak_memory.err"
+timeout 90 "$PY" tests/data/plan/peak_memory.py --steps 3 --seq 1024 >"$R/peak_memory.jsonl" 2>"$R/peak_memory.err"
 echo "peak_memory exit $?"
-wc -l "$R/peak_memory_h100.jsonl"
+wc -l "$R/peak_memory.jsonl"
+}
 
 part "summary"
 "$PY" scripts/gpu_check/summarize.py "$R" | tee "$R/summary.txt"

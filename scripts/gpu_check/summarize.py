@@ -121,7 +121,7 @@ def traces():
 
 
 def peaks():
-    p = R / "peak_memory_h100.jsonl"
+    p = R / "peak_memory.jsonl"
     if p.exists():
         print(f"peak memory: {len(p.read_text().splitlines())} lines in {p.name}")
 

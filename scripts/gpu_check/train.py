@@ -90,7 +90,7 @@ def main():
 
     def sync():
         if dev.type == "cuda":
-            sync()
+            torch.cuda.synchronize()
 
     rec = {"start_unix_s": process_start_unix_s(), "precision": a.precision, "status": []}
     torch.backends.cuda.matmul.allow_tf32 = False
