@@ -15,7 +15,7 @@ mkdir -p "$R"
 exec > >(tee "$OUT/log.txt") 2>&1
 here=$PWD
 part() { echo "=== $1 ($(date -u +%T))"; }
-parts=,${GPU_CHECK_PARTS:-identity,bf16,fp32,ns,trace,peak},  # a rerun may name only the parts it needs
+parts=,${GPU_CHECK_PARTS:-identity,bf16,fp32,ns,startup,trace,peak},  # a rerun may name only the parts it needs
 want() { [[ $parts == *",$1,"* ]]; }
 
 if .gpucheck/gpumeter --version >/dev/null 2>&1; then
@@ -85,6 +85,14 @@ timeout 120 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 \
   "$PY" scripts/gpu_check/train.py --precision bf16 --seconds 10 --out "$R/job_ns.json" 2>"$R/run_ns.stderr"
 echo "run exit $?"
 tail -25 "$R/run_ns.stderr"
+}
+
+want startup && {
+part "start-up phase by phase: what NVML shows while a job imports, creates its context, copies, launches"
+timeout 90 "${GM[@]}" run --price 3.00 --ledger "$R/ledger_startup.db" --json-report "$R/run_startup.json" -- \
+  "$PY" scripts/gpu_check/startup_probe.py --out "$R/job_startup.json" 2>"$R/run_startup.stderr"
+echo "run exit $?"
+tail -12 "$R/run_startup.stderr"
 }
 
 want trace && {

@@ -54,7 +54,7 @@ def identity():
               f" tensor {bd.get('tensor_active_pct')} %, sm {bd.get('sm_active_pct')} %")
         for a in apps:
             pid = int(a["pid"])
-            print(f"  process {pid}: gpumeter {procs.get(pid, 'absent')} MiB | nvidia-smi {a['used_memory']}")
+            print(f"  process {pid}: gpumeter {procs.get(pid, 'absent')} MiB | nvidia-smi {a.get('used_gpu_memory', a.get('used_memory'))}")
 
 
 def run(tag, energy=False):
