@@ -95,6 +95,14 @@ echo "run exit $?"
 tail -12 "$R/run_startup.stderr"
 }
 
+want startup_train && {
+part "start-up of the training job with NVML polled every 0.1 s"
+timeout 90 "${GM[@]}" run --price 3.00 --ledger "$R/ledger_startup_train.db" --json-report "$R/run_startup_train.json" -- \
+  "$PY" scripts/gpu_check/train.py --precision bf16 --seconds 8 --nvml-poll --out "$R/job_startup_train.json" 2>"$R/run_startup_train.stderr"
+echo "run exit $?"
+tail -12 "$R/run_startup_train.stderr"
+}
+
 want trace && {
 part "profiler traces: an input-bound DataLoader (0 workers) and a healthy one (4 pinned workers)"
 for w in 0 4; do

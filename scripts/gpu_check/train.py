@@ -73,6 +73,27 @@ class Gpt(nn.Module):
         return self.head(self.norm(x))
 
 
+def start_poller(rec):
+    """NVML's utilization, memory and process count every 0.1 s, into rec["nvml"] (the start-up check)."""
+    import threading
+
+    import pynvml
+
+    rec["nvml"] = []
+
+    def poll():
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        while True:
+            u = pynvml.nvmlDeviceGetUtilizationRates(h)
+            m = pynvml.nvmlDeviceGetMemoryInfo(h)
+            n = len(pynvml.nvmlDeviceGetComputeRunningProcesses(h))
+            rec["nvml"].append((time.time(), u.gpu, m.used, n))
+            time.sleep(0.1)
+
+    threading.Thread(target=poll, daemon=True).start()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
@@ -84,6 +105,7 @@ def main():
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--peak-tflops", type=float, default=989.4, help="dense peak the job's own MFU divides by")
     p.add_argument("--device", default="cuda", help="cpu: a dry run of this script on a machine without a GPU")
+    p.add_argument("--nvml-poll", action="store_true", help="record NVML's readings every 0.1 s and the phases")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     dev = torch.device(a.device)
@@ -92,17 +114,30 @@ def main():
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    rec = {"start_unix_s": process_start_unix_s(), "precision": a.precision, "status": []}
+    rec = {"start_unix_s": process_start_unix_s(), "precision": a.precision, "status": [], "marks": []}
+    if a.nvml_poll:
+        start_poller(rec)
+
+    def mark(phase):
+        rec["marks"].append((time.time(), phase))
+
+    mark("arguments parsed")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     vocab, heads = 32000, a.hidden // 64
-    model = Gpt(a.layers, a.hidden, heads, vocab, a.seq).to(dev)
+    model = Gpt(a.layers, a.hidden, heads, vocab, a.seq)
+    mark("model built on the CPU")
+    model = model.to(dev)
+    sync()
+    mark("model moved to the GPU")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, **({"fused": True} if dev.type == "cuda" else {}))
     matmul_params = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
     fpt = 6 * matmul_params + 12 * a.layers * a.hidden * a.seq
     tokens_per_step = a.batch * a.seq
     ids = torch.randint(0, vocab, (a.batch, a.seq + 1), device=dev)
     x, y = ids[:, :-1], ids[:, 1:]
+    sync()
+    mark("optimizer and batch ready")
 
     def step():
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
