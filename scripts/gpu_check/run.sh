@@ -78,12 +78,23 @@ tail -25 "$R/run_fp32.stderr"
 }
 
 want ns && {
-part "in a PID namespace of its own, as in a container (NVML's PIDs are foreign there)"
+part "in a PID namespace of its own, as in a container (are NVML's PIDs foreign there?)"
 timeout 90 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 "${GM[@]}" doctor >"$R/doctor_ns.txt" 2>&1
-timeout 120 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 \
-  "${GM[@]}" run --price 3.00 --json-report "$R/run_ns.json" --label check=pidns -- \
-  "$PY" scripts/gpu_check/train.py --precision bf16 --seconds 10 --out "$R/job_ns.json" 2>"$R/run_ns.stderr"
+export GM_STR="${GM[*]}" R PY
+timeout 120 unshare --pid --fork --mount-proc env CUDA_VISIBLE_DEVICES=0 bash -c '
+  $GM_STR run --price 3.00 --ledger "$R/ledger_ns.db" --json-report "$R/run_ns.json" --label check=pidns -- \
+    "$PY" scripts/gpu_check/train.py --precision bf16 --seconds 10 --out "$R/job_ns.json" 2>"$R/run_ns.stderr" &
+  sleep 25
+  nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >"$R/smi_apps_ns_inside.csv" 2>&1
+  $GM_STR gpus --json >"$R/gpus_ns_inside.json" 2>&1
+  ps -eo pid,args >"$R/ps_ns_inside.txt"
+  wait' &
+ns_pid=$!
+sleep 26
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv >"$R/smi_apps_ns_outside.csv" 2>&1
+wait $ns_pid
 echo "run exit $?"
+cat "$R/smi_apps_ns_inside.csv" "$R/smi_apps_ns_outside.csv"
 tail -25 "$R/run_ns.stderr"
 }
 

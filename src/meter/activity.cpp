@@ -13,6 +13,11 @@ constexpr std::optional<double> GpmPct::*kFields[] = {
 
 }  // namespace
 
+bool interval_did_work(std::optional<double> utilization_pct, const GpmPct& gpm) {
+  if (!utilization_pct || *utilization_pct < kIdleUtilPct) return false;
+  return !gpm.sm_active || *gpm.sm_active >= kWorkSmActivePct;
+}
+
 void ActivityMean::add(const GpmPct& gpm, bool working) {
   if (!working) return;
   bool any = false;
