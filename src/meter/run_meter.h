@@ -21,9 +21,9 @@ namespace gm {
 /// Utilization under which a GPU counts as idle for --max-idle (percent).
 inline constexpr double kIdleUtilPct = 5.0;
 
-/// GPM SM activity (percent) under which an interval that shows utilization did no computing: NVML's utilization
-/// also counts copies between host and GPU (a model's weights moving to it showed 10-18 % on an H200 with its SMs
-/// idle), so where GPM measured the interval it must show the SMs working too.
+/// GPM SM activity (percent) under which an interval that shows utilization did no computing: NVML's
+/// utilization also counts copies between host and GPU (a model's weights moving to it showed 10-18 % on an
+/// H200 with its SMs idle), so where GPM measured the interval it must show the SMs working too.
 inline constexpr double kWorkSmActivePct = 1.0;
 
 /// Whether a GPU worked in an interval: utilization >= kIdleUtilPct and, where GPM measured the interval, SM

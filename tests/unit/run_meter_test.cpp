@@ -129,10 +129,26 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
   auto j = nlohmann::json::parse(render_run_report_json(r));
-  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
-                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
-                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
-                          "forecast_cost_usd", "actions"})
+  for (const char* key : {"run_id",
+                          "command",
+                          "exit_code",
+                          "stopped_by",
+                          "wall_s",
+                          "billed_s",
+                          "cost_usd",
+                          "price_usd_per_gpu_hour",
+                          "price_source",
+                          "gpus_allocated",
+                          "gpus_used",
+                          "idle_cost_usd",
+                          "unused_gpu_cost_usd",
+                          "energy_kwh",
+                          "energy_method",
+                          "co2_kg",
+                          "steps",
+                          "total_steps",
+                          "forecast_cost_usd",
+                          "actions"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["stopped_by"], "budget");
   EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), 1.0);
@@ -200,11 +216,11 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   for (const auto& x : r2.findings) EXPECT_NE(x.kind, "idle_stretch");
 }
 
-
 // Start-up on a real H200 (tests/data/gpu_check/README.md): the job moved its weights to the GPU at 5.7 s and
 // launched its first kernel at 10.64 s; in between the GPU held its context and did nothing.
 std::vector<SampleRecord> h200_startup_samples() {
-  std::istringstream in(test::read_file(test::source_dir() + "/tests/data/gpu_check/h200_startup_samples.csv"));
+  std::istringstream in(
+      test::read_file(test::source_dir() + "/tests/data/gpu_check/h200_startup_samples.csv"));
   std::string line;
   std::getline(in, line);  // header
   std::vector<SampleRecord> out;
@@ -235,8 +251,8 @@ TEST(RunMeterTest, StartupOnH200EndsAtTheFirstComputingIntervalNotAtTheWeightCop
   auto samples = h200_startup_samples();
   ASSERT_GE(samples.size(), 13u);
 
-  // As recorded: the first interval that shows utilization ([11.0 s, 12.0 s): 18 %, SMs 2.2 % active) holds the
-  // first kernel (10.64 s) to within one metering interval; the process appeared at 5 s.
+  // As recorded: the first interval that shows utilization ([11.0 s, 12.0 s): 18 %, SMs 2.2 % active) holds
+  // the first kernel (10.64 s) to within one metering interval; the process appeared at 5 s.
   auto usage = gpu_usage_from_samples(samples);
   ASSERT_EQ(usage.size(), 1u);
   ASSERT_TRUE(usage[0].first_busy_ms.has_value());
@@ -244,13 +260,14 @@ TEST(RunMeterTest, StartupOnH200EndsAtTheFirstComputingIntervalNotAtTheWeightCop
   EXPECT_LE(std::abs(static_cast<double>(*usage[0].first_busy_ms) / 1000 - first_launch_s), 1.0);
   EXPECT_EQ(usage[0].first_process_ms, 5001);
 
-  // The weight copy (`model.to("cuda")`, between the marks at 5.2 s and 5.7 s) showed up to 10 % utilization in
-  // NVML's 0.1 s readings while GPM saw the SMs idle. gpumeter's reading of that interval happened to say 0 %;
-  // in an earlier run of the same job it said >= 5 % and start-up ended at the copy, 6 s before the first
-  // kernel (docs/validation.md). The interval with the copy's utilization:
+  // The weight copy (`model.to("cuda")`, between the marks at 5.2 s and 5.7 s) showed up to 10 % utilization
+  // in NVML's 0.1 s readings while GPM saw the SMs idle. gpumeter's reading of that interval happened to say
+  // 0 %; in an earlier run of the same job it said >= 5 % and start-up ended at the copy, 6 s before the
+  // first kernel (docs/validation.md). The interval with the copy's utilization:
   double copy_util = 0;
   for (const auto& r : job["nvml_every_100ms"])
-    if (r[0].get<double>() >= 5.0 && r[0].get<double>() <= 6.0) copy_util = std::max(copy_util, r[1].get<double>());
+    if (r[0].get<double>() >= 5.0 && r[0].get<double>() <= 6.0)
+      copy_util = std::max(copy_util, r[1].get<double>());
   ASSERT_GE(copy_util, kIdleUtilPct);
   ASSERT_EQ(samples[5].t_ms, 6001);
   samples[5].utilization_pct = copy_util;
