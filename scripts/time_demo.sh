@@ -29,6 +29,11 @@ mount --bind /dev "$root/dev"
 mount --bind /dev/pts "$root/dev/pts"
 mount -t tmpfs tmpfs "$root/tmp"
 git clone -q . "$root/root/gpumeter"
+# The certificate authorities this machine adds (a proxy's, say) are what lets a fresh machine here reach npm.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$root/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends make >/dev/null
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
