@@ -105,6 +105,15 @@ std::optional<ProgressUpdate> ProgressTracker::add(const BarReading& r, double n
   std::size_t i = open_.size();
   for (std::size_t k = 0; k < open_.size() && i == open_.size(); ++k)
     if (matches(open_[k], r) && open_[k].position == r.position) i = k;
+  if (i < open_.size() && r.position == 0 && r.total && n == *r.total && open_[i].n == n) {
+    // tqdm draws every closing bar at the cursor: a finished line that the bar at the cursor has already
+    // shown belongs to a bar of the same loop still short of its end at another position (a second rank's).
+    for (std::size_t k = 0; k < open_.size(); ++k)
+      if (k != i && open_[k].position != 0 && open_[k].n < n && matches(open_[k], r)) {
+        i = k;
+        break;
+      }
+  }
   for (std::size_t k = 0; k < open_.size() && i == open_.size(); ++k)
     if (matches(open_[k], r)) i = k;
   for (std::size_t k = open_.size(); k-- > 0 && i == open_.size();)

@@ -14,6 +14,11 @@ constexpr std::optional<double> store::GpmPct::*kFields[] = {
 
 }  // namespace
 
+bool interval_did_work(std::optional<double> utilization_pct, const store::GpmPct& gpm) {
+  if (!utilization_pct || *utilization_pct < kIdleUtilPct) return false;
+  return !gpm.sm_active || *gpm.sm_active >= kWorkSmActivePct;
+}
+
 void ActivityMean::add(const store::GpmPct& gpm, bool working) {
   if (!working) return;
   bool any = false;

@@ -119,12 +119,12 @@ std::vector<store::SampleRecord> RunMeter::tick_with(std::int64_t now_ns, const 
     if (s.temperature_c) r.temperature_c = *s.temperature_c;
     r.job_present = job_on_gpu(allocated_[i], s);
     if (r.job_present) u.used = true;
-    if (!u.first_busy_ms && r.utilization_pct && *r.utilization_pct >= kIdleUtilPct)
-      u.first_busy_ms = (last_ns_ - start_ns_) / 1'000'000;
+    r.gpm = gpm_record(s.gpm);
+    const bool worked = interval_did_work(r.utilization_pct, r.gpm);
+    if (!u.first_busy_ms && worked) u.first_busy_ms = (last_ns_ - start_ns_) / 1'000'000;
     if (!u.first_process_ms && r.job_present) u.first_process_ms = (last_ns_ - start_ns_) / 1'000'000;
     ++u.samples;
-    r.gpm = gpm_record(s.gpm);
-    u.activity.add(r.gpm, r.utilization_pct ? *r.utilization_pct >= kIdleUtilPct : r.job_present);
+    u.activity.add(r.gpm, r.utilization_pct ? worked : r.job_present);
     {
       const double idle_frac = r.utilization_pct ? 1.0 - *r.utilization_pct / 100.0 : 0.0;
       u.idle_cost_micros += static_cast<MicroUsd>(static_cast<double>(r.cost_micros) * idle_frac);
@@ -212,9 +212,10 @@ std::vector<GpuUsage> gpu_usage_from_samples(const std::vector<store::SampleReco
     u.energy_j += s.energy_j;
     u.cost_micros += s.cost_micros;
     if (s.job_present) u.used = true;
-    if (!u.first_busy_ms && s.utilization_pct && *s.utilization_pct >= kIdleUtilPct) u.first_busy_ms = prev;
+    const bool worked = interval_did_work(s.utilization_pct, s.gpm);
+    if (!u.first_busy_ms && worked) u.first_busy_ms = prev;
     if (!u.first_process_ms && s.job_present) u.first_process_ms = prev;
-    u.activity.add(s.gpm, s.utilization_pct ? *s.utilization_pct >= kIdleUtilPct : s.job_present);
+    u.activity.add(s.gpm, s.utilization_pct ? worked : s.job_present);
     if (s.utilization_pct) {
       usum[s.gpu_index] += *s.utilization_pct;
       ++un[s.gpu_index];

@@ -21,8 +21,17 @@ namespace gm::meter {
 /// Utilization under which a GPU counts as idle for --max-idle (percent).
 inline constexpr double kIdleUtilPct = 5.0;
 
-/// Mean GPM activity of a GPU over the intervals it was working (utilization >= kIdleUtilPct, or a process
-/// of the job on it when utilization is unreadable); each metric over the intervals that carried it.
+/// GPM SM activity (percent) under which an interval that shows utilization did no computing: NVML's
+/// utilization also counts copies between host and GPU (a model's weights moving to it showed 10-18 % on an
+/// H200 with its SMs idle), so where GPM measured the interval it must show the SMs working too.
+inline constexpr double kWorkSmActivePct = 1.0;
+
+/// Whether a GPU worked in an interval: utilization >= kIdleUtilPct and, where GPM measured the interval, SM
+/// activity >= kWorkSmActivePct. Unreadable utilization is not work.
+bool interval_did_work(std::optional<double> utilization_pct, const store::GpmPct& gpm);
+
+/// Mean GPM activity of a GPU over the intervals it was working (interval_did_work, or a process of the job
+/// on it when utilization is unreadable); each metric over the intervals that carried it.
 class ActivityMean {
  public:
   /// Adds one interval's activity when `working`.
@@ -62,8 +71,8 @@ struct GpuUsage {
   std::int64_t idle_stretch_ms = 0;
   std::int64_t idle_stretch_intervals = 0;
   MicroUsd idle_stretch_cost_micros = 0;
-  /// When the GPU first did work (utilization >= kIdleUtilPct), in ms since the run's start: the start of the
-  /// first interval that showed it. nullopt: it never did. (The run's start-up counts it on used GPUs only.)
+  /// When the GPU first did work (interval_did_work), in ms since the run's start: the start of the first
+  /// interval that showed it. nullopt: it never did. (The run's start-up counts it on used GPUs only.)
   std::optional<std::int64_t> first_busy_ms;
   /// When a process of the job first appeared on it (a CUDA context, not yet work), in ms since the run's
   /// start: the start of the first interval that showed it. nullopt: never.

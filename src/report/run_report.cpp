@@ -456,16 +456,26 @@ std::string render_run_report_text(const RunReport& r, bool simulated) {
     o += indented;
   }
   o += fmt::format("  wall / billed   {} / {} s\n", util::format_duration_s(r.wall_s), run.billed_s);
-  o += fmt::format("  cost            {}  ({}/GPU-h × {} GPU, {})\n",
-                   util::format_usd(util::micros_to_usd(run.cost_micros)),
-                   util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)),
-                   run.gpus_allocated.size(), run.price_source);
+  const bool telemetry = r.telemetry != "none";
+  if (telemetry)
+    o += fmt::format("  cost            {}  ({}/GPU-h × {} GPU, {})\n",
+                     util::format_usd(util::micros_to_usd(run.cost_micros)),
+                     util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)),
+                     run.gpus_allocated.size(), run.price_source);
+  else  // the price times the wall time: no GPU count is known
+    o += fmt::format("  cost            {}  ({}/h × the wall time, {})\n",
+                     util::format_usd(util::micros_to_usd(run.cost_micros)),
+                     util::format_usd(util::micros_to_usd(run.price_micros_per_gpu_hour)), run.price_source);
   if (run.budget_micros) o += fmt::format("  budget          {}\n", util::format_micros(*run.budget_micros));
-  o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
-                   run.gpus_used.size());
-  o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n",
-                   util::format_usd(r.idle_cost_usd));
-  o += fmt::format("  unused GPUs     {}\n", util::format_usd(r.unused_gpu_cost_usd));
+  if (telemetry) {
+    o += fmt::format("  GPUs            {} allocated, {} used\n", run.gpus_allocated.size(),
+                     run.gpus_used.size());
+    o += fmt::format("  idle cost       {} (used GPUs below full utilization)\n",
+                     util::format_usd(r.idle_cost_usd));
+    o += fmt::format("  unused GPUs     {}\n", util::format_usd(r.unused_gpu_cost_usd));
+  } else {
+    o += "  GPUs            not known (no GPU telemetry): no idle or unused-GPU cost\n";
+  }
   if (run.energy_method != store::RunEnergyMethod::none)
     o += fmt::format("  energy          {:.4f} kWh ({})\n", run.energy_j / 3.6e6,
                      util::text_of(run.energy_method));

@@ -25,15 +25,11 @@ class Pacer:
     machine delays is made up by the next ones, so a test run that is slow in its first half and fast in its
     second (other tests starting and ending beside it) still does its work at one steady pace."""
 
-    def __init__(self, steps=STEPS, timeline=True):
+    def __init__(self, steps=STEPS):
         self.dt = WORK_S / steps
-        self.timeline = timeline
         self.deadline = None
 
     def step(self, units=1.0):
-        if not self.timeline:
-            time.sleep(units * self.dt)
-            return
         now = time.monotonic()
         if self.deadline is None:
             self.deadline = now
@@ -203,9 +199,7 @@ def train_stderr_eval_stdout():
 
 
 def _rank(rank, nested):
-    # Each rank sleeps its steps (no shared timeline): with deadlines from the first step two ranks draw and
-    # close their bars in lockstep, which hits the progress parser's known gap (docs/run.md).
-    p = Pacer(timeline=False)
+    p = Pacer()
     if nested:
         for _ in trange(3, desc="epoch"):
             for _ in tqdm(range(60), leave=False):

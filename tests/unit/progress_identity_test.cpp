@@ -78,6 +78,18 @@ TEST(ProgressIdentityTest, TwoProcessesWithABarEachAreParallelNotNested) {
   EXPECT_EQ(t.total(), 100);
 }
 
+TEST(ProgressIdentityTest, TwoRanksInLockstepEndAtTheirLastStep) {
+  // Two processes, each tqdm(range(180), desc="train", position=rank) on the same timeline, printed to one
+  // stream (tests/progress/layouts.py's ranks_parallel_bars, recorded under `gpumeter run` with five other
+  // layouts beside it; tqdm 4.64). Both bars stood at 178 when both ranks closed: tqdm draws a closing bar at
+  // the cursor (position 0), not at its position, so the second closing line looks like rank 0's finished
+  // bar again. It is rank 1's: its bar at position 1 was left behind.
+  Tracked t;
+  t.feed(test::read_file(test::source_dir() + "/tests/data/progress/tqdm_two_ranks_lockstep.txt"));
+  EXPECT_EQ(t.step(), 180);
+  EXPECT_EQ(t.total(), 180);
+}
+
 TEST(ProgressIdentityTest, TrainerEvaluationBarAndTqdmWriteKeepTheStepBar) {
   Tracked t;
   t.feed(test::read_file(test::source_dir() + "/tests/data/progress/tqdm_trainer_eval_write.txt"));

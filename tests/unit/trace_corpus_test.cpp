@@ -84,6 +84,10 @@ const std::vector<Expectation>& corpus() {
        {},
        {"input_bound", "dispatch_bound", "launch_bound"}},
       {"resnet18_dataloader_4workers_pinned", {}, {"input_bound", "fp32_math", "launch_bound"}},
+      // The main process decodes every batch between steps: the GPU waits on the input pipeline.
+      {"resnet18_decode_0workers", {"input_bound"}, {"dispatch_bound", "fp32_math", "launch_bound"}},
+      // The same with 4 workers whose prefetched batches are ready: the host's own dispatching shows instead.
+      {"resnet18_decode_4workers_pinned", {"dispatch_bound"}, {"input_bound", "fp32_math", "launch_bound"}},
   };
   return c;
 }
