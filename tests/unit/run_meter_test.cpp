@@ -244,6 +244,53 @@ std::vector<SampleRecord> h200_startup_samples() {
   return out;
 }
 
+TEST(RunLowUtilizationTest, StartupIsLeftOutOfTheBusyShare) {
+  // 20 one-second intervals at $0.001 each on one used GPU: idle with the job's context for `startup` s, then
+  // at `util` %.
+  auto report = [](int startup, double util) {
+    std::vector<SampleRecord> samples;
+    for (int t = 1; t <= 20; ++t) {
+      SampleRecord s;
+      s.t_ms = t * 1000;
+      s.gpu_uuid = "GPU-0";
+      s.utilization_pct = t <= startup ? 0.0 : util;
+      s.cost_micros = 1000;
+      s.job_present = true;
+      samples.push_back(s);
+    }
+    auto usage = gpu_usage_from_samples(samples);
+    RunRecord run;
+    run.wall_ms = 20'000;
+    run.billed_s = 20;
+    run.cost_micros = 20'000;
+    run.price_micros_per_gpu_hour = 3'600'000;
+    run.gpus_allocated = {"GPU-0"};
+    run.gpus_used = {"GPU-0"};
+    run.idle_cost_micros = usage[0].idle_cost_micros;
+    return build_run_report(run, usage, {}, {}, nullptr);
+  };
+  auto low = [](const RunReport& r) -> const findings::Finding* {
+    for (const auto& f : r.findings)
+      if (f.kind == "low_utilization") return &f;
+    return nullptr;
+  };
+  // 12 s of start-up, then 8 s at 90 %: 36 % over the run, 90 % after start-up; the start-up is its own
+  // finding.
+  const auto trained = report(12, 90.0);
+  ASSERT_TRUE(trained.startup.has_value());
+  EXPECT_EQ(trained.startup->ms, 12'000);
+  EXPECT_NEAR(*trained.effective_utilization, 0.36, 1e-9);
+  EXPECT_EQ(low(trained), nullptr);
+  // 2 s of start-up, then 18 s at 30 %: idle after start-up is the finding, with its cost.
+  const auto idle = report(2, 30.0);
+  const auto* f = low(idle);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("busy 30% of the time after start-up"), std::string::npos) << f->summary;
+  EXPECT_EQ(f->at_stake_ns, 12'600'000'000);  // 70 % of 18 s
+  ASSERT_TRUE(f->cost_nano_usd.has_value());
+  EXPECT_EQ(*f->cost_nano_usd, 12'600'000);  // 18 intervals × 70 % of $0.001
+}
+
 TEST(RunMeterTest, StartupOnH200EndsAtTheFirstComputingIntervalNotAtTheWeightCopy) {
   const auto job = nlohmann::json::parse(
       test::read_file(test::source_dir() + "/tests/data/gpu_check/h200_startup_job.json"));
