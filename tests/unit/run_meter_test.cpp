@@ -129,26 +129,10 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
   auto j = nlohmann::json::parse(render_run_report_json(r));
-  for (const char* key : {"run_id",
-                          "command",
-                          "exit_code",
-                          "stopped_by",
-                          "wall_s",
-                          "billed_s",
-                          "cost_usd",
-                          "price_usd_per_gpu_hour",
-                          "price_source",
-                          "gpus_allocated",
-                          "gpus_used",
-                          "idle_cost_usd",
-                          "unused_gpu_cost_usd",
-                          "energy_kwh",
-                          "energy_method",
-                          "co2_kg",
-                          "steps",
-                          "total_steps",
-                          "forecast_cost_usd",
-                          "actions"})
+  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
+                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
+                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
+                          "forecast_cost_usd", "actions"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["stopped_by"], "budget");
   EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), 1.0);
@@ -170,6 +154,18 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
 namespace gm {
 namespace {
 
+/// A run of `seconds` s on one allocated and used GPU at $3.60 per GPU-hour ($0.001 a second).
+RunRecord one_gpu_run(std::int64_t seconds) {
+  RunRecord run;
+  run.wall_ms = seconds * 1000;
+  run.billed_s = seconds;
+  run.cost_micros = seconds * 1000;
+  run.price_micros_per_gpu_hour = 3'600'000;
+  run.gpus_allocated = {"GPU-0"};
+  run.gpus_used = {"GPU-0"};
+  return run;
+}
+
 TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAndWhen) {
   // 10 one-second intervals on GPU 0: busy 0..3 s, at 0-4 % from 3 to 7 s, busy again; $0.001 a second.
   std::vector<SampleRecord> samples;
@@ -188,14 +184,7 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   EXPECT_EQ(usage[0].idle_stretch_ms, 4000);
   EXPECT_EQ(usage[0].idle_stretch_intervals, 4);
   EXPECT_EQ(usage[0].idle_stretch_cost_micros, 4000);
-  RunRecord run;
-  run.wall_ms = 10'000;
-  run.billed_s = 10;
-  run.cost_micros = 10'000;
-  run.price_micros_per_gpu_hour = 3'600'000;
-  run.gpus_allocated = {"GPU-0"};
-  run.gpus_used = {"GPU-0"};
-  auto r = build_run_report(run, usage, {}, {}, nullptr);
+  auto r = build_run_report(one_gpu_run(10), usage, {}, {}, nullptr);
   const findings::Finding* f = nullptr;
   for (const auto& x : r.findings)
     if (x.kind == "idle_stretch") f = &x;
@@ -212,7 +201,7 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   samples[3].utilization_pct = 50.0;
   samples[4].utilization_pct = 50.0;
   auto short_usage = gpu_usage_from_samples(samples);
-  auto r2 = build_run_report(run, short_usage, {}, {}, nullptr);
+  auto r2 = build_run_report(one_gpu_run(10), short_usage, {}, {}, nullptr);
   for (const auto& x : r2.findings) EXPECT_NE(x.kind, "idle_stretch");
 }
 
@@ -259,13 +248,7 @@ TEST(RunLowUtilizationTest, StartupIsLeftOutOfTheBusyShare) {
       samples.push_back(s);
     }
     auto usage = gpu_usage_from_samples(samples);
-    RunRecord run;
-    run.wall_ms = 20'000;
-    run.billed_s = 20;
-    run.cost_micros = 20'000;
-    run.price_micros_per_gpu_hour = 3'600'000;
-    run.gpus_allocated = {"GPU-0"};
-    run.gpus_used = {"GPU-0"};
+    RunRecord run = one_gpu_run(20);
     run.idle_cost_micros = usage[0].idle_cost_micros;
     return build_run_report(run, usage, {}, {}, nullptr);
   };
