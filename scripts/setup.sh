@@ -25,7 +25,7 @@ packages=(
 if [ "$profile" = all ]; then
   # The tests, benchmarks, sanitizers and fuzzers, and the services the integration tests start.
   packages+=(
-    git libspdlog-dev isal sqlite3 libgtest-dev libgmock-dev libbenchmark-dev clang-14 clang-tidy
+    git libspdlog-dev isal sqlite3 libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev clang-tidy
     prometheus wrk tmux curl chromium procps openssl python3-yaml
     python3-torch python3-tqdm python3-numpy
     slurmctld slurmd slurm-client munge slurmdbd mariadb-server

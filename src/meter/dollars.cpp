@@ -72,6 +72,10 @@ MicroUsd waste_micros(MicroUsd idle_cost, MicroUsd unused_gpu_cost) {
   return idle_cost + unused_gpu_cost;
 }
 
+MicroUsd idle_after_startup_micros(MicroUsd idle_cost, MicroUsd startup_cost) {
+  return std::max<MicroUsd>(0, idle_cost - startup_cost);
+}
+
 MicroUsd busy_micros(MicroUsd cost, MicroUsd not_busy) {
   return std::max<MicroUsd>(0, cost - not_busy);
 }

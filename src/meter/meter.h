@@ -207,6 +207,9 @@ MicroUsd attributed_micros(MicroUsd device_cost, MicroUsd unallocated);
 double usd_per_hour_of_instances(double usd_per_instance_hour, double instances);
 /// The waste of a run or fleet: idle time on used GPUs plus allocated GPUs never used.
 MicroUsd waste_micros(MicroUsd idle_cost, MicroUsd unused_gpu_cost);
+/// The idle cost of a run after its start-up: `idle_cost` less the start-up's cost on the same GPUs
+/// (`startup_cost`), never below 0.
+MicroUsd idle_after_startup_micros(MicroUsd idle_cost, MicroUsd startup_cost);
 /// What was spent busy: `cost` less `not_busy` (idle and unused), never below 0.
 MicroUsd busy_micros(MicroUsd cost, MicroUsd not_busy);
 /// The cost between two cumulative readings (`at_end` − `at_start`).

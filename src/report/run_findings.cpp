@@ -71,21 +71,35 @@ std::vector<Finding> run_findings(const RunReport& r) {
     out.push_back(std::move(f));
   }
 
-  if (steady && r.effective_utilization && *r.effective_utilization < 0.5 && run.idle_cost_micros > 0) {
+  // Start-up is startup_overhead's: the busy share and the idle cost here are those after it (a 24 s run on
+  // an H200 whose first 11 s were start-up read "busy 47 %" while it trained at 90 %).
+  std::optional<double> busy = r.effective_utilization;
+  MicroUsd idle_micros = run.idle_cost_micros;
+  std::int64_t span_ns = wall_ns;
+  const bool after_startup = r.startup && busy && allocated > 0 && r.startup->ms < run.wall_ms;
+  if (after_startup) {
+    busy = std::min(
+        1.0, *busy * static_cast<double>(run.wall_ms) / static_cast<double>(run.wall_ms - r.startup->ms));
+    idle_micros = meter::idle_after_startup_micros(
+        idle_micros, meter::share_of_micros(r.startup->cost_micros, static_cast<std::uint64_t>(used),
+                                            static_cast<std::uint64_t>(allocated)));
+    span_ns = (run.wall_ms - r.startup->ms) * 1'000'000;
+  }
+  if (steady && busy && *busy < 0.5 && idle_micros > 0) {
     Finding f;
     f.kind = "low_utilization";
-    f.severity = severity_of(run.idle_cost_micros, run.cost_micros);
-    f.at_stake_ns =
-        static_cast<std::int64_t>((1.0 - *r.effective_utilization) * static_cast<double>(wall_ns) *
-                                  static_cast<double>(std::max<std::int64_t>(used, 1)));
-    f.summary =
-        fmt::format("the GPUs the job used were busy {:.0f}% of the time", 100 * *r.effective_utilization);
+    f.severity = severity_of(idle_micros, run.cost_micros);
+    f.at_stake_ns = static_cast<std::int64_t>((1.0 - *busy) * static_cast<double>(span_ns) *
+                                              static_cast<double>(std::max<std::int64_t>(used, 1)));
+    f.summary = fmt::format("the GPUs the job used were busy {:.0f}% of the time{}", 100 * *busy,
+                            after_startup ? " after start-up" : "");
     f.action =
         "find what the GPU waits for: profile a few steps (torch.profiler) and run `gpumeter trace` on the "
         "result; input-bound jobs need more DataLoader workers and pinned memory, small ones a larger batch";
     f.evidence.push_back({"effective_utilization", *r.effective_utilization});
-    f.evidence.push_back({"idle_cost_usd", util::micros_to_usd(run.idle_cost_micros)});
-    price_finding(f, run.idle_cost_micros, r);
+    if (after_startup) f.evidence.push_back({"utilization_after_startup", *busy});
+    f.evidence.push_back({"idle_cost_usd", util::micros_to_usd(idle_micros)});
+    price_finding(f, idle_micros, r);
     out.push_back(std::move(f));
   }
 

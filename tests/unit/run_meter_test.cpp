@@ -129,26 +129,10 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
   EXPECT_DOUBLE_EQ(*r.usd_per_1k_samples, 20.0 / 3.2);
   EXPECT_DOUBLE_EQ(*r.usd_per_1m_tokens, 10.0);
   auto j = nlohmann::json::parse(report::render_run_report_json(r));
-  for (const char* key : {"run_id",
-                          "command",
-                          "exit_code",
-                          "stopped_by",
-                          "wall_s",
-                          "billed_s",
-                          "cost_usd",
-                          "price_usd_per_gpu_hour",
-                          "price_source",
-                          "gpus_allocated",
-                          "gpus_used",
-                          "idle_cost_usd",
-                          "unused_gpu_cost_usd",
-                          "energy_kwh",
-                          "energy_method",
-                          "co2_kg",
-                          "steps",
-                          "total_steps",
-                          "forecast_cost_usd",
-                          "actions"})
+  for (const char* key : {"run_id", "command", "exit_code", "stopped_by", "wall_s", "billed_s", "cost_usd",
+                          "price_usd_per_gpu_hour", "price_source", "gpus_allocated", "gpus_used", "idle_cost_usd",
+                          "unused_gpu_cost_usd", "energy_kwh", "energy_method", "co2_kg", "steps", "total_steps",
+                          "forecast_cost_usd", "actions"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["stopped_by"], "budget");
   EXPECT_DOUBLE_EQ(j["energy_kwh"].get<double>(), 1.0);
@@ -170,6 +154,18 @@ TEST(RunReportTest, ReportFiguresAndJsonKeys) {
 namespace gm {
 namespace {
 
+/// A run of `seconds` s on one allocated and used GPU at $3.60 per GPU-hour ($0.001 a second).
+store::RunRecord one_gpu_run(std::int64_t seconds) {
+  store::RunRecord run;
+  run.wall_ms = seconds * 1000;
+  run.billed_s = seconds;
+  run.cost_micros = seconds * 1000;
+  run.price_micros_per_gpu_hour = 3'600'000;
+  run.gpus_allocated = {"GPU-0"};
+  run.gpus_used = {"GPU-0"};
+  return run;
+}
+
 TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAndWhen) {
   // 10 one-second intervals on GPU 0: busy 0..3 s, at 0-4 % from 3 to 7 s, busy again; $0.001 a second.
   std::vector<store::SampleRecord> samples;
@@ -188,14 +184,7 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   EXPECT_EQ(usage[0].idle_stretch_ms, 4000);
   EXPECT_EQ(usage[0].idle_stretch_intervals, 4);
   EXPECT_EQ(usage[0].idle_stretch_cost_micros, 4000);
-  store::RunRecord run;
-  run.wall_ms = 10'000;
-  run.billed_s = 10;
-  run.cost_micros = 10'000;
-  run.price_micros_per_gpu_hour = 3'600'000;
-  run.gpus_allocated = {"GPU-0"};
-  run.gpus_used = {"GPU-0"};
-  auto r = report::build_run_report(run, usage, {}, {}, nullptr);
+  auto r = report::build_run_report(one_gpu_run(10), usage, {}, {}, nullptr);
   const findings::Finding* f = nullptr;
   for (const auto& x : r.findings)
     if (x.kind == "idle_stretch") f = &x;
@@ -212,7 +201,7 @@ TEST(RunIdleStretchTest, TheLongestIdleStretchOfAUsedGpuIsAFindingWithItsCostAnd
   samples[3].utilization_pct = 50.0;
   samples[4].utilization_pct = 50.0;
   auto short_usage = meter::gpu_usage_from_samples(samples);
-  auto r2 = report::build_run_report(run, short_usage, {}, {}, nullptr);
+  auto r2 = report::build_run_report(one_gpu_run(10), short_usage, {}, {}, nullptr);
   for (const auto& x : r2.findings) EXPECT_NE(x.kind, "idle_stretch");
 }
 
@@ -242,6 +231,47 @@ std::vector<store::SampleRecord> h200_startup_samples() {
     out.push_back(s);
   }
   return out;
+}
+
+TEST(RunLowUtilizationTest, StartupIsLeftOutOfTheBusyShare) {
+  // 20 one-second intervals at $0.001 each on one used GPU: idle with the job's context for `startup` s, then
+  // at `util` %.
+  auto report = [](int startup, double util) {
+    std::vector<store::SampleRecord> samples;
+    for (int t = 1; t <= 20; ++t) {
+      store::SampleRecord s;
+      s.t_ms = t * 1000;
+      s.gpu_uuid = "GPU-0";
+      s.utilization_pct = t <= startup ? 0.0 : util;
+      s.cost_micros = 1000;
+      s.job_present = true;
+      samples.push_back(s);
+    }
+    auto usage = meter::gpu_usage_from_samples(samples);
+    store::RunRecord run = one_gpu_run(20);
+    run.idle_cost_micros = usage[0].idle_cost_micros;
+    return report::build_run_report(run, usage, {}, {}, nullptr);
+  };
+  auto low = [](const report::RunReport& r) -> const findings::Finding* {
+    for (const auto& f : r.findings)
+      if (f.kind == "low_utilization") return &f;
+    return nullptr;
+  };
+  // 12 s of start-up, then 8 s at 90 %: 36 % over the run, 90 % after start-up; the start-up is its own
+  // finding.
+  const auto trained = report(12, 90.0);
+  ASSERT_TRUE(trained.startup.has_value());
+  EXPECT_EQ(trained.startup->ms, 12'000);
+  EXPECT_NEAR(*trained.effective_utilization, 0.36, 1e-9);
+  EXPECT_EQ(low(trained), nullptr);
+  // 2 s of start-up, then 18 s at 30 %: idle after start-up is the finding, with its cost.
+  const auto idle = report(2, 30.0);
+  const auto* f = low(idle);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->summary.find("busy 30% of the time after start-up"), std::string::npos) << f->summary;
+  EXPECT_EQ(f->at_stake_ns, 12'600'000'000);  // 70 % of 18 s
+  ASSERT_TRUE(f->cost_nano_usd.has_value());
+  EXPECT_EQ(*f->cost_nano_usd, 12'600'000);  // 18 intervals × 70 % of $0.001
 }
 
 TEST(RunMeterTest, StartupOnH200EndsAtTheFirstComputingIntervalNotAtTheWeightCopy) {
