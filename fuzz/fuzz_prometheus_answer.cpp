@@ -1,4 +1,4 @@
-// libFuzzer target: the Prometheus HTTP API answers `report --prometheus` parses. The input is up to seven
+// libFuzzer target: the Prometheus HTTP API answers `report --prometheus` parses. The input is up to eight
 // answers separated by NUL bytes, given in turn to the fleet report's queries (the first byte picks --by).
 // Any answers: an error, or a report of finite numbers, sorted most expensive first.
 #include <cmath>
@@ -38,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (double v : {rep->device_cost_usd, rep->owner_cost_usd, rep->unallocated_cost_usd, rep->idle_cost_usd})
     check(std::isfinite(v));
+  if (rep->idle_held_cost_usd) check(std::isfinite(*rep->idle_held_cost_usd));
   for (std::size_t i = 0; i < rep->rows.size(); ++i) {
     const auto& r = rep->rows[i];
     check(!std::isnan(r.cost_usd));

@@ -200,6 +200,7 @@ void Collector::collect_once() {
       owner_cost;  // this interval's cost of every owner present (by Owner::key())
   std::map<std::string, sys::Owner> present;
 
+  const std::int64_t unix_now = clock_.unix_ms();
   std::lock_guard lock(mu_);
   fold_finished_slurm_jobs(t0);
   if (pod_resources_) {
@@ -220,6 +221,9 @@ void Collector::collect_once() {
         const meter::Attribution a = meter::attribute(c, joules, s);
         d.cost += c;
         d.seconds += dt_s;
+        const IdleState idle_state = classify_idle(s);
+        if (idle_state == IdleState::idle_held) d.idle_held_cost += c;
+        idle_history_.add(i, idle_state, unix_now, dt_ns / 1'000'000, c);
         if (d.energy_known) d.energy_j += joules;
         for (auto& [k, oc] : d.owners) oc.last_cost = 0, oc.last_interval_s = dt_s;
         // One owner's share of this interval: its cost, idle part, energy and GPU-time.
@@ -267,6 +271,7 @@ void Collector::collect_once() {
     if (discovery_) add_discovered_endpoints(owner_of);
   }
   last_owner_of_ = std::move(owner_of);
+  last_collection_unix_ms_ = unix_now;
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ++self_.collections;
   self_.last_collection_s = took_s;
@@ -330,6 +335,7 @@ NodeView Collector::node_view() const {
       if (d.last->utilization_pct) g.utilization_pct = *d.last->utilization_pct;
       g.processes = d.last->processes.size();
       for (const auto& p : d.last->processes) {
+        g.pids.push_back(p.pid);
         const auto it = last_owner_of_.find(p.pid);
         v.gpu_processes.emplace_back(p.pid, it != last_owner_of_.end() ? it->second : sys::Owner{});
       }
@@ -353,6 +359,15 @@ ScrapeStats Collector::count_scrape() {
   std::lock_guard lock(mu_);
   ++self_.scrapes;
   return {self_, owners_.size(), node_};
+}
+
+IdleAnswer Collector::idle_answer(std::int64_t for_ms) const {
+  std::lock_guard lock(mu_);
+  std::vector<IdleDevice> devices;
+  for (const auto& d : devices_) devices.push_back(IdleDevice{d.info, d.price.has_value(), d.last});
+  // A collector more than three intervals (at least 5 s) late is stalled: its GPUs are unknown.
+  const std::int64_t stale_ms = std::max<std::int64_t>(5'000, 3 * options_.interval_ms);
+  return answer_idle(idle_history_, devices, clock_.unix_ms(), for_ms, last_collection_unix_ms_, stale_ms);
 }
 
 void Collector::set_node_status(NodeStatus status) {

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/idle.h"
 #include "findings/findings.h"
 #include "gpu/gpu.h"
 #include "kubelet/pod_resources.h"
@@ -110,9 +111,10 @@ struct DeviceView {
   gpu::Capabilities caps;
   std::optional<meter::PriceQuote> price;  ///< nullopt: no price known, cost series omitted
   std::optional<gpu::DeviceSample> last;   ///< nullopt before the first sample
-  MicroUsd cost = 0;                 ///< Σ device cost
-  MicroUsd idle_cost = 0;            ///< Σ idle part of process costs
-  MicroUsd unallocated_cost = 0;     ///< Σ cost with no process present
+  MicroUsd cost = 0;                       ///< Σ device cost
+  MicroUsd idle_cost = 0;                  ///< Σ idle part of process costs
+  MicroUsd unallocated_cost = 0;           ///< Σ cost with no process present
+  MicroUsd idle_held_cost = 0;  ///< Σ cost of intervals under the idle threshold with a process holding it
   double energy_j = 0;
   bool energy_known = false;                    ///< power or energy counter readable
   double seconds = 0;                           ///< metered seconds
@@ -141,7 +143,7 @@ struct NodeStatus {
   double idle_s = 0;                           ///< how long every GPU has been idle
   bool autostop_done = false;                  ///< the command ran (or would have, dry run)
   struct Budget {
-    std::string scope;                        ///< "node", "user:alice", ...
+    std::string scope;                                      ///< "node", "user:alice", ...
     store::BudgetPeriod period = store::BudgetPeriod::day;  ///< day or month (never week)
     MicroUsd limit_micros = 0, spent_micros = 0;
   };
@@ -259,10 +261,11 @@ struct NodeView {
   struct Gpu {
     std::optional<double> utilization_pct;  ///< nullopt: not sampled yet, lost, or not supported
     std::size_t processes = 0;
+    std::vector<std::uint32_t> pids;  ///< the processes on it
   };
-  std::vector<Gpu> gpus;                                       ///< in device order
-  MicroUsd node_cost = 0;                                      ///< Σ cost of the priced devices
-  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;    ///< Σ over priced devices, per owner
+  std::vector<Gpu> gpus;                                            ///< in device order
+  MicroUsd node_cost = 0;                                           ///< Σ cost of the priced devices
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< Σ over priced devices, per owner
   std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs at the last collection
 };
 
@@ -294,6 +297,9 @@ class Collector {
   ScrapeStats count_scrape();
   /// The node guard's latest status, exported with the metrics from now on.
   void set_node_status(NodeStatus status);
+  /// Whether every GPU has been truly idle for `for_ms` (GET /v1/idle, `gpumeter idle`), from the history
+  /// of states the collections booked.
+  IdleAnswer idle_answer(std::int64_t for_ms) const;
 
  private:
   std::string owner_slot(const sys::Owner& owner, std::int64_t now_ns);
@@ -312,9 +318,11 @@ class Collector {
   std::map<std::string, sys::Owner> owners_;           // exposed owner identities
   std::map<std::string, std::int64_t> owner_seen_ns_;  // last interval each exposed owner was present
   SelfStats self_;
-  std::optional<NodeStatus> node_;                // the node guard's, when one runs
+  std::optional<NodeStatus> node_;                     // the node guard's, when one runs
   std::map<std::uint32_t, sys::Owner> last_owner_of_;  // owners of the last collection's processes
   std::int64_t last_state_write_ns_ = 0;
+  IdleHistory idle_history_;                             // per device, for idle_answer()
+  std::optional<std::int64_t> last_collection_unix_ms_;  // wall time of the last collection
   kubelet::PodResourcesCache* pod_resources_ = nullptr;
   std::uint64_t holders_generation_ = 0;
   std::vector<DeviceHolders> holders_;  // per device, from pod_resources_

@@ -249,6 +249,12 @@ std::string render_metrics(const Snapshot& s) {
   per_device(f, s, "gpumeter_gpu_unallocated_cost_usd_total", [](const DeviceView& d) -> Opt {
     return d.price ? Opt(usd_decimal(d.unallocated_cost)) : std::nullopt;
   });
+  f.head("gpumeter_gpu_idle_held_cost_usd_total", "counter",
+         "Cost of intervals in which processes held the GPU (memory in use) while it was under the idle "
+         "threshold (a waiting kernel, a stuck job), in USD.");
+  per_device(f, s, "gpumeter_gpu_idle_held_cost_usd_total", [](const DeviceView& d) -> Opt {
+    return d.price && d.caps.utilization ? Opt(usd_decimal(d.idle_held_cost)) : std::nullopt;
+  });
   f.head("gpumeter_gpu_energy_joules_total", "counter",
          "Energy used by the GPU since metering began, in joules.");
   per_device(f, s, "gpumeter_gpu_energy_joules_total", [](const DeviceView& d) -> Opt {
@@ -517,6 +523,8 @@ std::string render_owners_json(const Snapshot& s) {
     dj["cost_usd"] = d.price ? json(util::micros_to_usd(d.cost)) : json(nullptr);
     dj["unallocated_cost_usd"] = d.price ? json(util::micros_to_usd(d.unallocated_cost)) : json(nullptr);
     dj["idle_cost_usd"] = d.price ? json(util::micros_to_usd(d.idle_cost)) : json(nullptr);
+    dj["idle_held_cost_usd"] =
+        d.price && d.caps.utilization ? json(util::micros_to_usd(d.idle_held_cost)) : json(nullptr);
     dj["energy_j"] = d.energy_known ? json(d.energy_j) : json(nullptr);
     const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     dj["utilization_ratio"] =

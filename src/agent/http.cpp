@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "agent/exposition.h"
@@ -206,6 +207,19 @@ Server::Server(Collector& collector, ServeOptions options)
   });
   srv.Get("/api/v1/owners", [&collector](const httplib::Request&, httplib::Response& res) {
     res.set_content(owners_json(collector), "application/json");
+  });
+  // Whether every GPU has been idle for ?for=DURATION (`gpumeter idle`, schedulers' idleness checks).
+  srv.Get("/v1/idle", [&collector](const httplib::Request& req, httplib::Response& res) {
+    auto refuse = [&](const std::string& why) {
+      res.status = 400;
+      res.set_content(nlohmann::json({{"error", why}}).dump() + "\n", "application/json");
+    };
+    if (!req.has_param("for")) return refuse("missing ?for=DURATION (e.g. /v1/idle?for=30m)");
+    const std::string text = req.get_param_value("for");
+    const auto ms = util::parse_duration_ms(text);
+    if (!ms) return refuse("for=" + text + ": " + ms.error().message);
+    if (*ms <= 0) return refuse("for=" + text + ": the duration must be positive");
+    res.set_content(idle_answer_json(collector.idle_answer(*ms)), "application/json");
   });
   // The live page (web/src/agent.html, embedded at build time) polls /api/v1/owners.
   static const std::string live_page(util::embedded_file("agent.html").value_or(std::string_view()));

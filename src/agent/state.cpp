@@ -61,6 +61,7 @@ Result<void> Collector::save_state() const {
       devs[d.info.uuid] = {{"cost_micros", d.cost},
                            {"idle_cost_micros", d.idle_cost},
                            {"unallocated_cost_micros", d.unallocated_cost},
+                           {"idle_held_cost_micros", d.idle_held_cost},
                            {"energy_j", d.energy_j},
                            {"seconds", d.seconds},
                            {"owners", owners},
@@ -119,6 +120,7 @@ Result<void> Collector::load_state() {
       d.cost = dj.at("cost_micros").get<MicroUsd>();
       d.idle_cost = dj.at("idle_cost_micros").get<MicroUsd>();
       d.unallocated_cost = dj.at("unallocated_cost_micros").get<MicroUsd>();
+      d.idle_held_cost = dj.value("idle_held_cost_micros", MicroUsd{0});  // absent in older state files
       d.energy_j = dj.at("energy_j").get<double>();
       d.seconds = dj.value("seconds", 0.0);
       for (auto& m : d.mig)

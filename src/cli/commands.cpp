@@ -16,14 +16,19 @@ const Command kCommands[] = {
     {"plan", "memory, time and cost of a training or inference job across GPUs and clouds", cmd_plan},
     {"agent", "per-owner cost on this node as Prometheus metrics", cmd_agent},
     {"top", "live view of devices and owners with $/h and $ so far", cmd_top},
+    {"idle", "has every GPU here been idle for a duration? (asks the agent; exit 0 idle, 1 busy, 3 unknown)",
+     cmd_idle},
     {"demo", "the main job on this machine, end to end (simulated GPU when there is none)", cmd_demo},
     {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger",
      cmd_record_job},
-    {"budget", "team budgets across machines: set, list, rm (runs whose labels match are guarded)", cmd_budget},
+    {"budget", "team budgets across machines: set, list, rm (runs whose labels match are guarded)",
+     cmd_budget},
     {"ledger", "the ledger: migrate its schema, copy it to PostgreSQL", cmd_ledger},
 };
 }  // namespace
 
-std::span<const Command> commands() { return kCommands; }
+std::span<const Command> commands() {
+  return kCommands;
+}
 
 }  // namespace gm::cli

@@ -173,6 +173,9 @@ Result<FleetReport> fleet_report_from(const PrometheusQuery& query, const std::s
   std::sort(rep.rows.begin(), rep.rows.end(), [](const FleetRow& a, const FleetRow& b) {
     return a.cost_usd != b.cost_usd ? a.cost_usd > b.cost_usd : a.key < b.key;
   });
+  // GPUs held idle by processes (asked last: agents older than the series answer an empty vector).
+  GM_TRY(auto held, instant_query("sum(" + inc("gpumeter_gpu_idle_held_cost_usd_total") + ")"));
+  if (!held.empty()) rep.idle_held_cost_usd = sum(held);
   return rep;
 }
 

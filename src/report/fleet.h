@@ -28,6 +28,9 @@ struct FleetReport {
   double owner_cost_usd = 0;   ///< Σ increase(gpumeter_owner_cost_usd_total)
   double unallocated_cost_usd = 0;
   double idle_cost_usd = 0;
+  /// Σ increase(gpumeter_gpu_idle_held_cost_usd_total): GPUs held by processes while idle; nullopt when no
+  /// agent exports it (agents older than the series).
+  std::optional<double> idle_held_cost_usd;
   std::vector<FleetRow> rows;  ///< most expensive first
 };
 

@@ -107,6 +107,7 @@ std::string render_fleet_json(const FleetReport& rep, const std::string& by, con
                             {"owner_cost_usd", rep.owner_cost_usd},
                             {"unallocated_cost_usd", rep.unallocated_cost_usd},
                             {"idle_cost_usd", rep.idle_cost_usd},
+                            {"idle_held_cost_usd", json_or_null(rep.idle_held_cost_usd)},
                             {"rows", rows}};
   return j.dump(2) + "\n";
 }
@@ -131,6 +132,12 @@ std::string render_fleet_text(const FleetReport& rep, const std::string& by, con
   out += fmt::sprintf("  owners            %s\n", util::format_usd(rep.owner_cost_usd).c_str());
   out += fmt::sprintf("  unallocated       %s\n", util::format_usd(rep.unallocated_cost_usd).c_str());
   out += fmt::sprintf("idle (in owners)    %s\n", util::format_usd(rep.idle_cost_usd).c_str());
+  // Whole intervals in which processes held a GPU that was under the idle threshold (a waiting kernel, a
+  // stuck job), beside the unallocated GPUs nobody held.
+  out +=
+      fmt::sprintf("idle held           %s\n",
+                   rep.idle_held_cost_usd ? util::format_usd(*rep.idle_held_cost_usd).c_str()
+                                          : "n/a (no agent exports gpumeter_gpu_idle_held_cost_usd_total)");
   return out;
 }
 

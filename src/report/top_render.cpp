@@ -108,14 +108,17 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
                             util::enum_text(kSortNames, key),
                             interactive ? "   [r]ate [c]ost [o]wner [e]nergy [q]uit" : ""));
   out.emplace_back();
-  out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", "GPU", "MODEL",
-                            "STATE", "UTIL", "TENSOR", "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED"));
+  // UNALLOCATED: no process on the GPU; IDLE HELD: processes hold it (memory in use) while it is under the
+  // idle threshold: a waiting kernel or a stuck job.
+  out.push_back(fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}{:>11}", "GPU", "MODEL",
+                            "STATE", "UTIL", "TENSOR", "MEMORY", "POWER", "$/h", "$ SO FAR", "UNALLOCATED",
+                            "IDLE HELD"));
   for (const auto& d : s.devices) {
     const bool ok = d.last && d.last->state == gpu::DeviceState::ok;
     const auto& l = d.last;
     // TENSOR: GPM's tensor-core activity ("-": the GPU has no GPM, Hopper and newer do).
     out.push_back(
-        fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}", d.info.index,
+        fmt::format("{:<4}{:<26}{:<13}{:>6}{:>8}{:>12}{:>8}{:>11}{:>12}{:>13}{:>11}", d.info.index,
                     util::shorten_middle(d.info.name, 25), l ? to_string(l->state) : "starting",
                     ok && l->utilization_pct ? fmt::format("{}%", *l->utilization_pct) : "n/a",
                     ok && l->gpm.tensor_active_pct ? fmt::format("{:.0f}%", *l->gpm.tensor_active_pct) : "-",
@@ -123,7 +126,8 @@ std::vector<std::string> render_top_lines(const agent::Snapshot& s, TopSort key,
                     ok && l->power_mw ? fmt::format("{:.0f} W", *l->power_mw / 1000.0) : "n/a",
                     d.price ? util::format_micros(d.price->micros_per_gpu_hour) : "n/a",
                     d.price ? util::format_micros(d.cost) : "n/a",
-                    d.price ? util::format_micros(d.unallocated_cost) : "n/a"));
+                    d.price ? util::format_micros(d.unallocated_cost) : "n/a",
+                    d.price && d.caps.utilization ? util::format_micros(d.idle_held_cost) : "n/a"));
   }
   out.emplace_back();
   out.push_back(

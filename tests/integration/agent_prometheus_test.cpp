@@ -28,7 +28,8 @@ int free_port() {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = 0;
   socklen_t len = sizeof a;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
     close(fd);
     return 0;
   }
@@ -40,12 +41,17 @@ int free_port() {
 std::string node_scenario(unsigned base, const std::string& model) {
   const auto b = [&](unsigned k) { return std::to_string(base + k); };
   return R"({"devices": [
-    {"name": ")" + model + R"(", "uuid": "GPU-n)" + b(0) + R"(-0", "memory_total_mib": 81559, "energy_counter": true,
+    {"name": ")" +
+         model + R"(", "uuid": "GPU-n)" + b(0) + R"(-0", "memory_total_mib": 81559, "energy_counter": true,
      "timeline": [{"t": 0, "util": 80, "mem_used_mib": 60000, "power_w": 500, "temp_c": 60, "processes": [
-        {"pid": )" + b(1) + R"(, "sm_util": 50}, {"pid": )" + b(2) + R"(, "sm_util": 20}, {"pid": )" + b(3) + R"(, "sm_util": 30}]},
+        {"pid": )" +
+         b(1) + R"(, "sm_util": 50}, {"pid": )" + b(2) + R"(, "sm_util": 20}, {"pid": )" + b(3) +
+         R"(, "sm_util": 30}]},
        {"t": 2, "util": 40, "mem_used_mib": 20000, "power_w": 300, "temp_c": 55, "processes": [
-        {"pid": )" + b(1) + R"(, "mem_mib": 9000}, {"pid": )" + b(4) + R"(, "mem_mib": 1000}]}]},
-    {"name": ")" + model + R"(", "uuid": "GPU-n)" + b(0) + R"(-1", "memory_total_mib": 81559, "energy_counter": true,
+        {"pid": )" +
+         b(1) + R"(, "mem_mib": 9000}, {"pid": )" + b(4) + R"(, "mem_mib": 1000}]}]},
+    {"name": ")" +
+         model + R"(", "uuid": "GPU-n)" + b(0) + R"(-1", "memory_total_mib": 81559, "energy_counter": true,
      "timeline": [{"t": 0, "util": 0, "mem_used_mib": 0, "power_w": 70, "temp_c": 30, "processes": []}]}]})";
 }
 
@@ -57,7 +63,8 @@ double query_scalar(const std::string& prom, const std::string& promql,
   const CmdResult r = curl(prom + "/api/v1/query", args);
   if (r.exit_code != 0) return std::nan("");
   const auto j = nlohmann::json::parse(r.out, nullptr, false);
-  if (j.is_discarded() || j.value("status", "") != "success" || j["data"]["result"].empty()) return std::nan("");
+  if (j.is_discarded() || j.value("status", "") != "success" || j["data"]["result"].empty())
+    return std::nan("");
   return std::stod(j["data"]["result"][0]["value"][1].get<std::string>());
 }
 
@@ -87,10 +94,11 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
 
   const int prom_port = free_port();
   ASSERT_GT(prom_port, 0);
-  const std::string config = dir.write(
-      "prometheus.yml", "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
-                        "  - job_name: gpumeter\n    static_configs:\n      - targets: ['127.0.0.1:" +
-                            std::to_string(p1) + "', '127.0.0.1:" + std::to_string(p2) + "']\n");
+  const std::string config =
+      dir.write("prometheus.yml",
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n"
+                "  - job_name: gpumeter\n    static_configs:\n      - targets: ['127.0.0.1:" +
+                    std::to_string(p1) + "', '127.0.0.1:" + std::to_string(p2) + "']\n");
   Background prom({"prometheus", "--config.file=" + config, "--storage.tsdb.path=" + dir.path() + "/tsdb",
                    "--web.listen-address=127.0.0.1:" + std::to_string(prom_port), "--log.level=warn"},
                   {}, dir.path(), "prometheus");
@@ -123,8 +131,9 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
   EXPECT_EQ(a2->terminate(), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   const double dev_range = query_scalar(url, "sum(increase(gpumeter_gpu_cost_usd_total[1h]))");
-  const double split_range = query_scalar(
-      url, "sum(increase(gpumeter_owner_cost_usd_total[1h])) + sum(increase(gpumeter_gpu_unallocated_cost_usd_total[1h]))");
+  const double split_range = query_scalar(url,
+                                          "sum(increase(gpumeter_owner_cost_usd_total[1h])) + "
+                                          "sum(increase(gpumeter_gpu_unallocated_cost_usd_total[1h]))");
   EXPECT_GT(dev_range, 0);
   // increase() extrapolates each series by at most half a scrape: within one interval's price per GPU.
   EXPECT_NEAR(split_range, dev_range, 4 * one_interval * 2);
@@ -133,7 +142,8 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     const auto rep = report::query_fleet_report(url, 3600'000, by);
     ASSERT_TRUE(rep) << rep.error().message;
     EXPECT_NEAR(rep->device_cost_usd, dev_range, 1e-9) << by;
-    EXPECT_NEAR(rep->owner_cost_usd + rep->unallocated_cost_usd, rep->device_cost_usd, 4 * one_interval * 2) << by;
+    EXPECT_NEAR(rep->owner_cost_usd + rep->unallocated_cost_usd, rep->device_cost_usd, 4 * one_interval * 2)
+        << by;
     double rows = 0;
     for (const auto& r : rep->rows) rows += r.cost_usd;
     EXPECT_NEAR(rows, by == "gpu" ? rep->device_cost_usd : rep->owner_cost_usd, 1e-9) << by;
@@ -157,15 +167,21 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     }
   }
   // The binary prints the same totals: gpumeter report --prometheus URL --since 1h --by namespace.
-  const auto cli = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "namespace", "--json"});
+  const auto cli =
+      run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "namespace", "--json"});
   ASSERT_EQ(cli.exit_code, 0) << cli.err;
   const auto cj = nlohmann::json::parse(cli.out);
   EXPECT_NEAR(cj["device_cost_usd"].get<double>(), dev_range, 1e-9);
   EXPECT_NEAR(cj["owner_cost_usd"].get<double>() + cj["unallocated_cost_usd"].get<double>(), dev_range,
               4 * one_interval * 2);
+  // The agents export the idle-held series: the fleet's figure is a number (0 or more), never left out.
+  ASSERT_TRUE(cj["idle_held_cost_usd"].is_number()) << cj.dump(2);
+  EXPECT_GE(cj["idle_held_cost_usd"].get<double>(), 0);
+  EXPECT_LE(cj["idle_held_cost_usd"].get<double>(), cj["owner_cost_usd"].get<double>() + 1e-9);
   const auto text = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "job"});
   EXPECT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("4242"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("idle held"), std::string::npos) << text.out;
   const auto unreachable = run_gpumeter({"report", "--prometheus", "http://127.0.0.1:1", "--since", "1h"});
   EXPECT_EQ(unreachable.exit_code, 5) << unreachable.err;
   // The CLI entry point `gpumeter report --prometheus` dispatches to prints the same totals.
@@ -176,7 +192,8 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     const int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ASSERT_GE(fd, 0);
     dup2(fd, 1);
-    std::vector<std::string> args{"report", "--prometheus", url, "--since", "1h", "--by", "namespace", "--json"};
+    std::vector<std::string> args{"report", "--prometheus", url,         "--since",
+                                  "1h",     "--by",         "namespace", "--json"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     EXPECT_TRUE(cli::wants_fleet_report(static_cast<int>(argv.size()), argv.data()));
@@ -188,11 +205,13 @@ TEST(AgentPrometheusIntegrationTest, TwoNodesScrapedTotalsAddUp) {
     ASSERT_EQ(rc, 0);
     const auto j = nlohmann::json::parse(read_file(out_path));
     EXPECT_NEAR(j["device_cost_usd"].get<double>(), dev_range, 1e-9);
-    EXPECT_NEAR(j["owner_cost_usd"].get<double>() + j["unallocated_cost_usd"].get<double>(), dev_range, 4 * one_interval * 2);
+    EXPECT_NEAR(j["owner_cost_usd"].get<double>() + j["unallocated_cost_usd"].get<double>(), dev_range,
+                4 * one_interval * 2);
   }
   // And through the binary: `gpumeter report --prometheus`, JSON and text.
   {
-    const CmdResult j = run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "job", "--json"});
+    const CmdResult j =
+        run_gpumeter({"report", "--prometheus", url, "--since", "1h", "--by", "job", "--json"});
     ASSERT_EQ(j.exit_code, 0) << j.err;
     const auto rep = nlohmann::json::parse(j.out);
     EXPECT_NEAR(rep["device_cost_usd"].get<double>(), dev_range, 1e-9);

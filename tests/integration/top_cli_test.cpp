@@ -8,7 +8,8 @@
 namespace gm::test {
 namespace {
 
-const char* kScenario = R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-top", "memory_total_mib": 81559,
+const char* kScenario =
+    R"({"devices": [{"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-top", "memory_total_mib": 81559,
   "energy_counter": true, "timeline": [{"t": 0, "util": 80, "mem_used_mib": 40000, "power_w": 500, "temp_c": 60,
   "processes": [{"pid": 1001, "sm_util": 60}, {"pid": 1003, "sm_util": 20}]}]}]})";
 
@@ -61,11 +62,23 @@ TEST(TopCliIntegrationTest, OwnersHoldingIdleGpusGetAFindingWithTheirRate) {
       << findings;
   EXPECT_NE(findings.find("-> stop the process or release its GPUs"), std::string::npos) << findings;
   EXPECT_EQ(findings.find("trainer-0"), std::string::npos) << findings;  // the busy pod has none
+  // The GPU table's IDLE HELD column: GPU 1's interval held idle by 4242 costs; busy GPU 0's does not.
+  ASSERT_NE(r.out.find("IDLE HELD"), std::string::npos) << r.out;
+  auto last_usd = [&](const std::string& row_start) {
+    const auto pos = r.out.find("\n" + row_start);
+    if (pos == std::string::npos) return -1.0;
+    const std::string line = r.out.substr(pos + 1, r.out.find('\n', pos + 1) - pos - 1);
+    const std::string cell = line.substr(line.rfind(' ') + 1);
+    return cell.rfind('$', 0) == 0 ? std::stod(cell.substr(1)) : -1.0;
+  };
+  EXPECT_GT(last_usd("1   NVIDIA"), 0) << r.out;
+  EXPECT_EQ(last_usd("0   NVIDIA"), 0) << r.out;
 }
 
 TEST(TopCliIntegrationTest, CursesViewInTmux) {
   GM_ASSERT_BUILT();
-  ASSERT_EQ(run_command({"sh", "-c", "command -v tmux"}).exit_code, 0) << "tmux missing (scripts/setup.sh installs it)";
+  ASSERT_EQ(run_command({"sh", "-c", "command -v tmux"}).exit_code, 0)
+      << "tmux missing (scripts/setup.sh installs it)";
   TempDir dir;
   fake_node(dir.path(), 1000, "ml-team", "trainer-0", "4242");
   const std::string scen = dir.write("s.json", kScenario);
@@ -75,13 +88,15 @@ TEST(TopCliIntegrationTest, CursesViewInTmux) {
   for (const auto& f : node_flags(dir.path())) cmd += " '" + f + "'";
   cmd += "; echo EXITED=$? > " + dir.path() + "/exit";
   const std::string sock = "gm-top-" + std::to_string(getpid());
-  const CmdResult start = run_command({"tmux", "-L", sock, "-f", "/dev/null", "new-session", "-d", "-x", "140", "-y", "30", cmd});
+  const CmdResult start =
+      run_command({"tmux", "-L", sock, "-f", "/dev/null", "new-session", "-d", "-x", "140", "-y", "30", cmd});
   ASSERT_EQ(start.exit_code, 0) << start.err;
   std::string screen;
   for (int i = 0; i < 50; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     screen = run_command({"tmux", "-L", sock, "capture-pane", "-p"}).out;
-    if (screen.find("ml-team/trainer-0") != std::string::npos && screen.find("4242") != std::string::npos) break;
+    if (screen.find("ml-team/trainer-0") != std::string::npos && screen.find("4242") != std::string::npos)
+      break;
   }
   EXPECT_NE(screen.find("NVIDIA H100 80GB HBM3"), std::string::npos) << screen;
   EXPECT_NE(screen.find("ml-team/trainer-0"), std::string::npos) << screen;

@@ -151,22 +151,23 @@ std::string read_file(const std::string& path) {
 
 std::string one_gpu_scenario(const std::string& comm, int util) {
   nlohmann::json proc = {{"comm", comm}, {"mem_mib", 60500}, {"sm_util", util}};
-  nlohmann::json j = {{"driver_version", "580.95.05"},
-                      {"devices",
-                       {{{"name", "NVIDIA H100 80GB HBM3"},
-                         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
-                         {"pci_bus_id", "00000000:18:00.0"},
-                         {"memory_total_mib", 81559},
-                         {"power_limit_w", 700},
-                         {"energy_counter", true},
-                         {"mig", false},
-                         {"timeline",
-                          {{{"t", 0},
-                            {"util", util},
-                            {"mem_used_mib", 61000},
-                            {"power_w", util > 5 ? 650 : 70},
-                            {"temp_c", 60},
-                            {"processes", {proc}}}}}}}}};
+  nlohmann::json j = {
+      {"driver_version", "580.95.05"},
+      {"devices",
+       {{{"name", "NVIDIA H100 80GB HBM3"},
+         {"uuid", "GPU-11111111-2222-3333-4444-555555555555"},
+         {"pci_bus_id", "00000000:18:00.0"},
+         {"memory_total_mib", 81559},
+         {"power_limit_w", 700},
+         {"energy_counter", true},
+         {"mig", false},
+         {"timeline",
+          {{{"t", 0},
+            {"util", util},
+            {"mem_used_mib", 61000},
+            {"power_w", util > 5 ? 650 : 70},
+            {"temp_c", 60},
+            {"processes", comm.empty() ? nlohmann::json::array() : nlohmann::json::array({proc})}}}}}}}};
   return j.dump();
 }
 

@@ -31,8 +31,8 @@ CmdResult run_gpumeter(const std::vector<std::string>& args,
 /// dir.
 std::map<std::string, std::string> fake_env(const std::string& scenario_path, const std::string& home_dir);
 
-/// A fake-NVML scenario (DESIGN §6): one H100 whose processes are every live process named `comm`, at
-/// utilization `util` throughout.
+/// A fake-NVML scenario (DESIGN §6): one H100 whose processes are every live process named `comm` (none
+/// when `comm` is empty), at utilization `util` throughout.
 std::string one_gpu_scenario(const std::string& comm, int util);
 
 /// A fresh directory under /tmp, removed at destruction.
