@@ -1,6 +1,7 @@
-// libFuzzer target: control datagrams of an attached session (notebook cells, budget changes; docs/cli.md)
-// arrive on the progress socket from the user's processes. A bad one is an error or "not a control datagram",
-// never a crash, a negative cell id, an over-long source or a non-positive budget.
+// libFuzzer target: control datagrams of a metered session (notebook cells, budget changes, stop requests of
+// gpumeter mcp and the node agent; docs/cli.md, docs/mcp.md) arrive on the progress socket from the user's
+// processes. A bad one is an error or "not a control datagram", never a crash, a negative cell id, an
+// over-long source or reason, a stop asked for the run's own reasons, or a non-positive budget.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +27,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           c.cell->status != gm::store::CellStatus::unfinished);  // an end datagram never says that
   }
   if (c.budget_micros) check(*c.budget_micros > 0);
+  if (c.stop) {
+    check(c.stop->reason.size() <= gm::guard::kMaxStopReasonBytes);
+    check(c.stop->by == gm::store::StopReason::mcp || c.stop->by == gm::store::StopReason::idle);
+  }
+  check(c.by.size() <= 64);
   if (c.warn_at_pct)
     for (double p : *c.warn_at_pct) check(p > 0 && p <= 100);
   return 0;

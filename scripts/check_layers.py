@@ -39,6 +39,8 @@ LAYERS = [
     ['agent'],
     # Reports and every renderer: over the ledger, the supervisor's outcome, traces and plans.
     ['report'],
+    # The MCP server: a protocol front end over the library, as the CLI is one over flags.
+    ['mcp'],
     # Flags and dispatch.
     ['cli'],
 ]
@@ -64,8 +66,10 @@ ALLOWED = {
     # agent: top's screen over the collector's snapshot; gpu, kubelet, serving: what gpus and doctor show
     'report': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
                'serving', 'store', 'sys', 'trace'},
-    'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'meter', 'plan', 'prices',
-            'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
+    # agent: the runs' live views; guard: the control datagrams; report: the run's and plan's JSON
+    'mcp': {'util', 'agent', 'catalog', 'guard', 'meter', 'plan', 'report', 'store', 'sys'},
+    'cli': {'util', 'agent', 'catalog', 'cloud', 'findings', 'gpu', 'guard', 'kubelet', 'mcp', 'meter', 'plan',
+            'prices', 'report', 'serving', 'store', 'sys', 'trace'},  # findings: `trace` prices its analyses once
 }
 
 # The headers that may re-export names of gm::util into bare gm, with using-declarations, and which: the

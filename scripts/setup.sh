@@ -73,3 +73,10 @@ if [ "$profile" = all ] && [ -f web/package.json ]; then
   fi
   if [ -x web/build-assets.sh ]; then web/build-assets.sh; fi
 fi
+# The tests drive `gpumeter mcp` with the official MCP TypeScript SDK (tests/mcp, pinned by its lock file).
+if [ "$profile" = all ] && [ -f tests/mcp/package.json ]; then
+  if [ ! -d tests/mcp/node_modules ] || [ tests/mcp/package-lock.json -nt tests/mcp/node_modules/.package-lock.json ]; then
+    echo "setup: npm ci in tests/mcp/"
+    (cd tests/mcp && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

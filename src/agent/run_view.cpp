@@ -65,7 +65,21 @@ std::string run_view_json(const RunView& view) {
   json j = {{"run_id", view.run_id},
             {"meter_pid", view.meter_pid},
             {"start_unix_ms", view.start_unix_ms},
-            {"updated_unix_ms", view.updated_unix_ms}};
+            {"updated_unix_ms", view.updated_unix_ms},
+            {"job_pid", view.job_pid},
+            {"command", view.command},
+            {"socket", view.socket},
+            {"stopping", view.stopping},
+            {"cost_micros", util::json_or_null(view.cost_micros)},
+            {"usd_per_hour", util::json_or_null(view.usd_per_hour)},
+            {"budget_micros", util::json_or_null(view.budget_micros)},
+            {"steps", util::json_or_null(view.steps)},
+            {"total_steps", util::json_or_null(view.total_steps)}};
+  if (view.forecast)
+    j["forecast"] = {{"total_usd", view.forecast->total_usd},
+                     {"low_usd", view.forecast->low_usd},
+                     {"high_usd", view.forecast->high_usd},
+                     {"remaining_s", view.forecast->remaining_s}};
   if (view.target) {
     const auto& t = *view.target;
     json tj = {{"metric", t.target.metric},
@@ -92,6 +106,24 @@ Result<RunView> parse_run_view(std::string_view text, const std::string& file_na
     *field = *n;
   }
   if (v.meter_pid <= 0) return bad("\"meter_pid\" is not a PID");
+  // The live figures (absent in views of older gpumeter runs: each stays unknown).
+  v.job_pid = std::max<std::int64_t>(0, util::json_int(j, "job_pid").value_or(0));
+  v.command = util::json_string(j, "command").value_or("");
+  v.socket = util::json_string(j, "socket").value_or("");
+  v.stopping = util::json_bool(j, "stopping").value_or(false);
+  v.cost_micros = util::json_int(j, "cost_micros");
+  v.usd_per_hour = opt_number(j, "usd_per_hour");
+  v.budget_micros = util::json_int(j, "budget_micros");
+  v.steps = util::json_int(j, "steps");
+  v.total_steps = util::json_int(j, "total_steps");
+  if (const json* fj = util::json_object(j, "forecast")) {
+    const auto total = opt_number(*fj, "total_usd");
+    const auto low = opt_number(*fj, "low_usd");
+    const auto high = opt_number(*fj, "high_usd");
+    const auto remaining = opt_number(*fj, "remaining_s");
+    if (!total || !low || !high || !remaining) return bad("\"forecast\" without its four figures");
+    v.forecast = RunForecastView{*total, *low, *high, *remaining};
+  }
   auto tj = j.find("target");
   if (tj == j.end() || tj->is_null()) return v;
   if (!tj->is_object()) return bad("\"target\" is not an object");
@@ -170,6 +202,7 @@ std::vector<RunView> read_run_views(const std::string& dir, std::int64_t now_uni
     if (now_unix_ms - view->updated_unix_ms > kRunViewStaleMs) continue;
     if (!meter_alive(view->meter_pid)) continue;
     view->user = user_name(st.st_uid);
+    view->uid = st.st_uid;
     out.push_back(std::move(*view));
   }
   std::sort(out.begin(), out.end(),

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "meter/target.h"
+#include "util/money.h"
 #include "util/result.h"
 
 namespace gm::agent {
@@ -21,13 +22,33 @@ struct RunTargetView {
   meter::TargetForecast forecast;
 };
 
+/// A run's cost forecast now (meter::Forecast's figures).
+struct RunForecastView {
+  double total_usd = 0;
+  double low_usd = 0;
+  double high_usd = 0;
+  double remaining_s = 0;  ///< the time left, median estimate (the ETA)
+};
+
 /// What a run publishes of itself.
 struct RunView {
   std::int64_t run_id = 0;     ///< the ledger's id; 0 when the run is not recorded
   std::int64_t meter_pid = 0;  ///< the gpumeter process metering it (names the file)
+  std::int64_t job_pid = 0;    ///< the job's main process (attach: the watched process); 0 before it started
   std::int64_t start_unix_ms = 0;
   std::int64_t updated_unix_ms = 0;
-  std::string user;  ///< read by the agent from the file's owner, never from its content
+  std::string command;  ///< as the ledger records it
+  /// The run's progress socket, which also takes control datagrams (stop, budget: guard/control.h) from its
+  /// user and root; "" when it has none.
+  std::string socket;
+  bool stopping = false;                ///< the stop signal was sent (budget, forecast, idle, mcp, ...)
+  std::optional<MicroUsd> cost_micros;  ///< spent so far; nullopt without a price
+  std::optional<double> usd_per_hour;   ///< the burn rate now
+  std::optional<MicroUsd> budget_micros;
+  std::optional<std::int64_t> steps, total_steps;
+  std::optional<RunForecastView> forecast;
+  std::string user;       ///< read by the agent from the file's owner, never from its content
+  std::uint32_t uid = 0;  ///< the file's owner (read with `user`)
   std::optional<RunTargetView> target;
 };
 

@@ -49,6 +49,7 @@ int cmd_plan(int argc, char** argv);
 int cmd_agent(int argc, char** argv);
 int cmd_top(int argc, char** argv);
 int cmd_idle(int argc, char** argv);
+int cmd_mcp(int argc, char** argv);
 int cmd_demo(int argc, char** argv);
 int cmd_record_job(int argc, char** argv);
 int cmd_ledger(int argc, char** argv);

@@ -124,7 +124,8 @@ int cmd_attach(int argc, char** argv) {
   JsonLinesSink json_sink(pid, memory_total);
   const bool live = !f.json_lines && !f.quiet && stdout_is_tty();
   TerminalSink terminal_sink(false, live, f.quiet, false);
-  PublishedSession published(f.json_lines ? static_cast<guard::SessionSink&>(json_sink) : terminal_sink);
+  PublishedSession published(f.json_lines ? static_cast<guard::SessionSink&>(json_sink) : terminal_sink,
+                             command);
 
   auto outcome =
       guard::attach_session(cfg, pid, setup.backend.get(), setup.ledger.get(), &setup.prices->catalog(),

@@ -19,6 +19,8 @@ const Command kCommands[] = {
     {"idle", "has every GPU here been idle for a duration? (asks the agent; exit 0 idle, 1 busy, 3 unknown)",
      cmd_idle},
     {"demo", "the main job on this machine, end to end (simulated GPU when there is none)", cmd_demo},
+    {"mcp", "an MCP server on stdio for AI agents: runs, spend, forecasts, plans, offers; stop and budget",
+     cmd_mcp},
     {"record-job", "record a job metered elsewhere (the Slurm epilog) as a run in the ledger",
      cmd_record_job},
     {"budget", "team budgets across machines: set, list, rm (runs whose labels match are guarded)",

@@ -13,12 +13,13 @@ namespace gm::cli {
 /// /run/gpumeter/runs when that directory exists; nullopt: the run publishes nothing.
 std::optional<std::string> run_publish_dir();
 
-/// Forwards every call to `inner`; at each status (at most once a second, and when the target's verdict
-/// changes) writes the run's view to `dir`, and withdraws it when destroyed. A failure to write warns once
-/// through `inner` and never touches the job.
+/// Forwards every call to `inner`; at each status (at most once a second, and at once when the target's
+/// verdict, the budget or the stopping state changes) writes the run's view to `dir` — its id, command,
+/// socket, spend, rate, budget, steps and forecast — and withdraws it when destroyed. A failure to write
+/// warns once through `inner` and never touches the job.
 class PublishingSink final : public guard::SessionSink {
  public:
-  PublishingSink(guard::SessionSink& inner, std::string dir);
+  PublishingSink(guard::SessionSink& inner, std::string dir, std::string command);
   ~PublishingSink() override;
   PublishingSink(const PublishingSink&) = delete;
   PublishingSink& operator=(const PublishingSink&) = delete;
@@ -38,10 +39,14 @@ class PublishingSink final : public guard::SessionSink {
  private:
   guard::SessionSink& inner_;
   std::string dir_;
+  std::string command_;
+  std::string socket_;
   std::int64_t run_id_ = 0;
   std::int64_t start_unix_ms_ = 0;
   std::int64_t published_unix_ms_ = 0;
   std::optional<int> published_verdict_;
+  std::optional<MicroUsd> published_budget_;
+  bool published_stopping_ = false;
   bool published_ = false;
   bool warned_ = false;
 };
@@ -50,7 +55,7 @@ class PublishingSink final : public guard::SessionSink {
 /// (run_publish_dir()); the view is withdrawn when this is destroyed.
 class PublishedSession {
  public:
-  explicit PublishedSession(guard::SessionSink& inner);
+  PublishedSession(guard::SessionSink& inner, std::string command);
   guard::SessionSink& sink() { return publishing_ ? static_cast<guard::SessionSink&>(*publishing_) : inner_; }
 
  private:

@@ -406,6 +406,7 @@ int execute_run(const RunFlags& f, bool simulated) {
   cfg.run.command = command;
   cfg.use_pty = stdout_is_tty();
   cfg.simulated = simulated;
+  cfg.control_datagrams = true;  // stop and budget requests (gpumeter mcp, the node agent) on its socket
   TerminalSink sink(cfg.use_pty, !f.quiet, f.quiet, simulated);
   cfg.window = sink.job_window();
   auto& prices = setup.prices;
@@ -413,7 +414,7 @@ int execute_run(const RunFlags& f, bool simulated) {
   auto& ledger = setup.ledger;
 
   sys::PosixProcessRunner runner;
-  PublishedSession published(sink);
+  PublishedSession published(sink, command);
   auto outcome = guard::run_session(cfg, backend.get(), ledger.get(), &prices->catalog(),
                                     util::system_clock(), runner, published.sink());
   sink.stop();

@@ -2,7 +2,14 @@
 // budget changes, on the same socket as progress (DESIGN §5; docs/notebooks.md).
 #include "guard/control.h"
 
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "guard/guard.h"
 #include "util/json_in.h"
@@ -43,7 +50,60 @@ Result<CellEvent> parse_cell(const nlohmann::json& c) {
   return e;
 }
 
+Result<StopRequest> parse_stop(const nlohmann::json& st) {
+  if (!st.is_object()) return make_error(ErrorKind::usage, "\"control.stop\" is not an object");
+  StopRequest r;
+  const auto by = util::json_string(st, "by");
+  const auto reason = by ? util::enum_from_text(store::kStopReasonTexts, *by) : std::nullopt;
+  // Only the askers from outside the run: its own reasons (budget, forecast, target) are its own decisions.
+  if (!reason || (*reason != store::StopReason::mcp && *reason != store::StopReason::idle))
+    return make_error(ErrorKind::usage, "\"control.stop.by\" is not \"mcp\" or \"idle\"");
+  r.by = *reason;
+  if (const nlohmann::json* why = util::json_member(st, "reason"); why && !why->is_null()) {
+    const auto text = util::json_string(why);
+    if (!text) return make_error(ErrorKind::usage, "\"control.stop.reason\" is not a string");
+    r.reason = *text;
+  }
+  if (r.reason.size() > kMaxStopReasonBytes) {
+    std::size_t cut = kMaxStopReasonBytes;
+    while (cut > 0 && (static_cast<unsigned char>(r.reason[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
+    r.reason.resize(cut);
+  }
+  return r;
+}
+
 }  // namespace
+
+std::string stop_request_datagram(const StopRequest& request) {
+  return nlohmann::json(
+             {{"control", {{"stop", {{"by", util::text_of(request.by)}, {"reason", request.reason}}}}}})
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string budget_datagram(MicroUsd budget_micros, std::string_view by) {
+  return nlohmann::json(
+             {{"control", {{"budget_usd", util::usd_decimal(budget_micros)}, {"by", std::string(by)}}}})
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+Result<void> send_control_datagram(const std::string& socket_path, std::string_view datagram) {
+  sockaddr_un addr{};
+  if (socket_path.empty() || socket_path.size() >= sizeof addr.sun_path)
+    return make_error(ErrorKind::unavailable, "the run's socket path '" + socket_path + "' is not usable");
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(ErrorKind::unavailable, std::string("socket: ") + std::strerror(errno));
+  const ssize_t n = ::sendto(fd, datagram.data(), datagram.size(), MSG_DONTWAIT | MSG_NOSIGNAL,
+                             reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  const int err = errno;
+  ::close(fd);
+  if (n == static_cast<ssize_t>(datagram.size())) return ok_result();
+  std::string why = n < 0 ? std::strerror(err) : "the datagram was cut short";
+  if (n < 0 && (err == EACCES || err == EPERM)) why += " (the socket's folder belongs to the run's user)";
+  if (n < 0 && (err == ENOENT || err == ECONNREFUSED)) why += " (the run has ended)";
+  return make_error(ErrorKind::unavailable, "the run's socket " + socket_path + ": " + why);
+}
 
 std::optional<Result<SessionControl>> parse_session_control(std::string_view datagram) {
   // Cheap test first: progress datagrams arrive often and never carry these keys.
@@ -80,6 +140,17 @@ std::optional<Result<SessionControl>> parse_session_control(std::string_view dat
       if (*out.budget_micros <= 0)
         return Result<SessionControl>(
             make_error(ErrorKind::usage, "\"control.budget_usd\" is under one micro-dollar"));
+    }
+    if (const nlohmann::json* by = util::json_member(*control, "by"); by && !by->is_null()) {
+      const auto text = util::json_string(by);
+      if (!text || text->size() > 64)
+        return Result<SessionControl>(make_error(ErrorKind::usage, "\"control.by\" is not a short string"));
+      out.by = *text;
+    }
+    if (const nlohmann::json* st = util::json_member(*control, "stop")) {
+      auto stop = parse_stop(*st);
+      if (!stop) return Result<SessionControl>(stop.error());
+      out.stop = std::move(*stop);
     }
     if (const nlohmann::json* w = util::json_member(*control, "warn_at")) {
       const auto text = util::json_string(w);

@@ -21,12 +21,14 @@ void NotebookCells::on_control(const SessionControl& c, std::int64_t now_ns) {
     if (c.warn_at_pct) g.warn_at_pct = *c.warn_at_pct;
     st_.policy = BudgetGuard(g);  // a latched stop is released: the new budget is evaluated afresh
     if (st_.stopping && !st_.cfg.kill_after_grace) st_.stopping = false;
-    st_.killed = !st_.cfg.kill_after_grace;
+    if (!st_.cfg.kill_after_grace) st_.killed = true;  // the signal is the whole stop action: none follows
     st_.run.budget_micros = g.budget_micros;
-    st_.record_action(store::ActionKind::budget,
-                      g.budget_micros ? fmt::format("budget set to {}", util::format_micros(*g.budget_micros))
-                                      : std::string("warning percentages changed"),
-                      now_ns, st_.spent(now_ns, true));
+    st_.record_action(
+        store::ActionKind::budget,
+        (g.budget_micros ? fmt::format("budget set to {}", util::format_micros(*g.budget_micros))
+                         : std::string("warning percentages changed")) +
+            (c.by.empty() ? "" : " (by " + c.by + ")"),
+        now_ns, st_.spent(now_ns, true));
   }
 }
 

@@ -68,7 +68,8 @@ struct SessionConfig {
   /// Record an `idle_gpus_held` action when every allocated GPU is under kIdleUtilPct this long while a
   /// process of the job holds memory on one (no action is taken); nullopt: never.
   std::optional<std::int64_t> idle_held_ms;
-  /// Accept control datagrams on the progress socket (cells, budget changes; see parse_session_control).
+  /// Accept control datagrams on the progress socket (cells, budget changes, stop requests; see
+  /// parse_session_control): attach, and run (`gpumeter mcp`'s stop_run and set_budget, the node agent).
   bool control_datagrams = false;
   /// The cloud metadata service's preemption notices (--preemption); null when not watched.
   cloud::NoticeWatcher* notices = nullptr;
@@ -107,6 +108,7 @@ struct StatusSnapshot {
   std::optional<MicroUsd> budget_left_micros;  ///< negative once overspent
   std::vector<gpu::DeviceSample> gpus;         ///< latest sample per allocated GPU
   bool stopping = false;
+  std::int64_t job_pid = 0;               ///< the job's main process (attach: the watched one); 0 before
   std::int64_t run_id = 0;                ///< 0 when not recorded
   std::optional<MicroUsd> budget_micros;  ///< the budget now (attach: it can be changed while running)
   std::optional<double> idle_held_s;      ///< `idle_gpus_held`: how long the GPUs have idled with memory held

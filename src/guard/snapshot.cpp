@@ -41,6 +41,7 @@ StatusSnapshot run_snapshot(const RunState& st, std::int64_t now_ns) {
                      st.cfg.allocated.size(), s.elapsed_s);
   }
   s.stopping = st.stopping;
+  s.job_pid = st.pid > 0 ? st.pid : 0;
   return s;
 }
 

@@ -131,6 +131,28 @@ struct Supervisor::Impl {
     flush(false);
   }
 
+  /// A stop asked from outside the run (MCP's stop_run, the node agent's idle stop): the budget stop's
+  /// sequence, performed here by the run's own supervisor, recorded with who asked and why.
+  void stop_requested(const StopRequest& r, std::int64_t now_ns) {
+    if (st.pid <= 0 || !st.meter) return;  // the job has not started: nothing to stop yet
+    const MicroUsd spent_now = st.spent(now_ns, false);
+    const std::string who =
+        r.by == store::StopReason::mcp ? "an agent through gpumeter mcp" : "the node agent";
+    const std::string why = r.reason.empty() ? "" : ": " + r.reason;
+    if (st.stopping) {
+      st.record_note(store::ActionKind::stop_requested,
+                     fmt::format("{} asked to stop the run{} (it is already stopping)", who, why), now_ns);
+      return;
+    }
+    GuardDecision d;
+    d.kind =
+        r.by == store::StopReason::mcp ? store::ActionKind::stop_requested : store::ActionKind::stop_idle;
+    d.stopped_by = r.by;
+    d.message = fmt::format("{} asked to stop the run{}", who, why);
+    act({d}, now_ns, spent_now);
+    flush(false);
+  }
+
   StatusSnapshot snapshot(std::int64_t now_ns) const {
     StatusSnapshot s = guard::run_snapshot(st, now_ns);
     for (const auto* c : collaborators) c->fill(s);
@@ -211,9 +233,12 @@ void Supervisor::on_datagram(std::string_view datagram) {
   const std::int64_t now = m.st.clock.monotonic_ns();
   if (m.st.cfg.control_datagrams && !exited_)
     if (auto c = parse_session_control(datagram)) {
-      if (*c)
+      if (*c) {
         m.cells.on_control(**c, now);
-      else
+        if ((*c)->stop) m.stop_requested(*(*c)->stop, now);
+        // A budget or a stop from outside shows at once (the run's live view, which the asker reads back).
+        if (m.st.meter && ((*c)->stop || (*c)->budget_micros)) m.st.sink.status(m.snapshot(now), false);
+      } else
         m.progress.malformed();
       return;
     }

@@ -41,12 +41,11 @@ constexpr const auto& enum_table(RunStatus) {
 }
 
 /// Why gpumeter stopped a run (RunRecord::stopped_by holds its text, or a scheduler's own reason).
-enum class StopReason { budget, forecast, idle, target, preemption };
-inline constexpr util::EnumText<StopReason> kStopReasonTexts[] = {{StopReason::budget, "budget"},
-                                                                  {StopReason::forecast, "forecast"},
-                                                                  {StopReason::idle, "idle"},
-                                                                  {StopReason::target, "target"},
-                                                                  {StopReason::preemption, "preemption"}};
+/// `mcp`: an agent asked through `gpumeter mcp`'s stop_run (the action's message keeps its reason).
+enum class StopReason { budget, forecast, idle, target, preemption, mcp };
+inline constexpr util::EnumText<StopReason> kStopReasonTexts[] = {
+    {StopReason::budget, "budget"}, {StopReason::forecast, "forecast"},     {StopReason::idle, "idle"},
+    {StopReason::target, "target"}, {StopReason::preemption, "preemption"}, {StopReason::mcp, "mcp"}};
 constexpr const auto& enum_table(StopReason) {
   return kStopReasonTexts;
 }
@@ -95,6 +94,7 @@ enum class ActionKind {
   idle_gpus_held,        ///< idle GPUs whose memory the job holds
   budget,                ///< the budget was changed (an attached session's control datagram)
   gpu_match,             ///< a note on how the job's GPUs were matched
+  stop_requested,  ///< a stop asked from outside the run (`gpumeter mcp`'s stop_run): the job is stopped
 };
 inline constexpr util::EnumText<ActionKind> kActionKindTexts[] = {
     {ActionKind::warn, "warn"},
@@ -118,7 +118,8 @@ inline constexpr util::EnumText<ActionKind> kActionKindTexts[] = {
     {ActionKind::no_recent_checkpoint, "no_recent_checkpoint"},
     {ActionKind::idle_gpus_held, "idle_gpus_held"},
     {ActionKind::budget, "budget"},
-    {ActionKind::gpu_match, "gpu_match"}};
+    {ActionKind::gpu_match, "gpu_match"},
+    {ActionKind::stop_requested, "stop_requested"}};
 constexpr const auto& enum_table(ActionKind) {
   return kActionKindTexts;
 }

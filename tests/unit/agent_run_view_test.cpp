@@ -168,6 +168,47 @@ TEST(AgentRunView, MalformedViewsNameTheFileAndTheField) {
   EXPECT_EQ(bad(head + "null}"), "");
 }
 
+// The live figures gpumeter mcp reads (spend, rate, budget, steps, the forecast with its interval and ETA,
+// the job's PID, the control socket) round-trip; a view of an older gpumeter without them still reads.
+TEST(AgentRunView, LiveFiguresAndTheControlSocketRoundTrip) {
+  RunView v = on_track_run();
+  v.job_pid = 4400;
+  v.command = "python3 train.py --lr 3e-4";
+  v.socket = "/tmp/gpumeter-abc/progress.sock";
+  v.stopping = true;
+  v.cost_micros = 420'123;
+  v.usd_per_hour = 3.6;
+  v.budget_micros = 2'500'000;
+  v.steps = 120;
+  v.total_steps = 1000;
+  v.forecast = RunForecastView{1.1, 1.0, 1.3, 310.5};
+  auto back = parse_run_view(run_view_json(v), "run-4321.json");
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->job_pid, 4400);
+  EXPECT_EQ(back->command, v.command);
+  EXPECT_EQ(back->socket, v.socket);
+  EXPECT_TRUE(back->stopping);
+  EXPECT_EQ(back->cost_micros, std::optional<MicroUsd>(420'123));
+  EXPECT_EQ(back->budget_micros, std::optional<MicroUsd>(2'500'000));
+  EXPECT_EQ(back->usd_per_hour, std::optional<double>(3.6));
+  EXPECT_EQ(back->steps, std::optional<std::int64_t>(120));
+  EXPECT_EQ(back->total_steps, std::optional<std::int64_t>(1000));
+  ASSERT_TRUE(back->forecast);
+  EXPECT_DOUBLE_EQ(back->forecast->low_usd, 1.0);
+  EXPECT_DOUBLE_EQ(back->forecast->remaining_s, 310.5);
+  auto old =
+      parse_run_view(R"({"run_id":1,"meter_pid":7,"start_unix_ms":1,"updated_unix_ms":2})", "run-7.json");
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->socket, "");
+  EXPECT_FALSE(old->cost_micros);
+  EXPECT_FALSE(old->forecast);
+  auto torn = parse_run_view(
+      R"({"run_id":1,"meter_pid":7,"start_unix_ms":1,"updated_unix_ms":2,"forecast":{"total_usd":1}})",
+      "run-7.json");
+  ASSERT_FALSE(torn);
+  EXPECT_NE(torn.error().message.find("forecast"), std::string::npos);
+}
+
 TEST(AgentRunView, ProcessAliveTellsThisProcessFromNone) {
   EXPECT_TRUE(process_alive(::getpid()));
   EXPECT_FALSE(process_alive(0));

@@ -29,9 +29,9 @@ void expect_round_trip(const util::EnumText<E> (&table)[N], std::size_t expected
 
 TEST(StoreEnumTest, EveryTableRoundTrips) {
   expect_round_trip(store::kRunStatusTexts, 8);
-  expect_round_trip(store::kStopReasonTexts, 5);
+  expect_round_trip(store::kStopReasonTexts, 6);
   expect_round_trip(store::kRunEnergyMethodTexts, 6);
-  expect_round_trip(store::kActionKindTexts, 22);
+  expect_round_trip(store::kActionKindTexts, 23);
   expect_round_trip(store::kCellStatusTexts, 5);
   expect_round_trip(store::kBudgetPeriodTexts, 3);
   // The texts the ledger has always held (existing ledgers and tools read them).

@@ -222,5 +222,83 @@ TEST(SupervisorTest, WithoutGpuTelemetryWallTimeTimesPrice) {
   EXPECT_GT(out2.run.wall_ms, 2000);
 }
 
+// A stop asked from outside the run (gpumeter mcp's stop_run, the node agent's idle stop) arrives as a
+// control datagram and is the budget stop's sequence, performed by the run's own supervisor: the stop signal
+// to the main process, the grace for the checkpoint, SIGKILL; recorded with who asked and why.
+TEST(SupervisorTest, AStopRequestDatagramStopsTheJobLikeABudgetStopWithItsReason) {
+  util::FakeClock clock;
+  RecordingRunner runner;
+  RecordingSink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.grace_ms = 3000;
+  cfg.control_datagrams = true;
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  // Before the job has started there is nothing to stop (and never a signal to PID -1).
+  s.on_datagram(guard::stop_request_datagram({store::StopReason::mcp, "too early"}));
+  EXPECT_TRUE(runner.sent.empty());
+  s.started(kPid);
+  run_until(s, clock, 2.0);
+  // The budget changes through the same door, exactly.
+  s.on_datagram(guard::budget_datagram(12'345'678, "mcp"));
+  EXPECT_EQ(s.snapshot().budget_micros, std::optional<MicroUsd>(12'345'678));
+  s.on_datagram(guard::stop_request_datagram({store::StopReason::mcp, "a better learning rate was found"}));
+  ASSERT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(runner.sent[0].pid, kPid);
+  EXPECT_EQ(runner.sent[0].sig, SIGTERM);
+  EXPECT_FALSE(runner.sent[0].group);
+  EXPECT_TRUE(s.snapshot().stopping);
+  // A second request while stopping is a note, not a second signal.
+  s.on_datagram(guard::stop_request_datagram({store::StopReason::idle, "again"}));
+  EXPECT_EQ(runner.sent.size(), 1u);
+  run_until(s, clock, 5.0);
+  ASSERT_EQ(runner.sent.size(), 2u);
+  EXPECT_EQ(runner.sent[1].sig, SIGKILL);
+  s.on_exit(W_EXITCODE(0, SIGKILL));
+  auto out = s.finish();
+  EXPECT_EQ(out.exit_code, util::kExitGuardStop);
+  EXPECT_EQ(out.run.status, store::RunStatus::stopped);
+  EXPECT_EQ(out.run.stopped_by, std::optional<std::string>("mcp"));
+  bool requested = false, budget = false, noted = false;
+  for (const auto& a : out.actions) {
+    if (a.kind == store::ActionKind::stop_requested &&
+        a.message.find("a better learning rate") != std::string::npos)
+      requested = a.message.find("gpumeter mcp") != std::string::npos;
+    if (a.kind == store::ActionKind::stop_requested &&
+        a.message.find("already stopping") != std::string::npos)
+      noted = true;
+    if (a.kind == store::ActionKind::budget && a.message.find("by mcp") != std::string::npos) budget = true;
+  }
+  EXPECT_TRUE(requested);
+  EXPECT_TRUE(noted);
+  EXPECT_TRUE(budget);
+}
+
+// The node agent's stop of a GPU held idle is recorded as an idle stop of the run.
+TEST(SupervisorTest, TheNodeAgentsIdleStopIsAnIdleStop) {
+  util::FakeClock clock;
+  RecordingRunner runner;
+  RecordingSink sink;
+  auto backend = test::one_static_gpu(90);
+  auto cfg = config();
+  cfg.control_datagrams = true;
+  guard::Supervisor s(cfg, &backend, nullptr, nullptr, clock, runner, sink);
+  s.begin();
+  s.started(kPid);
+  run_until(s, clock, 1.0);
+  s.on_datagram(guard::stop_request_datagram({store::StopReason::idle, "GPU 0 held idle for 2h"}));
+  ASSERT_EQ(runner.sent.size(), 1u);
+  s.on_exit(W_EXITCODE(0, 0));
+  auto out = s.finish();
+  EXPECT_EQ(out.run.stopped_by, std::optional<std::string>("idle"));
+  bool idle = false;
+  for (const auto& a : out.actions)
+    idle = idle ||
+           (a.kind == store::ActionKind::stop_idle && a.message.find("node agent") != std::string::npos &&
+            a.message.find("held idle for 2h") != std::string::npos);
+  EXPECT_TRUE(idle);
+}
+
 }  // namespace
 }  // namespace gm
