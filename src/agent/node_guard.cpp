@@ -105,8 +105,9 @@ bool budget_matches(const NodeBudget& b, const sys::Owner& o) {
   return false;
 }
 
-NodeGuard::NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner)
-    : cfg_(std::move(config)), runner_(runner), command_runner_(std::move(command_runner)) {
+NodeGuard::NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner,
+                     NodeRuns* runs)
+    : cfg_(std::move(config)), runner_(runner), command_runner_(std::move(command_runner)), runs_(runs) {
   budgets_.resize(cfg_.budgets.size());
 }
 
@@ -184,6 +185,8 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
       }
     }
   }
+  // ---- GPUs held idle: their processes stopped, a gpumeter run through its own checkpoint.
+  if (cfg_.stop_idle_held_ms) step_idle_held(in, out);
   // ---- budgets: the run's BudgetGuard on this period's spend.
   status_.budgets.clear();
   for (std::size_t i = 0; i < cfg_.budgets.size(); ++i) {
@@ -274,11 +277,14 @@ std::vector<NodeEvent> NodeGuard::step(const NodeInput& in) {
 }
 
 NodeGuardLoop::NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher,
-                             std::int64_t interval_ms, EventSink on_event)
-    : guard_(std::move(config), runner_,
-             [](const std::string& cmd, const guard::GuardEvent& e) {
-               return guard::run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
-             }),
+                             std::int64_t interval_ms, EventSink on_event, const std::string& runs_dir)
+    : runs_(runs_dir.empty() ? nullptr : std::make_unique<DirNodeRuns>(runs_dir)),
+      guard_(
+          std::move(config), runner_,
+          [](const std::string& cmd, const guard::GuardEvent& e) {
+            return guard::run_notify_command(cmd, e, e.kind == "autostop" ? 600'000 : 10'000);
+          },
+          runs_.get()),
       watcher_(std::move(watcher)),
       interval_ms_(interval_ms),
       on_event_(std::move(on_event)) {}
@@ -296,6 +302,7 @@ void NodeGuardLoop::step(Collector& collector) {
     NodeGpu g;
     if (d.utilization_pct) g.utilization_pct = *d.utilization_pct;
     g.processes = d.processes;
+    g.pids = d.pids;
     in.gpus.push_back(g);
   }
   in.node_cost_micros = view.node_cost;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "agent/collector.h"
+#include "agent/run_view.h"
 #include "cloud/cloud.h"
 #include "guard/guard.h"
 #include "sys/owner.h"
@@ -54,6 +55,10 @@ struct NodeGuardConfig {
   std::string autostop_command;                  ///< --autostop-command (run once with /bin/sh -c)
   bool autostop_dry_run = false;                 ///< --autostop-dry-run: warn and record, run nothing
   std::vector<NodeBudget> budgets;
+  /// --stop-idle-held: stop the processes that have held a GPU idle (memory in use, under the idle
+  /// threshold) this long, every GPU they hold being so; a gpumeter run is asked to stop through its own
+  /// supervisor (its checkpoint), any other process gets SIGTERM, SIGKILL after grace_ms.
+  std::optional<std::int64_t> stop_idle_held_ms;
   std::int64_t grace_ms = 60'000;  ///< stop action: SIGTERM, then SIGKILL after this
   std::optional<std::string> notify_command;
   std::optional<std::string> webhook_url;
@@ -64,6 +69,7 @@ struct NodeGuardConfig {
 struct NodeGpu {
   std::optional<double> utilization_pct;  ///< nullopt: unreadable (counts as busy: never stop on doubt)
   std::size_t processes = 0;              ///< compute processes on it
+  std::vector<std::uint32_t> pids;        ///< those processes
 };
 
 /// What the guard looks at, once per collection.
@@ -71,8 +77,8 @@ struct NodeInput {
   std::int64_t now_ns = 0;   ///< monotonic
   std::int64_t unix_ms = 0;  ///< wall time (budget periods)
   std::vector<NodeGpu> gpus;
-  MicroUsd node_cost_micros = 0;                               ///< cumulative cost of every priced GPU
-  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;    ///< cumulative cost per owner
+  MicroUsd node_cost_micros = 0;                                    ///< cumulative cost of every priced GPU
+  std::vector<std::pair<sys::Owner, MicroUsd>> owner_costs;         ///< cumulative cost per owner
   std::vector<std::pair<std::uint32_t, sys::Owner>> gpu_processes;  ///< PIDs on GPUs now and their owners
 };
 
@@ -83,6 +89,31 @@ struct NodeEvent {
   std::string message;
 };
 
+/// The gpumeter runs of the node (their live views, agent/run_view.h), for stops that go through the job's
+/// own supervisor and so its checkpoint. The real one reads the runs directory; tests use a fake.
+class NodeRuns {
+ public:
+  virtual ~NodeRuns() = default;
+  /// The run whose job process `pid` is (its main process or a descendant), if a gpumeter run meters it.
+  virtual std::optional<RunView> run_of(std::uint32_t pid) = 0;
+  /// Asks the run's supervisor to stop it (the stop signal, its grace for the checkpoint, then SIGKILL).
+  virtual Result<void> ask_stop(const RunView& run, const std::string& reason) = 0;
+};
+
+/// NodeRuns over a runs directory (`--runs-dir`): views re-read at most once a second, a process's
+/// ancestors read from /proc, the stop sent as a control datagram on the run's socket.
+class DirNodeRuns final : public NodeRuns {
+ public:
+  explicit DirNodeRuns(std::string runs_dir, std::string proc_root = "/proc");
+  std::optional<RunView> run_of(std::uint32_t pid) override;
+  Result<void> ask_stop(const RunView& run, const std::string& reason) override;
+
+ private:
+  std::string dir_, proc_root_;
+  std::vector<RunView> views_;
+  std::int64_t read_unix_ms_ = 0;
+};
+
 /// Runs a shell command for an event (the autostop command, --notify); the real one is run_notify_command.
 using NodeCommandRunner =
     std::function<Result<void>(const std::string& command, const guard::GuardEvent& event)>;
@@ -90,7 +121,9 @@ using NodeCommandRunner =
 /// The guard. Call step() once per collection; on_notice() when the metadata watcher reports.
 class NodeGuard {
  public:
-  NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner);
+  /// `runs` (may be null: no process is taken for a gpumeter run) must outlive the guard.
+  NodeGuard(NodeGuardConfig config, sys::ProcessRunner& runner, NodeCommandRunner command_runner,
+            NodeRuns* runs = nullptr);
   /// Evaluates autostop and budgets on this collection; returns what happened.
   std::vector<NodeEvent> step(const NodeInput& in);
   /// A preemption notice of the node's cloud: counted, notified, returned as an event.
@@ -111,10 +144,20 @@ class NodeGuard {
     std::string over_message;
   };
   NodeEvent event(const std::string& kind, const std::string& message);
+  /// --stop-idle-held on this collection (node_idle_stop.cpp).
+  void step_idle_held(const NodeInput& in, std::vector<NodeEvent>& out);
 
   NodeGuardConfig cfg_;
   sys::ProcessRunner& runner_;
   NodeCommandRunner command_runner_;
+  NodeRuns* runs_ = nullptr;
+  struct HeldGpu {
+    std::optional<std::int64_t> since_ns;  ///< start of its current held-idle stretch
+    bool warned = false;
+  };
+  std::vector<HeldGpu> held_;
+  std::map<std::uint32_t, std::int64_t> idle_kill_at_ns_;  ///< processes sent SIGTERM, SIGKILL due
+  std::set<std::int64_t> idle_asked_runs_;                 ///< meter PIDs asked to stop
   std::vector<BudgetState> budgets_;
   std::optional<std::int64_t> idle_since_ns_;
   bool autostop_warned_ = false;
@@ -129,8 +172,9 @@ class NodeGuardLoop {
  public:
   using EventSink = std::function<void(const NodeEvent& event)>;
   /// `watcher` may be null (no notices watched).
+  /// `runs_dir`: where gpumeter runs publish their views ("" none: --stop-idle-held signals every process).
   NodeGuardLoop(NodeGuardConfig config, std::unique_ptr<cloud::NoticeWatcher> watcher,
-                std::int64_t interval_ms, EventSink on_event);
+                std::int64_t interval_ms, EventSink on_event, const std::string& runs_dir = {});
   ~NodeGuardLoop();
   NodeGuardLoop(const NodeGuardLoop&) = delete;
   NodeGuardLoop& operator=(const NodeGuardLoop&) = delete;
@@ -141,6 +185,7 @@ class NodeGuardLoop {
 
  private:
   sys::PosixProcessRunner runner_;
+  std::unique_ptr<DirNodeRuns> runs_;
   NodeGuard guard_;
   std::unique_ptr<cloud::NoticeWatcher> watcher_;
   std::int64_t interval_ms_;

@@ -20,6 +20,12 @@ void add_node_guard_flags(CLI::App& app, NodeGuardFlags& f) {
       "--autostop-command", f.autostop_command,
       "the command autostop runs once (/bin/sh -c), e.g. 'shutdown -h now' or 'sky down mycluster'");
   app.add_flag("--autostop-dry-run", f.autostop_dry_run, "warn and record the autostop, run no command");
+  app.add_option(
+      "--stop-idle-held", f.stop_idle_held,
+      "stop the processes that have held a GPU idle (under 5% with memory in use) this long (e.g. 2h), "
+      "warned "
+      "first: a gpumeter run through its own checkpoint (its stop signal and grace), any other process with "
+      "SIGTERM, SIGKILL after --budget-grace");
   app.add_option("--node-budget", f.node_budget,
                  "the node's budget, USD/day or USD/month (e.g. 200/day): notify");
   app.add_option(
@@ -43,7 +49,8 @@ void add_node_guard_flags(CLI::App& app, NodeGuardFlags& f) {
 }
 
 Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFlags& f,
-                                                              std::int64_t interval_ms) {
+                                                              std::int64_t interval_ms,
+                                                              const std::string& runs_dir) {
   agent::NodeGuardConfig cfg;
   if (f.autostop_idle || f.autostop_command || f.autostop_dry_run) {
     if (!f.autostop_idle)
@@ -60,6 +67,13 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
     cfg.autostop_idle_ms = *ms;
     cfg.autostop_command = f.autostop_command.value_or("");
     cfg.autostop_dry_run = f.autostop_dry_run;
+  }
+  if (f.stop_idle_held) {
+    auto ms = util::parse_duration_ms(*f.stop_idle_held);
+    if (!ms || *ms <= 0)
+      return make_error(ErrorKind::usage,
+                        "--stop-idle-held '" + *f.stop_idle_held + "': expected a duration such as 2h");
+    cfg.stop_idle_held_ms = *ms;
   }
   if (f.node_budget) {
     GM_TRY(auto b, agent::parse_node_budget(*f.node_budget));
@@ -102,16 +116,19 @@ Result<std::unique_ptr<agent::NodeGuardLoop>> make_node_guard(const NodeGuardFla
     }
   }
 
-  if (!cfg.autostop_idle_ms && cfg.budgets.empty() && !watch) return std::unique_ptr<agent::NodeGuardLoop>();
+  if (!cfg.autostop_idle_ms && !cfg.stop_idle_held_ms && cfg.budgets.empty() && !watch)
+    return std::unique_ptr<agent::NodeGuardLoop>();
   std::unique_ptr<cloud::NoticeWatcher> watcher;
   if (watch)
     watcher = std::make_unique<cloud::NoticeWatcher>(
         provider, cloud::make_http_metadata_client(base, cloud::kMetadataTimeoutMs), *poll_ms,
         [] { return util::system_clock().unix_ms(); });
   return std::make_unique<agent::NodeGuardLoop>(
-      cfg, std::move(watcher), interval_ms, [](const agent::NodeEvent& e) {
+      cfg, std::move(watcher), interval_ms,
+      [](const agent::NodeEvent& e) {
         std::fprintf(stderr, "gpumeter agent: [%s] %s\n", e.kind.c_str(), e.message.c_str());
-      });
+      },
+      runs_dir);
 }
 
 }  // namespace gm::cli

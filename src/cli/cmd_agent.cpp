@@ -162,7 +162,7 @@ int cmd_agent(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   if (!once) pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto node_guard = make_node_guard(node_flags, *interval_ms);
+  auto node_guard = make_node_guard(node_flags, *interval_ms, runs_dir);
   if (!node_guard) return fail("agent", node_guard.error());
   auto devices = open_priced_devices(pricing);
   if (!devices) return fail("agent", devices.error());

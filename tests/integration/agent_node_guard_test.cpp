@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "integration/agent_fixture.h"
 #include "integration/metadata_standin.h"
@@ -148,6 +149,70 @@ TEST_F(AgentNodeGuardIntegrationTest, OwnerBudgetStopsARealProcessAndKillsOneTha
   EXPECT_EQ(metric(m.out, "gpumeter_budget_usd{scope=\"user:" + name + "\",period=\"day\"} "), 0.5) << m.out;
   EXPECT_GE(metric(m.out, "gpumeter_budget_spent_usd{scope=\"user:" + name + "\",period=\"day\"} "), 0.5);
   EXPECT_GE(metric(m.out, "gpumeter_node_guard_actions_total{kind=\"budget_stop\"} "), 1.0);
+  EXPECT_EQ(agent->terminate(), 0);
+}
+
+// --stop-idle-held: a GPU held idle by a gpumeter run's job and by a bare process. The run is asked to stop
+// through its own supervisor — its stop signal, the grace in which the job writes its checkpoint — and the
+// ledger says stopped_by idle; the bare process gets SIGTERM. Nothing is killed bare.
+TEST_F(AgentNodeGuardIntegrationTest, GpusHeldIdleStopAGpumeterRunThroughItsCheckpointAndOthersWithSigterm) {
+  const std::string job = "gmidle" + std::to_string(getpid() % 100000);
+  const std::string bare = "gmsleep" + std::to_string(getpid() % 100000);
+  // A symlink's name is the process's comm, and python still finds its library through it.
+  std::filesystem::create_symlink("/usr/bin/python3", dir_.path() + "/" + job);
+  std::filesystem::copy_file("/bin/sleep", dir_.path() + "/" + bare);
+  const std::string scenario =
+      one_gpu(R"({"t": 0, "util": 0, "mem_used_mib": 9000, "power_w": 70, "temp_c": 40,
+    "processes": [{"comm": ")" +
+              job + R"(", "mem_mib": 4000, "sm_util": 0}, {"comm": ")" + bare +
+              R"(", "mem_mib": 4000, "sm_util": 0}]})");
+  const std::string scenario_path = dir_.write("held.json", scenario);
+  const std::string runs = dir_.path() + "/runs";
+  const std::string checkpoint = dir_.path() + "/checkpoint.txt";
+  auto env = fake_env(scenario_path, dir_.path());
+  env["PYTHONPATH"] = source_dir() + "/python";
+  env["GPUMETER_RUNS_DIR"] = runs;
+  Background run({gpumeter_binary(), "run", "--price", "3.6", "--grace", "20s", "--", dir_.path() + "/" + job,
+                  source_dir() + "/tests/data/python/target_curve.py", "power", "1200", "0.05", "10", "0.003",
+                  "1", checkpoint},
+                 env, dir_.path(), "run");
+  // The run publishes its view (its socket) before the agent starts looking.
+  const auto published = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < published && run.running() &&
+         (!std::filesystem::exists(runs) || std::filesystem::is_empty(runs)))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_FALSE(std::filesystem::is_empty(runs)) << run.stderr_text();
+  Background sleeper({dir_.path() + "/" + bare, "300"}, {}, dir_.path(), "sleeper");
+  int port = 0;
+  auto agent = start_agent(scenario_path, dir_.path(),
+                           {"--price", "3.6", "--interval", "100ms", "--preemption", "off",
+                            "--stop-idle-held", "2s", "--budget-grace", "10s", "--runs-dir", runs},
+                           port);
+  ASSERT_GT(port, 0) << agent->stderr_text();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+  while ((run.running() || sleeper.running()) && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string err = agent->stderr_text();
+  ASSERT_FALSE(run.running()) << err << run.stderr_text();
+  ASSERT_FALSE(sleeper.running()) << err;
+  EXPECT_EQ(run.terminate(), 86) << run.stderr_text();  // gpumeter stopped the job
+  EXPECT_EQ(sleeper.terminate(), 128 + SIGTERM);
+  EXPECT_NE(read_file(checkpoint).find("step "), std::string::npos) << "the job wrote no checkpoint";
+  EXPECT_NE(err.find("[idle_held_stop] GPU 0 held idle"), std::string::npos) << err;
+  EXPECT_NE(err.find("to stop through its checkpoint"), std::string::npos) << err;
+  EXPECT_NE(err.find("sent SIGTERM to process"), std::string::npos) << err;
+  EXPECT_EQ(err.find("[sigkill]"), std::string::npos) << err;
+  const auto rep = run_gpumeter({"report", "last", "--json"}, env);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  const auto j = nlohmann::json::parse(rep.out);
+  EXPECT_EQ(j["stopped_by"], "idle");
+  bool idle_action = false;
+  for (const auto& a : j["actions"])
+    idle_action = idle_action || (a["kind"] == "stop_idle" && a["message"].get<std::string>().find(
+                                                                  "the node agent") != std::string::npos);
+  EXPECT_TRUE(idle_action) << j["actions"].dump(2);
+  auto m = curl("http://127.0.0.1:" + std::to_string(port) + "/metrics");
+  EXPECT_GE(metric(m.out, "gpumeter_node_guard_actions_total{kind=\"idle_held_stop\"} "), 2.0) << m.out;
   EXPECT_EQ(agent->terminate(), 0);
 }
 

@@ -21,7 +21,7 @@ NodeInput idle_input(std::int64_t t_s) {
   NodeInput in;
   in.now_ns = t_s * kS;
   in.unix_ms = 20'000 * kDayMs + t_s * 1000;
-  in.gpus = {NodeGpu{0.0, 0}, NodeGpu{2.0, 0}};
+  in.gpus = {NodeGpu{0.0, 0, {}}, NodeGpu{2.0, 0, {}}};
   return in;
 }
 
@@ -148,7 +148,7 @@ TEST(NodeGuardTest, OwnerBudgetStopsOnlyThatOwnersProcessesThenKillsAfterGraceAn
     NodeInput in;
     in.now_ns = t_s * kS;
     in.unix_ms = day * kDayMs + 3'600'000 + t_s * 1000;
-    in.gpus = {NodeGpu{90.0, 2}};
+    in.gpus = {NodeGpu{90.0, 2, {}}};
     in.node_cost_micros = alice_cost + bob_cost;
     in.owner_costs = {{alice, alice_cost}, {bob, bob_cost}};
     in.gpu_processes = {{101, alice}, {202, bob}};
@@ -189,6 +189,103 @@ TEST(NodeGuardTest, NoticesAreCounted) {
   n.detail = "GCP preemption notice";
   EXPECT_EQ(guard.on_notice(n).kind, "preempted");
   EXPECT_EQ((guard.status().notices.at({"gcp", "preempted"})), 1u);
+}
+
+/// The gpumeter runs of a made-up node: PID 300 is run 7's job; asks are recorded, or refused.
+struct FakeNodeRuns final : NodeRuns {
+  std::vector<std::pair<std::int64_t, std::string>> asked;  // (meter pid, reason)
+  bool refuse = false;
+  std::optional<RunView> run_of(std::uint32_t pid) override {
+    if (pid != 300) return std::nullopt;
+    RunView v;
+    v.run_id = 7;
+    v.meter_pid = 299;
+    v.job_pid = 300;
+    v.socket = "/tmp/no-such-dir/progress.sock";
+    return v;
+  }
+  Result<void> ask_stop(const RunView& run, const std::string& reason) override {
+    if (refuse) return make_error(ErrorKind::unavailable, "the run's socket: gone");
+    asked.emplace_back(run.meter_pid, reason);
+    return ok_result();
+  }
+};
+
+// --stop-idle-held: a warning first, then the holders of a GPU held idle are stopped; a gpumeter run through
+// its own supervisor (asked, never signalled here), any other process with SIGTERM and SIGKILL after the
+// grace; a process that also works on a busy GPU is left alone.
+TEST(NodeGuardTest, GpusHeldIdleAreStoppedThroughTheRunsCheckpointNeverWithABareKill) {
+  test::RecordingRunner runner;
+  FakeNodeRuns runs;
+  NodeGuardConfig cfg;
+  cfg.stop_idle_held_ms = 100'000;
+  cfg.grace_ms = 5'000;
+  NodeGuard guard(cfg, runner, nullptr, &runs);
+  auto input = [&](std::int64_t t_s, double util0) {
+    NodeInput in;
+    in.now_ns = t_s * kS;
+    in.unix_ms = 20'000 * kDayMs + t_s * 1000;
+    // GPU 0: the run's job (300) and a notebook kernel (400); GPU 1: busy with 500, which also holds GPU 0.
+    in.gpus = {NodeGpu{util0, 3, {300, 400, 500}}, NodeGpu{95.0, 1, {500}}};
+    in.gpu_processes = {{300, {}}, {400, {}}, {500, {}}, {500, {}}};
+    return in;
+  };
+  EXPECT_TRUE(guard.step(input(0, 1.0)).empty());
+  EXPECT_TRUE(guard.step(input(50, 2.0)).empty());
+  // Busy again: the spell starts over.
+  EXPECT_TRUE(guard.step(input(60, 40.0)).empty());
+  EXPECT_TRUE(guard.step(input(61, 0.0)).empty());
+  EXPECT_EQ(kinds(guard.step(input(152, 0.0))), (std::vector<std::string>{"idle_held_warning"}));
+  EXPECT_TRUE(runner.sent.empty());
+  const auto stopped = guard.step(input(161, 0.0));
+  EXPECT_EQ(kinds(stopped), (std::vector<std::string>{"idle_held_stop", "idle_held_stop"}));
+  ASSERT_EQ(runs.asked.size(), 1u);
+  EXPECT_EQ(runs.asked[0].first, 299);
+  EXPECT_NE(runs.asked[0].second.find("GPU 0 held idle"), std::string::npos) << runs.asked[0].second;
+  EXPECT_NE(stopped[0].message.find("asked gpumeter run 7"), std::string::npos) << stopped[0].message;
+  // The notebook kernel gets SIGTERM; the run's job is its supervisor's; 500 works on GPU 1.
+  ASSERT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(runner.sent[0].pid, 400);
+  EXPECT_EQ(runner.sent[0].sig, SIGTERM);
+  // Nothing asked twice while the GPU stays held; SIGKILL only after the grace, to a process still there.
+  EXPECT_TRUE(guard.step(input(165, 0.0)).empty());
+  EXPECT_EQ(runs.asked.size(), 1u);
+  EXPECT_EQ(kinds(guard.step(input(166, 0.0))), (std::vector<std::string>{"sigkill"}));
+  ASSERT_EQ(runner.sent.size(), 2u);
+  EXPECT_EQ(runner.sent[1].pid, 400);
+  EXPECT_EQ(runner.sent[1].sig, SIGKILL);
+  EXPECT_EQ(guard.status().events.at("idle_held_stop"), 2u);
+}
+
+TEST(NodeGuardTest, ARunThatCannotBeAskedGetsSigtermAndAnUnreadableGpuIsNeverHeldIdle) {
+  test::RecordingRunner runner;
+  FakeNodeRuns runs;
+  runs.refuse = true;
+  NodeGuardConfig cfg;
+  cfg.stop_idle_held_ms = 10'000;
+  NodeGuard guard(cfg, runner, nullptr, &runs);
+  auto input = [&](std::int64_t t_s, std::optional<double> util) {
+    NodeInput in;
+    in.now_ns = t_s * kS;
+    in.unix_ms = 20'000 * kDayMs + t_s * 1000;
+    in.gpus = {NodeGpu{util, 1, {300}}};
+    in.gpu_processes = {{300, {}}};
+    return in;
+  };
+  // Utilization not readable: never idle, never stopped on doubt.
+  EXPECT_TRUE(guard.step(input(0, std::nullopt)).empty());
+  EXPECT_TRUE(guard.step(input(100, std::nullopt)).empty());
+  EXPECT_TRUE(guard.step(input(101, 0.0)).empty());
+  const auto events = guard.step(input(111, 0.0));
+  // (The collections jumped past the warning's window: the stop comes without it.)
+  EXPECT_EQ(kinds(events), (std::vector<std::string>{"idle_held_stop", "idle_held_stop"}));
+  bool fell_back = false;
+  for (const auto& e : events)
+    fell_back = fell_back || e.message.find("could not be asked") != std::string::npos;
+  EXPECT_TRUE(fell_back);
+  ASSERT_EQ(runner.sent.size(), 1u);
+  EXPECT_EQ(runner.sent[0].pid, 300);
+  EXPECT_EQ(runner.sent[0].sig, SIGTERM);
 }
 
 }  // namespace
